@@ -1,0 +1,218 @@
+// The Backend interface: every numeric op the GPT model and optimizer need.
+//
+// Conventions (shared by every implementation; the CPU backend is the reference):
+//  - Pointers are this backend's memory (host for cpu, device for cuda); alloc() gives it.
+//  - Activations are row-major [s, b, h] (sequence-major, as Megatron): "rows" = s*b tokens.
+//  - Linear weights are [out, in] as in Megatron (y = x W^T + b), so checkpoints map 1:1.
+//  - `dtype` is the storage type of activations/weights (fp32, fp16, bf16); all arithmetic
+//    accumulates in fp32. Parameter gradients are always fp32 and ops ACCUMULATE into them
+//    (+=), which gives micro-batch accumulation for free (Megatron's main_grad).
+//  - Dropout masks come from a counter-based RNG: element i of a call uses
+//    philox(seed, offset + i), so backward regenerates the mask instead of storing it and
+//    every result is reproducible for any layout or thread count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/dtype.hpp"
+
+namespace gpt {
+
+enum class GemmEpilogue {
+    None,      // C = alpha*op(A)op(B) + beta*C
+    Bias,      // C = alpha*op(A)op(B) + bias[n]            (beta must be 0)
+    BiasGelu,  // aux = alpha*op(A)op(B) + bias; C = gelu(aux)   (aux: pre-activation, dtype)
+};
+
+// C[m, n] = alpha * op(A)[m, k] * op(B)[k, n] + beta * C, row-major, fp32 accumulation.
+// op(X) = X^T when trans_x. A and B have type `dtype`; C has type `c_dtype` (fp32 C with
+// beta = 1 is how weight gradients accumulate). batch > 1 runs strided-batched GEMMs.
+struct GemmArgs {
+    bool trans_a = false;
+    bool trans_b = false;
+    std::int64_t m = 0, n = 0, k = 0;
+    const void* a = nullptr;
+    std::int64_t lda = 0;
+    const void* b = nullptr;
+    std::int64_t ldb = 0;
+    void* c = nullptr;
+    std::int64_t ldc = 0;
+    float alpha = 1.0f;
+    float beta = 0.0f;
+    DType dtype = DType::F32;
+    DType c_dtype = DType::F32;
+    std::int64_t batch = 1;
+    std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+    GemmEpilogue epilogue = GemmEpilogue::None;
+    const void* bias = nullptr;  // [n], type dtype
+    void* aux = nullptr;         // [m, ldc], type c_dtype (BiasGelu only)
+    bool tanh_gelu = false;      // BiasGelu: tanh approximation (--openai-gelu)
+};
+
+// Causal self-attention over Megatron's fused QKV activation.
+//  qkv:  [s, b, np, 3, hn]  (per head: query, key, value, as Megatron's query_key_value)
+//  out:  [s, b, np, hn]     (the context layer, input of the output projection)
+//  saved: what backward needs besides qkv/out: per-row softmax log-sum-exp (flash) or the
+//         probabilities [b, np, s, s] (plain); size from attention_saved_bytes().
+struct AttentionArgs {
+    std::int64_t s = 0, b = 0, np = 0, hn = 0;
+    DType dtype = DType::F32;
+    bool flash = false;          // tiled online softmax: never materialises s x s
+    float softmax_scale = 0.0f;  // 0: 1/sqrt(hn)
+    float dropout = 0.0f;        // attention dropout probability (on the probabilities)
+    std::uint64_t seed = 0;
+    std::uint64_t offset = 0;
+};
+
+struct AdamArgs {
+    float* main_param = nullptr;  // fp32 master weights [n]
+    const float* grad = nullptr;  // fp32 gradients [n]
+    float* exp_avg = nullptr;     // [n]
+    float* exp_avg_sq = nullptr;  // [n]
+    void* model_param = nullptr;  // half copy updated in the same pass (nullptr for fp32)
+    DType model_dtype = DType::F32;
+    std::int64_t n = 0;
+    float lr = 0.0f;
+    float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+    float weight_decay = 0.0f;    // decoupled (AdamW), 0 for biases and layernorm
+    std::int64_t step = 1;        // 1-based, for bias correction
+    float grad_scale = 1.0f;      // multiplies grad first: 1/loss_scale * clip coefficient
+};
+
+struct GradStats {
+    double sum_squares = 0.0;
+    bool finite = true;
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual std::string name() const = 0;
+    virtual bool host_memory() const = 0;  // pointers are host-addressable
+
+    // ---- memory -------------------------------------------------------------------
+    virtual void* alloc(std::size_t bytes) = 0;
+    virtual void free(void* p) = 0;
+    virtual void copy_to_device(void* dst, const void* host_src, std::size_t bytes) = 0;
+    virtual void copy_to_host(void* host_dst, const void* src, std::size_t bytes) = 0;
+    virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+    virtual void zero(void* p, std::size_t bytes) = 0;
+    virtual void synchronize() = 0;
+    // Bytes currently allocated and the high-water mark (for memory accounting).
+    virtual std::size_t bytes_in_use() const = 0;
+    virtual std::size_t peak_bytes() const = 0;
+
+    // ---- dense math ---------------------------------------------------------------
+    virtual void gemm(const GemmArgs& g) = 0;
+
+    // y = LN(x) * gamma + beta over the last dim; mean/rstd [rows] fp32 saved for backward.
+    virtual void layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
+                                   float* mean, float* rstd, std::int64_t rows,
+                                   std::int64_t cols, float eps, DType dtype) = 0;
+    // dx = dLN (overwritten); dgamma, dbeta fp32 += (accumulated).
+    virtual void layernorm_backward(const void* dy, const void* x, const void* gamma,
+                                    const float* mean, const float* rstd, void* dx,
+                                    float* dgamma, float* dbeta, std::int64_t rows,
+                                    std::int64_t cols, DType dtype) = 0;
+
+    virtual void gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
+                              DType dtype) = 0;
+    // dx = dy * gelu'(x)  (dx may alias dy)
+    virtual void gelu_backward(const void* dy, const void* x, void* dx, std::int64_t n,
+                               bool tanh_approx, DType dtype) = 0;
+
+    // x[rows, cols] += bias[cols]
+    virtual void bias_add(void* x, const void* bias, std::int64_t rows, std::int64_t cols,
+                          DType dtype) = 0;
+    // dbias[cols] (fp32) += sum over rows of dy[rows, cols]
+    virtual void bias_grad(const void* dy, float* dbias, std::int64_t rows, std::int64_t cols,
+                           DType dtype) = 0;
+
+    // out = residual + dropout(x + bias)  (bias may be nullptr; p = 0 disables dropout).
+    // out may alias residual. Elements use philox(seed, offset + i).
+    virtual void bias_dropout_add(const void* x, const void* bias, const void* residual,
+                                  void* out, std::int64_t rows, std::int64_t cols, float p,
+                                  std::uint64_t seed, std::uint64_t offset, DType dtype) = 0;
+    // dx = dropout_mask(dout) / (1-p) with the same seed/offset; dbias (fp32, nullable) +=.
+    virtual void bias_dropout_add_backward(const void* dout, void* dx, float* dbias,
+                                           std::int64_t rows, std::int64_t cols, float p,
+                                           std::uint64_t seed, std::uint64_t offset,
+                                           DType dtype) = 0;
+    // y = dropout(x) (y may alias x) / backward.
+    virtual void dropout_forward(const void* x, void* y, std::int64_t n, float p,
+                                 std::uint64_t seed, std::uint64_t offset, DType dtype) = 0;
+
+    // y = a + b elementwise (y may alias a or b)
+    virtual void add(const void* a, const void* b, void* y, std::int64_t n, DType dtype) = 0;
+    // y += x  (x of type dtype, y fp32) -- accumulate a half activation grad into fp32
+    virtual void accumulate_f32(const void* x, float* y, std::int64_t n, DType dtype) = 0;
+    virtual void scale(void* x, float alpha, std::int64_t n, DType dtype) = 0;
+    virtual void cast(const void* src, DType src_type, void* dst, DType dst_type,
+                      std::int64_t n) = 0;
+
+    // ---- attention ----------------------------------------------------------------
+    virtual std::size_t attention_saved_bytes(const AttentionArgs& a) const = 0;
+    virtual void attention_forward(const AttentionArgs& a, const void* qkv, void* out,
+                                   void* saved) = 0;
+    // dqkv is overwritten.
+    virtual void attention_backward(const AttentionArgs& a, const void* qkv, const void* out,
+                                    const void* saved, const void* dout, void* dqkv) = 0;
+
+    // ---- embeddings (vocab-parallel: this rank holds rows [vocab_start, vocab_end)) ----
+    // tokens [b, s] int32; out [s, b, h] = table[token - vocab_start], or 0 outside the shard.
+    virtual void embedding_forward(const std::int32_t* tokens, const void* table, void* out,
+                                   std::int64_t b, std::int64_t s, std::int64_t h,
+                                   std::int64_t vocab_start, std::int64_t vocab_end,
+                                   DType dtype) = 0;
+    // dtable (fp32) += scatter of dout [s, b, h] by token (rows outside the shard skipped).
+    virtual void embedding_backward(const std::int32_t* tokens, const void* dout, float* dtable,
+                                    std::int64_t b, std::int64_t s, std::int64_t h,
+                                    std::int64_t vocab_start, std::int64_t vocab_end,
+                                    DType dtype) = 0;
+    // out[s, b, h] += table[first_position + s_index]
+    virtual void position_embedding_forward(const void* table, void* out, std::int64_t b,
+                                            std::int64_t s, std::int64_t h,
+                                            std::int64_t first_position, DType dtype) = 0;
+    // dtable[pos] (fp32) += sum over b of dout[s, b, :]
+    virtual void position_embedding_backward(const void* dout, float* dtable, std::int64_t b,
+                                             std::int64_t s, std::int64_t h,
+                                             std::int64_t first_position, DType dtype) = 0;
+
+    // ---- cross-entropy from per-shard pieces (vocab-parallel = same calls + reductions) ---
+    // logits [rows, v] over vocab ids [vocab_start, vocab_start+v); targets [rows] int32.
+    // 1) row_max[rows] = max over the shard
+    virtual void cross_entropy_max(const void* logits, float* row_max, std::int64_t rows,
+                                   std::int64_t v, DType dtype) = 0;
+    // 2) given the global max: sum_exp[rows] = sum exp(l - max), target_logit[rows] = the
+    //    target's logit if it is in this shard, else 0.
+    virtual void cross_entropy_sums(const void* logits, const std::int32_t* targets,
+                                    const float* row_max, float* sum_exp, float* target_logit,
+                                    std::int64_t rows, std::int64_t v, std::int64_t vocab_start,
+                                    DType dtype) = 0;
+    // 3) loss[rows] = log(sum_exp) + max - target_logit (after the reductions), on host-side
+    //    arrays of this backend's memory.
+    virtual void cross_entropy_loss(const float* row_max, const float* sum_exp,
+                                    const float* target_logit, float* loss,
+                                    std::int64_t rows) = 0;
+    // 4) dlogits = (softmax - onehot(target)) * dloss[row]; dlogits may alias logits.
+    virtual void cross_entropy_backward(const void* logits, const std::int32_t* targets,
+                                        const float* row_max, const float* sum_exp,
+                                        const float* dloss, void* dlogits, std::int64_t rows,
+                                        std::int64_t v, std::int64_t vocab_start,
+                                        DType dtype) = 0;
+
+    // ---- optimizer ----------------------------------------------------------------
+    virtual void adam_step(const AdamArgs& a) = 0;
+    // Sum of squares of an fp32 gradient range and whether every element is finite.
+    virtual GradStats grad_stats(const float* g, std::int64_t n) = 0;
+    // Sum of x[i] over an fp32 array (losses)
+    virtual double sum(const float* x, std::int64_t n) = 0;
+};
+
+// Factory: "cpu" always; "cuda" when built with CUDA and a GPU is visible.
+std::unique_ptr<Backend> make_backend(const std::string& device, int local_rank);
+
+}  // namespace gpt

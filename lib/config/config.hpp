@@ -1,0 +1,142 @@
+// Plain configuration structs, one per concern. Field names follow Megatron-LM's flags
+// (num-layers -> num_layers); defaults are Megatron's unless a comment says otherwise.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpt {
+
+struct ModelConfig {
+    int num_layers = 0;
+    int hidden_size = 0;
+    int num_attention_heads = 0;
+    int ffn_hidden_size = 0;           // 0: 4 * hidden_size
+    int seq_length = 0;
+    int max_position_embeddings = 0;   // 0: seq_length
+    int make_vocab_size_divisible_by = 128;
+    int vocab_size = 0;                // unpadded; 0: taken from the tokenizer (50257 for GPT-2)
+    double init_method_std = 0.02;
+    double hidden_dropout = 0.1;
+    double attention_dropout = 0.1;
+    double layernorm_epsilon = 1e-5;
+    bool openai_gelu = false;          // tanh approximation instead of exact erf
+
+    int head_dim() const { return hidden_size / num_attention_heads; }
+    int ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
+};
+
+struct ParallelConfig {
+    int tensor_model_parallel_size = 1;
+    int pipeline_model_parallel_size = 1;
+    int num_layers_per_virtual_pipeline_stage = 0;  // 0: no interleaving
+    int data_parallel_size = 0;                      // 0: world / (TP * PP)
+    bool use_distributed_optimizer = false;
+    bool sequence_parallel = false;
+    bool recompute_activations = false;              // selective: the attention core
+    std::string recompute_granularity;               // "", "full" or "selective"
+    std::string recompute_method;                    // "", "uniform" or "block"
+    int recompute_num_layers = 0;
+    bool use_flash_attn = false;
+    std::string distributed_backend = "nccl";        // "nccl" or "mpi" (CPU always uses MPI)
+    std::string device = "auto";                     // "auto", "cuda" or "cpu"
+
+    // Which flags the user gave explicitly; the planner keeps those as constraints.
+    bool tp_given = false;
+    bool pp_given = false;
+    bool mbs_given = false;
+
+    int virtual_stages(int num_layers) const {
+        if (num_layers_per_virtual_pipeline_stage <= 0) return 1;
+        return num_layers / pipeline_model_parallel_size / num_layers_per_virtual_pipeline_stage;
+    }
+};
+
+struct TrainingConfig {
+    int micro_batch_size = 1;
+    int global_batch_size = 0;       // 0: derived (max-global-batch-size or micro x DP)
+    int max_global_batch_size = 0;   // 0: none
+    std::int64_t train_iters = 0;
+    std::int64_t train_samples = 0;
+    std::uint64_t seed = 1234;
+    bool fp16 = false;
+    bool bf16 = false;
+    double loss_scale = 0.0;         // 0: dynamic
+    double initial_loss_scale = 4294967296.0;  // 2^32
+    double min_loss_scale = 1.0;
+    int loss_scale_window = 1000;
+    int hysteresis = 2;
+    int eval_interval = 1000;
+    int eval_iters = 100;
+    std::int64_t exit_interval = 0;
+    double exit_duration_in_mins = 0.0;
+    bool exit_signal_handler = false;
+};
+
+struct OptimizerConfig {
+    std::string optimizer = "adam";
+    double lr = 0.0;
+    double min_lr = 0.0;
+    std::string lr_decay_style = "linear";  // constant, linear, cosine
+    std::int64_t lr_decay_iters = 0;         // 0: train-iters
+    std::int64_t lr_decay_samples = 0;
+    std::int64_t lr_warmup_iters = 0;
+    std::int64_t lr_warmup_samples = 0;
+    double lr_warmup_fraction = 0.0;
+    double weight_decay = 0.01;
+    double clip_grad = 1.0;
+    double adam_beta1 = 0.9;
+    double adam_beta2 = 0.999;
+    double adam_eps = 1e-8;
+};
+
+struct DataConfig {
+    std::vector<std::string> data_path;   // "prefix" or "w1 prefix1 w2 prefix2 ..."
+    std::string split = "969, 30, 1";
+    std::string vocab_file;
+    std::string merge_file;
+    std::string tokenizer_type = "GPT2BPETokenizer";
+    std::string data_cache_path;          // "": next to the data
+    bool mock_data = false;               // synthetic tokens, no files (Megatron's --mock-data)
+};
+
+struct CheckpointConfig {
+    std::string save;
+    std::string load;
+    int save_interval = 0;
+    std::int64_t ckpt_step = -1;   // -1: latest
+    bool load_fallback = false;
+    int keep_last = 0;             // 0: keep all
+};
+
+struct LoggingConfig {
+    int log_interval = 100;
+    std::string log_level = "info";
+    std::string log_dir;
+    std::string metrics_file;      // JSON lines per iteration; "": none
+};
+
+struct PlanConfig {
+    bool plan_only = false;
+    int world_size = 0;            // plan-only: ranks to plan for
+    int local_world_size = 0;      // plan-only: ranks per node
+    std::string plan_format = "table";  // "table" or "json"
+};
+
+struct Config {
+    ModelConfig model;
+    ParallelConfig parallel;
+    TrainingConfig training;
+    OptimizerConfig optimizer;
+    DataConfig data;
+    CheckpointConfig checkpoint;
+    LoggingConfig logging;
+    PlanConfig plan;
+    std::string config_file;       // the --config INI, if any
+
+    int padded_vocab_size() const;  // vocab padded to make-vocab-size-divisible-by x TP
+};
+
+}  // namespace gpt

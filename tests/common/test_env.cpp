@@ -1,0 +1,33 @@
+#include "test_env.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <mpi.h>
+
+namespace gpt::test {
+
+namespace {
+std::string env_or(const char* name, const char* fallback) {
+    const char* v = std::getenv(name);
+    return v ? v : fallback;
+}
+}  // namespace
+
+std::string source_dir() { return env_or("GPT_TEST_SOURCE_DIR", "."); }
+std::string binary_dir() { return env_or("GPT_TEST_BINARY_DIR", "."); }
+
+std::string scratch_dir(const std::string& name) {
+    int size = 1, rank = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    namespace fs = std::filesystem;
+    fs::path p = fs::path(binary_dir()) / "test-scratch" / (name + ".np" + std::to_string(size));
+    if (rank == 0) {
+        fs::remove_all(p);
+        fs::create_directories(p);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    return p.string();
+}
+
+}  // namespace gpt::test
