@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs every dependency that is missing (Debian packages, npm reference tokenizers),
+# then configures and builds Release into build/. Idempotent: a second run only rebuilds
+# what changed.  Usage: scripts/setup.sh [extra cmake -D options, e.g. -DGPT_CUDA=OFF]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  mpich libmpich-dev libhdf5-mpich-dev hdf5-tools
+  libboost-program-options-dev libboost-log-dev
+  libopenblas-dev googletest libgtest-dev
+  bible-kjv
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Node.js runs the reference GPT-2 tokenizers (tiktoken, gpt-3-encoder) in the tokenizer
+# tests; use the one on PATH when there is one, else Debian's.
+if ! command -v npm >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+if [ -f tests/peers/package.json ] && [ ! -d tests/peers/node_modules/tiktoken ]; then
+  (cd tests/peers && npm install --no-audit --no-fund --loglevel=error)
+fi
+
+BUILD_DIR=${GPT_BUILD_DIR:-build}
+if [ ! -f "$BUILD_DIR/build.ninja" ] || [ $# -gt 0 ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+fi
+cmake --build "$BUILD_DIR" -j "$(nproc)"
