@@ -116,6 +116,7 @@ struct LoggingConfig {
     std::string log_level = "info";
     std::string log_dir;
     std::string metrics_file;      // JSON lines per iteration; "": none
+    bool dry_run = false;          // validate, print arguments and rank layout, exit
 };
 
 struct PlanConfig {

@@ -1,0 +1,3 @@
+# merge_datasets: concatenate .bin/.idx datasets (lib/data/merge.hpp).
+add_executable(merge_datasets ${CMAKE_CURRENT_LIST_DIR}/merge_datasets.cpp)
+target_link_libraries(merge_datasets PRIVATE gpt_data Boost::program_options)

@@ -1,0 +1,119 @@
+// preprocess_data: Megatron's tools/preprocess_data.py flags; see lib/data/preprocess.hpp.
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "core/errors.hpp"
+#include "core/timer.hpp"
+#include "data/gpt2_tokenizer.hpp"
+#include "data/preprocess.hpp"
+
+namespace po = boost::program_options;
+using namespace gpt;
+
+namespace {
+
+struct Args {
+    data::PreprocessOptions opt;
+    std::string vocab_file, merge_file, tokenizer_type, dataset_impl;
+    int make_vocab_size_divisible_by = 128;
+    int tensor_model_parallel_size = 1;
+    int partitions = 1;
+    bool split_sentences = false, keep_newlines = false;
+};
+
+Args parse(int argc, char** argv) {
+    Args a;
+    po::options_description desc("preprocess_data: loose JSON (one object per line) -> Megatron .bin/.idx");
+    desc.add_options()
+        ("help,h", "show this help")
+        ("input", po::value(&a.opt.inputs)->multitoken()->required(), "input JSON-lines file(s) or glob pattern(s)")
+        ("json-keys", po::value(&a.opt.json_keys)->multitoken()->default_value({"text"}, "text"), "keys to extract")
+        ("output-prefix", po::value(&a.opt.output_prefix)->required(), "writes <prefix>_<key>_document.bin/.idx")
+        ("tokenizer-type", po::value(&a.tokenizer_type)->default_value("GPT2BPETokenizer"), "only GPT2BPETokenizer")
+        ("vocab-file", po::value(&a.vocab_file)->required(), "GPT-2 vocab (encoder.json), e.g. data/gpt2/gpt2-vocab.json")
+        ("merge-file", po::value(&a.merge_file)->required(), "GPT-2 merges (vocab.bpe), e.g. data/gpt2/gpt2-merges.txt")
+        ("append-eod", po::bool_switch(&a.opt.append_eod), "append <|endoftext|> to each non-empty document")
+        ("workers", po::value(&a.opt.workers)->default_value(1), "encoder threads")
+        ("chunk-size", po::value(&a.opt.chunk_size)->default_value(64), "lines per task handed to a worker")
+        ("log-interval", po::value(&a.opt.log_interval)->default_value(1000), "progress line every N documents (0: none)")
+        ("skip-bad-lines", po::bool_switch(&a.opt.skip_bad_lines), "count and skip malformed lines instead of failing")
+        ("make-vocab-size-divisible-by", po::value(&a.make_vocab_size_divisible_by)->default_value(128), "for the padded-vocab report")
+        ("tensor-model-parallel-size", po::value(&a.tensor_model_parallel_size)->default_value(1), "for the padded-vocab report")
+        ("dataset-impl", po::value(&a.dataset_impl), "accepted for old command lines: only mmap exists")
+        ("partitions", po::value(&a.partitions)->default_value(1), "only 1 (use --workers for parallelism)")
+        ("split-sentences", po::bool_switch(&a.split_sentences), "not supported")
+        ("keep-newlines", po::bool_switch(&a.keep_newlines), "not supported");
+    po::variables_map vm;
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    if (vm.count("help") || argc == 1) {
+        std::cout << desc << "\n";
+        std::exit(vm.count("help") ? 0 : 2);
+    }
+    po::notify(vm);
+    if (a.tokenizer_type != "GPT2BPETokenizer")
+        GPT_THROW(UsageError, "--tokenizer-type ", a.tokenizer_type, " is not supported (only GPT2BPETokenizer)");
+    if (vm.count("dataset-impl") && a.dataset_impl != "mmap")
+        GPT_THROW(UsageError, "--dataset-impl ", a.dataset_impl, " is not supported (only mmap)");
+    if (a.split_sentences || a.keep_newlines)
+        GPT_THROW(UsageError, "--split-sentences / --keep-newlines (NLTK sentence splitting) are not supported");
+    if (a.partitions != 1) GPT_THROW(UsageError, "--partitions ", a.partitions, " is not supported; use --workers");
+    if (a.make_vocab_size_divisible_by < 1 || a.tensor_model_parallel_size < 1)
+        GPT_THROW(UsageError, "--make-vocab-size-divisible-by and --tensor-model-parallel-size must be >= 1");
+    return a;
+}
+
+int run(int argc, char** argv) {
+    Args a = parse(argc, argv);
+    Stopwatch startup;
+    if (!a.dataset_impl.empty())
+        std::cout << "note: --dataset-impl mmap is the only format; the flag is accepted and ignored" << std::endl;
+    std::cout << "> building GPT2BPETokenizer tokenizer ..." << std::endl;
+    const auto tok = data::Gpt2Tokenizer::load(a.vocab_file, a.merge_file);
+    const int multiple = a.make_vocab_size_divisible_by * a.tensor_model_parallel_size;
+    const int padded = (tok.vocab_size() + multiple - 1) / multiple * multiple;
+    std::cout << " > padded vocab (size: " << tok.vocab_size() << ") with " << padded - tok.vocab_size()
+              << " dummy tokens (new size: " << padded << ")" << std::endl;
+    std::cout << "Vocab size: " << tok.vocab_size() << std::endl;
+
+    data::PreprocessLog log;
+    bool announced = false;
+    log.info = [&](const std::string& line) { std::cout << line << std::endl; };
+    log.progress = [&](const std::string& line) {
+        if (!announced) {
+            std::printf("Time to startup: %.3f\n", startup.seconds());
+            std::fflush(stdout);
+            announced = true;
+        }
+        std::cerr << line << std::endl;
+    };
+    const data::PreprocessResult r = data::preprocess_corpus(a.opt, tok, log);
+    const double t = std::max(r.seconds, 1e-9);
+    std::printf("Done: %lld documents, %lld tokens, %.2f MB in %.2f s (%.2f MB/s, %.0f tokens/s) with %d worker%s.\n",
+                static_cast<long long>(r.documents), static_cast<long long>(r.tokens), r.bytes / 1048576.0, r.seconds,
+                r.bytes / 1048576.0 / t, r.tokens / t, a.opt.workers, a.opt.workers == 1 ? "" : "s");
+    if (r.blank_lines) std::printf("Ignored %lld blank lines.\n", static_cast<long long>(r.blank_lines));
+    if (a.opt.skip_bad_lines) std::printf("Skipped %lld bad lines.\n", static_cast<long long>(r.bad_lines));
+    for (const auto& p : r.output_prefixes) std::printf("Wrote %s.bin and %s.idx\n", p.c_str(), p.c_str());
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const po::error& e) {
+        std::fprintf(stderr, "preprocess_data: error: %s (see --help)\n", e.what());
+        return 2;
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "preprocess_data: error: %s\n", e.what());
+        return 2;
+    } catch (const Error& e) {
+        std::fprintf(stderr, "preprocess_data: error: %s\n", e.what());
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "preprocess_data: internal error: %s\n", e.what());
+        return 1;
+    }
+}

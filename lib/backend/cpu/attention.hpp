@@ -1,0 +1,40 @@
+// Causal self-attention kernels on fp32 data in Megatron's layouts (see backend.hpp):
+//   qkv [s, b, np, 3, hn], out/dout [s, b, np, hn]; one (batch, head) "pair" at a time.
+// The plain kernel saves probabilities [b, np, s, s]; the flash kernel saves only the row
+// log-sum-exp [b, np, s]. Both draw attention dropout from philox(seed, offset + index) with
+// index = ((bi*np + head)*s + i)*s + j, so they apply the same mask.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/backend.hpp"
+
+namespace gpt::cpu {
+
+struct AttnShape {
+    std::int64_t s, b, np, hn;
+    float scale;      // softmax scale (1/sqrt(hn) unless given)
+    float dropout;    // probability
+    std::uint64_t seed, offset;
+
+    explicit AttnShape(const AttentionArgs& a);
+    std::int64_t pairs() const { return b * np; }
+    std::int64_t ld_qkv() const { return b * np * 3 * hn; }  // row stride of q, k, v
+    std::int64_t ld_out() const { return b * np * hn; }
+    // Offsets of pair p = bi*np + head inside qkv/dqkv and out/dout (row 0).
+    std::int64_t qkv_at(std::int64_t p) const { return p * 3 * hn; }
+    std::int64_t out_at(std::int64_t p) const { return p * hn; }
+    // First Philox index of row i of pair p.
+    std::uint64_t mask_index(std::int64_t p, std::int64_t i) const {
+        return offset + static_cast<std::uint64_t>((p * s + i) * s);
+    }
+};
+
+void attention_plain_forward(const AttnShape& sh, const float* qkv, float* out, float* probs);
+void attention_plain_backward(const AttnShape& sh, const float* qkv, const float* probs,
+                              const float* dout, float* dqkv);
+void attention_flash_forward(const AttnShape& sh, const float* qkv, float* out, float* lse);
+void attention_flash_backward(const AttnShape& sh, const float* qkv, const float* out,
+                              const float* lse, const float* dout, float* dqkv);
+
+}  // namespace gpt::cpu

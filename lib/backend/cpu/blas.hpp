@@ -1,0 +1,28 @@
+// Thin row-major sgemm wrapper over OpenBLAS and the rule for calling it from threads.
+#pragma once
+
+#include <cstdint>
+
+namespace gpt::cpu {
+
+// C[m,n] = alpha * op(A) op(B) + beta * C, row-major, leading dimensions in elements.
+void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+           float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+           float beta, float* c, std::int64_t ldc);
+
+// While alive, OpenBLAS runs single-threaded so that sgemm can be called from inside our
+// own OpenMP regions (many small GEMMs in parallel) without oversubscribing the cores.
+// The pthread build of OpenBLAS would otherwise start its own threads from every caller;
+// the OpenMP build already stays serial inside a parallel region.
+class BlasSerialRegion {
+public:
+    BlasSerialRegion();
+    ~BlasSerialRegion();
+    BlasSerialRegion(const BlasSerialRegion&) = delete;
+    BlasSerialRegion& operator=(const BlasSerialRegion&) = delete;
+
+private:
+    int saved_threads_ = 0;
+};
+
+}  // namespace gpt::cpu

@@ -1,0 +1,107 @@
+// Dropout, bias-dropout-add and its backward, with masks from Philox (never stored).
+#include "backend/cpu/dropout_mask.hpp"
+
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/common.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+
+namespace gpt::cpu {
+
+void dropout_multipliers(std::uint64_t seed, std::uint64_t first, std::int64_t n,
+                         std::uint32_t threshold, float keep_scale, float* out) {
+    constexpr int kLanes = 16;
+    const std::uint64_t end = first + static_cast<std::uint64_t>(n);
+    const std::uint64_t b_first = first >> 2, b_end = (end + 3) >> 2;
+    for (std::uint64_t b0 = b_first; b0 < b_end; b0 += kLanes) {
+        // Element order within the group: element (b0 + l)*4 + q sits at vals[l*4 + q].
+        float vals[4 * kLanes];
+#pragma omp simd
+        for (int l = 0; l < kLanes; ++l) {
+            std::uint64_t blk = b0 + static_cast<std::uint64_t>(l);
+            Philox4x32 r = philox4x32_10(static_cast<std::uint32_t>(blk),
+                                         static_cast<std::uint32_t>(blk >> 32), 0u, 0u, seed);
+            for (int q = 0; q < 4; ++q) vals[l * 4 + q] = r.v[q] >= threshold ? keep_scale : 0.0f;
+        }
+        const std::uint64_t e0 = b0 * 4;
+        const std::uint64_t lo = e0 < first ? first : e0;
+        const std::uint64_t hi = std::min<std::uint64_t>(e0 + 4 * kLanes, end);
+        if (lo < hi) std::memcpy(out + (lo - first), vals + (lo - e0), (hi - lo) * sizeof(float));
+    }
+}
+
+namespace {
+void check_p(float p, const char* op) {
+    GPT_REQUIRE(p >= 0.0f && p < 1.0f, UsageError, op, ": dropout probability ", p,
+                " must be in [0, 1)");
+}
+}  // namespace
+
+void CpuBackend::dropout_forward(const void* x, void* y, std::int64_t n, float p,
+                                 std::uint64_t seed, std::uint64_t offset, DType dtype) {
+    check_p(p, "dropout_forward");
+    GPT_REQUIRE(n >= 0, UsageError, "dropout_forward: negative size");
+    if (p == 0.0f) {
+        copy(y, x, static_cast<std::size_t>(n) * dtype_size(dtype));
+        return;
+    }
+    const std::uint32_t thr = dropout_threshold(p);
+    const float keep_scale = 1.0f / (1.0f - p);
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        for_chunks(n, [&](std::int64_t i0, std::int64_t len) {
+            float bx[kChunk], mask[kChunk];
+            dropout_multipliers(seed, offset + i0, len, thr, keep_scale, mask);
+            const float* xs = load<T>(x, i0, len, bx);
+            float* ys = out_ptr<T>(y, i0, bx);
+#pragma omp simd
+            for (std::int64_t i = 0; i < len; ++i) ys[i] = xs[i] * mask[i];
+            store<T>(bx, y, i0, len);
+        });
+    });
+}
+
+void CpuBackend::bias_dropout_add(const void* x, const void* bias, const void* residual,
+                                  void* out, std::int64_t rows, std::int64_t cols, float p,
+                                  std::uint64_t seed, std::uint64_t offset, DType dtype) {
+    check_p(p, "bias_dropout_add");
+    GPT_REQUIRE(rows >= 0 && cols >= 0, UsageError, "bias_dropout_add: bad shape");
+    const std::uint32_t thr = dropout_threshold(p);
+    const float keep_scale = 1.0f / (1.0f - p);
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        std::vector<float> b32(cols, 0.0f);
+        if (bias) convert(static_cast<const T*>(bias), b32.data(), cols);
+        for_row_chunks(rows, cols, [&](std::int64_t r, std::int64_t c0, std::int64_t len) {
+            float bx[kChunk], br[kChunk], bo[kChunk], mask[kChunk];
+            const std::int64_t i0 = r * cols + c0;
+            const float* xs = load<T>(x, i0, len, bx);
+            const float* rs = load<T>(residual, i0, len, br);
+            float* os = out_ptr<T>(out, i0, bo);
+            const float* bb = b32.data() + c0;
+            if (p > 0.0f) {
+                dropout_multipliers(seed, offset + i0, len, thr, keep_scale, mask);
+#pragma omp simd
+                for (std::int64_t i = 0; i < len; ++i) os[i] = rs[i] + (xs[i] + bb[i]) * mask[i];
+            } else {
+#pragma omp simd
+                for (std::int64_t i = 0; i < len; ++i) os[i] = rs[i] + (xs[i] + bb[i]);
+            }
+            store<T>(bo, out, i0, len);
+        });
+    });
+}
+
+void CpuBackend::bias_dropout_add_backward(const void* dout, void* dx, float* dbias,
+                                           std::int64_t rows, std::int64_t cols, float p,
+                                           std::uint64_t seed, std::uint64_t offset,
+                                           DType dtype) {
+    check_p(p, "bias_dropout_add_backward");
+    GPT_REQUIRE(rows >= 0 && cols >= 0, UsageError, "bias_dropout_add_backward: bad shape");
+    dropout_forward(dout, dx, rows * cols, p, seed, offset, dtype);
+    // The bias gradient is the column sum of dx as stored (what autograd would see).
+    if (dbias) bias_grad(dx, dbias, rows, cols, dtype);
+}
+
+}  // namespace gpt::cpu

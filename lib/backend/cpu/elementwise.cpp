@@ -1,0 +1,124 @@
+// Bias add / bias gradient, add, accumulate, scale and casts.
+#include <vector>
+
+#include "backend/cpu/common.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+
+namespace gpt::cpu {
+
+void CpuBackend::bias_add(void* x, const void* bias, std::int64_t rows, std::int64_t cols,
+                          DType dtype) {
+    GPT_REQUIRE(rows >= 0 && cols >= 0, UsageError, "bias_add: bad shape");
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        std::vector<float> b32(cols);
+        convert(static_cast<const T*>(bias), b32.data(), cols);
+        for_row_chunks(rows, cols, [&](std::int64_t r, std::int64_t c0, std::int64_t len) {
+            float bx[kChunk];
+            const std::int64_t i0 = r * cols + c0;
+            const float* xs = load<T>(x, i0, len, bx);
+            float* ys = out_ptr<T>(x, i0, bx);
+            const float* bb = b32.data() + c0;
+#pragma omp simd
+            for (std::int64_t i = 0; i < len; ++i) ys[i] = xs[i] + bb[i];
+            store<T>(bx, x, i0, len);
+        });
+    });
+}
+
+void CpuBackend::bias_grad(const void* dy, float* dbias, std::int64_t rows, std::int64_t cols,
+                           DType dtype) {
+    GPT_REQUIRE(rows >= 0 && cols >= 0, UsageError, "bias_grad: bad shape");
+    // Threads own column blocks and walk all rows: no reduction between threads, and the
+    // summation order (row order) is the same for any thread count.
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        const std::int64_t block = std::min<std::int64_t>(
+            kChunk, std::max<std::int64_t>(16, (cols / max_threads() + 15) / 16 * 16));
+        const std::int64_t nb = (cols + block - 1) / block;
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
+        for (std::int64_t bi = 0; bi < nb; ++bi) {
+            const std::int64_t c0 = bi * block, len = std::min(block, cols - c0);
+            float acc[kChunk] = {};
+            float buf[kChunk];
+            for (std::int64_t r = 0; r < rows; ++r) {
+                const float* d = load<T>(dy, r * cols + c0, len, buf);
+#pragma omp simd
+                for (std::int64_t i = 0; i < len; ++i) acc[i] += d[i];
+            }
+            for (std::int64_t i = 0; i < len; ++i) dbias[c0 + i] += acc[i];
+        }
+    });
+}
+
+void CpuBackend::add(const void* a, const void* b, void* y, std::int64_t n, DType dtype) {
+    GPT_REQUIRE(n >= 0, UsageError, "add: negative size");
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        for_chunks(n, [&](std::int64_t i0, std::int64_t len) {
+            float ba[kChunk], bb[kChunk], by[kChunk];
+            const float* as = load<T>(a, i0, len, ba);
+            const float* bs = load<T>(b, i0, len, bb);
+            float* ys = out_ptr<T>(y, i0, by);
+#pragma omp simd
+            for (std::int64_t i = 0; i < len; ++i) ys[i] = as[i] + bs[i];
+            store<T>(by, y, i0, len);
+        });
+    });
+}
+
+void CpuBackend::accumulate_f32(const void* x, float* y, std::int64_t n, DType dtype) {
+    GPT_REQUIRE(n >= 0, UsageError, "accumulate_f32: negative size");
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        for_chunks(n, [&](std::int64_t i0, std::int64_t len) {
+            float bx[kChunk];
+            const float* xs = load<T>(x, i0, len, bx);
+            float* ys = y + i0;
+#pragma omp simd
+            for (std::int64_t i = 0; i < len; ++i) ys[i] += xs[i];
+        });
+    });
+}
+
+void CpuBackend::scale(void* x, float alpha, std::int64_t n, DType dtype) {
+    GPT_REQUIRE(n >= 0, UsageError, "scale: negative size");
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        for_chunks(n, [&](std::int64_t i0, std::int64_t len) {
+            float bx[kChunk];
+            const float* xs = load<T>(x, i0, len, bx);
+            float* ys = out_ptr<T>(x, i0, bx);
+#pragma omp simd
+            for (std::int64_t i = 0; i < len; ++i) ys[i] = xs[i] * alpha;
+            store<T>(bx, x, i0, len);
+        });
+    });
+}
+
+void CpuBackend::cast(const void* src, DType src_type, void* dst, DType dst_type,
+                      std::int64_t n) {
+    GPT_REQUIRE(n >= 0, UsageError, "cast: negative size");
+    if (src_type == dst_type) {
+        copy(dst, src, static_cast<std::size_t>(n) * dtype_size(src_type));
+        return;
+    }
+    // Through fp32: exact for 16-bit -> fp32, and one correctly rounded step otherwise
+    // (fp16 <-> bf16 goes through fp32 exactly, then rounds once).
+    dispatch(src_type, [&](auto stag) {
+        using S = decltype(stag);
+        dispatch(dst_type, [&](auto dtag) {
+            using D = decltype(dtag);
+            for_chunks(n, [&](std::int64_t i0, std::int64_t len) {
+                float buf[kChunk];
+                const float* f = load<S>(src, i0, len, buf);
+                if constexpr (std::is_same_v<D, float>)
+                    std::copy(f, f + len, static_cast<float*>(dst) + i0);
+                else
+                    convert(f, static_cast<D*>(dst) + i0, static_cast<std::size_t>(len));
+            });
+        });
+    });
+}
+
+}  // namespace gpt::cpu

@@ -1,0 +1,30 @@
+// make_backend: picks the implementation for a device name.
+#include "backend/backend.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+#include "core/errors.hpp"
+
+#if GPT_HAVE_CUDA_BACKEND
+namespace gpt::cuda {
+// Defined by backend/cuda (built only with CUDA); throws UsageError when no GPU is visible.
+std::unique_ptr<Backend> make_cuda_backend(int local_rank);
+}  // namespace gpt::cuda
+#endif
+
+namespace gpt {
+
+std::unique_ptr<Backend> make_backend(const std::string& device, int local_rank) {
+    if (device == "cpu") return std::make_unique<cpu::CpuBackend>();
+    if (device == "cuda") {
+#if GPT_HAVE_CUDA_BACKEND
+        return cuda::make_cuda_backend(local_rank);
+#else
+        (void)local_rank;
+        GPT_THROW(UsageError, "device 'cuda' requested but this build has no CUDA backend "
+                  "(GPT_HAVE_CUDA=", GPT_HAVE_CUDA, "). HINT: rebuild with -DGPT_CUDA=ON on a "
+                  "machine with the CUDA toolkit, or use --device cpu");
+#endif
+    }
+    GPT_THROW(UsageError, "unknown device '", device, "' (expected cpu or cuda)");
+}
+
+}  // namespace gpt

@@ -1,0 +1,362 @@
+#include "config/options.hpp"
+
+#include <boost/program_options.hpp>
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "core/errors.hpp"
+#include "core/strings.hpp"
+
+namespace po = boost::program_options;
+
+namespace gpt {
+
+namespace {
+
+std::string to_text(bool v) { return v ? "True" : "False"; }
+std::string to_text(int v) { return std::to_string(v); }
+std::string to_text(std::int64_t v) { return std::to_string(v); }
+std::string to_text(std::uint64_t v) { return std::to_string(v); }
+std::string to_text(double v) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+}
+std::string to_text(const std::string& v) { return v.empty() ? "None" : v; }
+std::string to_text(const std::vector<std::string>& v) {
+    if (v.empty()) return "None";
+    std::string s = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", '" : "'") + v[i] + "'";
+    return s + "]";
+}
+
+struct Entry {
+    std::string name;
+    std::function<std::string(const Config&)> print;
+};
+
+// Ties each Megatron flag to one Config field: the same table builds the parser and
+// prints the resolved values, so they cannot disagree.
+class OptionTable {
+public:
+    explicit OptionTable(Config& cfg) : cfg_(cfg) { build(); }
+
+    std::vector<std::pair<std::string, po::options_description>> groups;
+    std::vector<Entry> entries;
+    std::string micro_batch_text;  // "auto" or a number
+
+    po::options_description all() const {
+        po::options_description d;
+        for (const auto& g : groups) d.add(g.second);
+        return d;
+    }
+
+private:
+    Config& cfg_;
+
+    template <typename S, typename T>
+    void add(po::options_description& g, const char* name, S Config::*sec, T S::*field,
+             const char* help) {
+        T* target = &(cfg_.*sec.*field);
+        if constexpr (std::is_same_v<T, bool>) {
+            g.add_options()(name, po::bool_switch(target), help);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            g.add_options()(name, po::value<T>(target)->multitoken(), help);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+            g.add_options()(name, po::value<T>(target)->default_value(*target), help);
+        } else {
+            g.add_options()(name, po::value<T>(target)->default_value(*target, to_text(*target)),
+                            help);
+        }
+        entries.push_back({name, [sec, field](const Config& c) { return to_text(c.*sec.*field); }});
+    }
+
+    void build() {
+        using C = Config;
+        po::options_description model("model");
+        add(model, "num-layers", &C::model, &ModelConfig::num_layers, "transformer layers");
+        add(model, "hidden-size", &C::model, &ModelConfig::hidden_size, "transformer hidden size");
+        add(model, "num-attention-heads", &C::model, &ModelConfig::num_attention_heads, "attention heads");
+        add(model, "ffn-hidden-size", &C::model, &ModelConfig::ffn_hidden_size, "MLP hidden size (0: 4 x hidden-size)");
+        add(model, "seq-length", &C::model, &ModelConfig::seq_length, "tokens per sample");
+        add(model, "max-position-embeddings", &C::model, &ModelConfig::max_position_embeddings, "position embeddings (0: seq-length)");
+        add(model, "make-vocab-size-divisible-by", &C::model, &ModelConfig::make_vocab_size_divisible_by, "pad the vocab to a multiple of this (x TP)");
+        add(model, "vocab-size", &C::model, &ModelConfig::vocab_size, "unpadded vocab size (0: from the tokenizer)");
+        add(model, "init-method-std", &C::model, &ModelConfig::init_method_std, "std of the normal weight initialisation");
+        add(model, "hidden-dropout", &C::model, &ModelConfig::hidden_dropout, "dropout after attention/MLP and embeddings");
+        add(model, "attention-dropout", &C::model, &ModelConfig::attention_dropout, "dropout on attention probabilities");
+        add(model, "layernorm-epsilon", &C::model, &ModelConfig::layernorm_epsilon, "layernorm epsilon");
+        add(model, "openai-gelu", &C::model, &ModelConfig::openai_gelu, "tanh-approximated GELU");
+        groups.emplace_back("model", model);
+
+        po::options_description par("distributed");
+        add(par, "tensor-model-parallel-size", &C::parallel, &ParallelConfig::tensor_model_parallel_size, "tensor-parallel ranks");
+        add(par, "pipeline-model-parallel-size", &C::parallel, &ParallelConfig::pipeline_model_parallel_size, "pipeline stages");
+        add(par, "num-layers-per-virtual-pipeline-stage", &C::parallel, &ParallelConfig::num_layers_per_virtual_pipeline_stage, "layers per virtual stage (interleaved schedule; 0: off)");
+        add(par, "data-parallel-size", &C::parallel, &ParallelConfig::data_parallel_size, "data-parallel replicas (0: world / (TP x PP); must agree when given)");
+        add(par, "use-distributed-optimizer", &C::parallel, &ParallelConfig::use_distributed_optimizer, "shard fp32 main params and Adam state over DP (ZeRO-1)");
+        add(par, "sequence-parallel", &C::parallel, &ParallelConfig::sequence_parallel, "shard layernorm/dropout regions along the sequence over TP");
+        add(par, "recompute-activations", &C::parallel, &ParallelConfig::recompute_activations, "selective recomputation of the attention core");
+        add(par, "recompute-granularity", &C::parallel, &ParallelConfig::recompute_granularity, "full or selective");
+        add(par, "recompute-method", &C::parallel, &ParallelConfig::recompute_method, "uniform or block (with full granularity)");
+        add(par, "recompute-num-layers", &C::parallel, &ParallelConfig::recompute_num_layers, "layers per recompute chunk (uniform) or recomputed layers per stage (block)");
+        add(par, "use-flash-attn", &C::parallel, &ParallelConfig::use_flash_attn, "tiled online-softmax attention");
+        add(par, "distributed-backend", &C::parallel, &ParallelConfig::distributed_backend, "nccl or mpi");
+        add(par, "device", &C::parallel, &ParallelConfig::device, "auto, cuda or cpu");
+        groups.emplace_back("distributed", par);
+
+        po::options_description train("training");
+        train.add_options()("micro-batch-size", po::value<std::string>(&micro_batch_text)->default_value("1"),
+                            "samples per micro-batch per data-parallel rank, or auto (planner)");
+        entries.push_back({"micro-batch-size", [](const Config& c) { return to_text(c.training.micro_batch_size); }});
+        add(train, "global-batch-size", &C::training, &TrainingConfig::global_batch_size, "samples per iteration (0: derived)");
+        add(train, "max-global-batch-size", &C::training, &TrainingConfig::max_global_batch_size, "upper bound for the planner's global batch (0: none)");
+        add(train, "train-iters", &C::training, &TrainingConfig::train_iters, "iterations to train");
+        add(train, "train-samples", &C::training, &TrainingConfig::train_samples, "samples to train (instead of train-iters)");
+        add(train, "seed", &C::training, &TrainingConfig::seed, "random seed");
+        add(train, "eval-interval", &C::training, &TrainingConfig::eval_interval, "iterations between validations");
+        add(train, "eval-iters", &C::training, &TrainingConfig::eval_iters, "iterations per validation");
+        add(train, "exit-interval", &C::training, &TrainingConfig::exit_interval, "exit after the iteration divisible by this (0: off)");
+        add(train, "exit-duration-in-mins", &C::training, &TrainingConfig::exit_duration_in_mins, "exit after this many minutes (0: off)");
+        add(train, "exit-signal-handler", &C::training, &TrainingConfig::exit_signal_handler, "save and exit on SIGTERM/SIGUSR1");
+        groups.emplace_back("training", train);
+
+        po::options_description mp("mixed precision");
+        add(mp, "fp16", &C::training, &TrainingConfig::fp16, "fp16 parameters and activations, dynamic loss scaling");
+        add(mp, "bf16", &C::training, &TrainingConfig::bf16, "bf16 parameters and activations");
+        add(mp, "loss-scale", &C::training, &TrainingConfig::loss_scale, "constant loss scale (0: dynamic)");
+        add(mp, "initial-loss-scale", &C::training, &TrainingConfig::initial_loss_scale, "initial dynamic loss scale");
+        add(mp, "min-loss-scale", &C::training, &TrainingConfig::min_loss_scale, "minimum dynamic loss scale");
+        add(mp, "loss-scale-window", &C::training, &TrainingConfig::loss_scale_window, "clean iterations before the scale doubles");
+        add(mp, "hysteresis", &C::training, &TrainingConfig::hysteresis, "overflows tolerated before the scale halves");
+        groups.emplace_back("mixed precision", mp);
+
+        po::options_description opt("optimizer and learning rate");
+        add(opt, "optimizer", &C::optimizer, &OptimizerConfig::optimizer, "adam");
+        add(opt, "lr", &C::optimizer, &OptimizerConfig::lr, "peak learning rate");
+        add(opt, "min-lr", &C::optimizer, &OptimizerConfig::min_lr, "learning rate floor");
+        add(opt, "lr-decay-style", &C::optimizer, &OptimizerConfig::lr_decay_style, "constant, linear or cosine");
+        add(opt, "lr-decay-iters", &C::optimizer, &OptimizerConfig::lr_decay_iters, "iterations to decay over (0: train-iters)");
+        add(opt, "lr-decay-samples", &C::optimizer, &OptimizerConfig::lr_decay_samples, "samples to decay over");
+        add(opt, "lr-warmup-iters", &C::optimizer, &OptimizerConfig::lr_warmup_iters, "linear warm-up iterations");
+        add(opt, "lr-warmup-samples", &C::optimizer, &OptimizerConfig::lr_warmup_samples, "linear warm-up samples");
+        add(opt, "lr-warmup-fraction", &C::optimizer, &OptimizerConfig::lr_warmup_fraction, "warm-up as a fraction of the decay");
+        add(opt, "weight-decay", &C::optimizer, &OptimizerConfig::weight_decay, "decoupled weight decay (not on biases and layernorm)");
+        add(opt, "clip-grad", &C::optimizer, &OptimizerConfig::clip_grad, "clip by global gradient norm (0: off)");
+        add(opt, "adam-beta1", &C::optimizer, &OptimizerConfig::adam_beta1, "Adam beta1");
+        add(opt, "adam-beta2", &C::optimizer, &OptimizerConfig::adam_beta2, "Adam beta2");
+        add(opt, "adam-eps", &C::optimizer, &OptimizerConfig::adam_eps, "Adam epsilon");
+        groups.emplace_back("optimizer", opt);
+
+        po::options_description data("data");
+        add(data, "data-path", &C::data, &DataConfig::data_path, "dataset prefix, or weights and prefixes: 0.3 A 0.7 B");
+        add(data, "split", &C::data, &DataConfig::split, "train,valid,test proportions of the documents");
+        add(data, "vocab-file", &C::data, &DataConfig::vocab_file, "GPT-2 vocab (gpt2-vocab.json)");
+        add(data, "merge-file", &C::data, &DataConfig::merge_file, "GPT-2 merges (gpt2-merges.txt)");
+        add(data, "tokenizer-type", &C::data, &DataConfig::tokenizer_type, "GPT2BPETokenizer");
+        add(data, "data-cache-path", &C::data, &DataConfig::data_cache_path, "folder for index caches (default: next to the data)");
+        add(data, "mock-data", &C::data, &DataConfig::mock_data, "synthetic data, no files");
+        groups.emplace_back("data", data);
+
+        po::options_description ck("checkpointing");
+        add(ck, "save", &C::checkpoint, &CheckpointConfig::save, "checkpoint folder to save to");
+        add(ck, "load", &C::checkpoint, &CheckpointConfig::load, "checkpoint folder to load from");
+        add(ck, "save-interval", &C::checkpoint, &CheckpointConfig::save_interval, "iterations between saves (0: only at the end)");
+        add(ck, "ckpt-step", &C::checkpoint, &CheckpointConfig::ckpt_step, "load this iteration instead of the latest (-1: latest)");
+        add(ck, "load-fallback", &C::checkpoint, &CheckpointConfig::load_fallback, "fall back to the previous good checkpoint when the latest is damaged");
+        add(ck, "keep-last", &C::checkpoint, &CheckpointConfig::keep_last, "keep only the newest N checkpoints (0: all)");
+        groups.emplace_back("checkpointing", ck);
+
+        po::options_description lg("logging");
+        add(lg, "log-interval", &C::logging, &LoggingConfig::log_interval, "iterations between log lines");
+        add(lg, "log-level", &C::logging, &LoggingConfig::log_level, "trace, debug, info, warning or error");
+        add(lg, "log-dir", &C::logging, &LoggingConfig::log_dir, "write one log file per rank here");
+        add(lg, "metrics-file", &C::logging, &LoggingConfig::metrics_file, "JSON lines of per-iteration metrics");
+        add(lg, "dry-run", &C::logging, &LoggingConfig::dry_run, "validate the configuration, print the arguments and rank layout, and exit");
+        groups.emplace_back("logging", lg);
+
+        po::options_description pl("planner");
+        add(pl, "plan-only", &C::plan, &PlanConfig::plan_only, "print the feasible parallel layouts and exit (no MPI)");
+        add(pl, "world-size", &C::plan, &PlanConfig::world_size, "ranks to plan for (plan-only)");
+        add(pl, "local-world-size", &C::plan, &PlanConfig::local_world_size, "ranks per node (plan-only)");
+        add(pl, "plan-format", &C::plan, &PlanConfig::plan_format, "table or json");
+        groups.emplace_back("planner", pl);
+    }
+};
+
+// Megatron flags users may carry over that this project does not implement: rejected with
+// a message saying so, rather than as unknown typos.
+const std::map<std::string, std::string>& unsupported_flags() {
+    static const std::map<std::string, std::string> m{
+        {"tensorboard-dir", "TensorBoard logging is not built; use --metrics-file (JSON lines) for plots"},
+        {"untie-embeddings-and-output-weights", "the LM head is always tied to the word embeddings"},
+        {"num-layers-per-virtual-pipeline-stage-auto", "not a Megatron flag"},
+        {"use-mcore-models", "there is one model implementation; drop the flag"},
+        {"swiglu", "only GELU MLPs are implemented"},
+        {"position-embedding-type", "only learned absolute position embeddings are implemented"},
+        {"normalization", "only LayerNorm is implemented"},
+        {"num-query-groups", "grouped-query attention is not implemented"},
+        {"group-query-attention", "grouped-query attention is not implemented"},
+        {"context-parallel-size", "context parallelism is not implemented"},
+        {"expert-model-parallel-size", "mixture of experts is not implemented"},
+        {"num-experts", "mixture of experts is not implemented"},
+    };
+    return m;
+}
+
+std::vector<std::string> names_of(const OptionTable& t) {
+    std::vector<std::string> n{"config", "help"};
+    for (const auto& e : t.entries) n.push_back(e.name);
+    return n;
+}
+
+[[noreturn]] void unknown(const std::string& raw, const OptionTable& t, const std::string& where) {
+    std::string name = raw;
+    while (!name.empty() && name.front() == '-') name.erase(0, 1);
+    auto u = unsupported_flags().find(name);
+    if (u != unsupported_flags().end())
+        GPT_THROW(UsageError, "--", name, " is not supported", where, ": ", u->second);
+    std::string hint = closest_match(name, names_of(t));
+    GPT_THROW(UsageError, "unknown ", where.empty() ? "flag --" : "key '", name,
+              where.empty() ? "" : "'", where, hint.empty() ? "" : "; did you mean ",
+              hint.empty() ? "" : (where.empty() ? "--" : ""), hint, hint.empty() ? "" : "?");
+}
+
+void parse_micro_batch(const std::string& text, Config& cfg) {
+    if (text == "auto") {
+        cfg.training.micro_batch_size = 0;
+        cfg.parallel.mbs_given = false;
+        return;
+    }
+    try {
+        std::size_t used = 0;
+        int v = std::stoi(text, &used);
+        if (used != text.size() || v <= 0) throw std::invalid_argument(text);
+        cfg.training.micro_batch_size = v;
+    } catch (const std::exception&) {
+        GPT_THROW(UsageError, "--micro-batch-size must be a positive integer or auto, got '", text, "'");
+    }
+}
+
+// argparse semantics: a flag given twice keeps its last value, so scripts can append
+// overrides to a base command line. Groups are "--flag [values...]".
+std::vector<std::string> last_occurrence_wins(const std::vector<std::string>& args) {
+    std::vector<std::vector<std::string>> groups;
+    for (const auto& a : args) {
+        if (a.rfind("--", 0) == 0 || groups.empty()) groups.push_back({a});
+        else groups.back().push_back(a);
+    }
+    auto flag_of = [](const std::vector<std::string>& g) {
+        const std::string& f = g.front();
+        return f.rfind("--", 0) == 0 ? f.substr(0, f.find('=')) : std::string();
+    };
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+        const std::string f = flag_of(groups[i]);
+        bool later = false;
+        for (std::size_t j = i + 1; j < groups.size() && !f.empty(); ++j) later |= flag_of(groups[j]) == f;
+        if (!later) out.insert(out.end(), groups[i].begin(), groups[i].end());
+    }
+    return out;
+}
+
+}  // namespace
+
+ParsedArgs parse_args(const std::vector<std::string>& raw_args) {
+    const std::vector<std::string> args = last_occurrence_wins(raw_args);
+    ParsedArgs out;
+    Config& cfg = out.config;
+    OptionTable table(cfg);
+    po::options_description desc = table.all();
+    po::options_description generic;
+    generic.add_options()("config", po::value<std::string>(&cfg.config_file), "INI file of options")(
+        "help,h", po::bool_switch(&out.help), "print the options");
+    desc.add(generic);
+
+    // Reject abbreviations (argparse would guess them): a typo must never silently pick a flag.
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing &
+                      ~po::command_line_style::allow_sticky;
+    po::variables_map vm;
+    try {
+        po::store(po::command_line_parser(args).options(desc).style(style).run(), vm);
+        if (vm.count("config")) {
+            const std::string path = vm["config"].as<std::string>();
+            std::ifstream in(path);
+            if (!in) GPT_THROW(UsageError, "cannot read config file '", path, "' (--config)");
+            try {
+                po::store(po::parse_config_file(in, desc, false), vm);
+            } catch (const po::unknown_option& e) {
+                unknown(e.get_option_name(), table, " in config file " + path);
+            } catch (const po::error& e) {
+                GPT_THROW(UsageError, "config file ", path, ": ", e.what());
+            }
+        }
+        po::notify(vm);
+    } catch (const po::unknown_option& e) {
+        unknown(e.get_option_name(), table, "");
+    } catch (const po::error& e) {
+        GPT_THROW(UsageError, e.what());
+    }
+
+    parse_micro_batch(table.micro_batch_text, cfg);
+    auto given = [&](const char* n) { return vm.count(n) && !vm[n].defaulted(); };
+    cfg.parallel.tp_given = given("tensor-model-parallel-size");
+    cfg.parallel.pp_given = given("pipeline-model-parallel-size");
+    cfg.parallel.mbs_given = given("micro-batch-size") && table.micro_batch_text != "auto";
+
+    // An INI value "0.3 a 0.7 b" arrives as one string; split into tokens.
+    std::vector<std::string> tokens;
+    for (const auto& s : cfg.data.data_path)
+        for (auto& t : split_whitespace(s)) tokens.push_back(t);
+    cfg.data.data_path = tokens;
+    return out;
+}
+
+ParsedArgs parse_args(int argc, const char* const* argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    return parse_args(args);
+}
+
+std::string usage_text() {
+    Config cfg;
+    OptionTable table(cfg);
+    std::ostringstream os;
+    os << "usage: gpt_pretrain [--config FILE.ini] [--flag value ...]\n"
+          "Flags are Megatron-LM's; INI keys are the same names without dashes.\n";
+    for (const auto& g : table.groups) os << "\n" << g.second;
+    return os.str();
+}
+
+std::vector<std::string> option_names() {
+    Config cfg;
+    OptionTable table(cfg);
+    return names_of(table);
+}
+
+std::string format_arguments(const Config& cfg) {
+    Config scratch;
+    OptionTable table(scratch);
+    std::vector<std::pair<std::string, std::string>> rows;
+    for (const auto& e : table.entries) {
+        std::string n = e.name;
+        std::replace(n.begin(), n.end(), '-', '_');
+        rows.emplace_back(n, e.print(cfg));
+    }
+    rows.emplace_back("padded_vocab_size", cfg.model.vocab_size > 0 ? std::to_string(cfg.padded_vocab_size()) : "None");
+    rows.emplace_back("config", cfg.config_file.empty() ? "None" : cfg.config_file);
+    std::sort(rows.begin(), rows.end());
+    std::ostringstream os;
+    os << "------------------------ arguments ------------------------\n";
+    for (const auto& [k, v] : rows) {
+        std::size_t dots = k.size() < 48 ? 48 - k.size() : 1;
+        os << "  " << k << " " << std::string(dots, '.') << " " << v << "\n";
+    }
+    os << "-------------------- end of arguments ---------------------";
+    return os.str();
+}
+
+}  // namespace gpt

@@ -1,0 +1,32 @@
+// Binds the Config structs to Megatron-LM's flag names, from an INI file (--config FILE,
+// keys without the dashes: `num-layers = 48`) and the command line (which overrides the file).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace gpt {
+
+struct ParsedArgs {
+    Config config;
+    bool help = false;
+};
+
+// Throws UsageError for an unknown flag or key (with the closest valid name), a bad value,
+// or a missing/unreadable --config file.
+ParsedArgs parse_args(int argc, const char* const* argv);
+// The same from a list of arguments (without the program name), for tests and tools.
+ParsedArgs parse_args(const std::vector<std::string>& args);
+
+// Every flag with its help text and default, grouped like Megatron's argument groups.
+std::string usage_text();
+
+// Megatron's sorted "arguments" table of every resolved value (rank 0 prints it).
+std::string format_arguments(const Config& cfg);
+
+// Names of every accepted flag (without dashes).
+std::vector<std::string> option_names();
+
+}  // namespace gpt

@@ -1,0 +1,196 @@
+#include "config/validate.hpp"
+
+#include <cmath>
+
+#include "core/errors.hpp"
+#include "core/strings.hpp"
+
+namespace gpt {
+
+int Config::padded_vocab_size() const {
+    // Megatron pads so that every tensor-parallel shard of the vocab is a multiple of
+    // make-vocab-size-divisible-by.
+    const int multiple = model.make_vocab_size_divisible_by * parallel.tensor_model_parallel_size;
+    return (model.vocab_size + multiple - 1) / multiple * multiple;
+}
+
+namespace {
+
+void require_positive(long long v, const char* flag) {
+    GPT_REQUIRE(v > 0, UsageError, "--", flag, " must be positive, got ", v);
+}
+
+void require_prob(double p, const char* flag) {
+    GPT_REQUIRE(p >= 0.0 && p < 1.0, UsageError, "--", flag, " must be in [0, 1), got ", p);
+}
+
+void require_one_of(const std::string& v, std::initializer_list<const char*> allowed, const char* flag) {
+    std::string list;
+    for (const char* a : allowed) {
+        if (v == a) return;
+        list += list.empty() ? a : std::string(", ") + a;
+    }
+    GPT_THROW(UsageError, "--", flag, " must be one of ", list, ", got '", v, "'");
+}
+
+}  // namespace
+
+void validate_model_and_training(Config& cfg) {
+    ModelConfig& m = cfg.model;
+    ParallelConfig& p = cfg.parallel;
+    TrainingConfig& t = cfg.training;
+    OptimizerConfig& o = cfg.optimizer;
+
+    require_positive(m.num_layers, "num-layers");
+    require_positive(m.hidden_size, "hidden-size");
+    require_positive(m.num_attention_heads, "num-attention-heads");
+    require_positive(m.seq_length, "seq-length");
+    GPT_REQUIRE(m.hidden_size % m.num_attention_heads == 0, UsageError, "hidden-size ",
+                m.hidden_size, " is not divisible by num-attention-heads ", m.num_attention_heads);
+    if (m.max_position_embeddings == 0) m.max_position_embeddings = m.seq_length;
+    GPT_REQUIRE(m.seq_length <= m.max_position_embeddings, UsageError, "seq-length ", m.seq_length,
+                " exceeds max-position-embeddings ", m.max_position_embeddings);
+    if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;
+    require_positive(m.make_vocab_size_divisible_by, "make-vocab-size-divisible-by");
+    GPT_REQUIRE(m.vocab_size >= 0, UsageError, "--vocab-size must not be negative");
+    GPT_REQUIRE(m.init_method_std > 0, UsageError, "--init-method-std must be positive");
+    require_prob(m.hidden_dropout, "hidden-dropout");
+    require_prob(m.attention_dropout, "attention-dropout");
+
+    GPT_REQUIRE(!(t.fp16 && t.bf16), UsageError, "--fp16 and --bf16 are mutually exclusive");
+    GPT_REQUIRE(t.loss_scale >= 0, UsageError, "--loss-scale must not be negative");
+    GPT_REQUIRE(t.initial_loss_scale > 0 && t.min_loss_scale > 0 &&
+                    t.min_loss_scale <= t.initial_loss_scale,
+                UsageError, "loss scales disagree: min-loss-scale ", t.min_loss_scale,
+                " must be positive and <= initial-loss-scale ", t.initial_loss_scale);
+    require_positive(t.loss_scale_window, "loss-scale-window");
+    require_positive(t.hysteresis, "hysteresis");
+    require_positive(t.eval_interval, "eval-interval");
+    GPT_REQUIRE(t.eval_iters >= 0, UsageError, "--eval-iters must not be negative");
+    GPT_REQUIRE(!(t.train_iters > 0 && t.train_samples > 0), UsageError,
+                "give --train-iters or --train-samples, not both");
+    GPT_REQUIRE(t.train_iters >= 0 && t.train_samples >= 0, UsageError,
+                "--train-iters / --train-samples must not be negative");
+
+    require_one_of(o.optimizer, {"adam"}, "optimizer");
+    require_one_of(o.lr_decay_style, {"constant", "linear", "cosine"}, "lr-decay-style");
+    GPT_REQUIRE(o.lr >= 0 && o.min_lr >= 0, UsageError, "--lr and --min-lr must not be negative");
+    GPT_REQUIRE(o.min_lr <= o.lr || o.lr == 0, UsageError, "--min-lr ", o.min_lr,
+                " exceeds --lr ", o.lr);
+    GPT_REQUIRE(!(o.lr_warmup_fraction > 0 && o.lr_warmup_iters > 0), UsageError,
+                "give only one of --lr-warmup-fraction and --lr-warmup-iters");
+    GPT_REQUIRE(o.lr_warmup_fraction >= 0 && o.lr_warmup_fraction <= 1, UsageError,
+                "--lr-warmup-fraction must be in [0, 1], got ", o.lr_warmup_fraction);
+    GPT_REQUIRE(o.weight_decay >= 0 && o.clip_grad >= 0, UsageError,
+                "--weight-decay and --clip-grad must not be negative");
+    GPT_REQUIRE(o.adam_beta1 >= 0 && o.adam_beta1 < 1 && o.adam_beta2 >= 0 && o.adam_beta2 < 1,
+                UsageError, "Adam betas must be in [0, 1)");
+    GPT_REQUIRE(o.adam_eps > 0, UsageError, "--adam-eps must be positive");
+
+    require_one_of(p.distributed_backend, {"nccl", "mpi"}, "distributed-backend");
+    require_one_of(p.device, {"auto", "cuda", "cpu"}, "device");
+    require_one_of(p.recompute_granularity, {"", "full", "selective"}, "recompute-granularity");
+    require_one_of(p.recompute_method, {"", "uniform", "block"}, "recompute-method");
+    // Megatron: --recompute-activations is shorthand for selective granularity.
+    if (p.recompute_activations) {
+        GPT_REQUIRE(p.recompute_granularity != "full", UsageError,
+                    "--recompute-activations (selective) contradicts --recompute-granularity full");
+        p.recompute_granularity = "selective";
+    }
+    if (p.recompute_granularity == "full") {
+        GPT_REQUIRE(!p.recompute_method.empty(), UsageError,
+                    "--recompute-granularity full needs --recompute-method uniform or block");
+        require_positive(p.recompute_num_layers, "recompute-num-layers");
+    } else {
+        GPT_REQUIRE(p.recompute_method.empty(), UsageError, "--recompute-method ",
+                    p.recompute_method, " needs --recompute-granularity full");
+    }
+
+    require_one_of(cfg.data.tokenizer_type, {"GPT2BPETokenizer"}, "tokenizer-type");
+    require_one_of(cfg.plan.plan_format, {"table", "json"}, "plan-format");
+    require_one_of(cfg.logging.log_level, {"trace", "debug", "info", "warning", "error"}, "log-level");
+    require_positive(cfg.logging.log_interval, "log-interval");
+
+    // Blend weights: "prefix" or "w1 p1 w2 p2 ...".
+    const auto& dp = cfg.data.data_path;
+    if (dp.size() > 1) {
+        GPT_REQUIRE(dp.size() % 2 == 0, UsageError,
+                    "--data-path with several datasets must alternate weight and prefix, got ",
+                    dp.size(), " tokens");
+        for (std::size_t i = 0; i < dp.size(); i += 2) {
+            char* end = nullptr;
+            double w = std::strtod(dp[i].c_str(), &end);
+            GPT_REQUIRE(end && *end == '\0' && w >= 0 && std::isfinite(w), UsageError,
+                        "--data-path weight '", dp[i], "' is not a non-negative number");
+        }
+    }
+}
+
+void resolve_layout(Config& cfg, int world_size) {
+    ModelConfig& m = cfg.model;
+    ParallelConfig& p = cfg.parallel;
+    TrainingConfig& t = cfg.training;
+    const int tp = p.tensor_model_parallel_size, pp = p.pipeline_model_parallel_size;
+    require_positive(tp, "tensor-model-parallel-size");
+    require_positive(pp, "pipeline-model-parallel-size");
+    GPT_REQUIRE(world_size % (tp * pp) == 0, UsageError, "world size ", world_size,
+                " is not divisible by tensor-model-parallel-size x pipeline-model-parallel-size = ",
+                tp, " x ", pp, " = ", tp * pp);
+    const int dp = world_size / (tp * pp);
+    GPT_REQUIRE(p.data_parallel_size == 0 || p.data_parallel_size == dp, UsageError,
+                "--data-parallel-size ", p.data_parallel_size, " disagrees with world size ",
+                world_size, " / (TP ", tp, " x PP ", pp, ") = ", dp);
+    p.data_parallel_size = dp;
+
+    GPT_REQUIRE(m.num_attention_heads % tp == 0, UsageError, "num-attention-heads ",
+                m.num_attention_heads, " is not divisible by tensor-model-parallel-size ", tp);
+    GPT_REQUIRE(m.num_layers % pp == 0, UsageError, "num-layers ", m.num_layers,
+                " is not divisible by pipeline-model-parallel-size ", pp);
+    if (p.num_layers_per_virtual_pipeline_stage > 0) {
+        GPT_REQUIRE(pp > 1, UsageError,
+                    "--num-layers-per-virtual-pipeline-stage needs pipeline-model-parallel-size > 1");
+        GPT_REQUIRE((m.num_layers / pp) % p.num_layers_per_virtual_pipeline_stage == 0, UsageError,
+                    "layers per pipeline stage ", m.num_layers / pp,
+                    " (num-layers ", m.num_layers, " / PP ", pp,
+                    ") is not divisible by num-layers-per-virtual-pipeline-stage ",
+                    p.num_layers_per_virtual_pipeline_stage);
+    }
+    if (p.recompute_granularity == "full" && p.recompute_method == "uniform") {
+        GPT_REQUIRE((m.num_layers / pp) % p.recompute_num_layers == 0 || p.recompute_num_layers >= m.num_layers / pp,
+                    UsageError, "layers per stage ", m.num_layers / pp,
+                    " is not divisible by recompute-num-layers ", p.recompute_num_layers);
+    }
+
+    const int mbs = t.micro_batch_size;
+    require_positive(mbs, "micro-batch-size");
+    if (t.global_batch_size == 0) {
+        if (t.max_global_batch_size > 0) {
+            // The largest global batch within the bound that the layout can split evenly.
+            t.global_batch_size = t.max_global_batch_size / (mbs * dp) * (mbs * dp);
+            GPT_REQUIRE(t.global_batch_size > 0, UsageError, "max-global-batch-size ",
+                        t.max_global_batch_size, " is smaller than micro-batch-size x DP = ", mbs,
+                        " x ", dp, " = ", mbs * dp);
+        } else {
+            t.global_batch_size = mbs * dp;
+        }
+    }
+    GPT_REQUIRE(t.max_global_batch_size == 0 || t.global_batch_size <= t.max_global_batch_size,
+                UsageError, "global-batch-size ", t.global_batch_size,
+                " exceeds max-global-batch-size ", t.max_global_batch_size);
+    GPT_REQUIRE(t.global_batch_size % (mbs * dp) == 0, UsageError, "global-batch-size ",
+                t.global_batch_size, " is not divisible by micro-batch-size x DP = ", mbs, " x ",
+                dp, " = ", mbs * dp);
+    if (p.num_layers_per_virtual_pipeline_stage > 0) {
+        const int micro_batches = t.global_batch_size / (mbs * dp);
+        GPT_REQUIRE(micro_batches % pp == 0, UsageError, "the interleaved schedule needs the ",
+                    micro_batches, " micro-batches per iteration (global-batch-size / (micro-batch-size x DP)) to be a multiple of pipeline-model-parallel-size ",
+                    pp);
+    }
+}
+
+void validate(Config& cfg, int world_size) {
+    validate_model_and_training(cfg);
+    resolve_layout(cfg, world_size);
+}
+
+}  // namespace gpt

@@ -1,0 +1,95 @@
+#include "data/mapped_file.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/errors.hpp"
+
+namespace gpt::data {
+
+std::string errno_message(int err) { return std::strerror(err); }
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) GPT_THROW(IoError, "cannot open '", path, "': ", errno_message(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        int err = errno;
+        ::close(fd);
+        GPT_THROW(IoError, "cannot stat '", path, "': ", errno_message(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        GPT_THROW(IoError, "'", path, "' is not a regular file");
+    }
+    size_ = static_cast<std::size_t>(st.st_size);
+    if (size_ > 0) {
+        void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            int err = errno;
+            ::close(fd);
+            GPT_THROW(IoError, "cannot map '", path, "': ", errno_message(err));
+        }
+        data_ = static_cast<const unsigned char*>(p);
+    }
+    ::close(fd);  // the mapping keeps the file alive
+}
+
+MappedFile::~MappedFile() {
+    if (data_) ::munmap(const_cast<unsigned char*>(data_), size_);
+}
+
+MappedFile::MappedFile(MappedFile&& o) noexcept : path_(std::move(o.path_)), data_(o.data_), size_(o.size_) {
+    o.data_ = nullptr;
+    o.size_ = 0;
+}
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+    if (this != &o) {
+        if (data_) ::munmap(const_cast<unsigned char*>(data_), size_);
+        path_ = std::move(o.path_);
+        data_ = o.data_;
+        size_ = o.size_;
+        o.data_ = nullptr;
+        o.size_ = 0;
+    }
+    return *this;
+}
+
+void write_file_atomically(const std::string& path, const void* data, std::size_t size) {
+    std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) GPT_THROW(IoError, "cannot create '", tmp, "': ", errno_message(errno));
+    const char* p = static_cast<const char*>(data);
+    std::size_t left = size;
+    while (left > 0) {
+        ssize_t w = ::write(fd, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            int err = w < 0 ? errno : ENOSPC;
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            GPT_THROW(IoError, "cannot write '", path, "': ", errno_message(err));
+        }
+        p += w;
+        left -= static_cast<std::size_t>(w);
+    }
+    int err = ::fsync(fd) != 0 ? errno : 0;
+    if (::close(fd) != 0 && err == 0) err = errno;
+    if (err != 0) {
+        ::unlink(tmp.c_str());
+        GPT_THROW(IoError, "cannot write '", path, "': ", errno_message(err));
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        int err = errno;
+        ::unlink(tmp.c_str());
+        GPT_THROW(IoError, "cannot rename '", tmp, "' to '", path, "': ", errno_message(err));
+    }
+}
+
+}  // namespace gpt::data

@@ -1,0 +1,38 @@
+// Read-only memory map of a whole file (POSIX mmap), plus the write-to-temporary-then-rename
+// helper every writer of this folder uses so readers never see half-written files.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace gpt::data {
+
+class MappedFile {
+public:
+    MappedFile() = default;
+    explicit MappedFile(const std::string& path);  // IoError when missing/unreadable
+    ~MappedFile();
+    MappedFile(MappedFile&& o) noexcept;
+    MappedFile& operator=(MappedFile&& o) noexcept;
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+
+    const unsigned char* data() const { return data_; }
+    std::size_t size() const { return size_; }
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+    const unsigned char* data_ = nullptr;
+    std::size_t size_ = 0;
+};
+
+// Writes bytes to path atomically: to a unique temporary name in the same folder, then fsync
+// and rename. Any failure throws IoError naming path and errno's message, and removes the
+// temporary file.
+void write_file_atomically(const std::string& path, const void* data, std::size_t size);
+
+// The errno message for error reports.
+std::string errno_message(int err);
+
+}  // namespace gpt::data

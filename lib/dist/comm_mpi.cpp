@@ -1,0 +1,149 @@
+#include "dist/comm_mpi.hpp"
+
+#include <sched.h>
+
+#include <climits>
+#include <thread>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/errors.hpp"
+#include "dist/mpi_reduce_ops.hpp"
+
+namespace gpt::dist {
+
+namespace {
+
+void check(int rc, const char* what, const std::string& group) {
+    if (rc == MPI_SUCCESS) return;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    GPT_THROW(CommError, what, " on group '", group, "' failed: ", std::string(msg, len));
+}
+
+int checked_count(std::int64_t count) {
+    // MPI-3 counts are int; larger messages would need the _c variants of MPI-4.
+    GPT_REQUIRE(count >= 0 && count <= INT_MAX, CommError, "message of ", count,
+                " elements exceeds MPI's int count limit");
+    return static_cast<int>(count);
+}
+
+}  // namespace
+
+bool oversubscribed() {
+    static const bool value = [] {
+        if (const char* env = std::getenv("GPT_MPI_YIELD")) return std::string(env) == "1";
+        MPI_Comm node;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        int local = 1;
+        MPI_Comm_size(node, &local);
+        MPI_Comm_free(&node);
+        return local > static_cast<int>(std::thread::hardware_concurrency());
+    }();
+    return value;
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name)
+    : comm_(comm), name_(std::move(name)) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    yield_ = oversubscribed();
+}
+
+MpiCommunicator::~MpiCommunicator() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void MpiCommunicator::wait(MPI_Request& req, const char* what) {
+    if (!yield_) {
+        check(MPI_Wait(&req, MPI_STATUS_IGNORE), what, name_);
+        return;
+    }
+    // Oversubscribed (more ranks than cores): MPI's busy-polling would burn the time slice
+    // the peer we wait for needs, so poll, then yield the core between polls.
+    int done = 0;
+    for (int spins = 0;; ++spins) {
+        check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what, name_);
+        if (done) return;
+        if (spins > 64) sched_yield();
+    }
+}
+
+void MpiCommunicator::all_reduce(void* buf, std::int64_t count, CommType t, ReduceOp op) {
+    this->count(CommOp::AllReduce, count * comm_type_size(t));
+    if (size_ == 1) return;
+    MPI_Request req;
+    check(MPI_Iallreduce(MPI_IN_PLACE, buf, checked_count(count), mpi_datatype(t), mpi_op(t, op),
+                         comm_, &req),
+          "all-reduce", name_);
+    wait(req, "all-reduce");
+}
+
+void MpiCommunicator::all_gather(const void* send, void* recv, std::int64_t count, CommType t) {
+    const std::size_t bytes = count * comm_type_size(t);
+    this->count(CommOp::AllGather, bytes * size_);
+    if (size_ == 1) {
+        if (send != recv) std::memcpy(recv, send, bytes);
+        return;
+    }
+    const void* src = send;
+    // In-place when the caller passes its own slot of recv.
+    if (static_cast<const char*>(send) == static_cast<char*>(recv) + bytes * rank_) src = MPI_IN_PLACE;
+    MPI_Request req;
+    check(MPI_Iallgather(src, checked_count(count), mpi_datatype(t), recv, checked_count(count),
+                         mpi_datatype(t), comm_, &req),
+          "all-gather", name_);
+    wait(req, "all-gather");
+}
+
+void MpiCommunicator::reduce_scatter(const void* send, void* recv, std::int64_t count, CommType t,
+                                     ReduceOp op) {
+    const std::size_t bytes = count * comm_type_size(t);
+    this->count(CommOp::ReduceScatter, bytes * size_);
+    if (size_ == 1) {
+        if (send != recv) std::memcpy(recv, send, bytes);
+        return;
+    }
+    MPI_Request req;
+    check(MPI_Ireduce_scatter_block(send, recv, checked_count(count), mpi_datatype(t),
+                                    mpi_op(t, op), comm_, &req),
+          "reduce-scatter", name_);
+    wait(req, "reduce-scatter");
+}
+
+void MpiCommunicator::broadcast(void* buf, std::int64_t count, CommType t, int root) {
+    this->count(CommOp::Broadcast, count * comm_type_size(t));
+    if (size_ == 1) return;
+    MPI_Request req;
+    check(MPI_Ibcast(buf, checked_count(count), mpi_datatype(t), root, comm_, &req), "broadcast", name_);
+    wait(req, "broadcast");
+}
+
+void MpiCommunicator::send(const void* buf, std::int64_t count, CommType t, int peer, int tag) {
+    this->count(CommOp::Send, count * comm_type_size(t));
+    MPI_Request req;
+    check(MPI_Isend(buf, checked_count(count), mpi_datatype(t), peer, tag, comm_, &req), "send", name_);
+    wait(req, "send");
+}
+
+void MpiCommunicator::recv(void* buf, std::int64_t count, CommType t, int peer, int tag) {
+    this->count(CommOp::Recv, count * comm_type_size(t));
+    MPI_Request req;
+    check(MPI_Irecv(buf, checked_count(count), mpi_datatype(t), peer, tag, comm_, &req), "recv", name_);
+    wait(req, "recv");
+}
+
+void MpiCommunicator::barrier() {
+    this->count(CommOp::Barrier, 0);
+    if (size_ == 1) return;
+    MPI_Request req;
+    check(MPI_Ibarrier(comm_, &req), "barrier", name_);
+    wait(req, "barrier");
+}
+
+}  // namespace gpt::dist

@@ -1,0 +1,46 @@
+// Communicator over an MPI communicator, for host buffers.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+#include "dist/communicator.hpp"
+
+namespace gpt::dist {
+
+// True when this node runs more ranks than it has cores (GPT_MPI_YIELD=0/1 overrides);
+// waits then yield the core instead of spinning. Collective over MPI_COMM_WORLD on first use.
+bool oversubscribed();
+
+class MpiCommunicator final : public Communicator {
+public:
+    // Takes ownership of `comm` (freed in the destructor) unless it is MPI_COMM_WORLD.
+    MpiCommunicator(MPI_Comm comm, std::string name);
+    ~MpiCommunicator() override;
+
+    const std::string& name() const override { return name_; }
+    int rank() const override { return rank_; }
+    int size() const override { return size_; }
+    MPI_Comm comm() const { return comm_; }
+
+    void all_reduce(void* buf, std::int64_t count, CommType t, ReduceOp op) override;
+    void all_gather(const void* send, void* recv, std::int64_t count, CommType t) override;
+    void reduce_scatter(const void* send, void* recv, std::int64_t count, CommType t,
+                        ReduceOp op) override;
+    void broadcast(void* buf, std::int64_t count, CommType t, int root) override;
+    void send(const void* buf, std::int64_t count, CommType t, int peer, int tag) override;
+    void recv(void* buf, std::int64_t count, CommType t, int peer, int tag) override;
+    void barrier() override;
+
+private:
+    void wait(MPI_Request& req, const char* what);
+
+    MPI_Comm comm_;
+    bool yield_ = false;
+    std::string name_;
+    int rank_ = 0;
+    int size_ = 1;
+};
+
+}  // namespace gpt::dist

@@ -1,0 +1,25 @@
+// MPI start-up and shut-down as RAII, and the abort that keeps a failed rank from leaving
+// the others waiting until the job's time limit.
+#pragma once
+
+namespace gpt::dist {
+
+class MpiEnvironment {
+public:
+    MpiEnvironment(int* argc, char*** argv);  // MPI_Init_thread(FUNNELED)
+    ~MpiEnvironment();                         // MPI_Finalize
+    MpiEnvironment(const MpiEnvironment&) = delete;
+    MpiEnvironment& operator=(const MpiEnvironment&) = delete;
+
+    int rank() const { return rank_; }
+    int size() const { return size_; }
+
+private:
+    int rank_ = 0;
+    int size_ = 1;
+};
+
+// Terminates every rank of MPI_COMM_WORLD with `code`; never returns.
+[[noreturn]] void abort_all(int code);
+
+}  // namespace gpt::dist

@@ -1,0 +1,70 @@
+// The activation memory of one model chunk, planned once: every buffer the forward pass
+// saves for backward, per layer and per in-flight micro-batch ("slot"; 1 without pipelining,
+// up to the number of warm-up micro-batches with 1F1B), plus the workspace that all layers
+// share (gradients in flight, the logits). One arena holds it all, so peak activation
+// memory is known before the first step and never grows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "model/model_spec.hpp"
+
+namespace gpt::model {
+
+// Byte offsets into the arena. Shapes use T = seq * micro_batch tokens, rows in [s, b] order.
+struct LayerSaved {
+    std::size_t ln1_mean, ln1_rstd;  // (T) fp32
+    std::size_t ln1_out;             // (T, h)
+    std::size_t qkv;                 // (T, 3h/tp)  [s, b, np, 3, hn]
+    std::size_t attn;                // backend-specific (lse or probabilities)
+    std::size_t ctx;                 // (T, h/tp)   [s, b, np, hn]
+    std::size_t x_mid;               // (T, h) residual stream after attention
+    std::size_t ln2_mean, ln2_rstd;  // (T) fp32
+    std::size_t ln2_out;             // (T, h)
+    std::size_t fc1_pre;             // (T, ffn/tp) pre-GELU
+    std::size_t gelu_out;            // (T, ffn/tp)
+    std::size_t x_out;               // (T, h) layer output = next layer's input
+};
+
+struct SlotSaved {
+    std::size_t input;               // (T, h) chunk input: embedding output or received
+    std::size_t tokens;              // (b, s) int32   (pre_process)
+    std::size_t targets;             // (T) int32      (post_process)
+    std::vector<LayerSaved> layers;
+    std::size_t lnf_mean, lnf_rstd;  // (T) fp32      (post_process)
+    std::size_t lnf_out;             // (T, h)        (post_process)
+};
+
+struct Workspace {
+    std::size_t grad;                // (T, h) gradient of the residual stream
+    std::size_t tmp1, tmp2;          // (T, h)
+    std::size_t wide;                // (T, max(3h, ffn)/tp)
+    std::size_t logits;              // (T, V/tp)  overwritten in place by its gradient
+    std::size_t row_max, sum_exp, target_logit, loss, dloss;  // (T) fp32
+};
+
+class ActivationPlan {
+public:
+    ActivationPlan(const ModelDims& dims, const ChunkSpec& chunk, int micro_batch, DType dtype,
+                   std::size_t attention_saved_bytes, int num_slots = 1);
+
+    std::size_t total_bytes() const { return total_; }
+    std::size_t saved_bytes_per_slot() const { return per_slot_; }
+    std::size_t workspace_bytes() const { return workspace_bytes_; }
+    const SlotSaved& slot(int i) const { return slots_.at(static_cast<std::size_t>(i)); }
+    int num_slots() const { return static_cast<int>(slots_.size()); }
+    const Workspace& workspace() const { return ws_; }
+    std::int64_t tokens() const { return tokens_; }
+
+private:
+    std::size_t take(std::size_t bytes);
+
+    std::vector<SlotSaved> slots_;
+    Workspace ws_{};
+    std::size_t total_ = 0, per_slot_ = 0, workspace_bytes_ = 0;
+    std::int64_t tokens_ = 0;
+};
+
+}  // namespace gpt::model

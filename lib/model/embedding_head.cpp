@@ -1,0 +1,85 @@
+#include "model/embedding_head.hpp"
+
+#include <vector>
+
+#include "model/linear.hpp"
+#include "model/tp_mappings.hpp"
+
+namespace gpt::model {
+
+void embedding_forward(const PassContext& c, const EmbeddingParams& p, const std::int32_t* tokens,
+                       void* out) {
+    const ModelDims& d = *c.dims;
+    const DType t = c.opt->dtype;
+    const std::int64_t b = c.micro_batch, s = d.seq, h = d.hidden;
+    c.be->embedding_forward(tokens, c.param(p.word), out, b, s, h, d.vocab_start(),
+                            d.vocab_start() + d.local_vocab(), t);
+    // VocabParallelEmbedding: each rank contributes the rows of its vocab shard.
+    reduce_from_tensor_model_parallel_region_forward(*c.tp, out, c.tokens * h, t);
+    c.be->position_embedding_forward(c.param(p.position), out, b, s, h, 0, t);
+    if (c.dropout && c.opt->hidden_dropout > 0.0f)
+        c.be->dropout_forward(out, out, c.tokens * h, c.opt->hidden_dropout, c.hidden_key,
+                              embedding_dropout_offset(), t);
+}
+
+void embedding_backward(const PassContext& c, const EmbeddingParams& p,
+                        const std::int32_t* tokens, void* grad) {
+    const ModelDims& d = *c.dims;
+    const DType t = c.opt->dtype;
+    const std::int64_t b = c.micro_batch, s = d.seq, h = d.hidden;
+    // Dropout's backward is the same masked scaling applied to the gradient.
+    if (c.dropout && c.opt->hidden_dropout > 0.0f)
+        c.be->dropout_forward(grad, grad, c.tokens * h, c.opt->hidden_dropout, c.hidden_key,
+                              embedding_dropout_offset(), t);
+    c.be->position_embedding_backward(grad, c.grad(p.position), b, s, h, 0, t);
+    c.be->embedding_backward(tokens, grad, c.grad(p.word), b, s, h, d.vocab_start(),
+                             d.vocab_start() + d.local_vocab(), t);
+}
+
+double head_forward(const PassContext& c, const HeadParams& p, const SlotSaved& s,
+                    const void* x_final) {
+    Backend& be = *c.be;
+    const ModelDims& d = *c.dims;
+    const DType t = c.opt->dtype;
+    const std::int64_t T = c.tokens, h = d.hidden, V = d.local_vocab();
+    const Workspace& ws = *c.ws;
+    be.layernorm_forward(x_final, c.param(p.ln_w), c.param(p.ln_b), c.act(s.lnf_out),
+                         c.actf(s.lnf_mean), c.actf(s.lnf_rstd), T, h, c.opt->layernorm_eps, t);
+    // copy_to_tensor_model_parallel_region: identity forward. Logits (T, V/tp) stay in the
+    // workspace and are turned into their own gradient in place by head_backward.
+    linear_forward(be, c.act(s.lnf_out), c.param(p.word), c.act(ws.logits), T, h, V, t);
+    const auto* targets = reinterpret_cast<const std::int32_t*>(c.act(s.targets));
+    be.cross_entropy_max(c.act(ws.logits), c.actf(ws.row_max), T, V, t);
+    vocab_parallel_cross_entropy_max(*c.tp, c.actf(ws.row_max), T);
+    be.cross_entropy_sums(c.act(ws.logits), targets, c.actf(ws.row_max), c.actf(ws.sum_exp),
+                          c.actf(ws.target_logit), T, V, d.vocab_start(), t);
+    // sum_exp and target_logit are adjacent only by plan order, so reduce them separately.
+    vocab_parallel_cross_entropy_sum(*c.tp, c.actf(ws.sum_exp), T);
+    vocab_parallel_cross_entropy_sum(*c.tp, c.actf(ws.target_logit), T);
+    be.cross_entropy_loss(c.actf(ws.row_max), c.actf(ws.sum_exp), c.actf(ws.target_logit),
+                          c.actf(ws.loss), T);
+    return be.sum(c.actf(ws.loss), T);
+}
+
+void head_backward(const PassContext& c, const HeadParams& p, const SlotSaved& s,
+                   const void* x_final, float dloss_per_token) {
+    Backend& be = *c.be;
+    const ModelDims& d = *c.dims;
+    const DType t = c.opt->dtype;
+    const std::int64_t T = c.tokens, h = d.hidden, V = d.local_vocab();
+    const Workspace& ws = *c.ws;
+    std::vector<float> dloss(static_cast<std::size_t>(T), dloss_per_token);
+    be.copy_to_device(c.act(ws.dloss), dloss.data(), dloss.size() * sizeof(float));
+    const auto* targets = reinterpret_cast<const std::int32_t*>(c.act(s.targets));
+    void* logits = c.act(ws.logits);
+    be.cross_entropy_backward(logits, targets, c.actf(ws.row_max), c.actf(ws.sum_exp),
+                              c.actf(ws.dloss), logits, T, V, d.vocab_start(), t);
+    linear_weight_grad(be, logits, c.act(s.lnf_out), c.grad(p.word), T, h, V, t);
+    void* tmp1 = c.act(ws.tmp1);
+    linear_input_grad(be, logits, c.param(p.word), tmp1, T, h, V, t);
+    copy_to_tensor_model_parallel_region_backward(*c.tp, tmp1, T * h, t);
+    be.layernorm_backward(tmp1, x_final, c.param(p.ln_w), c.actf(s.lnf_mean), c.actf(s.lnf_rstd),
+                          c.act(ws.grad), c.grad(p.ln_w), c.grad(p.ln_b), T, h, t);
+}
+
+}  // namespace gpt::model

@@ -1,0 +1,34 @@
+// The ends of the network: the embedding (vocab-parallel word embeddings + learned
+// positions + hidden dropout) and the head (final LN, LM head tied to the word embeddings,
+// vocab-parallel cross-entropy computed in place on the logits).
+#pragma once
+
+#include <cstdint>
+
+#include "model/transformer_layer.hpp"
+
+namespace gpt::model {
+
+struct EmbeddingParams {
+    std::int64_t word = 0, position = 0;
+};
+struct HeadParams {
+    std::int64_t ln_w = 0, ln_b = 0, word = 0;  // word: the (tied) embedding used as the head
+};
+
+// out (T, h) = dropout(word[tokens] + position[s]); tokens (b, s) int32 in backend memory.
+void embedding_forward(const PassContext& c, const EmbeddingParams& p, const std::int32_t* tokens,
+                       void* out);
+// grad (T, h) = dL/d out (consumed in place); accumulates the embedding grads.
+void embedding_backward(const PassContext& c, const EmbeddingParams& p,
+                        const std::int32_t* tokens, void* grad);
+
+// Returns the sum over the micro-batch's tokens of the per-token loss.
+double head_forward(const PassContext& c, const HeadParams& p, const SlotSaved& s,
+                    const void* x_final);
+// dloss_per_token: d objective / d (per-token loss), the same for every token. Leaves
+// dL/dx_final in ws.grad.
+void head_backward(const PassContext& c, const HeadParams& p, const SlotSaved& s,
+                   const void* x_final, float dloss_per_token);
+
+}  // namespace gpt::model

@@ -1,0 +1,207 @@
+#include "model/gpt_model.hpp"
+
+#include <vector>
+
+#include "core/errors.hpp"
+#include "model/param_init.hpp"
+
+namespace gpt::model {
+
+namespace {
+
+std::uint64_t mix64(std::uint64_t a, std::uint64_t b) {
+    std::uint64_t z = a + 0x9E3779B97F4A7C15ull * (b + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+std::size_t attention_saved(Backend& be, const ModelDims& d, const ModelOptions& opt, int mb) {
+    return be.attention_saved_bytes(attention_args(d, opt, mb));
+}
+
+}  // namespace
+
+GptModel::GptModel(const ModelDims& dims, const ChunkSpec& chunk, const ModelOptions& opt,
+                   int micro_batch, Backend& backend, dist::Communicator& tp, int num_slots)
+    : dims_(dims),
+      chunk_(chunk),
+      opt_(opt),
+      micro_batch_(micro_batch),
+      be_(backend),
+      tp_(tp),
+      layout_(dims, chunk),
+      plan_(dims, chunk, micro_batch, opt.dtype, attention_saved(backend, dims, opt, micro_batch),
+            num_slots),
+      slot_state_(static_cast<std::size_t>(num_slots)) {
+    GPT_REQUIRE(tp.size() == dims.tp_size && tp.rank() == dims.tp_rank, InternalError,
+                "TP group ", tp.rank(), "/", tp.size(), " does not match the model's ",
+                dims.tp_rank, "/", dims.tp_size);
+    for (int l = 0; l < chunk.num_layers; ++l)
+        layer_params_.push_back(layer_offsets(layout_, chunk.first_layer + l));
+    if (chunk.pre_process) {
+        emb_params_.word = layout_.at(ParamLayout::word_embeddings()).offset;
+        emb_params_.position = layout_.at(ParamLayout::position_embeddings()).offset;
+    }
+    if (chunk.post_process) {
+        head_params_.ln_w = layout_.at(ParamLayout::final_ln_weight()).offset;
+        head_params_.ln_b = layout_.at(ParamLayout::final_ln_bias()).offset;
+        head_params_.word = layout_
+                                .at(chunk.pre_process ? ParamLayout::word_embeddings()
+                                                      : ParamLayout::word_embeddings_for_head())
+                                .offset;
+    }
+    const std::size_t n = static_cast<std::size_t>(layout_.total_elements());
+    params_ = be_.alloc(n * dtype_size(opt.dtype));
+    grads_ = static_cast<float*>(be_.alloc(n * sizeof(float)));
+    arena_ = static_cast<std::byte*>(be_.alloc(plan_.total_bytes()));
+    be_.zero(params_, n * dtype_size(opt.dtype));
+    be_.zero(grads_, n * sizeof(float));
+}
+
+GptModel::~GptModel() {
+    be_.free(arena_);
+    be_.free(grads_);
+    be_.free(params_);
+}
+
+ModelMemory GptModel::memory() const {
+    const std::size_t n = static_cast<std::size_t>(layout_.total_elements());
+    return ModelMemory{n * dtype_size(opt_.dtype), n * sizeof(float),
+                       plan_.total_bytes() - plan_.workspace_bytes(), plan_.workspace_bytes()};
+}
+
+void GptModel::init_parameters() {
+    std::vector<float> host(static_cast<std::size_t>(layout_.total_elements()));
+    init_parameters_host(host.data());
+    set_parameters(host.data());
+}
+
+void GptModel::init_parameters_host(float* host) const {
+    model::init_parameters(layout_, dims_, opt_.init_std, opt_.seed, host);
+}
+
+void GptModel::set_parameters(const float* host) {
+    const std::int64_t n = layout_.total_elements();
+    if (opt_.dtype == DType::F32) {
+        be_.copy_to_device(params_, host, static_cast<std::size_t>(n) * sizeof(float));
+        return;
+    }
+    // Stage through the fp32 grad buffer so the cast runs on the device; grads are zeroed
+    // afterwards because setting parameters starts a fresh accumulation.
+    be_.copy_to_device(grads_, host, static_cast<std::size_t>(n) * sizeof(float));
+    be_.cast(grads_, DType::F32, params_, opt_.dtype, n);
+    zero_grads();
+}
+
+void GptModel::get_parameters(float* host) const {
+    const std::int64_t n = layout_.total_elements();
+    if (opt_.dtype == DType::F32) {
+        be_.copy_to_host(host, params_, static_cast<std::size_t>(n) * sizeof(float));
+        return;
+    }
+    float* tmp = static_cast<float*>(be_.alloc(static_cast<std::size_t>(n) * sizeof(float)));
+    be_.cast(params_, opt_.dtype, tmp, DType::F32, n);
+    be_.copy_to_host(host, tmp, static_cast<std::size_t>(n) * sizeof(float));
+    be_.free(tmp);
+}
+
+void GptModel::get_grads(float* host) const {
+    be_.copy_to_host(host, grads_, static_cast<std::size_t>(layout_.total_elements()) * sizeof(float));
+}
+
+void GptModel::zero_grads() {
+    be_.zero(grads_, static_cast<std::size_t>(layout_.total_elements()) * sizeof(float));
+}
+
+void GptModel::set_batch(int slot, const std::int32_t* tokens) {
+    const SlotSaved& s = plan_.slot(slot);
+    const std::int64_t b = micro_batch_, sq = dims_.seq;
+    std::vector<std::int32_t> inputs(static_cast<std::size_t>(b * sq));
+    std::vector<std::int32_t> targets(static_cast<std::size_t>(b * sq));
+    const std::int64_t vocab = dims_.vocab_padded;
+    for (std::int64_t i = 0; i < b; ++i)
+        for (std::int64_t j = 0; j < sq; ++j) {
+            const std::int32_t in = tokens[i * (sq + 1) + j], tg = tokens[i * (sq + 1) + j + 1];
+            GPT_REQUIRE(in >= 0 && in < vocab && tg >= 0 && tg < vocab, DataError, "token id ",
+                        (in >= 0 && in < vocab) ? tg : in, " outside the vocabulary [0, ", vocab,
+                        ")");
+            inputs[static_cast<std::size_t>(i * sq + j)] = in;     // (b, s)
+            targets[static_cast<std::size_t>(j * b + i)] = tg;    // rows in [s, b] order
+        }
+    if (chunk_.pre_process)
+        be_.copy_to_device(arena_ + s.tokens, inputs.data(), inputs.size() * 4);
+    if (chunk_.post_process)
+        be_.copy_to_device(arena_ + s.targets, targets.data(), targets.size() * 4);
+}
+
+void* GptModel::input_hidden(int slot) { return arena_ + plan_.slot(slot).input; }
+void* GptModel::output_hidden(int slot) {
+    return const_cast<void*>(chunk_output(plan_.slot(slot)));
+}
+void* GptModel::output_grad() { return arena_ + plan_.workspace().grad; }
+void* GptModel::input_grad() { return arena_ + plan_.workspace().grad; }
+
+const void* GptModel::layer_input(const SlotSaved& s, int l) const {
+    return arena_ + (l == 0 ? s.input : s.layers[static_cast<std::size_t>(l - 1)].x_out);
+}
+
+const void* GptModel::chunk_output(const SlotSaved& s) const {
+    return layer_input(s, chunk_.num_layers);
+}
+
+PassContext GptModel::context(int slot) const {
+    const SlotState& st = slot_state_.at(static_cast<std::size_t>(slot));
+    PassContext c;
+    c.be = &be_;
+    c.tp = &tp_;
+    c.dims = &dims_;
+    c.opt = &opt_;
+    c.micro_batch = micro_batch_;
+    c.tokens = plan_.tokens();
+    c.params = static_cast<std::byte*>(params_);
+    c.grads = grads_;
+    c.arena = arena_;
+    c.ws = &plan_.workspace();
+    c.dropout = st.training;
+    c.hidden_key = mix64(opt_.seed, st.stream);
+    // Megatron's tensor-parallel RNG: seed + 2718 + tp_rank inside the TP region.
+    c.attention_key = mix64(opt_.seed + 2718 + static_cast<std::uint64_t>(dims_.tp_rank), st.stream);
+    return c;
+}
+
+double GptModel::forward(int slot, bool training, std::uint64_t dropout_stream) {
+    SlotState& st = slot_state_.at(static_cast<std::size_t>(slot));
+    st.training = training;
+    st.stream = dropout_stream;
+    st.forwarded = true;
+    const PassContext c = context(slot);
+    const SlotSaved& s = plan_.slot(slot);
+    if (chunk_.pre_process)
+        embedding_forward(c, emb_params_, reinterpret_cast<const std::int32_t*>(arena_ + s.tokens),
+                          arena_ + s.input);
+    for (int l = 0; l < chunk_.num_layers; ++l)
+        transformer_layer_forward(c, layer_params_[static_cast<std::size_t>(l)],
+                                  s.layers[static_cast<std::size_t>(l)], layer_input(s, l),
+                                  chunk_.first_layer + l);
+    if (!chunk_.post_process) return 0.0;
+    return head_forward(c, head_params_, s, chunk_output(s));
+}
+
+void GptModel::backward(int slot, float dloss_per_token) {
+    SlotState& st = slot_state_.at(static_cast<std::size_t>(slot));
+    GPT_ASSERT(st.forwarded, "backward of slot ", slot, " without a forward");
+    st.forwarded = false;
+    const PassContext c = context(slot);
+    const SlotSaved& s = plan_.slot(slot);
+    if (chunk_.post_process) head_backward(c, head_params_, s, chunk_output(s), dloss_per_token);
+    for (int l = chunk_.num_layers - 1; l >= 0; --l)
+        transformer_layer_backward(c, layer_params_[static_cast<std::size_t>(l)],
+                                   s.layers[static_cast<std::size_t>(l)], layer_input(s, l),
+                                   chunk_.first_layer + l);
+    if (chunk_.pre_process)
+        embedding_backward(c, emb_params_, reinterpret_cast<const std::int32_t*>(arena_ + s.tokens),
+                           arena_ + plan_.workspace().grad);
+}
+
+}  // namespace gpt::model

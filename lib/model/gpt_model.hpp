@@ -1,0 +1,103 @@
+// One rank's GPT model chunk: flat parameter/gradient buffers described by a ParamLayout,
+// a planned activation arena, and hand-written forward/backward over the Backend.
+//
+// Usage per micro-batch:  set_batch(slot, tokens) [first chunk] or write input_hidden(slot)
+// [later pipeline stages]; forward(slot, ...); then backward(slot, ...) with the loss
+// gradient [last chunk] or output_grad() filled by the next stage. Parameter gradients
+// accumulate (+=) until zero_grads(): micro-batch accumulation is free.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "dist/communicator.hpp"
+#include "model/activation_plan.hpp"
+#include "model/embedding_head.hpp"
+#include "model/model_spec.hpp"
+#include "model/param_layout.hpp"
+
+namespace gpt::model {
+
+struct ModelMemory {
+    std::size_t params = 0;       // model params (dtype)
+    std::size_t grads = 0;        // fp32 grads
+    std::size_t activations = 0;  // saved activations, all slots
+    std::size_t workspace = 0;    // shared buffers (residual grads, logits)
+};
+
+class GptModel {
+public:
+    GptModel(const ModelDims& dims, const ChunkSpec& chunk, const ModelOptions& opt,
+             int micro_batch, Backend& backend, dist::Communicator& tp, int num_slots = 1);
+    ~GptModel();
+    GptModel(const GptModel&) = delete;
+    GptModel& operator=(const GptModel&) = delete;
+
+    const ModelDims& dims() const { return dims_; }
+    const ChunkSpec& chunk() const { return chunk_; }
+    const ModelOptions& options() const { return opt_; }
+    const ParamLayout& layout() const { return layout_; }
+    const ActivationPlan& plan() const { return plan_; }
+    int micro_batch() const { return micro_batch_; }
+    std::int64_t tokens() const { return plan_.tokens(); }
+    Backend& backend() { return be_; }
+    ModelMemory memory() const;
+
+    void* params() { return params_; }   // layout.total_elements() of dtype
+    float* grads() { return grads_; }    // layout.total_elements() fp32
+
+    // Megatron's initialisation from opt.seed (see param_init.hpp).
+    void init_parameters();
+    void init_parameters_host(float* host) const;  // the same values, into a host buffer
+    // Whole flat buffer as fp32 on the host (cast from / to dtype).
+    void set_parameters(const float* host);
+    void get_parameters(float* host) const;
+    void get_grads(float* host) const;
+    void zero_grads();
+
+    // tokens: host int32 (micro_batch, seq + 1); inputs are [:, :-1], targets [:, 1:].
+    void set_batch(int slot, const std::int32_t* tokens);
+    void* input_hidden(int slot);   // (T, h), for a chunk without embeddings
+    void* output_hidden(int slot);  // (T, h), output of a chunk without the head
+
+    // Runs the chunk on the slot's micro-batch. `dropout_stream` must be unique per
+    // micro-batch (the trainer uses its global micro-batch counter); dropout off when
+    // !training. Returns the summed per-token loss (last chunk), else 0.
+    double forward(int slot, bool training, std::uint64_t dropout_stream);
+    // Last chunk: dloss_per_token = d objective / d token loss (e.g. loss_scale / (tokens x
+    // micro-batches)). Other chunks: output_grad() holds dL/d output first.
+    void backward(int slot, float dloss_per_token);
+    void* output_grad();  // (T, h)
+    void* input_grad();   // (T, h) dL/d input, after backward of a chunk without embeddings
+
+private:
+    PassContext context(int slot) const;
+    const void* layer_input(const SlotSaved& s, int local_layer) const;
+    const void* chunk_output(const SlotSaved& s) const;
+
+    ModelDims dims_;
+    ChunkSpec chunk_;
+    ModelOptions opt_;
+    int micro_batch_;
+    Backend& be_;
+    dist::Communicator& tp_;
+    ParamLayout layout_;
+    ActivationPlan plan_;
+    std::vector<LayerParamOffsets> layer_params_;
+    EmbeddingParams emb_params_{};
+    HeadParams head_params_{};
+    void* params_ = nullptr;
+    float* grads_ = nullptr;
+    std::byte* arena_ = nullptr;
+    struct SlotState {
+        bool training = false;
+        std::uint64_t stream = 0;
+        bool forwarded = false;
+    };
+    std::vector<SlotState> slot_state_;
+};
+
+}  // namespace gpt::model

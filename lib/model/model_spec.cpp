@@ -1,0 +1,47 @@
+#include "model/model_spec.hpp"
+
+#include "core/errors.hpp"
+
+namespace gpt::model {
+
+std::int64_t pad_vocab_size(std::int64_t vocab, int divisible_by, int tp_size) {
+    GPT_REQUIRE(vocab > 0, UsageError, "vocab size must be positive (got ", vocab, ")");
+    GPT_REQUIRE(divisible_by > 0, UsageError,
+                "--make-vocab-size-divisible-by must be positive (got ", divisible_by, ")");
+    const std::int64_t multiple = static_cast<std::int64_t>(divisible_by) * tp_size;
+    return (vocab + multiple - 1) / multiple * multiple;
+}
+
+ModelDims make_model_dims(const ModelConfig& cfg, std::int64_t vocab_size, int tp_size,
+                          int tp_rank) {
+    GPT_REQUIRE(cfg.num_layers > 0, UsageError, "--num-layers must be positive");
+    GPT_REQUIRE(cfg.hidden_size > 0, UsageError, "--hidden-size must be positive");
+    GPT_REQUIRE(cfg.num_attention_heads > 0, UsageError, "--num-attention-heads must be positive");
+    GPT_REQUIRE(cfg.hidden_size % cfg.num_attention_heads == 0, UsageError, "--hidden-size ",
+                cfg.hidden_size, " is not divisible by --num-attention-heads ",
+                cfg.num_attention_heads);
+    GPT_REQUIRE(cfg.seq_length > 0, UsageError, "--seq-length must be positive");
+    GPT_REQUIRE(tp_size > 0 && tp_rank >= 0 && tp_rank < tp_size, InternalError,
+                "bad TP coordinates ", tp_rank, "/", tp_size);
+    GPT_REQUIRE(cfg.num_attention_heads % tp_size == 0, UsageError, "--num-attention-heads ",
+                cfg.num_attention_heads, " is not divisible by --tensor-model-parallel-size ",
+                tp_size);
+    ModelDims d;
+    d.num_layers = cfg.num_layers;
+    d.hidden = cfg.hidden_size;
+    d.heads = cfg.num_attention_heads;
+    d.head_dim = cfg.head_dim();
+    d.ffn = cfg.ffn();
+    GPT_REQUIRE(d.ffn % tp_size == 0, UsageError, "--ffn-hidden-size ", d.ffn,
+                " is not divisible by --tensor-model-parallel-size ", tp_size);
+    d.seq = cfg.seq_length;
+    d.max_positions = cfg.max_position_embeddings > 0 ? cfg.max_position_embeddings : cfg.seq_length;
+    GPT_REQUIRE(d.max_positions >= d.seq, UsageError, "--max-position-embeddings ",
+                d.max_positions, " is smaller than --seq-length ", d.seq);
+    d.vocab_padded = pad_vocab_size(vocab_size, cfg.make_vocab_size_divisible_by, tp_size);
+    d.tp_size = tp_size;
+    d.tp_rank = tp_rank;
+    return d;
+}
+
+}  // namespace gpt::model

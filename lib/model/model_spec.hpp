@@ -1,0 +1,63 @@
+// The shape of the GPT model held by one rank: global sizes, this rank's tensor-parallel
+// share, and which contiguous piece of the network (a "model chunk") it runs.
+#pragma once
+
+#include <cstdint>
+
+#include "config/config.hpp"
+#include "core/dtype.hpp"
+
+namespace gpt::model {
+
+// A model chunk is a contiguous range of transformer layers plus, optionally, the
+// embeddings in front (pre_process) and the final layernorm + LM head + loss behind
+// (post_process). No pipelining is one chunk with everything; pipeline stages and virtual
+// (interleaved) stages are just other ranges.
+struct ChunkSpec {
+    int first_layer = 0;
+    int num_layers = 0;
+    bool pre_process = true;
+    bool post_process = true;
+};
+
+// Global model dimensions plus this rank's tensor-parallel coordinates.
+struct ModelDims {
+    int num_layers = 0;
+    int hidden = 0;
+    int heads = 0;
+    int head_dim = 0;
+    int ffn = 0;
+    int seq = 0;
+    int max_positions = 0;
+    std::int64_t vocab_padded = 0;  // global, divisible by make-vocab-size-divisible-by x TP
+    int tp_size = 1;
+    int tp_rank = 0;
+
+    int local_heads() const { return heads / tp_size; }
+    int local_qkv() const { return 3 * hidden / tp_size; }
+    int local_hidden() const { return hidden / tp_size; }  // attention context width
+    int local_ffn() const { return ffn / tp_size; }
+    std::int64_t local_vocab() const { return vocab_padded / tp_size; }
+    std::int64_t vocab_start() const { return local_vocab() * tp_rank; }
+};
+
+// Megatron's padding: the smallest multiple of make-vocab-size-divisible-by x TP >= vocab.
+std::int64_t pad_vocab_size(std::int64_t vocab, int divisible_by, int tp_size);
+
+// Validates the config (throws UsageError naming the flag) and derives the dimensions.
+ModelDims make_model_dims(const ModelConfig& cfg, std::int64_t vocab_size, int tp_size,
+                          int tp_rank);
+
+// Numerical options of the forward/backward pass.
+struct ModelOptions {
+    DType dtype = DType::F32;         // parameters and activations
+    bool flash_attention = false;     // --use-flash-attn
+    bool tanh_gelu = false;           // --openai-gelu
+    float hidden_dropout = 0.0f;
+    float attention_dropout = 0.0f;
+    float layernorm_eps = 1e-5f;
+    double init_std = 0.02;
+    std::uint64_t seed = 1234;        // --seed: parameter init and dropout streams
+};
+
+}  // namespace gpt::model

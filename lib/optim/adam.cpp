@@ -1,0 +1,101 @@
+#include "optim/adam.hpp"
+
+#include <cmath>
+
+#include "core/errors.hpp"
+
+namespace gpt::optim {
+
+AdamOptimizer::AdamOptimizer(const OptimizerConfig& cfg, model::GptModel& model,
+                             dist::Communicator& model_parallel)
+    : cfg_(cfg), model_(model), be_(model.backend()), mp_(model_parallel) {
+    GPT_REQUIRE(cfg.optimizer == "adam", UsageError, "--optimizer ", cfg.optimizer,
+                " is not supported: only adam (AdamW-style decoupled weight decay)");
+    GPT_REQUIRE(cfg.clip_grad >= 0.0, UsageError, "--clip-grad must be >= 0");
+    n_ = model.layout().total_elements();
+    const std::size_t bytes = static_cast<std::size_t>(n_) * sizeof(float);
+    if (model.options().dtype == DType::F32) {
+        main_ = static_cast<float*>(model.params());
+    } else {
+        main_ = static_cast<float*>(be_.alloc(bytes));
+        own_main_ = true;
+    }
+    exp_avg_ = static_cast<float*>(be_.alloc(bytes));
+    exp_avg_sq_ = static_cast<float*>(be_.alloc(bytes));
+    be_.zero(exp_avg_, bytes);
+    be_.zero(exp_avg_sq_, bytes);
+    reload_main_params();
+}
+
+AdamOptimizer::~AdamOptimizer() {
+    be_.free(exp_avg_sq_);
+    be_.free(exp_avg_);
+    if (own_main_) be_.free(main_);
+}
+
+void AdamOptimizer::reload_main_params() {
+    // Megatron's fp32 main param is the half model param cast up (not the pre-rounding
+    // init value), so every rank and every restart agrees on it.
+    if (own_main_) be_.cast(model_.params(), model_.options().dtype, main_, DType::F32, n_);
+}
+
+OptimizerMemory AdamOptimizer::memory() const {
+    const std::size_t bytes = static_cast<std::size_t>(n_) * sizeof(float);
+    return OptimizerMemory{own_main_ ? bytes : 0, 2 * bytes};
+}
+
+GradNorm AdamOptimizer::grad_norm(double loss_scale) {
+    const float* g = model_.grads();
+    const int tp_rank = model_.dims().tp_rank;
+    double local[2] = {0.0, 0.0};  // sum of squares, count of non-finite params
+    for (const auto& e : model_.layout().entries()) {
+        const GradStats st = be_.grad_stats(g + e.offset, e.numel);
+        if (!st.finite) local[1] += 1.0;
+        const bool counted = !(e.tp_duplicate && tp_rank != 0) &&
+                             e.name != model::ParamLayout::word_embeddings_for_head();
+        if (counted) local[0] += st.sum_squares;
+    }
+    if (mp_.size() > 1) mp_.all_reduce(local, 2, dist::CommType::F64, dist::ReduceOp::Sum);
+    GradNorm r;
+    r.finite = local[1] == 0.0 && std::isfinite(local[0]);
+    r.norm = r.finite ? std::sqrt(local[0]) / loss_scale : std::nan("");
+    return r;
+}
+
+StepResult AdamOptimizer::step(double lr, double loss_scale) {
+    StepResult r;
+    r.grad = grad_norm(loss_scale);
+    if (!r.grad.finite) {
+        r.skipped = true;
+        return r;
+    }
+    double clip = 1.0;
+    if (cfg_.clip_grad > 0.0) {
+        const double coeff = cfg_.clip_grad / (r.grad.norm + 1.0e-6);
+        if (coeff < 1.0) clip = coeff;
+    }
+    ++step_;
+    const DType mdt = model_.options().dtype;
+    auto* model_params = static_cast<std::byte*>(model_.params());
+    for (const auto& e : model_.layout().entries()) {
+        AdamArgs a;
+        a.main_param = main_ + e.offset;
+        a.grad = model_.grads() + e.offset;
+        a.exp_avg = exp_avg_ + e.offset;
+        a.exp_avg_sq = exp_avg_sq_ + e.offset;
+        a.model_param = own_main_ ? model_params + e.offset * dtype_size(mdt) : nullptr;
+        a.model_dtype = mdt;
+        a.n = e.numel;
+        a.lr = static_cast<float>(lr);
+        a.beta1 = static_cast<float>(cfg_.adam_beta1);
+        a.beta2 = static_cast<float>(cfg_.adam_beta2);
+        a.eps = static_cast<float>(cfg_.adam_eps);
+        a.weight_decay = e.weight_decay ? static_cast<float>(cfg_.weight_decay) : 0.0f;
+        a.step = step_;
+        a.grad_scale = static_cast<float>(clip / loss_scale);
+        be_.adam_step(a);
+    }
+    return r;
+}
+
+}  // namespace gpt::optim

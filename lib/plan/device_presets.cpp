@@ -1,0 +1,118 @@
+#include "plan/device_presets.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "core/errors.hpp"
+
+namespace gpt::plan {
+
+namespace {
+
+// Sources of the numbers (see docs/planner.md, "Device presets"):
+// - Peak matrix throughput and HBM bandwidth: NVIDIA A100 datasheet (312 TFLOP/s fp16/bf16
+//   dense, 19.5 fp32 / 156 TF32; 1,555 GB/s for 40 GB, 2,039 GB/s for 80 GB SXM), H100 SXM
+//   datasheet (989 TFLOP/s bf16 dense, 67 fp32; 3.35 TB/s), H200 datasheet (989 TFLOP/s,
+//   4.8 TB/s, 141 GB).
+// - gemm_efficiency: large cuBLAS GEMMs reach ~80% of peak on A100 (Narayanan et al. 2021,
+//   Sec. 5.8 measured per-layer GEMM throughput; NVIDIA "Matrix Multiplication Background"
+//   guide). Hopper's large GEMMs reach ~65-70% of its 989 TFLOP/s in published Megatron-Core
+//   H100 runs (GPT-3 175B at ~390-420 TFLOP/s per GPU end to end, i.e. ~40-47% MFU).
+// - gemm_half_gflop: efficiency falls for GEMMs below a few GFLOP (the tile wave
+//   quantisation in the same NVIDIA guide); larger machines need larger GEMMs.
+// - Bus bandwidths: NCCL all-reduce bus bandwidth measured by nccl-tests on DGX A100
+//   (~230 GB/s over NVLink3, ~23 GB/s per GPU over 8x HDR 200 Gb/s) and DGX H100 (~360 GB/s
+//   NVLink4, ~45 GB/s per GPU over 8x NDR 400 Gb/s). Override with --plan-intra-node-gbps /
+//   --plan-inter-node-gbps for other fabrics.
+// - runtime_overhead_gib: CUDA context plus cuBLAS/cuBLASLt workspace, ~0.5-0.8 GiB as
+//   reported by nvidia-smi for an idle process with the libraries loaded.
+// - comm_buffer_gib_per_group: NCCL's default 4 MiB buffers x channels x peers, ~64-128 MiB
+//   per communicator.
+// - CPU: one rank's share of a two-socket AVX-512 server (about 16 cores per rank at
+//   ~64 fp32 FLOP/cycle/core and 2 GHz, OpenBLAS SGEMM at ~70%), shared-memory MPI inside a
+//   node and 100 Gb/s Ethernet/InfiniBand between nodes. The CPU backend computes in fp32,
+//   so its 16-bit peak equals its fp32 peak.
+std::vector<DevicePreset> make_presets() {
+    std::vector<DevicePreset> p;
+    DevicePreset a100_40{"a100-40gb", true, 40, 312, 19.5, 0.80, 1.0, 0.50, 0.65, 1555, 0.75,
+                         230, 23, 10, 25, 0.75, 0.125};
+    DevicePreset a100_80 = a100_40;
+    a100_80.name = "a100-80gb";
+    a100_80.memory_gib = 80;
+    a100_80.hbm_gbps = 2039;
+    DevicePreset h100{"h100-80gb", true, 80, 989, 67, 0.68, 4.0, 0.40, 0.55, 3350, 0.75,
+                      360, 45, 8, 20, 0.75, 0.125};
+    DevicePreset h200 = h100;
+    h200.name = "h200";
+    h200.memory_gib = 141.0 * 1e9 / (1ull << 30);  // 141 GB = 131 GiB
+    h200.hbm_gbps = 4800;
+    DevicePreset cpu{"cpu", false, 0, 2.0, 2.0, 0.70, 0.05, 0.50, 0.50, 100, 0.60,
+                     10, 10, 2, 20, 0.0, 0.0};
+    p.push_back(a100_40);
+    p.push_back(a100_80);
+    p.push_back(h100);
+    p.push_back(h200);
+    p.push_back(cpu);
+    return p;
+}
+
+std::atomic<GpuMemoryProbe> g_gpu_probe{nullptr};
+
+}  // namespace
+
+const std::vector<DevicePreset>& device_presets() {
+    static const std::vector<DevicePreset> presets = make_presets();
+    return presets;
+}
+
+const DevicePreset& find_device_preset(std::string_view name) {
+    std::string names;
+    for (const auto& p : device_presets()) {
+        if (p.name == name) return p;
+        names += (names.empty() ? "" : ", ") + p.name;
+    }
+    GPT_THROW(UsageError, "unknown planner device '", name, "' (expected one of: ", names, ")");
+}
+
+void set_gpu_memory_probe(GpuMemoryProbe probe) { g_gpu_probe.store(probe); }
+
+std::uint64_t parse_meminfo_total(std::string_view text) {
+    std::istringstream in{std::string(text)};
+    std::string key, unit;
+    std::uint64_t value = 0;
+    while (in >> key >> value) {
+        std::getline(in, unit);
+        if (key == "MemTotal:") return value * 1024;  // /proc/meminfo reports kB = KiB
+    }
+    return 0;
+}
+
+DeviceMemory device_memory(const DevicePreset& preset, int local_world_size) {
+    constexpr double gib = double(1ull << 30);
+    if (const char* env = std::getenv("DEVICE_MEMORY_GB"); env && *env) {
+        char* end = nullptr;
+        double v = std::strtod(env, &end);
+        GPT_REQUIRE(end && *end == '\0' && v > 0, UsageError, "DEVICE_MEMORY_GB='", env,
+                    "' is not a positive number of GiB (e.g. DEVICE_MEMORY_GB=80)");
+        return {static_cast<std::uint64_t>(v * gib), "DEVICE_MEMORY_GB"};
+    }
+    if (preset.is_gpu) {
+        if (auto probe = g_gpu_probe.load()) {
+            if (std::uint64_t b = probe()) return {b, "detected GPU"};
+        }
+        return {static_cast<std::uint64_t>(preset.memory_gib * gib), "preset " + preset.name};
+    }
+    std::ifstream f("/proc/meminfo");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::uint64_t total = parse_meminfo_total(ss.str());
+    GPT_REQUIRE(total > 0, IoError,
+                "cannot read MemTotal from /proc/meminfo. HINT: set DEVICE_MEMORY_GB to the GiB one rank may use");
+    int ranks = local_world_size > 0 ? local_world_size : 1;
+    return {total / static_cast<std::uint64_t>(ranks),
+            "/proc/meminfo / " + std::to_string(ranks) + " ranks per node"};
+}
+
+}  // namespace gpt::plan

@@ -1,0 +1,40 @@
+// One candidate parallel layout: the knobs the planner chooses and the groups' placement.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace gpt::plan {
+
+enum class Recompute { None, Selective, Full };
+std::string_view recompute_name(Recompute r);  // "none", "selective", "full"
+
+struct Layout {
+    int tp = 1;
+    int pp = 1;
+    int dp = 1;
+    int vp = 1;              // virtual pipeline stages (model chunks) per rank; 1: plain 1F1B
+    int micro_batch = 1;     // b
+    int global_batch = 1;    // B = b x dp x micro-batches
+    Recompute recompute = Recompute::None;
+    bool sequence_parallel = false;
+    bool distributed_optimizer = false;
+
+    int world() const { return tp * pp * dp; }
+    int micro_batches() const { return global_batch / (micro_batch * dp); }  // m per replica
+    std::string describe() const;  // "TP8 PP2 DP1 VP1 mbs1 gbs32 sel SP DO"
+};
+
+// Which groups span nodes, from the rank order global = tp + TP*(dp + DP*pp) and
+// local_world_size ranks per node (consecutive ranks share a node, as Slurm places them).
+struct Placement {
+    int nodes = 1;
+    bool tp_crosses_nodes = false;
+    bool dp_crosses_nodes = false;
+    bool pp_crosses_nodes = false;  // neighbouring stages on different nodes
+};
+
+// Throws UsageError when the world is not divisible by tp x pp or local_world_size is invalid.
+Placement place(int world_size, int local_world_size, int tp, int pp);
+
+}  // namespace gpt::plan

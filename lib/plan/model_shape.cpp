@@ -1,0 +1,66 @@
+#include "plan/model_shape.hpp"
+
+#include "config/config.hpp"
+#include "core/errors.hpp"
+
+namespace gpt::plan {
+
+ModelShape model_shape_from_config(const Config& cfg) {
+    const ModelConfig& mc = cfg.model;
+    ModelShape m;
+    m.num_layers = mc.num_layers;
+    m.hidden = mc.hidden_size;
+    m.heads = mc.num_attention_heads;
+    m.ffn = mc.ffn();
+    m.seq = mc.seq_length;
+    m.max_positions = mc.max_position_embeddings > 0 ? mc.max_position_embeddings : mc.seq_length;
+    // GPT-2's BPE vocabulary when the tokenizer has not been read (plan-only needs no files).
+    m.vocab = mc.vocab_size > 0 ? mc.vocab_size : 50257;
+    m.vocab_divisible_by = mc.make_vocab_size_divisible_by;
+    m.dtype = cfg.training.bf16 ? DType::BF16 : cfg.training.fp16 ? DType::F16 : DType::F32;
+    m.flash_attention = cfg.parallel.use_flash_attn;
+    GPT_REQUIRE(m.num_layers > 0 && m.hidden > 0 && m.heads > 0 && m.seq > 0, UsageError,
+                "the planner needs --num-layers, --hidden-size, --num-attention-heads and --seq-length (got ",
+                m.num_layers, ", ", m.hidden, ", ", m.heads, ", ", m.seq, ")");
+    GPT_REQUIRE(m.hidden % m.heads == 0, UsageError, "hidden size ", m.hidden,
+                " is not divisible by the number of attention heads ", m.heads);
+    return m;
+}
+
+std::int64_t padded_vocab(const ModelShape& m, int tp) {
+    std::int64_t multiple = std::int64_t(m.vocab_divisible_by > 0 ? m.vocab_divisible_by : 1) * tp;
+    return (std::int64_t(m.vocab) + multiple - 1) / multiple * multiple;
+}
+
+std::int64_t layer_params_per_rank(const ModelShape& m, int tp) {
+    const std::int64_t h = m.hidden, f = m.ffn;
+    std::int64_t norms = 2 * (2 * h);
+    std::int64_t qkv = (3 * h * h + 3 * h) / tp;
+    std::int64_t dense = h * h / tp + h;
+    std::int64_t fc1 = (f * h + f) / tp;
+    std::int64_t fc2 = h * f / tp + h;
+    return norms + qkv + dense + fc1 + fc2;
+}
+
+StageParams stage_params(const ModelShape& m, int tp, int pp, int stage) {
+    GPT_ASSERT(pp > 0 && stage >= 0 && stage < pp && m.num_layers % pp == 0);
+    const std::int64_t h = m.hidden;
+    const std::int64_t word_shard = padded_vocab(m, tp) / tp * h;
+    StageParams s;
+    s.layers = std::int64_t(m.num_layers / pp) * layer_params_per_rank(m, tp);
+    if (stage == 0) s.embedding = word_shard + std::int64_t(m.max_positions) * h;
+    if (stage == pp - 1) {
+        s.final_norm = 2 * h;
+        if (pp > 1) s.lm_head = word_shard;
+    }
+    return s;
+}
+
+std::int64_t total_params(const ModelShape& m, int tp) {
+    const std::int64_t h = m.hidden, f = m.ffn;
+    std::int64_t layer = 4 * h + 3 * h * h + 3 * h + h * h + h + f * h + f + h * f + h;
+    return std::int64_t(m.num_layers) * layer + padded_vocab(m, tp) * h +
+           std::int64_t(m.max_positions) * h + 2 * h;
+}
+
+}  // namespace gpt::plan

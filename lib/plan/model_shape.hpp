@@ -1,0 +1,56 @@
+// The GPT shape the planner reasons about, and its parameter count per pipeline stage and
+// tensor-parallel rank, written analytically from Megatron's GPT layout (see model_shape.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.hpp"
+
+namespace gpt {
+struct Config;
+}
+
+namespace gpt::plan {
+
+struct ModelShape {
+    int num_layers = 0;
+    int hidden = 0;           // h
+    int heads = 0;            // a
+    int ffn = 0;              // f (4h for GPT)
+    int seq = 0;              // s
+    int max_positions = 0;
+    int vocab = 0;            // unpadded V
+    int vocab_divisible_by = 128;
+    DType dtype = DType::F32;  // parameter/activation type (fp16/bf16 train with fp32 main params)
+    bool flash_attention = false;
+};
+
+// Shape of cfg.model with cfg.training's precision. vocab 0 means GPT-2's 50257.
+ModelShape model_shape_from_config(const Config& cfg);
+
+// Vocabulary padded to a multiple of vocab_divisible_by x tp (Megatron's
+// _vocab_size_with_padding), so every TP rank holds the same number of rows.
+std::int64_t padded_vocab(const ModelShape& m, int tp);
+
+// Parameters of one transformer layer held by one TP rank: LayerNorms replicated (2 x 2h);
+// QKV (3h x h + 3h) and fc1 (f x h + f) split by rows incl. biases; attention dense
+// (h x h) and fc2 (h x f) split by columns with their biases (h each) replicated.
+std::int64_t layer_params_per_rank(const ModelShape& m, int tp);
+
+// What one (pipeline stage, TP rank) holds. Stage 0 holds the word-embedding shard
+// (V_pad/t x h) and the replicated position embeddings; the last stage holds the final
+// LayerNorm and, when pp > 1, its own copy of the word-embedding shard for the tied LM head
+// (kept equal to stage 0's by the embedding-group all-reduce).
+struct StageParams {
+    std::int64_t embedding = 0;   // word shard + position embeddings (stage 0)
+    std::int64_t layers = 0;      // num_layers / pp transformer layers (all virtual chunks)
+    std::int64_t final_norm = 0;  // last stage
+    std::int64_t lm_head = 0;     // last stage when pp > 1: tied copy of the word shard
+    std::int64_t total() const { return embedding + layers + final_norm + lm_head; }
+};
+StageParams stage_params(const ModelShape& m, int tp, int pp, int stage);
+
+// Unique parameters of the whole model (one copy of the tied embedding), padded vocab at tp.
+std::int64_t total_params(const ModelShape& m, int tp = 1);
+
+}  // namespace gpt::plan

@@ -1,0 +1,139 @@
+#include "plan/planner.hpp"
+
+#include <sstream>
+
+#include "core/errors.hpp"
+#include "plan/report.hpp"
+
+namespace gpt::plan {
+
+namespace {
+
+// The planner flags (--plan-device, --plan-intra-node-gbps, --plan-inter-node-gbps) belong to
+// lib/config's PlanConfig; until they exist there these accessors see "not given", and they
+// pick the fields up without a change here once they are added with these names.
+template <typename P>
+std::string plan_device_flag(const P& plan) {
+    if constexpr (requires { plan.plan_device; }) return plan.plan_device;
+    else return "";
+}
+template <typename P>
+double intra_gbps_flag(const P& plan) {
+    if constexpr (requires { plan.plan_intra_node_gbps; }) return plan.plan_intra_node_gbps;
+    else return 0.0;
+}
+template <typename P>
+double inter_gbps_flag(const P& plan) {
+    if constexpr (requires { plan.plan_inter_node_gbps; }) return plan.plan_inter_node_gbps;
+    else return 0.0;
+}
+
+std::string default_device(const Config& cfg, bool plan_only) {
+    std::string flag = plan_device_flag(cfg.plan);
+    if (!flag.empty() && flag != "auto") return flag;
+    if (cfg.parallel.device == "cpu") return "cpu";
+    // Plan-only usually runs on a login node for a GPU cluster; auto mode plans for the
+    // backend this binary runs on.
+    if (plan_only || cfg.parallel.device == "cuda") return "h100-80gb";
+    return GPT_HAVE_CUDA ? "h100-80gb" : "cpu";
+}
+
+}  // namespace
+
+SearchInputs search_inputs_from_config(const Config& cfg, int world_size, int local_world_size, bool plan_only) {
+    SearchInputs in;
+    in.model = model_shape_from_config(cfg);
+    in.device = find_device_preset(default_device(cfg, plan_only));
+    in.fabric = default_fabric(in.device);
+    if (double v = intra_gbps_flag(cfg.plan); v > 0) in.fabric.intra_node_gbps = v;
+    if (double v = inter_gbps_flag(cfg.plan); v > 0) in.fabric.inter_node_gbps = v;
+    in.world_size = world_size;
+    in.local_world_size = local_world_size > 0 ? local_world_size : world_size;
+    DeviceMemory mem = device_memory(in.device, in.local_world_size);
+    in.device_memory_bytes = mem.bytes;
+    in.device_memory_source = mem.source;
+
+    const ParallelConfig& p = cfg.parallel;
+    if (p.tp_given) in.tp = p.tensor_model_parallel_size;
+    if (p.pp_given) in.pp = p.pipeline_model_parallel_size;
+    if (p.data_parallel_size > 0) in.dp = p.data_parallel_size;
+    if (cfg.training.global_batch_size > 0) in.global_batch = cfg.training.global_batch_size;
+    if (cfg.training.max_global_batch_size > 0) in.max_global_batch = cfg.training.max_global_batch_size;
+    if (p.mbs_given) in.micro_batch = cfg.training.micro_batch_size;
+    in.layers_per_virtual_stage = p.num_layers_per_virtual_pipeline_stage;
+    // Switches have no "given" flag: a switch the user turned on is kept on; one left off
+    // is the planner's to choose.
+    if (p.recompute_granularity == "full") in.recompute = Recompute::Full;
+    else if (p.recompute_granularity == "selective" || p.recompute_activations) in.recompute = Recompute::Selective;
+    else GPT_REQUIRE(p.recompute_granularity.empty(), UsageError, "--recompute-granularity '",
+                     p.recompute_granularity, "' (expected full or selective)");
+    in.require_sequence_parallel = p.sequence_parallel;
+    in.require_distributed_optimizer = p.use_distributed_optimizer;
+    return in;
+}
+
+void apply_layout(const Layout& l, int num_layers, Config& cfg) {
+    ParallelConfig& p = cfg.parallel;
+    p.tensor_model_parallel_size = l.tp;
+    p.pipeline_model_parallel_size = l.pp;
+    p.data_parallel_size = l.dp;
+    p.num_layers_per_virtual_pipeline_stage = l.vp > 1 ? num_layers / (l.pp * l.vp) : 0;
+    p.sequence_parallel = l.sequence_parallel;
+    p.use_distributed_optimizer = l.distributed_optimizer;
+    switch (l.recompute) {
+        case Recompute::None:
+            p.recompute_activations = false;
+            p.recompute_granularity.clear();
+            p.recompute_method.clear();
+            p.recompute_num_layers = 0;
+            break;
+        case Recompute::Selective:
+            p.recompute_activations = true;
+            p.recompute_granularity = "selective";
+            p.recompute_method.clear();
+            p.recompute_num_layers = 0;
+            break;
+        case Recompute::Full:
+            // Every layer's input checkpointed on its own: the 2sbh-per-layer case the
+            // memory model assumes (Megatron's uniform method with one layer per chunk).
+            p.recompute_activations = false;
+            p.recompute_granularity = "full";
+            p.recompute_method = "uniform";
+            p.recompute_num_layers = 1;
+            break;
+    }
+    cfg.training.micro_batch_size = l.micro_batch;
+    cfg.training.global_batch_size = l.global_batch;
+}
+
+void print_plan(const Config& cfg, std::ostream& out) {
+    GPT_REQUIRE(cfg.plan.world_size > 0, UsageError,
+                "--plan-only needs --world-size (the number of ranks to plan for), e.g. --world-size 16 --local-world-size 8");
+    GPT_REQUIRE(cfg.plan.plan_format == "table" || cfg.plan.plan_format == "json", UsageError, "--plan-format '",
+                cfg.plan.plan_format, "' (expected table or json)");
+    SearchInputs in = search_inputs_from_config(cfg, cfg.plan.world_size, cfg.plan.local_world_size, true);
+    SearchResult r = search_layouts(in);
+    if (cfg.plan.plan_format == "json") write_plan_json(in, r, out);
+    else write_plan_table(in, r, out);
+}
+
+std::string choose_layout(Config& cfg, int world_size, int local_world_size) {
+    SearchInputs in = search_inputs_from_config(cfg, world_size, local_world_size, false);
+    GPT_REQUIRE(in.global_batch > 0 || in.max_global_batch > 0, UsageError,
+                "automatic parallel layout needs --global-batch-size or --max-global-batch-size. HINT: or give "
+                "--tensor-model-parallel-size and --pipeline-model-parallel-size yourself");
+    SearchResult r = search_layouts(in);
+    if (r.feasible.empty()) {
+        std::ostringstream os;
+        os << "no parallel layout of " << world_size << " ranks (" << in.local_world_size
+           << " per node) fits this model and batch. Closest attempts:";
+        for (std::size_t i = 0; i < r.rejected.size() && i < 6; ++i)
+            os << "\n  " << r.rejected[i].layout.describe() << ": " << r.rejected[i].reason;
+        os << "\nHINT: run with --plan-only to see every layout, add nodes, or lower the batch size";
+        throw UsageError(os.str());
+    }
+    apply_layout(r.feasible.front().layout, in.model.num_layers, cfg);
+    return describe_choice(in, r);
+}
+
+}  // namespace gpt::plan

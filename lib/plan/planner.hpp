@@ -1,0 +1,35 @@
+// Entry points app/gpt_pretrain calls: plan-only mode (ranked table or JSON of feasible
+// layouts) and auto mode (fill cfg.parallel and the batch sizes with the best layout).
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "config/config.hpp"
+#include "plan/search.hpp"
+
+namespace gpt::plan {
+
+// The search inputs for cfg on world_size ranks, local_world_size per node: the model shape,
+// the device preset (--plan-device when lib/config has it, else "cpu" for --device cpu, else
+// h100-80gb for plan-only / the backend this binary was built with for auto mode), its
+// memory (DEVICE_MEMORY_GB, detected, or preset), the fabric and every constraint the user
+// gave (tp_given, pp_given, mbs_given, global batch, max global batch, data-parallel size,
+// virtual stages, recompute, sequence parallel, distributed optimizer).
+SearchInputs search_inputs_from_config(const Config& cfg, int world_size, int local_world_size, bool plan_only);
+
+// Copies a layout into cfg.parallel and cfg.training (micro and global batch size).
+void apply_layout(const Layout& layout, int num_layers, Config& cfg);
+
+// Plan-only mode: writes the ranked table (or JSON when cfg.plan.plan_format == "json") to `out`.
+void print_plan(const gpt::Config& cfg, std::ostream& out);
+
+// Auto mode: fills cfg.parallel (TP, PP, virtual stages, recompute, distributed optimizer,
+// sequence parallel), cfg.training.micro_batch_size / global_batch_size for `world_size` ranks
+// with `local_world_size` per node, keeping every field the user gave explicitly
+// (tp_given/pp_given/mbs_given; global_batch_size > 0 is also a constraint); returns a
+// human-readable summary of the choice and the runner-up (for the log). Throws UsageError if
+// nothing fits.
+std::string choose_layout(gpt::Config& cfg, int world_size, int local_world_size);
+
+}  // namespace gpt::plan

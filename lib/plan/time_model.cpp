@@ -1,0 +1,201 @@
+#include "plan/time_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/errors.hpp"
+#include "plan/memory_model.hpp"
+
+namespace gpt::plan {
+
+namespace {
+
+// Achieved GEMM throughput (FLOP/s) for one GEMM of `flops` FLOPs: the preset's large-GEMM
+// efficiency, reduced for small GEMMs by a saturation curve (half of it at gemm_half_gflop).
+double gemm_seconds(double flops, double peak_flops, const DevicePreset& dev) {
+    if (flops <= 0) return 0;
+    double w = flops / 1e9;
+    double eff = dev.gemm_efficiency * w / (w + dev.gemm_half_gflop);
+    return flops / (peak_flops * eff);
+}
+
+struct MicroBatchCost {
+    double compute = 0;  // GEMMs, attention and element-wise work incl. recompute
+    double tp = 0;       // TP collectives
+    double backward = 0; // backward share of compute (for DP overlap)
+};
+
+// Forward and backward of the layers one stage runs for one micro-batch, per rank.
+MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, const DevicePreset& dev,
+                                      const Fabric& fab, const Placement& place, int stage) {
+    const double b = l.micro_batch, s = m.seq, h = m.hidden, f = m.ffn, a = m.heads, t = l.tp;
+    const double e = double(dtype_size(m.dtype)) / 2.0;
+    const double peak = (m.dtype == DType::F32 ? dev.peak_tflops_fp32 : dev.peak_tflops_16bit) * 1e12;
+    const double hbm = dev.hbm_gbps * 1e9 * dev.memory_efficiency;
+
+    // GEMMs of one layer per rank (each is split t ways); backward runs two GEMMs of the same
+    // size per forward GEMM (data gradient and weight gradient).
+    const double bs = b * s;
+    double gemm_fwd = gemm_seconds(2 * bs * h * 3 * h / t, peak, dev) + gemm_seconds(2 * bs * h * h / t, peak, dev) +
+                      2 * gemm_seconds(2 * bs * h * f / t, peak, dev);
+    double attn_eff = m.flash_attention ? dev.flash_attention_efficiency : dev.attention_efficiency;
+    double attn_fwd = 4 * b * s * s * h / t / (peak * attn_eff);
+    // Element-wise traffic per layer (bytes): LayerNorms and the two bias-dropout-add
+    // (~22 e sbh, replicated across TP ranks unless sequence parallel), bias-GELU on the
+    // 4h-wide fc1 output (16 e sbh/t), and without flash attention the fused scale-mask-
+    // softmax plus attention dropout over the a s^2 b scores ((8e + 1) as^2b/t).
+    double sp_div = l.sequence_parallel ? t : 1.0;
+    double sbh = bs * h;
+    double elem_core = m.flash_attention ? 0.0 : (8 * e + 1) * a * s * s * b / t;
+    double elem_fwd = (22 * e * sbh / sp_div + 16 * e * sbh / t * (f / (4 * h)) + elem_core) / hbm;
+    double core_fwd = attn_fwd + elem_core / hbm;
+
+    double fwd = gemm_fwd + attn_fwd + elem_fwd;
+    double bwd = 2 * fwd;
+    double recompute = l.recompute == Recompute::Full ? fwd : l.recompute == Recompute::Selective ? core_fwd : 0.0;
+
+    // TP: two all-reduces of the b x s x h activations per layer forward and two in backward
+    // (or, with sequence parallelism, two all-gather + reduce-scatter pairs: the same volume).
+    double tp_fwd = 0;
+    if (l.tp > 1) {
+        double gbps = place.tp_crosses_nodes ? fab.inter_node_gbps : fab.intra_node_gbps;
+        double lat = place.tp_crosses_nodes ? dev.inter_node_latency_us : dev.intra_node_latency_us;
+        tp_fwd = 2 * allreduce_seconds(2 * e * sbh, l.tp, gbps, lat);
+    }
+    double tp_layer = 2 * tp_fwd + (l.recompute == Recompute::Full ? tp_fwd : 0.0);
+
+    const double layers = double(m.num_layers) / l.pp;
+    MicroBatchCost c;
+    c.compute = layers * (fwd + bwd + recompute);
+    c.backward = layers * bwd;
+    c.tp = layers * tp_layer;
+    if (stage == 0) {
+        // Embedding lookup, dropout and the gradient scatter-add: memory-bound, ~3 passes.
+        c.compute += 3 * 2 * e * sbh / hbm;
+    }
+    if (stage == l.pp - 1) {
+        // LM head GEMM (forward, then data and weight gradients) and the vocab-parallel cross
+        // entropy's passes over the logits, plus its three small all-reduces over TP.
+        double vocab_shard = double(padded_vocab(m, l.tp)) / l.tp;
+        double head = gemm_seconds(2 * bs * h * vocab_shard, peak, dev);
+        double ce = 3 * (2 * e + 4) * bs * vocab_shard / hbm;
+        c.compute += 3 * head + ce;
+        c.backward += 2 * head;
+        if (l.tp > 1) {
+            double gbps = place.tp_crosses_nodes ? fab.inter_node_gbps : fab.intra_node_gbps;
+            double lat = place.tp_crosses_nodes ? dev.inter_node_latency_us : dev.intra_node_latency_us;
+            c.tp += 3 * allreduce_seconds(4 * bs, l.tp, gbps, lat);
+        }
+    }
+    return c;
+}
+
+}  // namespace
+
+double layer_gemm_flops(const ModelShape& m, int micro_batch) {
+    const double bs = double(micro_batch) * m.seq, h = m.hidden, f = m.ffn;
+    return 2 * bs * (3 * h * h + h * h + 2 * h * f);
+}
+
+double layer_attention_flops(const ModelShape& m, int micro_batch) {
+    return 4.0 * micro_batch * double(m.seq) * m.seq * m.hidden;
+}
+
+double logits_flops(const ModelShape& m, int micro_batch, int tp) {
+    return 2.0 * micro_batch * double(m.seq) * m.hidden * double(padded_vocab(m, tp));
+}
+
+double model_flops_per_iteration(const ModelShape& m, int global_batch, int tp) {
+    double layer = layer_gemm_flops(m, global_batch) + layer_attention_flops(m, global_batch);
+    return 3 * (m.num_layers * layer + logits_flops(m, global_batch, tp));
+}
+
+double hardware_flops_per_iteration(const ModelShape& m, const Layout& l) {
+    double extra = 0;
+    if (l.recompute == Recompute::Full)
+        extra = m.num_layers * (layer_gemm_flops(m, l.global_batch) + layer_attention_flops(m, l.global_batch));
+    else if (l.recompute == Recompute::Selective)
+        extra = m.num_layers * layer_attention_flops(m, l.global_batch);
+    return model_flops_per_iteration(m, l.global_batch, l.tp) + extra;
+}
+
+Fabric default_fabric(const DevicePreset& dev) { return {dev.intra_node_gbps, dev.inter_node_gbps, true}; }
+
+double allreduce_seconds(double bytes, int n, double gbps, double latency_us) {
+    if (n <= 1 || bytes <= 0) return 0;
+    GPT_ASSERT(gbps > 0);
+    return 2.0 * (n - 1) / n * bytes / (gbps * 1e9) + 2.0 * (n - 1) * latency_us * 1e-6;
+}
+
+double allgather_seconds(double bytes, int n, double gbps, double latency_us) {
+    if (n <= 1 || bytes <= 0) return 0;
+    GPT_ASSERT(gbps > 0);
+    return double(n - 1) / n * bytes / (gbps * 1e9) + (n - 1) * latency_us * 1e-6;
+}
+
+TimeBreakdown iteration_time(const ModelShape& m, const Layout& l, const DevicePreset& dev, const Fabric& fab,
+                             const Placement& place) {
+    GPT_ASSERT(l.micro_batches() >= 1);
+    const double e = double(dtype_size(m.dtype)) / 2.0;
+    MicroBatchCost first = stage_micro_batch_cost(m, l, dev, fab, place, 0);
+    MicroBatchCost slow = first;
+    int slow_stage = 0;
+    if (l.pp > 1) {
+        MicroBatchCost last = stage_micro_batch_cost(m, l, dev, fab, place, l.pp - 1);
+        if (last.compute + last.tp > slow.compute + slow.tp) {
+            slow = last;
+            slow_stage = l.pp - 1;
+        }
+    }
+    // p2p: each of the v chunks sends its output forward and receives a gradient back, the
+    // b x s x h tensor scattered over TP ranks.
+    double p2p_mb = 0;
+    if (l.pp > 1) {
+        double gbps = place.pp_crosses_nodes ? fab.inter_node_gbps : fab.intra_node_gbps;
+        double lat = place.pp_crosses_nodes ? dev.inter_node_latency_us : dev.intra_node_latency_us;
+        double bytes = 2 * e * double(l.micro_batch) * m.seq * m.hidden / l.tp;
+        p2p_mb = 2.0 * l.vp * (bytes / (gbps * 1e9) + lat * 1e-6);
+    }
+    const double mcount = l.micro_batches();
+    TimeBreakdown t;
+    t.compute = mcount * slow.compute;
+    t.tp_comm = mcount * slow.tp;
+    t.pp_p2p = mcount * p2p_mb;
+    // Narayanan et al. 2021, Sec. 2.2: the bubble is (p - 1)/v micro-batch slots.
+    t.pp_bubble = double(l.pp - 1) / l.vp * (slow.compute + slow.tp + p2p_mb);
+
+    // Data parallel: fp32 gradients all-reduced (or reduce-scattered, then the 16-bit
+    // parameters all-gathered, with the distributed optimizer) over d ranks.
+    const BytesPerParam bp = bytes_per_param(m.dtype);
+    const double params = double(stage_params(m, l.tp, l.pp, slow_stage).total());
+    double dp_gbps = place.dp_crosses_nodes ? fab.inter_node_gbps : fab.intra_node_gbps;
+    double dp_lat = place.dp_crosses_nodes ? dev.inter_node_latency_us : dev.intra_node_latency_us;
+    double grad_sync = 0, param_sync = 0;
+    if (l.distributed_optimizer) {
+        grad_sync = allgather_seconds(params * bp.grad, l.dp, dp_gbps, dp_lat);  // reduce-scatter: same volume
+        param_sync = allgather_seconds(params * bp.param, l.dp, dp_gbps, dp_lat);
+    } else {
+        grad_sync = allreduce_seconds(params * bp.grad, l.dp, dp_gbps, dp_lat);
+    }
+    // Buckets reduce while the last micro-batch's backward still runs (when overlapped).
+    double window = fab.overlap_grad_reduce ? slow.backward : 0.0;
+    double embed_sync = 0;
+    if (l.pp > 1) {
+        // Tied embedding: first and last stage all-reduce the word-embedding gradient.
+        double gbps = place.pp_crosses_nodes ? fab.inter_node_gbps : fab.intra_node_gbps;
+        double lat = place.pp_crosses_nodes ? dev.inter_node_latency_us : dev.intra_node_latency_us;
+        double shard = double(padded_vocab(m, l.tp)) / l.tp * m.hidden;
+        embed_sync = allreduce_seconds(shard * bp.grad, 2, gbps, lat);
+    }
+    t.dp_exposed = std::max(0.0, grad_sync - window) + param_sync + embed_sync;
+
+    // Adam over the local shard, memory-bound: fp32 grad read + norm pass (8), main param,
+    // m and v read and written (24), 16-bit parameter written (2); fp32 training has no
+    // main copy but writes the fp32 parameter itself.
+    double bytes_per = m.dtype == DType::F32 ? 32.0 : 34.0;
+    double local = params / (l.distributed_optimizer ? l.dp : 1);
+    t.optimizer = local * bytes_per / (dev.hbm_gbps * 1e9 * dev.memory_efficiency);
+    return t;
+}
+
+}  // namespace gpt::plan

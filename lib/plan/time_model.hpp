@@ -1,0 +1,53 @@
+// Predicted time per iteration: GEMM and attention FLOPs at the device's efficiency,
+// memory-bound element-wise work at HBM bandwidth, TP collectives over NVLink or the
+// inter-node fabric, pipeline bubble (p - 1)/(v m), p2p transfers, the data-parallel
+// gradient reduction less its overlap with the last backward, and the optimizer step.
+#pragma once
+
+#include "plan/device_presets.hpp"
+#include "plan/layout.hpp"
+#include "plan/model_shape.hpp"
+
+namespace gpt::plan {
+
+// Forward FLOPs of one transformer layer for one micro-batch, whole model (not per rank):
+// GEMMs 2bs(3h^2 + h^2 + 2hf) (QKV, dense, fc1, fc2) and attention 4bs^2h (QK^T and AV),
+// which for f = 4h is Narayanan et al. 2021's 24bsh^2(1 + s/(6h)).
+double layer_gemm_flops(const ModelShape& m, int micro_batch);
+double layer_attention_flops(const ModelShape& m, int micro_batch);
+// Forward FLOPs of the LM head (logits), 2bshV_pad.
+double logits_flops(const ModelShape& m, int micro_batch, int tp);
+// FLOPs of one iteration of global batch B without recomputation: 3x the forward (backward
+// is twice the forward), Narayanan's 72Bslh^2(1 + s/(6h) + V/(12hl)) for f = 4h. The
+// "hardware" count adds the recomputed forward work (96 instead of 72 under full recompute).
+double model_flops_per_iteration(const ModelShape& m, int global_batch, int tp);
+double hardware_flops_per_iteration(const ModelShape& m, const Layout& l);
+
+// Link the planner assumes for the collectives; --plan-intra-node-gbps / --plan-inter-node-gbps
+// override the preset's bus bandwidths (0 keeps the preset).
+struct Fabric {
+    double intra_node_gbps = 0;
+    double inter_node_gbps = 0;
+    bool overlap_grad_reduce = true;  // DP reduction overlaps the last micro-batch's backward
+};
+Fabric default_fabric(const DevicePreset& dev);
+
+struct TimeBreakdown {
+    double compute = 0;        // s: m micro-batches of forward + backward (+ recompute) on the slowest stage
+    double tp_comm = 0;        // s: TP all-reduce / all-gather / reduce-scatter in that critical path
+    double pp_p2p = 0;         // s: activation send/recv between stages
+    double pp_bubble = 0;      // s: (p - 1)/v idle micro-batch slots
+    double dp_exposed = 0;     // s: gradient reduction (and param all-gather) not hidden by backward
+    double optimizer = 0;      // s: Adam step over the local shard
+    double total() const { return compute + tp_comm + pp_p2p + pp_bubble + dp_exposed + optimizer; }
+};
+
+TimeBreakdown iteration_time(const ModelShape& m, const Layout& l, const DevicePreset& dev,
+                             const Fabric& fabric, const Placement& place);
+
+// Ring collective times (s) for `bytes` of data over n ranks at bus bandwidth gbps (GB/s):
+// all-reduce moves 2(n-1)/n of the data, all-gather and reduce-scatter (n-1)/n each.
+double allreduce_seconds(double bytes, int n, double gbps, double latency_us);
+double allgather_seconds(double bytes, int n, double gbps, double latency_us);
+
+}  // namespace gpt::plan

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# gpt_pretrain's command line: the reference layout prints its table, and every kind of
+# user error is one line on stderr with exit code 2.
+set -u
+bin=$1; mpiexec=$2; src=$3
+cd "$src"
+fails=0
+expect() {  # expect NAME WANT_RC PATTERN -- command...
+  local name=$1 want=$2 pattern=$3; shift 4
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" -ne "$want" ] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: rc=$rc (want $want), pattern '$pattern' in:"; echo "$out" | tail -20; fails=$((fails+1))
+  else echo "ok   $name"; fi
+}
+one_line() {  # one_line NAME PATTERN -- command...: exit 2 and exactly one line matching PATTERN
+  local name=$1 pattern=$2; shift 3
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" -ne 2 ] || [ "$(grep -c . <<<"$out")" -ne 1 ] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: rc=$rc, want 2 and one line:"; echo "$out"; fails=$((fails+1))
+  else echo "ok   $name: $out"; fi
+}
+
+expect gpt22b-16-ranks 0 '15: 7 0 1' -- "$mpiexec" -n 16 "$bin" --config configs/gpt22b.ini \
+  --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 --dry-run
+expect gpt22b-table 0 'tensor_model_parallel_size ........................ 8' -- "$mpiexec" -n 16 "$bin" \
+  --config configs/gpt22b.ini --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 --dry-run
+expect help 0 'num-attention-heads' -- "$bin" --help
+one_line typo-flag "did you mean --num-layers" -- "$bin" --config configs/gpt22b.ini --num-layres 4
+one_line typo-key "hiden-size.*typo.ini.*did you mean hidden-size" -- "$bin" --config "$src/tests/app/typo.ini"
+one_line missing-config "/no/such/config.ini" -- "$bin" --config /no/such/config.ini
+one_line impossible-layout "world size 4 is not divisible by .* 3 x 1 = 3" -- "$mpiexec" -n 4 "$bin" --config configs/gpt22b.ini \
+  --tensor-model-parallel-size 3 --pipeline-model-parallel-size 1 --dry-run
+one_line heads-vs-tp "num-attention-heads 63 is not divisible by tensor-model-parallel-size 2" -- "$mpiexec" -n 2 "$bin" --config configs/gpt22b.ini \
+  --tensor-model-parallel-size 2 --num-attention-heads 63 --hidden-size 6174 --dry-run
+expect typo-suggests 2 'did you mean --num-layers' -- "$bin" --num-layres 4
+[ "$fails" -eq 0 ] && echo PASS || { echo "$fails failed"; exit 1; }

@@ -1,0 +1,190 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "config/options.hpp"
+#include "config/validate.hpp"
+#include "core/errors.hpp"
+#include "test_env.hpp"
+
+using namespace gpt;
+
+namespace {
+
+std::string write_ini(const std::string& name, const std::string& text) {
+    std::string dir = test::scratch_dir("config_" + name);
+    std::string path = dir + "/" + name + ".ini";
+    std::ofstream(path) << text;
+    return path;
+}
+
+// The message of the UsageError that `f` throws ("" if none).
+template <typename F>
+std::string usage_error(F f) {
+    try {
+        f();
+    } catch (const UsageError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+Config tiny() {
+    return parse_args({"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
+                       "--seq-length", "32", "--vocab-size", "100", "--train-iters", "10"})
+        .config;
+}
+
+}  // namespace
+
+TEST(ConfigParse, IniFileAndCommandLineOverride) {
+    auto path = write_ini("basic",
+                          "# comment\nnum-layers = 48\nhidden-size = 6144\nnum-attention-heads = 64\n"
+                          "fp16 = true\nuse-distributed-optimizer = 1\nlr = 2.0e-4\n"
+                          "data-path = 0.3 /a/b 0.7 /c/d\n");
+    auto cfg = parse_args({"--config", path, "--num-layers", "24", "--seq-length", "2048"}).config;
+    EXPECT_EQ(cfg.model.num_layers, 24);  // the command line wins
+    EXPECT_EQ(cfg.model.hidden_size, 6144);
+    EXPECT_EQ(cfg.model.seq_length, 2048);
+    EXPECT_TRUE(cfg.training.fp16);
+    EXPECT_FALSE(cfg.training.bf16);
+    EXPECT_TRUE(cfg.parallel.use_distributed_optimizer);
+    EXPECT_DOUBLE_EQ(cfg.optimizer.lr, 2.0e-4);
+    EXPECT_EQ(cfg.data.data_path, (std::vector<std::string>{"0.3", "/a/b", "0.7", "/c/d"}));
+    EXPECT_EQ(cfg.config_file, path);
+}
+
+TEST(ConfigParse, MegatronDefaults) {
+    auto cfg = parse_args(std::vector<std::string>{}).config;
+    EXPECT_EQ(cfg.model.make_vocab_size_divisible_by, 128);
+    EXPECT_DOUBLE_EQ(cfg.training.initial_loss_scale, 4294967296.0);
+    EXPECT_EQ(cfg.training.hysteresis, 2);
+    EXPECT_EQ(cfg.training.loss_scale_window, 1000);
+    EXPECT_EQ(cfg.optimizer.lr_decay_style, "linear");
+    EXPECT_EQ(cfg.training.seed, 1234u);
+    EXPECT_EQ(cfg.data.split, "969, 30, 1");
+    EXPECT_FALSE(cfg.parallel.tp_given);
+}
+
+TEST(ConfigParse, GivenFlagsAreRecorded) {
+    auto cfg = parse_args({"--tensor-model-parallel-size", "2", "--micro-batch-size", "4"}).config;
+    EXPECT_TRUE(cfg.parallel.tp_given);
+    EXPECT_FALSE(cfg.parallel.pp_given);
+    EXPECT_TRUE(cfg.parallel.mbs_given);
+    EXPECT_EQ(cfg.training.micro_batch_size, 4);
+    auto a = parse_args({"--micro-batch-size", "auto"}).config;
+    EXPECT_EQ(a.training.micro_batch_size, 0);
+    EXPECT_FALSE(a.parallel.mbs_given);
+    EXPECT_NE(usage_error([] { parse_args({"--micro-batch-size", "x"}); }).find("micro-batch-size"), std::string::npos);
+}
+
+TEST(ConfigParse, RepeatedFlagLastWins) {
+    auto cfg = parse_args({"--num-layers", "4", "--data-path", "a", "--num-layers=6", "--data-path", "0.5", "b", "0.5", "c"}).config;
+    EXPECT_EQ(cfg.model.num_layers, 6);
+    EXPECT_EQ(cfg.data.data_path, (std::vector<std::string>{"0.5", "b", "0.5", "c"}));
+}
+
+TEST(ConfigParse, UnknownFlagSuggestsClosest) {
+    std::string m = usage_error([] { parse_args({"--num-layres", "4"}); });
+    EXPECT_NE(m.find("unknown flag --num-layres"), std::string::npos) << m;
+    EXPECT_NE(m.find("did you mean --num-layers"), std::string::npos) << m;
+    // No guessing of abbreviations: a prefix is not silently taken for a flag.
+    EXPECT_NE(usage_error([] { parse_args({"--num-lay", "4"}); }), "");
+}
+
+TEST(ConfigParse, UnknownIniKeyNamesFileAndSuggests) {
+    auto path = write_ini("typo", "hiden-size = 64\n");
+    std::string m = usage_error([&] { parse_args({"--config", path}); });
+    EXPECT_NE(m.find("hiden-size"), std::string::npos) << m;
+    EXPECT_NE(m.find(path), std::string::npos) << m;
+    EXPECT_NE(m.find("did you mean hidden-size"), std::string::npos) << m;
+}
+
+TEST(ConfigParse, UnsupportedMegatronFlagSaysSo) {
+    std::string m = usage_error([] { parse_args({"--tensorboard-dir", "tb"}); });
+    EXPECT_NE(m.find("not supported"), std::string::npos) << m;
+}
+
+TEST(ConfigParse, MissingConfigFileAndBadValue) {
+    EXPECT_NE(usage_error([] { parse_args({"--config", "/no/such/file.ini"}); }).find("/no/such/file.ini"),
+              std::string::npos);
+    EXPECT_NE(usage_error([] { parse_args({"--num-layers", "four"}); }).find("num-layers"), std::string::npos);
+}
+
+TEST(ConfigValidate, ImpossibleCombinationsNameTheNumbers) {
+    struct Case {
+        std::vector<std::string> extra;
+        int world;
+        std::string expect;
+    };
+    std::vector<Case> cases{
+        {{"--hidden-size", "66"}, 1, "hidden-size 66 is not divisible by num-attention-heads 4"},
+        {{"--tensor-model-parallel-size", "3"}, 3, "num-attention-heads 4 is not divisible by tensor-model-parallel-size 3"},
+        {{"--pipeline-model-parallel-size", "3"}, 3, "num-layers 4 is not divisible by pipeline-model-parallel-size 3"},
+        {{"--tensor-model-parallel-size", "2"}, 3, "world size 3 is not divisible"},
+        {{"--global-batch-size", "6", "--micro-batch-size", "4"}, 1, "global-batch-size 6 is not divisible by micro-batch-size x DP = 4 x 1"},
+        {{"--seq-length", "64", "--max-position-embeddings", "32"}, 1, "seq-length 64 exceeds max-position-embeddings 32"},
+        {{"--fp16", "--bf16"}, 1, "mutually exclusive"},
+        {{"--data-parallel-size", "3"}, 2, "--data-parallel-size 3 disagrees with world size 2"},
+        {{"--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "3"}, 2, "not divisible by num-layers-per-virtual-pipeline-stage 3"},
+        {{"--recompute-granularity", "full"}, 1, "needs --recompute-method"},
+        {{"--lr-decay-style", "exponential"}, 1, "lr-decay-style must be one of"},
+        {{"--train-samples", "100"}, 1, "not both"},
+        {{"--hidden-dropout", "1.5"}, 1, "hidden-dropout must be in [0, 1)"},
+        {{"--data-path", "0.5", "a", "b"}, 1, "alternate weight and prefix"},
+    };
+    for (const auto& c : cases) {
+        std::vector<std::string> args{"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
+                                      "--seq-length", "32", "--vocab-size", "100", "--train-iters", "10"};
+        for (const auto& e : c.extra) args.push_back(e);
+        // A flag given again overrides the earlier value (argparse semantics).
+        std::string m = usage_error([&] {
+            Config cfg = parse_args(args).config;
+            validate(cfg, c.world);
+        });
+        EXPECT_NE(m.find(c.expect), std::string::npos) << "case '" << c.expect << "' got: '" << m << "'";
+    }
+}
+
+TEST(ConfigValidate, ResolvesDerivedValues) {
+    Config cfg = tiny();
+    cfg.training.max_global_batch_size = 30;
+    cfg.training.micro_batch_size = 2;
+    cfg.parallel.tensor_model_parallel_size = 2;
+    validate(cfg, 8);
+    EXPECT_EQ(cfg.parallel.data_parallel_size, 4);
+    EXPECT_EQ(cfg.training.global_batch_size, 24);  // largest multiple of 2 x 4 within 30
+    EXPECT_EQ(cfg.model.ffn_hidden_size, 256);
+    EXPECT_EQ(cfg.model.max_position_embeddings, 32);
+    EXPECT_EQ(cfg.padded_vocab_size(), 256);  // 100 padded to a multiple of 128 x TP 2
+    cfg.model.vocab_size = 50257;
+    cfg.parallel.tensor_model_parallel_size = 1;
+    EXPECT_EQ(cfg.padded_vocab_size(), 50304);
+}
+
+TEST(ConfigValidate, RecomputeActivationsMeansSelective) {
+    Config cfg = tiny();
+    cfg.parallel.recompute_activations = true;
+    validate(cfg, 1);
+    EXPECT_EQ(cfg.parallel.recompute_granularity, "selective");
+}
+
+TEST(ConfigFormat, SortedMegatronStyleTable) {
+    Config cfg = tiny();
+    validate(cfg, 1);
+    std::string t = format_arguments(cfg);
+    EXPECT_EQ(t.rfind("------------------------ arguments ------------------------", 0), 0u);
+    auto a = t.find("  adam_beta1 "), n = t.find("  num_layers "), w = t.find("  weight_decay ");
+    ASSERT_NE(a, std::string::npos);
+    EXPECT_LT(a, n);
+    EXPECT_LT(n, w);
+    EXPECT_NE(t.find("num_layers ...................................... 4\n"), std::string::npos) << t;
+    EXPECT_NE(t.find("fp16 ............................................ False"), std::string::npos);
+    EXPECT_NE(t.find("padded_vocab_size ............................... 128"), std::string::npos);
+}
+
+TEST(ConfigFormat, UsageListsEveryFlag) {
+    std::string u = usage_text();
+    for (const auto& n : option_names())
+        if (n != "help" && n != "config") EXPECT_NE(u.find("--" + n), std::string::npos) << n;
+}
