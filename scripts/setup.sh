@@ -10,7 +10,7 @@ PACKAGES=(
   mpich libmpich-dev libhdf5-mpich-dev hdf5-tools
   libboost-program-options-dev libboost-log-dev
   libopenblas-dev googletest libgtest-dev
-  bible-kjv
+  bible-kjv environment-modules
 )
 
 missing=()

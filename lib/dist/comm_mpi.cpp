@@ -138,6 +138,38 @@ void MpiCommunicator::recv(void* buf, std::int64_t count, CommType t, int peer, 
     wait(req, "recv");
 }
 
+namespace {
+class MpiPendingSend final : public PendingSend {
+public:
+    MpiPendingSend(MpiCommunicator& comm, MPI_Request req) : comm_(comm), req_(req) {}
+    ~MpiPendingSend() override {
+        // A send must not outlive its wait: completing it here keeps the buffer contract.
+        if (req_ != MPI_REQUEST_NULL) {
+            try {
+                comm_.wait(req_, "send");
+            } catch (...) {
+            }
+        }
+    }
+    void wait() override {
+        if (req_ != MPI_REQUEST_NULL) comm_.wait(req_, "send");
+        req_ = MPI_REQUEST_NULL;
+    }
+
+private:
+    MpiCommunicator& comm_;
+    MPI_Request req_;
+};
+}  // namespace
+
+std::unique_ptr<PendingSend> MpiCommunicator::isend(const void* buf, std::int64_t count, CommType t,
+                                                    int peer, int tag) {
+    this->count(CommOp::Send, count * comm_type_size(t));
+    MPI_Request req;
+    check(MPI_Isend(buf, checked_count(count), mpi_datatype(t), peer, tag, comm_, &req), "send", name_);
+    return std::make_unique<MpiPendingSend>(*this, req);
+}
+
 void MpiCommunicator::barrier() {
     this->count(CommOp::Barrier, 0);
     if (size_ == 1) return;

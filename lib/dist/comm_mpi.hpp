@@ -31,10 +31,13 @@ public:
     void broadcast(void* buf, std::int64_t count, CommType t, int root) override;
     void send(const void* buf, std::int64_t count, CommType t, int peer, int tag) override;
     void recv(void* buf, std::int64_t count, CommType t, int peer, int tag) override;
+    std::unique_ptr<PendingSend> isend(const void* buf, std::int64_t count, CommType t, int peer,
+                                       int tag) override;
     void barrier() override;
 
-private:
     void wait(MPI_Request& req, const char* what);
+
+private:
 
     MPI_Comm comm_;
     bool yield_ = false;

@@ -31,6 +31,14 @@ struct CommStats {
     void reset() { *this = CommStats{}; }
 };
 
+// A send still in flight; wait() (or the destructor) completes it. The buffer must stay
+// untouched until then.
+class PendingSend {
+public:
+    virtual ~PendingSend() = default;
+    virtual void wait() = 0;
+};
+
 class Communicator {
 public:
     virtual ~Communicator() = default;
@@ -49,6 +57,10 @@ public:
     // Point to point by group rank.
     virtual void send(const void* buf, std::int64_t count, CommType t, int peer, int tag) = 0;
     virtual void recv(void* buf, std::int64_t count, CommType t, int peer, int tag) = 0;
+    // Non-blocking send: lets pipeline stages post their outputs and move on, so a valid
+    // schedule never deadlocks on the order of blocking sends.
+    virtual std::unique_ptr<PendingSend> isend(const void* buf, std::int64_t count, CommType t,
+                                               int peer, int tag) = 0;
     virtual void barrier() = 0;
 
     const CommStats& stats() const { return stats_; }

@@ -1,0 +1,120 @@
+#include "pipeline/executor.hpp"
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "core/errors.hpp"
+#include "core/timer.hpp"
+
+namespace gpt::pipeline {
+
+namespace {
+
+// Send buffers stay alive until their non-blocking send completed.
+class SendPool {
+public:
+    explicit SendPool(std::size_t bytes) : bytes_(bytes) {}
+    std::vector<char>& take() {
+        for (auto& s : slots_)
+            if (!s.pending) return s.buffer;
+        // Reclaim the oldest in-flight send before growing.
+        if (slots_.size() >= kMaxSlots) {
+            auto& oldest = slots_.front();
+            oldest.pending->wait();
+            oldest.pending.reset();
+            slots_.push_back(std::move(oldest));
+            slots_.pop_front();
+            return slots_.back().buffer;
+        }
+        slots_.push_back({std::vector<char>(bytes_), nullptr});
+        return slots_.back().buffer;
+    }
+    void sent(std::vector<char>& buffer, std::unique_ptr<dist::PendingSend> p) {
+        for (auto& s : slots_)
+            if (&s.buffer == &buffer) s.pending = std::move(p);
+    }
+    void drain() {
+        for (auto& s : slots_)
+            if (s.pending) {
+                s.pending->wait();
+                s.pending.reset();
+            }
+    }
+
+private:
+    static constexpr std::size_t kMaxSlots = 64;
+    struct Slot {
+        std::vector<char> buffer;
+        std::unique_ptr<dist::PendingSend> pending;
+    };
+    std::size_t bytes_;
+    std::deque<Slot> slots_;
+};
+
+}  // namespace
+
+PipelineTiming run_pipeline(const PipelineShape& sh, dist::Communicator& pp, const StageFunctions& fn) {
+    const int p = sh.pp_size, s = sh.stage, m = sh.num_microbatches, v = sh.num_chunks;
+    GPT_ASSERT(pp.size() == p && pp.rank() == s, "pipeline group does not match the shape");
+    const std::vector<Action> schedule = make_schedule(p, s, m, v);
+    const std::size_t bytes = sh.activation_count * dist::comm_type_size(sh.type);
+    const int next = (s + 1) % p, prev = (s - 1 + p) % p;
+    // Messages between two stages in one direction are matched by tag; beyond MPI's
+    // guaranteed tag range the (pass, chunk) tag still matches by FIFO order, because both
+    // sides visit a chunk's micro-batches in increasing order.
+    const bool full_tags = 2LL * v * m < 32767;
+    auto tag = [&](Pass pass, int chunk, int mb) {
+        const int base = (pass == Pass::Forward ? 0 : v) + chunk;
+        return full_tags ? base * m + mb : base;
+    };
+
+    SendPool pool(bytes);
+    std::vector<char> recv_buf(bytes);
+    PipelineTiming timing;
+    for (const Action& a : schedule) {
+        const int vstage = a.chunk * p + s;
+        const bool first = vstage == 0, last = vstage == p * v - 1;
+        if (a.pass == Pass::Forward) {
+            const void* in = nullptr;
+            if (!first) {
+                Stopwatch w;
+                // Chunk c's input comes from stage s-1 (same chunk) or, on stage 0, from the
+                // last stage's chunk c-1: both are `prev` with the sender's own chunk id.
+                const int src_chunk = s == 0 ? a.chunk - 1 : a.chunk;
+                pp.recv(recv_buf.data(), sh.activation_count, sh.type, prev, tag(Pass::Forward, src_chunk, a.microbatch));
+                timing.wait_seconds += w.seconds();
+                in = recv_buf.data();
+            }
+            std::vector<char>* out = last ? nullptr : &pool.take();
+            Stopwatch c;
+            fn.forward(a.microbatch, a.chunk, in, out ? out->data() : nullptr);
+            timing.compute_seconds += c.seconds();
+            if (out)
+                pool.sent(*out, pp.isend(out->data(), sh.activation_count, sh.type, next,
+                                         tag(Pass::Forward, a.chunk, a.microbatch)));
+        } else {
+            const void* grad_out = nullptr;
+            if (!last) {
+                Stopwatch w;
+                const int src_chunk = s == p - 1 ? a.chunk + 1 : a.chunk;
+                pp.recv(recv_buf.data(), sh.activation_count, sh.type, next, tag(Pass::Backward, src_chunk, a.microbatch));
+                timing.wait_seconds += w.seconds();
+                grad_out = recv_buf.data();
+            }
+            std::vector<char>* gin = first ? nullptr : &pool.take();
+            Stopwatch c;
+            fn.backward(a.microbatch, a.chunk, grad_out, gin ? gin->data() : nullptr);
+            timing.compute_seconds += c.seconds();
+            if (gin)
+                pool.sent(*gin, pp.isend(gin->data(), sh.activation_count, sh.type, prev,
+                                         tag(Pass::Backward, a.chunk, a.microbatch)));
+        }
+    }
+    Stopwatch w;
+    pool.drain();
+    timing.wait_seconds += w.seconds();
+    return timing;
+}
+
+}  // namespace gpt::pipeline
