@@ -77,16 +77,9 @@ int run(int argc, char** argv) {
     std::cout << "Vocab size: " << tok.vocab_size() << std::endl;
 
     data::PreprocessLog log;
-    bool announced = false;
     log.info = [&](const std::string& line) { std::cout << line << std::endl; };
-    log.progress = [&](const std::string& line) {
-        if (!announced) {
-            std::printf("Time to startup: %.3f\n", startup.seconds());
-            std::fflush(stdout);
-            announced = true;
-        }
-        std::cerr << line << std::endl;
-    };
+    log.progress = [&](const std::string& line) { std::cerr << line << std::endl; };
+    log.started = [&] { std::cout << "Time to startup: " << startup.seconds() << std::endl; };
     const data::PreprocessResult r = data::preprocess_corpus(a.opt, tok, log);
     const double t = std::max(r.seconds, 1e-9);
     std::printf("Done: %lld documents, %lld tokens, %.2f MB in %.2f s (%.2f MB/s, %.0f tokens/s) with %d worker%s.\n",

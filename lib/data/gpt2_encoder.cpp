@@ -1,6 +1,7 @@
 // Gpt2Encoder: pre-tokenise, then look each piece up in a flat open-addressing cache before
 // falling back to BPE. Keys and ids live in two arenas so the cache makes no per-entry
 // allocations; clearing it is O(1) amortised.
+#include <algorithm>
 #include <cstring>
 
 #include "data/gpt2_tokenizer.hpp"
@@ -36,8 +37,11 @@ std::uint64_t hash_bytes(const char* p, std::size_t n) {
 }  // namespace
 
 struct Gpt2Encoder::Cache {
+    // 32 bytes. The full hash and the key's first 8 bytes decide most lookups without
+    // touching the key arena (most English pieces are at most 8 bytes long).
     struct Slot {
-        std::uint32_t hash_tag = 0;  // 0: empty (tags are forced non-zero)
+        std::uint64_t hash = 0;     // 0: empty (hashes are forced non-zero)
+        std::uint64_t prefix = 0;   // first min(8, len) key bytes, zero-padded
         std::uint32_t key_off = 0;
         std::uint16_t key_len = 0;
         std::uint16_t ids_len = 0;
@@ -58,14 +62,20 @@ struct Gpt2Encoder::Cache {
         used = 0;
     }
 
-    // Returns the slot for the key: a hit (hash_tag set) or the empty slot to fill.
-    Slot& find(std::string_view key, std::uint64_t h) {
-        const std::uint32_t tag = static_cast<std::uint32_t>(h >> 32) | 1u;
+    static std::uint64_t prefix_of(std::string_view key) {
+        std::uint64_t p = 0;
+        std::memcpy(&p, key.data(), std::min<std::size_t>(8, key.size()));
+        return p;
+    }
+
+    // Returns the slot for the key: a hit (hash set) or the empty slot to fill.
+    Slot& find(std::string_view key, std::uint64_t h, std::uint64_t prefix) {
         const std::size_t mask = slots.size() - 1;
         for (std::size_t i = h & mask;; i = (i + 1) & mask) {
             Slot& s = slots[i];
-            if (s.hash_tag == 0) return s;
-            if (s.hash_tag == tag && s.key_len == key.size() && std::memcmp(keys.data() + s.key_off, key.data(), key.size()) == 0)
+            if (s.hash == 0) return s;
+            if (s.hash == h && s.prefix == prefix && s.key_len == key.size() &&
+                (key.size() <= 8 || std::memcmp(keys.data() + s.key_off + 8, key.data() + 8, key.size() - 8) == 0))
                 return s;
         }
     }
@@ -75,10 +85,9 @@ struct Gpt2Encoder::Cache {
         old.swap(slots);
         const std::size_t mask = slots.size() - 1;
         for (const Slot& s : old) {
-            if (s.hash_tag == 0) continue;
-            std::uint64_t h = hash_bytes(keys.data() + s.key_off, s.key_len);
-            std::size_t i = h & mask;
-            while (slots[i].hash_tag != 0) i = (i + 1) & mask;
+            if (s.hash == 0) continue;
+            std::size_t i = s.hash & mask;
+            while (slots[i].hash != 0) i = (i + 1) & mask;
             slots[i] = s;
         }
     }
@@ -97,11 +106,13 @@ void Gpt2Encoder::encode(std::string_view text, std::vector<std::int32_t>& out) 
             tok_.bpe(piece, out);
             return;
         }
-        const std::uint64_t h = hash_bytes(piece.data(), piece.size());
-        Cache::Slot* s = &c.find(piece, h);
-        if (s->hash_tag != 0) {
+        const std::uint64_t h = hash_bytes(piece.data(), piece.size()) | 1u;
+        const std::uint64_t prefix = Cache::prefix_of(piece);
+        Cache::Slot* s = &c.find(piece, h, prefix);
+        if (s->hash != 0) {
             const std::int32_t* p = c.ids.data() + s->ids_off;
-            out.insert(out.end(), p, p + s->ids_len);
+            if (s->ids_len == 1) out.push_back(*p);
+            else out.insert(out.end(), p, p + s->ids_len);
             return;
         }
         scratch_.clear();
@@ -109,12 +120,13 @@ void Gpt2Encoder::encode(std::string_view text, std::vector<std::int32_t>& out) 
         out.insert(out.end(), scratch_.begin(), scratch_.end());
         if (c.used >= c.max_entries) {
             c.clear();
-            s = &c.find(piece, h);
+            s = &c.find(piece, h, prefix);
         } else if (2 * (c.used + 1) > c.slots.size()) {
             c.grow();
-            s = &c.find(piece, h);
+            s = &c.find(piece, h, prefix);
         }
-        s->hash_tag = static_cast<std::uint32_t>(h >> 32) | 1u;
+        s->hash = h;
+        s->prefix = prefix;
         s->key_off = static_cast<std::uint32_t>(c.keys.size());
         s->key_len = static_cast<std::uint16_t>(piece.size());
         s->ids_off = static_cast<std::uint32_t>(c.ids.size());

@@ -218,6 +218,7 @@ PreprocessResult preprocess_corpus(const PreprocessOptions& opt, const Gpt2Token
         }
     };
 
+    if (log.started) log.started();
     Stopwatch clock;
     std::vector<std::thread> threads;
     threads.emplace_back(reader_main);

@@ -37,6 +37,7 @@ struct PreprocessResult {
 struct PreprocessLog {
     std::function<void(const std::string&)> info;
     std::function<void(const std::string&)> progress;
+    std::function<void()> started;  // inputs checked and outputs created; encoding begins
 };
 
 std::string output_prefix_for_key(const std::string& prefix, const std::string& key);

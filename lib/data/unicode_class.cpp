@@ -2,7 +2,8 @@
 // points, identical blocks shared, so a lookup is two loads and the table stays ~40 KB.
 #include <array>
 #include <cstring>
-#include <map>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "data/unicode_tables.hpp"
@@ -40,9 +41,9 @@ struct Table {
             if (is_white_space(cp)) flat[cp] = static_cast<std::uint8_t>(CharClass::Space);
 
         block_of.resize(kNumBlocks);
-        std::map<std::vector<std::uint8_t>, std::uint16_t> seen;
+        std::unordered_map<std::string, std::uint16_t> seen;
         for (std::uint32_t b = 0; b < kNumBlocks; ++b) {
-            std::vector<std::uint8_t> block(flat.begin() + b * kBlockSize, flat.begin() + (b + 1) * kBlockSize);
+            std::string block(flat.begin() + b * kBlockSize, flat.begin() + (b + 1) * kBlockSize);
             auto [it, inserted] = seen.emplace(block, static_cast<std::uint16_t>(seen.size()));
             if (inserted) blocks.insert(blocks.end(), block.begin(), block.end());
             block_of[b] = it->second;

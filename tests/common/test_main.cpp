@@ -1,6 +1,29 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdio>
+
+namespace {
+// Non-zero ranks stay quiet except for their failures, which name the rank: a test that
+// fails on rank 3 only must still say where and why.
+class RankFailurePrinter : public ::testing::EmptyTestEventListener {
+public:
+    explicit RankFailurePrinter(int rank) : rank_(rank) {}
+    void OnTestPartResult(const ::testing::TestPartResult& r) override {
+        if (!r.failed()) return;
+        std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
+                     r.line_number(), r.summary());
+    }
+    void OnTestEnd(const ::testing::TestInfo& info) override {
+        if (info.result()->Failed())
+            std::fprintf(stderr, "[rank %d] [  FAILED  ] %s.%s\n", rank_, info.test_suite_name(), info.name());
+    }
+
+private:
+    int rank_;
+};
+}  // namespace
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     int rank = 0;
@@ -10,6 +33,7 @@ int main(int argc, char** argv) {
         // Every rank runs every test; one copy of the report is enough.
         auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
         delete listeners.Release(listeners.default_result_printer());
+        listeners.Append(new RankFailurePrinter(rank));
     }
     int local_failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
     int any_failed = 0;

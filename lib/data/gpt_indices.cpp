@@ -1,0 +1,150 @@
+#include "data/gpt_indices.hpp"
+
+#include <cmath>
+
+#include "core/errors.hpp"
+
+namespace gpt::data {
+
+std::array<double, 3> parse_split(const std::string& split) {
+    std::array<double, 3> f{0, 0, 0};
+    std::size_t count = 0, i = 0;
+    while (i < split.size()) {
+        char c = split[i];
+        if (c == ',' || c == '/' || c == ' ' || c == '\t') {
+            ++i;
+            continue;
+        }
+        std::size_t j = i;
+        while (j < split.size() && ((split[j] >= '0' && split[j] <= '9') || split[j] == '.')) ++j;
+        if (j == i) GPT_THROW(UsageError, "--split '", split, "': expected numbers like \"969,30,1\"");
+        if (count == 3) GPT_THROW(UsageError, "--split '", split, "' has more than 3 parts (train, valid, test)");
+        try {
+            f[count++] = std::stod(split.substr(i, j - i));
+        } catch (const std::exception&) {
+            GPT_THROW(UsageError, "--split '", split, "': '", split.substr(i, j - i), "' is not a number");
+        }
+        i = j;
+    }
+    double sum = f[0] + f[1] + f[2];
+    if (!(sum > 0)) GPT_THROW(UsageError, "--split '", split, "' must have a positive part");
+    for (double& x : f) x /= sum;
+    return f;
+}
+
+std::array<std::int64_t, 4> split_boundaries(const std::array<double, 3>& fractions, std::int64_t n) {
+    std::array<std::int64_t, 4> b{0, 0, 0, 0};
+    for (int i = 0; i < 3; ++i)
+        b[i + 1] = b[i] + static_cast<std::int64_t>(std::nearbyint(fractions[i] * static_cast<double>(n)));
+    const std::int64_t diff = b[3] - n;
+    for (int i = 1; i < 4; ++i) b[i] -= diff;
+    return b;
+}
+
+std::uint64_t IndexShuffler::below(std::uint64_t bound) {
+    // Rejection sampling removes the modulo bias.
+    const std::uint64_t limit = ~std::uint64_t{0} - (~std::uint64_t{0} % bound);
+    for (;;) {
+        std::uint64_t x = engine_();
+        if (x < limit) return x % bound;
+    }
+}
+
+void IndexShuffler::shuffle(std::int64_t* data, std::int64_t n) {
+    for (std::int64_t i = n - 1; i > 0; --i) {
+        std::int64_t j = static_cast<std::int64_t>(below(static_cast<std::uint64_t>(i) + 1));
+        std::swap(data[i], data[j]);
+    }
+}
+
+EpochPlan plan_epochs(std::int64_t tokens_per_epoch, std::int64_t seq_length, std::int64_t num_samples) {
+    if (tokens_per_epoch <= 1) GPT_THROW(DataError, "the dataset split has ", tokens_per_epoch, " tokens: too few to sample from");
+    EpochPlan p;
+    while ((p.num_epochs * tokens_per_epoch - 1) / seq_length < num_samples) ++p.num_epochs;
+    if (p.num_epochs == 1) return p;
+    const std::int64_t sans = ((p.num_epochs - 1) * tokens_per_epoch - 1) / seq_length;
+    const std::int64_t from_final = num_samples - sans;
+    const std::int64_t per_epoch = (tokens_per_epoch - 1) / seq_length;
+    GPT_ASSERT(from_final >= 0 && from_final <= per_epoch + 1, "epoch arithmetic");
+    // Megatron: int(0.80 * per_epoch), truncated.
+    p.separate_final_epoch = from_final < static_cast<std::int64_t>(0.80 * static_cast<double>(per_epoch));
+    p.samples_sans_final_epoch = sans;
+    return p;
+}
+
+std::vector<std::int64_t> build_document_index(std::int64_t first, std::int64_t last, const EpochPlan& plan,
+                                               IndexShuffler& rng) {
+    const std::int64_t docs = last - first;
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(docs * plan.num_epochs));
+    for (std::int64_t e = 0; e < plan.num_epochs; ++e)
+        for (std::int64_t d = 0; d < docs; ++d) idx[static_cast<std::size_t>(e * docs + d)] = first + d;
+    if (plan.separate_final_epoch) {
+        rng.shuffle(idx.data(), docs * (plan.num_epochs - 1));
+        rng.shuffle(idx.data() + docs * (plan.num_epochs - 1), docs);
+    } else {
+        rng.shuffle(idx.data(), static_cast<std::int64_t>(idx.size()));
+    }
+    return idx;
+}
+
+std::vector<std::int64_t> build_sample_index(const std::function<std::int32_t(std::int64_t)>& sequence_length,
+                                             const std::vector<std::int64_t>& document_index, std::int64_t seq_length,
+                                             std::int64_t num_samples) {
+    std::vector<std::int64_t> out(static_cast<std::size_t>(2 * (num_samples + 1)));
+    std::int64_t doc_pos = 0, offset = 0;
+    out[0] = 0;
+    out[1] = 0;
+    const std::int64_t last_pos = static_cast<std::int64_t>(document_index.size()) - 1;
+    for (std::int64_t s = 1; s <= num_samples; ++s) {
+        // Each sample takes seq_length + 1 tokens; the last one is shared with the next sample
+        // (it is this sample's final label and the next sample's first input).
+        std::int64_t remaining = seq_length + 1;
+        while (remaining != 0) {
+            const std::int64_t doc_len = sequence_length(document_index[static_cast<std::size_t>(doc_pos)]) - offset;
+            remaining -= doc_len;
+            if (remaining <= 0) {
+                offset += remaining + doc_len - 1;
+                remaining = 0;
+            } else {
+                GPT_ASSERT(doc_pos < last_pos, "sample ", s, " runs past the document index");
+                ++doc_pos;
+                offset = 0;
+            }
+        }
+        out[static_cast<std::size_t>(2 * s)] = doc_pos;
+        out[static_cast<std::size_t>(2 * s + 1)] = offset;
+    }
+    return out;
+}
+
+std::vector<std::int64_t> build_shuffle_index(std::int64_t first_part, std::int64_t total, IndexShuffler& rng) {
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(total));
+    for (std::int64_t i = 0; i < total; ++i) idx[static_cast<std::size_t>(i)] = i;
+    rng.shuffle(idx.data(), first_part);
+    if (first_part < total) rng.shuffle(idx.data() + first_part, total - first_part);
+    return idx;
+}
+
+void build_blending_indices(const std::vector<double>& weights, std::int64_t size,
+                            std::vector<std::int16_t>& dataset_index, std::vector<std::int64_t>& dataset_sample_index) {
+    GPT_ASSERT(!weights.empty() && weights.size() < 32768, "blend of ", weights.size(), " datasets");
+    dataset_index.assign(static_cast<std::size_t>(size), 0);
+    dataset_sample_index.assign(static_cast<std::size_t>(size), 0);
+    std::vector<std::int64_t> current(weights.size(), 0);
+    for (std::int64_t i = 0; i < size; ++i) {
+        const double x = std::max(static_cast<double>(i), 1.0);
+        std::size_t best = 0;
+        double best_err = weights[0] * x - static_cast<double>(current[0]);
+        for (std::size_t d = 1; d < weights.size(); ++d) {
+            const double err = weights[d] * x - static_cast<double>(current[d]);
+            if (err > best_err) {
+                best_err = err;
+                best = d;
+            }
+        }
+        dataset_index[static_cast<std::size_t>(i)] = static_cast<std::int16_t>(best);
+        dataset_sample_index[static_cast<std::size_t>(i)] = current[best]++;
+    }
+}
+
+}  // namespace gpt::data

@@ -1,0 +1,66 @@
+// The index arithmetic of Megatron's GPTDataset and BlendedDataset, as pure functions over
+// plain arrays (no files, no MPI) so tests can check them directly.
+//
+// Megatron splits, shuffles and samples the *sequences* of an indexed dataset (its "documents"
+// in the .bin are sequences; they coincide unless a JSON list made several per document).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace gpt::data {
+
+// "969, 30, 1" (commas, slashes or spaces; missing parts are 0) -> fractions summing to 1.
+std::array<double, 3> parse_split(const std::string& split);
+// Megatron's split boundaries over n elements: [0, a, b, n] from rounded fractions
+// (Python's round: ties to even), the rounding remainder taken from the front.
+std::array<std::int64_t, 4> split_boundaries(const std::array<double, 3>& fractions, std::int64_t n);
+
+// Deterministic shuffling: a 64-bit Mersenne Twister seeded with --seed, and our own unbiased
+// bounded draw (std::shuffle's algorithm is unspecified, so it would differ across standard
+// libraries). Megatron uses numpy's RandomState; the index values therefore differ from
+// Megatron's, while their construction and properties are the same.
+class IndexShuffler {
+public:
+    explicit IndexShuffler(std::uint64_t seed) : engine_(seed) {}
+    void shuffle(std::int64_t* data, std::int64_t n);
+
+private:
+    std::uint64_t below(std::uint64_t bound);  // uniform in [0, bound)
+    std::mt19937_64 engine_;
+};
+
+struct EpochPlan {
+    std::int64_t num_epochs = 1;
+    bool separate_final_epoch = false;
+    std::int64_t samples_sans_final_epoch = 0;  // meaningful when separate_final_epoch
+};
+
+// Smallest number of epochs giving num_samples samples of seq_length + 1 tokens, and whether the
+// last epoch is shuffled apart (when it contributes < 80% of an epoch, as in Megatron).
+EpochPlan plan_epochs(std::int64_t tokens_per_epoch, std::int64_t seq_length, std::int64_t num_samples);
+
+// The split's sequence ids repeated num_epochs times and shuffled (the final epoch separately
+// when plan.separate_final_epoch).
+std::vector<std::int64_t> build_document_index(std::int64_t first, std::int64_t last, const EpochPlan& plan,
+                                               IndexShuffler& rng);
+
+// Megatron's build_sample_idx: (num_samples + 1) x 2 entries (position in document_index,
+// token offset) where sample i spans from entry i to entry i+1 inclusive of the end token.
+std::vector<std::int64_t> build_sample_index(const std::function<std::int32_t(std::int64_t)>& sequence_length,
+                                             const std::vector<std::int64_t>& document_index, std::int64_t seq_length,
+                                             std::int64_t num_samples);
+
+// Permutation of [0, total): the first `first_part` shuffled among themselves, the rest
+// among themselves (all together when first_part == total).
+std::vector<std::int64_t> build_shuffle_index(std::int64_t first_part, std::int64_t total, IndexShuffler& rng);
+
+// Megatron's build_blending_indices: sample i goes to the dataset furthest below its share.
+void build_blending_indices(const std::vector<double>& weights, std::int64_t size,
+                            std::vector<std::int16_t>& dataset_index, std::vector<std::int64_t>& dataset_sample_index);
+
+}  // namespace gpt::data

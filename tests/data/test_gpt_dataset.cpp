@@ -1,0 +1,251 @@
+// GPT dataset: split arithmetic, deterministic indices that cover each split document the
+// expected number of times, samples that follow the document stream, the cache built once and
+// shared across ranks, blending proportions, mock data and the resumable micro-batch loader.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <mpi.h>
+
+#include "core/errors.hpp"
+#include "data/gpt_dataset.hpp"
+#include "data/gpt_indices.hpp"
+#include "data/indexed_dataset.hpp"
+#include "data_test_util.hpp"
+#include "test_env.hpp"
+
+using namespace gpt::data;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Sequence d holds tokens 1000*d + 0, 1, ..., so every token names its document and position.
+std::string make_dataset(const std::string& dir, const std::string& name, int docs, std::uint32_t seed) {
+    const std::string prefix = dir + "/" + name;
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) {
+        IndexedDatasetWriter w(prefix, TokenDType::I32);
+        std::uint32_t x = seed;
+        for (int d = 0; d < docs; ++d) {
+            x = x * 1664525u + 1013904223u;
+            std::vector<std::int32_t> seq(1 + (x >> 8) % 40);
+            for (std::size_t k = 0; k < seq.size(); ++k) seq[k] = 1000 * d + static_cast<std::int32_t>(k);
+            w.add_sequence(seq);
+            w.end_document();
+        }
+        w.finalize();
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    return prefix;
+}
+
+std::vector<std::int64_t> copy(const MappedIndexArray& a) { return {a.data(), a.data() + a.size()}; }
+
+}  // namespace
+
+TEST(GptIndices, SplitLikeMegatron) {
+    auto f = parse_split("969, 30, 1");
+    EXPECT_NEAR(f[0], 0.969, 1e-12);
+    EXPECT_EQ(split_boundaries(f, 1000), (std::array<std::int64_t, 4>{0, 969, 999, 1000}));
+    // Python's round() ties to even: 0.5 * 5 = 2.5 -> 2; the remainder comes off the front.
+    EXPECT_EQ(split_boundaries(parse_split("50,50"), 5), (std::array<std::int64_t, 4>{0, 3, 5, 5}));
+    // 3.33 rounds to 3 three times; the missing element shifts every boundary by one.
+    EXPECT_EQ(split_boundaries(parse_split("1/1/1"), 10), (std::array<std::int64_t, 4>{0, 4, 7, 10}));
+    EXPECT_THROW(parse_split("a,b"), gpt::UsageError);
+    EXPECT_THROW(parse_split("0,0,0"), gpt::UsageError);
+}
+
+TEST(GptIndices, EpochPlanAndSampleIndex) {
+    // 100 tokens per epoch, seq 10: one epoch gives (100-1)/10 = 9 samples.
+    EXPECT_EQ(plan_epochs(100, 10, 9).num_epochs, 1);
+    EpochPlan p = plan_epochs(100, 10, 10);
+    EXPECT_EQ(p.num_epochs, 2);
+    EXPECT_TRUE(p.separate_final_epoch);  // 1 sample from the last epoch < 80% of 9
+    EXPECT_EQ(p.samples_sans_final_epoch, 9);
+    EXPECT_FALSE(plan_epochs(100, 10, 17).separate_final_epoch);
+    // Documents of 5 tokens; seq 4: samples start at 0,4,8,... of the stream, sharing a token.
+    std::vector<std::int64_t> docs{0, 1, 2};
+    auto si = build_sample_index([](std::int64_t) { return 5; }, docs, 4, 3);
+    EXPECT_EQ(si, (std::vector<std::int64_t>{0, 0, 0, 4, 1, 3, 2, 2}));
+}
+
+TEST(GptIndices, BlendingFollowsWeights) {
+    std::vector<std::int16_t> which;
+    std::vector<std::int64_t> sample;
+    build_blending_indices({0.3, 0.7}, 1000, which, sample);
+    const auto ones = std::count(which.begin(), which.end(), 1);
+    EXPECT_NEAR(ones, 700, 1);
+    // Each dataset's samples are taken in order 0, 1, 2, ...
+    std::int64_t next[2] = {0, 0};
+    for (std::size_t i = 0; i < which.size(); ++i) EXPECT_EQ(sample[i], next[which[i]]++);
+}
+
+TEST(GptDataset, IndicesDeterministicCoverEachDocumentAndFollowTheStream) {
+    const std::string dir = gpt::test::scratch_dir("gpt_indices");
+    const std::string prefix = make_dataset(dir, "d", 200, 7);
+    auto data = std::make_shared<const IndexedDataset>(prefix);
+    const int seq = 16;
+    std::int64_t split_tokens = 0;
+    for (int i = 20; i < 180; ++i) split_tokens += data->sequence_length(i);
+    const std::int64_t want = (split_tokens * 5) / (2 * seq);  // about 2.5 epochs
+    GptDataset ds(data, "train", 20, 180, seq, 1234, want, dir + "/cache", MPI_COMM_WORLD);
+    EXPECT_EQ(ds.num_epochs(), 3);
+    EXPECT_GE(ds.size(), want);
+
+    // Every split document appears exactly num_epochs times, no other document at all.
+    std::map<std::int64_t, int> seen;
+    for (std::int64_t i = 0; i < ds.document_index().size(); ++i) ++seen[ds.document_index()[i]];
+    ASSERT_EQ(seen.size(), 160u);
+    for (auto [doc, n] : seen) {
+        EXPECT_TRUE(doc >= 20 && doc < 180);
+        EXPECT_EQ(n, 3) << "document " << doc;
+    }
+    // The shuffle index is a permutation.
+    auto shuffle = copy(ds.shuffle_index());
+    std::sort(shuffle.begin(), shuffle.end());
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(shuffle.size()); ++i) ASSERT_EQ(shuffle[i], i);
+
+    // Unshuffled sample j is tokens [j*seq, j*seq + seq] of the documents in document_index order.
+    std::vector<std::int32_t> stream;
+    for (std::int64_t i = 0; i < ds.document_index().size(); ++i) {
+        auto s = data->sequence(ds.document_index()[i]);
+        stream.insert(stream.end(), s.begin(), s.end());
+    }
+    std::vector<std::int32_t> buf(seq + 1);
+    for (std::int64_t i = 0; i < ds.size(); ++i) {
+        ds.sample(i, buf.data());
+        const std::int64_t j = ds.shuffle_index()[i];
+        ASSERT_TRUE(std::equal(buf.begin(), buf.end(), stream.begin() + j * seq)) << "sample " << i;
+    }
+
+    // Same parameters: same arrays (from the cache, and rebuilt in a fresh folder).
+    GptDataset again(data, "train", 20, 180, seq, 1234, want, dir + "/cache", MPI_COMM_WORLD);
+    EXPECT_EQ(again.cache_prefix(), ds.cache_prefix());
+    GptDataset fresh(data, "train", 20, 180, seq, 1234, want, dir + "/cache2", MPI_COMM_WORLD);
+    EXPECT_EQ(copy(fresh.document_index()), copy(ds.document_index()));
+    EXPECT_EQ(copy(fresh.sample_index()), copy(ds.sample_index()));
+    EXPECT_EQ(copy(fresh.shuffle_index()), copy(ds.shuffle_index()));
+    GptDataset other_seed(data, "train", 20, 180, seq, 99, want, dir + "/cache", MPI_COMM_WORLD);
+    EXPECT_NE(other_seed.cache_prefix(), ds.cache_prefix());
+    EXPECT_NE(copy(other_seed.shuffle_index()), copy(ds.shuffle_index()));
+}
+
+TEST(GptDataset, CacheBuiltOnceAndSharedByAllRanks) {
+    const std::string dir = gpt::test::scratch_dir("gpt_cache");
+    const std::string prefix = make_dataset(dir, "d", 50, 3);
+    auto data = std::make_shared<const IndexedDataset>(prefix);
+    GptDataset ds(data, "valid", 0, 50, 8, 5, 100, "", MPI_COMM_WORLD);
+    // Megatron's default place: <prefix>/cache/GPTDataset_indices.
+    EXPECT_EQ(fs::path(ds.cache_prefix()).parent_path(), fs::path(prefix + "/cache/GPTDataset_indices"));
+    std::int64_t files = 0;
+    for (const auto& e : fs::directory_iterator(fs::path(ds.cache_prefix()).parent_path())) files += e.path().string().find(".tmp") == std::string::npos;
+    EXPECT_EQ(files, 3);
+    // Every rank reads the same samples.
+    std::vector<std::int32_t> buf(9);
+    long long local = 0;
+    for (std::int64_t i = 0; i < ds.size(); ++i) {
+        ds.sample(i, buf.data());
+        for (int k = 0; k < 9; ++k) local = local * 31 + buf[k];
+    }
+    long long lo = 0, hi = 0;
+    MPI_Allreduce(&local, &lo, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&local, &hi, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    EXPECT_EQ(lo, hi);
+}
+
+TEST(GptDataset, CorruptCacheIsAnErrorOnEveryRank) {
+    const std::string dir = gpt::test::scratch_dir("gpt_corrupt");
+    const std::string prefix = make_dataset(dir, "d", 30, 11);
+    auto data = std::make_shared<const IndexedDataset>(prefix);
+    std::string shuffle;
+    {
+        GptDataset ds(data, "train", 0, 30, 8, 1, 40, dir + "/cache", MPI_COMM_WORLD);
+        shuffle = ds.cache_prefix() + "shuffle_index.bin";
+    }
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Barrier(MPI_COMM_WORLD);  // every rank has finished reading the good cache
+    if (rank == 0) fs::resize_file(shuffle, fs::file_size(shuffle) - 8);
+    MPI_Barrier(MPI_COMM_WORLD);
+    try {
+        GptDataset ds(data, "train", 0, 30, 8, 1, 40, dir + "/cache", MPI_COMM_WORLD);
+        ADD_FAILURE() << "a truncated cache file was accepted";
+    } catch (const gpt::DataError& e) {
+        EXPECT_NE(std::string(e.what()).find("shuffle_index"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(GptDataset(data, "test", 30, 30, 8, 1, 1, dir + "/cache", MPI_COMM_WORLD), gpt::DataError);
+}
+
+TEST(GptDataset, BuildFromConfigWithBlendAndSplit) {
+    const std::string dir = gpt::test::scratch_dir("gpt_build");
+    const std::string a = make_dataset(dir, "a", 120, 1), b = make_dataset(dir, "b", 80, 2);
+    gpt::DataConfig cfg;
+    cfg.data_path = {"0.3 " + a, "0.7", b};
+    cfg.split = "8,1,1";
+    cfg.data_cache_path = dir + "/cache";
+    GptDatasets sets = build_gpt_datasets(cfg, 12, 42, {500, 60, 30}, MPI_COMM_WORLD);
+    ASSERT_TRUE(sets.train && sets.valid && sets.test);
+    EXPECT_EQ(sets.train->size(), 500);
+    EXPECT_EQ(sets.valid->size(), 60);
+    auto* blend = dynamic_cast<BlendedDataset*>(sets.train.get());
+    ASSERT_NE(blend, nullptr);
+    std::int64_t from_b = 0;
+    std::vector<std::int32_t> buf(13);
+    for (std::int64_t i = 0; i < 500; ++i) {
+        from_b += blend->dataset_of(i);
+        sets.train->sample(i, buf.data());
+    }
+    EXPECT_NEAR(from_b, 350, 1);
+    // Training documents only: a's train split is sequences [0, 96) -> tokens < 96000.
+    cfg.data_path = {a};
+    cfg.split = "100,0,0";
+    sets = build_gpt_datasets(cfg, 12, 42, {50, 10, 10}, MPI_COMM_WORLD);
+    EXPECT_TRUE(sets.train && !sets.valid && !sets.test);
+    cfg.data_path = {"0.5", a, "0.5"};
+    EXPECT_THROW(build_gpt_datasets(cfg, 12, 42, {50, 0, 0}, MPI_COMM_WORLD), gpt::UsageError);
+    cfg.data_path = {dir + "/missing"};
+    EXPECT_THROW(build_gpt_datasets(cfg, 12, 42, {50, 0, 0}, MPI_COMM_WORLD), gpt::IoError);
+}
+
+TEST(GptDataset, MockDataIsDeterministic) {
+    gpt::DataConfig cfg;
+    cfg.mock_data = true;
+    GptDatasets a = build_gpt_datasets(cfg, 32, 7, {100, 10, 0}, MPI_COMM_NULL, 1000);
+    GptDatasets b = build_gpt_datasets(cfg, 32, 7, {100, 10, 0}, MPI_COMM_NULL, 1000);
+    ASSERT_TRUE(a.train && a.valid && !a.test);
+    EXPECT_EQ(a.train->size(), 100);
+    std::vector<std::int32_t> x(33), y(33), z(33);
+    a.train->sample(5, x.data());
+    b.train->sample(5, y.data());
+    a.train->sample(6, z.data());
+    EXPECT_EQ(x, y);
+    EXPECT_NE(x, z);
+    for (auto t : x) EXPECT_TRUE(t >= 0 && t < 1000);
+}
+
+TEST(MicroBatchLoader, RanksTakeTheirSliceAndResumeExactly) {
+    MockGptDataset ds(64, 4, 1, 50257);
+    const int mbs = 2, dp = 3;
+    std::vector<std::int32_t> got(mbs * 5), want(5);
+    // Rank 1 of 3, from 0: its first micro-batch is samples 2 and 3; the next starts at 6 + 2.
+    MicroBatchLoader r1(ds, mbs, 1, dp, 0);
+    r1.next(got.data());
+    ds.sample(2, want.data());
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin()));
+    ds.sample(3, want.data());
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin() + 5));
+    EXPECT_EQ(r1.consumed_samples(), 6);
+    r1.next(got.data());
+    ds.sample(8, want.data());
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin()));
+    // A loader resumed at the consumed count continues identically.
+    MicroBatchLoader resumed(ds, mbs, 1, dp, r1.consumed_samples());
+    std::vector<std::int32_t> a(mbs * 5), b(mbs * 5);
+    r1.next(a.data());
+    resumed.next(b.data());
+    EXPECT_EQ(a, b);
+    MicroBatchLoader end(ds, mbs, 0, dp, 60);
+    EXPECT_THROW(end.next(a.data()), gpt::DataError);
+}

@@ -1,0 +1,157 @@
+// GPT-2 BPE: ids equal tiktoken's on a varied corpus, hand-made edge cases and random Unicode;
+// decode(encode(x)) == x; vocab/merges validation.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/errors.hpp"
+#include "data/gpt2_tokenizer.hpp"
+#include "data/json.hpp"
+#include "data/pretokenize.hpp"
+#include "data/utf8.hpp"
+#include "data_test_util.hpp"
+#include "test_env.hpp"
+
+using namespace gpt::data;
+using namespace gpt::data::test;
+
+namespace {
+
+const Gpt2Tokenizer& tokenizer() {
+    static const Gpt2Tokenizer tok = Gpt2Tokenizer::load(vocab_file(), merge_file());
+    return tok;
+}
+
+// Random text that stresses the pre-tokeniser: every class boundary, apostrophes, all
+// whitespace kinds, combining marks, emoji sequences and arbitrary code points.
+std::vector<std::string> random_texts(std::size_t count, std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    const std::vector<std::pair<std::uint32_t, std::uint32_t>> pools = {
+        {'a', 'z'}, {'A', 'Z'}, {'0', '9'}, {' ', ' '}, {' ', ' '}, {'\'', '\''}, {'!', '/'}, {0x09, 0x0D},
+        {0x00, 0x1F}, {0xA0, 0xFF}, {0x300, 0x36F}, {0x400, 0x4FF}, {0x4E00, 0x4FFF}, {0x3040, 0x30FF},
+        {0xAC00, 0xACFF}, {0x600, 0x6FF}, {0x900, 0x97F}, {0x1F300, 0x1F6FF}, {0x200B, 0x200D}, {0xFE00, 0xFE0F},
+        {0x2000, 0x206F}, {0x3000, 0x3000}, {0x85, 0x85}, {0x10000, 0x10FFFF}, {0x80, 0xFFFF}};
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < count; ++i) {
+        std::string s;
+        const int len = static_cast<int>(rng() % 60) + 1;
+        for (int k = 0; k < len; ++k) {
+            const auto& [lo, hi] = pools[rng() % pools.size()];
+            std::uint32_t cp = lo + rng() % (hi - lo + 1);
+            if (cp >= 0xD800 && cp <= 0xDFFF) cp = 'x';
+            int repeat = rng() % 4 == 0 ? static_cast<int>(rng() % 5) + 1 : 1;
+            while (repeat--) utf8::append(s, cp);
+        }
+        out.push_back(s);
+    }
+    return out;
+}
+
+void expect_same_as_tiktoken(const std::vector<std::string>& texts, const std::string& scratch_name) {
+    const auto expected = tiktoken_ids(texts, gpt::test::scratch_dir(scratch_name));
+    Gpt2Encoder enc(tokenizer());
+    int mismatches = 0;
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+        std::vector<std::int32_t> ids;
+        enc.encode(texts[i], ids);
+        if (ids != expected[i] && ++mismatches <= 5)
+            ADD_FAILURE() << "text " << i << " " << json_string(texts[i]) << ": ids differ from tiktoken";
+        EXPECT_EQ(tokenizer().decode(ids), texts[i]) << "round trip of text " << i;
+    }
+    EXPECT_EQ(mismatches, 0);
+}
+
+}  // namespace
+
+TEST(Gpt2Tokenizer, LoadsGpt2Files) {
+    EXPECT_EQ(tokenizer().vocab_size(), 50257);
+    EXPECT_EQ(tokenizer().eod(), 50256);
+    EXPECT_EQ(tokenizer().token_bytes(50256), "<|endoftext|>");
+    EXPECT_EQ(tokenizer().token_bytes(220), " ");
+}
+
+TEST(Gpt2Tokenizer, KnownIds) {
+    // Ids from the original GPT-2 encoder, independent of node.
+    EXPECT_EQ(tokenizer().encode("Hello world"), (std::vector<std::int32_t>{15496, 995}));
+    EXPECT_EQ(tokenizer().encode(" 's"), (std::vector<std::int32_t>{705, 82}));
+    EXPECT_EQ(tokenizer().encode("<|endoftext|>"), (std::vector<std::int32_t>{27, 91, 437, 1659, 5239, 91, 29}));
+    EXPECT_TRUE(tokenizer().encode("").empty());
+}
+
+TEST(Gpt2Tokenizer, PreTokenizerPieces) {
+    auto pieces = [](std::string_view s) {
+        std::vector<std::string> out;
+        for_each_piece(s, [&](std::size_t b, std::size_t e) { out.emplace_back(s.substr(b, e - b)); });
+        return out;
+    };
+    using V = std::vector<std::string>;
+    EXPECT_EQ(pieces("a  b"), (V{"a", " ", " b"}));
+    EXPECT_EQ(pieces("a\n\nb"), (V{"a", "\n", "\n", "b"}));
+    EXPECT_EQ(pieces("x   "), (V{"x", "   "}));
+    EXPECT_EQ(pieces("don't we'll"), (V{"don", "'t", " we", "'ll"}));
+    EXPECT_EQ(pieces("IT'S"), (V{"IT", "'", "S"}));
+    EXPECT_EQ(pieces("a123b !?"), (V{"a", "123", "b", " !?"}));
+    EXPECT_EQ(pieces("e\xCC\x81t"), (V{"e", "\xCC\x81", "t"}));  // combining mark is not a letter
+}
+
+TEST(Gpt2Tokenizer, MatchesTiktokenOnEdgeCases) {
+    expect_same_as_tiktoken(read_json_string_lines(gpt::test::source_dir() + "/tests/data/corpus/tokenizer_cases.jsonl"),
+                            "tokenizer_cases");
+}
+
+TEST(Gpt2Tokenizer, MatchesTiktokenOnRandomUnicode) {
+    expect_same_as_tiktoken(random_texts(3000, 12345), "tokenizer_random");
+}
+
+TEST(Gpt2Tokenizer, CacheGivesSameIdsAfterEviction) {
+    // A tiny cache forces clearing mid-text; the ids must not change.
+    const std::string text = "the cat sat on the mat, the cat sat again; " + std::string(200, 'z') + " the end";
+    Gpt2Encoder small(tokenizer(), 3);
+    std::vector<std::int32_t> a, b = tokenizer().encode(text);
+    small.encode(text, a);
+    EXPECT_EQ(a, b);
+}
+
+TEST(Gpt2Tokenizer, DecodeRejectsUnknownId) {
+    std::vector<std::int32_t> bad{15496, 50257};
+    EXPECT_THROW(tokenizer().decode(bad), gpt::DataError);
+}
+
+TEST(Gpt2Tokenizer, RejectsBadFiles) {
+    const std::string dir = gpt::test::scratch_dir("tokenizer_files");
+    EXPECT_THROW(Gpt2Tokenizer::load(dir + "/missing.json", merge_file()), gpt::IoError);
+    // Swapped files.
+    try {
+        Gpt2Tokenizer::load(merge_file(), vocab_file());
+        ADD_FAILURE() << "swapped files accepted";
+    } catch (const gpt::DataError& e) {
+        EXPECT_NE(std::string(e.what()).find("swap"), std::string::npos) << e.what();
+    }
+    // A vocabulary cut to its first 1000 tokens does not belong to the full merges file.
+    {
+        const std::string full = read_file(vocab_file());
+        JsonCursor cur(full);
+        std::string small = "{";
+        bool first = true;
+        cur.for_each_member([&](const std::string& key) {
+            const std::int64_t id = cur.parse_int();
+            if (id >= 1000 && id != 50256) return;
+            small += (first ? "" : ", ") + json_string(key) + ": " + std::to_string(id == 50256 ? 1000 : id);
+            first = false;
+        });
+        write_file(dir + "/small-vocab.json", small + "}");
+    }
+    try {
+        Gpt2Tokenizer::load(dir + "/small-vocab.json", merge_file());
+        ADD_FAILURE() << "a vocab without the merged tokens was accepted";
+    } catch (const gpt::DataError& e) {
+        EXPECT_NE(std::string(e.what()).find("do not belong together"), std::string::npos) << e.what();
+    }
+    write_file(dir + "/bad-merges.txt", "#version: 0.2\nĠ t\nnot-a-token-xyz zzzqqq\n");
+    try {
+        Gpt2Tokenizer::load(vocab_file(), dir + "/bad-merges.txt");
+        ADD_FAILURE() << "mismatched merges accepted";
+    } catch (const gpt::DataError& e) {
+        EXPECT_NE(std::string(e.what()).find("line 3"), std::string::npos) << e.what();
+    }
+}
