@@ -124,6 +124,9 @@ struct PlanConfig {
     int world_size = 0;            // plan-only: ranks to plan for
     int local_world_size = 0;      // plan-only: ranks per node
     std::string plan_format = "table";  // "table" or "json"
+    std::string plan_device = "auto";   // auto, a100-40gb, a100-80gb, h100-80gb, h200, cpu
+    double plan_intra_node_gbps = 0.0;  // 0: the device preset's NVLink bandwidth
+    double plan_inter_node_gbps = 0.0;  // 0: the device preset's InfiniBand bandwidth
 };
 
 struct Config {

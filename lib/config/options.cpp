@@ -184,6 +184,9 @@ private:
         add(pl, "world-size", &C::plan, &PlanConfig::world_size, "ranks to plan for (plan-only)");
         add(pl, "local-world-size", &C::plan, &PlanConfig::local_world_size, "ranks per node (plan-only)");
         add(pl, "plan-format", &C::plan, &PlanConfig::plan_format, "table or json");
+        add(pl, "plan-device", &C::plan, &PlanConfig::plan_device, "device preset: auto, a100-40gb, a100-80gb, h100-80gb, h200 or cpu");
+        add(pl, "plan-intra-node-gbps", &C::plan, &PlanConfig::plan_intra_node_gbps, "intra-node bandwidth per GPU in GB/s (0: preset)");
+        add(pl, "plan-inter-node-gbps", &C::plan, &PlanConfig::plan_inter_node_gbps, "inter-node bandwidth per GPU in GB/s (0: preset)");
         groups.emplace_back("planner", pl);
     }
 };

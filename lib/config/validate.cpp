@@ -108,6 +108,9 @@ void validate_model_and_training(Config& cfg) {
 
     require_one_of(cfg.data.tokenizer_type, {"GPT2BPETokenizer"}, "tokenizer-type");
     require_one_of(cfg.plan.plan_format, {"table", "json"}, "plan-format");
+    require_one_of(cfg.plan.plan_device, {"auto", "a100-40gb", "a100-80gb", "h100-80gb", "h200", "cpu"}, "plan-device");
+    GPT_REQUIRE(cfg.plan.plan_intra_node_gbps >= 0 && cfg.plan.plan_inter_node_gbps >= 0, UsageError,
+                "--plan-intra-node-gbps / --plan-inter-node-gbps must not be negative");
     require_one_of(cfg.logging.log_level, {"trace", "debug", "info", "warning", "error"}, "log-level");
     require_positive(cfg.logging.log_interval, "log-interval");
 

@@ -36,20 +36,20 @@ namespace {
 //   so its 16-bit peak equals its fp32 peak.
 std::vector<DevicePreset> make_presets() {
     std::vector<DevicePreset> p;
-    DevicePreset a100_40{"a100-40gb", true, 40, 312, 19.5, 0.80, 1.0, 0.50, 0.65, 1555, 0.75,
-                         230, 23, 10, 25, 0.75, 0.125};
+    DevicePreset a100_40{"a100-40gb", true, 40, 312, 19.5, 0.76, 1.0, 0.50, 0.65, 1555, 0.75,
+                         230, 23, 5, 10, 0.75, 0.125};
     DevicePreset a100_80 = a100_40;
     a100_80.name = "a100-80gb";
     a100_80.memory_gib = 80;
     a100_80.hbm_gbps = 2039;
     DevicePreset h100{"h100-80gb", true, 80, 989, 67, 0.68, 4.0, 0.40, 0.55, 3350, 0.75,
-                      360, 45, 8, 20, 0.75, 0.125};
+                      360, 45, 5, 10, 0.75, 0.125};
     DevicePreset h200 = h100;
     h200.name = "h200";
     h200.memory_gib = 141.0 * 1e9 / (1ull << 30);  // 141 GB = 131 GiB
     h200.hbm_gbps = 4800;
     DevicePreset cpu{"cpu", false, 0, 2.0, 2.0, 0.70, 0.05, 0.50, 0.50, 100, 0.60,
-                     10, 10, 2, 20, 0.0, 0.0};
+                     10, 10, 2, 15, 0.0, 0.0};
     p.push_back(a100_40);
     p.push_back(a100_80);
     p.push_back(h100);

@@ -15,14 +15,15 @@ struct Layout {
     int dp = 1;
     int vp = 1;              // virtual pipeline stages (model chunks) per rank; 1: plain 1F1B
     int micro_batch = 1;     // b
-    int global_batch = 1;    // B = b x dp x micro-batches
+    int global_batch = 1;    // B = b x dp x micro-batches; 0 only in a shape-only rejection
     Recompute recompute = Recompute::None;
     bool sequence_parallel = false;
     bool distributed_optimizer = false;
 
     int world() const { return tp * pp * dp; }
     int micro_batches() const { return global_batch / (micro_batch * dp); }  // m per replica
-    std::string describe() const;  // "TP8 PP2 DP1 VP1 mbs1 gbs32 sel SP DO"
+    // "TP8 PP2 DP1 VP1 mbs1 gbs32 recompute=selective SP DistOpt" ("TP8 PP2 DP1" when global_batch is 0)
+    std::string describe() const;
 };
 
 // Which groups span nodes, from the rank order global = tp + TP*(dp + DP*pp) and

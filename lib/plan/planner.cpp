@@ -9,27 +9,8 @@ namespace gpt::plan {
 
 namespace {
 
-// The planner flags (--plan-device, --plan-intra-node-gbps, --plan-inter-node-gbps) belong to
-// lib/config's PlanConfig; until they exist there these accessors see "not given", and they
-// pick the fields up without a change here once they are added with these names.
-template <typename P>
-std::string plan_device_flag(const P& plan) {
-    if constexpr (requires { plan.plan_device; }) return plan.plan_device;
-    else return "";
-}
-template <typename P>
-double intra_gbps_flag(const P& plan) {
-    if constexpr (requires { plan.plan_intra_node_gbps; }) return plan.plan_intra_node_gbps;
-    else return 0.0;
-}
-template <typename P>
-double inter_gbps_flag(const P& plan) {
-    if constexpr (requires { plan.plan_inter_node_gbps; }) return plan.plan_inter_node_gbps;
-    else return 0.0;
-}
-
 std::string default_device(const Config& cfg, bool plan_only) {
-    std::string flag = plan_device_flag(cfg.plan);
+    const std::string& flag = cfg.plan.plan_device;
     if (!flag.empty() && flag != "auto") return flag;
     if (cfg.parallel.device == "cpu") return "cpu";
     // Plan-only usually runs on a login node for a GPU cluster; auto mode plans for the
@@ -45,8 +26,8 @@ SearchInputs search_inputs_from_config(const Config& cfg, int world_size, int lo
     in.model = model_shape_from_config(cfg);
     in.device = find_device_preset(default_device(cfg, plan_only));
     in.fabric = default_fabric(in.device);
-    if (double v = intra_gbps_flag(cfg.plan); v > 0) in.fabric.intra_node_gbps = v;
-    if (double v = inter_gbps_flag(cfg.plan); v > 0) in.fabric.inter_node_gbps = v;
+    if (double v = cfg.plan.plan_intra_node_gbps; v > 0) in.fabric.intra_node_gbps = v;
+    if (double v = cfg.plan.plan_inter_node_gbps; v > 0) in.fabric.inter_node_gbps = v;
     in.world_size = world_size;
     in.local_world_size = local_world_size > 0 ? local_world_size : world_size;
     DeviceMemory mem = device_memory(in.device, in.local_world_size);

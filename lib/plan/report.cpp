@@ -25,6 +25,12 @@ std::string num(double v) {
     return fmt("%.6g", v);
 }
 
+// Byte counts as whole numbers, so tools need not round.
+std::string bytes(double v) {
+    GPT_ASSERT(std::isfinite(v) && v >= 0, "invalid byte count in the plan report");
+    return fmt("%.0f", v);
+}
+
 std::string model_line(const SearchInputs& in) {
     const ModelShape& m = in.model;
     std::ostringstream os;
@@ -55,8 +61,13 @@ std::string json_quote(const std::string& s) {
             case '\t': o += "\\t"; break;
             case '\r': o += "\\r"; break;
             default:
-                if (c < 0x20) o += fmt("\\u%04x", c);
-                else o += char(c);
+                if (c < 0x20) {
+                    char buf[8];
+                    std::snprintf(buf, sizeof buf, "\\u%04x", unsigned(c));
+                    o += buf;
+                } else {
+                    o += char(c);
+                }
         }
     }
     return o + "\"";
@@ -135,10 +146,10 @@ void write_plan_json(const SearchInputs& in, const SearchResult& r, std::ostream
             << ", \"recompute\": " << json_quote(std::string(recompute_name(l.recompute)))
             << ", \"sequence_parallel\": " << (l.sequence_parallel ? "true" : "false")
             << ", \"distributed_optimizer\": " << (l.distributed_optimizer ? "true" : "false")
-            << ",\n     \"memory_bytes\": {\"stage\": " << mb.stage << ", \"weights\": " << num(mb.weights)
-            << ", \"gradients\": " << num(mb.gradients) << ", \"optimizer\": " << num(mb.optimizer)
-            << ", \"activations\": " << num(mb.activations) << ", \"buffers\": " << num(mb.buffers)
-            << ", \"fragmentation\": " << num(mb.fragmentation) << ", \"total\": " << num(mb.total()) << "}"
+            << ",\n     \"memory_bytes\": {\"stage\": " << mb.stage << ", \"weights\": " << bytes(mb.weights)
+            << ", \"gradients\": " << bytes(mb.gradients) << ", \"optimizer\": " << bytes(mb.optimizer)
+            << ", \"activations\": " << bytes(mb.activations) << ", \"buffers\": " << bytes(mb.buffers)
+            << ", \"fragmentation\": " << bytes(mb.fragmentation) << ", \"total\": " << bytes(mb.total()) << "}"
             << ",\n     \"time_seconds\": {\"compute\": " << num(t.compute) << ", \"tp_comm\": " << num(t.tp_comm)
             << ", \"pp_p2p\": " << num(t.pp_p2p) << ", \"pp_bubble\": " << num(t.pp_bubble)
             << ", \"dp_exposed\": " << num(t.dp_exposed) << ", \"optimizer\": " << num(t.optimizer)
@@ -164,13 +175,13 @@ std::string describe_choice(const SearchInputs& in, const SearchResult& r) {
     std::ostringstream os;
     os << "planner chose " << b.layout.describe() << " for " << in.world_size << " ranks (" << in.local_world_size
        << " per node): predicted " << fmt("%.1f", b.memory.total() / kGiB) << " of "
-       << fmt("%.1f", in.device_memory_bytes / kGiB) << " GiB per GPU, " << fmt("%.3f", b.time.total())
-       << " s/iteration, " << fmt("%.1f", b.model_tflops_per_gpu) << " TFLOP/s per GPU, "
+       << fmt("%.1f", in.device_memory_bytes / kGiB) << " GiB per rank, " << fmt("%.3f", b.time.total())
+       << " s/iteration, " << fmt("%.1f", b.model_tflops_per_gpu) << " TFLOP/s per rank, "
        << fmt("%.0f", b.tokens_per_second) << " tokens/s (fastest of " << r.feasible.size() << " feasible layouts)";
     if (const Candidate* ru = runner_up(r)) {
         os << "; runner-up " << ru->layout.describe() << ": " << fmt("%.3f", ru->time.total()) << " s/iteration, "
            << fmt("%.1f", ru->memory.total() / kGiB) << " GiB, "
-           << fmt("%.1f", 100 * (b.tokens_per_second / ru->tokens_per_second - 1)) << "% fewer tokens/s";
+           << fmt("%.1f", 100 * (1 - ru->tokens_per_second / b.tokens_per_second)) << "% fewer tokens/s";
     } else {
         os << "; no structurally different layout fits";
     }

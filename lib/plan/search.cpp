@@ -22,7 +22,7 @@ std::vector<int> divisors(int n) {
 
 std::string gib(double bytes) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / kGiB);
+    std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / kGiB);
     return buf;
 }
 
@@ -42,9 +42,13 @@ std::string shape_reason(const SearchInputs& in, int tp, int pp, const Placement
 }  // namespace
 
 Candidate evaluate_layout(const SearchInputs& in, const Layout& l) {
+    return evaluate_placed_layout(in, l, place(in.world_size, in.local_world_size, l.tp, l.pp));
+}
+
+Candidate evaluate_placed_layout(const SearchInputs& in, const Layout& l, const Placement& placement) {
     Candidate c;
     c.layout = l;
-    c.placement = place(in.world_size, in.local_world_size, l.tp, l.pp);
+    c.placement = placement;
     c.memory = peak_memory(in.model, l, in.device);
     c.time = iteration_time(in.model, l, in.device, in.fabric, c.placement);
     const double t = c.time.total();
@@ -90,6 +94,7 @@ SearchResult search_layouts(const SearchInputs& in) {
             Placement pl = place(in.world_size, in.local_world_size, tp, pp);
             if (std::string why = shape_reason(in, tp, pp, pl); !why.empty()) {
                 ++r.evaluated;
+                base.global_batch = 0;
                 reject(base, why, 1e30);
                 continue;
             }
@@ -102,6 +107,7 @@ SearchResult search_layouts(const SearchInputs& in) {
                 l.micro_batch = mbs;
                 const int unit = mbs * dp;
                 if (in.global_batch) {
+                    l.global_batch = in.global_batch;
                     if (in.global_batch % unit) {
                         ++r.evaluated;
                         reject(l, "global batch " + std::to_string(in.global_batch) + " not divisible by micro-batch x DP = " +
@@ -109,7 +115,6 @@ SearchResult search_layouts(const SearchInputs& in) {
                                1e29);
                         continue;
                     }
-                    l.global_batch = in.global_batch;
                 } else if (in.max_global_batch) {
                     l.global_batch = in.max_global_batch / unit * unit;
                     if (l.global_batch == 0) {
@@ -148,6 +153,9 @@ SearchResult search_layouts(const SearchInputs& in) {
                     if (in.vp && vp != in.vp) continue;
                     for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
                         if (in.recompute && rc != *in.recompute) continue;
+                        // Flash attention never stores the scores, so selective recompute
+                        // would save nothing and only cost time: not a candidate unless asked for.
+                        if (!in.recompute && rc == Recompute::Selective && in.model.flash_attention) continue;
                         for (int sp = 0; sp <= 1; ++sp) {
                             if (sp && tp == 1) continue;
                             if (!sp && in.require_sequence_parallel && tp > 1) continue;
@@ -160,7 +168,7 @@ SearchResult search_layouts(const SearchInputs& in) {
                                 c.sequence_parallel = sp;
                                 c.distributed_optimizer = dopt;
                                 ++r.evaluated;
-                                Candidate cand = evaluate_layout(in, c);
+                                Candidate cand = evaluate_placed_layout(in, c, pl);
                                 const double need = cand.memory.total();
                                 if (need > capacity) {
                                     reject(c, "out of memory by " + gib(need - capacity) + " (needs " + gib(need) +

@@ -65,6 +65,8 @@ struct SearchResult {
 
 // Predicts memory and time for one layout (no feasibility check beyond the shape asserts).
 Candidate evaluate_layout(const SearchInputs& in, const Layout& layout);
+// The same with the placement of (layout.tp, layout.pp) already computed (the search reuses it).
+Candidate evaluate_placed_layout(const SearchInputs& in, const Layout& layout, const Placement& placement);
 
 // Every feasible layout, ranked; throws UsageError on inputs that make no search possible.
 SearchResult search_layouts(const SearchInputs& in);

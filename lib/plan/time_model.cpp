@@ -121,16 +121,20 @@ double hardware_flops_per_iteration(const ModelShape& m, const Layout& l) {
 
 Fabric default_fabric(const DevicePreset& dev) { return {dev.intra_node_gbps, dev.inter_node_gbps, true}; }
 
+// Latency grows with log2(n): NCCL pipelines large messages through a ring (bandwidth term)
+// and uses tree / low-latency protocols where the start-up cost dominates.
+double startup_seconds(int n, double latency_us) { return std::ceil(std::log2(double(n))) * latency_us * 1e-6; }
+
 double allreduce_seconds(double bytes, int n, double gbps, double latency_us) {
     if (n <= 1 || bytes <= 0) return 0;
     GPT_ASSERT(gbps > 0);
-    return 2.0 * (n - 1) / n * bytes / (gbps * 1e9) + 2.0 * (n - 1) * latency_us * 1e-6;
+    return 2.0 * (n - 1) / n * bytes / (gbps * 1e9) + startup_seconds(n, latency_us);
 }
 
 double allgather_seconds(double bytes, int n, double gbps, double latency_us) {
     if (n <= 1 || bytes <= 0) return 0;
     GPT_ASSERT(gbps > 0);
-    return double(n - 1) / n * bytes / (gbps * 1e9) + (n - 1) * latency_us * 1e-6;
+    return double(n - 1) / n * bytes / (gbps * 1e9) + startup_seconds(n, latency_us);
 }
 
 TimeBreakdown iteration_time(const ModelShape& m, const Layout& l, const DevicePreset& dev, const Fabric& fab,

@@ -46,7 +46,8 @@ TimeBreakdown iteration_time(const ModelShape& m, const Layout& l, const DeviceP
                              const Fabric& fabric, const Placement& place);
 
 // Ring collective times (s) for `bytes` of data over n ranks at bus bandwidth gbps (GB/s):
-// all-reduce moves 2(n-1)/n of the data, all-gather and reduce-scatter (n-1)/n each.
+// all-reduce moves 2(n-1)/n of the data, all-gather and reduce-scatter (n-1)/n each; plus a
+// start-up latency of latency_us per log2(n) step.
 double allreduce_seconds(double bytes, int n, double gbps, double latency_us);
 double allgather_seconds(double bytes, int n, double gbps, double latency_us);
 

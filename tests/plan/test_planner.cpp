@@ -1,0 +1,124 @@
+// Entry points over gpt::Config: plan-only output and auto mode filling the config.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "core/errors.hpp"
+#include "config/options.hpp"
+#include "config/validate.hpp"
+#include "plan/planner.hpp"
+
+namespace gpt::plan::test {
+namespace {
+
+// configs/gpt22b.ini as the lead's parser will fill it.
+Config gpt22b_config() {
+    Config c;
+    c.model.num_layers = 48;
+    c.model.hidden_size = 6144;
+    c.model.num_attention_heads = 64;
+    c.model.seq_length = 2048;
+    c.model.max_position_embeddings = 2048;
+    c.training.fp16 = true;
+    return c;
+}
+
+class PlannerTest : public ::testing::Test {
+protected:
+    void SetUp() override { setenv("DEVICE_MEMORY_GB", "80", 1); }
+    void TearDown() override { unsetenv("DEVICE_MEMORY_GB"); }
+};
+
+TEST_F(PlannerTest, PlanOnlyTableAndJson) {
+    Config c = gpt22b_config();
+    c.plan.plan_only = true;
+    c.plan.world_size = 16;
+    c.plan.local_world_size = 8;
+    c.training.max_global_batch_size = 32;
+    std::ostringstream table;
+    print_plan(c, table);
+    EXPECT_NE(table.str().find("device h100-80gb: 80.0 GiB per rank (DEVICE_MEMORY_GB)"), std::string::npos)
+        << table.str();
+    EXPECT_NE(table.str().find("22.07 B parameters"), std::string::npos);
+    c.plan.plan_format = "json";
+    std::ostringstream json;
+    print_plan(c, json);
+    EXPECT_EQ(json.str().front(), '{');
+    c.plan.plan_format = "yaml";
+    EXPECT_THROW(print_plan(c, json), UsageError);
+    c.plan.plan_format = "table";
+    c.plan.world_size = 0;
+    EXPECT_THROW(print_plan(c, json), UsageError);
+}
+
+TEST_F(PlannerTest, AutoModeFillsConfig) {
+    Config c = gpt22b_config();
+    c.training.max_global_batch_size = 32;
+    std::string summary = choose_layout(c, 16, 8);
+    const ParallelConfig& p = c.parallel;
+    EXPECT_EQ(p.tensor_model_parallel_size * p.pipeline_model_parallel_size * p.data_parallel_size, 16);
+    EXPECT_LE(c.training.global_batch_size, 32);
+    EXPECT_EQ(c.training.global_batch_size % (c.training.micro_batch_size * p.data_parallel_size), 0);
+    EXPECT_NE(summary.find("runner-up"), std::string::npos) << summary;
+    if (p.recompute_granularity == "full") {
+        EXPECT_EQ(p.recompute_method, "uniform");
+    }
+    if (p.num_layers_per_virtual_pipeline_stage > 0) {
+        EXPECT_GT(p.virtual_stages(c.model.num_layers), 1);
+    }
+}
+
+TEST_F(PlannerTest, AutoModeKeepsGivenFlags) {
+    Config c = gpt22b_config();
+    c.training.global_batch_size = 16;
+    c.parallel.tensor_model_parallel_size = 4;
+    c.parallel.tp_given = true;
+    c.training.micro_batch_size = 2;
+    c.parallel.mbs_given = true;
+    c.parallel.recompute_granularity = "full";
+    choose_layout(c, 16, 8);
+    EXPECT_EQ(c.parallel.tensor_model_parallel_size, 4);
+    EXPECT_EQ(c.training.micro_batch_size, 2);
+    EXPECT_EQ(c.training.global_batch_size, 16);
+    EXPECT_EQ(c.parallel.recompute_granularity, "full");
+}
+
+TEST_F(PlannerTest, AutoModeFailsClearly) {
+    Config c = gpt22b_config();
+    EXPECT_THROW(choose_layout(c, 16, 8), UsageError);  // no batch size at all
+    c.training.max_global_batch_size = 8;
+    setenv("DEVICE_MEMORY_GB", "4", 1);
+    try {
+        choose_layout(c, 8, 8);
+        FAIL() << "22B cannot fit 8 x 4 GiB";
+    } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("out of memory by"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace gpt::plan::test
+
+
+namespace gpt::plan::test {
+
+TEST(PlanFlags, DeviceAndFabricFlagsReachTheSearch) {
+    Config cfg = parse_args({"--num-layers", "4", "--hidden-size", "256", "--num-attention-heads", "4",
+                             "--seq-length", "256", "--vocab-size", "50257", "--train-iters", "1",
+                             "--plan-device", "a100-80gb", "--plan-intra-node-gbps", "150",
+                             "--plan-inter-node-gbps", "12.5"})
+                     .config;
+    validate_model_and_training(cfg);
+    SearchInputs in = search_inputs_from_config(cfg, 16, 8, true);
+    EXPECT_EQ(in.device.name, "a100-80gb");
+    EXPECT_DOUBLE_EQ(in.fabric.intra_node_gbps, 150.0);
+    EXPECT_DOUBLE_EQ(in.fabric.inter_node_gbps, 12.5);
+    cfg.plan.plan_device = "h200";
+    cfg.plan.plan_inter_node_gbps = 0;
+    SearchInputs h = search_inputs_from_config(cfg, 16, 8, true);
+    EXPECT_EQ(h.device.name, "h200");
+    EXPECT_GT(h.fabric.inter_node_gbps, 0.0);
+}
+
+}  // namespace gpt::plan::test
