@@ -11,6 +11,7 @@ PACKAGES=(
   libboost-program-options-dev libboost-log-dev
   libopenblas-dev googletest libgtest-dev
   bible-kjv environment-modules
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()

@@ -2,56 +2,88 @@
 # Shared body of the training jobs: module loads, per-job folders, the launch, forwarding
 # Slurm's warning signal to the ranks, and requeueing after a checkpoint-and-exit.
 #   run-training.sh "MODULES" CONFIG RUN_DIR [gpt_pretrain flags...]
-# Launcher: srun --mpi=pmi2 inside an allocation (LAUNCHER=mpirun to use mpirun instead).
+# Environment:
+#   LAUNCHER=srun    (default) srun --mpi=pmi2: Slurm's PMI-2 server, which MPICH's PMI client
+#                    speaks (Debian's MPICH included); one rank per Slurm task.
+#   LAUNCHER=mpirun  MPICH's Hydra: inside an allocation it starts its proxies with srun and
+#                    runs SLURM_NTASKS ranks. For MPI builds whose PMI Slurm does not serve.
+#   CHECKPOINTS=0    no --save/--load/--exit-signal-handler: USR1 is then only logged (the
+#                    ranks would die of it) and the job never requeues itself.
+#   NO_REQUEUE=1     checkpoint on USR1 and exit, but do not requeue.
 set -uo pipefail
 modules=$1 config=$2 run_dir=$3; shift 3
+launcher=${LAUNCHER:-srun}
+checkpoints=${CHECKPOINTS:-1}
 
-if command -v module >/dev/null 2>&1 && [ -n "$modules" ]; then
-  # shellcheck disable=SC2086
-  module load $modules || { echo "module load $modules failed; edit MODULES for this cluster"; exit 1; }
+# A batch shell is not a login shell, so `module` is often undefined here: source the site's
+# init (Lmod or environment-modules). Module scripts are not `set -u` clean.
+set +u
+if ! type module >/dev/null 2>&1; then
+  for init in "${MODULESHOME:-/nonexistent}/init/bash" /usr/share/lmod/lmod/init/bash \
+              /usr/share/modules/init/bash /etc/profile.d/lmod.sh /etc/profile.d/modules.sh; do
+    if [ -f "$init" ]; then . "$init"; break; fi
+  done
 fi
+if [ -n "$modules" ]; then
+  if type module >/dev/null 2>&1; then
+    # shellcheck disable=SC2086
+    module load $modules || { echo "module load $modules failed; edit MODULES for this cluster"; exit 1; }
+  else
+    echo "no module command on $(hostname): MODULES=\"$modules\" not loaded, using PATH"
+  fi
+fi
+set -u
+command -v gpt_pretrain >/dev/null || { echo "gpt_pretrain is not on PATH (MODULES=\"$modules\")"; exit 1; }
 
 ckpt_dir=$run_dir/checkpoints
 log_dir=$run_dir/logs/${SLURM_JOB_ID:-local}
 mkdir -p "$ckpt_dir" "$log_dir"
-echo "job ${SLURM_JOB_ID:-?} (restart count ${SLURM_RESTART_COUNT:-0}) on ${SLURM_JOB_NODELIST:-$(hostname)}: checkpoints in $ckpt_dir, logs in $log_dir"
+echo "job ${SLURM_JOB_ID:-?} (restart count ${SLURM_RESTART_COUNT:-0}) on ${SLURM_JOB_NODELIST:-$(hostname)}: $(command -v gpt_pretrain), launcher $launcher, checkpoints in $ckpt_dir, logs in $log_dir"
 
-# --load on the checkpoint folder: a requeued job resumes where the last one saved; the
-# first job finds no tracker file and starts from scratch.
-args=(--config "$config" --save "$ckpt_dir" --load "$ckpt_dir" --exit-signal-handler
-      --log-dir "$log_dir" "$@")
+args=(--config "$config" --log-dir "$log_dir")
+if [ "$checkpoints" != 0 ]; then
+  # --load on the checkpoint folder: a requeued job resumes where the last one saved; the
+  # first job finds no tracker file and starts from scratch.
+  args+=(--save "$ckpt_dir" --load "$ckpt_dir" --exit-signal-handler)
+fi
+args+=("$@")
 
-case ${LAUNCHER:-srun} in
+case $launcher in
   srun) srun --mpi=pmi2 --kill-on-bad-exit=1 gpt_pretrain "${args[@]}" & ;;
   mpirun) mpirun -np "${SLURM_NTASKS:-1}" gpt_pretrain "${args[@]}" & ;;
-  *) echo "unknown LAUNCHER=$LAUNCHER (srun or mpirun)"; exit 2 ;;
+  *) echo "unknown LAUNCHER=$launcher (srun or mpirun)"; exit 2 ;;
 esac
 launcher_pid=$!
 
-# Slurm signals only this batch shell (--signal=B:USR1@...): pass it on to every rank, which
-# agree to save at the end of the current iteration and exit 0.
-signalled=0
+# Slurm signals only this batch shell (--signal=B:USR1@..., or scancel --batch): pass it on
+# to every rank, which agree to save at the end of the current iteration and exit 0. Both
+# srun and Hydra's mpirun forward a USR1 they receive to all of their tasks.
+signalled=0 interrupted=0
 forward() {
+  interrupted=1
+  if [ "$checkpoints" = 0 ]; then
+    echo "$(date -Is) caught USR1: checkpoints are off (CHECKPOINTS=0), the ranks run on"
+    return
+  fi
   signalled=1
   echo "$(date -Is) caught USR1: asking the ranks to checkpoint and exit"
-  if [ "${LAUNCHER:-srun}" = srun ] && [ -n "${SLURM_JOB_ID:-}" ]; then
-    # Without --batch, scancel signals the job steps (the ranks), not this shell.
-    scancel --signal=USR1 "$SLURM_JOB_ID" 2>/dev/null || kill -USR1 "$launcher_pid"
-  else
-    pkill -USR1 -P "$launcher_pid" 2>/dev/null; kill -USR1 "$launcher_pid" 2>/dev/null
-  fi
+  kill -USR1 "$launcher_pid" 2>/dev/null
 }
-trap forward USR1 TERM
+trap forward USR1
 
-# `wait` returns early when a trapped signal arrives; keep waiting for the ranks.
+# `wait` returns early (status > 128) when a trapped signal arrives; then wait again for the
+# launcher itself, whose exit status is the job's (bash keeps it if it ended meanwhile).
 while true; do
+  interrupted=0
   wait "$launcher_pid"; rc=$?
-  kill -0 "$launcher_pid" 2>/dev/null || break
+  [ "$interrupted" = 1 ] || break
 done
 echo "$(date -Is) gpt_pretrain exited with $rc"
 
 if [ "$signalled" = 1 ] && [ "$rc" = 0 ] && [ -n "${SLURM_JOB_ID:-}" ] && [ "${NO_REQUEUE:-0}" != 1 ]; then
+  # The job must be submitted with --requeue (the templates are). The requeued job keeps its
+  # id, appends to the same log (--open-mode=append) and resumes from $ckpt_dir.
   echo "checkpoint written before the time limit: requeueing job $SLURM_JOB_ID"
-  scontrol requeue "$SLURM_JOB_ID"
+  scontrol requeue "$SLURM_JOB_ID" || { echo "scontrol requeue $SLURM_JOB_ID failed"; exit 1; }
 fi
 exit "$rc"
