@@ -192,6 +192,14 @@ public:
                                     const float* row_max, float* sum_exp, float* target_logit,
                                     std::int64_t rows, std::int64_t v, std::int64_t vocab_start,
                                     DType dtype) = 0;
+    // 1+2 in one pass (online softmax): local_max[rows] = max over the shard, sum_exp[rows] =
+    //    sum exp(l - local_max), target_logit as in 2). Vocab-parallel callers all-reduce the
+    //    max, rescale sum_exp by exp(local_max - max), then sum-reduce sum_exp and
+    //    target_logit; with one shard local_max is the max and no rescaling is needed.
+    virtual void cross_entropy_stats(const void* logits, const std::int32_t* targets,
+                                     float* local_max, float* sum_exp, float* target_logit,
+                                     std::int64_t rows, std::int64_t v,
+                                     std::int64_t vocab_start, DType dtype) = 0;
     // 3) loss[rows] = log(sum_exp) + max - target_logit (after the reductions), on host-side
     //    arrays of this backend's memory.
     virtual void cross_entropy_loss(const float* row_max, const float* sum_exp,

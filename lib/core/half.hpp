@@ -18,6 +18,13 @@
 #define GPT_HALF_HAVE_F16C 0
 #endif
 
+// Vectorisation hint for the bulk loops, only where OpenMP is on (no unknown-pragma noise).
+#if defined(_OPENMP)
+#define GPT_HALF_SIMD _Pragma("omp simd")
+#else
+#define GPT_HALF_SIMD
+#endif
+
 namespace gpt {
 
 // Distinct types so overloads and templates can tell fp16 and bf16 bit patterns apart.
@@ -142,12 +149,12 @@ inline void convert(const float* src, Half* dst, std::size_t n) {
 }
 
 inline void convert(const BFloat16* src, float* dst, std::size_t n) {
-#pragma omp simd
+GPT_HALF_SIMD
     for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_bits_to_float(src[i].bits);
 }
 
 inline void convert(const float* src, BFloat16* dst, std::size_t n) {
-#pragma omp simd
+GPT_HALF_SIMD
     for (std::size_t i = 0; i < n; ++i) dst[i].bits = float_to_bf16_bits(src[i]);
 }
 

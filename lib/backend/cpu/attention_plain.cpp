@@ -1,5 +1,7 @@
-// Plain causal attention: per (batch, head) the full s x s scores by GEMM, a row softmax,
-// and GEMMs for the context and the gradients. Probabilities (before dropout) are saved.
+// Plain causal attention: per (batch, head) the s x s scores by GEMM, a row softmax, and
+// GEMMs for the context and the gradients; probabilities (before dropout) are saved. The
+// GEMMs walk 64-row blocks and stop at the diagonal block, so the masked upper triangle
+// costs no multiply-adds (it is stored as zeros, which the transposed products rely on).
 #include <limits>
 #include <vector>
 
@@ -12,19 +14,40 @@
 namespace gpt::cpu {
 
 namespace {
-// pd[i, j] = p[i, j] * dropout multiplier for the causal part (j <= i); the rest is 0 in p.
+constexpr std::int64_t kRowBlock = 64;
+
+// pd[i, :] = p[i, :] * dropout multipliers for rows [i0, i1); p is 0 above the diagonal.
 void apply_dropout_rows(const AttnShape& sh, std::int64_t pair, const float* p, float* pd,
-                        float* mult) {
+                        float* mult, std::int64_t i0, std::int64_t i1) {
     const std::uint32_t thr = dropout_threshold(sh.dropout);
     const float keep_scale = 1.0f / (1.0f - sh.dropout);
     const std::int64_t s = sh.s;
-    for (std::int64_t i = 0; i < s; ++i) {
+    for (std::int64_t i = i0; i < i1; ++i) {
         dropout_multipliers(sh.seed, sh.mask_index(pair, i), i + 1, thr, keep_scale, mult);
         const float* pr = p + i * s;
         float* dr = pd + i * s;
 #pragma omp simd
         for (std::int64_t j = 0; j <= i; ++j) dr[j] = pr[j] * mult[j];
         for (std::int64_t j = i + 1; j < s; ++j) dr[j] = 0.0f;
+    }
+}
+
+// Row-wise causal softmax of scores already in p[i, 0..i], rows [i0, i1); zeros beyond.
+void softmax_rows(float* p, std::int64_t s, std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+        float* row = p + i * s;
+        float m = -std::numeric_limits<float>::infinity();
+        for (std::int64_t j = 0; j <= i; ++j) m = row[j] > m ? row[j] : m;
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (std::int64_t j = 0; j <= i; ++j) {
+            row[j] = fast_exp(row[j] - m);
+            sum += row[j];
+        }
+        const float inv = 1.0f / sum;
+#pragma omp simd
+        for (std::int64_t j = 0; j <= i; ++j) row[j] *= inv;
+        for (std::int64_t j = i + 1; j < s; ++j) row[j] = 0.0f;
     }
 }
 }  // namespace
@@ -42,31 +65,21 @@ void attention_plain_forward(const AttnShape& sh, const float* qkv, float* out, 
             const float* k = q + hn;
             const float* v = q + 2 * hn;
             float* p = probs + pair * s * s;
-            // p = scale * q k^T  [s, s]
-            sgemm(false, true, s, s, hn, sh.scale, q, ldq, k, ldq, 0.0f, p, s);
-            for (std::int64_t i = 0; i < s; ++i) {
-                float* row = p + i * s;
-                float m = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : m)
-                for (std::int64_t j = 0; j <= i; ++j) m = std::max(m, row[j]);
-                float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-                for (std::int64_t j = 0; j <= i; ++j) {
-                    row[j] = fast_exp(row[j] - m);
-                    sum += row[j];
+            for (std::int64_t i0 = 0; i0 < s; i0 += kRowBlock) {
+                const std::int64_t i1 = std::min(s, i0 + kRowBlock);
+                // p[i0:i1, 0:i1] = scale * q k^T
+                sgemm(false, true, i1 - i0, i1, hn, sh.scale, q + i0 * ldq, ldq, k, ldq, 0.0f,
+                      p + i0 * s, s);
+                softmax_rows(p, s, i0, i1);
+                const float* pv = p;
+                if (drop) {
+                    apply_dropout_rows(sh, pair, p, pd.data(), mult.data(), i0, i1);
+                    pv = pd.data();
                 }
-                const float inv = 1.0f / sum;
-#pragma omp simd
-                for (std::int64_t j = 0; j <= i; ++j) row[j] *= inv;
-                for (std::int64_t j = i + 1; j < s; ++j) row[j] = 0.0f;
+                // out[i0:i1] = dropout(p)[i0:i1, 0:i1] v[0:i1]
+                sgemm(false, false, i1 - i0, hn, i1, 1.0f, pv + i0 * s, s, v, ldq, 0.0f,
+                      out + sh.out_at(pair) + i0 * ldo, ldo);
             }
-            const float* pv = p;
-            if (drop) {
-                apply_dropout_rows(sh, pair, p, pd.data(), mult.data());
-                pv = pd.data();
-            }
-            // out = dropout(p) v  [s, hn]
-            sgemm(false, false, s, hn, s, 1.0f, pv, s, v, ldq, 0.0f, out + sh.out_at(pair), ldo);
         }
     }
 }
@@ -93,33 +106,47 @@ void attention_plain_backward(const AttnShape& sh, const float* qkv, const float
             const float* p = probs + pair * s * s;
             const float* pv = p;
             if (drop) {
-                apply_dropout_rows(sh, pair, p, pd.data(), mult.data());
+                apply_dropout_rows(sh, pair, p, pd.data(), mult.data(), 0, s);
                 pv = pd.data();
             }
-            // dv = dropout(p)^T dout
-            sgemm(true, false, s, hn, s, 1.0f, pv, s, dO, ldo, 0.0f, dv, ldq);
-            // d(dropout(p)) = dout v^T, then through dropout and the softmax:
-            // ds = p * (dp - rowsum(p * dp))
-            sgemm(false, true, s, s, hn, 1.0f, dO, ldo, v, ldq, 0.0f, ds.data(), s);
-            for (std::int64_t i = 0; i < s; ++i) {
-                float* row = ds.data() + i * s;
-                const float* pr = p + i * s;
-                if (drop) {
-                    dropout_multipliers(sh.seed, sh.mask_index(pair, i), i + 1, thr, keep_scale,
-                                        mult.data());
-#pragma omp simd
-                    for (std::int64_t j = 0; j <= i; ++j) row[j] *= mult[j];
-                }
-                float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-                for (std::int64_t j = 0; j <= i; ++j) dot += pr[j] * row[j];
-#pragma omp simd
-                for (std::int64_t j = 0; j <= i; ++j) row[j] = pr[j] * (row[j] - dot);
-                for (std::int64_t j = i + 1; j < s; ++j) row[j] = 0.0f;
+            // dv[j0:j1] = dropout(p)[j0:s, j0:j1]^T dout[j0:s]  (rows above j0 are 0 there)
+            for (std::int64_t j0 = 0; j0 < s; j0 += kRowBlock) {
+                const std::int64_t j1 = std::min(s, j0 + kRowBlock);
+                sgemm(true, false, j1 - j0, hn, s - j0, 1.0f, pv + j0 * s + j0, s,
+                      dO + j0 * ldo, ldo, 0.0f, dv + j0 * ldq, ldq);
             }
-            // dq = scale * ds k ; dk = scale * ds^T q
-            sgemm(false, false, s, hn, s, sh.scale, ds.data(), s, k, ldq, 0.0f, dq, ldq);
-            sgemm(true, false, s, hn, s, sh.scale, ds.data(), s, q, ldq, 0.0f, dk, ldq);
+            for (std::int64_t i0 = 0; i0 < s; i0 += kRowBlock) {
+                const std::int64_t i1 = std::min(s, i0 + kRowBlock);
+                // d(dropout(p))[i0:i1, 0:i1] = dout v^T, then through dropout and softmax:
+                // ds = p * (dp - rowsum(p * dp))
+                sgemm(false, true, i1 - i0, i1, hn, 1.0f, dO + i0 * ldo, ldo, v, ldq, 0.0f,
+                      ds.data() + i0 * s, s);
+                for (std::int64_t i = i0; i < i1; ++i) {
+                    float* row = ds.data() + i * s;
+                    const float* pr = p + i * s;
+                    if (drop) {
+                        dropout_multipliers(sh.seed, sh.mask_index(pair, i), i + 1, thr,
+                                            keep_scale, mult.data());
+#pragma omp simd
+                        for (std::int64_t j = 0; j <= i; ++j) row[j] *= mult[j];
+                    }
+                    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+                    for (std::int64_t j = 0; j <= i; ++j) dot += pr[j] * row[j];
+#pragma omp simd
+                    for (std::int64_t j = 0; j <= i; ++j) row[j] = pr[j] * (row[j] - dot);
+                    for (std::int64_t j = i + 1; j < s; ++j) row[j] = 0.0f;
+                }
+                // dq[i0:i1] = scale * ds[i0:i1, 0:i1] k[0:i1]
+                sgemm(false, false, i1 - i0, hn, i1, sh.scale, ds.data() + i0 * s, s, k, ldq,
+                      0.0f, dq + i0 * ldq, ldq);
+            }
+            // dk[j0:j1] = scale * ds[j0:s, j0:j1]^T q[j0:s]
+            for (std::int64_t j0 = 0; j0 < s; j0 += kRowBlock) {
+                const std::int64_t j1 = std::min(s, j0 + kRowBlock);
+                sgemm(true, false, j1 - j0, hn, s - j0, sh.scale, ds.data() + j0 * s + j0, s,
+                      q + j0 * ldq, ldq, 0.0f, dk + j0 * ldq, ldq);
+            }
         }
     }
 }

@@ -19,8 +19,10 @@ namespace gpt::cpu {
 
 // Elements per staged chunk: 4 KiB of fp32, small enough to stay in L1 with 3 streams.
 constexpr std::int64_t kChunk = 1024;
-// Below this many elements a parallel region costs more than it saves.
-constexpr std::int64_t kParallelMin = 1 << 15;
+// Below this many elements a loop runs on the calling thread. Memory-bound loops gain little
+// from a second core, while a parallel region waits for its slowest thread: on a shared,
+// busy node a descheduled thread turns a 0.2 ms layernorm into milliseconds (REQUESTS R2).
+constexpr std::int64_t kParallelMin = 1 << 20;
 
 // Calls f(T{}) with T the C++ storage type of dtype.
 template <typename F>

@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <omp.h>
+
+#include "backend/cpu/blas.hpp"
 #include "core/errors.hpp"
 
 namespace gpt::cpu {
@@ -12,9 +15,29 @@ namespace gpt::cpu {
 namespace {
 // A cache line and the widest vector register (AVX-512).
 constexpr std::size_t kAlignment = 64;
+
+// Ranks started on this node by the MPI launcher (MPICH/Hydra, Open MPI), 1 if unknown.
+int ranks_on_node() {
+    for (const char* name : {"MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
+        if (const char* v = std::getenv(name)) {
+            int n = std::atoi(v);
+            if (n > 0) return n;
+        }
+    }
+    return 1;
+}
 }  // namespace
 
-CpuBackend::CpuBackend() : scratch_(8) {}
+CpuBackend::CpuBackend() : scratch_(8) {
+    ensure_blas_kernels();
+    // Ranks on one node share its cores. OpenMP's default (one thread per core in every
+    // rank) oversubscribes them, and spinning idle threads then steal time from the other
+    // ranks' work. Unless the user chose a count (OMP_NUM_THREADS), each rank takes its share.
+    if (!std::getenv("OMP_NUM_THREADS")) {
+        const int ranks = ranks_on_node();
+        if (ranks > 1) omp_set_num_threads(std::max(1, omp_get_num_procs() / ranks));
+    }
+}
 
 CpuBackend::~CpuBackend() {
     // Buffers the caller forgot are released so a long test run does not leak.

@@ -91,6 +91,9 @@ public:
                             const float* row_max, float* sum_exp, float* target_logit,
                             std::int64_t rows, std::int64_t v, std::int64_t vocab_start,
                             DType dtype) override;
+    void cross_entropy_stats(const void* logits, const std::int32_t* targets, float* local_max,
+                             float* sum_exp, float* target_logit, std::int64_t rows,
+                             std::int64_t v, std::int64_t vocab_start, DType dtype) override;
     void cross_entropy_loss(const float* row_max, const float* sum_exp,
                             const float* target_logit, float* loss,
                             std::int64_t rows) override;

@@ -11,18 +11,46 @@ namespace gpt::cpu {
 
 void dropout_multipliers(std::uint64_t seed, std::uint64_t first, std::int64_t n,
                          std::uint32_t threshold, float keep_scale, float* out) {
+    // philox4x32_10 on kLanes consecutive blocks at once, round by round over lane arrays:
+    // each round is one loop the compiler turns into vector multiplies (the scalar function's
+    // loop over rounds hides that from the vectoriser). Same arithmetic as philox.hpp.
     constexpr int kLanes = 16;
     const std::uint64_t end = first + static_cast<std::uint64_t>(n);
     const std::uint64_t b_first = first >> 2, b_end = (end + 3) >> 2;
     for (std::uint64_t b0 = b_first; b0 < b_end; b0 += kLanes) {
-        // Element order within the group: element (b0 + l)*4 + q sits at vals[l*4 + q].
+        std::uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
+        for (int l = 0; l < kLanes; ++l) {
+            const std::uint64_t blk = b0 + static_cast<std::uint64_t>(l);
+            c0[l] = static_cast<std::uint32_t>(blk);
+            c1[l] = static_cast<std::uint32_t>(blk >> 32);
+            c2[l] = 0u;
+            c3[l] = 0u;
+        }
+        std::uint32_t k0 = static_cast<std::uint32_t>(seed);
+        std::uint32_t k1 = static_cast<std::uint32_t>(seed >> 32);
+        for (int r = 0; r < 10; ++r) {
+#pragma omp simd
+            for (int l = 0; l < kLanes; ++l) {
+                const std::uint64_t p0 = static_cast<std::uint64_t>(0xD2511F53u) * c0[l];
+                const std::uint64_t p1 = static_cast<std::uint64_t>(0xCD9E8D57u) * c2[l];
+                const std::uint32_t n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c1[l] ^ k0;
+                const std::uint32_t n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c3[l] ^ k1;
+                c1[l] = static_cast<std::uint32_t>(p1);
+                c3[l] = static_cast<std::uint32_t>(p0);
+                c0[l] = n0;
+                c2[l] = n2;
+            }
+            k0 += 0x9E3779B9u;
+            k1 += 0xBB67AE85u;
+        }
+        // Element (b0 + l)*4 + q is lane q of block b0 + l.
         float vals[4 * kLanes];
 #pragma omp simd
         for (int l = 0; l < kLanes; ++l) {
-            std::uint64_t blk = b0 + static_cast<std::uint64_t>(l);
-            Philox4x32 r = philox4x32_10(static_cast<std::uint32_t>(blk),
-                                         static_cast<std::uint32_t>(blk >> 32), 0u, 0u, seed);
-            for (int q = 0; q < 4; ++q) vals[l * 4 + q] = r.v[q] >= threshold ? keep_scale : 0.0f;
+            vals[l * 4 + 0] = c0[l] >= threshold ? keep_scale : 0.0f;
+            vals[l * 4 + 1] = c1[l] >= threshold ? keep_scale : 0.0f;
+            vals[l * 4 + 2] = c2[l] >= threshold ? keep_scale : 0.0f;
+            vals[l * 4 + 3] = c3[l] >= threshold ? keep_scale : 0.0f;
         }
         const std::uint64_t e0 = b0 * 4;
         const std::uint64_t lo = e0 < first ? first : e0;

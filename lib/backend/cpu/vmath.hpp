@@ -85,9 +85,12 @@ inline float gelu_tanh(float x) {
 }
 inline float gelu_tanh_grad(float x) {
     float u = kSqrt2OverPi * (x + kGeluTanhCubic * x * x * x);
-    float s = 1.0f / (1.0f + fast_exp(-2.0f * u));
+    float e = fast_exp(-2.0f * u);
+    float s = 1.0f / (1.0f + e);
+    // e*s rather than 1 - s, which cancels for large x; e = Inf (x << 0) means s = 0, 1-s = 1.
+    float one_minus_s = e > 1e30f ? 1.0f : e * s;
     float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluTanhCubic * x * x);
-    return s + x * s * (1.0f - s) * 2.0f * du;
+    return s + x * s * one_minus_s * 2.0f * du;
 }
 
 }  // namespace gpt::cpu

@@ -1,0 +1,126 @@
+// LayerNorm forward against fp64, backward against the analytic fp64 gradient (itself
+// checked against finite differences of the fp64 forward), with += parameter gradients.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "backend_test_util.hpp"
+
+namespace gpt::test {
+namespace {
+
+struct LnRef {
+    std::vector<double> y, mean, rstd, dx, dg, db;
+};
+
+LnRef ln_ref(const std::vector<double>& x, const std::vector<double>& g,
+             const std::vector<double>& b, const std::vector<double>& dy, std::int64_t rows,
+             std::int64_t cols, double eps) {
+    LnRef r;
+    r.y.resize(rows * cols);
+    r.dx.resize(rows * cols);
+    r.dg.assign(cols, 0.0);
+    r.db.assign(cols, 0.0);
+    for (std::int64_t i = 0; i < rows; ++i) {
+        const double* xr = &x[i * cols];
+        double mu = 0, var = 0;
+        for (std::int64_t j = 0; j < cols; ++j) mu += xr[j];
+        mu /= cols;
+        for (std::int64_t j = 0; j < cols; ++j) var += (xr[j] - mu) * (xr[j] - mu);
+        var /= cols;
+        double rs = 1.0 / std::sqrt(var + eps);
+        r.mean.push_back(mu);
+        r.rstd.push_back(rs);
+        double c1 = 0, c2 = 0;
+        for (std::int64_t j = 0; j < cols; ++j) {
+            double xh = (xr[j] - mu) * rs;
+            r.y[i * cols + j] = xh * g[j] + b[j];
+            double dyg = dy[i * cols + j] * g[j];
+            c1 += dyg;
+            c2 += dyg * xh;
+            r.dg[j] += dy[i * cols + j] * xh;
+            r.db[j] += dy[i * cols + j];
+        }
+        c1 /= cols;
+        c2 /= cols;
+        for (std::int64_t j = 0; j < cols; ++j) {
+            double xh = (xr[j] - mu) * rs;
+            r.dx[i * cols + j] = (dy[i * cols + j] * g[j] - c1 - xh * c2) * rs;
+        }
+    }
+    return r;
+}
+
+TEST(LayerNormReference, GradientMatchesFiniteDifferences) {
+    const std::int64_t rows = 3, cols = 7;
+    auto x = random_vec(rows * cols, 1), g = random_vec(cols, 2), b = random_vec(cols, 3);
+    auto dy = random_vec(rows * cols, 4);
+    LnRef r = ln_ref(x, g, b, dy, rows, cols, 1e-5);
+    auto loss = [&](const std::vector<double>& xx) {
+        LnRef q = ln_ref(xx, g, b, dy, rows, cols, 1e-5);
+        double s = 0;
+        for (std::size_t i = 0; i < q.y.size(); ++i) s += q.y[i] * dy[i];
+        return s;
+    };
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        auto xp = x, xm = x;
+        xp[i] += 1e-6;
+        xm[i] -= 1e-6;
+        EXPECT_NEAR((loss(xp) - loss(xm)) / 2e-6, r.dx[i], 1e-6);
+    }
+}
+
+class LayerNormTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(LayerNormTest, ForwardAndBackward) {
+    const DType t = GetParam();
+    auto be = cpu_backend();
+    const std::int64_t shapes[][2] = {{1, 1}, {5, 17}, {33, 256}, {40, 1030}, {1025, 1024}};
+    for (auto& s : shapes) {
+        const std::int64_t rows = s[0], cols = s[1];
+        SCOPED_TRACE(::testing::Message() << rows << "x" << cols);
+        auto x = rounded(t, random_vec(rows * cols, 21, -2.0, 3.0));
+        auto g = rounded(t, random_vec(cols, 22, 0.5, 1.5));
+        auto b = rounded(t, random_vec(cols, 23));
+        auto dy = rounded(t, random_vec(rows * cols, 24));
+        const float eps = 1e-5f;
+        LnRef r = ln_ref(x, g, b, dy, rows, cols, eps);
+        Buf bx(*be, t, x), bg(*be, t, g), bb(*be, t, b), by(*be, t, rows * cols);
+        Buf mean(*be, DType::F32, rows), rstd(*be, DType::F32, rows);
+        be->layernorm_forward(bx.p(), bg.p(), bb.p(), by.p(), mean.f32(), rstd.f32(), rows,
+                              cols, eps, t);
+        // Outputs are O(1): the tolerance is relative to that scale, not to each element.
+        Tol tl = tol_for(t);
+        tl.atol = std::max(tl.atol, tl.rtol) * 2;
+        EXPECT_TRUE(all_close(by.get(), r.y, tl));
+        EXPECT_TRUE(all_close(mean.get(), r.mean, {1e-5, 1e-6}));
+        EXPECT_TRUE(all_close(rstd.get(), r.rstd, {1e-5, 1e-6}));
+
+        // Backward; dgamma/dbeta start non-zero to check they accumulate.
+        auto g0 = random_vec(cols, 25), b0 = random_vec(cols, 26);
+        Buf ddx(*be, t, rows * cols), dg(*be, DType::F32, g0), db(*be, DType::F32, b0);
+        Buf bdy(*be, t, dy);
+        be->layernorm_backward(bdy.p(), bx.p(), bg.p(), mean.f32(), rstd.f32(), ddx.p(),
+                               dg.f32(), db.f32(), rows, cols, t);
+        std::vector<double> wg(cols), wb(cols);
+        for (std::int64_t j = 0; j < cols; ++j) {
+            wg[j] = static_cast<float>(g0[j]) + r.dg[j];
+            wb[j] = static_cast<float>(b0[j]) + r.db[j];
+        }
+        EXPECT_TRUE(all_close(ddx.get(), r.dx, tl));
+        const double sum_scale = std::sqrt(static_cast<double>(rows));
+        EXPECT_TRUE(all_close(dg.get(), wg, {1e-4, 1e-5 * sum_scale}));
+        EXPECT_TRUE(all_close(db.get(), wb, {1e-4, 1e-5 * sum_scale}));
+
+        // dx may alias dy.
+        be->layernorm_backward(bdy.p(), bx.p(), bg.p(), mean.f32(), rstd.f32(), bdy.p(),
+                               dg.f32(), db.f32(), rows, cols, t);
+        EXPECT_TRUE(all_close(bdy.get(), ddx.get(), {0, 0}));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, LayerNormTest, ::testing::ValuesIn(kAllTypes),
+                         [](const auto& info) { return dname(info.param); });
+
+}  // namespace
+}  // namespace gpt::test
