@@ -1,0 +1,256 @@
+// Flash attention on the GPU (Dao et al. 2022): tiled online softmax, the s x s matrix never
+// exists; forward saves the row log-sum-exp [b, np, s] (the CPU flash layout), backward
+// recomputes probabilities from it with D_i = rowsum(dO_i * O_i). Dropout masks use the
+// CPU's indexing, philox(seed, offset + (pair*s + i)*s + j), so all four kernels (CPU/GPU,
+// plain/flash) drop the same elements.
+//
+// This first version is the simple correct one: one thread per query (or key) row with
+// fp32 math on CUDA cores, K/V (or Q/dO) tiles staged in shared memory. It has flash's O(s)
+// memory but not its speed; a tensor-core (mma.sync) version can replace the kernels
+// behind the same entry points.
+#include <cmath>
+
+#include "backend/cuda/attention_flash.hpp"
+#include "backend/cuda/cuda_common.cuh"
+#include "core/philox.hpp"
+
+namespace gpt::cuda {
+
+namespace {
+
+constexpr int kRows = 64;   // rows (threads) per block
+constexpr int kTile = 32;   // staged rows per shared-memory tile
+constexpr int kMaxHn = kMaxFlashHeadDim;
+
+struct Params {
+    std::int64_t s, pairs, hn, ldq, ldo;
+    float scale;
+    bool drop;
+    std::uint32_t thr;
+    float keep_scale;
+    std::uint64_t seed, offset;
+};
+
+__device__ __forceinline__ float mult_of(const Params& P, std::int64_t pair, std::int64_t i,
+                                         std::int64_t j) {
+    if (!P.drop) return 1.0f;
+    const std::uint64_t idx = P.offset + static_cast<std::uint64_t>((pair * P.s + i) * P.s + j);
+    return dropout_keep(P.seed, idx, P.thr) ? P.keep_scale : 0.0f;
+}
+
+// Stages rows [r0, r0 + kTile) of one third (q, k or v: `part`) of qkv, or of a
+// [s, pairs, hn] tensor when `ld_row` is ldo, as fp32 into tile[kTile][kMaxHn].
+template <typename T>
+__device__ void stage(float (*tile)[kMaxHn], const T* base, std::int64_t r0, std::int64_t s,
+                      std::int64_t ld_row, std::int64_t hn) {
+    for (std::int64_t e = threadIdx.x; e < kTile * hn; e += blockDim.x) {
+        const std::int64_t r = e / hn, c = e % hn;
+        tile[r][c] = r0 + r < s ? ldf(base + (r0 + r) * ld_row + c) : 0.0f;
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kRows) flash_fwd_kernel(Params P, const T* qkv, T* out, float* lse) {
+    __shared__ float ks[kTile][kMaxHn];
+    __shared__ float vs[kTile][kMaxHn];
+    const std::int64_t pair = blockIdx.y, i0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
+    const std::int64_t i = i0 + threadIdx.x, hn = P.hn;
+    const T* qb = qkv + pair * 3 * hn;
+    float q[kMaxHn], acc[kMaxHn];
+    for (std::int64_t c = 0; c < hn; ++c) {
+        q[c] = i < P.s ? ldf(qb + i * P.ldq + c) * P.scale : 0.0f;
+        acc[c] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    const std::int64_t last = min(P.s, i0 + kRows) - 1;  // causal: no key beyond the last row
+    for (std::int64_t j0 = 0; j0 <= last; j0 += kTile) {
+        __syncthreads();
+        stage(ks, qb + hn, j0, P.s, P.ldq, hn);
+        stage(vs, qb + 2 * hn, j0, P.s, P.ldq, hn);
+        __syncthreads();
+        if (i >= P.s || j0 > i) continue;
+        const int nj = static_cast<int>(min(static_cast<std::int64_t>(kTile), i - j0 + 1));
+        float sc[kTile];
+        float tmax = m;
+        for (int jj = 0; jj < nj; ++jj) {
+            float d = 0.0f;
+            for (std::int64_t c = 0; c < hn; ++c) d += q[c] * ks[jj][c];
+            sc[jj] = d;
+            tmax = fmaxf(tmax, d);
+        }
+        const float alpha = expf(m - tmax);  // 0 on the first tile (m = -inf)
+        l *= alpha;
+        for (std::int64_t c = 0; c < hn; ++c) acc[c] *= alpha;
+        for (int jj = 0; jj < nj; ++jj) {
+            const float p = expf(sc[jj] - tmax);
+            l += p;
+            const float pm = p * mult_of(P, pair, i, j0 + jj);
+            if (pm != 0.0f)
+                for (std::int64_t c = 0; c < hn; ++c) acc[c] += pm * vs[jj][c];
+        }
+        m = tmax;
+    }
+    if (i >= P.s) return;
+    const float inv = 1.0f / l;
+    T* o = out + i * P.ldo + pair * hn;
+    for (std::int64_t c = 0; c < hn; ++c) stf(o + c, acc[c] * inv);
+    lse[pair * P.s + i] = m + logf(l);
+}
+
+// D[pair*s + i] = dO_i . O_i
+template <typename T>
+__global__ void flash_delta_kernel(Params P, const T* out, const T* dout, float* D) {
+    const std::int64_t n = P.pairs * P.s;
+    for (std::int64_t r = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; r < n;
+         r += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const std::int64_t pair = r / P.s, i = r % P.s;
+        const std::int64_t at = i * P.ldo + pair * P.hn;
+        float d = 0.0f;
+        for (std::int64_t c = 0; c < P.hn; ++c) d += ldf(dout + at + c) * ldf(out + at + c);
+        D[r] = d;
+    }
+}
+
+// dK, dV: one thread per key row j, query tiles i >= j staged in shared memory.
+template <typename T>
+__global__ void __launch_bounds__(kRows) flash_dkdv_kernel(Params P, const T* qkv, const T* dout,
+                                                           const float* lse, const float* D, T* dqkv) {
+    __shared__ float qs[kTile][kMaxHn];
+    __shared__ float dos[kTile][kMaxHn];
+    __shared__ float ls[kTile], ds_[kTile];
+    const std::int64_t pair = blockIdx.y, j0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
+    const std::int64_t j = j0 + threadIdx.x, hn = P.hn;
+    const T* qb = qkv + pair * 3 * hn;
+    float k[kMaxHn], v[kMaxHn], dk[kMaxHn], dv[kMaxHn];
+    for (std::int64_t c = 0; c < hn; ++c) {
+        k[c] = j < P.s ? ldf(qb + j * P.ldq + hn + c) : 0.0f;
+        v[c] = j < P.s ? ldf(qb + j * P.ldq + 2 * hn + c) : 0.0f;
+        dk[c] = dv[c] = 0.0f;
+    }
+    for (std::int64_t i0 = j0 / kTile * kTile; i0 < P.s; i0 += kTile) {
+        __syncthreads();
+        stage(qs, qb, i0, P.s, P.ldq, hn);
+        stage(dos, dout + pair * hn, i0, P.s, P.ldo, hn);
+        for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
+            ls[r] = i0 + r < P.s ? lse[pair * P.s + i0 + r] : 0.0f;
+            ds_[r] = i0 + r < P.s ? D[pair * P.s + i0 + r] : 0.0f;
+        }
+        __syncthreads();
+        if (j >= P.s) continue;
+        for (int ii = 0; ii < kTile; ++ii) {
+            const std::int64_t i = i0 + ii;
+            if (i < j || i >= P.s) continue;
+            float sdot = 0.0f, dp = 0.0f;
+            for (std::int64_t c = 0; c < hn; ++c) {
+                sdot += qs[ii][c] * k[c];
+                dp += dos[ii][c] * v[c];
+            }
+            const float p = expf(sdot * P.scale - ls[ii]);
+            const float mult = mult_of(P, pair, i, j);
+            const float ds = p * (dp * mult - ds_[ii]) * P.scale;
+            const float pm = p * mult;
+            for (std::int64_t c = 0; c < hn; ++c) {
+                dv[c] += pm * dos[ii][c];
+                dk[c] += ds * qs[ii][c];
+            }
+        }
+    }
+    if (j >= P.s) return;
+    T* d = dqkv + j * P.ldq + pair * 3 * hn;
+    for (std::int64_t c = 0; c < hn; ++c) {
+        stf(d + hn + c, dk[c]);
+        stf(d + 2 * hn + c, dv[c]);
+    }
+}
+
+// dQ: one thread per query row i, key tiles j <= i staged in shared memory.
+template <typename T>
+__global__ void __launch_bounds__(kRows) flash_dq_kernel(Params P, const T* qkv, const T* dout,
+                                                         const float* lse, const float* D, T* dqkv) {
+    __shared__ float ks[kTile][kMaxHn];
+    __shared__ float vs[kTile][kMaxHn];
+    const std::int64_t pair = blockIdx.y, i0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
+    const std::int64_t i = i0 + threadIdx.x, hn = P.hn;
+    const T* qb = qkv + pair * 3 * hn;
+    float q[kMaxHn], dO[kMaxHn], dq[kMaxHn];
+    for (std::int64_t c = 0; c < hn; ++c) {
+        q[c] = i < P.s ? ldf(qb + i * P.ldq + c) : 0.0f;
+        dO[c] = i < P.s ? ldf(dout + i * P.ldo + pair * hn + c) : 0.0f;
+        dq[c] = 0.0f;
+    }
+    const float li = i < P.s ? lse[pair * P.s + i] : 0.0f;
+    const float Di = i < P.s ? D[pair * P.s + i] : 0.0f;
+    const std::int64_t last = min(P.s, i0 + kRows) - 1;
+    for (std::int64_t j0 = 0; j0 <= last; j0 += kTile) {
+        __syncthreads();
+        stage(ks, qb + hn, j0, P.s, P.ldq, hn);
+        stage(vs, qb + 2 * hn, j0, P.s, P.ldq, hn);
+        __syncthreads();
+        if (i >= P.s || j0 > i) continue;
+        const int nj = static_cast<int>(min(static_cast<std::int64_t>(kTile), i - j0 + 1));
+        for (int jj = 0; jj < nj; ++jj) {
+            float sdot = 0.0f, dp = 0.0f;
+            for (std::int64_t c = 0; c < hn; ++c) {
+                sdot += q[c] * ks[jj][c];
+                dp += dO[c] * vs[jj][c];
+            }
+            const float p = expf(sdot * P.scale - li);
+            const float ds = p * (dp * mult_of(P, pair, i, j0 + jj) - Di) * P.scale;
+            for (std::int64_t c = 0; c < hn; ++c) dq[c] += ds * ks[jj][c];
+        }
+    }
+    if (i >= P.s) return;
+    T* d = dqkv + i * P.ldq + pair * 3 * hn;
+    for (std::int64_t c = 0; c < hn; ++c) stf(d + c, dq[c]);
+}
+
+Params params(const AttentionArgs& a) {
+    Params P;
+    P.s = a.s;
+    P.pairs = a.b * a.np;
+    P.hn = a.hn;
+    P.ldq = a.b * a.np * 3 * a.hn;
+    P.ldo = a.b * a.np * a.hn;
+    P.scale = a.softmax_scale != 0.0f ? a.softmax_scale : 1.0f / std::sqrt(static_cast<float>(a.hn));
+    P.drop = a.dropout > 0.0f;
+    P.thr = dropout_threshold(a.dropout);
+    P.keep_scale = P.drop ? 1.0f / (1.0f - a.dropout) : 1.0f;
+    P.seed = a.seed;
+    P.offset = a.offset;
+    return P;
+}
+
+dim3 grid_of(const Params& P) {
+    GPT_REQUIRE(P.pairs <= 65535, UsageError, "flash attention on CUDA: b*np = ", P.pairs,
+                " exceeds the grid limit of 65535");
+    return dim3(static_cast<unsigned>((P.s + kRows - 1) / kRows), static_cast<unsigned>(P.pairs));
+}
+
+}  // namespace
+
+void flash_forward(const AttentionArgs& a, const void* qkv, void* out, float* lse) {
+    const Params P = params(a);
+    dispatch(a.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        flash_fwd_kernel<T><<<grid_of(P), kRows, 0, kStream>>>(P, static_cast<const T*>(qkv),
+                                                              static_cast<T*>(out), lse);
+    });
+    GPT_CUDA_LAUNCH_CHECK("attention_forward (flash)");
+}
+
+void flash_backward(const AttentionArgs& a, const void* qkv, const void* out, const float* lse,
+                    const void* dout, void* dqkv, float* delta) {
+    const Params P = params(a);
+    dispatch(a.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        flash_delta_kernel<T><<<grid_for(P.pairs * P.s), kThreads, 0, kStream>>>(
+            P, static_cast<const T*>(out), static_cast<const T*>(dout), delta);
+        flash_dkdv_kernel<T><<<grid_of(P), kRows, 0, kStream>>>(
+            P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse, delta, static_cast<T*>(dqkv));
+        flash_dq_kernel<T><<<grid_of(P), kRows, 0, kStream>>>(
+            P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse, delta, static_cast<T*>(dqkv));
+    });
+    GPT_CUDA_LAUNCH_CHECK("attention_backward (flash)");
+}
+
+}  // namespace gpt::cuda

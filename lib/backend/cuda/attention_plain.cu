@@ -1,0 +1,249 @@
+// Attention entry points (flash goes to attention_flash.cu) and the plain kernel.
+// Plain causal attention on the GPU: batched cuBLASLt GEMMs over the (batch, head) pairs
+// straight on Megatron's qkv [s, b, np, 3, hn] (pair p's q/k/v rows are 3*hn apart, rows are
+// b*np*3*hn apart: a strided batch, no copies) and a row softmax kernel. Saves the fp32
+// probabilities [b, np, s, s] as the CPU plain kernel does; dropout masks come from
+// philox(seed, offset + ((pair*s + i)*s + j)), the CPU's indexing, so masks are identical.
+#include <cmath>
+
+#include "backend/cuda/attention_flash.hpp"
+#include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_common.cuh"
+#include "core/philox.hpp"
+
+namespace gpt::cuda {
+
+namespace {
+
+struct Shape {
+    std::int64_t s, b, np, hn, pairs, ldq, ldo;
+    float scale;
+
+    explicit Shape(const AttentionArgs& a)
+        : s(a.s), b(a.b), np(a.np), hn(a.hn), pairs(a.b * a.np), ldq(a.b * a.np * 3 * a.hn),
+          ldo(a.b * a.np * a.hn),
+          scale(a.softmax_scale != 0.0f ? a.softmax_scale : 1.0f / std::sqrt(static_cast<float>(a.hn))) {}
+};
+
+void validate(const AttentionArgs& a) {
+    GPT_REQUIRE(a.s > 0 && a.b > 0 && a.np > 0 && a.hn > 0, UsageError,
+                "attention: bad shape s=", a.s, " b=", a.b, " np=", a.np, " hn=", a.hn);
+    GPT_REQUIRE(a.dropout >= 0.0f && a.dropout < 1.0f, UsageError,
+                "attention: dropout probability ", a.dropout, " must be in [0, 1)");
+    GPT_REQUIRE(!a.flash || a.hn <= kMaxFlashHeadDim, DeviceError,
+                "not implemented on CUDA: flash attention with head dim ", a.hn, " (at most ",
+                kMaxFlashHeadDim, "). HINT: run without --use-flash-attn; the plain CUDA "
+                "attention computes the same result with O(s^2) memory");
+}
+
+// Calls f(j, mult) for every causal column j <= i of row i, mult the dropout multiplier of
+// element (row_base + j); threads of the block split the row by Philox block (4 elements),
+// so each 10-round Philox is evaluated once.
+template <typename F>
+__device__ __forceinline__ void for_row_masked(std::int64_t i, std::uint64_t row_base, bool drop,
+                                               std::uint32_t thr, float keep_scale,
+                                               std::uint64_t seed, F&& f) {
+    const std::uint64_t first = row_base >> 2, last = (row_base + static_cast<std::uint64_t>(i)) >> 2;
+    for (std::uint64_t blk = first + threadIdx.x; blk <= last; blk += blockDim.x) {
+        std::uint32_t bits[4] = {0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu};
+        if (drop) {
+            const Philox4x32 r = philox4x32_10(static_cast<std::uint32_t>(blk),
+                                               static_cast<std::uint32_t>(blk >> 32), 0u, 0u, seed);
+            for (int q = 0; q < 4; ++q) bits[q] = r.v[q];
+        }
+        for (int q = 0; q < 4; ++q) {
+            const std::uint64_t e = blk * 4 + q;
+            if (e < row_base || e > row_base + static_cast<std::uint64_t>(i)) continue;
+            f(static_cast<std::int64_t>(e - row_base), drop ? (bits[q] >= thr ? keep_scale : 0.0f) : 1.0f);
+        }
+    }
+}
+
+// One block per score row (pair, i): causal softmax of the fp32 scores in place (zeros
+// above the diagonal) and pd = dropout(p) in the GEMM dtype for the context product.
+template <typename T>
+__global__ void softmax_fwd_kernel(float* probs, T* pd, std::int64_t s, std::int64_t rows,
+                                   bool drop, std::uint32_t thr, float keep_scale,
+                                   std::uint64_t seed, std::uint64_t offset) {
+    __shared__ float sh[32];
+    for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const std::int64_t i = row % s;
+        float* p = probs + row * s;
+        T* d = pd + row * s;
+        float m = -INFINITY;
+        for (std::int64_t j = threadIdx.x; j <= i; j += blockDim.x) m = fmaxf(m, p[j]);
+        m = block_max(m, sh);
+        float sum = 0.0f;
+        for (std::int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
+            const float e = expf(p[j] - m);
+            p[j] = e;
+            sum += e;
+        }
+        const float inv = 1.0f / block_sum(sum, sh);
+        __syncthreads();  // every p[j] = e is written before any thread rescales it
+        for (std::int64_t j = i + 1 + threadIdx.x; j < s; j += blockDim.x) {
+            p[j] = 0.0f;
+            stf(d + j, 0.0f);
+        }
+        for_row_masked(i, offset + static_cast<std::uint64_t>(row * s), drop, thr, keep_scale, seed,
+                       [&](std::int64_t j, float mult) {
+                           const float pj = p[j] * inv;
+                           p[j] = pj;
+                           stf(d + j, pj * mult);
+                       });
+        __syncthreads();
+    }
+}
+
+// Backward through dropout and softmax for one row: dp (fp32, = dout v^T) becomes
+// ds = p * (dp*mask - rowsum(p * dp*mask)) in the GEMM dtype, and pd = dropout(p) again.
+template <typename T>
+__global__ void softmax_bwd_kernel(const float* probs, const float* dp, T* ds, T* pd, std::int64_t s,
+                                   std::int64_t rows, bool drop, std::uint32_t thr,
+                                   float keep_scale, std::uint64_t seed, std::uint64_t offset) {
+    __shared__ float sh[32];
+    for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        const std::int64_t i = row % s;
+        const float* p = probs + row * s;
+        const float* g = dp + row * s;
+        const std::uint64_t base = offset + static_cast<std::uint64_t>(row * s);
+        float dot = 0.0f;
+        for_row_masked(i, base, drop, thr, keep_scale, seed,
+                       [&](std::int64_t j, float mult) { dot += p[j] * g[j] * mult; });
+        dot = block_sum(dot, sh);
+        // ds may be dp itself (fp32): each element is read, then written, by one thread.
+        for_row_masked(i, base, drop, thr, keep_scale, seed, [&](std::int64_t j, float mult) {
+            stf(ds + row * s + j, p[j] * (g[j] * mult - dot));
+            stf(pd + row * s + j, p[j] * mult);
+        });
+        for (std::int64_t j = i + 1 + threadIdx.x; j < s; j += blockDim.x) {
+            stf(ds + row * s + j, 0.0f);
+            stf(pd + row * s + j, 0.0f);
+        }
+        __syncthreads();
+    }
+}
+
+inline unsigned rows_grid(std::int64_t rows) {
+    return static_cast<unsigned>(std::min<std::int64_t>(rows, 1 << 20));
+}
+
+}  // namespace
+
+std::size_t CudaBackend::attention_saved_bytes(const AttentionArgs& a) const {
+    validate(a);
+    // fp32 whatever the activation dtype, as the CPU backend: row log-sum-exp (flash) or
+    // the probabilities (plain).
+    const std::size_t rows = static_cast<std::size_t>(a.b * a.np * a.s);
+    return sizeof(float) * (a.flash ? rows : rows * static_cast<std::size_t>(a.s));
+}
+
+void CudaBackend::attention_forward(const AttentionArgs& a, const void* qkv, void* out, void* saved) {
+    validate(a);
+    if (a.flash) {
+        flash_forward(a, qkv, out, static_cast<float*>(saved));
+        return;
+    }
+    const Shape sh(a);
+    const std::size_t esz = dtype_size(a.dtype);
+    const char* q = static_cast<const char*>(qkv);
+    float* probs = static_cast<float*>(saved);
+    // scores[pair] = scale * q k^T  (fp32, [s, s])
+    GemmArgs g;
+    g.trans_b = true;
+    g.m = sh.s; g.n = sh.s; g.k = sh.hn;
+    g.a = q; g.lda = sh.ldq; g.stride_a = 3 * sh.hn;
+    g.b = q + sh.hn * esz; g.ldb = sh.ldq; g.stride_b = 3 * sh.hn;
+    g.c = probs; g.ldc = sh.s; g.stride_c = sh.s * sh.s;
+    g.alpha = sh.scale;
+    g.dtype = a.dtype; g.c_dtype = DType::F32;
+    g.batch = sh.pairs;
+    gemm(g);
+
+    Scratch pd(*this, static_cast<std::size_t>(sh.pairs * sh.s * sh.s) * esz);
+    const std::int64_t rows = sh.pairs * sh.s;
+    const bool drop = a.dropout > 0.0f;
+    dispatch(a.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        softmax_fwd_kernel<T><<<rows_grid(rows), 128, 0, kStream>>>(
+            probs, pd.as<T>(), sh.s, rows, drop, dropout_threshold(a.dropout),
+            drop ? 1.0f / (1.0f - a.dropout) : 1.0f, a.seed, a.offset);
+    });
+    GPT_CUDA_LAUNCH_CHECK("attention_forward (softmax)");
+
+    // out[pair] = dropout(p) v
+    GemmArgs o;
+    o.m = sh.s; o.n = sh.hn; o.k = sh.s;
+    o.a = pd.get(); o.lda = sh.s; o.stride_a = sh.s * sh.s;
+    o.b = q + 2 * sh.hn * esz; o.ldb = sh.ldq; o.stride_b = 3 * sh.hn;
+    o.c = out; o.ldc = sh.ldo; o.stride_c = sh.hn;
+    o.dtype = a.dtype; o.c_dtype = a.dtype;
+    o.batch = sh.pairs;
+    gemm(o);
+}
+
+void CudaBackend::attention_backward(const AttentionArgs& a, const void* qkv, const void* out,
+                                     const void* saved, const void* dout, void* dqkv) {
+    validate(a);
+    if (a.flash) {
+        Scratch delta(*this, static_cast<std::size_t>(a.b * a.np * a.s) * sizeof(float));
+        flash_backward(a, qkv, out, static_cast<const float*>(saved), dout, dqkv, delta.as<float>());
+        return;
+    }
+    const Shape sh(a);
+    const std::size_t esz = dtype_size(a.dtype);
+    const char* q = static_cast<const char*>(qkv);
+    char* dq = static_cast<char*>(dqkv);
+    const std::size_t ss = static_cast<std::size_t>(sh.pairs * sh.s * sh.s);
+    const std::int64_t rows = sh.pairs * sh.s;
+    const bool drop = a.dropout > 0.0f;
+
+    // dp[pair] = dout v^T (fp32)
+    Scratch dp(*this, ss * sizeof(float));
+    GemmArgs g;
+    g.trans_b = true;
+    g.m = sh.s; g.n = sh.s; g.k = sh.hn;
+    g.a = dout; g.lda = sh.ldo; g.stride_a = sh.hn;
+    g.b = q + 2 * sh.hn * esz; g.ldb = sh.ldq; g.stride_b = 3 * sh.hn;
+    g.c = dp.get(); g.ldc = sh.s; g.stride_c = sh.s * sh.s;
+    g.dtype = a.dtype; g.c_dtype = DType::F32;
+    g.batch = sh.pairs;
+    gemm(g);
+
+    // ds in the GEMM dtype (in place over dp for fp32), pd = dropout(p) for dV.
+    std::unique_ptr<Scratch> ds16;
+    void* ds = dp.get();
+    if (a.dtype != DType::F32) {
+        ds16 = std::make_unique<Scratch>(*this, ss * esz);
+        ds = ds16->get();
+    }
+    Scratch pd(*this, ss * esz);
+    dispatch(a.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        softmax_bwd_kernel<T><<<rows_grid(rows), 128, 0, kStream>>>(
+            static_cast<const float*>(saved), dp.as<float>(), static_cast<T*>(ds), pd.as<T>(), sh.s,
+            rows, drop, dropout_threshold(a.dropout), drop ? 1.0f / (1.0f - a.dropout) : 1.0f,
+            a.seed, a.offset);
+    });
+    GPT_CUDA_LAUNCH_CHECK("attention_backward (softmax)");
+
+    // Three products into dqkv [s, b, np, 3, hn]; each writes its own third of every pair.
+    auto product = [&](bool trans_a, const void* A, const void* B, std::int64_t part, float alpha,
+                       std::int64_t ldb, std::int64_t stride_b) {
+        GemmArgs p;
+        p.trans_a = trans_a;
+        p.m = sh.s; p.n = sh.hn; p.k = sh.s;
+        p.a = A; p.lda = sh.s; p.stride_a = sh.s * sh.s;
+        p.b = B; p.ldb = ldb; p.stride_b = stride_b;
+        p.c = dq + part * sh.hn * esz; p.ldc = sh.ldq; p.stride_c = 3 * sh.hn;
+        p.alpha = alpha;
+        p.dtype = a.dtype; p.c_dtype = a.dtype;
+        p.batch = sh.pairs;
+        gemm(p);
+    };
+    product(true, pd.get(), dout, 2, 1.0f, sh.ldo, sh.hn);                     // dv = pd^T dout
+    product(false, ds, q + sh.hn * esz, 0, sh.scale, sh.ldq, 3 * sh.hn);       // dq = s*ds k
+    product(true, ds, q, 1, sh.scale, sh.ldq, 3 * sh.hn);                      // dk = s*ds^T q
+}
+
+}  // namespace gpt::cuda

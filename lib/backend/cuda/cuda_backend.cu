@@ -1,0 +1,128 @@
+// CudaBackend: device selection, the caching allocator, copies, and the factory.
+#include "backend/cuda/cuda_backend.hpp"
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/gemm_engine.hpp"
+#include "core/device_info.hpp"
+
+namespace gpt::cuda {
+
+namespace {
+// Size classes: powers of two up to 1 MiB (activations of small layers, statistics), then
+// multiples of 2 MiB (the granularity cudaMalloc works in anyway). Exact-class reuse keeps
+// the cache simple; steady-state training asks for the same sizes every iteration.
+std::size_t size_class(std::size_t bytes) {
+    constexpr std::size_t kSmall = std::size_t{1} << 20, kLarge = std::size_t{2} << 20;
+    if (bytes <= 512) return 512;
+    if (bytes <= kSmall) {
+        std::size_t c = 512;
+        while (c < bytes) c <<= 1;
+        return c;
+    }
+    return (bytes + kLarge - 1) / kLarge * kLarge;
+}
+}  // namespace
+
+CudaBackend::CudaBackend(int device) : device_(device) {
+    // One backend per rank and per thread: the device chosen here stays current for every
+    // later call of this process's thread.
+    GPT_CUDA_CHECK(cudaSetDevice(device_), "CudaBackend");
+    gemm_ = std::make_unique<GemmEngine>();
+    GPT_CUDA_CHECK(cudaMalloc(&reduce_partials_, kReduceBlocks * (sizeof(double) + sizeof(int))),
+                   "CudaBackend");
+}
+
+CudaBackend::~CudaBackend() {
+    // Destructors must not throw: errors while tearing down are ignored.
+    cudaDeviceSynchronize();
+    gemm_.reset();
+    cudaFree(reduce_partials_);
+    for (auto& [p, blk] : live_) cudaFree(p);
+    for (auto& [size, p] : cache_) cudaFree(p);
+}
+
+void CudaBackend::release_cache() {
+    for (auto& [size, p] : cache_) cudaFree(p);
+    cache_.clear();
+}
+
+void* CudaBackend::alloc(std::size_t bytes) {
+    const std::size_t rounded = size_class(bytes);
+    std::lock_guard lock(mem_mutex_);
+    void* p = nullptr;
+    auto it = cache_.find(rounded);
+    if (it != cache_.end()) {
+        p = it->second;
+        cache_.erase(it);
+    } else {
+        cudaError_t err = cudaMalloc(&p, rounded);
+        if (err == cudaErrorMemoryAllocation) {
+            // Cached blocks of other sizes may be what stands in the way: give them back.
+            cudaGetLastError();
+            release_cache();
+            err = cudaMalloc(&p, rounded);
+        }
+        if (err != cudaSuccess) {
+            cudaGetLastError();
+            GPT_THROW(DeviceError, "CUDA backend: cannot allocate ", bytes, " bytes on device ",
+                      device_, " (", in_use_, " bytes in use): ", cudaGetErrorString(err),
+                      ". HINT: reduce the micro-batch size, use activation recomputation or "
+                      "more tensor/pipeline parallelism (gpt_pretrain --plan-only shows fits)");
+        }
+    }
+    live_[p] = Block{rounded, bytes};
+    in_use_ += bytes;
+    peak_ = std::max(peak_, in_use_);
+    return p;
+}
+
+void CudaBackend::free(void* p) {
+    if (!p) return;
+    std::lock_guard lock(mem_mutex_);
+    auto it = live_.find(p);
+    GPT_ASSERT(it != live_.end(), "free() of a pointer this CUDA backend did not allocate");
+    in_use_ -= it->second.requested;
+    cache_.emplace(it->second.rounded, p);
+    live_.erase(it);
+}
+
+void CudaBackend::copy_to_device(void* dst, const void* host_src, std::size_t bytes) {
+    if (bytes) GPT_CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice), "copy_to_device");
+}
+void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
+    // Synchronous on the legacy stream: the host sees the result of every op issued before.
+    if (bytes) GPT_CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "copy_to_host");
+}
+void CudaBackend::copy(void* dst, const void* src, std::size_t bytes) {
+    if (bytes && dst != src)
+        GPT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, kStream), "copy");
+}
+void CudaBackend::zero(void* p, std::size_t bytes) {
+    if (bytes) GPT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, kStream), "zero");
+}
+void CudaBackend::synchronize() { GPT_CUDA_CHECK(cudaDeviceSynchronize(), "synchronize"); }
+
+std::size_t CudaBackend::bytes_in_use() const {
+    std::lock_guard lock(mem_mutex_);
+    return in_use_;
+}
+std::size_t CudaBackend::peak_bytes() const {
+    std::lock_guard lock(mem_mutex_);
+    return peak_;
+}
+
+void CudaBackend::gemm(const GemmArgs& g) { gemm_->run(*this, g); }
+
+std::unique_ptr<Backend> make_cuda_backend(int local_rank) {
+    const int n = visible_gpu_count();
+    GPT_REQUIRE(n > 0, UsageError, "device 'cuda' requested but no GPU is visible to this "
+                "process. HINT: check CUDA_VISIBLE_DEVICES and the Slurm --gpus options, or "
+                "use --device cpu");
+    GPT_REQUIRE(local_rank >= 0, UsageError, "make_backend: negative local rank ", local_rank);
+    // Ranks of a node share its GPUs round-robin (one GPU per rank when counts match).
+    return std::make_unique<CudaBackend>(local_rank % n);
+}
+
+}  // namespace gpt::cuda

@@ -1,0 +1,157 @@
+// The CUDA backend: cuBLASLt GEMMs, hand-written kernels with fp32 accumulation, a caching
+// device allocator. Checked op by op against the CPU backend (tests/backend_cuda).
+// Included by .cu files: C++17, no CUDA headers here (the GEMM engine is behind a pointer).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "backend/backend.hpp"
+
+namespace gpt::cuda {
+
+class GemmEngine;  // gemm_cublaslt.cu
+
+class CudaBackend final : public Backend {
+public:
+    explicit CudaBackend(int device);
+    ~CudaBackend() override;
+
+    std::string name() const override { return "cuda"; }
+    bool host_memory() const override { return false; }
+    int device() const { return device_; }
+
+    void* alloc(std::size_t bytes) override;
+    void free(void* p) override;
+    void copy_to_device(void* dst, const void* host_src, std::size_t bytes) override;
+    void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;
+    void copy(void* dst, const void* src, std::size_t bytes) override;
+    void zero(void* p, std::size_t bytes) override;
+    void synchronize() override;
+    std::size_t bytes_in_use() const override;
+    std::size_t peak_bytes() const override;
+
+    void gemm(const GemmArgs& g) override;
+
+    void layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
+                           float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
+                           float eps, DType dtype) override;
+    void layernorm_backward(const void* dy, const void* x, const void* gamma, const float* mean,
+                            const float* rstd, void* dx, float* dgamma, float* dbeta,
+                            std::int64_t rows, std::int64_t cols, DType dtype) override;
+
+    void gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
+                      DType dtype) override;
+    void gelu_backward(const void* dy, const void* x, void* dx, std::int64_t n,
+                       bool tanh_approx, DType dtype) override;
+
+    void bias_add(void* x, const void* bias, std::int64_t rows, std::int64_t cols,
+                  DType dtype) override;
+    void bias_grad(const void* dy, float* dbias, std::int64_t rows, std::int64_t cols,
+                   DType dtype) override;
+
+    void bias_dropout_add(const void* x, const void* bias, const void* residual, void* out,
+                          std::int64_t rows, std::int64_t cols, float p, std::uint64_t seed,
+                          std::uint64_t offset, DType dtype) override;
+    void bias_dropout_add_backward(const void* dout, void* dx, float* dbias, std::int64_t rows,
+                                   std::int64_t cols, float p, std::uint64_t seed,
+                                   std::uint64_t offset, DType dtype) override;
+    void dropout_forward(const void* x, void* y, std::int64_t n, float p, std::uint64_t seed,
+                         std::uint64_t offset, DType dtype) override;
+
+    void add(const void* a, const void* b, void* y, std::int64_t n, DType dtype) override;
+    void accumulate_f32(const void* x, float* y, std::int64_t n, DType dtype) override;
+    void scale(void* x, float alpha, std::int64_t n, DType dtype) override;
+    void cast(const void* src, DType src_type, void* dst, DType dst_type,
+              std::int64_t n) override;
+
+    std::size_t attention_saved_bytes(const AttentionArgs& a) const override;
+    void attention_forward(const AttentionArgs& a, const void* qkv, void* out,
+                           void* saved) override;
+    void attention_backward(const AttentionArgs& a, const void* qkv, const void* out,
+                            const void* saved, const void* dout, void* dqkv) override;
+
+    void embedding_forward(const std::int32_t* tokens, const void* table, void* out,
+                           std::int64_t b, std::int64_t s, std::int64_t h,
+                           std::int64_t vocab_start, std::int64_t vocab_end,
+                           DType dtype) override;
+    void embedding_backward(const std::int32_t* tokens, const void* dout, float* dtable,
+                            std::int64_t b, std::int64_t s, std::int64_t h,
+                            std::int64_t vocab_start, std::int64_t vocab_end,
+                            DType dtype) override;
+    void position_embedding_forward(const void* table, void* out, std::int64_t b,
+                                    std::int64_t s, std::int64_t h, std::int64_t first_position,
+                                    DType dtype) override;
+    void position_embedding_backward(const void* dout, float* dtable, std::int64_t b,
+                                     std::int64_t s, std::int64_t h,
+                                     std::int64_t first_position, DType dtype) override;
+
+    void cross_entropy_max(const void* logits, float* row_max, std::int64_t rows,
+                           std::int64_t v, DType dtype) override;
+    void cross_entropy_sums(const void* logits, const std::int32_t* targets,
+                            const float* row_max, float* sum_exp, float* target_logit,
+                            std::int64_t rows, std::int64_t v, std::int64_t vocab_start,
+                            DType dtype) override;
+    void cross_entropy_stats(const void* logits, const std::int32_t* targets, float* local_max,
+                             float* sum_exp, float* target_logit, std::int64_t rows,
+                             std::int64_t v, std::int64_t vocab_start, DType dtype) override;
+    void cross_entropy_loss(const float* row_max, const float* sum_exp,
+                            const float* target_logit, float* loss,
+                            std::int64_t rows) override;
+    void cross_entropy_backward(const void* logits, const std::int32_t* targets,
+                                const float* row_max, const float* sum_exp, const float* dloss,
+                                void* dlogits, std::int64_t rows, std::int64_t v,
+                                std::int64_t vocab_start, DType dtype) override;
+
+    void adam_step(const AdamArgs& a) override;
+    GradStats grad_stats(const float* g, std::int64_t n) override;
+    double sum(const float* x, std::int64_t n) override;
+
+    // Device scratch from the caching allocator, released when the guard dies. Kernels are
+    // stream-ordered on one stream, so a block freed after its last launch can be handed
+    // out again at once.
+    class Scratch {
+    public:
+        Scratch(CudaBackend& be, std::size_t bytes) : be_(be), p_(be.alloc(bytes)) {}
+        ~Scratch() { be_.free(p_); }
+        Scratch(const Scratch&) = delete;
+        Scratch& operator=(const Scratch&) = delete;
+        void* get() const { return p_; }
+        template <typename T>
+        T* as() const { return static_cast<T*>(p_); }
+
+    private:
+        CudaBackend& be_;
+        void* p_;
+    };
+
+private:
+    // Column sums of a rows x cols matrix (fp32 partials per row chunk, then an in-order
+    // sum), so bias and layernorm parameter gradients are deterministic.
+    void column_sums(const void* m, float* out, std::int64_t rows, std::int64_t cols,
+                     DType dtype);
+    // Host sums of per-block partials written by the reduction kernels (double, flag).
+    void* reduce_partials_ = nullptr;
+
+    int device_;
+    std::unique_ptr<GemmEngine> gemm_;
+
+    // Caching allocator: freed blocks wait in cache_ (keyed by rounded size) for the next
+    // alloc of that size class, so steady-state iterations never call cudaMalloc/cudaFree.
+    mutable std::mutex mem_mutex_;
+    struct Block {
+        std::size_t rounded;
+        std::size_t requested;
+    };
+    std::unordered_map<void*, Block> live_;
+    std::multimap<std::size_t, void*> cache_;
+    std::size_t in_use_ = 0;
+    std::size_t peak_ = 0;
+    void release_cache();
+};
+
+}  // namespace gpt::cuda

@@ -1,0 +1,275 @@
+// GEMM through cuBLASLt. Row-major C[m,n] = op(A) op(B) is, read column-major, the product
+// C^T[n,m] = op(B)^T op(A)^T: cuBLASLt's "A" is our B and its "B" is our A, with the same
+// transpose flags and leading dimensions, and no data moves. Compute is fp32 for every
+// dtype (CUBLAS_COMPUTE_32F: fp32 inputs stay true fp32, no TF32, so results match the CPU
+// reference to fp32 rounding).
+#include <cstdint>
+
+#include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/gemm_engine.hpp"
+
+namespace gpt::cuda {
+
+namespace {
+
+constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;  // what Hopper kernels like
+
+#define GPT_CUBLAS_CHECK(expr, op)                                                           \
+    do {                                                                                     \
+        cublasStatus_t gpt_st_ = (expr);                                                     \
+        if (gpt_st_ != CUBLAS_STATUS_SUCCESS)                                                \
+            GPT_THROW(DeviceError, __FILE__, ":", __LINE__, ": ", op, ": ", #expr,           \
+                      " failed: cuBLAS status ", static_cast<int>(gpt_st_), " (",            \
+                      cublasLtGetStatusName(gpt_st_), ")");                                  \
+    } while (0)
+
+cudaDataType_t cuda_type(DType t) {
+    switch (t) {
+        case DType::F32: return CUDA_R_32F;
+        case DType::F16: return CUDA_R_16F;
+        case DType::BF16: return CUDA_R_16BF;
+    }
+    GPT_THROW(InternalError, "unknown dtype");
+}
+
+// Largest power of two (<= 256) dividing the pointer, the leading dimension and the batch
+// stride in bytes: what every column and batch entry of the operand is aligned to. The
+// heuristic must know it, since attention passes pointers into the middle of qkv.
+std::uint32_t alignment(const void* p, std::int64_t ld, std::int64_t stride, std::size_t esz) {
+    std::uint64_t bits = reinterpret_cast<std::uintptr_t>(p) | (static_cast<std::uint64_t>(ld) * esz);
+    if (stride) bits |= static_cast<std::uint64_t>(stride) * esz;
+    std::uint32_t a = 256;
+    while (a > 1 && (bits & (a - 1))) a >>= 1;
+    return a;
+}
+
+// RAII for the cuBLASLt descriptors of one call.
+struct Descs {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulPreference_t pref = nullptr;
+    ~Descs() {
+        if (pref) cublasLtMatmulPreferenceDestroy(pref);
+        if (c) cublasLtMatrixLayoutDestroy(c);
+        if (b) cublasLtMatrixLayoutDestroy(b);
+        if (a) cublasLtMatrixLayoutDestroy(a);
+        if (op) cublasLtMatmulDescDestroy(op);
+    }
+};
+
+void set_batch(cublasLtMatrixLayout_t l, std::int64_t batch, std::int64_t stride) {
+    if (batch <= 1) return;
+    const std::int32_t count = static_cast<std::int32_t>(batch);
+    GPT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                      &count, sizeof(count)), "gemm");
+    GPT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                      &stride, sizeof(stride)), "gemm");
+}
+
+void validate(const GemmArgs& g) {
+    GPT_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, UsageError,
+                "gemm: bad shape m=", g.m, " n=", g.n, " k=", g.k, " batch=", g.batch);
+    GPT_REQUIRE(g.lda >= (g.trans_a ? g.m : g.k) && g.ldb >= (g.trans_b ? g.k : g.n) &&
+                    g.ldc >= g.n,
+                UsageError, "gemm: leading dimension too small (lda=", g.lda, " ldb=", g.ldb,
+                " ldc=", g.ldc, ")");
+    GPT_REQUIRE(g.a && g.b && g.c, UsageError, "gemm: null operand");
+    GPT_REQUIRE(g.batch <= INT32_MAX, UsageError, "gemm: batch ", g.batch, " too large");
+    if (g.epilogue != GemmEpilogue::None) {
+        GPT_REQUIRE(g.beta == 0.0f, UsageError, "gemm: bias epilogues need beta = 0");
+        GPT_REQUIRE(g.bias, UsageError, "gemm: bias epilogue without a bias");
+    }
+    if (g.epilogue == GemmEpilogue::BiasGelu)
+        GPT_REQUIRE(g.aux, UsageError, "gemm: BiasGelu epilogue without an aux buffer");
+}
+
+template <typename T>
+__global__ void gelu_2d_kernel(const T* __restrict__ pre, T* __restrict__ out, std::int64_t m,
+                               std::int64_t n, std::int64_t ld, bool tanh_approx) {
+    const std::int64_t total = m * n;
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+         i < total; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const std::int64_t at = (i / n) * ld + i % n;
+        stf(out + at, gelu_f(ldf(pre + at), tanh_approx));
+    }
+}
+
+// Fallback for operands cuBLASLt has no algorithm for (e.g. 16-bit data with an odd
+// leading dimension, as plain attention's probabilities for odd s): 16x16 shared-memory
+// tiles, fp32 accumulation, row-major in our own terms. Slow but exact to fp32 rounding.
+constexpr int kFb = 16;
+
+template <typename T, typename TC>
+__global__ void fallback_gemm_kernel(GemmArgs g, const TC* bias) {
+    __shared__ float as[kFb][kFb + 1];
+    __shared__ float bs[kFb][kFb + 1];
+    const std::int64_t t = blockIdx.z;
+    const T* A = static_cast<const T*>(g.a) + t * g.stride_a;
+    const T* B = static_cast<const T*>(g.b) + t * g.stride_b;
+    TC* C = static_cast<TC*>(g.c) + t * g.stride_c;
+    const std::int64_t row = static_cast<std::int64_t>(blockIdx.y) * kFb + threadIdx.y;
+    const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * kFb + threadIdx.x;
+    float acc = 0.0f;
+    for (std::int64_t k0 = 0; k0 < g.k; k0 += kFb) {
+        // as[y][x] = op(A)[row, k0 + x]; bs[y][x] = op(B)[k0 + y, col]
+        const std::int64_t ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
+        as[threadIdx.y][threadIdx.x] =
+            (row < g.m && ka < g.k) ? ldf(g.trans_a ? A + ka * g.lda + row : A + row * g.lda + ka) : 0.0f;
+        bs[threadIdx.y][threadIdx.x] =
+            (kb < g.k && col < g.n) ? ldf(g.trans_b ? B + col * g.ldb + kb : B + kb * g.ldb + col) : 0.0f;
+        __syncthreads();
+        for (int kk = 0; kk < kFb; ++kk) acc += as[threadIdx.y][kk] * bs[kk][threadIdx.x];
+        __syncthreads();
+    }
+    if (row >= g.m || col >= g.n) return;
+    TC* c = C + row * g.ldc + col;
+    float v = g.alpha * acc;
+    if (g.beta != 0.0f) v += g.beta * ldf(c);
+    if (bias) v += ldf(bias + col);
+    stf(c, v);
+}
+
+template <typename T, typename TC>
+void launch_fallback(const GemmArgs& g, void* d, const void* bias) {
+    GemmArgs x = g;
+    x.c = d;
+    const dim3 grid(static_cast<unsigned>((g.n + kFb - 1) / kFb), static_cast<unsigned>((g.m + kFb - 1) / kFb),
+                    static_cast<unsigned>(g.batch));
+    fallback_gemm_kernel<T, TC><<<grid, dim3(kFb, kFb), 0, kStream>>>(x, static_cast<const TC*>(bias));
+    GPT_CUDA_LAUNCH_CHECK("gemm (fallback kernel)");
+}
+
+void fallback_gemm(const GemmArgs& g, void* d, const void* bias) {
+    GPT_REQUIRE(g.m <= 65535L * kFb && g.batch <= 65535, DeviceError,
+                "gemm: no cuBLASLt algorithm and the shape exceeds the fallback kernel's grid (m=",
+                g.m, " batch=", g.batch, ")");
+    dispatch(g.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        if (g.c_dtype == DType::F32)
+            launch_fallback<T, float>(g, d, bias);
+        else if (g.c_dtype == g.dtype)
+            launch_fallback<T, T>(g, d, bias);
+        else
+            GPT_THROW(UsageError, "gemm: output type ", dtype_name(g.c_dtype), " with operands ",
+                      dtype_name(g.dtype), " (expected the same type or fp32)");
+    });
+}
+
+}  // namespace
+
+GemmEngine::GemmEngine() {
+    GPT_CUBLAS_CHECK(cublasLtCreate(&handle_), "GemmEngine");
+    GPT_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes), "GemmEngine workspace");
+}
+
+GemmEngine::~GemmEngine() {
+    cudaFree(workspace_);
+    if (handle_) cublasLtDestroy(handle_);
+}
+
+void GemmEngine::matmul(const GemmArgs& g, void* d, const void* bias) {
+    const cudaDataType_t ab = cuda_type(g.dtype), ct = cuda_type(g.c_dtype);
+    const std::size_t esz = dtype_size(g.dtype), csz = dtype_size(g.c_dtype);
+    Descs ds;
+    GPT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&ds.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "gemm");
+    // cuBLASLt's A is our B (and vice versa), see the file comment.
+    const cublasOperation_t op_a = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)), "gemm");
+    GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)), "gemm");
+    if (bias) {
+        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "gemm");
+        GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), "gemm");
+        const cudaDataType_t bt = ct;  // the caller converted the bias to C's type
+        GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)), "gemm");
+    }
+    // Stored shapes, column-major: our B is [k,n] row-major = (n x k) col-major, etc.
+    GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ds.a, ab, g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb), "gemm");
+    GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ds.b, ab, g.trans_a ? g.m : g.k, g.trans_a ? g.k : g.m, g.lda), "gemm");
+    GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ds.c, ct, g.n, g.m, g.ldc), "gemm");
+    set_batch(ds.a, g.batch, g.stride_b);
+    set_batch(ds.b, g.batch, g.stride_a);
+    set_batch(ds.c, g.batch, g.stride_c);
+
+    const std::uint32_t al_a = alignment(g.b, g.ldb, g.batch > 1 ? g.stride_b : 0, esz);
+    const std::uint32_t al_b = alignment(g.a, g.lda, g.batch > 1 ? g.stride_a : 0, esz);
+    const std::uint32_t al_c = alignment(d, g.ldc, g.batch > 1 ? g.stride_c : 0, csz);
+    const std::string key = detail::concat(
+        g.trans_a, g.trans_b, ',', g.m, ',', g.n, ',', g.k, ',', g.lda, ',', g.ldb, ',', g.ldc,
+        ',', static_cast<int>(g.dtype), static_cast<int>(g.c_dtype), ',', g.batch, ',',
+        g.stride_a, ',', g.stride_b, ',', g.stride_c, ',', bias != nullptr, ',', al_a, ',',
+        al_b, ',', al_c, ',', reinterpret_cast<std::uintptr_t>(bias) % 256, ',', g.beta != 0.0f);
+    if (no_algo_.count(key)) {
+        fallback_gemm(g, d, bias);
+        return;
+    }
+    auto it = algos_.find(key);
+    if (it == algos_.end()) {
+        GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&ds.pref), "gemm");
+        const std::uint64_t ws = kWorkspaceBytes;
+        GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)), "gemm");
+        GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)), "gemm");
+        GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)), "gemm");
+        GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)), "gemm");
+        GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c)), "gemm");
+        cublasLtMatmulHeuristicResult_t result{};
+        int found = 0;
+        const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+            handle_, ds.op, ds.a, ds.b, ds.c, ds.c, ds.pref, 1, &result, &found);
+        // NOT_SUPPORTED means "no algorithm for these operands": the fallback kernel runs.
+        if (st != CUBLAS_STATUS_NOT_SUPPORTED) GPT_CUBLAS_CHECK(st, "gemm heuristic");
+        if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+            no_algo_.insert(key);
+            fallback_gemm(g, d, bias);
+            return;
+        }
+        it = algos_.emplace(key, result.algo).first;
+    }
+    GPT_CUBLAS_CHECK(cublasLtMatmul(handle_, ds.op, &g.alpha, g.b, ds.a, g.a, ds.b, &g.beta, d,
+                                    ds.c, d, ds.c, &it->second, workspace_, kWorkspaceBytes,
+                                    kStream), "gemm");
+}
+
+void GemmEngine::run(CudaBackend& be, const GemmArgs& g) {
+    validate(g);
+    if (g.m == 0 || g.n == 0) return;
+    // k = 0 is the empty sum: C = beta*C (+ bias). Not something the model issues, and
+    // cuBLASLt rejects it, so say so instead of guessing.
+    GPT_REQUIRE(g.k > 0, UsageError, "gemm on CUDA: k = 0 is not supported (m=", g.m, " n=", g.n, ")");
+    if (g.epilogue == GemmEpilogue::None) {
+        matmul(g, g.c, nullptr);
+        return;
+    }
+    // The bias epilogue reads a bias of C's type; ours has the operands' type.
+    const void* bias = g.bias;
+    std::unique_ptr<CudaBackend::Scratch> bias_c;
+    if (g.c_dtype != g.dtype) {
+        bias_c = std::make_unique<CudaBackend::Scratch>(be, g.n * dtype_size(g.c_dtype));
+        be.cast(g.bias, g.dtype, bias_c->get(), g.c_dtype, g.n);
+        bias = bias_c->get();
+    }
+    if (g.epilogue == GemmEpilogue::Bias) {
+        matmul(g, g.c, bias);
+        return;
+    }
+    // BiasGelu: cuBLASLt's GELU epilogue is the tanh approximation only, and the exact erf
+    // GELU is the default; the GEMM writes the pre-activation into aux (which backward
+    // needs anyway) and one pass computes C = gelu(aux).
+    matmul(g, g.aux, bias);
+    const std::size_t csz = dtype_size(g.c_dtype);
+    for (std::int64_t t = 0; t < g.batch; ++t) {
+        const char* pre = static_cast<const char*>(g.aux) + t * g.stride_c * csz;
+        char* out = static_cast<char*>(g.c) + t * g.stride_c * csz;
+        dispatch(g.c_dtype, [&](auto tag) {
+            using T = decltype(tag);
+            gelu_2d_kernel<T><<<grid_for(g.m * g.n), kThreads, 0, kStream>>>(
+                reinterpret_cast<const T*>(pre), reinterpret_cast<T*>(out), g.m, g.n, g.ldc,
+                g.tanh_gelu);
+        });
+        GPT_CUDA_LAUNCH_CHECK("gemm (gelu epilogue)");
+    }
+}
+
+}  // namespace gpt::cuda

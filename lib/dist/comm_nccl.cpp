@@ -1,0 +1,237 @@
+// NcclCommunicator: NCCL collectives and point-to-point on device buffers.
+//
+// Three NCCL communicators per group: one for collectives and one per direction of
+// point-to-point traffic ("up" carries messages from a lower to a higher rank, "down" the
+// reverse), each on its own stream. A rank's pending isend to a peer then never queues in
+// front of its receive from that peer, which would deadlock two ranks that exchange
+// activations and gradients in both directions (1F1B does).
+#include "dist/comm_nccl.hpp"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstring>
+
+#include "core/errors.hpp"
+
+namespace gpt::dist {
+
+namespace {
+
+void check_nccl(ncclResult_t rc, const char* what, const std::string& group, ncclComm_t comm,
+                const char* file, int line) {
+    if (rc == ncclSuccess || rc == ncclInProgress) return;
+    const char* last = comm ? ncclGetLastError(comm) : nullptr;
+    GPT_THROW(CommError, file, ":", line, ": NCCL ", what, " on group '", group, "' failed: ",
+              ncclGetErrorString(rc), (last && *last) ? " (" : "", (last && *last) ? last : "",
+              (last && *last) ? ")" : "");
+}
+#define GPT_NCCL_CHECK(expr, what, comm) check_nccl((expr), what, name_, comm, __FILE__, __LINE__)
+
+void check_cuda(cudaError_t rc, const char* what, const std::string& group, const char* file,
+                int line) {
+    if (rc == cudaSuccess) return;
+    GPT_THROW(CommError, file, ":", line, ": CUDA ", what, " on NCCL group '", group,
+              "' failed: ", cudaGetErrorString(rc));
+}
+#define GPT_NCCL_CUDA_CHECK(expr, what) check_cuda((expr), what, name_, __FILE__, __LINE__)
+
+ncclDataType_t nccl_type(CommType t) {
+    switch (t) {
+        case CommType::F32: return ncclFloat32;
+        case CommType::F16: return ncclFloat16;
+        case CommType::BF16: return ncclBfloat16;
+        case CommType::F64: return ncclFloat64;
+        case CommType::I32: return ncclInt32;
+        case CommType::I64: return ncclInt64;
+        case CommType::U8: return ncclUint8;
+    }
+    GPT_THROW(InternalError, "unknown CommType");
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+    switch (op) {
+        case ReduceOp::Sum: return ncclSum;
+        case ReduceOp::Max: return ncclMax;
+        case ReduceOp::Min: return ncclMin;
+    }
+    GPT_THROW(InternalError, "unknown ReduceOp");
+}
+
+}  // namespace
+
+struct NcclCommunicator::Impl {
+    MPI_Comm mpi = MPI_COMM_NULL;
+    ncclComm_t coll = nullptr, up = nullptr, down = nullptr;
+    cudaStream_t coll_stream = nullptr, up_stream = nullptr, down_stream = nullptr;
+    cudaEvent_t ready = nullptr;  // recorded on the compute stream before each operation
+};
+
+NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name)
+    : name_(std::move(name)), impl_(std::make_unique<Impl>()) {
+    Impl& im = *impl_;
+    MPI_Comm_dup(comm, &im.mpi);
+    MPI_Comm_rank(im.mpi, &rank_);
+    MPI_Comm_size(im.mpi, &size_);
+    ncclUniqueId ids[3];
+    if (rank_ == 0)
+        for (auto& id : ids) GPT_NCCL_CHECK(ncclGetUniqueId(&id), "get unique id", nullptr);
+    const int rc = MPI_Bcast(ids, static_cast<int>(sizeof(ids)), MPI_BYTE, 0, im.mpi);
+    GPT_REQUIRE(rc == MPI_SUCCESS, CommError, "NCCL group '", name_,
+                "': broadcasting the unique id over MPI failed");
+    GPT_NCCL_CHECK(ncclCommInitRank(&im.coll, size_, ids[0], rank_), "init", nullptr);
+    GPT_NCCL_CHECK(ncclCommInitRank(&im.up, size_, ids[1], rank_), "init", nullptr);
+    GPT_NCCL_CHECK(ncclCommInitRank(&im.down, size_, ids[2], rank_), "init", nullptr);
+    // Non-blocking streams, ordered after the backend's work by an event per operation
+    // (after_compute): a pending isend then never holds up later compute, as blocking
+    // streams would through the legacy default stream's implicit synchronisation.
+    for (cudaStream_t* s : {&im.coll_stream, &im.up_stream, &im.down_stream})
+        GPT_NCCL_CUDA_CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking), "stream create");
+    GPT_NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&im.ready, cudaEventDisableTiming), "event create");
+}
+
+void NcclCommunicator::after_compute(void* stream) {
+    // The CUDA backend computes on the legacy default stream (backend/cuda/cuda_common.cuh):
+    // the buffers of this operation are final once the work issued there so far is done.
+    GPT_NCCL_CUDA_CHECK(cudaEventRecord(impl_->ready, cudaStreamLegacy), "event record");
+    GPT_NCCL_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), impl_->ready, 0),
+                        "stream wait");
+}
+
+NcclCommunicator::~NcclCommunicator() {
+    Impl& im = *impl_;
+    for (cudaStream_t s : {im.coll_stream, im.up_stream, im.down_stream})
+        if (s) {
+            cudaStreamSynchronize(s);
+            cudaStreamDestroy(s);
+        }
+    for (ncclComm_t c : {im.coll, im.up, im.down})
+        if (c) ncclCommDestroy(c);
+    if (im.ready) cudaEventDestroy(im.ready);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && im.mpi != MPI_COMM_NULL) MPI_Comm_free(&im.mpi);
+}
+
+void NcclCommunicator::all_reduce(void* buf, std::int64_t count, CommType t, ReduceOp op) {
+    this->count(CommOp::AllReduce, count * comm_type_size(t));
+    if (size_ == 1 || count == 0) return;
+    after_compute(impl_->coll_stream);
+    GPT_NCCL_CHECK(ncclAllReduce(buf, buf, static_cast<std::size_t>(count), nccl_type(t), nccl_op(op),
+                                 impl_->coll, impl_->coll_stream), "all-reduce", impl_->coll);
+    GPT_NCCL_CUDA_CHECK(cudaStreamSynchronize(impl_->coll_stream), "all-reduce");
+}
+
+void NcclCommunicator::all_gather(const void* send, void* recv, std::int64_t count, CommType t) {
+    const std::size_t bytes = count * comm_type_size(t);
+    this->count(CommOp::AllGather, bytes * size_);
+    if (count == 0) return;
+    after_compute(impl_->coll_stream);
+    if (size_ == 1) {
+        if (send != recv)
+            GPT_NCCL_CUDA_CHECK(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice,
+                                                impl_->coll_stream), "all-gather copy");
+    } else {
+        // In place when send is this rank's slot of recv: NCCL handles that directly.
+        GPT_NCCL_CHECK(ncclAllGather(send, recv, static_cast<std::size_t>(count), nccl_type(t),
+                                     impl_->coll, impl_->coll_stream), "all-gather", impl_->coll);
+    }
+    GPT_NCCL_CUDA_CHECK(cudaStreamSynchronize(impl_->coll_stream), "all-gather");
+}
+
+void NcclCommunicator::reduce_scatter(const void* send, void* recv, std::int64_t count,
+                                      CommType t, ReduceOp op) {
+    const std::size_t bytes = count * comm_type_size(t);
+    this->count(CommOp::ReduceScatter, bytes * size_);
+    if (count == 0) return;
+    after_compute(impl_->coll_stream);
+    if (size_ == 1) {
+        if (send != recv)
+            GPT_NCCL_CUDA_CHECK(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice,
+                                                impl_->coll_stream), "reduce-scatter copy");
+    } else {
+        GPT_NCCL_CHECK(ncclReduceScatter(send, recv, static_cast<std::size_t>(count), nccl_type(t),
+                                         nccl_op(op), impl_->coll, impl_->coll_stream),
+                       "reduce-scatter", impl_->coll);
+    }
+    GPT_NCCL_CUDA_CHECK(cudaStreamSynchronize(impl_->coll_stream), "reduce-scatter");
+}
+
+void NcclCommunicator::broadcast(void* buf, std::int64_t count, CommType t, int root) {
+    this->count(CommOp::Broadcast, count * comm_type_size(t));
+    if (size_ == 1 || count == 0) return;
+    after_compute(impl_->coll_stream);
+    GPT_NCCL_CHECK(ncclBroadcast(buf, buf, static_cast<std::size_t>(count), nccl_type(t), root,
+                                 impl_->coll, impl_->coll_stream), "broadcast", impl_->coll);
+    GPT_NCCL_CUDA_CHECK(cudaStreamSynchronize(impl_->coll_stream), "broadcast");
+}
+
+namespace {
+class NcclPendingSend final : public PendingSend {
+public:
+    explicit NcclPendingSend(cudaEvent_t ev) : ev_(ev) {}
+    ~NcclPendingSend() override {
+        // A send must not outlive its wait: completing it here keeps the buffer contract.
+        if (ev_) {
+            cudaEventSynchronize(ev_);
+            cudaEventDestroy(ev_);
+        }
+    }
+    void wait() override {
+        if (!ev_) return;
+        const cudaError_t rc = cudaEventSynchronize(ev_);
+        cudaEventDestroy(ev_);
+        ev_ = nullptr;
+        if (rc != cudaSuccess)
+            GPT_THROW(CommError, "NCCL send failed while waiting: ", cudaGetErrorString(rc));
+    }
+
+private:
+    cudaEvent_t ev_;
+};
+}  // namespace
+
+std::unique_ptr<PendingSend> NcclCommunicator::isend(const void* buf, std::int64_t count,
+                                                     CommType t, int peer, int /*tag*/) {
+    this->count(CommOp::Send, count * comm_type_size(t));
+    GPT_REQUIRE(peer >= 0 && peer < size_ && peer != rank_, CommError, "NCCL group '", name_,
+                "': send to rank ", peer, " from rank ", rank_, " of ", size_);
+    ncclComm_t comm = peer > rank_ ? impl_->up : impl_->down;
+    cudaStream_t stream = peer > rank_ ? impl_->up_stream : impl_->down_stream;
+    after_compute(stream);
+    GPT_NCCL_CHECK(ncclSend(buf, static_cast<std::size_t>(count), nccl_type(t), peer, comm, stream),
+                   "send", comm);
+    cudaEvent_t ev = nullptr;
+    GPT_NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "send event");
+    GPT_NCCL_CUDA_CHECK(cudaEventRecord(ev, stream), "send event");
+    return std::make_unique<NcclPendingSend>(ev);
+}
+
+void NcclCommunicator::send(const void* buf, std::int64_t count, CommType t, int peer, int tag) {
+    isend(buf, count, t, peer, tag)->wait();
+}
+
+void NcclCommunicator::recv(void* buf, std::int64_t count, CommType t, int peer, int /*tag*/) {
+    this->count(CommOp::Recv, count * comm_type_size(t));
+    GPT_REQUIRE(peer >= 0 && peer < size_ && peer != rank_, CommError, "NCCL group '", name_,
+                "': recv from rank ", peer, " on rank ", rank_, " of ", size_);
+    // A message from a lower rank travels "up".
+    ncclComm_t comm = peer < rank_ ? impl_->up : impl_->down;
+    cudaStream_t stream = peer < rank_ ? impl_->up_stream : impl_->down_stream;
+    // Also orders the receive after earlier reads of `buf` by the backend.
+    after_compute(stream);
+    GPT_NCCL_CHECK(ncclRecv(buf, static_cast<std::size_t>(count), nccl_type(t), peer, comm, stream),
+                   "recv", comm);
+    GPT_NCCL_CUDA_CHECK(cudaStreamSynchronize(stream), "recv");
+}
+
+void NcclCommunicator::barrier() {
+    this->count(CommOp::Barrier, 0);
+    // Device work this rank issued is finished, then the ranks meet on the host.
+    GPT_NCCL_CUDA_CHECK(cudaDeviceSynchronize(), "barrier");
+    if (size_ == 1) return;
+    const int rc = MPI_Barrier(impl_->mpi);
+    GPT_REQUIRE(rc == MPI_SUCCESS, CommError, "NCCL group '", name_, "': MPI barrier failed");
+}
+
+}  // namespace gpt::dist

@@ -1,0 +1,147 @@
+// CUDA GEMM (cuBLASLt) vs CPU GEMM: transposes, padded leading dimensions, mixed output
+// types with beta (weight-gradient accumulation), bias and bias+GELU epilogues, batches.
+#include <cmath>
+
+#include "cuda_test_util.hpp"
+
+namespace gpt::test {
+namespace {
+
+class CudaGemm : public CudaVsCpu {};
+
+struct Case {
+    std::int64_t m, n, k;
+    bool ta, tb;
+    DType dtype, c_dtype;
+    std::int64_t batch;
+    GemmEpilogue epi;
+    bool tanh_gelu;
+    float beta;
+    std::int64_t pad;  // added to every leading dimension
+};
+
+std::string describe(const Case& c) {
+    return detail::concat("m=", c.m, " n=", c.n, " k=", c.k, " ta=", c.ta, " tb=", c.tb, " ",
+                          dname(c.dtype), "->", dname(c.c_dtype), " batch=", c.batch,
+                          " epi=", static_cast<int>(c.epi), c.tanh_gelu ? " tanh" : "",
+                          " beta=", c.beta, " pad=", c.pad);
+}
+
+void run_case(Backend& cpu, Backend& gpu, const Case& c) {
+    SCOPED_TRACE(describe(c));
+    const std::int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
+    const std::int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
+    const std::int64_t lda = a_cols + c.pad, ldb = b_cols + c.pad, ldc = c.n + c.pad;
+    const std::int64_t sa = a_rows * lda, sb = b_rows * ldb, sc = c.m * ldc;
+    Twin A(cpu, gpu, c.dtype, random_vec(sa * c.batch, 70));
+    Twin B(cpu, gpu, c.dtype, random_vec(sb * c.batch, 71));
+    Twin C(cpu, gpu, c.c_dtype, random_vec(sc * c.batch, 72));
+    Twin bias(cpu, gpu, c.dtype, random_vec(c.n, 73));
+    Twin aux(cpu, gpu, c.c_dtype, sc * c.batch);
+    GemmArgs g;
+    g.trans_a = c.ta;
+    g.trans_b = c.tb;
+    g.m = c.m;
+    g.n = c.n;
+    g.k = c.k;
+    g.lda = lda;
+    g.ldb = ldb;
+    g.ldc = ldc;
+    g.alpha = 0.75f;
+    g.beta = c.beta;
+    g.dtype = c.dtype;
+    g.c_dtype = c.c_dtype;
+    g.batch = c.batch;
+    g.stride_a = sa;
+    g.stride_b = sb;
+    g.stride_c = sc;
+    g.epilogue = c.epi;
+    g.tanh_gelu = c.tanh_gelu;
+    auto call = [&](Backend& be, bool on_gpu) {
+        GemmArgs x = g;
+        x.a = on_gpu ? A.g() : A.c();
+        x.b = on_gpu ? B.g() : B.c();
+        x.c = on_gpu ? C.g() : C.c();
+        x.bias = c.epi == GemmEpilogue::None ? nullptr : (on_gpu ? bias.g() : bias.c());
+        x.aux = c.epi == GemmEpilogue::BiasGelu ? (on_gpu ? aux.g() : aux.c()) : nullptr;
+        be.gemm(x);
+    };
+    call(cpu, false);
+    call(gpu, true);
+    // Different summation orders: error grows like sqrt(k) times the fp32 rounding; a wrong
+    // element is off by O(1).
+    const Tol tol = tol_for(c.c_dtype, std::max(1.0, 2.0 * std::sqrt(static_cast<double>(c.k))));
+    // Padding columns of C are not part of the product: only compare the m x n blocks.
+    auto block = [&](const std::vector<double>& v) {
+        std::vector<double> out;
+        for (std::int64_t t = 0; t < c.batch; ++t)
+            for (std::int64_t i = 0; i < c.m; ++i)
+                for (std::int64_t j = 0; j < c.n; ++j) out.push_back(v[t * sc + i * ldc + j]);
+        return out;
+    };
+    EXPECT_TRUE(all_close(block(C.gpu_vals()), block(C.cpu_vals()), tol));
+    if (c.epi == GemmEpilogue::BiasGelu) {
+        EXPECT_TRUE(all_close(block(aux.gpu_vals()), block(aux.cpu_vals()), tol));
+    }
+}
+
+TEST_F(CudaGemm, PlainAllTransposesAndTypes) {
+    const std::int64_t shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {64, 96, 128}, {257, 130, 511}};
+    for (auto& s : shapes)
+        for (DType t : kAllTypes)
+            for (int tr = 0; tr < 4; ++tr)
+                run_case(cpu(), gpu(), Case{s[0], s[1], s[2], (tr & 1) != 0, (tr & 2) != 0, t, t, 1,
+                                            GemmEpilogue::None, false, 0.0f, 0});
+}
+
+TEST_F(CudaGemm, PaddedLeadingDimensions) {
+    for (DType t : kAllTypes)
+        for (int tr = 0; tr < 4; ++tr)
+            run_case(cpu(), gpu(), Case{96, 80, 64, (tr & 1) != 0, (tr & 2) != 0, t, t, 1,
+                                        GemmEpilogue::None, false, 0.0f, 8});
+}
+
+TEST_F(CudaGemm, Fp32OutputAccumulates) {
+    // Weight gradients: 16-bit operands, fp32 C, beta = 1 (C += dY^T X).
+    for (DType t : kAllTypes)
+        run_case(cpu(), gpu(), Case{128, 192, 256, true, false, t, DType::F32, 1,
+                                    GemmEpilogue::None, false, 1.0f, 0});
+    run_case(cpu(), gpu(), Case{64, 64, 64, false, true, DType::F16, DType::F16, 1,
+                                GemmEpilogue::None, false, 0.5f, 0});
+}
+
+TEST_F(CudaGemm, BiasAndGeluEpilogues) {
+    for (DType t : kAllTypes)
+        for (bool tb : {false, true}) {
+            run_case(cpu(), gpu(), Case{100, 192, 64, false, tb, t, t, 1, GemmEpilogue::Bias, false, 0.0f, 0});
+            run_case(cpu(), gpu(), Case{100, 192, 64, false, tb, t, t, 1, GemmEpilogue::BiasGelu, false, 0.0f, 0});
+            run_case(cpu(), gpu(), Case{100, 192, 64, false, tb, t, t, 1, GemmEpilogue::BiasGelu, true, 0.0f, 0});
+        }
+    // Bias of the operands' type with an fp32 output.
+    run_case(cpu(), gpu(), Case{33, 64, 32, false, true, DType::BF16, DType::F32, 1, GemmEpilogue::Bias, false, 0.0f, 0});
+}
+
+TEST_F(CudaGemm, StridedBatches) {
+    for (DType t : kAllTypes)
+        for (int tr = 0; tr < 4; ++tr)
+            run_case(cpu(), gpu(), Case{48, 40, 64, (tr & 1) != 0, (tr & 2) != 0, t, t, 5,
+                                        GemmEpilogue::None, false, 0.0f, 0});
+    run_case(cpu(), gpu(), Case{48, 40, 64, false, false, DType::F16, DType::F16, 3,
+                                GemmEpilogue::BiasGelu, false, 0.0f, 8});
+}
+
+TEST_F(CudaGemm, RejectsBadArguments) {
+    Twin x(cpu(), gpu(), DType::F32, 16);
+    GemmArgs g;
+    g.m = g.n = g.k = 4;
+    g.lda = g.ldb = g.ldc = 4;
+    g.a = g.b = g.c = x.g();
+    g.epilogue = GemmEpilogue::Bias;  // without a bias
+    EXPECT_THROW(gpu().gemm(g), UsageError);
+    g.epilogue = GemmEpilogue::None;
+    g.lda = 2;
+    EXPECT_THROW(gpu().gemm(g), UsageError);
+}
+
+}  // namespace
+}  // namespace gpt::test
