@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Checkpoint save/load throughput against the raw speed of the same disk, at 1, 2 and 4 ranks.
+#   [IO_MODE=auto|collective|independent] bench/checkpoint/run.sh [BUILD_DIR] [SCRATCH_DIR] [LAYERS] [HIDDEN]
+# Defaults: build-ckpt, BUILD_DIR/bench-scratch/checkpoint, 6 layers of hidden 1024
+# (fp16 weights + fp32 main params + 2 fp32 Adam moments = 1.06 GB per checkpoint).
+# Raw write: dd from /dev/zero with conv=fsync (the checkpoint save also fsyncs before it
+# publishes). Raw read: dd of that file after evicting it from the page cache with
+# `dd iflag=nocache count=0` (fadvise DONTNEED; drop_caches needs privileges we may lack);
+# ckpt_bench evicts its file the same way before each load, and fincore shows the eviction.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$root/build-ckpt}
+scratch=${2:-$build/bench-scratch/checkpoint}
+layers=${3:-6}
+hidden=${4:-1024}
+io_mode=${IO_MODE:-auto}
+mkdir -p "$scratch"
+mpiexec=$(sed -n 's/^MPIEXEC_EXECUTABLE:FILEPATH=//p' "$build/CMakeCache.txt")
+
+bench=$build/bench/checkpoint/ckpt_bench
+if ! cmake --build "$build" --target ckpt_bench > "$scratch/build.log" 2>&1; then
+    # bench/CMakeLists.txt does not add bench/checkpoint (yet): link against the build's libraries.
+    cmake --build "$build" --target gpt_ckpt > "$scratch/build.log" 2>&1
+    hdf5=$(sed -n 's/^HDF5_C_LIBRARY_hdf5:FILEPATH=//p' "$build/CMakeCache.txt")
+    bench=$scratch/ckpt_bench
+    mpicxx -std=c++20 -O2 -I"$root/lib" "$root/bench/checkpoint/ckpt_bench.cpp" \
+        "$build/lib/ckpt/libgpt_ckpt.a" "$build/lib/core/libgpt_core.a" "$hdf5" -o "$bench"
+fi
+
+mbps() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.0f", b / s / 1e6 }'; }
+dd_seconds() { sed -n 's/.* copied, \([0-9.]*\) s,.*/\1/p'; }
+
+raw=$scratch/raw.bin
+bytes=$((1024 * 1024 * 1024))
+# One dd write + evicted read of 1 GiB; prints "write_MB/s read_MB/s cached_pages_before_read".
+raw_speeds() {
+    local w_s r_s pages
+    w_s=$(dd if=/dev/zero of="$raw" bs=4M count=256 conv=fsync 2>&1 | dd_seconds)
+    dd if="$raw" iflag=nocache count=0 status=none
+    pages=$(fincore --noheadings --output PAGES "$raw" 2>/dev/null | tr -d ' ' || echo "?")
+    r_s=$(dd if="$raw" of=/dev/null bs=4M 2>&1 | dd_seconds)
+    rm -f "$raw"
+    echo "$(mbps $bytes "$w_s") $(mbps $bytes "$r_s") $pages"
+}
+read -r raw_w raw_r pages1 <<< "$(raw_speeds)"
+
+# N dd streams into one file (each its 1/N, fsync): what the disk gives N concurrent writers.
+dd_streams() {
+    local n=$1 per=$((256 / $1)) f=$scratch/streams.bin t0 t1
+    rm -f "$f"; t0=$(date +%s.%N)
+    for i in $(seq 0 $((n - 1))); do
+        dd if=/dev/zero of="$f" bs=4M count=$per seek=$((i * per)) conv=notrunc,fsync status=none &
+    done
+    wait; t1=$(date +%s.%N); rm -f "$f"
+    awk -v b=$bytes -v s="$t0" -v e="$t1" 'BEGIN { printf "%.0f", b / (e - s) / 1e6 }'
+}
+
+printf "%-6s %6s %8s %10s %6s %10s %6s %11s %6s %13s\n" ranks GB "save s" "save MB/s" "%raw" "load MB/s" "%raw" \
+    "load* MB/s" "%raw" "dd N-stream W"
+declare -A results
+for n in 1 2 4; do
+    rm -rf "$scratch/ckpt"
+    line=$("$mpiexec" -n $n "$bench" "$scratch/ckpt" "$layers" "$hidden" "$io_mode" | grep '^RESULT')
+    b=$(sed 's/.*bytes=\([0-9]*\).*/\1/' <<< "$line")
+    s=$(sed 's/.*save_s=\([0-9.]*\).*/\1/' <<< "$line")
+    l=$(sed 's/.*load_s=\([0-9.]*\).*/\1/' <<< "$line")
+    lf=$(sed 's/.*load_noverify_s=\([0-9.]*\).*/\1/' <<< "$line")
+    sm=$(mbps "$b" "$s"); lm=$(mbps "$b" "$l"); lfm=$(mbps "$b" "$lf")
+    results[$n]="$sm $lm $lfm"
+    printf "%-6s %6.2f %8s %10s %5s%% %10s %5s%% %11s %5s%% %13s\n" "$n" "$(awk -v b="$b" 'BEGIN{print b/1e9}')" "$s" \
+        "$sm" $((100 * sm / raw_w)) "$lm" $((100 * lm / raw_r)) "$lfm" $((100 * lfm / raw_r)) "$(dd_streams $n)"
+done
+rm -rf "$scratch/ckpt"
+# The disk's speed drifts (a shared VM disk): measure again and compare with the faster run.
+read -r raw_w2 raw_r2 pages2 <<< "$(raw_speeds)"
+echo
+echo "disk: $(df --output=source,fstype "$scratch" | tail -1)"
+echo "raw write (dd bs=4M conv=fsync, 1 GiB): $raw_w MB/s before, $raw_w2 MB/s after the runs"
+echo "raw read (dd bs=4M after fadvise eviction; pages left cached: $pages1, $pages2): $raw_r MB/s before, $raw_r2 MB/s after"
+echo "%raw above used the first pair; against the faster of each pair:"
+for n in 1 2 4; do
+    set -- ${results[$n]}
+    echo "  $n ranks: save $((100 * $1 / (raw_w > raw_w2 ? raw_w : raw_w2)))%," \
+         "load $((100 * $2 / (raw_r > raw_r2 ? raw_r : raw_r2)))%, load* $((100 * $3 / (raw_r > raw_r2 ? raw_r : raw_r2)))%"
+done
+echo
+echo "I/O mode: $io_mode (WriterOptions/ReaderOptions::io_mode)."
+echo "save:  CheckpointWriter created -> commit() returned (data, checksums, close, fsync, rename, tracker)."
+echo "load:  CheckpointReader opened (structure checks) + read() of every rank's slices, checksums verified."
+echo "load*: the same with ReaderOptions::verify_checksums = false."
+echo "dd N-stream W: N dd writers into one file (each 1/N, conv=fsync): the disk with N concurrent writers."
+echo "Load average now: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores (other jobs share this machine)."

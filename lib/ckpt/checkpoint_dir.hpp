@@ -1,0 +1,52 @@
+// The save folder: DIR/iter_0000100/model_optim.h5 per checkpoint, the tracker file
+// DIR/latest_checkpointed_iteration.txt (Megatron's name) naming the newest complete one,
+// temporary folders of saves in progress, and retention. Plain file-system code, no MPI:
+// the writer calls it on rank 0 only.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpt::ckpt {
+
+namespace fs = std::filesystem;
+
+inline constexpr const char* kTrackerFile = "latest_checkpointed_iteration.txt";
+inline constexpr const char* kCheckpointFile = "model_optim.h5";
+
+std::string iteration_dir_name(std::int64_t iteration);  // "iter_0000100"
+fs::path checkpoint_file(const fs::path& root, std::int64_t iteration);
+// "iter_0000100.tmp-<tag>": where a save writes until it is complete.
+fs::path temp_dir(const fs::path& root, std::int64_t iteration, const std::string& tag);
+
+// The iteration the tracker names; nullopt when there is no tracker. Throws DataError when
+// the tracker exists but does not hold one non-negative integer.
+std::optional<std::int64_t> read_tracker(const fs::path& root);
+// Replaces the tracker atomically: temp file, fsync, rename, fsync of the folder.
+void write_tracker(const fs::path& root, std::int64_t iteration);
+
+// Iterations of the committed iter_NNNNNNN folders under root, ascending (temporary and
+// replaced folders are not committed and not listed).
+std::vector<std::int64_t> list_iterations(const fs::path& root);
+
+// Flushes a file or folder to stable storage. Throws IoError.
+void fsync_path(const fs::path& p);
+
+// Moves the temporary folder to its final name. A folder already there (a save of the
+// same iteration that committed its folder but crashed before updating the tracker) is
+// moved aside first and removed after. Throws IoError.
+void publish_dir(const fs::path& temp, const fs::path& final_dir);
+
+// Removes what saves that died before committing left behind (iter_*.tmp-*, iter_*.old-*
+// folders, tracker temp files), except `keep`. Returns what it removed.
+std::vector<fs::path> remove_stale_temp_dirs(const fs::path& root, const fs::path& keep);
+
+// keep_last > 0: removes the committed checkpoints older than the keep_last newest among
+// those at or before `committed` (newer folders from an abandoned run are left alone).
+// Call only after `committed` is published and the tracker names it.
+std::vector<std::int64_t> apply_retention(const fs::path& root, std::int64_t committed, int keep_last);
+
+}  // namespace gpt::ckpt

@@ -1,0 +1,438 @@
+#include "ckpt/checkpoint_reader.hpp"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <algorithm>
+#include <map>
+
+#include "ckpt/checksum.hpp"
+#include "ckpt/collective.hpp"
+#include "ckpt/dataset_io.hpp"
+#include "ckpt/format.hpp"
+#include "ckpt/h5_util.hpp"
+#include "ckpt/manifest.hpp"
+#include "core/half.hpp"
+
+namespace gpt::ckpt {
+
+struct CheckpointReader::Impl {
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rank = 0, size = 1;
+    std::string path;
+    ReaderOptions opts;
+    h5::Handle file, dxpl_collective, dxpl_independent;
+    std::vector<ManifestEntry> manifest;
+    std::map<std::string, std::size_t> index;  // name -> manifest position
+    AttributeMap attrs;
+    std::int64_t iteration = 0;
+    int world = 0;
+
+    std::string where(const std::string& name) const { return "dataset '" + name + "' of checkpoint " + path; }
+    const ManifestEntry& entry(const std::string& name) const {
+        auto it = index.find(name);
+        if (it == index.end()) GPT_THROW(DataError, "checkpoint ", path, " has no tensor '", name, "'");
+        return manifest[it->second];
+    }
+    void open_and_validate();
+    // Collective full pass over the listed manifest entries; throws DataError on mismatch.
+    void verify_entries(const std::vector<std::size_t>& which);
+    // Collective (dataset opens are collective metadata operations).
+    h5::Handle open_dataset(const ManifestEntry& e);
+    // Reads sel of an open dataset into `out` (stored type, packed). Collective only when
+    // `collective` (which must then be the same on every rank).
+    void read_open(hid_t dset, const ManifestEntry& e, const Selection& sel, void* out, bool collective);
+    // Collective: open_dataset + read_open.
+    void read_raw(const ManifestEntry& e, const Selection& sel, void* out, bool collective = false);
+};
+
+namespace {
+std::string hex(std::uint64_t v) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
+    return buf;
+}
+}  // namespace
+
+void CheckpointReader::Impl::open_and_validate() {
+    GPT_REQUIRE(std::filesystem::exists(path), IoError, "checkpoint file ", path, " does not exist");
+    h5::Handle fapl = h5::make_plist(H5P_FILE_ACCESS);
+    h5::check_status(H5Pset_fapl_mpio(fapl.get(), comm, opts.info), "H5Pset_fapl_mpio");
+    // Rank 0 reads each piece of metadata and broadcasts it, instead of N ranks asking.
+    h5::check_status(H5Pset_all_coll_metadata_ops(fapl.get(), true), "H5Pset_all_coll_metadata_ops");
+    file = h5::Handle(h5::check<DataError>(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()),
+                                           "checkpoint " + path + " is not a readable HDF5 file (truncated or damaged?)"),
+                      H5Fclose);
+    dxpl_collective = h5::make_plist(H5P_DATASET_XFER);
+    h5::check_status(H5Pset_dxpl_mpio(dxpl_collective.get(), H5FD_MPIO_COLLECTIVE), "H5Pset_dxpl_mpio");
+    dxpl_independent = h5::make_plist(H5P_DATASET_XFER);
+    h5::check_status(H5Pset_dxpl_mpio(dxpl_independent.get(), H5FD_MPIO_INDEPENDENT), "H5Pset_dxpl_mpio");
+
+    GPT_REQUIRE(H5Lexists(file.get(), kReservedGroup, H5P_DEFAULT) > 0, DataError, "checkpoint ", path,
+                " has no /_checkpoint group: not a gpt-pretrain checkpoint, or its save never finished");
+    h5::Handle group(h5::check<DataError>(H5Gopen2(file.get(), kReservedGroup, H5P_DEFAULT), "opening /_checkpoint of " + path),
+                     H5Gclose);
+    const AttributeMap meta = h5::read_attributes(group.get(), "/_checkpoint of " + path);
+    auto get_int = [&](const char* name) -> std::int64_t {
+        auto it = meta.find(name);
+        GPT_REQUIRE(it != meta.end() && std::holds_alternative<std::int64_t>(it->second), DataError, "checkpoint ",
+                    path, ": attribute /_checkpoint/", name, " is missing (incomplete or damaged save)");
+        return std::get<std::int64_t>(it->second);
+    };
+    GPT_REQUIRE(meta.count("complete") && get_int("complete") == 1, DataError, "checkpoint ", path,
+                " is incomplete: the 'complete' marker was never written (the save was interrupted)");
+    const std::int64_t version = get_int("format_version");
+    GPT_REQUIRE(version == kFormatVersion, DataError, "checkpoint ", path, " has format version ", version,
+                "; this build reads version ", kFormatVersion);
+    iteration = get_int("iteration");
+    world = static_cast<int>(get_int("world_size"));
+
+    const std::string mwhere = where("_checkpoint/manifest");
+    GPT_REQUIRE(H5Lexists(group.get(), "manifest", H5P_DEFAULT) > 0, DataError, mwhere, " is missing");
+    h5::Handle mset(h5::check<DataError>(H5Dopen2(group.get(), "manifest", H5P_DEFAULT), "opening " + mwhere), H5Dclose);
+    h5::Handle mtype(h5::check<DataError>(H5Dget_type(mset.get()), mwhere), H5Tclose);
+    GPT_REQUIRE(H5Tget_class(mtype.get()) == H5T_STRING && H5Tis_variable_str(mtype.get()) == 0, DataError, mwhere,
+                " is not a fixed-length string");
+    std::string text(H5Tget_size(mtype.get()), '\0');
+    h5::check_status<DataError>(H5Dread(mset.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()),
+                                "reading " + mwhere);
+    text.resize(std::strlen(text.c_str()));
+    GPT_REQUIRE(static_cast<std::int64_t>(fnv1a(text.data(), text.size())) == get_int("manifest_checksum"),
+                DataError, mwhere, " does not match its checksum (the file is damaged)");
+    manifest = parse_manifest(text, path);
+
+    for (std::size_t i = 0; i < manifest.size(); ++i) {
+        const ManifestEntry& e = manifest[i];
+        index[e.name] = i;
+        const std::string w = where(e.name);
+        // H5Lexists fails on a missing intermediate group, so walk the path.
+        bool present = true;
+        for (std::size_t p = e.name.find('/'); present; p = e.name.find('/', p + 1)) {
+            const std::string prefix = e.name.substr(0, p);
+            present = H5Lexists(file.get(), prefix.c_str(), H5P_DEFAULT) > 0;
+            if (p == std::string::npos) break;
+        }
+        H5Eclear2(H5E_DEFAULT);
+        GPT_REQUIRE(present, DataError, w, " is listed in the manifest but missing from the file");
+        h5::Handle d(h5::check<DataError>(H5Dopen2(file.get(), e.name.c_str(), H5P_DEFAULT), "opening " + w), H5Dclose);
+        h5::Handle space(h5::check<DataError>(H5Dget_space(d.get()), w), H5Sclose);
+        const int nd = H5Sget_simple_extent_ndims(space.get());
+        std::vector<hsize_t> dims(nd > 0 ? nd : 0);
+        if (nd > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+        const Shape shape(dims.begin(), dims.end());
+        GPT_REQUIRE(shape == e.shape, DataError, w, " has shape ", shape_string(shape), ", the manifest says ",
+                    shape_string(e.shape));
+        h5::Handle type(h5::check<DataError>(H5Dget_type(d.get()), w), H5Tclose);
+        GPT_REQUIRE(h5::type_matches(type.get(), e.type), DataError, w, " does not hold ", h5::stored_name(e.type),
+                    " elements as the manifest says");
+    }
+    h5::Handle root(h5::check<DataError>(H5Gopen2(file.get(), "/", H5P_DEFAULT), "opening / of " + path), H5Gclose);
+    attrs = h5::read_attributes(root.get(), "/ of checkpoint " + path);
+}
+
+h5::Handle CheckpointReader::Impl::open_dataset(const ManifestEntry& e) {
+    return h5::Handle(h5::check<DataError>(H5Dopen2(file.get(), e.name.c_str(), H5P_DEFAULT), "opening " + where(e.name)),
+                      H5Dclose);
+}
+
+void CheckpointReader::Impl::read_open(hid_t dset, const ManifestEntry& e, const Selection& sel, void* out,
+                                       bool collective) {
+    const std::string w = where(e.name);
+    h5::Handle ftype = h5::file_type(e.type);
+    h5::Handle fsel = file_selection(e.shape, sel, w);
+    const std::int64_t n = sel.num_elements(e.shape);
+    h5::Handle msel = memory_selection(n, w);
+    unsigned char dummy = 0;
+    collective = collective || opts.io_mode == IoMode::Collective;
+    h5::check_status<DataError>(H5Dread(dset, ftype.get(), msel.get(), fsel.get(),
+                                        collective ? dxpl_collective.get() : dxpl_independent.get(),
+                                        n > 0 ? out : &dummy),
+                                "reading " + w);
+}
+
+void CheckpointReader::Impl::read_raw(const ManifestEntry& e, const Selection& sel, void* out, bool collective) {
+    h5::Handle d = open_dataset(e);
+    read_open(d.get(), e, sel, out, collective);
+}
+
+namespace {
+std::string mismatch_text(const std::string& name, std::uint64_t stored, std::uint64_t found) {
+    return "'" + name + "' (manifest " + hex(stored) + ", data " + hex(found) + ")";
+}
+}  // namespace
+
+void CheckpointReader::Impl::verify_entries(const std::vector<std::size_t>& which) {
+    // Each rank reads an equal flat share of every dataset, in chunks, and checksums it;
+    // the partial sums add up to each dataset's checksum (see checksum.hpp).
+    std::vector<std::uint64_t> partial(which.size(), 0);
+    std::vector<unsigned char> buf;
+    for (std::size_t k = 0; k < which.size(); ++k) {
+        const ManifestEntry& e = manifest[which[k]];
+        const std::int64_t n = num_elements(e.shape);
+        const std::size_t esize = h5::stored_size(e.type);
+        const std::int64_t lo = n * rank / size, hi = n * (rank + 1) / size;
+        const std::int64_t per_rank_max = (n + size - 1) / size;
+        const std::int64_t chunk = std::max<std::int64_t>(1, static_cast<std::int64_t>(opts.verify_chunk_bytes / esize));
+        const std::int64_t rounds = (per_rank_max + chunk - 1) / chunk;
+        for (std::int64_t r = 0; r < rounds; ++r) {
+            const std::int64_t a = std::min(hi, lo + r * chunk), b = std::min(hi, a + chunk);
+            buf.resize(static_cast<std::size_t>(b - a) * esize);
+            read_raw(e, Selection::flat(a, b - a), buf.data());
+            if (b > a)
+                partial[k] = checksum_add(partial[k], checksum_bytes(static_cast<std::uint64_t>(a) * esize, buf.data(), buf.size()));
+        }
+    }
+    const std::vector<std::uint64_t> total = allreduce_checksums(comm, partial);
+    std::string bad;
+    int nbad = 0;
+    for (std::size_t k = 0; k < which.size(); ++k) {
+        const ManifestEntry& e = manifest[which[k]];
+        if (total[k] != e.checksum && nbad++ < 5) bad += (nbad > 1 ? "; " : "") + mismatch_text(e.name, e.checksum, total[k]);
+    }
+    GPT_REQUIRE(nbad == 0, DataError, "checkpoint ", path, " is damaged: checksum mismatch in ", nbad,
+                " dataset(s): ", bad);
+}
+
+CheckpointReader::CheckpointReader(MPI_Comm comm, const std::string& file, const ReaderOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+    Impl& s = *impl_;
+    h5::silence_errors();
+    MPI_Comm_dup(comm, &s.comm);
+    MPI_Comm_rank(s.comm, &s.rank);
+    MPI_Comm_size(s.comm, &s.size);
+    s.path = file;
+    s.opts = options;
+    try {
+        // Metadata is read collectively (rank 0 reads, all receive), so every rank meets
+        // the same problem at the same step; agreeing once at the end is enough.
+        collectively(s.comm, [&] { s.open_and_validate(); });
+        if (s.opts.verify_all_at_open) verify_all();
+    } catch (...) {
+        s.file.close();
+        MPI_Comm_free(&s.comm);
+        impl_.reset();
+        throw;
+    }
+}
+
+CheckpointReader::~CheckpointReader() {
+    if (!impl_) return;
+    if (std::uncaught_exceptions() > 0) {  // see ~CheckpointWriter: never hang while aborting
+        (void)impl_->file.release_without_close();
+        return;
+    }
+    impl_->dxpl_collective.close();
+    impl_->dxpl_independent.close();
+    impl_->file.close();
+    MPI_Comm_free(&impl_->comm);
+}
+
+const std::string& CheckpointReader::file() const { return impl_->path; }
+std::int64_t CheckpointReader::iteration() const { return impl_->iteration; }
+int CheckpointReader::saved_world_size() const { return impl_->world; }
+
+std::vector<std::string> CheckpointReader::tensor_names() const {
+    std::vector<std::string> out;
+    for (const auto& e : impl_->manifest)
+        if (e.name.rfind(kReservedGroup, 0) != 0) out.push_back(e.name);
+    return out;
+}
+
+bool CheckpointReader::has_tensor(const std::string& name) const {
+    return name.rfind(kReservedGroup, 0) != 0 && impl_->index.count(name) > 0;
+}
+
+TensorInfo CheckpointReader::tensor_info(const std::string& name) const {
+    const ManifestEntry& e = impl_->entry(name);
+    TensorInfo info{e.shape, DType::F32};
+    GPT_REQUIRE(tensor_dtype(e.type, info.dtype), DataError, impl_->where(name), " is not a tensor");
+    return info;
+}
+
+const AttributeMap& CheckpointReader::attributes() const { return impl_->attrs; }
+bool CheckpointReader::has_attribute(const std::string& name) const { return impl_->attrs.count(name) > 0; }
+
+namespace {
+template <typename T>
+T get_attr(const AttributeMap& attrs, const std::string& name, const std::string& path, const char* type) {
+    auto it = attrs.find(name);
+    GPT_REQUIRE(it != attrs.end(), DataError, "checkpoint ", path, " has no attribute '", name, "'");
+    const T* v = std::get_if<T>(&it->second);
+    GPT_REQUIRE(v != nullptr, DataError, "checkpoint ", path, ": attribute '", name, "' is not ", type);
+    return *v;
+}
+
+// Converts n packed elements between the float storage types through fp32.
+void convert_elements(DType from, const void* src, DType to, void* dst, std::size_t n) {
+    auto load = [&](std::size_t i) -> float {
+        switch (from) {
+            case DType::F32: return static_cast<const float*>(src)[i];
+            case DType::F16: return half_bits_to_float(static_cast<const std::uint16_t*>(src)[i]);
+            case DType::BF16: return bf16_bits_to_float(static_cast<const std::uint16_t*>(src)[i]);
+        }
+        return 0.f;
+    };
+    for (std::size_t i = 0; i < n; ++i) {
+        const float v = load(i);
+        switch (to) {
+            case DType::F32: static_cast<float*>(dst)[i] = v; break;
+            case DType::F16: static_cast<std::uint16_t*>(dst)[i] = float_to_half_bits(v); break;
+            case DType::BF16: static_cast<std::uint16_t*>(dst)[i] = float_to_bf16_bits(v); break;
+        }
+    }
+}
+}  // namespace
+
+std::int64_t CheckpointReader::attribute_int(const std::string& name) const {
+    return get_attr<std::int64_t>(impl_->attrs, name, impl_->path, "an integer");
+}
+double CheckpointReader::attribute_double(const std::string& name) const {
+    return get_attr<double>(impl_->attrs, name, impl_->path, "a floating-point number");
+}
+std::string CheckpointReader::attribute_string(const std::string& name) const {
+    return get_attr<std::string>(impl_->attrs, name, impl_->path, "a string");
+}
+
+void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
+    Impl& s = *impl_;
+    std::uint64_t fingerprint = fnv1a(nullptr, 0);
+    std::vector<DType> stored(slices.size());
+    collectively(s.comm, [&] {
+        for (std::size_t i = 0; i < slices.size(); ++i) {
+            const TensorSliceOut& t = slices[i];
+            GPT_REQUIRE(has_tensor(t.name), DataError, "checkpoint ", s.path, " has no tensor '", t.name, "'");
+            const TensorInfo info = tensor_info(t.name);
+            GPT_REQUIRE(info.shape == t.global_shape, DataError, "tensor '", t.name, "' is ", shape_string(info.shape),
+                        " in checkpoint ", s.path, " but ", shape_string(t.global_shape),
+                        " was requested. HINT: the checkpoint is of a different model size");
+            t.selection.check_fits(t.global_shape, "checkpoint tensor", t.name);
+            GPT_REQUIRE(t.selection.num_elements(t.global_shape) == 0 || t.data != nullptr, InternalError,
+                        "tensor '", t.name, "': no output buffer");
+            stored[i] = info.dtype;
+            fingerprint = fnv1a(t.name.data(), t.name.size() + 1, fingerprint);
+        }
+    });
+    require_same_on_all_ranks(s.comm, fingerprint, "tensor lists to CheckpointReader::read");
+
+    // Replicas (ranks asking for exactly the same selections, e.g. data-parallel copies of
+    // one model slice) must count once: only the lowest rank of each signature contributes
+    // to the checksum sums. Then a tensor whose contributed element counts add up to its
+    // size is covered exactly once, and the sum of partial checksums must be the stored one.
+    std::uint64_t signature = fnv1a(nullptr, 0);
+    for (const auto& t : slices) signature = t.selection.hash(signature);
+    std::vector<std::uint64_t> signatures(s.size);
+    MPI_Allgather(&signature, 1, MPI_UINT64_T, signatures.data(), 1, MPI_UINT64_T, s.comm);
+    const bool leader = std::find(signatures.begin(), signatures.begin() + s.rank, signature) ==
+                        signatures.begin() + s.rank;
+
+    std::vector<int> strided(slices.size(), 0), any_strided(slices.size(), 0);
+    for (std::size_t i = 0; i < slices.size(); ++i)
+        strided[i] = slices[i].selection.is_contiguous(slices[i].global_shape) ? 0 : 1;
+    MPI_Allreduce(strided.data(), any_strided.data(), static_cast<int>(slices.size()), MPI_INT, MPI_MAX, s.comm);
+
+    std::vector<std::uint64_t> partial(slices.size(), 0);
+    std::vector<std::int64_t> counted(slices.size(), 0), covered(slices.size(), 0);
+    // As in the writer: open everything (collective metadata), read the collective-I/O
+    // tensors, then each rank reads its independent pieces without waiting for the others.
+    std::vector<h5::Handle> dsets(slices.size());
+    collectively(s.comm, [&] {
+        for (std::size_t i = 0; i < slices.size(); ++i) dsets[i] = s.open_dataset(s.entry(slices[i].name));
+    });
+    std::vector<unsigned char> staging;
+    auto read_one = [&](std::size_t i, bool collective) {
+        const TensorSliceOut& t = slices[i];
+        const ManifestEntry& e = s.entry(t.name);
+        const std::size_t esize = h5::stored_size(e.type);
+        const std::size_t n = static_cast<std::size_t>(t.selection.num_elements(t.global_shape));
+        // Converting: read the stored type into staging, convert after. (Not in HDF5: a
+        // conversion in H5Dread turns collective I/O into independent I/O.)
+        unsigned char* dest = static_cast<unsigned char*>(t.data);
+        if (stored[i] != t.dtype) {
+            staging.resize(n * esize);
+            dest = staging.data();
+        }
+        const bool verify = s.opts.verify_checksums && leader && n > 0;
+        // Independent reads go in cache-sized pieces, each checksummed while still cached.
+        auto io = [&](const Selection& piece, std::size_t mem_offset) {
+            s.read_open(dsets[i].get(), e, piece, dest + mem_offset, collective);
+            if (verify) partial[i] = checksum_add(partial[i], checksum_selection(e.shape, piece, esize, dest + mem_offset));
+        };
+        if (collective) io(t.selection, 0);
+        else for_each_piece(e.shape, t.selection, esize, io);
+        if (verify) counted[i] = static_cast<std::int64_t>(n);
+        if (stored[i] != t.dtype) convert_elements(stored[i], staging.data(), t.dtype, t.data, n);
+    };
+    auto collective_io = [&](std::size_t i) {
+        return s.opts.io_mode == IoMode::Collective || (s.opts.io_mode == IoMode::Auto && any_strided[i]);
+    };
+    for (std::size_t i = 0; i < slices.size(); ++i)
+        if (collective_io(i)) collectively(s.comm, [&] { read_one(i, true); });
+    std::exception_ptr err;
+    try {
+        for (std::size_t i = 0; i < slices.size(); ++i)
+            if (!collective_io(i)) read_one(i, false);
+    } catch (...) {
+        err = std::current_exception();
+    }
+    agree_on_error(s.comm, err);
+    collectively(s.comm, [&] {
+        for (auto& d : dsets) h5::check_status(d.close(), "closing a dataset of " + s.path);
+    });
+    if (!s.opts.verify_checksums || slices.empty()) return;
+    const int m = static_cast<int>(slices.size());
+    const std::vector<std::uint64_t> sums = allreduce_checksums(s.comm, partial);
+    MPI_Allreduce(counted.data(), covered.data(), m, MPI_INT64_T, MPI_SUM, s.comm);
+    // Tensors read partly or with overlapping non-identical selections, and any mismatch
+    // (which overlapping leaders could also cause), get an authoritative full pass.
+    std::vector<std::size_t> recheck;
+    for (std::size_t i = 0; i < slices.size(); ++i) {
+        const ManifestEntry& e = s.entry(slices[i].name);
+        if (covered[i] != num_elements(e.shape) || sums[i] != e.checksum) recheck.push_back(s.index.at(e.name));
+    }
+    if (!recheck.empty()) collectively(s.comm, [&] { s.verify_entries(recheck); });
+}
+
+void CheckpointReader::verify_all() {
+    Impl& s = *impl_;
+    std::vector<std::size_t> all(s.manifest.size());
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+    collectively(s.comm, [&] { s.verify_entries(all); });
+}
+
+bool CheckpointReader::has_rank_blob(const std::string& name) const {
+    return impl_->index.count(blob_group(name) + "/bytes") > 0;
+}
+
+std::vector<std::byte> CheckpointReader::read_rank_blob(const std::string& name, int source_rank) {
+    Impl& s = *impl_;
+    const std::string base = blob_group(name);
+    collectively(s.comm, [&] {
+        GPT_REQUIRE(has_rank_blob(name), DataError, "checkpoint ", s.path, " has no rank blob '", name, "'");
+        GPT_REQUIRE(source_rank >= 0 && source_rank < s.world, InternalError, "rank blob '", name, "': rank ",
+                    source_rank, " requested but the checkpoint was saved by ", s.world, " ranks");
+    });
+    // Blobs are small: check both datasets whole rather than track who reads which bytes.
+    if (s.opts.verify_checksums)
+        collectively(s.comm, [&] { s.verify_entries({s.index.at(base + "/offsets"), s.index.at(base + "/bytes")}); });
+    const ManifestEntry& offsets_entry = s.entry(base + "/offsets");
+    std::vector<std::int64_t> offsets(static_cast<std::size_t>(offsets_entry.shape[0]));
+    collectively(s.comm, [&] { s.read_raw(offsets_entry, Selection::all(), offsets.data()); });
+    const ManifestEntry& bytes_entry = s.entry(base + "/bytes");
+    std::vector<std::byte> out;
+    collectively(s.comm, [&] {
+        GPT_REQUIRE(static_cast<int>(offsets.size()) == s.world + 1, DataError, s.where(base + "/offsets"),
+                    " has ", offsets.size(), " entries for ", s.world, " ranks");
+        const std::int64_t a = offsets[source_rank], b = offsets[source_rank + 1];
+        GPT_REQUIRE(0 <= a && a <= b && b <= bytes_entry.shape[0], DataError, s.where(base + "/offsets"),
+                    " is damaged: rank ", source_rank, " spans [", a, ", ", b, ")");
+        out.resize(static_cast<std::size_t>(b - a));
+    });
+    const std::int64_t a = offsets[source_rank];
+    collectively(s.comm, [&] {
+        s.read_raw(bytes_entry, Selection::flat(a, static_cast<std::int64_t>(out.size())), out.data());
+    });
+    return out;
+}
+
+}  // namespace gpt::ckpt

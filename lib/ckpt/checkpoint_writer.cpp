@@ -1,0 +1,339 @@
+#include "ckpt/checkpoint_writer.hpp"
+
+#include <cstdlib>
+#include <exception>
+#include <random>
+#include <set>
+
+#include "ckpt/checkpoint_dir.hpp"
+#include "ckpt/checksum.hpp"
+#include "ckpt/collective.hpp"
+#include "ckpt/dataset_io.hpp"
+#include "ckpt/format.hpp"
+#include "ckpt/h5_util.hpp"
+#include "ckpt/manifest.hpp"
+
+namespace gpt::ckpt {
+
+struct CheckpointWriter::Impl {
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rank = 0, size = 1;
+    fs::path root, tmp, final_dir;
+    std::string file_path;
+    std::int64_t iteration = 0;
+    WriterOptions opts;
+    h5::Handle file, dxpl_collective, dxpl_independent;
+    AttributeMap attrs;
+    std::vector<ManifestEntry> manifest;
+    std::set<std::string> names;
+    bool committed = false;
+
+    std::string where(const std::string& dataset) const {
+        return "dataset '" + dataset + "' of " + file_path;
+    }
+
+    struct Item {
+        std::string name;
+        h5::Stored type;
+        Shape shape;
+        Selection sel;
+        const void* data;
+        bool collective;  // the same on every rank
+    };
+    // Collective: creates every dataset, writes this rank's selections and returns the
+    // partial checksums of what it wrote. Three phases keep synchronisation off the data
+    // path: all creates (metadata, collective), the collective-I/O tensors, then each rank
+    // streams its independent pieces without waiting for anyone, and the ranks agree on
+    // errors once at the end.
+    std::vector<std::uint64_t> write_batch(const std::vector<Item>& items);
+    hid_t dxpl(bool collective) const {
+        return collective ? dxpl_collective.get() : dxpl_independent.get();
+    }
+    void finish_file();
+};
+
+namespace {
+std::string make_tag(MPI_Comm comm, int rank) {
+    std::string tag;
+    if (rank == 0) {
+        const char* job = std::getenv("SLURM_JOB_ID");
+        std::random_device rd;
+        tag = (job ? std::string(job) + "-" : std::string()) + std::to_string(rd() % 1000000000u);
+    }
+    return broadcast_string(comm, tag, 0);
+}
+}  // namespace
+
+CheckpointWriter::CheckpointWriter(MPI_Comm comm, const std::string& save_dir, std::int64_t iteration,
+                                   const WriterOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+    Impl& s = *impl_;
+    h5::silence_errors();
+    MPI_Comm_dup(comm, &s.comm);
+    MPI_Comm_rank(s.comm, &s.rank);
+    MPI_Comm_size(s.comm, &s.size);
+    s.root = save_dir;
+    s.iteration = iteration;
+    s.opts = options;
+    GPT_REQUIRE(iteration >= 0, InternalError, "checkpoint iteration must be >= 0, got ", iteration);
+    const std::string tag = options.tag.empty() ? make_tag(s.comm, s.rank) : options.tag;
+    s.tmp = temp_dir(s.root, iteration, tag);
+    s.final_dir = s.root / iteration_dir_name(iteration);
+    s.file_path = (s.tmp / kCheckpointFile).string();
+
+    collectively(s.comm, [&] {
+        if (s.rank != 0) return;
+        std::error_code ec;
+        fs::create_directories(s.root, ec);
+        if (ec) GPT_THROW(IoError, "cannot create checkpoint folder ", s.root.string(), ": ", ec.message());
+        fs::remove_all(s.tmp, ec);
+        fs::create_directory(s.tmp, ec);
+        if (ec) GPT_THROW(IoError, "cannot create ", s.tmp.string(), ": ", ec.message());
+    });
+    collectively(s.comm, [&] {
+        h5::Handle fapl = h5::make_plist(H5P_FILE_ACCESS);
+        h5::check_status(H5Pset_fapl_mpio(fapl.get(), s.comm, s.opts.info), "H5Pset_fapl_mpio");
+        h5::check_status(H5Pset_alignment(fapl.get(), s.opts.alignment_threshold, s.opts.alignment),
+                         "H5Pset_alignment");
+        // Rank 0 writes metadata for everyone instead of every rank touching it.
+        h5::check_status(H5Pset_coll_metadata_write(fapl.get(), true), "H5Pset_coll_metadata_write");
+        h5::check_status(H5Pset_all_coll_metadata_ops(fapl.get(), true), "H5Pset_all_coll_metadata_ops");
+        s.file = h5::Handle(h5::check(H5Fcreate(s.file_path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()),
+                                      "cannot create checkpoint file " + s.file_path),
+                            H5Fclose);
+        s.dxpl_collective = h5::make_plist(H5P_DATASET_XFER);
+        h5::check_status(H5Pset_dxpl_mpio(s.dxpl_collective.get(), H5FD_MPIO_COLLECTIVE), "H5Pset_dxpl_mpio");
+        s.dxpl_independent = h5::make_plist(H5P_DATASET_XFER);
+        h5::check_status(H5Pset_dxpl_mpio(s.dxpl_independent.get(), H5FD_MPIO_INDEPENDENT), "H5Pset_dxpl_mpio");
+        h5::Handle g(h5::check(H5Gcreate2(s.file.get(), kReservedGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                               "creating group /_checkpoint in " + s.file_path),
+                     H5Gclose);
+    });
+}
+
+CheckpointWriter::~CheckpointWriter() {
+    if (!impl_) return;
+    // Closing the file and freeing the communicator are collective. While an exception is
+    // unwinding, this rank may be the only one here (the app is about to abort the job), so
+    // skip them rather than hang; otherwise every rank abandons the save together.
+    if (std::uncaught_exceptions() > 0) {
+        (void)impl_->file.release_without_close();
+        return;
+    }
+    impl_->file.close();
+    if (impl_->comm != MPI_COMM_NULL) MPI_Comm_free(&impl_->comm);
+}
+
+const std::string& CheckpointWriter::temp_file() const { return impl_->file_path; }
+
+void CheckpointWriter::set_attribute(const std::string& name, AttributeValue value) {
+    GPT_REQUIRE(!name.empty() && name.find('/') == std::string::npos, InternalError,
+                "invalid checkpoint attribute name '", name, "'");
+    impl_->attrs[name] = std::move(value);
+}
+
+std::vector<std::uint64_t> CheckpointWriter::Impl::write_batch(const std::vector<Item>& items) {
+    std::vector<h5::Handle> dsets(items.size());
+    std::vector<h5::Handle> ftypes(items.size());
+    collectively(comm, [&] {
+        h5::Handle lcpl = h5::make_plist(H5P_LINK_CREATE);
+        h5::check_status(H5Pset_create_intermediate_group(lcpl.get(), 1), "H5Pset_create_intermediate_group");
+        h5::Handle dcpl = h5::make_plist(H5P_DATASET_CREATE);
+        // Every element is written by some rank: pre-filling with zeros would write it twice.
+        h5::check_status(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time");
+        h5::check_status(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY), "H5Pset_alloc_time");
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            const Item& it = items[i];
+            const std::string what = where(it.name);
+            std::vector<hsize_t> dims(it.shape.begin(), it.shape.end());
+            h5::Handle space = h5::create_simple_space(static_cast<int>(dims.size()), dims.data());
+            ftypes[i] = h5::file_type(it.type);
+            dsets[i] = h5::Handle(h5::check(H5Dcreate2(file.get(), it.name.c_str(), ftypes[i].get(), space.get(),
+                                                       lcpl.get(), dcpl.get(), H5P_DEFAULT),
+                                            "creating " + what),
+                                  H5Dclose);
+            h5::write_attribute(dsets[i].get(), "dtype", std::string(h5::stored_name(it.type)), what);
+        }
+    });
+    std::vector<std::uint64_t> partial(items.size(), 0);
+    auto write_one = [&](std::size_t i) {
+        const Item& it = items[i];
+        const std::string what = where(it.name);
+        const std::size_t esize = h5::stored_size(it.type);
+        // Collective writes go whole (every rank must make the same calls); independent ones
+        // in cache-sized pieces, each checksummed just before HDF5 copies it.
+        auto io = [&](const Selection& piece, std::size_t mem_offset) {
+            const auto* bytes = static_cast<const unsigned char*>(it.data) + mem_offset;
+            h5::Handle fsel = file_selection(it.shape, piece, what);
+            const std::int64_t n = piece.num_elements(it.shape);
+            h5::Handle msel = memory_selection(n, what);
+            if (n > 0) partial[i] = checksum_add(partial[i], checksum_selection(it.shape, piece, esize, bytes));
+            static const unsigned char dummy = 0;  // HDF5 wants a buffer even for an empty selection
+            // Memory type == file type: no conversion, which would turn collective I/O independent.
+            h5::check_status(H5Dwrite(dsets[i].get(), ftypes[i].get(), msel.get(), fsel.get(), dxpl(it.collective),
+                                      n > 0 ? static_cast<const void*>(bytes) : &dummy),
+                             "writing " + what);
+        };
+        if (it.collective) io(it.sel, 0);
+        else for_each_piece(it.shape, it.sel, esize, io);
+    };
+    for (std::size_t i = 0; i < items.size(); ++i)
+        if (items[i].collective) collectively(comm, [&] { write_one(i); });
+    std::exception_ptr err;
+    try {
+        for (std::size_t i = 0; i < items.size(); ++i)
+            if (!items[i].collective) write_one(i);
+    } catch (...) {
+        err = std::current_exception();
+    }
+    agree_on_error(comm, err);
+    collectively(comm, [&] {
+        for (std::size_t i = 0; i < items.size(); ++i)
+            h5::check_status(dsets[i].close(), "closing " + where(items[i].name));
+    });
+    return partial;
+}
+
+void CheckpointWriter::write(const std::vector<TensorSlice>& slices) {
+    Impl& s = *impl_;
+    GPT_REQUIRE(!s.committed, InternalError, "CheckpointWriter::write after commit");
+    std::uint64_t fingerprint = fnv1a(nullptr, 0);
+    std::vector<std::int64_t> selected(slices.size());
+    std::vector<int> strided(slices.size(), 0), any_strided(slices.size(), 0);
+    collectively(s.comm, [&] {
+        std::set<std::string> seen;
+        for (std::size_t i = 0; i < slices.size(); ++i) {
+            const TensorSlice& t = slices[i];
+            check_tensor_name(t.name);
+            GPT_REQUIRE(!s.names.count(t.name) && seen.insert(t.name).second, InternalError,
+                        "tensor '", t.name, "' written twice to checkpoint ", s.file_path);
+            t.selection.check_fits(t.global_shape, "checkpoint tensor", t.name);
+            selected[i] = t.selection.num_elements(t.global_shape);
+            strided[i] = t.selection.is_contiguous(t.global_shape) ? 0 : 1;
+            GPT_REQUIRE(selected[i] == 0 || t.data != nullptr, InternalError, "tensor '", t.name,
+                        "': selection of ", selected[i], " elements but no data");
+            fingerprint = fnv1a(t.name.data(), t.name.size() + 1, fingerprint);
+            fingerprint = fnv1a(&t.dtype, sizeof t.dtype, fingerprint);
+            fingerprint = fnv1a(t.global_shape.data(), t.global_shape.size() * sizeof(std::int64_t), fingerprint);
+        }
+    });
+    require_same_on_all_ranks(s.comm, fingerprint, "tensor lists to CheckpointWriter::write");
+    // Coverage: a gap would leave garbage in the file, a double write a wrong checksum.
+    std::vector<std::int64_t> total(slices.size());
+    MPI_Allreduce(selected.data(), total.data(), static_cast<int>(slices.size()), MPI_INT64_T, MPI_SUM, s.comm);
+    for (std::size_t i = 0; i < slices.size(); ++i)
+        GPT_REQUIRE(total[i] == num_elements(slices[i].global_shape), InternalError, "tensor '",
+                    slices[i].name, "' ", shape_string(slices[i].global_shape), ": the ranks' selections add up to ",
+                    total[i], " elements, not ", num_elements(slices[i].global_shape),
+                    ". HINT: each element must be written by exactly one rank (replicas select none)");
+
+    MPI_Allreduce(strided.data(), any_strided.data(), static_cast<int>(slices.size()), MPI_INT, MPI_MAX, s.comm);
+    std::vector<Impl::Item> items;
+    for (std::size_t i = 0; i < slices.size(); ++i) {
+        const TensorSlice& t = slices[i];
+        const bool collective = s.opts.io_mode == IoMode::Collective ||
+                                (s.opts.io_mode == IoMode::Auto && any_strided[i]);
+        items.push_back({t.name, stored_type(t.dtype), t.global_shape, t.selection, t.data, collective});
+    }
+    const std::vector<std::uint64_t> partial = s.write_batch(items);
+    const std::vector<std::uint64_t> sum = allreduce_checksums(s.comm, partial);
+    for (std::size_t i = 0; i < slices.size(); ++i) {
+        s.names.insert(slices[i].name);
+        s.manifest.push_back({slices[i].name, stored_type(slices[i].dtype), slices[i].global_shape, sum[i]});
+    }
+}
+
+void CheckpointWriter::write_rank_blob(const std::string& name, const void* data, std::size_t bytes) {
+    Impl& s = *impl_;
+    const std::string base = blob_group(name);
+    collectively(s.comm, [&] {
+        check_tensor_name(name);
+        GPT_REQUIRE(!s.names.count(base), InternalError, "rank blob '", name, "' written twice");
+        GPT_REQUIRE(bytes == 0 || data != nullptr, InternalError, "rank blob '", name, "': no data");
+    });
+    require_same_on_all_ranks(s.comm, fnv1a(name.data(), name.size()), "rank blob names");
+    std::vector<std::int64_t> sizes(s.size);
+    const std::int64_t mine = static_cast<std::int64_t>(bytes);
+    MPI_Allgather(&mine, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, s.comm);
+    std::vector<std::int64_t> offsets(s.size + 1, 0);
+    for (int r = 0; r < s.size; ++r) offsets[r + 1] = offsets[r] + sizes[r];
+    GPT_REQUIRE(offsets[s.size] > 0, InternalError, "rank blob '", name, "': every rank passed 0 bytes");
+
+    const Shape data_shape{offsets[s.size]}, offsets_shape{s.size + 1};
+    const bool collective = s.opts.io_mode == IoMode::Collective;
+    const std::vector<std::uint64_t> partial = s.write_batch(
+        {{base + "/bytes", h5::Stored::U8, data_shape, Selection::flat(offsets[s.rank], mine), data, collective},
+         {base + "/offsets", h5::Stored::I64, offsets_shape, s.rank == 0 ? Selection::all() : Selection::none(),
+          offsets.data(), collective}});
+    const std::vector<std::uint64_t> sum = allreduce_checksums(s.comm, partial);
+    s.names.insert(base);
+    s.manifest.push_back({base + "/bytes", h5::Stored::U8, data_shape, sum[0]});
+    s.manifest.push_back({base + "/offsets", h5::Stored::I64, offsets_shape, sum[1]});
+}
+
+void CheckpointWriter::Impl::finish_file() {
+    // Root attributes come from rank 0 so that the collective attribute writes agree.
+    const AttributeMap stored = decode_attributes(broadcast_string(comm, encode_attributes(attrs), 0));
+    const std::string text = encode_manifest(manifest);
+    collectively(comm, [&] {
+        h5::Handle root_group(h5::check(H5Gopen2(file.get(), "/", H5P_DEFAULT), "opening / of " + file_path),
+                              H5Gclose);
+        for (const auto& [name, value] : stored) h5::write_attribute(root_group.get(), name, value, file_path);
+
+        h5::Handle group(h5::check(H5Gopen2(file.get(), kReservedGroup, H5P_DEFAULT), "opening /_checkpoint"),
+                         H5Gclose);
+        const std::string what = where(std::string(kReservedGroup) + "/manifest");
+        h5::Handle stype(h5::check(H5Tcopy(H5T_C_S1), what), H5Tclose);
+        h5::check_status(H5Tset_size(stype.get(), std::max<std::size_t>(text.size(), 1)), what);
+        h5::Handle space(h5::check(H5Screate(H5S_SCALAR), what), H5Sclose);
+        h5::Handle dset(h5::check(H5Dcreate2(group.get(), "manifest", stype.get(), space.get(), H5P_DEFAULT,
+                                             H5P_DEFAULT, H5P_DEFAULT),
+                                  "creating " + what),
+                        H5Dclose);
+        h5::Handle sel(h5::check(H5Screate(H5S_SCALAR), what), H5Sclose);
+        if (rank != 0) {
+            h5::check_status(H5Sselect_none(sel.get()), what);
+        }
+        h5::check_status(H5Dwrite(dset.get(), stype.get(), sel.get(), sel.get(), dxpl(false), text.c_str()),
+                         "writing " + what);
+        h5::write_attribute(group.get(), "format", std::string(kFormatName), file_path);
+        h5::write_attribute(group.get(), "format_version", std::int64_t{kFormatVersion}, file_path);
+        h5::write_attribute(group.get(), "iteration", iteration, file_path);
+        h5::write_attribute(group.get(), "world_size", std::int64_t{size}, file_path);
+        h5::write_attribute(group.get(), "manifest_checksum",
+                            static_cast<std::int64_t>(fnv1a(text.data(), text.size())), file_path);
+        // Last: a reader accepts only a file that reached this line.
+        h5::write_attribute(group.get(), "complete", std::int64_t{1}, file_path);
+    });
+}
+
+CommitResult CheckpointWriter::commit(int keep_last) {
+    Impl& s = *impl_;
+    GPT_REQUIRE(!s.committed, InternalError, "CheckpointWriter::commit called twice");
+    s.finish_file();
+    collectively(s.comm, [&] { h5::check_status(s.file.close(), "closing checkpoint file " + s.file_path); });
+    // Every node flushes what its ranks wrote before the folder becomes visible: after a
+    // crash the renamed folder must never hold a file whose data is still in page caches.
+    MPI_Comm node = MPI_COMM_NULL;
+    MPI_Comm_split_type(s.comm, MPI_COMM_TYPE_SHARED, s.rank, MPI_INFO_NULL, &node);
+    int node_rank = 0;
+    MPI_Comm_rank(node, &node_rank);
+    MPI_Comm_free(&node);
+    collectively(s.comm, [&] {
+        if (node_rank == 0) fsync_path(s.file_path);
+    });
+    CommitResult result;
+    result.path = s.final_dir.string();
+    collectively(s.comm, [&] {
+        if (s.rank != 0) return;
+        fsync_path(s.tmp);
+        publish_dir(s.tmp, s.final_dir);
+        write_tracker(s.root, s.iteration);  // only now does --load see the new checkpoint
+        remove_stale_temp_dirs(s.root, s.final_dir);
+        result.removed = apply_retention(s.root, s.iteration, keep_last);
+    });
+    s.committed = true;
+    return result;
+}
+
+}  // namespace gpt::ckpt

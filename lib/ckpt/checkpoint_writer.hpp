@@ -1,0 +1,71 @@
+// Writes one checkpoint collectively with parallel HDF5 (MPI-IO): every rank writes its own
+// slices of the global tensors as hyperslabs of one file, then commit() publishes it
+// atomically (close, fsync, rename the folder, replace the tracker, apply retention).
+// See docs/checkpoint-format.md for the layout.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ckpt/attribute.hpp"
+#include "ckpt/tensor_slice.hpp"
+
+namespace gpt::ckpt {
+
+struct WriterOptions {
+    // Suffix of the temporary folder; empty: SLURM_JOB_ID (if set) plus a random number.
+    std::string tag;
+    IoMode io_mode = IoMode::Auto;
+    // Datasets of at least alignment_threshold bytes start at multiples of alignment
+    // (match the parallel file system's stripe size).
+    std::uint64_t alignment = 1u << 20;
+    std::uint64_t alignment_threshold = 1u << 20;
+    MPI_Info info = MPI_INFO_NULL;  // MPI-IO hints (striping, cb_nodes, ...)
+};
+
+struct CommitResult {
+    std::string path;                  // DIR/iter_NNNNNNN
+    std::vector<std::int64_t> removed; // iterations deleted by keep_last
+};
+
+class CheckpointWriter {
+public:
+    // Collective over comm. Creates DIR/iter_NNNNNNN.tmp-<tag>/model_optim.h5.
+    CheckpointWriter(MPI_Comm comm, const std::string& save_dir, std::int64_t iteration,
+                     const WriterOptions& options = {});
+    // Without commit(): closes the file (collective) and leaves the temporary folder for
+    // the next successful save to remove; the tracker never saw it. While an exception
+    // unwinds, the collective close is skipped, as in ~CheckpointReader.
+    ~CheckpointWriter();
+    CheckpointWriter(const CheckpointWriter&) = delete;
+    CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+    // Root attributes of the file. Rank 0's values are stored; other ranks may skip this.
+    void set_attribute(const std::string& name, AttributeValue value);
+
+    // Collective. Every rank passes the same tensors (name, shape, dtype) in the same
+    // order; each with its own selection (none for tensors it does not write). The
+    // selections of one tensor must cover it exactly once across ranks: replicas (data-
+    // parallel copies) select none. May be called several times; names must be new.
+    void write(const std::vector<TensorSlice>& slices);
+
+    // Collective. Each rank stores its own bytes (RNG states, loader state) under `name`;
+    // every rank must call it with the same name, and at least one rank with data.
+    void write_rank_blob(const std::string& name, const void* data, std::size_t bytes);
+
+    // Collective. Finishes the file and publishes it; keep_last > 0 then removes older
+    // checkpoints beyond the newest keep_last.
+    CommitResult commit(int keep_last = 0);
+
+    const std::string& temp_file() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpt::ckpt

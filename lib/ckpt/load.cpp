@@ -1,0 +1,109 @@
+#include "ckpt/load.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <sstream>
+
+#include "ckpt/checkpoint_dir.hpp"
+#include "ckpt/collective.hpp"
+#include "core/errors.hpp"
+
+namespace gpt::ckpt {
+
+namespace {
+
+std::string list_text(const std::vector<std::int64_t>& its) {
+    std::ostringstream os;
+    for (std::size_t i = 0; i < its.size(); ++i) os << (i ? ", " : "") << its[i];
+    return its.empty() ? std::string("none") : os.str();
+}
+
+// Rank 0 decides from the file system; the others receive the list. Empty: fresh start.
+std::vector<std::int64_t> candidates(const LoadRequest& req, std::vector<std::string>& notes) {
+    const fs::path root(req.dir);
+    // Megatron's habit: --load and --save name the same folder, which the first run has not
+    // created yet. No folder is a fresh start, like an empty one.
+    if (!fs::exists(root)) return {};
+    GPT_REQUIRE(fs::is_directory(root), IoError, "--load ", req.dir, " is not a folder");
+    const std::vector<std::int64_t> committed = list_iterations(root);
+    std::int64_t first = -1;
+    if (req.step >= 0) {
+        first = req.step;
+        if (!std::binary_search(committed.begin(), committed.end(), first)) {
+            GPT_REQUIRE(req.fallback, IoError, "no checkpoint for --ckpt-step ", req.step, " in ", req.dir,
+                        " (available: ", list_text(committed), ")");
+            notes.push_back("iteration " + std::to_string(first) + ": no folder " + iteration_dir_name(first));
+        }
+    } else {
+        std::optional<std::int64_t> tracked;
+        try {
+            tracked = read_tracker(root);
+        } catch (const DataError& e) {
+            if (!req.fallback) throw;
+            notes.push_back(e.what());
+        }
+        if (tracked) {
+            first = *tracked;
+        } else if (committed.empty()) {
+            return {};
+        } else if (notes.empty()) {  // tracker absent, not damaged
+            GPT_REQUIRE(req.fallback, IoError, req.dir, " holds checkpoint folders (", list_text(committed),
+                        ") but no ", kTrackerFile,
+                        ": the first save died before publishing. HINT: pass --ckpt-step N or --load-fallback");
+            notes.push_back(std::string("no ") + kTrackerFile);
+        }
+        if (first < 0) first = committed.back();
+    }
+    std::vector<std::int64_t> out{first};
+    if (req.fallback)
+        for (auto it = committed.rbegin(); it != committed.rend(); ++it)
+            if (*it < first) out.push_back(*it);
+    return out;
+}
+
+}  // namespace
+
+LoadResult load_checkpoint(MPI_Comm comm, const LoadRequest& request,
+                           const std::function<void(CheckpointReader&)>& load_fn) {
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    LoadResult result;
+    std::vector<std::int64_t> list;
+    collectively(comm, [&] {
+        if (rank == 0) list = candidates(request, result.rejected);
+    });
+    std::uint64_t n = list.size();
+    MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm);
+    list.resize(n);
+    MPI_Bcast(list.data(), static_cast<int>(n), MPI_INT64_T, 0, comm);
+    if (n == 0) return result;
+
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        const std::string file = checkpoint_file(request.dir, list[i]).string();
+        // The reader lives outside the try: a rejected one is then closed by a normal scope
+        // exit on every rank, not skipped as an unwinding destructor would (see ~CheckpointReader).
+        std::unique_ptr<CheckpointReader> reader;
+        std::string rejected;
+        try {
+            reader = std::make_unique<CheckpointReader>(comm, file, request.reader);
+            collectively(comm, [&] { load_fn(*reader); });
+        } catch (const DataError& e) {
+            if (!request.fallback) throw;
+            rejected = e.what();
+        } catch (const IoError& e) {
+            if (!request.fallback) throw;
+            rejected = e.what();
+        }
+        if (rejected.empty()) {
+            result.iteration = list[i];
+            result.file = file;
+            return result;
+        }
+        result.rejected.push_back(std::move(rejected));
+    }
+    std::ostringstream os;
+    for (const auto& r : result.rejected) os << "\n  " << r;
+    GPT_THROW(DataError, "no loadable checkpoint in ", request.dir, "; rejected:", os.str());
+}
+
+}  // namespace gpt::ckpt
