@@ -49,13 +49,20 @@ double head_forward(const PassContext& c, const HeadParams& p, const SlotSaved& 
     // workspace and are turned into their own gradient in place by head_backward.
     linear_forward(be, c.act(s.lnf_out), c.param(p.word), c.act(ws.logits), T, h, V, t);
     const auto* targets = reinterpret_cast<const std::int32_t*>(c.act(s.targets));
-    be.cross_entropy_max(c.act(ws.logits), c.actf(ws.row_max), T, V, t);
-    vocab_parallel_cross_entropy_max(*c.tp, c.actf(ws.row_max), T);
-    be.cross_entropy_sums(c.act(ws.logits), targets, c.actf(ws.row_max), c.actf(ws.sum_exp),
-                          c.actf(ws.target_logit), T, V, d.vocab_start(), t);
-    // sum_exp and target_logit are adjacent only by plan order, so reduce them separately.
-    vocab_parallel_cross_entropy_sum(*c.tp, c.actf(ws.sum_exp), T);
-    vocab_parallel_cross_entropy_sum(*c.tp, c.actf(ws.target_logit), T);
+    if (c.tp->size() == 1) {
+        // The whole vocabulary is here: max, exp-sum and target logit in one pass over the
+        // (T, V) logits, the largest activation of the model.
+        be.cross_entropy_stats(c.act(ws.logits), targets, c.actf(ws.row_max), c.actf(ws.sum_exp),
+                               c.actf(ws.target_logit), T, V, d.vocab_start(), t);
+    } else {
+        // Vocab-parallel: the exp-sums must be taken against the global max, so reduce it first.
+        be.cross_entropy_max(c.act(ws.logits), c.actf(ws.row_max), T, V, t);
+        vocab_parallel_cross_entropy_max(*c.tp, c.actf(ws.row_max), T);
+        be.cross_entropy_sums(c.act(ws.logits), targets, c.actf(ws.row_max), c.actf(ws.sum_exp),
+                              c.actf(ws.target_logit), T, V, d.vocab_start(), t);
+        vocab_parallel_cross_entropy_sum(*c.tp, c.actf(ws.sum_exp), T);
+        vocab_parallel_cross_entropy_sum(*c.tp, c.actf(ws.target_logit), T);
+    }
     be.cross_entropy_loss(c.actf(ws.row_max), c.actf(ws.sum_exp), c.actf(ws.target_logit),
                           c.actf(ws.loss), T);
     return be.sum(c.actf(ws.loss), T);

@@ -20,6 +20,22 @@ AdamOptimizer::AdamOptimizer(const OptimizerConfig& cfg, model::GptModel& model,
         main_ = static_cast<float*>(be_.alloc(bytes));
         own_main_ = true;
     }
+    const int tp_rank = model.dims().tp_rank;
+    for (const auto& e : model.layout().entries()) {
+        const std::int64_t end = e.offset + e.numel;
+        if (!update_ranges_.empty() && update_ranges_.back().weight_decay == e.weight_decay)
+            update_ranges_.back().end = end;
+        else
+            update_ranges_.push_back(Range{e.offset, end, e.weight_decay, true});
+        // Replicated over TP: count on TP rank 0 only. The pipeline's copy of the tied
+        // embedding duplicates the first stage's.
+        const bool counted = !(e.tp_duplicate && tp_rank != 0) &&
+                             e.name != model::ParamLayout::word_embeddings_for_head();
+        if (!norm_ranges_.empty() && norm_ranges_.back().counted == counted)
+            norm_ranges_.back().end = end;
+        else
+            norm_ranges_.push_back(Range{e.offset, end, false, counted});
+    }
     exp_avg_ = static_cast<float*>(be_.alloc(bytes));
     exp_avg_sq_ = static_cast<float*>(be_.alloc(bytes));
     be_.zero(exp_avg_, bytes);
@@ -46,14 +62,11 @@ OptimizerMemory AdamOptimizer::memory() const {
 
 GradNorm AdamOptimizer::grad_norm(double loss_scale) {
     const float* g = model_.grads();
-    const int tp_rank = model_.dims().tp_rank;
-    double local[2] = {0.0, 0.0};  // sum of squares, count of non-finite params
-    for (const auto& e : model_.layout().entries()) {
-        const GradStats st = be_.grad_stats(g + e.offset, e.numel);
+    double local[2] = {0.0, 0.0};  // sum of squares, count of non-finite ranges
+    for (const Range& r : norm_ranges_) {
+        const GradStats st = be_.grad_stats(g + r.begin, r.end - r.begin);
         if (!st.finite) local[1] += 1.0;
-        const bool counted = !(e.tp_duplicate && tp_rank != 0) &&
-                             e.name != model::ParamLayout::word_embeddings_for_head();
-        if (counted) local[0] += st.sum_squares;
+        if (r.counted) local[0] += st.sum_squares;
     }
     if (mp_.size() > 1) mp_.all_reduce(local, 2, dist::CommType::F64, dist::ReduceOp::Sum);
     GradNorm r;
@@ -77,15 +90,15 @@ StepResult AdamOptimizer::step(double lr, double loss_scale) {
     ++step_;
     const DType mdt = model_.options().dtype;
     auto* model_params = static_cast<std::byte*>(model_.params());
-    for (const auto& e : model_.layout().entries()) {
+    for (const Range& e : update_ranges_) {
         AdamArgs a;
-        a.main_param = main_ + e.offset;
-        a.grad = model_.grads() + e.offset;
-        a.exp_avg = exp_avg_ + e.offset;
-        a.exp_avg_sq = exp_avg_sq_ + e.offset;
-        a.model_param = own_main_ ? model_params + e.offset * dtype_size(mdt) : nullptr;
+        a.main_param = main_ + e.begin;
+        a.grad = model_.grads() + e.begin;
+        a.exp_avg = exp_avg_ + e.begin;
+        a.exp_avg_sq = exp_avg_sq_ + e.begin;
+        a.model_param = own_main_ ? model_params + e.begin * dtype_size(mdt) : nullptr;
         a.model_dtype = mdt;
-        a.n = e.numel;
+        a.n = e.end - e.begin;
         a.lr = static_cast<float>(lr);
         a.beta1 = static_cast<float>(cfg_.adam_beta1);
         a.beta2 = static_cast<float>(cfg_.adam_beta2);

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "backend/backend.hpp"
 #include "config/config.hpp"
@@ -56,7 +57,16 @@ public:
     void reload_main_params();
 
 private:
+    // Contiguous element ranges of the flat buffers, merged over neighbouring entries (the
+    // zero padding between entries stays zero under Adam and adds nothing to the norm), so
+    // a step is a few long backend calls instead of one per parameter.
+    struct Range {
+        std::int64_t begin = 0, end = 0;
+        bool weight_decay = false;  // update ranges
+        bool counted = true;        // norm ranges: contributes to the grad norm
+    };
     OptimizerConfig cfg_;
+    std::vector<Range> update_ranges_, norm_ranges_;
     model::GptModel& model_;
     Backend& be_;
     dist::Communicator& mp_;

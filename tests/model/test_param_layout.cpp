@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/errors.hpp"
 #include "model/param_init.hpp"
 #include "model/param_layout.hpp"
 #include "model_test_util.hpp"
@@ -15,14 +16,14 @@ ModelDims dims(int tp_size, int tp_rank) {
     m.num_layers = 3;
     m.hidden_size = 32;
     m.num_attention_heads = 4;
-    return make_model_dims(m, 100, tp_size, tp_rank);
+    return make_model_dims(m, 120, tp_size, tp_rank);  // 128 for TP 1 and 2
 }
 
 TEST(ParamLayout, CountsMegatronParametersAndAlignsEntries) {
     const ModelDims d = dims(1, 0);
-    EXPECT_EQ(d.vocab_padded, 112);  // 100 padded to a multiple of 16
+    EXPECT_EQ(d.vocab_padded, 128);  // 120 padded to a multiple of 16
     ParamLayout layout(d, ChunkSpec{0, 3, true, true});
-    const std::int64_t h = 32, V = 112, L = 3, P = 8;
+    const std::int64_t h = 32, V = 128, L = 3, P = 8;
     std::int64_t expect = V * h + P * h + L * (12 * h * h + 13 * h) + 2 * h;
     std::int64_t sum = 0, end = 0;
     for (const auto& e : layout.entries()) {

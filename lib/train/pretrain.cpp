@@ -1,0 +1,75 @@
+#include "train/pretrain.hpp"
+
+#include <array>
+
+#include "backend/backend.hpp"
+#include "core/errors.hpp"
+#include "data/gpt_dataset.hpp"
+#include "log/log.hpp"
+#include "train/trainer.hpp"
+
+namespace gpt::train {
+
+namespace {
+
+class LoaderSource final : public MicroBatchSource {
+public:
+    LoaderSource(const data::SampleDataset& ds, int mbs, int dp_rank, int dp_size)
+        : loader_(ds, mbs, dp_rank, dp_size, 0) {}
+    void next(std::int32_t* tokens) override { loader_.next(tokens); }
+
+private:
+    data::MicroBatchLoader loader_;
+};
+
+}  // namespace
+
+int pretrain(const Config& cfg, dist::ProcessGroups& groups) {
+    check_supported(cfg, groups);
+    std::unique_ptr<Backend> backend;
+    if (cfg.parallel.device == "auto") {
+        // --device auto: a GPU when this build has the CUDA backend and one is visible, else
+        // the CPU; the log says which and why.
+        if (GPT_HAVE_CUDA) {
+            try {
+                backend = make_backend("cuda", groups.local_rank());
+            } catch (const UsageError& e) {
+                GPT_LOG(info) << "> --device auto: no usable GPU (" << e.what() << "); using the CPU";
+            }
+        }
+        if (!backend) backend = make_backend("cpu", groups.local_rank());
+    } else {
+        backend = make_backend(cfg.parallel.device, groups.local_rank());
+    }
+    GPT_LOG(info) << "> backend: " << backend->name();
+
+    Trainer trainer(cfg, groups, *backend);
+    const auto& t = cfg.training;
+    const std::int64_t gbs = t.global_batch_size;
+    const std::int64_t iters = trainer.train_iters();
+    const std::int64_t eval_runs = t.eval_interval > 0 ? iters / t.eval_interval + 1 : 1;
+    const std::array<std::int64_t, 3> samples{iters * gbs, eval_runs * t.eval_iters * gbs,
+                                              static_cast<std::int64_t>(t.eval_iters) * gbs};
+    GPT_LOG(info) << "> building train, validation, and test datasets (samples: " << samples[0]
+                  << ", " << samples[1] << ", " << samples[2] << ")";
+    data::GptDatasets ds = data::build_gpt_datasets(cfg.data, cfg.model.seq_length, t.seed,
+                                                    samples, groups.world_mpi(),
+                                                    static_cast<int>(cfg.model.vocab_size));
+    GPT_REQUIRE(ds.train != nullptr, UsageError, "no training data: the --split gives train 0");
+    const int dp = groups.grid().dp_size(), dp_rank = groups.coords().dp;
+    LoaderSource train_src(*ds.train, t.micro_batch_size, dp_rank, dp);
+    std::unique_ptr<LoaderSource> valid_src, test_src;
+    if (ds.valid) valid_src = std::make_unique<LoaderSource>(*ds.valid, t.micro_batch_size, dp_rank, dp);
+    if (ds.test) test_src = std::make_unique<LoaderSource>(*ds.test, t.micro_batch_size, dp_rank, dp);
+
+    GPT_LOG(info) << "> training for " << iters << " iterations of " << gbs << " samples ("
+                  << trainer.num_micro_batches() << " micro-batches of " << t.micro_batch_size
+                  << " per data-parallel rank)";
+    trainer.train(train_src, valid_src.get(), test_src.get());
+    GPT_LOG(info) << "> training done: " << trainer.iteration() << " iterations, "
+                  << trainer.skipped_iterations() << " skipped";
+    log::flush();
+    return 0;
+}
+
+}  // namespace gpt::train

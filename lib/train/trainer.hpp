@@ -1,0 +1,95 @@
+// The training loop of one rank: micro-batch accumulation up to the global batch,
+// data-parallel gradient reduction, the mixed-precision Adam step with loss scaling, the
+// LR schedule, Megatron's iteration line, evaluation and the metrics file.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "config/config.hpp"
+#include "dist/process_groups.hpp"
+#include "model/gpt_model.hpp"
+#include "optim/adam.hpp"
+#include "optim/loss_scaler.hpp"
+#include "optim/lr_scheduler.hpp"
+#include "train/batch_source.hpp"
+#include "train/metrics_file.hpp"
+
+namespace gpt::train {
+
+// What one iteration did (kept for tests and the benchmark).
+struct IterationRecord {
+    std::int64_t iteration = 0;
+    double lm_loss = 0.0;       // mean over the global batch
+    double lr = 0.0;            // the learning rate this step used
+    double grad_norm = 0.0;     // NaN when skipped
+    double loss_scale = 1.0;    // the scale this step used
+    bool skipped = false;
+    double elapsed_ms = 0.0;
+};
+
+struct MemoryReport {
+    std::size_t params = 0, grads = 0, optimizer = 0, activations = 0, buffers = 0;
+    std::size_t in_use = 0, peak = 0;  // from the backend
+};
+
+// Rejects flags this build cannot honour yet, with a message naming them (UsageError).
+void check_supported(const Config& cfg, const dist::ProcessGroups& groups);
+
+class Trainer {
+public:
+    // cfg must be validated (global batch, vocab size resolved). Builds and initialises the
+    // model, optimizer, scheduler and loss scaler.
+    Trainer(const Config& cfg, dist::ProcessGroups& groups, Backend& backend);
+    ~Trainer();
+
+    // Runs iterations until --train-iters (or --exit-interval / --exit-duration-in-mins).
+    // valid / test may be null (no evaluation).
+    void train(MicroBatchSource& train_data, MicroBatchSource* valid, MicroBatchSource* test);
+    // Mean lm loss over `iters` global batches, dropout off.
+    double evaluate(MicroBatchSource& data, int iters);
+    // One iteration (public for tests and the benchmark).
+    IterationRecord train_step(MicroBatchSource& data);
+
+    std::int64_t iteration() const { return iteration_; }
+    std::int64_t train_iters() const { return train_iters_; }
+    std::int64_t num_micro_batches() const { return num_micro_batches_; }
+    const std::vector<IterationRecord>& history() const { return history_; }
+    std::int64_t skipped_iterations() const { return total_skipped_; }
+    model::GptModel& model() { return *model_; }
+    optim::AdamOptimizer& optimizer() { return *optimizer_; }
+    const optim::LossScaler& loss_scaler() const { return scaler_; }
+    MemoryReport memory() const;
+    std::string memory_line(const std::string& when) const;
+
+private:
+    bool logs() const;  // this rank prints the iteration line and writes metrics
+    void log_interval(const IterationRecord& last);
+    void evaluate_and_print(MicroBatchSource& data, const std::string& prefix,
+                            const std::string& split);
+
+    Config cfg_;
+    dist::ProcessGroups& groups_;
+    Backend& be_;
+    std::unique_ptr<model::GptModel> model_;
+    std::unique_ptr<optim::AdamOptimizer> optimizer_;
+    optim::LrScheduler scheduler_;
+    optim::LossScaler scaler_;
+    bool skip_on_overflow_ = false;  // a loss scaler is active (fp16, or --loss-scale)
+    std::int64_t global_batch_ = 0, num_micro_batches_ = 0, train_iters_ = 0;
+    std::int64_t iteration_ = 0, consumed_samples_ = 0;
+    std::uint64_t micro_batches_done_ = 0;  // global micro-batch count: dropout streams
+    std::vector<std::int32_t> tokens_;
+    std::unique_ptr<MetricsFile> metrics_;
+    std::vector<IterationRecord> history_;
+    std::int64_t total_skipped_ = 0;
+    // The current logging interval.
+    double interval_loss_ = 0.0, interval_ms_ = 0.0;
+    std::int64_t interval_applied_ = 0, interval_iters_ = 0, interval_skipped_ = 0,
+                 interval_nan_ = 0;
+};
+
+}  // namespace gpt::train

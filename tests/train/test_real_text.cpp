@@ -1,0 +1,76 @@
+// Training on real English text through lib/data's GPT-2 tokenizer: the loss must fall
+// far below the uniform ln(50304) on held-out text. The text is the GPL-3 licence that
+// every Debian system ships (base-files), so the test needs no download.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "data/gpt2_tokenizer.hpp"
+#include "test_env.hpp"
+#include "train/trainer.hpp"
+#include "trainer_test_util.hpp"
+
+namespace gpt::train {
+namespace {
+
+// Consecutive windows of seq + 1 tokens over [first, last) of a token stream.
+class WindowSource final : public MicroBatchSource {
+public:
+    WindowSource(const std::vector<std::int32_t>& ids, std::size_t first, std::size_t last,
+                 int seq, int mbs)
+        : ids_(ids), first_(first), count_((last - first - 1) / seq), seq_(seq), mbs_(mbs) {}
+    void next(std::int32_t* tokens) override {
+        for (int j = 0; j < mbs_; ++j, ++i_) {
+            const std::size_t start = first_ + (i_ % count_) * seq_;
+            std::copy(ids_.begin() + start, ids_.begin() + start + seq_ + 1, tokens + j * (seq_ + 1));
+        }
+    }
+
+private:
+    const std::vector<std::int32_t>& ids_;
+    std::size_t first_, count_;
+    int seq_, mbs_;
+    std::size_t i_ = 0;
+};
+
+TEST(TrainerRealText, LossFallsOnEnglishText) {
+    const std::string text_path = "/usr/share/common-licenses/GPL-3";
+    std::ifstream in(text_path);
+    ASSERT_TRUE(in.good()) << text_path << " missing (Debian's base-files ships it)";
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const auto tok = data::Gpt2Tokenizer::load(test::source_dir() + "/data/gpt2/gpt2-vocab.json",
+                                               test::source_dir() + "/data/gpt2/gpt2-merges.txt");
+    const std::vector<std::int32_t> ids = tok.encode(ss.str());
+    ASSERT_GT(ids.size(), 6000u);
+
+    Config cfg = test::tiny_train_config();
+    cfg.model.vocab_size = tok.vocab_size();  // 50257 -> 50304 padded
+    cfg.model.make_vocab_size_divisible_by = 128;
+    cfg.model.seq_length = 32;
+    cfg.training.micro_batch_size = 4;
+    cfg.training.global_batch_size = 8;
+    cfg.training.train_iters = 60;
+    cfg.training.eval_iters = 4;
+    cfg.optimizer.lr = 5e-3;
+    cfg.optimizer.lr_warmup_iters = 5;
+    dist::ProcessGroups groups(MPI_COMM_SELF, 1, 1);
+    auto be = make_backend("cpu", 0);
+    Trainer tr(cfg, groups, *be);
+    const std::size_t split = ids.size() * 9 / 10;  // the last tenth is held out
+    WindowSource train(ids, 0, split, 32, 4);
+    WindowSource valid(ids, split, ids.size(), 32, 4);
+    const double valid_before = tr.evaluate(valid, cfg.training.eval_iters);
+    EXPECT_NEAR(valid_before, std::log(50304.0), 0.3);
+    for (int i = 0; i < 60; ++i) tr.train_step(train);
+    WindowSource valid_again(ids, split, ids.size(), 32, 4);
+    const double valid_after = tr.evaluate(valid_again, cfg.training.eval_iters);
+    EXPECT_LT(valid_after, valid_before - 2.0) << "before " << valid_before << " after " << valid_after;
+    EXPECT_LT(tr.history().back().lm_loss, tr.history().front().lm_loss - 2.0);
+}
+
+}  // namespace
+}  // namespace gpt::train

@@ -1,0 +1,244 @@
+// The trainer loop on the CPU backend: learning, determinism, fp16 loss scaling, mixed
+// precision tracking fp32, the NaN check, Megatron's log line and the metrics file.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+#include "core/errors.hpp"
+#include "test_env.hpp"
+#include "train/iteration_log.hpp"
+#include "train/trainer.hpp"
+#include "trainer_test_util.hpp"
+
+namespace gpt::train {
+namespace {
+
+std::vector<double> run_losses(const Config& cfg, MPI_Comm comm = MPI_COMM_SELF,
+                               std::vector<IterationRecord>* records = nullptr, int tp = 1) {
+    dist::ProcessGroups groups(comm, tp, 1);
+    auto be = make_backend("cpu", 0);
+    Trainer tr(cfg, groups, *be);
+    const int dp = groups.grid().dp_size();
+    test::WalkSource src(static_cast<int>(cfg.model.vocab_size), cfg.model.seq_length,
+                         cfg.training.micro_batch_size, groups.coords().dp, dp);
+    std::vector<double> losses;
+    for (std::int64_t i = 0; i < tr.train_iters(); ++i) losses.push_back(tr.train_step(src).lm_loss);
+    if (records) *records = tr.history();
+    return losses;
+}
+
+TEST(Trainer, LossFallsOnALearnableSequence) {
+    Config cfg = test::tiny_train_config();
+    cfg.model.hidden_dropout = 0.1;
+    cfg.model.attention_dropout = 0.1;
+    auto losses = run_losses(cfg);
+    EXPECT_NEAR(losses.front(), std::log(64.0), 0.3);
+    double last = 0;
+    for (int i = 0; i < 5; ++i) last += losses[losses.size() - 1 - i] / 5;
+    EXPECT_LT(last, 0.5 * losses.front()) << "first " << losses.front() << " last " << last;
+}
+
+TEST(Trainer, SameSeedGivesBitIdenticalLosses) {
+    Config cfg = test::tiny_train_config();
+    cfg.training.train_iters = 6;
+    cfg.model.hidden_dropout = 0.1;
+    cfg.model.attention_dropout = 0.1;
+    auto a = run_losses(cfg), b = run_losses(cfg);
+    EXPECT_EQ(a, b);
+    cfg.training.seed = 99;
+    EXPECT_NE(run_losses(cfg), a);
+}
+
+// From the initial scale 2^32 the first fp16 iterations overflow: they are skipped, do not
+// advance the LR schedule, and the scale follows hysteresis then halving, until steps apply.
+TEST(Trainer, Fp16OverflowSkipsStepsAndTheScaleFollowsTheRules) {
+    Config cfg = test::tiny_train_config();
+    cfg.training.fp16 = true;
+    cfg.training.train_iters = 30;
+    cfg.training.hysteresis = 2;
+    cfg.training.loss_scale_window = 5;
+    std::vector<IterationRecord> rec;
+    run_losses(cfg, MPI_COMM_SELF, &rec);
+    ASSERT_TRUE(rec[0].skipped);
+    EXPECT_EQ(rec[0].loss_scale, 4294967296.0);
+    auto ref = optim::LossScaler::dynamic(4294967296.0, 1.0, 5, 2);
+    int skipped = 0, applied = 0;
+    for (const auto& r : rec) {
+        EXPECT_EQ(r.loss_scale, ref.scale()) << "iteration " << r.iteration;
+        EXPECT_EQ(r.skipped, std::isnan(r.grad_norm));
+        if (!r.skipped && applied++ == 0) EXPECT_EQ(r.lr, 0.0);  // warm-up starts at 0
+        skipped += r.skipped;
+        ref.update(r.skipped);
+    }
+    EXPECT_GE(skipped, 2);
+    EXPECT_GE(applied, 10);
+    // A window of clean steps doubled the scale at least once after it settled.
+    bool doubled = false;
+    for (std::size_t i = 1; i < rec.size(); ++i)
+        doubled |= rec[i].loss_scale == 2 * rec[i - 1].loss_scale;
+    EXPECT_TRUE(doubled);
+}
+
+TEST(Trainer, HalfPrecisionRunsTrackTheFp32Run) {
+    Config cfg = test::tiny_train_config();
+    cfg.training.train_iters = 25;
+    auto ref = run_losses(cfg);
+    for (int variant = 0; variant < 2; ++variant) {
+        Config c = cfg;
+        if (variant == 0) {
+            c.training.fp16 = true;
+            c.training.initial_loss_scale = 4096.0;  // start without overflow
+        } else {
+            c.training.bf16 = true;
+        }
+        auto got = run_losses(c);
+        for (std::size_t i = 0; i < got.size(); ++i)
+            EXPECT_NEAR(got[i], ref[i], 0.03 * ref[i] + 0.02)
+                << (variant ? "bf16" : "fp16") << " iteration " << i + 1;
+    }
+}
+
+TEST(Trainer, NanLossIsAnErrorNamingTheIteration) {
+    Config cfg = test::tiny_train_config();
+    dist::ProcessGroups groups(MPI_COMM_SELF, 1, 1);
+    auto be = make_backend("cpu", 0);
+    Trainer tr(cfg, groups, *be);
+    test::WalkSource src(61, cfg.model.seq_length, cfg.training.micro_batch_size);
+    tr.train_step(src);
+    std::vector<float> p(static_cast<std::size_t>(tr.model().layout().total_elements()));
+    tr.model().get_parameters(p.data());
+    for (std::size_t i = 0; i < p.size(); ++i)  // poisons every row the batch can touch
+        if (i % 3 == 0) p[i] = std::numeric_limits<float>::quiet_NaN();
+    tr.model().set_parameters(p.data());
+    try {
+        tr.train_step(src);
+        FAIL() << "expected NumericError";
+    } catch (const NumericError& e) {
+        EXPECT_NE(std::string(e.what()).find("NaN loss at iteration 2"), std::string::npos) << e.what();
+    }
+}
+
+TEST(Trainer, DataParallelMatchesOneRankWithTheSameGlobalBatch) {
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world != 2) GTEST_SKIP() << "needs 2 ranks (registered as test_train.np2)";
+    Config cfg = test::tiny_train_config();
+    cfg.training.train_iters = 5;
+    cfg.model.hidden_dropout = 0.1;
+    auto one = run_losses(cfg, MPI_COMM_SELF);
+    auto two = run_losses(cfg, MPI_COMM_WORLD);
+    for (std::size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(one[i], two[i], 1e-5 * one[i]);
+}
+
+// Tensor parallel over 2 ranks: heads, MLP and vocabulary sharded, same losses and grad norms
+// as one rank (attention dropout is per-TP-rank by design, so it is off here).
+TEST(Trainer, TensorParallelMatchesOneRank) {
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world != 2) GTEST_SKIP() << "needs 2 ranks (registered as test_train.np2)";
+    Config cfg = test::tiny_train_config();
+    cfg.training.train_iters = 5;
+    cfg.model.hidden_dropout = 0.1;
+    std::vector<IterationRecord> r1, r2;
+    auto one = run_losses(cfg, MPI_COMM_SELF, &r1);
+    cfg.parallel.tensor_model_parallel_size = 2;
+    auto two = run_losses(cfg, MPI_COMM_WORLD, &r2, 2);
+    for (std::size_t i = 0; i < one.size(); ++i) {
+        EXPECT_NEAR(one[i], two[i], 1e-5 * one[i]);
+        EXPECT_NEAR(r1[i].grad_norm, r2[i].grad_norm, 1e-4 * r1[i].grad_norm);
+    }
+}
+
+TEST(Trainer, TrainLogsEvaluatesAndWritesMetrics) {
+    Config cfg = test::tiny_train_config();
+    cfg.training.train_iters = 6;
+    cfg.training.eval_interval = 3;
+    const std::string dir = test::scratch_dir("trainer_metrics");
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);  // each rank trains alone here: one file each
+    cfg.logging.metrics_file = dir + "/metrics." + std::to_string(rank) + ".jsonl";
+    cfg.logging.log_interval = 2;
+    {
+        dist::ProcessGroups groups(MPI_COMM_SELF, 1, 1);
+        auto be = make_backend("cpu", 0);
+        Trainer tr(cfg, groups, *be);
+        test::WalkSource train(61, cfg.model.seq_length, 2), valid(61, cfg.model.seq_length, 2, 0, 1, 1000000);
+        tr.train(train, &valid, nullptr);
+        EXPECT_EQ(tr.iteration(), 6);
+        const MemoryReport m = tr.memory();
+        EXPECT_GT(m.params, 0u);
+        EXPECT_EQ(m.grads, m.params);          // fp32 model: same element count and size
+        EXPECT_EQ(m.optimizer, 2 * m.params);  // moments only: the fp32 model is the main copy
+        EXPECT_GE(m.peak, m.params + m.grads + m.optimizer + m.activations + m.buffers);
+    }
+    std::ifstream in(cfg.logging.metrics_file);
+    std::string line;
+    int iters = 0, evals = 0;
+    while (std::getline(in, line)) {
+        if (line.find("\"split\"") != std::string::npos) {
+            ++evals;
+            EXPECT_NE(line.find("\"ppl\""), std::string::npos);
+        } else {
+            ++iters;
+            for (const char* key : {"\"iteration\": ", "\"lm_loss\"", "\"lr\"", "\"grad_norm\"",
+                                    "\"loss_scale\"", "\"elapsed_ms\"", "\"tokens_per_s\"", "\"skipped\": false"})
+                EXPECT_NE(line.find(key), std::string::npos) << key << " in " << line;
+        }
+    }
+    EXPECT_EQ(iters, 6);
+    EXPECT_EQ(evals, 3);  // iterations 3 and 6, and the final one on the validation set
+}
+
+TEST(IterationLog, FormatsMegatronsLines) {
+    IntervalStats s;
+    s.iteration = 20;
+    s.train_iters = 500;
+    s.consumed_samples = 640;
+    s.elapsed_ms_per_iteration = 1234.56;
+    s.tflops_per_gpu = 0.04;
+    s.learning_rate = 1.5e-4;
+    s.global_batch_size = 32;
+    s.lm_loss = 7.25;
+    s.loss_scale = 65536;
+    s.grad_norm = 1.2345;
+    s.skipped_iterations = 1;
+    EXPECT_EQ(format_iteration_line(s),
+              " iteration       20/     500 | consumed samples:          640 | elapsed time per "
+              "iteration (ms): 1234.6 | throughput per GPU (TFLOP/s/GPU): 0.0 | learning rate: "
+              "1.500000E-04 | global batch size:    32 | lm loss: 7.250000E+00 | loss scale: "
+              "65536.0 | grad norm: 1.234 | number of skipped iterations:   1 | number of nan "
+              "iterations:   0 |");
+    const std::string block = format_validation_block("iteration 20", std::log(100.0));
+    EXPECT_NE(block.find(" validation loss at iteration 20 | lm loss value: 4.605170E+00 | lm loss PPL: 1.000000E+02 | "),
+              std::string::npos);
+    EXPECT_EQ(block.front(), '-');
+    ModelConfig m;
+    m.num_layers = 4;
+    m.hidden_size = 256;
+    m.seq_length = 256;
+    const double flops = model_flops_per_iteration(m, 50304, 8);
+    const double formula = 72.0 * 8 * 256 * 4 * 256.0 * 256 * (1 + 256.0 / (6 * 256) + 50304.0 / (12 * 256 * 4));
+    EXPECT_NEAR(flops, formula, 1e-9 * formula);
+}
+
+TEST(Trainer, RejectsWhatItCannotDoYet) {
+    dist::ProcessGroups groups(MPI_COMM_SELF, 1, 1);
+    Config cfg = test::tiny_train_config();
+    cfg.parallel.sequence_parallel = true;
+    EXPECT_THROW(check_supported(cfg, groups), UsageError);
+    cfg = test::tiny_train_config();
+    cfg.parallel.use_distributed_optimizer = true;
+    EXPECT_THROW(check_supported(cfg, groups), UsageError);
+    cfg = test::tiny_train_config();
+    cfg.checkpoint.save = "/tmp/x";
+    EXPECT_THROW(check_supported(cfg, groups), UsageError);
+    cfg = test::tiny_train_config();
+    cfg.training.loss_scale = 1024;
+    EXPECT_THROW(check_supported(cfg, groups), UsageError);
+}
+
+}  // namespace
+}  // namespace gpt::train
