@@ -8,6 +8,8 @@
 #include "data/indexed_dataset.hpp"
 #include "data/merge.hpp"
 
+#include "tool_main.hpp"
+
 namespace po = boost::program_options;
 using namespace gpt;
 
@@ -45,19 +47,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    try {
-        return run(argc, argv);
-    } catch (const po::error& e) {
-        std::fprintf(stderr, "merge_datasets: error: %s (see --help)\n", e.what());
-        return 2;
-    } catch (const UsageError& e) {
-        std::fprintf(stderr, "merge_datasets: error: %s\n", e.what());
-        return 2;
-    } catch (const Error& e) {
-        std::fprintf(stderr, "merge_datasets: error: %s\n", e.what());
-        return 1;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "merge_datasets: internal error: %s\n", e.what());
-        return 1;
-    }
+    return gpt::app::run_tool("merge_datasets", [&] { return run(argc, argv); });
 }

@@ -8,6 +8,8 @@
 #include "data/gpt2_tokenizer.hpp"
 #include "data/preprocess.hpp"
 
+#include "tool_main.hpp"
+
 namespace po = boost::program_options;
 using namespace gpt;
 
@@ -94,19 +96,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    try {
-        return run(argc, argv);
-    } catch (const po::error& e) {
-        std::fprintf(stderr, "preprocess_data: error: %s (see --help)\n", e.what());
-        return 2;
-    } catch (const UsageError& e) {
-        std::fprintf(stderr, "preprocess_data: error: %s\n", e.what());
-        return 2;
-    } catch (const Error& e) {
-        std::fprintf(stderr, "preprocess_data: error: %s\n", e.what());
-        return 1;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "preprocess_data: internal error: %s\n", e.what());
-        return 1;
-    }
+    return gpt::app::run_tool("preprocess_data", [&] { return run(argc, argv); });
 }
