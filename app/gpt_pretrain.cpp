@@ -6,6 +6,7 @@
 
 #include "config/options.hpp"
 #include "config/validate.hpp"
+#include "core/device_info.hpp"
 #include "core/errors.hpp"
 #include "dist/mpi_environment.hpp"
 #include "dist/process_groups.hpp"
@@ -25,8 +26,7 @@ namespace {
 constexpr int kUsageExit = 2;
 constexpr int kErrorExit = 1;
 
-std::string layout_summary(const gpt::Config& cfg, gpt::dist::ProcessGroups& groups) {
-    const auto& g = groups.grid();
+std::string layout_summary(const gpt::Config& cfg, const gpt::dist::RankGrid& g) {
     std::ostringstream os;
     os << "> parallel layout: world " << g.world_size() << " = TP " << g.tp_size() << " x PP "
        << g.pp_size() << " x DP " << g.dp_size() << "; micro-batch " << cfg.training.micro_batch_size
@@ -86,34 +86,55 @@ int run(gpt::Config& cfg, const gpt::dist::MpiEnvironment& mpi, bool& ranks_dive
     const bool auto_layout = !cfg.parallel.tp_given && !cfg.parallel.pp_given &&
                              (cfg.training.max_global_batch_size > 0 || !cfg.parallel.mbs_given);
     std::string plan_summary;
-#if GPT_HAVE_PLAN
-    if (auto_layout && cfg.training.max_global_batch_size > 0) {
-        resolve_vocab(cfg);
-        int local = 1;
+    int local = 1;  // ranks on this node
+    {
         MPI_Comm node;
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, mpi.rank(), MPI_INFO_NULL, &node);
         MPI_Comm_size(node, &local);
         MPI_Comm_free(&node);
+    }
+#if GPT_HAVE_PLAN
+    if (auto_layout && cfg.training.max_global_batch_size > 0) {
+        resolve_vocab(cfg);
         plan_summary = gpt::plan::choose_layout(cfg, mpi.size(), local);
     }
 #endif
     if (cfg.training.micro_batch_size == 0)
         GPT_THROW(UsageError, "--micro-batch-size auto needs the planner and --max-global-batch-size");
-    (void)auto_layout;
     gpt::resolve_layout(cfg, mpi.size());
     resolve_vocab(cfg);
+    const gpt::dist::RankGrid grid(mpi.size(), cfg.parallel.tensor_model_parallel_size,
+                                   cfg.parallel.pipeline_model_parallel_size);
+    GPT_LOG(info) << "using world size: " << mpi.size() << ", data-parallel size: " << grid.dp_size()
+                  << ", tensor-model-parallel size: " << grid.tp_size()
+                  << ", pipeline-model-parallel size: " << grid.pp_size();
+    if (!plan_summary.empty()) GPT_LOG(info) << plan_summary;
+    GPT_LOG(info) << gpt::format_arguments(cfg);
+    GPT_LOG(info) << layout_summary(cfg, grid);
+#if GPT_HAVE_PLAN
+    // Plan for the device this run will use: the CPU when no GPU is visible. A layout that
+    // cannot fit fails here, on every rank alike, instead of being killed mid-run; a dry run
+    // reports it and still exits 0.
+    gpt::Config planned = cfg;
+    if (planned.plan.plan_device == "auto" &&
+        (cfg.parallel.device == "cpu" || gpt::visible_gpu_count() == 0))
+        planned.plan.plan_device = "cpu";
+    try {
+        // Evaluated outside the log statement: Boost.Log skips the streamed expression on
+        // ranks whose records are filtered out, and every rank must run the check.
+        const std::string verdict = gpt::plan::check_memory(planned, mpi.size(), local);
+        GPT_LOG(info) << verdict;
+    } catch (const gpt::UsageError& e) {
+        if (!cfg.logging.dry_run) throw;
+        GPT_LOG(warning) << e.what();
+    }
+#endif
+    if (cfg.logging.dry_run) return 0;
+
     // From here on ranks do different work, so an error may hit one rank only.
     ranks_diverged = true;
     gpt::dist::ProcessGroups groups(MPI_COMM_WORLD, cfg.parallel.tensor_model_parallel_size,
                                     cfg.parallel.pipeline_model_parallel_size);
-    GPT_LOG(info) << "using world size: " << mpi.size()
-                  << ", data-parallel size: " << groups.grid().dp_size()
-                  << ", tensor-model-parallel size: " << groups.grid().tp_size()
-                  << ", pipeline-model-parallel size: " << groups.grid().pp_size();
-    if (!plan_summary.empty()) GPT_LOG(info) << plan_summary;
-    GPT_LOG(info) << gpt::format_arguments(cfg);
-    GPT_LOG(info) << layout_summary(cfg, groups);
-    if (cfg.logging.dry_run) return 0;
 #if GPT_HAVE_TRAIN
     return gpt::train::pretrain(cfg, groups);
 #else

@@ -118,3 +118,53 @@ std::string choose_layout(Config& cfg, int world_size, int local_world_size) {
 }
 
 }  // namespace gpt::plan
+
+namespace gpt::plan {
+
+namespace {
+Layout layout_of(const Config& cfg) {
+    const ParallelConfig& p = cfg.parallel;
+    Layout l;
+    l.tp = p.tensor_model_parallel_size;
+    l.pp = p.pipeline_model_parallel_size;
+    l.dp = p.data_parallel_size;
+    l.vp = p.virtual_stages(cfg.model.num_layers);
+    l.micro_batch = cfg.training.micro_batch_size;
+    l.global_batch = cfg.training.global_batch_size;
+    l.recompute = p.recompute_granularity == "full"        ? Recompute::Full
+                  : p.recompute_granularity == "selective" ? Recompute::Selective
+                                                           : Recompute::None;
+    l.sequence_parallel = p.sequence_parallel && p.tensor_model_parallel_size > 1;
+    l.distributed_optimizer = p.use_distributed_optimizer;
+    return l;
+}
+}  // namespace
+
+std::string check_memory(const Config& cfg, int world_size, int local_world_size) {
+    const SearchInputs in = search_inputs_from_config(cfg, world_size, local_world_size, false);
+    const Layout l = layout_of(cfg);
+    const MemoryBreakdown m = peak_memory(in.model, l, in.device);
+    constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
+    const double have = static_cast<double>(in.device_memory_bytes);
+    std::ostringstream os;
+    os.setf(std::ios::fixed);
+    os.precision(2);
+    os << l.describe() << " needs " << m.total() / GiB << " GiB per rank on pipeline stage "
+       << m.stage << " (weights " << m.weights / GiB << ", gradients " << m.gradients / GiB
+       << ", optimizer " << m.optimizer / GiB << ", activations " << m.activations / GiB
+       << ", buffers " << (m.buffers + m.fragmentation) / GiB << ") of " << have / GiB
+       << " GiB on " << in.device.name << " (" << in.device_memory_source << ")";
+    std::ostringstream shortfall;
+    shortfall.setf(std::ios::fixed);
+    shortfall.precision(2);
+    shortfall << (m.total() - have) / GiB;
+    GPT_REQUIRE(m.total() <= have, UsageError, "predicted out of memory by ", shortfall.str(),
+                " GiB: ", os.str(),
+                ". HINT: use more ranks or larger TP/PP, --use-distributed-optimizer, "
+                "--recompute-activations, a smaller --micro-batch-size, or leave out TP/PP "
+                "and give --max-global-batch-size so the planner chooses; "
+                "gpt_pretrain --plan-only lists what fits");
+    return "> predicted memory: " + os.str();
+}
+
+}  // namespace gpt::plan

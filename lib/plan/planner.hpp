@@ -33,3 +33,14 @@ void print_plan(const gpt::Config& cfg, std::ostream& out);
 std::string choose_layout(gpt::Config& cfg, int world_size, int local_world_size);
 
 }  // namespace gpt::plan
+
+namespace gpt::plan {
+
+// The configured layout's predicted peak memory per rank against the device memory (the
+// memory model of the planner, on the device this run uses). Throws UsageError naming the
+// shortfall and what to change when it does not fit, so a job that cannot fit fails at
+// start-up instead of being killed by the kernel or the GPU mid-run; otherwise returns a
+// one-line summary for the log. cfg must be resolved (resolve_layout).
+std::string check_memory(const gpt::Config& cfg, int world_size, int local_world_size);
+
+}  // namespace gpt::plan

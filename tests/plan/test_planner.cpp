@@ -122,3 +122,26 @@ TEST(PlanFlags, DeviceAndFabricFlagsReachTheSearch) {
 }
 
 }  // namespace gpt::plan::test
+namespace gpt::plan::test {
+
+TEST(CheckMemory, FitsOrNamesTheShortfall) {
+    Config cfg = parse_args({"--num-layers", "48", "--hidden-size", "6144", "--num-attention-heads", "64",
+                             "--seq-length", "2048", "--vocab-size", "50257", "--train-iters", "1",
+                             "--fp16", "--use-distributed-optimizer", "--plan-device", "h100-80gb",
+                             "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "2"})
+                     .config;
+    validate(cfg, 16);
+    setenv("DEVICE_MEMORY_GB", "80", 1);
+    EXPECT_NE(check_memory(cfg, 16, 8).find("needs"), std::string::npos);
+    setenv("DEVICE_MEMORY_GB", "4", 1);
+    try {
+        check_memory(cfg, 16, 8);
+        ADD_FAILURE() << "22B on 16 ranks of 4 GiB must not fit";
+    } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("predicted out of memory by"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("HINT"), std::string::npos);
+    }
+    unsetenv("DEVICE_MEMORY_GB");
+}
+
+}  // namespace gpt::plan::test
