@@ -9,4 +9,8 @@ foreach(part plan train data)
     target_compile_definitions(gpt_pretrain PRIVATE GPT_HAVE_${PART}=1)
   endif()
 endforeach()
+# lib/train saves and loads checkpoints (--save/--load, --exit-signal-handler).
+if(TARGET gpt_train)
+  target_compile_definitions(gpt_pretrain PRIVATE GPT_TRAINER_CHECKPOINTS=1)
+endif()
 install(TARGETS gpt_pretrain RUNTIME DESTINATION bin)

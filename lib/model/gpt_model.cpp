@@ -185,6 +185,7 @@ double GptModel::forward(int slot, bool training, std::uint64_t dropout_stream) 
                                   s.layers[static_cast<std::size_t>(l)], layer_input(s, l),
                                   chunk_.first_layer + l);
     if (!chunk_.post_process) return 0.0;
+    head_slot_ = slot;
     return head_forward(c, head_params_, s, chunk_output(s));
 }
 
@@ -194,7 +195,15 @@ void GptModel::backward(int slot, float dloss_per_token) {
     st.forwarded = false;
     const PassContext c = context(slot);
     const SlotSaved& s = plan_.slot(slot);
-    if (chunk_.post_process) head_backward(c, head_params_, s, chunk_output(s), dloss_per_token);
+    if (chunk_.post_process) {
+        // The logits live in the shared workspace, not the slot. A schedule that ran another
+        // micro-batch's head since this one's forward (the interleaved warm-up on the last
+        // stage) needs them again: recompute them, deterministically (one GEMM and the
+        // cross-entropy statistics; dropout does not reach the head).
+        if (head_slot_ != slot) head_forward(c, head_params_, s, chunk_output(s));
+        head_backward(c, head_params_, s, chunk_output(s), dloss_per_token);
+        head_slot_ = -1;  // turned into their gradient in place
+    }
     for (int l = chunk_.num_layers - 1; l >= 0; --l)
         transformer_layer_backward(c, layer_params_[static_cast<std::size_t>(l)],
                                    s.layers[static_cast<std::size_t>(l)], layer_input(s, l),

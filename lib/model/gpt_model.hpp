@@ -98,6 +98,8 @@ private:
         bool forwarded = false;
     };
     std::vector<SlotState> slot_state_;
+    // The slot whose logits and softmax statistics the shared workspace holds (-1: none).
+    int head_slot_ = -1;
 };
 
 }  // namespace gpt::model

@@ -60,24 +60,37 @@ OptimizerMemory AdamOptimizer::memory() const {
     return OptimizerMemory{own_main_ ? bytes : 0, 2 * bytes};
 }
 
-GradNorm AdamOptimizer::grad_norm(double loss_scale) {
+std::array<double, 2> AdamOptimizer::local_grad_stats() const {
     const float* g = model_.grads();
-    double local[2] = {0.0, 0.0};  // sum of squares, count of non-finite ranges
+    std::array<double, 2> local{0.0, 0.0};  // sum of squares, count of non-finite ranges
     for (const Range& r : norm_ranges_) {
         const GradStats st = be_.grad_stats(g + r.begin, r.end - r.begin);
         if (!st.finite) local[1] += 1.0;
         if (r.counted) local[0] += st.sum_squares;
     }
-    if (mp_.size() > 1) mp_.all_reduce(local, 2, dist::CommType::F64, dist::ReduceOp::Sum);
+    return local;
+}
+
+GradNorm AdamOptimizer::finish_grad_norm(const std::array<double, 2>& reduced, double loss_scale) {
     GradNorm r;
-    r.finite = local[1] == 0.0 && std::isfinite(local[0]);
-    r.norm = r.finite ? std::sqrt(local[0]) / loss_scale : std::nan("");
+    r.finite = reduced[1] == 0.0 && std::isfinite(reduced[0]);
+    r.norm = r.finite ? std::sqrt(reduced[0]) / loss_scale : std::nan("");
     return r;
 }
 
+GradNorm AdamOptimizer::grad_norm(double loss_scale) {
+    std::array<double, 2> local = local_grad_stats();
+    if (mp_.size() > 1) mp_.all_reduce(local.data(), 2, dist::CommType::F64, dist::ReduceOp::Sum);
+    return finish_grad_norm(local, loss_scale);
+}
+
 StepResult AdamOptimizer::step(double lr, double loss_scale) {
+    return step(lr, loss_scale, grad_norm(loss_scale));
+}
+
+StepResult AdamOptimizer::step(double lr, double loss_scale, const GradNorm& norm) {
     StepResult r;
-    r.grad = grad_norm(loss_scale);
+    r.grad = norm;
     if (!r.grad.finite) {
         r.skipped = true;
         return r;

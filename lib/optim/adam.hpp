@@ -4,6 +4,7 @@
 // the half model params rewritten from the main params in the same pass.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -43,9 +44,16 @@ public:
     // Global L2 norm of grads / loss_scale. Parameters replicated over TP count once; the
     // pipeline's copy of the tied embedding is not counted twice.
     GradNorm grad_norm(double loss_scale);
+    // This rank's share before any reduction: {sum of squares of counted grads, number of
+    // non-finite ranges}. A rank holding several model chunks (interleaved pipeline) sums
+    // its optimizers' shares, reduces them once and steps each with the common norm.
+    std::array<double, 2> local_grad_stats() const;
+    static GradNorm finish_grad_norm(const std::array<double, 2>& reduced, double loss_scale);
     // Unscale, check, clip to --clip-grad, update. Skips (and does not count a step) when a
     // gradient is not finite.
     StepResult step(double lr, double loss_scale);
+    // The same with a norm already reduced over every chunk of the model-parallel group.
+    StepResult step(double lr, double loss_scale, const GradNorm& norm);
 
     std::int64_t steps() const { return step_; }
     void set_steps(std::int64_t s) { step_ = s; }

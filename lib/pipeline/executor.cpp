@@ -57,7 +57,8 @@ private:
 PipelineTiming run_pipeline(const PipelineShape& sh, dist::Communicator& pp, const StageFunctions& fn) {
     const int p = sh.pp_size, s = sh.stage, m = sh.num_microbatches, v = sh.num_chunks;
     GPT_ASSERT(pp.size() == p && pp.rank() == s, "pipeline group does not match the shape");
-    const std::vector<Action> schedule = make_schedule(p, s, m, v);
+    const std::vector<Action> schedule =
+        sh.forward_only ? forward_only_schedule(m, v) : make_schedule(p, s, m, v);
     const std::size_t bytes = sh.activation_count * dist::comm_type_size(sh.type);
     const int next = (s + 1) % p, prev = (s - 1 + p) % p;
     // Messages between two stages in one direction are matched by tag; beyond MPI's

@@ -30,6 +30,7 @@ struct PipelineShape {
     int num_chunks = 1;
     std::int64_t activation_count = 0;  // elements of one boundary activation
     dist::CommType type = dist::CommType::F32;
+    bool forward_only = false;  // evaluation: forward_only_schedule, no backward passes
 };
 
 struct PipelineTiming {

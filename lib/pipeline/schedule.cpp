@@ -73,6 +73,15 @@ std::vector<Action> interleaved_schedule(int p, int stage, int m, int v) {
     return s;
 }
 
+std::vector<Action> forward_only_schedule(int num_microbatches, int num_chunks) {
+    GPT_REQUIRE(num_microbatches >= 1 && num_chunks >= 1, UsageError,
+                "a forward-only schedule needs >= 1 micro-batch and chunk");
+    std::vector<Action> out;
+    for (int mb = 0; mb < num_microbatches; ++mb)
+        for (int c = 0; c < num_chunks; ++c) out.push_back({Pass::Forward, mb, c});
+    return out;
+}
+
 std::vector<Action> make_schedule(int p, int stage, int m, int v) {
     if (p == 1 && v == 1) return sequential_schedule(m);
     if (v == 1) return one_f_one_b_schedule(p, stage, m);

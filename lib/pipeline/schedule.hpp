@@ -33,6 +33,11 @@ std::vector<Action> one_f_one_b_schedule(int pp_size, int stage, int num_microba
 std::vector<Action> interleaved_schedule(int pp_size, int stage, int num_microbatches,
                                          int num_chunks);
 
+// Evaluation: forwards only, micro-batch by micro-batch through this rank's chunks in
+// order. Every input comes from a smaller (micro-batch, virtual stage), so no stage waits
+// on one that waits on it.
+std::vector<Action> forward_only_schedule(int num_microbatches, int num_chunks);
+
 // The schedule for this configuration (sequential when pp == 1, interleaved when v > 1).
 std::vector<Action> make_schedule(int pp_size, int stage, int num_microbatches, int num_chunks);
 

@@ -1,11 +1,13 @@
 #include "train/pretrain.hpp"
 
 #include <array>
+#include <optional>
 
 #include "backend/backend.hpp"
 #include "core/errors.hpp"
 #include "data/gpt_dataset.hpp"
 #include "log/log.hpp"
+#include "train/exit_conditions.hpp"
 #include "train/trainer.hpp"
 
 namespace gpt::train {
@@ -14,8 +16,9 @@ namespace {
 
 class LoaderSource final : public MicroBatchSource {
 public:
-    LoaderSource(const data::SampleDataset& ds, int mbs, int dp_rank, int dp_size)
-        : loader_(ds, mbs, dp_rank, dp_size, 0) {}
+    LoaderSource(const data::SampleDataset& ds, int mbs, int dp_rank, int dp_size,
+                 std::int64_t consumed_samples)
+        : loader_(ds, mbs, dp_rank, dp_size, consumed_samples) {}
     void next(std::int32_t* tokens) override { loader_.next(tokens); }
 
 private:
@@ -26,6 +29,10 @@ private:
 
 int pretrain(const Config& cfg, dist::ProcessGroups& groups) {
     check_supported(cfg, groups);
+    // Catch SIGTERM/SIGUSR1 from the start, so one arriving during setup is not fatal; the
+    // trainer acts on it after its next iteration.
+    std::optional<SignalCatcher> signals;
+    if (cfg.training.exit_signal_handler) signals.emplace();
     std::unique_ptr<Backend> backend;
     if (cfg.parallel.device == "auto") {
         // --device auto: a GPU when this build has the CUDA backend and one is visible, else
@@ -44,6 +51,7 @@ int pretrain(const Config& cfg, dist::ProcessGroups& groups) {
     GPT_LOG(info) << "> backend: " << backend->name();
 
     Trainer trainer(cfg, groups, *backend);
+    trainer.load_checkpoint();  // before the loaders: they start at the saved data position
     const auto& t = cfg.training;
     const std::int64_t gbs = t.global_batch_size;
     const std::int64_t iters = trainer.train_iters();
@@ -57,10 +65,11 @@ int pretrain(const Config& cfg, dist::ProcessGroups& groups) {
                                                     static_cast<int>(cfg.model.vocab_size));
     GPT_REQUIRE(ds.train != nullptr, UsageError, "no training data: the --split gives train 0");
     const int dp = groups.grid().dp_size(), dp_rank = groups.coords().dp;
-    LoaderSource train_src(*ds.train, t.micro_batch_size, dp_rank, dp);
+    LoaderSource train_src(*ds.train, t.micro_batch_size, dp_rank, dp, trainer.consumed_train_samples());
     std::unique_ptr<LoaderSource> valid_src, test_src;
-    if (ds.valid) valid_src = std::make_unique<LoaderSource>(*ds.valid, t.micro_batch_size, dp_rank, dp);
-    if (ds.test) test_src = std::make_unique<LoaderSource>(*ds.test, t.micro_batch_size, dp_rank, dp);
+    if (ds.valid) valid_src = std::make_unique<LoaderSource>(*ds.valid, t.micro_batch_size, dp_rank, dp,
+                                                              trainer.consumed_valid_samples());
+    if (ds.test) test_src = std::make_unique<LoaderSource>(*ds.test, t.micro_batch_size, dp_rank, dp, 0);
 
     GPT_LOG(info) << "> training for " << iters << " iterations of " << gbs << " samples ("
                   << trainer.num_micro_batches() << " micro-batches of " << t.micro_batch_size

@@ -6,6 +6,7 @@
 #include "core/errors.hpp"
 #include "core/timer.hpp"
 #include "log/log.hpp"
+#include "train/exit_conditions.hpp"
 #include "train/iteration_log.hpp"
 
 namespace gpt::train {
@@ -16,15 +17,11 @@ void check_supported(const Config& cfg, const dist::ProcessGroups& groups) {
         GPT_REQUIRE(!bad, UsageError, what,
                     " is not supported by this version's trainer yet. HINT: run without it");
     };
-    reject(groups.grid().pp_size() > 1, "--pipeline-model-parallel-size > 1");
-    reject(p.num_layers_per_virtual_pipeline_stage > 0, "--num-layers-per-virtual-pipeline-stage");
+    pipeline_num_chunks(cfg, groups);  // layers must split evenly over (virtual) stages
     reject(p.sequence_parallel, "--sequence-parallel");
     reject(p.use_distributed_optimizer, "--use-distributed-optimizer");
     reject(p.recompute_activations || !p.recompute_granularity.empty(),
            "activation recomputation (--recompute-activations / --recompute-granularity)");
-    reject(!cfg.checkpoint.save.empty(), "--save (checkpointing)");
-    reject(!cfg.checkpoint.load.empty(), "--load (checkpointing)");
-    reject(cfg.training.exit_signal_handler, "--exit-signal-handler");
     GPT_REQUIRE(!(cfg.training.fp16 && cfg.training.bf16), UsageError,
                 "--fp16 and --bf16 are exclusive");
     GPT_REQUIRE(cfg.training.loss_scale == 0.0 || cfg.training.fp16 || cfg.training.bf16,
@@ -97,12 +94,18 @@ Trainer::Trainer(const Config& cfg, dist::ProcessGroups& groups, Backend& backen
     opt.layernorm_eps = static_cast<float>(cfg.model.layernorm_epsilon);
     opt.init_std = cfg.model.init_method_std;
     opt.seed = t.seed;
-    const model::ChunkSpec chunk{0, dims.num_layers, true, true};
-    model_ = std::make_unique<model::GptModel>(dims, chunk, opt, t.micro_batch_size, be_,
-                                               groups.tp());
+    // This rank's first model chunk (the whole model without pipelining); pipeline_ builds
+    // the others of an interleaved schedule.
+    const model::ChunkSpec chunk = pipeline_chunk_spec(cfg, groups, 0);
+    model_ = std::make_unique<model::GptModel>(
+        dims, chunk, opt, t.micro_batch_size, be_, groups.tp(),
+        pipeline_slots(cfg, groups, num_micro_batches_, 0));
     model_->init_parameters();
     optimizer_ = std::make_unique<optim::AdamOptimizer>(cfg.optimizer, *model_,
                                                         groups.model_parallel());
+    if (groups.grid().pp_size() > 1)
+        pipeline_ = std::make_unique<PipelineEngine>(cfg, groups, be_, opt, num_micro_batches_,
+                                                     *model_, *optimizer_);
     tokens_.resize(static_cast<std::size_t>(t.micro_batch_size) * (dims.seq + 1));
     if (!cfg.logging.metrics_file.empty() && logs())
         metrics_ = std::make_unique<MetricsFile>(cfg.logging.metrics_file);
@@ -111,8 +114,10 @@ Trainer::Trainer(const Config& cfg, dist::ProcessGroups& groups, Backend& backen
 Trainer::~Trainer() = default;
 
 bool Trainer::logs() const {
-    const auto c = groups_.coords();
-    return groups_.is_last_stage() && c.tp == 0 && c.dp == 0;
+    // Megatron prints on the last pipeline stage; here the pipeline hands the last stage's
+    // loss to every stage (grad norm and LR are global anyway) and the console shows rank
+    // 0's records, so rank 0 (the first stage without pipelining) logs: once, correct.
+    return groups_.rank() == 0;
 }
 
 MemoryReport Trainer::memory() const {
@@ -140,25 +145,30 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
     // The objective is the mean token loss over the global batch, times the loss scale;
     // 1/dp is folded in here so the data-parallel reduction is a plain sum.
     const float dloss = static_cast<float>(scale / (T * static_cast<double>(num_micro_batches_) * dp));
-    model_->zero_grads();
     double loss = 0.0;
-    for (std::int64_t mb = 0; mb < num_micro_batches_; ++mb) {
-        data.next(tokens_.data());
-        model_->set_batch(0, tokens_.data());
-        // Streams follow the global batch order, so a run's dropout masks do not depend on
-        // how the batch is split over data-parallel ranks.
-        const std::uint64_t stream = (micro_batches_done_ + static_cast<std::uint64_t>(mb)) * dp + dp_rank;
-        loss += model_->forward(0, true, stream) / T;
-        model_->backward(0, dloss);
+    if (pipeline_) {
+        // The pipeline schedule, including the embedding and data-parallel reductions.
+        loss = pipeline_->forward_backward(data, dloss, micro_batches_done_);
+    } else {
+        model_->zero_grads();
+        for (std::int64_t mb = 0; mb < num_micro_batches_; ++mb) {
+            data.next(tokens_.data());
+            model_->set_batch(0, tokens_.data());
+            // Streams follow the global batch order, so a run's dropout masks do not depend
+            // on how the batch is split over data-parallel ranks.
+            const std::uint64_t stream = (micro_batches_done_ + static_cast<std::uint64_t>(mb)) * dp + dp_rank;
+            loss += model_->forward(0, true, stream) / T;
+            model_->backward(0, dloss);
+        }
+        loss /= static_cast<double>(num_micro_batches_);
+        if (dp > 1) {
+            groups_.dp().all_reduce(model_->grads(), model_->layout().total_elements(),
+                                    dist::CommType::F32, dist::ReduceOp::Sum);
+            groups_.dp().all_reduce(&loss, 1, dist::CommType::F64, dist::ReduceOp::Sum);
+            loss /= dp;
+        }
     }
     micro_batches_done_ += static_cast<std::uint64_t>(num_micro_batches_);
-    loss /= static_cast<double>(num_micro_batches_);
-    if (dp > 1) {
-        groups_.dp().all_reduce(model_->grads(), model_->layout().total_elements(),
-                                dist::CommType::F32, dist::ReduceOp::Sum);
-        groups_.dp().all_reduce(&loss, 1, dist::CommType::F64, dist::ReduceOp::Sum);
-        loss /= dp;
-    }
     ++iteration_;
     GPT_REQUIRE(!std::isnan(loss), NumericError, "NaN loss at iteration ", iteration_,
                 " (Megatron's NaN check). HINT: lower --lr, use --bf16, or check the data");
@@ -168,7 +178,8 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
     rec.lm_loss = loss;
     rec.lr = scheduler_.lr();
     rec.loss_scale = scale;
-    const optim::StepResult r = optimizer_->step(rec.lr, scale);
+    const optim::StepResult r =
+        pipeline_ ? pipeline_->step(rec.lr, scale) : optimizer_->step(rec.lr, scale);
     if (r.skipped) {
         GPT_REQUIRE(skip_on_overflow_, NumericError, "gradients are not finite at iteration ",
                     iteration_, " (loss ", loss, "). HINT: lower --lr or use --fp16 with loss scaling");
@@ -187,6 +198,7 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
 }
 
 double Trainer::evaluate(MicroBatchSource& data, int iters) {
+    if (pipeline_) return pipeline_->evaluate(data, iters);
     const double T = static_cast<double>(model_->tokens());
     double total = 0.0;
     for (int it = 0; it < iters; ++it)
@@ -207,6 +219,9 @@ double Trainer::evaluate(MicroBatchSource& data, int iters) {
 void Trainer::evaluate_and_print(MicroBatchSource& data, const std::string& prefix,
                                  const std::string& split) {
     const double loss = evaluate(data, cfg_.training.eval_iters);
+    // The validation loader's position, which a checkpoint saves (Megatron's
+    // consumed_valid_samples); the test set is read from its start each time.
+    if (split == "valid") consumed_valid_samples_ += std::int64_t{cfg_.training.eval_iters} * global_batch_;
     if (!logs()) return;
     GPT_LOG(info) << "\n" << format_validation_block(prefix, loss);
     if (metrics_) metrics_->write_eval(iteration_, split, loss);
@@ -240,7 +255,7 @@ void Trainer::train(MicroBatchSource& train_data, MicroBatchSource* valid, Micro
     GPT_LOG(info) << " > number of parameters on (tensor, pipeline) model parallel rank ("
                   << groups_.coords().tp << ", " << groups_.coords().pp << "): " << num_params;
     GPT_LOG(info) << memory_line("after model and optimizer setup");
-    Stopwatch run_clock;
+    ExitConditions exits(t, groups_.world());  // installs the signal handler first
     const double seq_tokens = static_cast<double>(global_batch_) * model_->dims().seq;
     while (iteration_ < train_iters_) {
         const IterationRecord rec = train_step(train_data);
@@ -270,20 +285,11 @@ void Trainer::train(MicroBatchSource& train_data, MicroBatchSource* valid, Micro
         if (logs() && iteration_ % every == 0) log_interval(rec);
         if (valid && t.eval_interval > 0 && t.eval_iters > 0 && iteration_ % t.eval_interval == 0)
             evaluate_and_print(*valid, "iteration " + std::to_string(iteration_), "valid");
-        if (t.exit_interval > 0 && iteration_ % t.exit_interval == 0) {
-            GPT_LOG(info) << "exiting program at iteration " << iteration_ << " (--exit-interval)";
-            break;
-        }
-        if (t.exit_duration_in_mins > 0.0) {
-            // Every rank must take the same decision, so the slowest clock decides.
-            double minutes = run_clock.seconds() / 60.0;
-            groups_.world().all_reduce(&minutes, 1, dist::CommType::F64, dist::ReduceOp::Max);
-            if (minutes > t.exit_duration_in_mins) {
-                GPT_LOG(info) << "exiting program after " << minutes << " minutes (--exit-duration-in-mins)";
-                break;
-            }
-        }
+        // --save-interval, and --exit-* (saved first): Megatron exits right there, without
+        // the final evaluation.
+        if (end_of_iteration(exits)) return;
     }
+    save_at_end();
     if (t.eval_iters > 0) {
         const std::string at = "iteration " + std::to_string(iteration_);
         if (valid) evaluate_and_print(*valid, at + " on validation set", "valid");

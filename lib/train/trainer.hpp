@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -17,8 +18,11 @@
 #include "optim/lr_scheduler.hpp"
 #include "train/batch_source.hpp"
 #include "train/metrics_file.hpp"
+#include "train/pipeline_engine.hpp"
 
 namespace gpt::train {
+
+class ExitConditions;
 
 // What one iteration did (kept for tests and the benchmark).
 struct IterationRecord {
@@ -53,6 +57,13 @@ public:
     double evaluate(MicroBatchSource& data, int iters);
     // One iteration (public for tests and the benchmark).
     IterationRecord train_step(MicroBatchSource& data);
+    // Checkpoints (train/trainer_checkpoint.cpp), collective. load_checkpoint: --load /
+    // --ckpt-step / --load-fallback; the iteration loaded, nullopt for a fresh start (no
+    // --load, or an empty folder). save_checkpoint: the whole training state to --save.
+    std::optional<std::int64_t> load_checkpoint();
+    void save_checkpoint();
+    std::int64_t consumed_train_samples() const { return consumed_samples_; }
+    std::int64_t consumed_valid_samples() const { return consumed_valid_samples_; }
 
     std::int64_t iteration() const { return iteration_; }
     std::int64_t train_iters() const { return train_iters_; }
@@ -61,6 +72,7 @@ public:
     std::int64_t skipped_iterations() const { return total_skipped_; }
     model::GptModel& model() { return *model_; }
     optim::AdamOptimizer& optimizer() { return *optimizer_; }
+    PipelineEngine* pipeline() { return pipeline_.get(); }  // null without pipelining
     const optim::LossScaler& loss_scaler() const { return scaler_; }
     MemoryReport memory() const;
     std::string memory_line(const std::string& when) const;
@@ -70,12 +82,19 @@ private:
     void log_interval(const IterationRecord& last);
     void evaluate_and_print(MicroBatchSource& data, const std::string& prefix,
                             const std::string& split);
+    // This rank's model chunks and their optimizers (chunk 0 first).
+    using ChunkList = std::pair<std::vector<model::GptModel*>, std::vector<optim::AdamOptimizer*>>;
+    ChunkList chunk_list();
+    // After each iteration: saves on --save-interval or before an exit; true: stop now.
+    bool end_of_iteration(ExitConditions& exits);
+    void save_at_end();  // after the last iteration, unless just saved
 
     Config cfg_;
     dist::ProcessGroups& groups_;
     Backend& be_;
     std::unique_ptr<model::GptModel> model_;
     std::unique_ptr<optim::AdamOptimizer> optimizer_;
+    std::unique_ptr<PipelineEngine> pipeline_;  // pp > 1; refers to model_ and optimizer_
     optim::LrScheduler scheduler_;
     optim::LossScaler scaler_;
     bool skip_on_overflow_ = false;  // a loss scaler is active (fp16, or --loss-scale)
@@ -86,6 +105,8 @@ private:
     std::unique_ptr<MetricsFile> metrics_;
     std::vector<IterationRecord> history_;
     std::int64_t total_skipped_ = 0;
+    std::int64_t consumed_valid_samples_ = 0;  // validation data position (checkpointed)
+    std::int64_t last_saved_iteration_ = -1;
     // The current logging interval.
     double interval_loss_ = 0.0, interval_ms_ = 0.0;
     std::int64_t interval_applied_ = 0, interval_iters_ = 0, interval_skipped_ = 0,

@@ -46,7 +46,7 @@ Grads sequential(int L, int m) {
     return g;
 }
 
-void run_case(int pp_size, int v, int m) {
+void run_case(int pp_size, int v, int m, bool forward_only = false) {
     int world = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     dist::ProcessGroups groups(MPI_COMM_WORLD, 1, pp_size);
@@ -84,9 +84,20 @@ void run_case(int pp_size, int v, int m) {
         if (gin) std::memcpy(gin, dy.data(), n * sizeof(double));
     };
     PipelineShape shape{p, s, m, v, n, dist::CommType::F64};
+    shape.forward_only = forward_only;
+    if (forward_only)
+        fn.backward = [](int, int, const void*, void*) { FAIL() << "backward in a forward-only run"; };
     run_pipeline(shape, groups.pp(), fn);
-    EXPECT_TRUE(saved.empty());
     const Grads ref = sequential(L, m);
+    if (forward_only) {
+        // Every (micro-batch, chunk) ran forward exactly once, and the loss is the same.
+        EXPECT_EQ(saved.size(), static_cast<std::size_t>(m * v));
+        if (s == p - 1) {
+            EXPECT_NEAR(got.loss, ref.loss, 1e-12 * std::abs(ref.loss));
+        }
+        return;
+    }
+    EXPECT_TRUE(saved.empty());
     for (int c = 0; c < v; ++c) {
         const int k = c * p + s;
         EXPECT_NEAR(got.dw[k], ref.dw.at(k), 1e-12 * std::abs(ref.dw.at(k))) << "layer " << k;
@@ -112,4 +123,10 @@ TEST(PipelineExecutor, InterleavedMatchesSequential) {
     if (p == 1) GTEST_SKIP() << "the interleaved schedule needs at least 2 stages (this is the np1 run)";
     for (int v : {2, 3})
         for (int m : {p, 2 * p, 4 * p}) run_case(p, v, m);
+}
+
+TEST(PipelineExecutor, ForwardOnlyMatchesSequentialLoss) {
+    const int p = world_size();
+    for (int v : {1, 2})
+        for (int m : {1, 3}) run_case(p, v, m, true);
 }

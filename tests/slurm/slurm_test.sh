@@ -289,7 +289,8 @@ say "phase 3 data ok: array $array_id ($states), merge job $merge_id COMPLETED 0
 show "$merge_log" "." 6
 
 # ==== phase 3a: 4 ranks TP 2 x PP 2 under the allocation (--dry-run) ==========================
-# Checkpoints are off in phase 3 (CHECKPOINTS=0): today gpt_pretrain refuses --save/--load.
+# Checkpoints are off in phase 3 (CHECKPOINTS=0): phase 3b checks that USR1 is then only
+# logged and training runs on; phase 4a checkpoints on USR1.
 for launcher in srun mpirun; do
   say "phase 3a: sbatch gpt-tiny-cpu.sbatch, 4 tasks, TP 2 x PP 2, --dry-run, LAUNCHER=$launcher"
   submit "dryrun-$launcher" -- CHECKPOINTS=0 LAUNCHER=$launcher EXTRA_ARGS="--dry-run"
@@ -328,13 +329,14 @@ say "phase 3b ok: job $id COMPLETED 0:0, lm loss $first -> $last3(last three), U
 show "$log" "caught USR1|iteration +(1|30)/|exited"
 
 # ==== phase 4 gates: ask gpt_pretrain what it supports, honestly ==============================
-# Each probe runs the real feature for one iteration outside Slurm. A refusal that says the
+# Each probe runs the real feature for 3 iterations outside Slurm (the LR decay must be
+# longer than the 2 warm-up iterations of $small). A refusal that says the
 # feature is not built yet skips the phase (printed); any other failure fails the test.
 probe() {  # probe NAME RANKS ARGS...: sets probe_ok=1, or probe_why to the refusal
   local name=$1 ranks=$2; shift 2
   probe_ok=0 probe_why=""
   if (cd "$work" && timeout 120 mpiexec -n "$ranks" "$build/app/gpt_pretrain" --config configs/gpt-tiny.ini \
-        "${small[@]}" --mock-data --train-iters 1 "$@") > "$tmp/log/probe-$name.out" 2>&1; then
+        "${small[@]}" --mock-data --train-iters 3 "$@") > "$tmp/log/probe-$name.out" 2>&1; then
     probe_ok=1; return
   fi
   probe_why=$(grep -m1 -iE "not (built|supported|implemented)[^.]*yet" "$tmp/log/probe-$name.out" || true)

@@ -233,9 +233,6 @@ TEST(Trainer, RejectsWhatItCannotDoYet) {
     cfg.parallel.use_distributed_optimizer = true;
     EXPECT_THROW(check_supported(cfg, groups), UsageError);
     cfg = test::tiny_train_config();
-    cfg.checkpoint.save = "/tmp/x";
-    EXPECT_THROW(check_supported(cfg, groups), UsageError);
-    cfg = test::tiny_train_config();
     cfg.training.loss_scale = 1024;
     EXPECT_THROW(check_supported(cfg, groups), UsageError);
 }

@@ -1,0 +1,257 @@
+#include "train/pipeline_engine.hpp"
+
+#include <algorithm>
+
+#include "core/errors.hpp"
+#include "pipeline/schedule.hpp"
+
+namespace gpt::train {
+
+int pipeline_num_chunks(const Config& cfg, const dist::ProcessGroups& groups) {
+    const int p = groups.grid().pp_size(), L = cfg.model.num_layers;
+    const int per_virtual = cfg.parallel.num_layers_per_virtual_pipeline_stage;
+    GPT_REQUIRE(L % p == 0, UsageError, "--num-layers ", L,
+                " is not divisible by --pipeline-model-parallel-size ", p,
+                ": pipeline stages need equal layer counts");
+    if (per_virtual <= 0) return 1;
+    GPT_REQUIRE(p > 1, UsageError,
+                "--num-layers-per-virtual-pipeline-stage needs --pipeline-model-parallel-size > 1");
+    GPT_REQUIRE((L / p) % per_virtual == 0, UsageError, "layers per pipeline stage ", L / p,
+                " (--num-layers ", L, " / PP ", p,
+                ") is not divisible by --num-layers-per-virtual-pipeline-stage ", per_virtual);
+    return L / p / per_virtual;
+}
+
+model::ChunkSpec pipeline_chunk_spec(const Config& cfg, const dist::ProcessGroups& groups,
+                                     int chunk) {
+    const int p = groups.grid().pp_size(), s = groups.coords().pp;
+    const int v = pipeline_num_chunks(cfg, groups);
+    GPT_ASSERT(chunk >= 0 && chunk < v, "chunk ", chunk, " outside 0..", v - 1);
+    const int per_vstage = cfg.model.num_layers / (p * v);
+    const int vstage = chunk * p + s;  // Megatron's interleaved assignment
+    return model::ChunkSpec{vstage * per_vstage, per_vstage, vstage == 0, vstage == p * v - 1};
+}
+
+int pipeline_slots(const Config& cfg, const dist::ProcessGroups& groups,
+                   std::int64_t num_micro_batches, int chunk) {
+    const int p = groups.grid().pp_size();
+    if (p == 1) return 1;  // the trainer's own loop: one micro-batch at a time
+    const int v = pipeline_num_chunks(cfg, groups);
+    const auto schedule = pipeline::make_schedule(p, groups.coords().pp,
+                                                  static_cast<int>(num_micro_batches), v);
+    int live = 0, most = 0;
+    for (const auto& a : schedule) {
+        if (a.chunk != chunk) continue;
+        live += a.pass == pipeline::Pass::Forward ? 1 : -1;
+        most = std::max(most, live);
+    }
+    return std::max(most, 1);
+}
+
+PipelineEngine::PipelineEngine(const Config& cfg, dist::ProcessGroups& groups, Backend& backend,
+                               const model::ModelOptions& opt, std::int64_t num_micro_batches,
+                               model::GptModel& chunk0, optim::AdamOptimizer& optimizer0)
+    : cfg_(cfg), groups_(groups), be_(backend), num_micro_batches_(num_micro_batches) {
+    const int v = pipeline_num_chunks(cfg, groups);
+    chunks_.push_back(&chunk0);
+    optimizers_.push_back(&optimizer0);
+    for (int c = 1; c < v; ++c) {
+        owned_chunks_.push_back(std::make_unique<model::GptModel>(
+            chunk0.dims(), pipeline_chunk_spec(cfg, groups, c), opt, chunk0.micro_batch(), be_,
+            groups.tp(), pipeline_slots(cfg, groups, num_micro_batches, c)));
+        owned_chunks_.back()->init_parameters();
+        owned_optimizers_.push_back(std::make_unique<optim::AdamOptimizer>(
+            cfg.optimizer, *owned_chunks_.back(), groups.model_parallel()));
+        chunks_.push_back(owned_chunks_.back().get());
+        optimizers_.push_back(owned_optimizers_.back().get());
+    }
+    for (int c = 0; c < v; ++c) {
+        const int n = pipeline_slots(cfg, groups, num_micro_batches, c);
+        GPT_ASSERT(chunks_[static_cast<std::size_t>(c)]->plan().num_slots() >= n, "chunk ", c,
+                   " has fewer micro-batch slots than its schedule needs (", n, ")");
+    }
+    slots_.resize(static_cast<std::size_t>(v));
+    sample_elems_ = static_cast<std::size_t>(chunk0.micro_batch()) * (chunk0.dims().seq + 1);
+    tokens_.resize(sample_elems_ * static_cast<std::size_t>(num_micro_batches));
+}
+
+PipelineEngine::~PipelineEngine() = default;
+
+std::size_t PipelineEngine::extra_bytes() const {
+    std::size_t total = 0;
+    for (std::size_t c = 0; c < owned_chunks_.size(); ++c) {
+        const auto mm = owned_chunks_[c]->memory();
+        const auto om = owned_optimizers_[c]->memory();
+        total += mm.params + mm.grads + mm.activations + mm.workspace + om.main_params + om.moments;
+    }
+    return total;
+}
+
+pipeline::PipelineShape PipelineEngine::shape(bool forward_only) const {
+    const model::GptModel& m = *chunks_.front();
+    pipeline::PipelineShape sh;
+    sh.pp_size = groups_.grid().pp_size();
+    sh.stage = groups_.coords().pp;
+    sh.num_microbatches = static_cast<int>(num_micro_batches_);
+    sh.num_chunks = num_chunks();
+    sh.activation_count = m.tokens() * m.dims().hidden;  // (T, h), replicated over TP
+    sh.type = dist::comm_type(m.options().dtype);
+    sh.forward_only = forward_only;
+    return sh;
+}
+
+void PipelineEngine::read_batch(MicroBatchSource& data) {
+    for (std::int64_t mb = 0; mb < num_micro_batches_; ++mb)
+        data.next(tokens_.data() + static_cast<std::size_t>(mb) * sample_elems_);
+}
+
+const std::int32_t* PipelineEngine::tokens_of(int mb) const {
+    return tokens_.data() + static_cast<std::size_t>(mb) * sample_elems_;
+}
+
+void PipelineEngine::reset_slots() {
+    for (std::size_t c = 0; c < slots_.size(); ++c) {
+        Slots& s = slots_[c];
+        s.free.clear();
+        for (int i = chunks_[c]->plan().num_slots() - 1; i >= 0; --i) s.free.push_back(i);
+        s.of_mb.assign(static_cast<std::size_t>(num_micro_batches_), -1);
+    }
+}
+
+int PipelineEngine::take_slot(int chunk, int mb) {
+    Slots& s = slots_.at(static_cast<std::size_t>(chunk));
+    GPT_ASSERT(!s.free.empty(), "no free micro-batch slot on chunk ", chunk, " for micro-batch ", mb);
+    const int slot = s.free.back();
+    s.free.pop_back();
+    s.of_mb.at(static_cast<std::size_t>(mb)) = slot;
+    return slot;
+}
+
+int PipelineEngine::release_slot(int chunk, int mb) {
+    Slots& s = slots_.at(static_cast<std::size_t>(chunk));
+    const int slot = s.of_mb.at(static_cast<std::size_t>(mb));
+    GPT_ASSERT(slot >= 0, "backward of micro-batch ", mb, " on chunk ", chunk, " before its forward");
+    s.of_mb[static_cast<std::size_t>(mb)] = -1;
+    s.free.push_back(slot);
+    return slot;
+}
+
+double PipelineEngine::from_last_stage(double value) {
+    if (!groups_.is_last_stage()) value = 0.0;
+    groups_.pp().all_reduce(&value, 1, dist::CommType::F64, dist::ReduceOp::Sum);
+    return value;
+}
+
+double PipelineEngine::forward_backward(MicroBatchSource& data, float dloss,
+                                        std::uint64_t first_stream) {
+    const int dp = groups_.grid().dp_size(), dp_rank = groups_.coords().dp;
+    const std::size_t act_bytes = static_cast<std::size_t>(shape(false).activation_count) *
+                                  dist::comm_type_size(shape(false).type);
+    const double T = static_cast<double>(chunks_.front()->tokens());
+    read_batch(data);
+    reset_slots();
+    for (auto* m : chunks_) m->zero_grads();
+    double loss = 0.0;
+    pipeline::StageFunctions fn;
+    fn.forward = [&](int mb, int c, const void* in, void* out) {
+        model::GptModel& m = *chunks_[static_cast<std::size_t>(c)];
+        const int slot = take_slot(c, mb);
+        if (m.chunk().pre_process || m.chunk().post_process) m.set_batch(slot, tokens_of(mb));
+        if (in) be_.copy_to_device(m.input_hidden(slot), in, act_bytes);
+        // The single-rank stream of this micro-batch, so dropout masks match that run.
+        const std::uint64_t stream = (first_stream + static_cast<std::uint64_t>(mb)) * dp + dp_rank;
+        const double l = m.forward(slot, true, stream);
+        if (m.chunk().post_process) loss += l / T;
+        if (out) be_.copy_to_host(out, m.output_hidden(slot), act_bytes);
+    };
+    fn.backward = [&](int mb, int c, const void* grad_out, void* grad_in) {
+        model::GptModel& m = *chunks_[static_cast<std::size_t>(c)];
+        const int slot = release_slot(c, mb);
+        if (grad_out) be_.copy_to_device(m.output_grad(), grad_out, act_bytes);
+        m.backward(slot, dloss);
+        if (grad_in) be_.copy_to_host(grad_in, m.input_grad(), act_bytes);
+    };
+    timing_ = pipeline::run_pipeline(shape(false), groups_.pp(), fn);
+
+    // Tied embeddings: the first stage's word-embedding grad and the last stage's head copy
+    // both become their sum, so the two copies take identical Adam steps (Megatron's
+    // allreduce of word-embedding grads over the embedding group).
+    if (groups_.embedding().size() > 1) {
+        model::GptModel* holder = nullptr;
+        const char* name = nullptr;
+        if (chunks_.front()->chunk().pre_process) {
+            holder = chunks_.front();
+            name = model::ParamLayout::word_embeddings();
+        } else if (chunks_.back()->chunk().post_process) {
+            holder = chunks_.back();
+            name = model::ParamLayout::word_embeddings_for_head();
+        }
+        GPT_ASSERT(holder != nullptr, "rank in the embedding group holds no word embeddings");
+        const auto& e = holder->layout().at(name);
+        groups_.embedding().all_reduce(holder->grads() + e.offset, e.numel, dist::CommType::F32,
+                                       dist::ReduceOp::Sum);
+    }
+    loss /= static_cast<double>(num_micro_batches_);
+    if (dp > 1) {
+        for (auto* m : chunks_)
+            groups_.dp().all_reduce(m->grads(), m->layout().total_elements(), dist::CommType::F32,
+                                    dist::ReduceOp::Sum);
+        groups_.dp().all_reduce(&loss, 1, dist::CommType::F64, dist::ReduceOp::Sum);
+        loss /= dp;
+    }
+    // Megatron logs on the last stage; every rank gets the value so all take the same
+    // decisions (the NaN check, skipped-iteration bookkeeping).
+    return from_last_stage(loss);
+}
+
+optim::StepResult PipelineEngine::step(double lr, double loss_scale) {
+    std::array<double, 2> stats{0.0, 0.0};
+    for (auto* o : optimizers_) {
+        const auto s = o->local_grad_stats();
+        stats[0] += s[0];
+        stats[1] += s[1];
+    }
+    auto& mp = groups_.model_parallel();
+    if (mp.size() > 1) mp.all_reduce(stats.data(), 2, dist::CommType::F64, dist::ReduceOp::Sum);
+    const optim::GradNorm norm = optim::AdamOptimizer::finish_grad_norm(stats, loss_scale);
+    optim::StepResult r;
+    for (auto* o : optimizers_) r = o->step(lr, loss_scale, norm);
+    return r;
+}
+
+double PipelineEngine::evaluate(MicroBatchSource& data, int iters) {
+    const pipeline::PipelineShape sh = shape(true);
+    const std::size_t act_bytes =
+        static_cast<std::size_t>(sh.activation_count) * dist::comm_type_size(sh.type);
+    const double T = static_cast<double>(chunks_.front()->tokens());
+    double total = 0.0;
+    pipeline::StageFunctions fn;
+    fn.forward = [&](int mb, int c, const void* in, void* out) {
+        model::GptModel& m = *chunks_[static_cast<std::size_t>(c)];
+        // No backward follows, so the slot is free again once the output is copied out.
+        const int slot = take_slot(c, mb);
+        if (m.chunk().pre_process || m.chunk().post_process) m.set_batch(slot, tokens_of(mb));
+        if (in) be_.copy_to_device(m.input_hidden(slot), in, act_bytes);
+        const double l = m.forward(slot, false, 0);
+        if (m.chunk().post_process) total += l / T;
+        if (out) be_.copy_to_host(out, m.output_hidden(slot), act_bytes);
+        release_slot(c, mb);
+    };
+    fn.backward = [](int, int, const void*, void*) {
+        throw InternalError("backward pass in a forward-only pipeline schedule");
+    };
+    for (int it = 0; it < iters; ++it) {
+        read_batch(data);
+        reset_slots();
+        pipeline::run_pipeline(sh, groups_.pp(), fn);
+    }
+    total /= static_cast<double>(iters) * static_cast<double>(num_micro_batches_);
+    const int dp = groups_.grid().dp_size();
+    if (dp > 1) {
+        groups_.dp().all_reduce(&total, 1, dist::CommType::F64, dist::ReduceOp::Sum);
+        total /= dp;
+    }
+    return from_last_stage(total);
+}
+
+}  // namespace gpt::train

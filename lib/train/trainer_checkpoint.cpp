@@ -1,0 +1,290 @@
+// The trainer's checkpoints: what is saved (docs/checkpoint-format.md, "Using it from the
+// trainer"), how it is loaded into any supported layout, and the end-of-iteration decision
+// to save and exit. Trainer members defined here keep trainer.cpp about the training loop.
+#include <cstring>
+
+#include "ckpt/checkpoint.hpp"
+#include "config/options.hpp"
+#include "core/errors.hpp"
+#include "log/log.hpp"
+#include "train/checkpoint_slices.hpp"
+#include "train/exit_conditions.hpp"
+#include "train/trainer.hpp"
+
+namespace gpt::train {
+
+namespace {
+
+const char* kRngBlob = "rng_state";
+
+// A rank's dropout RNG position: Philox keyed by the seed, the stream of its next
+// micro-batch (the trainer's global micro-batch counter, see Trainer::train_step).
+struct RngState {
+    std::uint64_t seed = 0;
+    std::uint64_t next_stream = 0;  // micro_batches_done * dp + dp_rank
+    std::int32_t dp_rank = 0, dp_size = 1;
+};
+
+std::string dtype_label(DType t) { return t == DType::F16 ? "fp16" : t == DType::BF16 ? "bf16" : "fp32"; }
+
+// This rank's model chunks and their optimizers: chunk 0 is the trainer's, an interleaved
+// pipeline adds the engine's others.
+struct ChunkRefs {
+    std::vector<model::GptModel*> models;
+    std::vector<optim::AdamOptimizer*> optimizers;
+};
+
+// Stages every chunk on the host: checkpoint I/O reads and writes host memory while the
+// buffers may live on a device. Filled from the device first, so the alignment padding
+// between entries keeps its (zero) values when a load copies everything back.
+std::vector<ChunkHost> stage_on_host(Backend& be, const ChunkRefs& refs) {
+    std::vector<ChunkHost> out(refs.models.size());
+    for (std::size_t c = 0; c < out.size(); ++c) {
+        model::GptModel& m = *refs.models[c];
+        optim::AdamOptimizer& opt = *refs.optimizers[c];
+        ChunkHost& h = out[c];
+        const auto n = static_cast<std::size_t>(m.layout().total_elements());
+        h.layout = &m.layout();
+        h.params.resize(n * dtype_size(m.options().dtype));
+        h.main.resize(n);
+        h.exp_avg.resize(n);
+        h.exp_avg_sq.resize(n);
+        be.copy_to_host(h.params.data(), m.params(), h.params.size());
+        be.copy_to_host(h.main.data(), opt.main_params(), n * sizeof(float));
+        be.copy_to_host(h.exp_avg.data(), opt.exp_avg(), n * sizeof(float));
+        be.copy_to_host(h.exp_avg_sq.data(), opt.exp_avg_sq(), n * sizeof(float));
+    }
+    return out;
+}
+
+ChunkRefs as_refs(std::pair<std::vector<model::GptModel*>, std::vector<optim::AdamOptimizer*>> l) {
+    return ChunkRefs{std::move(l.first), std::move(l.second)};
+}
+
+std::vector<TensorBinding> bind(const ChunkRefs& refs, const model::ParamLayout& full,
+                                const dist::RankCoords& c) {
+    std::vector<const model::ParamLayout*> layouts;
+    for (auto* m : refs.models) layouts.push_back(&m->layout());
+    return bind_tensors(full, layouts, c.tp, c.dp);
+}
+
+model::ParamLayout whole_model_layout(const model::GptModel& m) {
+    return model::ParamLayout(m.dims(), model::ChunkSpec{0, m.dims().num_layers, true, true});
+}
+
+}  // namespace
+
+void Trainer::save_checkpoint() {
+    const std::string& dir = cfg_.checkpoint.save;
+    GPT_REQUIRE(!dir.empty(), InternalError, "save_checkpoint without --save");
+    // A run resumed from DIR that stops at once would write the same iteration again.
+    std::int64_t latest = -1;
+    if (groups_.rank() == 0) latest = ckpt::read_tracker(dir).value_or(-1);
+    groups_.world().broadcast(&latest, 1, dist::CommType::I64, 0);
+    if (latest == iteration_) {
+        GPT_LOG(info) << "checkpoint at iteration " << iteration_ << " is already the latest in "
+                      << dir << ": not saving it again";
+        last_saved_iteration_ = iteration_;
+        return;
+    }
+    GPT_LOG(info) << "saving checkpoint at iteration " << iteration_ << " to " << dir;
+    Stopwatch sw;
+    const DType dt = model_->options().dtype;
+    const auto c = groups_.coords();
+    const ChunkRefs refs = as_refs(chunk_list());
+    const model::ParamLayout full = whole_model_layout(*model_);
+    const std::vector<TensorBinding> tensors = bind(refs, full, c);
+    const std::vector<ChunkHost> host = stage_on_host(be_, refs);
+    std::vector<ckpt::TensorSlice> slices;
+    for (StateKind k : {StateKind::Param, StateKind::MainParam, StateKind::ExpAvg, StateKind::ExpAvgSq})
+        for (auto&& s : save_slices(tensors, host, k, dt)) slices.push_back(std::move(s));
+
+    ckpt::CheckpointWriter w(groups_.world_mpi(), dir, iteration_);
+    w.write(slices);
+    const int dp = groups_.grid().dp_size();
+    w.set_attribute("iteration", iteration_);
+    w.set_attribute("consumed_samples", consumed_samples_);  // the training data position
+    w.set_attribute("consumed_train_samples", consumed_samples_);
+    w.set_attribute("consumed_valid_samples", consumed_valid_samples_);
+    w.set_attribute("skipped_iterations", total_skipped_);
+    w.set_attribute("optimizer_steps", optimizer_->steps());
+    w.set_attribute("lr_scheduler_num_steps", scheduler_.num_steps());
+    w.set_attribute("loss_scaler_dynamic", std::int64_t{scaler_.is_dynamic() ? 1 : 0});
+    w.set_attribute("loss_scale", scaler_.scale());
+    w.set_attribute("loss_scale_growth_tracker", std::int64_t{scaler_.growth_tracker()});
+    w.set_attribute("loss_scale_hysteresis_tracker", std::int64_t{scaler_.hysteresis_tracker()});
+    // Layout-free dropout position: the global micro-batch index (micro-batches x DP).
+    w.set_attribute("dropout_micro_batches", static_cast<std::int64_t>(micro_batches_done_) * dp);
+    w.set_attribute("seed", static_cast<std::int64_t>(cfg_.training.seed));
+    w.set_attribute("params_dtype", dtype_label(dt));
+    w.set_attribute("tensor_model_parallel_size", std::int64_t{groups_.grid().tp_size()});
+    w.set_attribute("pipeline_model_parallel_size", std::int64_t{groups_.grid().pp_size()});
+    w.set_attribute("data_parallel_size", std::int64_t{dp});
+    w.set_attribute("config", format_arguments(cfg_));
+    RngState rng;
+    rng.seed = cfg_.training.seed;
+    rng.next_stream = micro_batches_done_ * static_cast<std::uint64_t>(dp) + static_cast<std::uint64_t>(c.dp);
+    rng.dp_rank = c.dp;
+    rng.dp_size = dp;
+    w.write_rank_blob(kRngBlob, &rng, sizeof rng);
+    const ckpt::CommitResult res = w.commit(cfg_.checkpoint.keep_last);
+    last_saved_iteration_ = iteration_;
+    GPT_LOG(info) << "successfully saved checkpoint at iteration " << iteration_ << " to " << dir
+                  << " (" << sw.seconds() << " s)";
+    for (std::int64_t old : res.removed)
+        GPT_LOG(info) << "removed checkpoint at iteration " << old << " (--keep-last "
+                      << cfg_.checkpoint.keep_last << ")";
+}
+
+namespace {
+
+// Everything a checkpoint holds besides the tensors.
+struct SavedProgress {
+    std::int64_t iteration = 0, consumed_train = 0, consumed_valid = 0, skipped = 0;
+    std::int64_t optimizer_steps = 0, scheduler_steps = 0, dropout_micro_batches = 0, seed = 0;
+    bool dynamic_scaler = false;
+    double scale = 1.0;
+    int growth = 0, hysteresis = 0;
+    bool have_rng = false;
+    RngState rng;
+};
+
+SavedProgress read_progress(ckpt::CheckpointReader& r, int world_size, int rank) {
+    SavedProgress p;
+    p.iteration = r.attribute_int("iteration");
+    p.consumed_train = r.attribute_int("consumed_train_samples");
+    p.consumed_valid = r.attribute_int("consumed_valid_samples");
+    p.skipped = r.attribute_int("skipped_iterations");
+    p.optimizer_steps = r.attribute_int("optimizer_steps");
+    p.scheduler_steps = r.attribute_int("lr_scheduler_num_steps");
+    p.dropout_micro_batches = r.attribute_int("dropout_micro_batches");
+    p.seed = r.attribute_int("seed");
+    p.dynamic_scaler = r.attribute_int("loss_scaler_dynamic") != 0;
+    p.scale = r.attribute_double("loss_scale");
+    p.growth = static_cast<int>(r.attribute_int("loss_scale_growth_tracker"));
+    p.hysteresis = static_cast<int>(r.attribute_int("loss_scale_hysteresis_tracker"));
+    // Per-rank RNG positions mean something only to the same ranks (Megatron loads them
+    // when the world size matches); otherwise the layout-free counter above is used.
+    if (r.saved_world_size() == world_size && r.has_rank_blob(kRngBlob)) {
+        const auto blob = r.read_rank_blob(kRngBlob, rank);
+        GPT_REQUIRE(blob.size() == sizeof(RngState), DataError, r.file(), ": rank blob '", kRngBlob,
+                    "' of rank ", rank, " has ", blob.size(), " bytes, expected ", sizeof(RngState));
+        std::memcpy(&p.rng, blob.data(), sizeof(RngState));
+        p.have_rng = true;
+    }
+    return p;
+}
+
+// The vocabulary is padded to a multiple of --make-vocab-size-divisible-by x TP, so a
+// checkpoint from another TP size may have more or fewer embedding rows. The padding rows
+// take part in the softmax, so cutting or adding them would change the model: refuse,
+// saying how to make the two agree (Megatron needs its converter here).
+void check_padded_vocab(const ckpt::CheckpointReader& r, const model::ParamLayout& full) {
+    const char* name = model::ParamLayout::word_embeddings();
+    if (!r.has_tensor(name)) return;  // the reader reports the missing tensor itself
+    const std::int64_t saved = r.tensor_info(name).shape.at(0);
+    const std::int64_t now = full.at(name).global_shape.at(0);
+    GPT_REQUIRE(saved == now, UsageError, "checkpoint ", r.file(), " has a padded vocabulary of ",
+                saved, " rows but this run pads it to ", now, " (--make-vocab-size-divisible-by x "
+                "--tensor-model-parallel-size). HINT: pick --make-vocab-size-divisible-by so that "
+                "both layouts pad to ", saved, ", e.g. double it when halving TP");
+}
+
+}  // namespace
+
+std::optional<std::int64_t> Trainer::load_checkpoint() {
+    const auto& ck = cfg_.checkpoint;
+    if (ck.load.empty()) return std::nullopt;
+    const DType dt = model_->options().dtype;
+    const ChunkRefs refs = as_refs(chunk_list());
+    const model::ParamLayout full = whole_model_layout(*model_);
+    const std::vector<TensorBinding> tensors = bind(refs, full, groups_.coords());
+    std::vector<ChunkHost> host = stage_on_host(be_, refs);
+    SavedProgress p;
+    ckpt::LoadRequest req(ck.load, ck.ckpt_step, ck.load_fallback);
+    const ckpt::LoadResult res = ckpt::load_checkpoint(
+        groups_.world_mpi(), req, [&](ckpt::CheckpointReader& r) {
+            // The model's parameters are the rounding of the fp32 main parameters (the
+            // invariant Adam keeps), so they are set from those, in any precision, without
+            // a second rounding through the stored model dtype (fp16 -> bf16). Optimizer
+            // state is read in its own call, as the reader asks of sharded state.
+            check_padded_vocab(r, full);
+            std::vector<ckpt::TensorSliceOut> opt;
+            for (StateKind k : {StateKind::MainParam, StateKind::ExpAvg, StateKind::ExpAvgSq})
+                for (auto&& s : load_slices(tensors, host, k, dt)) opt.push_back(std::move(s));
+            r.read(opt);
+            p = read_progress(r, groups_.world_size(), groups_.rank());
+        });
+    for (const auto& why : res.rejected) GPT_LOG(warning) << "rejected checkpoint: " << why;
+    if (!res.iteration) {
+        // Megatron's habit: --save and --load on the same folder, empty on the first run.
+        GPT_LOG(info) << "no checkpoint found in " << ck.load << ": starting from iteration 0";
+        return std::nullopt;
+    }
+    for (std::size_t c = 0; c < host.size(); ++c) {
+        model::GptModel& m = *refs.models[c];
+        optim::AdamOptimizer& o = *refs.optimizers[c];
+        const auto n = static_cast<std::size_t>(m.layout().total_elements()) * sizeof(float);
+        be_.copy_to_device(o.main_params(), host[c].main.data(), n);  // the model's own when fp32
+        if (dt != DType::F32) m.set_parameters(host[c].main.data());
+        be_.copy_to_device(o.exp_avg(), host[c].exp_avg.data(), n);
+        be_.copy_to_device(o.exp_avg_sq(), host[c].exp_avg_sq.data(), n);
+    }
+    const int dp = groups_.grid().dp_size();
+    // This rank's own saved RNG position when the layout is the same; else the global one.
+    const bool own_rng = p.have_rng && p.rng.dp_size == dp && p.rng.dp_rank == groups_.coords().dp;
+    if (!own_rng && p.dropout_micro_batches % dp != 0)
+        GPT_LOG(warning) << "checkpoint " << res.file << " stopped after " << p.dropout_micro_batches
+                         << " micro-batches, not a multiple of the data-parallel size " << dp
+                         << " (was --micro-batch-size changed?): dropout masks will not continue the saved run's";
+    iteration_ = p.iteration;
+    consumed_samples_ = p.consumed_train;
+    consumed_valid_samples_ = p.consumed_valid;
+    total_skipped_ = p.skipped;
+    for (auto* o : refs.optimizers) o->set_steps(p.optimizer_steps);  // every chunk's
+    scheduler_.set_num_steps(p.scheduler_steps);
+    // A checkpoint of a bf16/fp32 run holds no dynamic scaler state: an fp16 run from it
+    // starts its scaler afresh, as Megatron does when the checkpoint has none.
+    if (scaler_.is_dynamic() && p.dynamic_scaler) scaler_.restore(p.scale, p.growth, p.hysteresis);
+    if (own_rng)
+        micro_batches_done_ = (p.rng.next_stream - static_cast<std::uint64_t>(p.rng.dp_rank)) /
+                              static_cast<std::uint64_t>(dp);
+    else
+        micro_batches_done_ = static_cast<std::uint64_t>(p.dropout_micro_batches / dp);
+    if (p.seed != static_cast<std::int64_t>(cfg_.training.seed))
+        GPT_LOG(warning) << "checkpoint " << res.file << " was trained with --seed " << p.seed
+                         << "; this run uses " << cfg_.training.seed
+                         << ": dropout masks and data order follow the new seed";
+    if (ck.save == ck.load) last_saved_iteration_ = iteration_;
+    GPT_LOG(info) << "successfully loaded checkpoint from " << ck.load << " at iteration " << iteration_;
+    return iteration_;
+}
+
+Trainer::ChunkList Trainer::chunk_list() {
+    ChunkList l{{model_.get()}, {optimizer_.get()}};
+    if (pipeline_)
+        for (int c = 1; c < pipeline_->num_chunks(); ++c) {
+            l.first.push_back(&pipeline_->chunk(c));
+            l.second.push_back(&pipeline_->optimizer(c));
+        }
+    return l;
+}
+
+bool Trainer::end_of_iteration(ExitConditions& exits) {
+    const auto& ck = cfg_.checkpoint;
+    const ExitReason why = exits.check(iteration_);
+    const bool interval = ck.save_interval > 0 && iteration_ % ck.save_interval == 0;
+    const bool save = !ck.save.empty() && (interval || why != ExitReason::None);
+    if (save) save_checkpoint();
+    if (why == ExitReason::None) return false;
+    GPT_LOG(info) << exits.describe(why, iteration_, save);
+    return true;
+}
+
+void Trainer::save_at_end() {
+    // Megatron saves after the last iteration unless the interval just did.
+    if (!cfg_.checkpoint.save.empty() && iteration_ > 0 && last_saved_iteration_ != iteration_)
+        save_checkpoint();
+}
+
+}  // namespace gpt::train

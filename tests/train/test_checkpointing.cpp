@@ -1,0 +1,365 @@
+// Checkpoints from the trainer: exact restart (dropout on, fp16 dynamic loss scaling),
+// resharding across tensor/data-parallel layouts and precisions, damaged checkpoints and
+// --load-fallback, retention, and the exit conditions (signal, --exit-interval).
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "ckpt/checkpoint.hpp"
+#include "core/errors.hpp"
+#include "core/half.hpp"
+#include "test_env.hpp"
+#include "train/exit_conditions.hpp"
+#include "train/trainer.hpp"
+#include "trainer_test_util.hpp"
+
+namespace gpt::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+int world_size() {
+    int n = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
+int world_rank() {
+    int r = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+
+Config small_config() {
+    Config c = test::tiny_train_config();
+    c.training.train_iters = 8;
+    c.training.eval_iters = 0;
+    c.optimizer.lr_warmup_iters = 2;
+    c.logging.log_interval = 1000;
+    return c;
+}
+
+struct RunResult {
+    std::vector<IterationRecord> records;  // this run's iterations only
+    std::vector<float> params, main;       // this rank's flat buffers after the run
+    std::int64_t iteration = 0;
+    double scale = 0.0;
+    double eval = 0.0;                     // loss on fixed data after the run
+};
+
+// Trains `iters` iterations on the world with TP `tp` x PP `pp` (DP = world / tp / pp) after
+// loading cfg.checkpoint.load (when set); saves at the end when `save`.
+RunResult train_for(Config cfg, int tp, int iters, bool save, int pp = 1) {
+    cfg.parallel.tensor_model_parallel_size = tp;
+    cfg.parallel.pipeline_model_parallel_size = pp;
+    dist::ProcessGroups groups(MPI_COMM_WORLD, tp, pp);
+    auto be = make_backend("cpu", 0);
+    Trainer tr(cfg, groups, *be);
+    tr.load_checkpoint();
+    const int dp = groups.grid().dp_size();
+    test::WalkSource src(static_cast<int>(cfg.model.vocab_size), cfg.model.seq_length,
+                         cfg.training.micro_batch_size, groups.coords().dp, dp,
+                         tr.consumed_train_samples());
+    for (int i = 0; i < iters; ++i) tr.train_step(src);
+    if (save) tr.save_checkpoint();
+    RunResult r;
+    r.records = tr.history();
+    r.iteration = tr.iteration();
+    r.scale = tr.loss_scaler().scale();
+    const auto n = static_cast<std::size_t>(tr.model().layout().total_elements());
+    r.params.resize(n);
+    tr.model().get_parameters(r.params.data());
+    r.main.assign(tr.optimizer().main_params(), tr.optimizer().main_params() + n);
+    test::WalkSource fixed(static_cast<int>(cfg.model.vocab_size), cfg.model.seq_length,
+                           cfg.training.micro_batch_size, groups.coords().dp, dp, 1000000);
+    r.eval = tr.evaluate(fixed, 1);
+    return r;
+}
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+void expect_identical(const std::vector<IterationRecord>& a, const std::vector<IterationRecord>& b) {
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(a[i].iteration, b[i].iteration);
+        EXPECT_TRUE(same_bits(a[i].lm_loss, b[i].lm_loss)) << "iteration " << a[i].iteration << ": "
+                                                           << a[i].lm_loss << " vs " << b[i].lm_loss;
+        EXPECT_TRUE(same_bits(a[i].grad_norm, b[i].grad_norm) ||
+                    (std::isnan(a[i].grad_norm) && std::isnan(b[i].grad_norm)))
+            << "iteration " << a[i].iteration;
+        EXPECT_EQ(a[i].loss_scale, b[i].loss_scale) << "iteration " << a[i].iteration;
+        EXPECT_EQ(a[i].skipped, b[i].skipped) << "iteration " << a[i].iteration;
+        EXPECT_EQ(a[i].lr, b[i].lr) << "iteration " << a[i].iteration;
+    }
+}
+
+// 2N straight vs N + save + load + N: bit-identical, with dropout and fp16 loss scaling
+// (a small initial scale and window, so steps are both skipped and applied, and the scale
+// both halves and grows, around the restart).
+void check_exact_restart(int tp, const std::string& name) {
+    Config cfg = small_config();
+    cfg.model.hidden_dropout = 0.1;
+    cfg.model.attention_dropout = 0.1;
+    cfg.training.fp16 = true;
+    cfg.training.initial_loss_scale = 65536.0 * 1024.0;
+    cfg.training.loss_scale_window = 3;
+    cfg.training.hysteresis = 1;
+    const int n = 4;
+    const RunResult straight = train_for(cfg, tp, 2 * n, false);
+    int skipped = 0;
+    for (const auto& r : straight.records) skipped += r.skipped;
+    EXPECT_GE(skipped, 1) << "no skipped step: the loss scaler state was not exercised";
+    EXPECT_LT(skipped, 2 * n);
+
+    const std::string dir = test::scratch_dir(name);
+    cfg.checkpoint.save = dir;
+    const RunResult first = train_for(cfg, tp, n, true);
+    cfg.checkpoint.load = dir;
+    const RunResult second = train_for(cfg, tp, n, false);
+    EXPECT_EQ(second.iteration, 2 * n);
+    std::vector<IterationRecord> joined = first.records;
+    joined.insert(joined.end(), second.records.begin(), second.records.end());
+    expect_identical(straight.records, joined);
+    EXPECT_EQ(straight.params, second.params);
+    EXPECT_EQ(straight.main, second.main);
+    EXPECT_EQ(straight.scale, second.scale);
+}
+
+TEST(Checkpointing, ExactRestartDataParallel) { check_exact_restart(1, "exact_restart_dp"); }
+
+TEST(Checkpointing, ExactRestartTensorParallel) {
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks (TP 2)";
+    check_exact_restart(2, "exact_restart_tp");
+}
+
+// Saved with one layout, loaded into another: the run continues on the same trajectory up to
+// fp32 rounding (TP changes the order of sums, nothing else).
+void check_reshard(int tp_save, int tp_load, const std::string& name, int pp_save = 1,
+                   int layers_per_virtual_stage = 0) {
+    Config cfg = small_config();
+    if (layers_per_virtual_stage > 0) cfg.model.num_layers = 4;
+    Config saving = cfg;
+    saving.parallel.num_layers_per_virtual_pipeline_stage = layers_per_virtual_stage;
+    const int n = 3;
+    const RunResult straight = train_for(saving, tp_save, 2 * n, false, pp_save);
+    const std::string dir = test::scratch_dir(name);
+    saving.checkpoint.save = dir;
+    train_for(saving, tp_save, n, true, pp_save);
+    cfg.checkpoint.load = dir;
+    const RunResult resumed = train_for(cfg, tp_load, n, false);
+    ASSERT_EQ(resumed.records.size(), static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) {
+        const auto& a = straight.records[static_cast<std::size_t>(n + i)];
+        const auto& b = resumed.records[static_cast<std::size_t>(i)];
+        EXPECT_EQ(a.iteration, b.iteration);
+        EXPECT_NEAR(a.lm_loss, b.lm_loss, 2e-5 * a.lm_loss) << "iteration " << a.iteration;
+        EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-4 * a.grad_norm) << "iteration " << a.iteration;
+        EXPECT_EQ(a.lr, b.lr);
+    }
+    EXPECT_NEAR(straight.eval, resumed.eval, 2e-5 * straight.eval);
+}
+
+TEST(Checkpointing, ReshardDataParallelToTensorParallel) {
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    check_reshard(1, 2, "reshard_dp2_tp2");  // (TP1, DP2) -> (TP2, DP1)
+}
+
+TEST(Checkpointing, ReshardTensorParallelToOneRank) {
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    // (TP2, DP1) -> (TP1, DP2) on the same world; TP1 DP1 is the 1-rank run of the others.
+    check_reshard(2, 1, "reshard_tp2_dp2");
+}
+
+// Pipeline stages are just other selections of the same tensors: (PP 2) -> (TP 2), and the
+// last stage's copy of the tied embeddings is not stored twice.
+TEST(Checkpointing, ReshardPipelineToTensorParallel) {
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    check_reshard(1, 2, "reshard_pp2_tp2", 2);
+}
+
+// An interleaved schedule: each stage holds 2 model chunks (virtual stages), each its own
+// layout and optimizer; the tensors of all of them are saved and load anywhere.
+TEST(Checkpointing, ReshardInterleavedPipelineToTensorParallel) {
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    check_reshard(1, 2, "reshard_vpp_tp2", 2, 1);
+}
+
+// Another TP size can pad the vocabulary to another row count: refused, with the fix.
+TEST(Checkpointing, DifferentVocabPaddingIsRefused) {
+    Config cfg = small_config();
+    const std::string dir = test::scratch_dir("vocab_padding");
+    cfg.checkpoint.save = dir;
+    train_for(cfg, 1, 1, true);
+    cfg.checkpoint.save.clear();
+    cfg.checkpoint.load = dir;
+    cfg.model.make_vocab_size_divisible_by = 128;  // 64 rows saved, 128 now
+    EXPECT_THROW(train_for(cfg, 1, 0, false), UsageError);
+}
+
+// fp16 -> fp32 and bf16: the fp32 main params carry over bit for bit, the bf16 model params
+// are their rounding, and the run continues close to the fp16 one.
+TEST(Checkpointing, PrecisionChangeOnLoad) {
+    Config cfg = small_config();
+    cfg.training.fp16 = true;
+    cfg.training.loss_scale = 1024.0;
+    const std::string dir = test::scratch_dir("precision");
+    cfg.checkpoint.save = dir;
+    const RunResult saved = train_for(cfg, 1, 3, true);
+    cfg.checkpoint.save.clear();
+    cfg.checkpoint.load = dir;
+    const RunResult fp16 = train_for(cfg, 1, 1, false);
+    for (const bool bf16 : {false, true}) {
+        Config c = cfg;
+        c.training.fp16 = false;
+        c.training.bf16 = bf16;
+        c.training.loss_scale = 0.0;
+        const RunResult r = train_for(c, 1, 0, false);
+        EXPECT_EQ(r.iteration, 3);
+        EXPECT_EQ(r.main, saved.main) << (bf16 ? "bf16" : "fp32");
+        for (std::size_t i = 0; i < r.params.size(); ++i) {
+            const float want = bf16 ? bf16_bits_to_float(float_to_bf16_bits(saved.main[i])) : saved.main[i];
+            ASSERT_EQ(r.params[i], want) << "element " << i << (bf16 ? " bf16" : " fp32");
+        }
+        const RunResult next = train_for(c, 1, 1, false);
+        EXPECT_EQ(next.records.at(0).iteration, 4);
+        EXPECT_NEAR(next.records[0].lm_loss, fp16.records.at(0).lm_loss, 2e-2 * fp16.records[0].lm_loss);
+    }
+}
+
+void flip_dataset_byte(const std::string& file, const char* dataset) {
+    if (world_rank() == 0) {
+        hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+        hid_t d = H5Dopen2(f, dataset, H5P_DEFAULT);
+        const haddr_t off = H5Dget_offset(d);
+        H5Dclose(d);
+        H5Fclose(f);
+        ASSERT_NE(off, HADDR_UNDEF);
+        std::fstream s(file, std::ios::in | std::ios::out | std::ios::binary);
+        s.seekg(static_cast<std::streamoff>(off) + 40);
+        char c = 0;
+        s.read(&c, 1);
+        c ^= 0x10;
+        s.seekp(static_cast<std::streamoff>(off) + 40);
+        s.write(&c, 1);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(Checkpointing, DamagedCheckpointIsRejectedAndFallbackLoadsThePreviousOne) {
+    Config cfg = small_config();
+    const std::string dir = test::scratch_dir("damaged");
+    cfg.checkpoint.save = dir;
+    const RunResult at2 = train_for(cfg, 1, 2, true);
+    cfg.checkpoint.load = dir;
+    train_for(cfg, 1, 2, true);  // iteration 4
+    flip_dataset_byte(ckpt::checkpoint_file(dir, 4).string(),
+                      "optimizer/exp_avg/language_model/embedding/word_embeddings/weight");
+    cfg.checkpoint.save.clear();
+    EXPECT_THROW(train_for(cfg, 1, 0, false), DataError);
+    cfg.checkpoint.load_fallback = true;
+    const RunResult fell_back = train_for(cfg, 1, 0, false);
+    EXPECT_EQ(fell_back.iteration, 2);
+    EXPECT_EQ(fell_back.main, at2.main);
+    // --ckpt-step picks an older one explicitly.
+    cfg.checkpoint.load_fallback = false;
+    cfg.checkpoint.ckpt_step = 2;
+    EXPECT_EQ(train_for(cfg, 1, 0, false).iteration, 2);
+}
+
+TEST(Checkpointing, EmptyLoadFolderIsAFreshStartAndKeepLastRetains) {
+    Config cfg = small_config();
+    const std::string dir = test::scratch_dir("fresh_keep");
+    cfg.checkpoint.save = dir;
+    cfg.checkpoint.load = dir;
+    cfg.checkpoint.keep_last = 2;
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(train_for(cfg, 1, 1, true).iteration, i + 1);
+    EXPECT_EQ(ckpt::list_iterations(dir), (std::vector<std::int64_t>{2, 3}));
+    // Loading 3 and saving at once does not write iteration 3 again.
+    const auto stamp = fs::last_write_time(ckpt::checkpoint_file(dir, 3));
+    train_for(cfg, 1, 0, true);
+    EXPECT_EQ(fs::last_write_time(ckpt::checkpoint_file(dir, 3)), stamp);
+    EXPECT_EQ(ckpt::read_tracker(dir), 3);
+}
+
+// Raises SIGUSR1 on rank 0 while it reads micro-batch `at` (a real signal, handled by the
+// --exit-signal-handler handler); the other ranks learn of it through the all-reduce.
+class SignallingSource final : public MicroBatchSource {
+public:
+    SignallingSource(test::WalkSource inner, int at) : inner_(std::move(inner)), at_(at) {}
+    void next(std::int32_t* tokens) override {
+        if (count_++ == at_ && world_rank() == 0) std::raise(SIGUSR1);
+        inner_.next(tokens);
+    }
+
+private:
+    test::WalkSource inner_;
+    int at_, count_ = 0;
+};
+
+struct TrainRun {
+    std::vector<IterationRecord> records;
+    std::int64_t iteration = 0;
+};
+
+TrainRun run_train(const Config& cfg, int signal_at) {
+    dist::ProcessGroups groups(MPI_COMM_WORLD, 1, 1);
+    auto be = make_backend("cpu", 0);
+    Trainer tr(cfg, groups, *be);
+    tr.load_checkpoint();
+    const int dp = groups.grid().dp_size();
+    SignallingSource src(test::WalkSource(static_cast<int>(cfg.model.vocab_size), cfg.model.seq_length,
+                                          cfg.training.micro_batch_size, groups.coords().dp, dp,
+                                          tr.consumed_train_samples()),
+                         signal_at);
+    tr.train(src, nullptr, nullptr);
+    return {tr.history(), tr.iteration()};
+}
+
+TEST(Checkpointing, SignalSavesAndExitsThenTheRunResumesExactly) {
+    Config cfg = small_config();
+    cfg.model.hidden_dropout = 0.1;
+    const TrainRun straight = run_train(cfg, -1);
+    ASSERT_EQ(straight.iteration, 8);
+    const std::string dir = test::scratch_dir("signal");
+    cfg.checkpoint.save = dir;
+    cfg.checkpoint.load = dir;
+    cfg.training.exit_signal_handler = true;
+    struct sigaction before {};
+    sigaction(SIGUSR1, nullptr, &before);
+    SignalCatcher::clear();
+    // Micro-batch 5 of rank 0 belongs to iteration 3 (2 per iteration on 1 rank, 1 on 2).
+    const TrainRun stopped = run_train(cfg, 5);
+    const std::int64_t want = world_size() == 1 ? 3 : 6;
+    EXPECT_EQ(stopped.iteration, want);
+    EXPECT_EQ(ckpt::read_tracker(dir), want);
+    SignalCatcher::clear();
+    const TrainRun resumed = run_train(cfg, -1);
+    EXPECT_EQ(resumed.iteration, 8);
+    std::vector<IterationRecord> joined = stopped.records;
+    joined.insert(joined.end(), resumed.records.begin(), resumed.records.end());
+    expect_identical(straight.records, joined);
+    EXPECT_EQ(ckpt::read_tracker(dir), 8);  // saved at the end of training
+    // The handler is gone after training: SIGUSR1 has its previous meaning again.
+    struct sigaction now {};
+    sigaction(SIGUSR1, nullptr, &now);
+    EXPECT_EQ(now.sa_handler, before.sa_handler);
+}
+
+TEST(Checkpointing, ExitIntervalSavesThenStops) {
+    Config cfg = small_config();
+    const std::string dir = test::scratch_dir("exit_interval");
+    cfg.checkpoint.save = dir;
+    cfg.training.exit_interval = 5;
+    const TrainRun r = run_train(cfg, -1);
+    EXPECT_EQ(r.iteration, 5);
+    EXPECT_EQ(ckpt::read_tracker(dir), 5);
+    EXPECT_EQ(ckpt::list_iterations(dir), (std::vector<std::int64_t>{5}));
+}
+
+}  // namespace
+}  // namespace gpt::train
