@@ -368,6 +368,12 @@ probe tp2pp2 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
   # failure, so release it now instead of waiting.
   wait_for 60 "job $id to be requeued" \
     bash -c "[ \"\$(scontrol show job -o $id | grep -o 'Restarts=[0-9]*')\" = Restarts=1 ]"
+  # Starting it again while slurmd still tears down the first run makes slurmd refuse the
+  # launch ("already killed, do not launch batch job"): wait for the first run's processes
+  # and the node's completing state to be gone first.
+  wait_for 60 "the first run of job $id to be cleaned up" \
+    bash -c "! pgrep -f 'runs/[r]esume' >/dev/null && ! sinfo -h -o %T | grep -qi completing"
+  sleep 2
   scontrol update jobid="$id" StartTime=now 2>/dev/null || true
   expect_done "$id" 300 COMPLETED 0:0
   log_has "$log" "job $id \(restart count 1\)"
