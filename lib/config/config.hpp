@@ -39,6 +39,8 @@ struct ParallelConfig {
     std::string recompute_granularity;               // "", "full" or "selective"
     std::string recompute_method;                    // "", "uniform" or "block"
     int recompute_num_layers = 0;
+    bool overlap_grad_reduce = false;                // DP buckets reduced during backward
+    std::int64_t ddp_bucket_size = 0;                // elements per DP bucket (0: Megatron's default)
     bool use_flash_attn = false;
     std::string distributed_backend = "nccl";        // "nccl" or "mpi" (CPU always uses MPI)
     std::string device = "auto";                     // "auto", "cuda" or "cpu"

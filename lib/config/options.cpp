@@ -104,6 +104,8 @@ private:
         add(par, "recompute-granularity", &C::parallel, &ParallelConfig::recompute_granularity, "full or selective");
         add(par, "recompute-method", &C::parallel, &ParallelConfig::recompute_method, "uniform or block (with full granularity)");
         add(par, "recompute-num-layers", &C::parallel, &ParallelConfig::recompute_num_layers, "layers per recompute chunk (uniform) or recomputed layers per stage (block)");
+        add(par, "overlap-grad-reduce", &C::parallel, &ParallelConfig::overlap_grad_reduce, "reduce data-parallel gradient buckets while backward still runs");
+        add(par, "ddp-bucket-size", &C::parallel, &ParallelConfig::ddp_bucket_size, "elements per data-parallel gradient bucket (0: max(40M, 1M x DP))");
         add(par, "use-flash-attn", &C::parallel, &ParallelConfig::use_flash_attn, "tiled online-softmax attention");
         add(par, "distributed-backend", &C::parallel, &ParallelConfig::distributed_backend, "nccl or mpi");
         add(par, "device", &C::parallel, &ParallelConfig::device, "auto, cuda or cpu");
@@ -207,6 +209,7 @@ const std::map<std::string, std::string>& unsupported_flags() {
         {"context-parallel-size", "context parallelism is not implemented"},
         {"expert-model-parallel-size", "mixture of experts is not implemented"},
         {"num-experts", "mixture of experts is not implemented"},
+        {"overlap-param-gather", "the distributed optimizer gathers parameters after the step, not overlapped with the next forward"},
     };
     return m;
 }

@@ -106,6 +106,8 @@ void validate_model_and_training(Config& cfg) {
                     p.recompute_method, " needs --recompute-granularity full");
     }
 
+    GPT_REQUIRE(p.ddp_bucket_size >= 0, UsageError, "--ddp-bucket-size must not be negative");
+
     require_one_of(cfg.data.tokenizer_type, {"GPT2BPETokenizer"}, "tokenizer-type");
     require_one_of(cfg.plan.plan_format, {"table", "json"}, "plan-format");
     require_one_of(cfg.plan.plan_device, {"auto", "a100-40gb", "a100-80gb", "h100-80gb", "h200", "cpu"}, "plan-device");
@@ -158,6 +160,11 @@ void resolve_layout(Config& cfg, int world_size) {
                     ") is not divisible by num-layers-per-virtual-pipeline-stage ",
                     p.num_layers_per_virtual_pipeline_stage);
     }
+    // Sequence parallelism shards the sequence over TP (Megatron turns it off at TP 1).
+    if (p.sequence_parallel && p.tensor_model_parallel_size > 1)
+        GPT_REQUIRE(m.seq_length % p.tensor_model_parallel_size == 0, UsageError,
+                    "--sequence-parallel needs --seq-length ", m.seq_length,
+                    " divisible by --tensor-model-parallel-size ", p.tensor_model_parallel_size);
     if (p.recompute_granularity == "full" && p.recompute_method == "uniform") {
         GPT_REQUIRE((m.num_layers / pp) % p.recompute_num_layers == 0 || p.recompute_num_layers >= m.num_layers / pp,
                     UsageError, "layers per stage ", m.num_layers / pp,

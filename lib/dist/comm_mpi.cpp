@@ -74,6 +74,13 @@ void MpiCommunicator::wait(MPI_Request& req, const char* what) {
     }
 }
 
+bool MpiCommunicator::test(MPI_Request& req, const char* what) {
+    if (req == MPI_REQUEST_NULL) return true;
+    int done = 0;
+    check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what, name_);
+    return done != 0;
+}
+
 void MpiCommunicator::all_reduce(void* buf, std::int64_t count, CommType t, ReduceOp op) {
     this->count(CommOp::AllReduce, count * comm_type_size(t));
     if (size_ == 1) return;
@@ -139,35 +146,75 @@ void MpiCommunicator::recv(void* buf, std::int64_t count, CommType t, int peer, 
 }
 
 namespace {
-class MpiPendingSend final : public PendingSend {
+// One request; `keep` holds what MPI reads until completion (the counts of a v-collective).
+class MpiPendingOp final : public PendingOp {
 public:
-    MpiPendingSend(MpiCommunicator& comm, MPI_Request req) : comm_(comm), req_(req) {}
-    ~MpiPendingSend() override {
-        // A send must not outlive its wait: completing it here keeps the buffer contract.
+    MpiPendingOp(MpiCommunicator& comm, MPI_Request req, const char* what,
+                 std::vector<int> keep = {})
+        : comm_(comm), req_(req), what_(what), keep_(std::move(keep)) {}
+    ~MpiPendingOp() override {
+        // An operation must not outlive its wait: completing it here keeps the buffer contract.
         if (req_ != MPI_REQUEST_NULL) {
             try {
-                comm_.wait(req_, "send");
+                comm_.wait(req_, what_);
             } catch (...) {
             }
         }
     }
     void wait() override {
-        if (req_ != MPI_REQUEST_NULL) comm_.wait(req_, "send");
+        if (req_ != MPI_REQUEST_NULL) comm_.wait(req_, what_);
         req_ = MPI_REQUEST_NULL;
     }
+    bool test() override { return comm_.test(req_, what_); }
 
 private:
     MpiCommunicator& comm_;
     MPI_Request req_;
+    const char* what_;
+    std::vector<int> keep_;
 };
 }  // namespace
 
-std::unique_ptr<PendingSend> MpiCommunicator::isend(const void* buf, std::int64_t count, CommType t,
+std::unique_ptr<PendingOp> MpiCommunicator::iall_reduce(void* buf, std::int64_t count, CommType t,
+                                                        ReduceOp op) {
+    this->count(CommOp::AllReduce, count * comm_type_size(t));
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (size_ > 1)
+        check(MPI_Iallreduce(MPI_IN_PLACE, buf, checked_count(count), mpi_datatype(t),
+                             mpi_op(t, op), comm_, &req),
+              "all-reduce", name_);
+    return std::make_unique<MpiPendingOp>(*this, req, "all-reduce");
+}
+
+std::unique_ptr<PendingOp> MpiCommunicator::ireduce_scatter_v(const void* send, void* recv,
+                                                              std::vector<std::int64_t> counts,
+                                                              CommType t, ReduceOp op) {
+    GPT_REQUIRE(static_cast<int>(counts.size()) == size_, InternalError, "reduce-scatter-v on '",
+                name_, "' with ", counts.size(), " counts for ", size_, " ranks");
+    std::int64_t total = 0;
+    std::vector<int> icounts;
+    for (std::int64_t c : counts) {
+        icounts.push_back(checked_count(c));
+        total += c;
+    }
+    this->count(CommOp::ReduceScatter, total * comm_type_size(t));
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (size_ == 1) {
+        if (send != recv) std::memcpy(recv, send, static_cast<std::size_t>(total) * comm_type_size(t));
+    } else {
+        check(MPI_Ireduce_scatter(send, recv, icounts.data(), mpi_datatype(t), mpi_op(t, op), comm_,
+                                  &req),
+              "reduce-scatter", name_);
+    }
+    return std::make_unique<MpiPendingOp>(*this, req, "reduce-scatter", std::move(icounts));
+}
+
+std::unique_ptr<PendingOp> MpiCommunicator::isend(const void* buf, std::int64_t count, CommType t,
                                                     int peer, int tag) {
     this->count(CommOp::Send, count * comm_type_size(t));
     MPI_Request req;
     check(MPI_Isend(buf, checked_count(count), mpi_datatype(t), peer, tag, comm_, &req), "send", name_);
-    return std::make_unique<MpiPendingSend>(*this, req);
+    return std::make_unique<MpiPendingOp>(*this, req, "send");
 }
 
 void MpiCommunicator::barrier() {

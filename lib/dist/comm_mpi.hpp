@@ -31,11 +31,17 @@ public:
     void broadcast(void* buf, std::int64_t count, CommType t, int root) override;
     void send(const void* buf, std::int64_t count, CommType t, int peer, int tag) override;
     void recv(void* buf, std::int64_t count, CommType t, int peer, int tag) override;
-    std::unique_ptr<PendingSend> isend(const void* buf, std::int64_t count, CommType t, int peer,
+    std::unique_ptr<PendingOp> isend(const void* buf, std::int64_t count, CommType t, int peer,
                                        int tag) override;
     void barrier() override;
+    std::unique_ptr<PendingOp> iall_reduce(void* buf, std::int64_t count, CommType t,
+                                           ReduceOp op) override;
+    std::unique_ptr<PendingOp> ireduce_scatter_v(const void* send, void* recv,
+                                                 std::vector<std::int64_t> counts, CommType t,
+                                                 ReduceOp op) override;
 
     void wait(MPI_Request& req, const char* what);
+    bool test(MPI_Request& req, const char* what);  // true when complete
 
 private:
 

@@ -167,10 +167,10 @@ void NcclCommunicator::broadcast(void* buf, std::int64_t count, CommType t, int 
 }
 
 namespace {
-class NcclPendingSend final : public PendingSend {
+class NcclPendingOp final : public PendingOp {
 public:
-    explicit NcclPendingSend(cudaEvent_t ev) : ev_(ev) {}
-    ~NcclPendingSend() override {
+    explicit NcclPendingOp(cudaEvent_t ev) : ev_(ev) {}
+    ~NcclPendingOp() override {
         // A send must not outlive its wait: completing it here keeps the buffer contract.
         if (ev_) {
             cudaEventSynchronize(ev_);
@@ -185,13 +185,20 @@ public:
         if (rc != cudaSuccess)
             GPT_THROW(CommError, "NCCL send failed while waiting: ", cudaGetErrorString(rc));
     }
+    bool test() override {
+        if (!ev_) return true;
+        const cudaError_t rc = cudaEventQuery(ev_);
+        if (rc == cudaErrorNotReady) return false;
+        wait();
+        return true;
+    }
 
 private:
     cudaEvent_t ev_;
 };
 }  // namespace
 
-std::unique_ptr<PendingSend> NcclCommunicator::isend(const void* buf, std::int64_t count,
+std::unique_ptr<PendingOp> NcclCommunicator::isend(const void* buf, std::int64_t count,
                                                      CommType t, int peer, int /*tag*/) {
     this->count(CommOp::Send, count * comm_type_size(t));
     GPT_REQUIRE(peer >= 0 && peer < size_ && peer != rank_, CommError, "NCCL group '", name_,
@@ -204,7 +211,52 @@ std::unique_ptr<PendingSend> NcclCommunicator::isend(const void* buf, std::int64
     cudaEvent_t ev = nullptr;
     GPT_NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "send event");
     GPT_NCCL_CUDA_CHECK(cudaEventRecord(ev, stream), "send event");
-    return std::make_unique<NcclPendingSend>(ev);
+    return std::make_unique<NcclPendingOp>(ev);
+}
+
+namespace {
+cudaEvent_t record_event(cudaStream_t stream, const std::string& name_) {
+    cudaEvent_t ev = nullptr;
+    GPT_NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "event");
+    GPT_NCCL_CUDA_CHECK(cudaEventRecord(ev, stream), "event");
+    return ev;
+}
+}  // namespace
+
+std::unique_ptr<PendingOp> NcclCommunicator::iall_reduce(void* buf, std::int64_t count, CommType t,
+                                                         ReduceOp op) {
+    this->count(CommOp::AllReduce, count * comm_type_size(t));
+    after_compute(impl_->coll_stream);
+    if (size_ > 1 && count > 0)
+        GPT_NCCL_CHECK(ncclAllReduce(buf, buf, static_cast<std::size_t>(count), nccl_type(t),
+                                     nccl_op(op), impl_->coll, impl_->coll_stream),
+                       "all-reduce", impl_->coll);
+    return std::make_unique<NcclPendingOp>(record_event(impl_->coll_stream, name_));
+}
+
+std::unique_ptr<PendingOp> NcclCommunicator::ireduce_scatter_v(const void* send, void* recv,
+                                                               std::vector<std::int64_t> counts,
+                                                               CommType t, ReduceOp op) {
+    GPT_REQUIRE(static_cast<int>(counts.size()) == size_, InternalError, "reduce-scatter-v on '",
+                name_, "' with ", counts.size(), " counts for ", size_, " ranks");
+    std::int64_t total = 0;
+    for (std::int64_t c : counts) total += c;
+    const std::size_t es = comm_type_size(t);
+    this->count(CommOp::ReduceScatter, total * es);
+    after_compute(impl_->coll_stream);
+    // NCCL has no v-variant: one reduce per piece, rooted at its owner, in one group.
+    GPT_NCCL_CHECK(ncclGroupStart(), "group start", impl_->coll);
+    std::int64_t off = 0;
+    for (int r = 0; r < size_; ++r) {
+        const auto n = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
+        if (n > 0)
+            GPT_NCCL_CHECK(ncclReduce(static_cast<const char*>(send) + off * es, recv, n,
+                                      nccl_type(t), nccl_op(op), r, impl_->coll, impl_->coll_stream),
+                           "reduce", impl_->coll);
+        off += counts[static_cast<std::size_t>(r)];
+    }
+    GPT_NCCL_CHECK(ncclGroupEnd(), "group end", impl_->coll);
+    return std::make_unique<NcclPendingOp>(record_event(impl_->coll_stream, name_));
 }
 
 void NcclCommunicator::send(const void* buf, std::int64_t count, CommType t, int peer, int tag) {

@@ -31,12 +31,14 @@ struct CommStats {
     void reset() { *this = CommStats{}; }
 };
 
-// A send still in flight; wait() (or the destructor) completes it. The buffer must stay
-// untouched until then.
-class PendingSend {
+// A non-blocking operation in flight; wait() (or the destructor) completes it. Its buffers
+// must stay untouched until then. test() drives progress (MPI makes progress on
+// non-blocking collectives only inside MPI calls) and says whether it is done.
+class PendingOp {
 public:
-    virtual ~PendingSend() = default;
+    virtual ~PendingOp() = default;
     virtual void wait() = 0;
+    virtual bool test() = 0;
 };
 
 class Communicator {
@@ -59,9 +61,19 @@ public:
     virtual void recv(void* buf, std::int64_t count, CommType t, int peer, int tag) = 0;
     // Non-blocking send: lets pipeline stages post their outputs and move on, so a valid
     // schedule never deadlocks on the order of blocking sends.
-    virtual std::unique_ptr<PendingSend> isend(const void* buf, std::int64_t count, CommType t,
+    virtual std::unique_ptr<PendingOp> isend(const void* buf, std::int64_t count, CommType t,
                                                int peer, int tag) = 0;
     virtual void barrier() = 0;
+    // Non-blocking all-reduce in place, for gradient buckets reduced while backward runs.
+    virtual std::unique_ptr<PendingOp> iall_reduce(void* buf, std::int64_t count, CommType t,
+                                                   ReduceOp op) = 0;
+    // Non-blocking reduce-scatter with per-rank counts: send holds sum(counts) elements,
+    // rank r's piece first at offset counts[0] + ... + counts[r-1]; this rank receives the
+    // reduction of its piece (counts[rank()] elements) in recv. The distributed optimizer's
+    // shards cut gradient buckets unevenly, so pieces differ in size (some are empty).
+    virtual std::unique_ptr<PendingOp> ireduce_scatter_v(const void* send, void* recv,
+                                                         std::vector<std::int64_t> counts,
+                                                         CommType t, ReduceOp op) = 0;
 
     const CommStats& stats() const { return stats_; }
     void reset_stats() { stats_.reset(); }

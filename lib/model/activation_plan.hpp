@@ -1,8 +1,8 @@
 // The activation memory of one model chunk, planned once: every buffer the forward pass
 // saves for backward, per layer and per in-flight micro-batch ("slot"; 1 without pipelining,
 // up to the number of warm-up micro-batches with 1F1B), plus the workspace that all layers
-// share (gradients in flight, the logits). One arena holds it all, so peak activation
-// memory is known before the first step and never grows.
+// share (gradients in flight, the logits, buffers that recomputation refills). One arena
+// holds it all, so peak activation memory is known before the first step and never grows.
 #pragma once
 
 #include <cstddef>
@@ -10,45 +10,53 @@
 #include <vector>
 
 #include "model/model_spec.hpp"
+#include "model/recompute_plan.hpp"
 
 namespace gpt::model {
 
-// Byte offsets into the arena. Shapes use T = seq * micro_batch tokens, rows in [s, b] order.
+// Byte offsets into the arena. Shapes use T = seq * micro_batch tokens, rows in [s, b]
+// order, and R = the residual-stream rows this rank holds: T / tp with sequence
+// parallelism (the rank's sequence shard), else T.
+//
+// With recomputation some offsets point into the shared workspace instead of the slot:
+// the attention buffer of every layer (selective), or every buffer of a recomputed layer
+// except the x_out of its group's last layer, which is the next group's input (full).
 struct LayerSaved {
-    std::size_t ln1_mean, ln1_rstd;  // (T) fp32
-    std::size_t ln1_out;             // (T, h)
+    std::size_t ln1_mean, ln1_rstd;  // (R) fp32
+    std::size_t ln1_out;             // (R, h)       all-gathered to (T, h) where used
     std::size_t qkv;                 // (T, 3h/tp)  [s, b, np, 3, hn]
     std::size_t attn;                // backend-specific (lse or probabilities)
     std::size_t ctx;                 // (T, h/tp)   [s, b, np, hn]
-    std::size_t x_mid;               // (T, h) residual stream after attention
-    std::size_t ln2_mean, ln2_rstd;  // (T) fp32
-    std::size_t ln2_out;             // (T, h)
+    std::size_t x_mid;               // (R, h) residual stream after attention
+    std::size_t ln2_mean, ln2_rstd;  // (R) fp32
+    std::size_t ln2_out;             // (R, h)
     std::size_t fc1_pre;             // (T, ffn/tp) pre-GELU
     std::size_t gelu_out;            // (T, ffn/tp)
-    std::size_t x_out;               // (T, h) layer output = next layer's input
+    std::size_t x_out;               // (R, h) layer output = next layer's input
 };
 
 struct SlotSaved {
-    std::size_t input;               // (T, h) chunk input: embedding output or received
+    std::size_t input;               // (R, h) chunk input: embedding output or received
     std::size_t tokens;              // (b, s) int32   (pre_process)
     std::size_t targets;             // (T) int32      (post_process)
     std::vector<LayerSaved> layers;
-    std::size_t lnf_mean, lnf_rstd;  // (T) fp32      (post_process)
-    std::size_t lnf_out;             // (T, h)        (post_process)
+    std::size_t lnf_mean, lnf_rstd;  // (R) fp32      (post_process)
+    std::size_t lnf_out;             // (R, h)        (post_process)
 };
 
 struct Workspace {
-    std::size_t grad;                // (T, h) gradient of the residual stream
+    std::size_t grad;                // (R, h) gradient of the residual stream
     std::size_t tmp1, tmp2;          // (T, h)
     std::size_t wide;                // (T, max(3h, ffn)/tp)
+    std::size_t gathered;            // (T, h) all-gathered layernorm output (sequence parallel)
     std::size_t logits;              // (T, V/tp)  overwritten in place by its gradient
     std::size_t row_max, sum_exp, target_logit, loss, dloss;  // (T) fp32
 };
 
 class ActivationPlan {
 public:
-    ActivationPlan(const ModelDims& dims, const ChunkSpec& chunk, int micro_batch, DType dtype,
-                   std::size_t attention_saved_bytes, int num_slots = 1);
+    ActivationPlan(const ModelDims& dims, const ChunkSpec& chunk, const ModelOptions& opt,
+                   int micro_batch, std::size_t attention_saved_bytes, int num_slots = 1);
 
     std::size_t total_bytes() const { return total_; }
     std::size_t saved_bytes_per_slot() const { return per_slot_; }
@@ -56,15 +64,22 @@ public:
     const SlotSaved& slot(int i) const { return slots_.at(static_cast<std::size_t>(i)); }
     int num_slots() const { return static_cast<int>(slots_.size()); }
     const Workspace& workspace() const { return ws_; }
-    std::int64_t tokens() const { return tokens_; }
+    std::int64_t tokens() const { return tokens_; }        // T
+    std::int64_t hidden_rows() const { return rows_; }     // R
+    // The chunk's layers as kept / recomputed groups (see recompute_plan.hpp).
+    const std::vector<LayerGroup>& groups() const { return groups_; }
+    // Selective recomputation: backward re-runs the core attention to refill `attn`.
+    bool attention_recomputed() const { return attention_recomputed_; }
 
 private:
     std::size_t take(std::size_t bytes);
 
     std::vector<SlotSaved> slots_;
     Workspace ws_{};
+    std::vector<LayerGroup> groups_;
+    bool attention_recomputed_ = false;
     std::size_t total_ = 0, per_slot_ = 0, workspace_bytes_ = 0;
-    std::int64_t tokens_ = 0;
+    std::int64_t tokens_ = 0, rows_ = 0;
 };
 
 }  // namespace gpt::model

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "model/linear.hpp"
+#include "model/sequence_parallel.hpp"
 #include "model/tp_mappings.hpp"
 
 namespace gpt::model {
@@ -12,14 +13,20 @@ void embedding_forward(const PassContext& c, const EmbeddingParams& p, const std
     const ModelDims& d = *c.dims;
     const DType t = c.opt->dtype;
     const std::int64_t b = c.micro_batch, s = d.seq, h = d.hidden;
-    c.be->embedding_forward(tokens, c.param(p.word), out, b, s, h, d.vocab_start(),
+    // Sequence parallel: the whole (T, h) sum is formed in the workspace, then split.
+    void* full = c.sequence_parallel ? c.act(c.ws->gathered) : out;
+    c.be->embedding_forward(tokens, c.param(p.word), full, b, s, h, d.vocab_start(),
                             d.vocab_start() + d.local_vocab(), t);
     // VocabParallelEmbedding: each rank contributes the rows of its vocab shard.
-    reduce_from_tensor_model_parallel_region_forward(*c.tp, out, c.tokens * h, t);
-    c.be->position_embedding_forward(c.param(p.position), out, b, s, h, 0, t);
+    reduce_from_tensor_model_parallel_region_forward(*c.tp, full, c.tokens * h, t);
+    c.be->position_embedding_forward(c.param(p.position), full, b, s, h, 0, t);
+    // scatter_to_sequence_parallel_region: forward keeps this rank's rows, no communication.
+    if (c.sequence_parallel)
+        c.be->copy(out, static_cast<std::byte*>(full) + c.first_row * h * dtype_size(t),
+                   static_cast<std::size_t>(c.rows * h) * dtype_size(t));
     if (c.dropout && c.opt->hidden_dropout > 0.0f)
-        c.be->dropout_forward(out, out, c.tokens * h, c.opt->hidden_dropout, c.hidden_key,
-                              embedding_dropout_offset(), t);
+        c.be->dropout_forward(out, out, c.rows * h, c.opt->hidden_dropout, c.hidden_key,
+                              embedding_dropout_offset() + c.shard_offset(), t);
 }
 
 void embedding_backward(const PassContext& c, const EmbeddingParams& p,
@@ -29,10 +36,15 @@ void embedding_backward(const PassContext& c, const EmbeddingParams& p,
     const std::int64_t b = c.micro_batch, s = d.seq, h = d.hidden;
     // Dropout's backward is the same masked scaling applied to the gradient.
     if (c.dropout && c.opt->hidden_dropout > 0.0f)
-        c.be->dropout_forward(grad, grad, c.tokens * h, c.opt->hidden_dropout, c.hidden_key,
-                              embedding_dropout_offset(), t);
-    c.be->position_embedding_backward(grad, c.grad(p.position), b, s, h, 0, t);
-    c.be->embedding_backward(tokens, grad, c.grad(p.word), b, s, h, d.vocab_start(),
+        c.be->dropout_forward(grad, grad, c.rows * h, c.opt->hidden_dropout, c.hidden_key,
+                              embedding_dropout_offset() + c.shard_offset(), t);
+    void* full = grad;
+    if (c.sequence_parallel) {
+        full = c.act(c.ws->gathered);
+        scatter_to_sequence_parallel_region_backward(*c.tp, grad, full, c.rows * h, t);
+    }
+    c.be->position_embedding_backward(full, c.grad(p.position), b, s, h, 0, t);
+    c.be->embedding_backward(tokens, full, c.grad(p.word), b, s, h, d.vocab_start(),
                              d.vocab_start() + d.local_vocab(), t);
 }
 
@@ -44,10 +56,12 @@ double head_forward(const PassContext& c, const HeadParams& p, const SlotSaved& 
     const std::int64_t T = c.tokens, h = d.hidden, V = d.local_vocab();
     const Workspace& ws = *c.ws;
     be.layernorm_forward(x_final, c.param(p.ln_w), c.param(p.ln_b), c.act(s.lnf_out),
-                         c.actf(s.lnf_mean), c.actf(s.lnf_rstd), T, h, c.opt->layernorm_eps, t);
-    // copy_to_tensor_model_parallel_region: identity forward. Logits (T, V/tp) stay in the
-    // workspace and are turned into their own gradient in place by head_backward.
-    linear_forward(be, c.act(s.lnf_out), c.param(p.word), c.act(ws.logits), T, h, V, t);
+                         c.actf(s.lnf_mean), c.actf(s.lnf_rstd), c.rows, h,
+                         c.opt->layernorm_eps, t);
+    // Logits (T, V/tp) of every token stay in the workspace and are turned into their own
+    // gradient in place by head_backward.
+    const void* x = column_parallel_input(c, c.act(s.lnf_out), c.act(ws.gathered));
+    linear_forward(be, x, c.param(p.word), c.act(ws.logits), T, h, V, t);
     const auto* targets = reinterpret_cast<const std::int32_t*>(c.act(s.targets));
     if (c.tp->size() == 1) {
         // The whole vocabulary is here: max, exp-sum and target logit in one pass over the
@@ -81,12 +95,14 @@ void head_backward(const PassContext& c, const HeadParams& p, const SlotSaved& s
     void* logits = c.act(ws.logits);
     be.cross_entropy_backward(logits, targets, c.actf(ws.row_max), c.actf(ws.sum_exp),
                               c.actf(ws.dloss), logits, T, V, d.vocab_start(), t);
-    linear_weight_grad(be, logits, c.act(s.lnf_out), c.grad(p.word), T, h, V, t);
+    // Sequence parallel saves only the shard of the final LN's output: gather it again.
+    const void* x = column_parallel_input(c, c.act(s.lnf_out), c.act(ws.gathered));
+    linear_weight_grad(be, logits, x, c.grad(p.word), T, h, V, t);
     void* tmp1 = c.act(ws.tmp1);
     linear_input_grad(be, logits, c.param(p.word), tmp1, T, h, V, t);
-    copy_to_tensor_model_parallel_region_backward(*c.tp, tmp1, T * h, t);
-    be.layernorm_backward(tmp1, x_final, c.param(p.ln_w), c.actf(s.lnf_mean), c.actf(s.lnf_rstd),
-                          c.act(ws.grad), c.grad(p.ln_w), c.grad(p.ln_b), T, h, t);
+    const void* dln = column_parallel_input_grad(c, tmp1, c.act(ws.tmp2));
+    be.layernorm_backward(dln, x_final, c.param(p.ln_w), c.actf(s.lnf_mean), c.actf(s.lnf_rstd),
+                          c.act(ws.grad), c.grad(p.ln_w), c.grad(p.ln_b), c.rows, h, t);
 }
 
 }  // namespace gpt::model

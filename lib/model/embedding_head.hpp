@@ -16,10 +16,11 @@ struct HeadParams {
     std::int64_t ln_w = 0, ln_b = 0, word = 0;  // word: the (tied) embedding used as the head
 };
 
-// out (T, h) = dropout(word[tokens] + position[s]); tokens (b, s) int32 in backend memory.
+// out (R, h) = dropout(word[tokens] + position[s]), this rank's residual-stream rows (see
+// PassContext); tokens (b, s) int32 in backend memory.
 void embedding_forward(const PassContext& c, const EmbeddingParams& p, const std::int32_t* tokens,
                        void* out);
-// grad (T, h) = dL/d out (consumed in place); accumulates the embedding grads.
+// grad (R, h) = dL/d out (consumed in place); accumulates the embedding grads.
 void embedding_backward(const PassContext& c, const EmbeddingParams& p,
                         const std::int32_t* tokens, void* grad);
 
@@ -27,7 +28,7 @@ void embedding_backward(const PassContext& c, const EmbeddingParams& p,
 double head_forward(const PassContext& c, const HeadParams& p, const SlotSaved& s,
                     const void* x_final);
 // dloss_per_token: d objective / d (per-token loss), the same for every token. Leaves
-// dL/dx_final in ws.grad.
+// dL/dx_final (R, h) in ws.grad.
 void head_backward(const PassContext& c, const HeadParams& p, const SlotSaved& s,
                    const void* x_final, float dloss_per_token);
 

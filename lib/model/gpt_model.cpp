@@ -20,18 +20,24 @@ std::size_t attention_saved(Backend& be, const ModelDims& d, const ModelOptions&
     return be.attention_saved_bytes(attention_args(d, opt, mb));
 }
 
+const ModelOptions& validated(const ModelOptions& opt, const ModelDims& d) {
+    validate_model_options(opt, d);
+    return opt;
+}
+
 }  // namespace
 
 GptModel::GptModel(const ModelDims& dims, const ChunkSpec& chunk, const ModelOptions& opt,
-                   int micro_batch, Backend& backend, dist::Communicator& tp, int num_slots)
+                   int micro_batch, Backend& backend, dist::Communicator& tp, int num_slots,
+                   std::int64_t buffer_multiple)
     : dims_(dims),
       chunk_(chunk),
-      opt_(opt),
+      opt_(validated(opt, dims)),
       micro_batch_(micro_batch),
       be_(backend),
       tp_(tp),
       layout_(dims, chunk),
-      plan_(dims, chunk, micro_batch, opt.dtype, attention_saved(backend, dims, opt, micro_batch),
+      plan_(dims, chunk, opt, micro_batch, attention_saved(backend, dims, opt, micro_batch),
             num_slots),
       slot_state_(static_cast<std::size_t>(num_slots)) {
     GPT_REQUIRE(tp.size() == dims.tp_size && tp.rank() == dims.tp_rank, InternalError,
@@ -51,7 +57,29 @@ GptModel::GptModel(const ModelDims& dims, const ChunkSpec& chunk, const ModelOpt
                                                       : ParamLayout::word_embeddings_for_head())
                                 .offset;
     }
-    const std::size_t n = static_cast<std::size_t>(layout_.total_elements());
+    if (sequence_parallel_active(opt_, dims_)) {
+        // Under sequence parallelism every TP rank sees only its shard of the sequence in
+        // the layernorms and after the row-parallel reductions, so those replicated
+        // parameters get partial gradients. The position embeddings see the gathered
+        // gradient of all rows and stay complete. Adjacent entries are merged into one run
+        // (the alignment padding between them holds zero gradients on every rank).
+        for (const ParamEntry& e : layout_.entries()) {
+            if (!e.tp_duplicate || e.name == ParamLayout::position_embeddings()) continue;
+            const std::int64_t begin = e.offset, end = e.offset + e.numel;
+            if (!sp_grad_runs_.empty()) {
+                GradRun& last = sp_grad_runs_.back();
+                constexpr std::int64_t a = ParamLayout::kAlign;
+                if ((last.end + a - 1) / a * a == begin) {
+                    last.end = end;
+                    continue;
+                }
+            }
+            sp_grad_runs_.push_back({begin, end});
+        }
+    }
+    GPT_ASSERT(buffer_multiple > 0, "buffer_multiple ", buffer_multiple);
+    padded_ = (layout_.total_elements() + buffer_multiple - 1) / buffer_multiple * buffer_multiple;
+    const std::size_t n = static_cast<std::size_t>(padded_);
     params_ = be_.alloc(n * dtype_size(opt.dtype));
     grads_ = static_cast<float*>(be_.alloc(n * sizeof(float)));
     arena_ = static_cast<std::byte*>(be_.alloc(plan_.total_bytes()));
@@ -66,7 +94,7 @@ GptModel::~GptModel() {
 }
 
 ModelMemory GptModel::memory() const {
-    const std::size_t n = static_cast<std::size_t>(layout_.total_elements());
+    const std::size_t n = static_cast<std::size_t>(padded_);
     return ModelMemory{n * dtype_size(opt_.dtype), n * sizeof(float),
                        plan_.total_bytes() - plan_.workspace_bytes(), plan_.workspace_bytes()};
 }
@@ -111,7 +139,13 @@ void GptModel::get_grads(float* host) const {
 }
 
 void GptModel::zero_grads() {
-    be_.zero(grads_, static_cast<std::size_t>(layout_.total_elements()) * sizeof(float));
+    be_.zero(grads_, static_cast<std::size_t>(padded_) * sizeof(float));
+}
+
+void GptModel::reduce_sequence_parallel_grads() {
+    // Megatron's finalize_model_grads: the sequence-parallel parameters' grads summed over TP.
+    for (const GradRun& r : sp_grad_runs_)
+        tp_.all_reduce(grads_ + r.begin, r.end - r.begin, dist::CommType::F32, dist::ReduceOp::Sum);
 }
 
 void GptModel::set_batch(int slot, const std::int32_t* tokens) {
@@ -150,6 +184,12 @@ const void* GptModel::chunk_output(const SlotSaved& s) const {
     return layer_input(s, chunk_.num_layers);
 }
 
+void GptModel::forward_layer(const PassContext& c, const SlotSaved& s, int l) {
+    transformer_layer_forward(c, layer_params_[static_cast<std::size_t>(l)],
+                              s.layers[static_cast<std::size_t>(l)], layer_input(s, l),
+                              chunk_.first_layer + l);
+}
+
 PassContext GptModel::context(int slot) const {
     const SlotState& st = slot_state_.at(static_cast<std::size_t>(slot));
     PassContext c;
@@ -159,6 +199,10 @@ PassContext GptModel::context(int slot) const {
     c.opt = &opt_;
     c.micro_batch = micro_batch_;
     c.tokens = plan_.tokens();
+    c.sequence_parallel = sequence_parallel_active(opt_, dims_);
+    c.rows = plan_.hidden_rows();
+    c.first_row = c.sequence_parallel ? c.rows * dims_.tp_rank : 0;
+    c.recompute_attention = plan_.attention_recomputed();
     c.params = static_cast<std::byte*>(params_);
     c.grads = grads_;
     c.arena = arena_;
@@ -180,10 +224,7 @@ double GptModel::forward(int slot, bool training, std::uint64_t dropout_stream) 
     if (chunk_.pre_process)
         embedding_forward(c, emb_params_, reinterpret_cast<const std::int32_t*>(arena_ + s.tokens),
                           arena_ + s.input);
-    for (int l = 0; l < chunk_.num_layers; ++l)
-        transformer_layer_forward(c, layer_params_[static_cast<std::size_t>(l)],
-                                  s.layers[static_cast<std::size_t>(l)], layer_input(s, l),
-                                  chunk_.first_layer + l);
+    for (int l = 0; l < chunk_.num_layers; ++l) forward_layer(c, s, l);
     if (!chunk_.post_process) return 0.0;
     head_slot_ = slot;
     return head_forward(c, head_params_, s, chunk_output(s));
@@ -203,14 +244,31 @@ void GptModel::backward(int slot, float dloss_per_token) {
         if (head_slot_ != slot) head_forward(c, head_params_, s, chunk_output(s));
         head_backward(c, head_params_, s, chunk_output(s), dloss_per_token);
         head_slot_ = -1;  // turned into their gradient in place
+        // The head's own entries (final layernorm, a pipeline's head copy of the word
+        // embeddings) follow the last layer's; the tied word embeddings of a one-stage
+        // model come first in the buffer and are final only after the embedding.
+        if (grad_ready_)
+            grad_ready_(chunk_.num_layers > 0 ? layout_.at(ParamLayout::final_ln_weight()).offset
+                                              : layout_.total_elements());
     }
-    for (int l = chunk_.num_layers - 1; l >= 0; --l)
-        transformer_layer_backward(c, layer_params_[static_cast<std::size_t>(l)],
-                                   s.layers[static_cast<std::size_t>(l)], layer_input(s, l),
-                                   chunk_.first_layer + l);
+    const std::vector<LayerGroup>& groups = plan_.groups();
+    for (auto g = groups.rbegin(); g != groups.rend(); ++g) {
+        // Full recomputation: refill the group's buffers from its kept input. The same
+        // dropout streams make every value bit-identical to the first forward (the group's
+        // kept output is rewritten with what it already holds).
+        if (g->recompute)
+            for (int l = g->first; l < g->first + g->count; ++l) forward_layer(c, s, l);
+        for (int l = g->first + g->count - 1; l >= g->first; --l) {
+            transformer_layer_backward(c, layer_params_[static_cast<std::size_t>(l)],
+                                       s.layers[static_cast<std::size_t>(l)], layer_input(s, l),
+                                       chunk_.first_layer + l);
+            if (grad_ready_) grad_ready_(layer_params_[static_cast<std::size_t>(l)].ln1_w);
+        }
+    }
     if (chunk_.pre_process)
         embedding_backward(c, emb_params_, reinterpret_cast<const std::int32_t*>(arena_ + s.tokens),
                            arena_ + plan_.workspace().grad);
+    if (grad_ready_) grad_ready_(0);
 }
 
 }  // namespace gpt::model

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -25,13 +26,14 @@ struct ModelMemory {
     std::size_t params = 0;       // model params (dtype)
     std::size_t grads = 0;        // fp32 grads
     std::size_t activations = 0;  // saved activations, all slots
-    std::size_t workspace = 0;    // shared buffers (residual grads, logits)
+    std::size_t workspace = 0;    // shared buffers (residual grads, logits, recomputed ones)
 };
 
 class GptModel {
 public:
     GptModel(const ModelDims& dims, const ChunkSpec& chunk, const ModelOptions& opt,
-             int micro_batch, Backend& backend, dist::Communicator& tp, int num_slots = 1);
+             int micro_batch, Backend& backend, dist::Communicator& tp, int num_slots = 1,
+             std::int64_t buffer_multiple = 1);
     ~GptModel();
     GptModel(const GptModel&) = delete;
     GptModel& operator=(const GptModel&) = delete;
@@ -43,11 +45,25 @@ public:
     const ActivationPlan& plan() const { return plan_; }
     int micro_batch() const { return micro_batch_; }
     std::int64_t tokens() const { return plan_.tokens(); }
+    // Rows of the residual stream on this rank, and so of every pipeline boundary tensor
+    // (input_hidden, output_hidden, output_grad, input_grad are (hidden_rows(), hidden)):
+    // tokens() / tp with sequence parallelism (this rank's sequence shard), else tokens().
+    std::int64_t hidden_rows() const { return plan_.hidden_rows(); }
     Backend& backend() { return be_; }
     ModelMemory memory() const;
 
-    void* params() { return params_; }   // layout.total_elements() of dtype
-    float* grads() { return grads_; }    // layout.total_elements() fp32
+    // The flat buffers hold padded_elements() >= layout.total_elements() elements, a
+    // multiple of the constructor's buffer_multiple (the distributed optimizer's DP size x
+    // alignment, so every DP rank owns an equal contiguous shard); the padding stays zero.
+    std::int64_t padded_elements() const { return padded_; }
+    void* params() { return params_; }   // padded_elements() of dtype
+    float* grads() { return grads_; }    // padded_elements() fp32
+
+    // Data-parallel overlap: called during backward with the lowest flat element offset
+    // from which this chunk's gradients are final for this micro-batch (after the head,
+    // after each layer, 0 after the embedding). Empty: not called.
+    using GradReadyHook = std::function<void(std::int64_t first_final)>;
+    void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
 
     // Megatron's initialisation from opt.seed (see param_init.hpp).
     void init_parameters();
@@ -57,11 +73,16 @@ public:
     void get_parameters(float* host) const;
     void get_grads(float* host) const;
     void zero_grads();
+    // Sequence parallelism leaves partial gradients, one per TP rank, in the layernorm
+    // weights and biases and the row-parallel biases: all-reduces exactly those over TP.
+    // Call once per iteration after the last micro-batch's backward (Megatron's
+    // finalize_model_grads), before gradient clipping. No-op without sequence parallelism.
+    void reduce_sequence_parallel_grads();
 
     // tokens: host int32 (micro_batch, seq + 1); inputs are [:, :-1], targets [:, 1:].
     void set_batch(int slot, const std::int32_t* tokens);
-    void* input_hidden(int slot);   // (T, h), for a chunk without embeddings
-    void* output_hidden(int slot);  // (T, h), output of a chunk without the head
+    void* input_hidden(int slot);   // (hidden_rows, h), for a chunk without embeddings
+    void* output_hidden(int slot);  // (hidden_rows, h), output of a chunk without the head
 
     // Runs the chunk on the slot's micro-batch. `dropout_stream` must be unique per
     // micro-batch (the trainer uses its global micro-batch counter); dropout off when
@@ -70,13 +91,15 @@ public:
     // Last chunk: dloss_per_token = d objective / d token loss (e.g. loss_scale / (tokens x
     // micro-batches)). Other chunks: output_grad() holds dL/d output first.
     void backward(int slot, float dloss_per_token);
-    void* output_grad();  // (T, h)
-    void* input_grad();   // (T, h) dL/d input, after backward of a chunk without embeddings
+    void* output_grad();  // (hidden_rows, h)
+    // (hidden_rows, h) dL/d input, after backward of a chunk without embeddings.
+    void* input_grad();
 
 private:
     PassContext context(int slot) const;
     const void* layer_input(const SlotSaved& s, int local_layer) const;
     const void* chunk_output(const SlotSaved& s) const;
+    void forward_layer(const PassContext& c, const SlotSaved& s, int local_layer);
 
     ModelDims dims_;
     ChunkSpec chunk_;
@@ -91,6 +114,13 @@ private:
     HeadParams head_params_{};
     void* params_ = nullptr;
     float* grads_ = nullptr;
+    std::int64_t padded_ = 0;
+    GradReadyHook grad_ready_;
+    // Flat element ranges [begin, end) of the grads reduce_sequence_parallel_grads sums.
+    struct GradRun {
+        std::int64_t begin, end;
+    };
+    std::vector<GradRun> sp_grad_runs_;
     std::byte* arena_ = nullptr;
     struct SlotState {
         bool training = false;

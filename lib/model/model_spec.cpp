@@ -44,4 +44,15 @@ ModelDims make_model_dims(const ModelConfig& cfg, std::int64_t vocab_size, int t
     return d;
 }
 
+void validate_model_options(const ModelOptions& opt, const ModelDims& d) {
+    // Each TP rank holds whole sequence positions of every sample: rows [r T/tp, (r+1) T/tp)
+    // of the [s, b] row order are positions [r s/tp, (r+1) s/tp).
+    GPT_REQUIRE(!sequence_parallel_active(opt, d) || d.seq % d.tp_size == 0, UsageError,
+                "--sequence-parallel needs --seq-length ", d.seq,
+                " divisible by --tensor-model-parallel-size ", d.tp_size);
+    GPT_REQUIRE(opt.recompute != ModelOptions::Recompute::Full || opt.recompute_num_layers > 0,
+                UsageError, "--recompute-granularity full needs --recompute-num-layers >= 1 (got ",
+                opt.recompute_num_layers, ")");
+}
+
 }  // namespace gpt::model

@@ -58,6 +58,32 @@ struct ModelOptions {
     float layernorm_eps = 1e-5f;
     double init_std = 0.02;
     std::uint64_t seed = 1234;        // --seed: parameter init and dropout streams
+
+    // --sequence-parallel: the residual stream (layer inputs/outputs, layernorms, dropout)
+    // holds only this TP rank's 1/tp of the sequence; all-gather / reduce-scatter replace
+    // the TP all-reduces. Off (as in Megatron) when tp == 1.
+    bool sequence_parallel = false;
+
+    // Activation recomputation (--recompute-activations / --recompute-granularity):
+    //  Selective: the core attention's saved buffer (probabilities or softmax statistics)
+    //             is recomputed in backward instead of kept per layer.
+    //  Full:      only the inputs of groups of layers are kept; backward re-runs the
+    //             group's forward first. Uniform (recompute_block false): the chunk's
+    //             layers in groups of recompute_num_layers. Block: the chunk's first
+    //             recompute_num_layers layers, one at a time; the rest keep everything.
+    // "The chunk" is one pipeline (virtual) stage, as in Megatron.
+    enum class Recompute { None, Selective, Full };
+    Recompute recompute = Recompute::None;
+    bool recompute_block = false;     // --recompute-method block (else uniform)
+    int recompute_num_layers = 0;     // --recompute-num-layers (Full only; > 0)
 };
+
+// Sequence parallelism is in effect: asked for and more than one TP rank.
+inline bool sequence_parallel_active(const ModelOptions& opt, const ModelDims& d) {
+    return opt.sequence_parallel && d.tp_size > 1;
+}
+
+// Rejects option combinations the model cannot run (UsageError naming the flags).
+void validate_model_options(const ModelOptions& opt, const ModelDims& d);
 
 }  // namespace gpt::model

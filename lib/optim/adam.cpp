@@ -1,5 +1,6 @@
 #include "optim/adam.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/errors.hpp"
@@ -7,15 +8,26 @@
 namespace gpt::optim {
 
 AdamOptimizer::AdamOptimizer(const OptimizerConfig& cfg, model::GptModel& model,
-                             dist::Communicator& model_parallel)
-    : cfg_(cfg), model_(model), be_(model.backend()), mp_(model_parallel) {
+                             dist::Communicator& norm_group, dist::Communicator* distributed_dp)
+    : cfg_(cfg), model_(model), be_(model.backend()), norm_(norm_group) {
     GPT_REQUIRE(cfg.optimizer == "adam", UsageError, "--optimizer ", cfg.optimizer,
                 " is not supported: only adam (AdamW-style decoupled weight decay)");
     GPT_REQUIRE(cfg.clip_grad >= 0.0, UsageError, "--clip-grad must be >= 0");
-    n_ = model.layout().total_elements();
-    const std::size_t bytes = static_cast<std::size_t>(n_) * sizeof(float);
+    shard_size_ = model.layout().total_elements();
+    if (distributed_dp && distributed_dp->size() > 1) {
+        dp_ = distributed_dp;
+        const std::int64_t P = model.padded_elements(), d = dp_->size();
+        GPT_REQUIRE(P % d == 0, InternalError, "distributed optimizer: the model's ", P,
+                    " padded elements do not split over ", d,
+                    " data-parallel ranks; build the model with buffer_multiple = ", d, " x ",
+                    model::ParamLayout::kAlign);
+        shard_size_ = P / d;
+        shard_begin_ = dp_->rank() * shard_size_;
+    }
+    const std::int64_t shard_end = shard_begin_ + shard_size_;
+    const std::size_t bytes = static_cast<std::size_t>(shard_size_) * sizeof(float);
     if (model.options().dtype == DType::F32) {
-        main_ = static_cast<float*>(model.params());
+        main_ = static_cast<float*>(model.params()) + shard_begin_;
     } else {
         main_ = static_cast<float*>(be_.alloc(bytes));
         own_main_ = true;
@@ -36,6 +48,16 @@ AdamOptimizer::AdamOptimizer(const OptimizerConfig& cfg, model::GptModel& model,
         else
             norm_ranges_.push_back(Range{e.offset, end, false, counted});
     }
+    // Keep only this rank's shard of every range (a no-op without sharding).
+    for (auto* ranges : {&update_ranges_, &norm_ranges_}) {
+        std::vector<Range> kept;
+        for (Range r : *ranges) {
+            r.begin = std::max(r.begin, shard_begin_);
+            r.end = std::min(r.end, shard_end);
+            if (r.begin < r.end) kept.push_back(r);
+        }
+        *ranges = std::move(kept);
+    }
     exp_avg_ = static_cast<float*>(be_.alloc(bytes));
     exp_avg_sq_ = static_cast<float*>(be_.alloc(bytes));
     be_.zero(exp_avg_, bytes);
@@ -52,11 +74,31 @@ AdamOptimizer::~AdamOptimizer() {
 void AdamOptimizer::reload_main_params() {
     // Megatron's fp32 main param is the half model param cast up (not the pre-rounding
     // init value), so every rank and every restart agrees on it.
-    if (own_main_) be_.cast(model_.params(), model_.options().dtype, main_, DType::F32, n_);
+    if (!own_main_) return;
+    const DType mdt = model_.options().dtype;
+    be_.cast(static_cast<const std::byte*>(model_.params()) + shard_begin_ * dtype_size(mdt), mdt,
+             main_, DType::F32, shard_size_);
+}
+
+void AdamOptimizer::publish_main_params() {
+    const DType mdt = model_.options().dtype;
+    if (own_main_)
+        be_.cast(main_, DType::F32, static_cast<std::byte*>(model_.params()) + shard_begin_ * dtype_size(mdt),
+                 mdt, shard_size_);
+    gather_model_params();
+}
+
+void AdamOptimizer::gather_model_params() {
+    // Every DP rank holds its updated slice of the model params at its own flat position:
+    // gather the others' in place (the slices are equal and contiguous).
+    if (!dp_) return;
+    const DType mdt = model_.options().dtype;
+    auto* params = static_cast<std::byte*>(model_.params());
+    dp_->all_gather(params + shard_begin_ * dtype_size(mdt), params, shard_size_, dist::comm_type(mdt));
 }
 
 OptimizerMemory AdamOptimizer::memory() const {
-    const std::size_t bytes = static_cast<std::size_t>(n_) * sizeof(float);
+    const std::size_t bytes = static_cast<std::size_t>(shard_size_) * sizeof(float);
     return OptimizerMemory{own_main_ ? bytes : 0, 2 * bytes};
 }
 
@@ -80,7 +122,7 @@ GradNorm AdamOptimizer::finish_grad_norm(const std::array<double, 2>& reduced, d
 
 GradNorm AdamOptimizer::grad_norm(double loss_scale) {
     std::array<double, 2> local = local_grad_stats();
-    if (mp_.size() > 1) mp_.all_reduce(local.data(), 2, dist::CommType::F64, dist::ReduceOp::Sum);
+    if (norm_.size() > 1) norm_.all_reduce(local.data(), 2, dist::CommType::F64, dist::ReduceOp::Sum);
     return finish_grad_norm(local, loss_scale);
 }
 
@@ -104,11 +146,12 @@ StepResult AdamOptimizer::step(double lr, double loss_scale, const GradNorm& nor
     const DType mdt = model_.options().dtype;
     auto* model_params = static_cast<std::byte*>(model_.params());
     for (const Range& e : update_ranges_) {
+        const std::int64_t local = e.begin - shard_begin_;  // into the shard-sized state
         AdamArgs a;
-        a.main_param = main_ + e.begin;
+        a.main_param = main_ + local;
         a.grad = model_.grads() + e.begin;
-        a.exp_avg = exp_avg_ + e.begin;
-        a.exp_avg_sq = exp_avg_sq_ + e.begin;
+        a.exp_avg = exp_avg_ + local;
+        a.exp_avg_sq = exp_avg_sq_ + local;
         a.model_param = own_main_ ? model_params + e.begin * dtype_size(mdt) : nullptr;
         a.model_dtype = mdt;
         a.n = e.end - e.begin;
@@ -121,6 +164,7 @@ StepResult AdamOptimizer::step(double lr, double loss_scale, const GradNorm& nor
         a.grad_scale = static_cast<float>(clip / loss_scale);
         be_.adam_step(a);
     }
+    gather_model_params();
     return r;
 }
 

@@ -30,7 +30,7 @@ public:
         slots_.push_back({std::vector<char>(bytes_), nullptr});
         return slots_.back().buffer;
     }
-    void sent(std::vector<char>& buffer, std::unique_ptr<dist::PendingSend> p) {
+    void sent(std::vector<char>& buffer, std::unique_ptr<dist::PendingOp> p) {
         for (auto& s : slots_)
             if (&s.buffer == &buffer) s.pending = std::move(p);
     }
@@ -46,7 +46,7 @@ private:
     static constexpr std::size_t kMaxSlots = 64;
     struct Slot {
         std::vector<char> buffer;
-        std::unique_ptr<dist::PendingSend> pending;
+        std::unique_ptr<dist::PendingOp> pending;
     };
     std::size_t bytes_;
     std::deque<Slot> slots_;

@@ -1,5 +1,6 @@
 #include "train/checkpoint_slices.hpp"
 
+#include <algorithm>
 #include <type_traits>
 
 #include "core/errors.hpp"
@@ -32,7 +33,8 @@ std::vector<TensorBinding> bind_tensors(const model::ParamLayout& full,
             }
         if (b.local) {
             ++bound;
-            b.writes = dp_rank == 0 && (g.split_dim >= 0 || tp_rank == 0);
+            b.tp_writer = g.split_dim >= 0 || tp_rank == 0;
+            b.writes = dp_rank == 0 && b.tp_writer;
         } else if (g.name == ParamLayout::word_embeddings()) {
             // The last stage's copy loads from the one stored tensor and writes nothing.
             for (std::size_t c = 0; c < chunks.size() && !b.local; ++c)
@@ -79,6 +81,28 @@ DType state_dtype(StateKind kind, DType param_dtype) {
     return kind == StateKind::Param ? param_dtype : DType::F32;
 }
 
+// Where this rank's piece of a tensor's state is: the whole local box for parameters and
+// unsharded optimizer state; for a distributed-optimizer shard, the part of the entry's
+// flat range inside [opt_begin, opt_begin + size) - a flat run within the box.
+template <typename Byte>
+bool state_piece(const model::ParamEntry& e, const ChunkHost& h, StateKind kind, Byte* base,
+                 DType dt, ckpt::Selection& sel, Byte*& data) {
+    if (kind == StateKind::Param || !h.sharded) {
+        sel = local_box(e);
+        const std::int64_t first = kind == StateKind::Param ? 0 : h.opt_begin;
+        data = base + static_cast<std::size_t>(e.offset - first) * dtype_size(dt);
+        return true;
+    }
+    const auto size = static_cast<std::int64_t>(h.main.size());
+    const std::int64_t lo = std::max(e.offset, h.opt_begin);
+    const std::int64_t hi = std::min(e.offset + e.numel, h.opt_begin + size);
+    if (lo >= hi) return false;
+    const ckpt::Selection box = local_box(e);
+    sel = ckpt::Selection::flat_in_box(box.offset(), box.count(), lo - e.offset, hi - lo);
+    data = base + static_cast<std::size_t>(lo - h.opt_begin) * dtype_size(dt);
+    return true;
+}
+
 }  // namespace
 
 std::vector<ckpt::TensorSlice> save_slices(const std::vector<TensorBinding>& tensors,
@@ -92,10 +116,13 @@ std::vector<ckpt::TensorSlice> save_slices(const std::vector<TensorBinding>& ten
         s.name = state_name(b.global->name, kind);
         s.global_shape = b.global->global_shape;
         s.dtype = dt;
-        if (b.writes) {
-            s.selection = local_box(*b.local);
-            s.data = state_base(host.at(static_cast<std::size_t>(b.chunk)), kind) +
-                     static_cast<std::size_t>(b.local->offset) * dtype_size(dt);
+        const ChunkHost* h = b.chunk >= 0 ? &host.at(static_cast<std::size_t>(b.chunk)) : nullptr;
+        // A distributed-optimizer shard is written by its owner, whatever its DP rank.
+        const bool writer = h && kind != StateKind::Param && h->sharded ? b.tp_writer : b.writes;
+        if (writer) {
+            const std::byte* data = nullptr;
+            if (state_piece(*b.local, *h, kind, state_base(*h, kind), dt, s.selection, data))
+                s.data = data;
         }
         out.push_back(std::move(s));
     }
@@ -114,9 +141,10 @@ std::vector<ckpt::TensorSliceOut> load_slices(const std::vector<TensorBinding>& 
         s.global_shape = b.global->global_shape;
         s.dtype = dt;
         if (b.local) {
-            s.selection = local_box(*b.local);
-            s.data = state_base(host.at(static_cast<std::size_t>(b.chunk)), kind) +
-                     static_cast<std::size_t>(b.local->offset) * dtype_size(dt);
+            ChunkHost& h = host.at(static_cast<std::size_t>(b.chunk));
+            std::byte* data = nullptr;
+            if (state_piece(*b.local, h, kind, state_base(h, kind), dt, s.selection, data))
+                s.data = data;
         }
         out.push_back(std::move(s));
     }

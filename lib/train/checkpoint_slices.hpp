@@ -29,12 +29,16 @@ std::string exp_avg_sq_name(const std::string& name);   // optimizer/exp_avg_sq/
 // The box of the global tensor this rank holds (its tensor-parallel slice, or all of it).
 ckpt::Selection local_box(const model::ParamEntry& e);
 
-// One model chunk of this rank, staged on the host: flat buffers shaped like `layout`
-// (element offsets are the entries' offsets). params is of the model dtype.
+// One model chunk of this rank, staged on the host: params is a flat buffer shaped like
+// `layout` (element offsets are the entries' offsets), of the model dtype. The optimizer
+// state covers flat elements [opt_begin, opt_begin + main.size()): all of them, or with
+// the distributed optimizer this data-parallel rank's shard.
 struct ChunkHost {
     const model::ParamLayout* layout = nullptr;
     std::vector<std::byte> params;
     std::vector<float> main, exp_avg, exp_avg_sq;
+    std::int64_t opt_begin = 0;
+    bool sharded = false;  // every DP rank writes its own optimizer shard
 };
 
 // One global tensor and where this rank holds it (chunk -1: not here).
@@ -42,7 +46,8 @@ struct TensorBinding {
     const model::ParamEntry* global = nullptr;  // from the whole-model layout
     int chunk = -1;
     const model::ParamEntry* local = nullptr;   // in chunk's layout
-    bool writes = false;                         // this rank writes its slice
+    bool tp_writer = false;                      // this TP rank writes the tensor's slice
+    bool writes = false;                         // ... and is data-parallel rank 0
 };
 
 // full: the layout of the whole model (ChunkSpec{0, L, true, true}) for this TP rank; its

@@ -58,10 +58,10 @@ PipelineEngine::PipelineEngine(const Config& cfg, dist::ProcessGroups& groups, B
     for (int c = 1; c < v; ++c) {
         owned_chunks_.push_back(std::make_unique<model::GptModel>(
             chunk0.dims(), pipeline_chunk_spec(cfg, groups, c), opt, chunk0.micro_batch(), be_,
-            groups.tp(), pipeline_slots(cfg, groups, num_micro_batches, c)));
+            groups.tp(), pipeline_slots(cfg, groups, num_micro_batches, c),
+            grad_buffer_multiple(cfg, groups)));
         owned_chunks_.back()->init_parameters();
-        owned_optimizers_.push_back(std::make_unique<optim::AdamOptimizer>(
-            cfg.optimizer, *owned_chunks_.back(), groups.model_parallel()));
+        owned_optimizers_.push_back(make_optimizer(cfg, groups, *owned_chunks_.back()));
         chunks_.push_back(owned_chunks_.back().get());
         optimizers_.push_back(owned_optimizers_.back().get());
     }
@@ -70,6 +70,9 @@ PipelineEngine::PipelineEngine(const Config& cfg, dist::ProcessGroups& groups, B
         GPT_ASSERT(chunks_[static_cast<std::size_t>(c)]->plan().num_slots() >= n, "chunk ", c,
                    " has fewer micro-batch slots than its schedule needs (", n, ")");
     }
+    for (int c = 0; c < v; ++c)
+        reducers_.push_back(make_grad_reducer(cfg, groups, *chunks_[static_cast<std::size_t>(c)],
+                                              *optimizers_[static_cast<std::size_t>(c)]));
     slots_.resize(static_cast<std::size_t>(v));
     sample_elems_ = static_cast<std::size_t>(chunk0.micro_batch()) * (chunk0.dims().seq + 1);
     tokens_.resize(sample_elems_ * static_cast<std::size_t>(num_micro_batches));
@@ -94,7 +97,8 @@ pipeline::PipelineShape PipelineEngine::shape(bool forward_only) const {
     sh.stage = groups_.coords().pp;
     sh.num_microbatches = static_cast<int>(num_micro_batches_);
     sh.num_chunks = num_chunks();
-    sh.activation_count = m.tokens() * m.dims().hidden;  // (T, h), replicated over TP
+    // (T, h) replicated over TP, or this rank's (T/tp, h) sequence shard.
+    sh.activation_count = m.hidden_rows() * m.dims().hidden;
     sh.type = dist::comm_type(m.options().dtype);
     sh.forward_only = forward_only;
     return sh;
@@ -168,6 +172,9 @@ double PipelineEngine::forward_backward(MicroBatchSource& data, float dloss,
         model::GptModel& m = *chunks_[static_cast<std::size_t>(c)];
         const int slot = release_slot(c, mb);
         if (grad_out) be_.copy_to_device(m.output_grad(), grad_out, act_bytes);
+        // Each chunk runs its micro-batches' backwards in order: the last one finishes the
+        // iteration's gradients, so its buckets may start reducing as they complete.
+        if (mb == num_micro_batches_ - 1) reducers_[static_cast<std::size_t>(c)]->start_final_backward();
         m.backward(slot, dloss);
         if (grad_in) be_.copy_to_host(grad_in, m.input_grad(), act_bytes);
     };
@@ -192,10 +199,9 @@ double PipelineEngine::forward_backward(MicroBatchSource& data, float dloss,
                                        dist::ReduceOp::Sum);
     }
     loss /= static_cast<double>(num_micro_batches_);
+    for (auto& r : reducers_) r->finish();
+    for (auto* m : chunks_) m->reduce_sequence_parallel_grads();
     if (dp > 1) {
-        for (auto* m : chunks_)
-            groups_.dp().all_reduce(m->grads(), m->layout().total_elements(), dist::CommType::F32,
-                                    dist::ReduceOp::Sum);
         groups_.dp().all_reduce(&loss, 1, dist::CommType::F64, dist::ReduceOp::Sum);
         loss /= dp;
     }
@@ -211,7 +217,7 @@ optim::StepResult PipelineEngine::step(double lr, double loss_scale) {
         stats[0] += s[0];
         stats[1] += s[1];
     }
-    auto& mp = groups_.model_parallel();
+    auto& mp = optimizers_[0]->norm_group();
     if (mp.size() > 1) mp.all_reduce(stats.data(), 2, dist::CommType::F64, dist::ReduceOp::Sum);
     const optim::GradNorm norm = optim::AdamOptimizer::finish_grad_norm(stats, loss_scale);
     optim::StepResult r;

@@ -19,6 +19,7 @@
 #include "optim/adam.hpp"
 #include "pipeline/executor.hpp"
 #include "train/batch_source.hpp"
+#include "train/grad_reducer.hpp"
 
 namespace gpt::train {
 
@@ -58,6 +59,7 @@ public:
     int num_chunks() const { return static_cast<int>(chunks_.size()); }
     model::GptModel& chunk(int c) { return *chunks_.at(static_cast<std::size_t>(c)); }
     optim::AdamOptimizer& optimizer(int c) { return *optimizers_.at(static_cast<std::size_t>(c)); }
+    GradReducer& grad_reducer(int c) { return *reducers_.at(static_cast<std::size_t>(c)); }
     // Compute and receive-wait time of the last forward_backward (wait = the bubble).
     const pipeline::PipelineTiming& last_timing() const { return timing_; }
     // Parameters, grads, optimizer state and activations of chunks 1..v-1.
@@ -85,6 +87,7 @@ private:
     std::vector<std::unique_ptr<optim::AdamOptimizer>> owned_optimizers_;
     std::vector<model::GptModel*> chunks_;
     std::vector<optim::AdamOptimizer*> optimizers_;
+    std::vector<std::unique_ptr<GradReducer>> reducers_;  // per chunk
     std::vector<Slots> slots_;
     std::vector<std::int32_t> tokens_;  // the iteration's micro-batches, back to back
     std::size_t sample_elems_ = 0;      // int32 per micro-batch

@@ -12,16 +12,7 @@
 namespace gpt::train {
 
 void check_supported(const Config& cfg, const dist::ProcessGroups& groups) {
-    const auto& p = cfg.parallel;
-    auto reject = [](bool bad, const char* what) {
-        GPT_REQUIRE(!bad, UsageError, what,
-                    " is not supported by this version's trainer yet. HINT: run without it");
-    };
     pipeline_num_chunks(cfg, groups);  // layers must split evenly over (virtual) stages
-    reject(p.sequence_parallel, "--sequence-parallel");
-    reject(p.use_distributed_optimizer, "--use-distributed-optimizer");
-    reject(p.recompute_activations || !p.recompute_granularity.empty(),
-           "activation recomputation (--recompute-activations / --recompute-granularity)");
     GPT_REQUIRE(!(cfg.training.fp16 && cfg.training.bf16), UsageError,
                 "--fp16 and --bf16 are exclusive");
     GPT_REQUIRE(cfg.training.loss_scale == 0.0 || cfg.training.fp16 || cfg.training.bf16,
@@ -94,18 +85,27 @@ Trainer::Trainer(const Config& cfg, dist::ProcessGroups& groups, Backend& backen
     opt.layernorm_eps = static_cast<float>(cfg.model.layernorm_epsilon);
     opt.init_std = cfg.model.init_method_std;
     opt.seed = t.seed;
+    opt.sequence_parallel = cfg.parallel.sequence_parallel;
+    const auto& p = cfg.parallel;
+    if (p.recompute_activations || p.recompute_granularity == "selective")
+        opt.recompute = model::ModelOptions::Recompute::Selective;
+    else if (p.recompute_granularity == "full")
+        opt.recompute = model::ModelOptions::Recompute::Full;
+    opt.recompute_block = p.recompute_method == "block";
+    opt.recompute_num_layers = p.recompute_num_layers;
     // This rank's first model chunk (the whole model without pipelining); pipeline_ builds
     // the others of an interleaved schedule.
     const model::ChunkSpec chunk = pipeline_chunk_spec(cfg, groups, 0);
     model_ = std::make_unique<model::GptModel>(
         dims, chunk, opt, t.micro_batch_size, be_, groups.tp(),
-        pipeline_slots(cfg, groups, num_micro_batches_, 0));
+        pipeline_slots(cfg, groups, num_micro_batches_, 0), grad_buffer_multiple(cfg, groups));
     model_->init_parameters();
-    optimizer_ = std::make_unique<optim::AdamOptimizer>(cfg.optimizer, *model_,
-                                                        groups.model_parallel());
+    optimizer_ = make_optimizer(cfg, groups, *model_);
     if (groups.grid().pp_size() > 1)
         pipeline_ = std::make_unique<PipelineEngine>(cfg, groups, be_, opt, num_micro_batches_,
                                                      *model_, *optimizer_);
+    else
+        reducer_ = make_grad_reducer(cfg, groups, *model_, *optimizer_);
     tokens_.resize(static_cast<std::size_t>(t.micro_batch_size) * (dims.seq + 1));
     if (!cfg.logging.metrics_file.empty() && logs())
         metrics_ = std::make_unique<MetricsFile>(cfg.logging.metrics_file);
@@ -158,12 +158,15 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
             // on how the batch is split over data-parallel ranks.
             const std::uint64_t stream = (micro_batches_done_ + static_cast<std::uint64_t>(mb)) * dp + dp_rank;
             loss += model_->forward(0, true, stream) / T;
+            if (mb == num_micro_batches_ - 1) reducer_->start_final_backward();
             model_->backward(0, dloss);
         }
         loss /= static_cast<double>(num_micro_batches_);
+        reducer_->finish();
+        // Sequence parallelism leaves each TP rank a partial sum of the layernorm and
+        // row-parallel bias grads (Megatron's finalize_model_grads all-reduces them).
+        model_->reduce_sequence_parallel_grads();
         if (dp > 1) {
-            groups_.dp().all_reduce(model_->grads(), model_->layout().total_elements(),
-                                    dist::CommType::F32, dist::ReduceOp::Sum);
             groups_.dp().all_reduce(&loss, 1, dist::CommType::F64, dist::ReduceOp::Sum);
             loss /= dp;
         }

@@ -17,6 +17,7 @@
 #include "optim/loss_scaler.hpp"
 #include "optim/lr_scheduler.hpp"
 #include "train/batch_source.hpp"
+#include "train/grad_reducer.hpp"
 #include "train/metrics_file.hpp"
 #include "train/pipeline_engine.hpp"
 
@@ -73,6 +74,7 @@ public:
     model::GptModel& model() { return *model_; }
     optim::AdamOptimizer& optimizer() { return *optimizer_; }
     PipelineEngine* pipeline() { return pipeline_.get(); }  // null without pipelining
+    GradReducer* grad_reducer() { return reducer_.get(); }  // null with pipelining (per chunk there)
     const optim::LossScaler& loss_scaler() const { return scaler_; }
     MemoryReport memory() const;
     std::string memory_line(const std::string& when) const;
@@ -95,6 +97,7 @@ private:
     std::unique_ptr<model::GptModel> model_;
     std::unique_ptr<optim::AdamOptimizer> optimizer_;
     std::unique_ptr<PipelineEngine> pipeline_;  // pp > 1; refers to model_ and optimizer_
+    std::unique_ptr<GradReducer> reducer_;      // without pipelining: model_'s DP reduction
     optim::LrScheduler scheduler_;
     optim::LossScaler scaler_;
     bool skip_on_overflow_ = false;  // a loss scaler is active (fp16, or --loss-scale)

@@ -44,15 +44,19 @@ std::vector<ChunkHost> stage_on_host(Backend& be, const ChunkRefs& refs) {
         optim::AdamOptimizer& opt = *refs.optimizers[c];
         ChunkHost& h = out[c];
         const auto n = static_cast<std::size_t>(m.layout().total_elements());
+        // The optimizer's own range: the whole buffer, or its distributed-optimizer shard.
+        const auto shard = static_cast<std::size_t>(opt.shard_size());
         h.layout = &m.layout();
+        h.opt_begin = opt.shard_begin();
+        h.sharded = opt.distributed();
         h.params.resize(n * dtype_size(m.options().dtype));
-        h.main.resize(n);
-        h.exp_avg.resize(n);
-        h.exp_avg_sq.resize(n);
+        h.main.resize(shard);
+        h.exp_avg.resize(shard);
+        h.exp_avg_sq.resize(shard);
         be.copy_to_host(h.params.data(), m.params(), h.params.size());
-        be.copy_to_host(h.main.data(), opt.main_params(), n * sizeof(float));
-        be.copy_to_host(h.exp_avg.data(), opt.exp_avg(), n * sizeof(float));
-        be.copy_to_host(h.exp_avg_sq.data(), opt.exp_avg_sq(), n * sizeof(float));
+        be.copy_to_host(h.main.data(), opt.main_params(), shard * sizeof(float));
+        be.copy_to_host(h.exp_avg.data(), opt.exp_avg(), shard * sizeof(float));
+        be.copy_to_host(h.exp_avg_sq.data(), opt.exp_avg_sq(), shard * sizeof(float));
     }
     return out;
 }
@@ -224,11 +228,17 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
     for (std::size_t c = 0; c < host.size(); ++c) {
         model::GptModel& m = *refs.models[c];
         optim::AdamOptimizer& o = *refs.optimizers[c];
-        const auto n = static_cast<std::size_t>(m.layout().total_elements()) * sizeof(float);
+        const auto n = host[c].main.size() * sizeof(float);
         be_.copy_to_device(o.main_params(), host[c].main.data(), n);  // the model's own when fp32
-        if (dt != DType::F32) m.set_parameters(host[c].main.data());
         be_.copy_to_device(o.exp_avg(), host[c].exp_avg.data(), n);
         be_.copy_to_device(o.exp_avg_sq(), host[c].exp_avg_sq.data(), n);
+        if (o.distributed()) {
+            // Each DP rank read only its shard of the main params: round it into the model's
+            // params and gather the whole model, as after an optimizer step.
+            o.publish_main_params();
+        } else if (dt != DType::F32) {
+            m.set_parameters(host[c].main.data());
+        }
     }
     const int dp = groups_.grid().dp_size();
     // This rank's own saved RNG position when the layout is the same; else the global one.

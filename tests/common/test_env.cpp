@@ -30,4 +30,16 @@ std::string scratch_dir(const std::string& name) {
     return p.string();
 }
 
+int world_size() {
+    int n = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
+
+int world_rank() {
+    int r = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+
 }  // namespace gpt::test

@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+
+#include "test_env.hpp"
 #include <mpi.h>
 
 #include <numeric>
@@ -9,18 +11,8 @@
 
 using namespace gpt::dist;
 
-namespace {
-int world_size() {
-    int s = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &s);
-    return s;
-}
-int world_rank() {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
-}  // namespace
+using gpt::test::world_rank;
+using gpt::test::world_size;
 
 // For every layout of the current world: each communicator's members match RankGrid and a
 // sum over the group equals the sum of the members' global ranks.

@@ -40,6 +40,26 @@ inline std::vector<std::int32_t> random_tokens(int b, int s, int vocab, unsigned
     return t;
 }
 
+// This rank's slice of every parameter of `part`, taken from the 1-rank buffer `src` laid
+// out as `full` (same names; split entries sliced along their split dim).
+inline std::vector<float> take_slices(const model::ParamLayout& full, const std::vector<float>& src,
+                                      const model::ParamLayout& part) {
+    std::vector<float> out(static_cast<std::size_t>(part.total_elements()), 0.0f);
+    for (const auto& e : part.entries()) {
+        const model::ParamEntry& g = full.at(e.name);
+        const std::int64_t cols = e.local_shape.size() == 2 ? e.local_shape[1] : 1;
+        const std::int64_t gcols = g.local_shape.size() == 2 ? g.local_shape[1] : 1;
+        for (std::int64_t i = 0; i < e.numel; ++i) {
+            std::int64_t row = i / cols, col = i % cols;
+            if (e.split_dim == 0) row += e.slice_start;
+            if (e.split_dim == 1) col += e.slice_start;
+            out[static_cast<std::size_t>(e.offset + i)] =
+                src[static_cast<std::size_t>(g.offset + row * gcols + col)];
+        }
+    }
+    return out;
+}
+
 // Plain fp64 GPT forward (no dropout) over the flat fp32 parameters of a one-chunk model:
 // returns the mean token loss of tokens (b, s+1).
 inline double reference_loss(const model::GptModel& m, const std::vector<float>& p,

@@ -12,25 +12,6 @@
 namespace gpt::model {
 namespace {
 
-// This rank's slice of every parameter of `part`, taken from the 1-rank buffer of `full`.
-std::vector<float> take_slices(const ParamLayout& full, const std::vector<float>& src,
-                               const ParamLayout& part) {
-    std::vector<float> out(static_cast<std::size_t>(part.total_elements()), 0.0f);
-    for (const auto& e : part.entries()) {
-        const ParamEntry& g = full.at(e.name);
-        const std::int64_t cols = e.local_shape.size() == 2 ? e.local_shape[1] : 1;
-        const std::int64_t gcols = g.local_shape.size() == 2 ? g.local_shape[1] : 1;
-        for (std::int64_t i = 0; i < e.numel; ++i) {
-            std::int64_t row = i / cols, col = i % cols;
-            if (e.split_dim == 0) row += e.slice_start;
-            if (e.split_dim == 1) col += e.slice_start;
-            out[static_cast<std::size_t>(e.offset + i)] =
-                src[static_cast<std::size_t>(g.offset + row * gcols + col)];
-        }
-    }
-    return out;
-}
-
 TEST(GptModelTensorParallel, TwoRanksMatchOneRank) {
     int world = 1, rank = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -56,7 +37,7 @@ TEST(GptModelTensorParallel, TwoRanksMatchOneRank) {
     full.init_parameters_host(p.data());
     for (std::size_t i = 0; i < p.size(); ++i) p[i] += 0.05f * std::sin(0.37f * static_cast<float>(i));
     full.set_parameters(p.data());
-    const auto mine = take_slices(full.layout(), p, part.layout());
+    const auto mine = test::take_slices(full.layout(), p, part.layout());
     part.set_parameters(mine.data());
 
     auto tokens = test::random_tokens(2, d1.seq, 50, 7);
@@ -77,7 +58,7 @@ TEST(GptModelTensorParallel, TwoRanksMatchOneRank) {
     std::vector<float> g1(p.size()), g2(mine.size());
     full.get_grads(g1.data());
     part.get_grads(g2.data());
-    const auto expect = take_slices(full.layout(), g1, part.layout());
+    const auto expect = test::take_slices(full.layout(), g1, part.layout());
     for (const auto& e : part.layout().entries())
         for (std::int64_t i = 0; i < e.numel; ++i) {
             const std::size_t k = static_cast<std::size_t>(e.offset + i);

@@ -24,16 +24,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int world_size() {
-    int n = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
-int world_rank() {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
-}
+using test::world_rank;
+using test::world_size;
 
 Config small_config() {
     Config c = test::tiny_train_config();
@@ -74,7 +66,9 @@ RunResult train_for(Config cfg, int tp, int iters, bool save, int pp = 1) {
     const auto n = static_cast<std::size_t>(tr.model().layout().total_elements());
     r.params.resize(n);
     tr.model().get_parameters(r.params.data());
-    r.main.assign(tr.optimizer().main_params(), tr.optimizer().main_params() + n);
+    // This rank's optimizer range: everything, or its distributed-optimizer shard.
+    r.main.assign(tr.optimizer().main_params(),
+                  tr.optimizer().main_params() + tr.optimizer().shard_size());
     test::WalkSource fixed(static_cast<int>(cfg.model.vocab_size), cfg.model.seq_length,
                            cfg.training.micro_batch_size, groups.coords().dp, dp, 1000000);
     r.eval = tr.evaluate(fixed, 1);
@@ -139,29 +133,44 @@ TEST(Checkpointing, ExactRestartTensorParallel) {
 
 // Saved with one layout, loaded into another: the run continues on the same trajectory up to
 // fp32 rounding (TP changes the order of sums, nothing else).
-void check_reshard(int tp_save, int tp_load, const std::string& name, int pp_save = 1,
-                   int layers_per_virtual_stage = 0) {
+struct CkptLayout {
+    int tp = 1, pp = 1;
+    bool distributed_optimizer = false;
+    int layers_per_virtual_stage = 0;
+};
+
+void check_reshard(const CkptLayout& save, const CkptLayout& load, const std::string& name) {
     Config cfg = small_config();
-    if (layers_per_virtual_stage > 0) cfg.model.num_layers = 4;
+    cfg.model.num_layers = 4;
+    cfg.training.micro_batch_size = 1;  // global batch 4 splits over up to 4 DP ranks
     Config saving = cfg;
-    saving.parallel.num_layers_per_virtual_pipeline_stage = layers_per_virtual_stage;
+    saving.parallel.num_layers_per_virtual_pipeline_stage = save.layers_per_virtual_stage;
+    saving.parallel.use_distributed_optimizer = save.distributed_optimizer;
+    cfg.parallel.num_layers_per_virtual_pipeline_stage = load.layers_per_virtual_stage;
+    cfg.parallel.use_distributed_optimizer = load.distributed_optimizer;
     const int n = 3;
-    const RunResult straight = train_for(saving, tp_save, 2 * n, false, pp_save);
+    const RunResult straight = train_for(saving, save.tp, 2 * n, false, save.pp);
     const std::string dir = test::scratch_dir(name);
     saving.checkpoint.save = dir;
-    train_for(saving, tp_save, n, true, pp_save);
+    train_for(saving, save.tp, n, true, save.pp);
     cfg.checkpoint.load = dir;
-    const RunResult resumed = train_for(cfg, tp_load, n, false);
+    const RunResult resumed = train_for(cfg, load.tp, n, false, load.pp);
     ASSERT_EQ(resumed.records.size(), static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) {
         const auto& a = straight.records[static_cast<std::size_t>(n + i)];
         const auto& b = resumed.records[static_cast<std::size_t>(i)];
         EXPECT_EQ(a.iteration, b.iteration);
-        EXPECT_NEAR(a.lm_loss, b.lm_loss, 2e-5 * a.lm_loss) << "iteration " << a.iteration;
-        EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-4 * a.grad_norm) << "iteration " << a.iteration;
+        EXPECT_NEAR(a.lm_loss, b.lm_loss, 2e-5 * a.lm_loss) << name << " iteration " << a.iteration;
+        EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-4 * a.grad_norm) << name << " iteration " << a.iteration;
         EXPECT_EQ(a.lr, b.lr);
     }
-    EXPECT_NEAR(straight.eval, resumed.eval, 2e-5 * straight.eval);
+    EXPECT_NEAR(straight.eval, resumed.eval, 2e-5 * straight.eval) << name;
+}
+
+void check_reshard(int tp_save, int tp_load, const std::string& name, int pp_save = 1,
+                   int layers_per_virtual_stage = 0) {
+    check_reshard(CkptLayout{tp_save, pp_save, false, layers_per_virtual_stage},
+                  CkptLayout{tp_load, 1, false, 0}, name);
 }
 
 TEST(Checkpointing, ReshardDataParallelToTensorParallel) {
@@ -187,6 +196,44 @@ TEST(Checkpointing, ReshardPipelineToTensorParallel) {
 TEST(Checkpointing, ReshardInterleavedPipelineToTensorParallel) {
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
     check_reshard(1, 2, "reshard_vpp_tp2", 2, 1);
+}
+
+// The distributed optimizer's state is written by the DP rank owning each range, and any
+// layout reads it back: sharded -> replicated, replicated -> sharded, and a bit-identical
+// restart on the same sharded layout.
+TEST(Checkpointing, DistributedOptimizerReshards) {
+    if (world_size() != 2) GTEST_SKIP() << "needs 2 ranks";
+    check_reshard({1, 1, true}, {2, 1, false}, "reshard_distopt_dp2_tp2");
+    check_reshard({2, 1, false}, {1, 1, true}, "reshard_tp2_distopt_dp2");
+}
+
+TEST(Checkpointing, ExactRestartDistributedOptimizer) {
+    if (world_size() != 2) GTEST_SKIP() << "needs 2 ranks";
+    Config cfg = small_config();
+    cfg.parallel.use_distributed_optimizer = true;
+    cfg.training.fp16 = true;
+    cfg.training.initial_loss_scale = 65536.0;
+    const int n = 3;
+    const RunResult straight = train_for(cfg, 1, 2 * n, false);
+    const std::string dir = test::scratch_dir("exact_restart_distopt");
+    cfg.checkpoint.save = dir;
+    const RunResult first = train_for(cfg, 1, n, true);
+    cfg.checkpoint.load = dir;
+    const RunResult second = train_for(cfg, 1, n, false);
+    std::vector<IterationRecord> joined = first.records;
+    joined.insert(joined.end(), second.records.begin(), second.records.end());
+    expect_identical(straight.records, joined);
+    EXPECT_EQ(straight.params, second.params);
+    EXPECT_EQ(straight.main, second.main);  // this rank's shard
+}
+
+// Issue #6's 4-rank resharding matrix, (TP, PP, DP) -> (TP, PP, DP).
+TEST(Checkpointing, ReshardingMatrixOnFourRanks) {
+    if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks (registered as .np4)";
+    check_reshard({2, 2, false}, {1, 1, false}, "reshard_221_114");
+    check_reshard({1, 2, true}, {2, 1, false}, "reshard_122_distopt_212");
+    check_reshard({1, 1, false}, {4, 1, false}, "reshard_114_411");
+    check_reshard({1, 1, true}, {1, 2, true, 1}, "reshard_114_distopt_122_interleaved_distopt");
 }
 
 // Another TP size can pad the vocabulary to another row count: refused, with the fix.

@@ -1,0 +1,154 @@
+// bench_parallel: one PTD-P layout of gpt-tiny (or any config) on the ranks of mpiexec,
+// random tokens, fp32. Prints one JSON line (rank 0): tokens/s, the bytes one iteration
+// moves per process group (from the communicators' counters, summed over ranks), and the
+// pipeline bubble three ways: measured (the stages' receive waits over their compute
+// time), simulated (lib/pipeline's dependency simulator with the measured pass times) and
+// Megatron's formula (p-1)/(v m).
+//
+//   mpiexec -n 2 bench_parallel --config configs/gpt-tiny.ini --pipeline-model-parallel-size 2
+//       --micro-batch-size 1 --global-batch-size 8 [--iters 6] [--warmup 2]
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "config/options.hpp"
+#include "config/validate.hpp"
+#include "core/errors.hpp"
+#include "core/timer.hpp"
+#include "dist/mpi_environment.hpp"
+#include "dist/process_groups.hpp"
+#include "pipeline/simulate.hpp"
+#include "train/trainer.hpp"
+
+namespace {
+
+class RandomTokens final : public gpt::train::MicroBatchSource {
+public:
+    RandomTokens(int vocab, int seq, int mbs, int seed) : n_(static_cast<std::size_t>(mbs) * (seq + 1)) {
+        std::mt19937 rng(static_cast<unsigned>(seed));
+        std::uniform_int_distribution<int> u(0, vocab - 1);
+        tokens_.resize(n_ * 8);
+        for (auto& t : tokens_) t = u(rng);
+    }
+    void next(std::int32_t* out) override {
+        std::copy_n(tokens_.begin() + static_cast<std::ptrdiff_t>((i_++ % 8) * n_), n_, out);
+    }
+
+private:
+    std::size_t n_, i_ = 0;
+    std::vector<std::int32_t> tokens_;
+};
+
+// Removes "--name value" from args and returns value (or def).
+int take_int(std::vector<std::string>& args, const std::string& name, int def) {
+    for (std::size_t i = 0; i + 1 < args.size(); ++i)
+        if (args[i] == name) {
+            const int v = std::stoi(args[i + 1]);
+            args.erase(args.begin() + static_cast<std::ptrdiff_t>(i), args.begin() + static_cast<std::ptrdiff_t>(i + 2));
+            return v;
+        }
+    return def;
+}
+
+double sum_over_world(double v) {
+    MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    return v;
+}
+
+double max_over_world(double v) {
+    MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return v;
+}
+
+int run(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    const int iters = take_int(args, "--iters", 6);
+    const int warmup = take_int(args, "--warmup", 2);
+    gpt::Config cfg = gpt::parse_args(args).config;
+    if (cfg.model.vocab_size == 0) cfg.model.vocab_size = 50257;  // GPT-2's, without the files
+    cfg.parallel.device = "cpu";
+    int world = 1, rank = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    gpt::validate(cfg, world);
+    cfg.training.train_iters = iters + warmup;
+    gpt::dist::ProcessGroups groups(MPI_COMM_WORLD, cfg.parallel.tensor_model_parallel_size,
+                                    cfg.parallel.pipeline_model_parallel_size);
+    auto be = gpt::make_backend("cpu", groups.local_rank());
+    gpt::train::Trainer tr(cfg, groups, *be);
+    RandomTokens src(static_cast<int>(cfg.model.vocab_size), cfg.model.seq_length,
+                     cfg.training.micro_batch_size, 17 + groups.coords().dp);
+    for (int i = 0; i < warmup; ++i) tr.train_step(src);
+
+    gpt::dist::Communicator* comms[] = {&groups.tp(), &groups.pp(), &groups.dp(),
+                                        &groups.embedding(), &groups.model_parallel(), &groups.world()};
+    for (auto* c : comms) c->reset_stats();
+    double wait = 0.0, compute = 0.0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    gpt::Stopwatch sw;
+    for (int i = 0; i < iters; ++i) {
+        tr.train_step(src);
+        if (tr.pipeline()) {
+            wait += tr.pipeline()->last_timing().wait_seconds;
+            compute += tr.pipeline()->last_timing().compute_seconds;
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double seconds = sw.seconds();
+
+    // Bytes per iteration per group, summed over the ranks (each rank counts what it sends
+    // into the group's collectives and point-to-point messages).
+    std::map<std::string, double> bytes;
+    for (auto* c : comms) bytes[c->name()] = sum_over_world(double(c->stats().total_bytes()) / iters);
+    const int p = groups.grid().pp_size();
+    const int v = tr.pipeline() ? tr.pipeline()->num_chunks() : 1;
+    const auto m = tr.num_micro_batches();
+    // The first stage waits least in its warm-up and most at the end; every stage idles
+    // (p-1)/(v m) of its compute in the ideal schedule. Report the worst stage.
+    const double measured = compute > 0 ? max_over_world(wait / compute) : 0.0;
+    const double stage_compute = max_over_world(compute / iters / std::max<std::int64_t>(m, 1));
+    double simulated = 0.0;
+    if (p > 1) {
+        // Backward costs about twice the forward (Narayanan et al.); the simulator needs
+        // only the ratio, the measured compute fixes the scale.
+        const auto sim = gpt::pipeline::simulate_pipeline(p, static_cast<int>(m), v,
+                                                          stage_compute / 3.0, 2.0 * stage_compute / 3.0);
+        simulated = sim.bubble_fraction;
+    }
+    const double formula = p > 1 ? double(p - 1) / (double(v) * double(m)) : 0.0;
+    const double tokens = double(cfg.training.global_batch_size) * cfg.model.seq_length * iters;
+    if (rank == 0) {
+        std::ostringstream os;
+        os.precision(4);
+        os << "{\"ranks\": " << world << ", \"tp\": " << groups.grid().tp_size() << ", \"pp\": " << p
+           << ", \"dp\": " << groups.grid().dp_size() << ", \"vp\": " << v << ", \"micro_batches\": " << m
+           << ", \"sequence_parallel\": " << (cfg.parallel.sequence_parallel ? "true" : "false")
+           << ", \"distributed_optimizer\": " << (cfg.parallel.use_distributed_optimizer ? "true" : "false")
+           << ", \"tokens_per_s\": " << tokens / seconds << ", \"ms_per_iteration\": " << seconds * 1e3 / iters;
+        for (const auto& [name, b] : bytes) os << ", \"bytes_" << name << "\": " << static_cast<long long>(b);
+        os << ", \"bubble_measured\": " << measured << ", \"bubble_simulated\": " << simulated
+           << ", \"bubble_formula\": " << formula << "}";
+        std::printf("%s\n", os.str().c_str());
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    gpt::dist::MpiEnvironment env(&argc, &argv);
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_parallel: %s\n", e.what());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return 1;
+}

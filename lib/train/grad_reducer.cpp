@@ -1,0 +1,142 @@
+#include "train/grad_reducer.hpp"
+
+#include <algorithm>
+
+#include "core/errors.hpp"
+
+namespace gpt::train {
+
+std::int64_t default_bucket_elements(int dp_size) {
+    return std::max<std::int64_t>(40'000'000, std::int64_t{1'000'000} * dp_size);
+}
+
+std::vector<GradBucket> make_buckets(std::int64_t total, std::int64_t bucket_elements,
+                                     const std::vector<std::pair<std::int64_t, std::int64_t>>& held_back) {
+    GPT_ASSERT(bucket_elements > 0, "bucket size ", bucket_elements);
+    std::vector<GradBucket> out;
+    for (std::int64_t end = total; end > 0; end -= bucket_elements) {
+        GradBucket b{std::max<std::int64_t>(0, end - bucket_elements), end, false};
+        for (const auto& [lo, hi] : held_back)
+            if (lo < b.end && hi > b.begin) b.held_back = true;
+        out.push_back(b);
+    }
+    return out;
+}
+
+GradReducer::GradReducer(model::GptModel& model, dist::Communicator& dp, const Options& opt,
+                         const std::vector<std::pair<std::int64_t, std::int64_t>>& held_back)
+    : model_(model), dp_(dp), opt_(opt) {
+    if (opt_.bucket_elements <= 0) opt_.bucket_elements = default_bucket_elements(dp.size());
+    const std::int64_t total = model.padded_elements();
+    if (opt_.sharded) {
+        GPT_REQUIRE(opt_.shard_size * dp.size() == total &&
+                        opt_.shard_begin == opt_.shard_size * dp.rank(),
+                    InternalError, "distributed-optimizer shard [", opt_.shard_begin, ", +",
+                    opt_.shard_size, ") does not tile the ", total, "-element grad buffer over ",
+                    dp.size(), " ranks");
+        scratch_ = static_cast<float*>(
+            model.backend().alloc(static_cast<std::size_t>(opt_.shard_size) * sizeof(float)));
+    }
+    buckets_ = make_buckets(total, opt_.bucket_elements, held_back);
+    pending_.resize(buckets_.size());
+    launched_.assign(buckets_.size(), false);
+}
+
+GradReducer::~GradReducer() {
+    model_.set_grad_ready_hook({});
+    pending_.clear();  // completes anything in flight before the scratch goes
+    if (scratch_) model_.backend().free(scratch_);
+}
+
+void GradReducer::start_final_backward() {
+    std::fill(launched_.begin(), launched_.end(), false);
+    launched_early_ = launched_now_ = 0;
+    if (opt_.overlap && dp_.size() > 1)
+        model_.set_grad_ready_hook([this](std::int64_t first_final) { on_ready(first_final); });
+}
+
+void GradReducer::on_ready(std::int64_t first_final) {
+    // Buckets are ordered from the end of the buffer, the order backward finishes them.
+    for (std::size_t i = 0; i < buckets_.size(); ++i) {
+        if (launched_[i] || buckets_[i].held_back || buckets_[i].begin < first_final) continue;
+        launch(i);
+        ++launched_early_;
+    }
+    // MPI progresses non-blocking collectives only inside MPI calls: poke the ones in flight.
+    for (auto& p : pending_)
+        if (p) p->test();
+}
+
+void GradReducer::launch(std::size_t i) {
+    const GradBucket& b = buckets_[i];
+    float* g = model_.grads();
+    launched_[i] = true;
+    if (!opt_.sharded) {
+        pending_[i] = dp_.iall_reduce(g + b.begin, b.end - b.begin, dist::CommType::F32,
+                                      dist::ReduceOp::Sum);
+        return;
+    }
+    // Rank r's piece of the bucket is its intersection with r's shard.
+    const int d = dp_.size();
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(d));
+    for (int r = 0; r < d; ++r) {
+        const std::int64_t lo = std::max(b.begin, opt_.shard_size * r);
+        const std::int64_t hi = std::min(b.end, opt_.shard_size * (r + 1));
+        counts[static_cast<std::size_t>(r)] = std::max<std::int64_t>(0, hi - lo);
+    }
+    const std::int64_t mine = std::max(b.begin, opt_.shard_begin);
+    float* recv = scratch_ + std::clamp<std::int64_t>(mine - opt_.shard_begin, 0, opt_.shard_size);
+    pending_[i] = dp_.ireduce_scatter_v(g + b.begin, recv, std::move(counts), dist::CommType::F32,
+                                        dist::ReduceOp::Sum);
+}
+
+void GradReducer::finish() {
+    model_.set_grad_ready_hook({});
+    if (dp_.size() == 1) return;  // one replica: its gradients are the sum
+    for (std::size_t i = 0; i < buckets_.size(); ++i)
+        if (!launched_[i]) {
+            launch(i);
+            ++launched_now_;
+        }
+    for (auto& p : pending_)
+        if (p) {
+            p->wait();
+            p.reset();
+        }
+    if (opt_.sharded)
+        model_.backend().copy(model_.grads() + opt_.shard_begin, scratch_,
+                              static_cast<std::size_t>(opt_.shard_size) * sizeof(float));
+    std::fill(launched_.begin(), launched_.end(), false);
+}
+
+std::int64_t grad_buffer_multiple(const Config& cfg, const dist::ProcessGroups& groups) {
+    if (!cfg.parallel.use_distributed_optimizer) return 1;
+    return std::int64_t{groups.grid().dp_size()} * model::ParamLayout::kAlign;
+}
+
+std::unique_ptr<optim::AdamOptimizer> make_optimizer(const Config& cfg, dist::ProcessGroups& groups,
+                                                     model::GptModel& chunk) {
+    const bool sharded = cfg.parallel.use_distributed_optimizer && groups.grid().dp_size() > 1;
+    return std::make_unique<optim::AdamOptimizer>(
+        cfg.optimizer, chunk, sharded ? groups.world() : groups.model_parallel(),
+        sharded ? &groups.dp() : nullptr);
+}
+
+std::unique_ptr<GradReducer> make_grad_reducer(const Config& cfg, dist::ProcessGroups& groups,
+                                               model::GptModel& chunk,
+                                               const optim::AdamOptimizer& optimizer) {
+    GradReducer::Options o;
+    o.bucket_elements = cfg.parallel.ddp_bucket_size;
+    o.overlap = cfg.parallel.overlap_grad_reduce;
+    o.sharded = optimizer.distributed();
+    o.shard_begin = optimizer.shard_begin();
+    o.shard_size = optimizer.shard_size();
+    std::vector<std::pair<std::int64_t, std::int64_t>> held;
+    if (groups.embedding().size() > 1)
+        for (const char* name : {model::ParamLayout::word_embeddings(),
+                                 model::ParamLayout::word_embeddings_for_head()})
+            if (const auto* e = chunk.layout().find(name)) held.emplace_back(e->offset, e->offset + e->numel);
+    return std::make_unique<GradReducer>(chunk, groups.dp(), o, held);
+}
+
+}  // namespace gpt::train
