@@ -161,7 +161,7 @@ private:
         add(data, "merge-file", &C::data, &DataConfig::merge_file, "GPT-2 merges (gpt2-merges.txt)");
         add(data, "tokenizer-type", &C::data, &DataConfig::tokenizer_type, "GPT2BPETokenizer");
         add(data, "data-cache-path", &C::data, &DataConfig::data_cache_path, "folder for index caches (default: next to the data)");
-        add(data, "mock-data", &C::data, &DataConfig::mock_data, "synthetic data, no files");
+        add(data, "mock-data", &C::data, &DataConfig::mock_data, "synthetic data, no files (used when no --data-path is given)");
         groups.emplace_back("data", data);
 
         po::options_description ck("checkpointing");

@@ -59,8 +59,9 @@ GptDatasets build_gpt_datasets(const gpt::DataConfig& cfg, int seq_length, std::
     for (auto n : num_samples) GPT_REQUIRE(n >= 0, UsageError, "negative sample count ", n);
     GptDatasets out;
     std::unique_ptr<SampleDataset>* slots[3] = {&out.train, &out.valid, &out.test};
-    if (cfg.mock_data) {
-        // Splits get different seeds so validation does not repeat training samples.
+    if (cfg.mock_data && cfg.data_path.empty()) {
+        // --mock-data is the fallback when no --data-path is given, so a config file can
+        // default to synthetic data and a command line still trains on real text. Splits get different seeds so validation does not repeat training samples.
         for (int s = 0; s < 3; ++s)
             if (num_samples[s] > 0)
                 *slots[s] = std::make_unique<MockGptDataset>(num_samples[s], seq_length, seed + 1000003ull * s, mock_vocab_size);

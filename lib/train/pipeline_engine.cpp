@@ -80,16 +80,6 @@ PipelineEngine::PipelineEngine(const Config& cfg, dist::ProcessGroups& groups, B
 
 PipelineEngine::~PipelineEngine() = default;
 
-std::size_t PipelineEngine::extra_bytes() const {
-    std::size_t total = 0;
-    for (std::size_t c = 0; c < owned_chunks_.size(); ++c) {
-        const auto mm = owned_chunks_[c]->memory();
-        const auto om = owned_optimizers_[c]->memory();
-        total += mm.params + mm.grads + mm.activations + mm.workspace + om.main_params + om.moments;
-    }
-    return total;
-}
-
 pipeline::PipelineShape PipelineEngine::shape(bool forward_only) const {
     const model::GptModel& m = *chunks_.front();
     pipeline::PipelineShape sh;

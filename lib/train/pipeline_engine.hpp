@@ -58,12 +58,12 @@ public:
 
     int num_chunks() const { return static_cast<int>(chunks_.size()); }
     model::GptModel& chunk(int c) { return *chunks_.at(static_cast<std::size_t>(c)); }
+    const model::GptModel& chunk(int c) const { return *chunks_.at(static_cast<std::size_t>(c)); }
     optim::AdamOptimizer& optimizer(int c) { return *optimizers_.at(static_cast<std::size_t>(c)); }
+    const optim::AdamOptimizer& optimizer(int c) const { return *optimizers_.at(static_cast<std::size_t>(c)); }
     GradReducer& grad_reducer(int c) { return *reducers_.at(static_cast<std::size_t>(c)); }
     // Compute and receive-wait time of the last forward_backward (wait = the bubble).
     const pipeline::PipelineTiming& last_timing() const { return timing_; }
-    // Parameters, grads, optimizer state and activations of chunks 1..v-1.
-    std::size_t extra_bytes() const;
 
 private:
     struct Slots {

@@ -63,6 +63,8 @@ int pretrain(const Config& cfg, dist::ProcessGroups& groups) {
     data::GptDatasets ds = data::build_gpt_datasets(cfg.data, cfg.model.seq_length, t.seed,
                                                     samples, groups.world_mpi(),
                                                     static_cast<int>(cfg.model.vocab_size));
+    if (cfg.data.data_path.empty() && cfg.data.mock_data)
+        GPT_LOG(info) << "> data: --mock-data (synthetic tokens); give --data-path to train on a corpus";
     GPT_REQUIRE(ds.train != nullptr, UsageError, "no training data: the --split gives train 0");
     const int dp = groups.grid().dp_size(), dp_rank = groups.coords().dp;
     LoaderSource train_src(*ds.train, t.micro_batch_size, dp_rank, dp, trainer.consumed_train_samples());

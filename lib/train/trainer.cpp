@@ -121,10 +121,23 @@ bool Trainer::logs() const {
 }
 
 MemoryReport Trainer::memory() const {
-    const auto mm = model_->memory();
-    const auto om = optimizer_->memory();
-    return MemoryReport{mm.params, mm.grads, om.main_params + om.moments, mm.activations,
-                        mm.workspace, be_.bytes_in_use(), be_.peak_bytes()};
+    // Every model chunk of this rank: an interleaved pipeline holds several.
+    MemoryReport r;
+    const int chunks = pipeline_ ? pipeline_->num_chunks() : 1;
+    for (int c = 0; c < chunks; ++c) {
+        const model::GptModel& m = c == 0 ? *model_ : pipeline_->chunk(c);
+        const optim::AdamOptimizer& o = c == 0 ? *optimizer_ : pipeline_->optimizer(c);
+        const auto mm = m.memory();
+        const auto om = o.memory();
+        r.params += mm.params;
+        r.grads += mm.grads;
+        r.optimizer += om.main_params + om.moments;
+        r.activations += mm.activations;
+        r.buffers += mm.workspace;
+    }
+    r.in_use = be_.bytes_in_use();
+    r.peak = be_.peak_bytes();
+    return r;
 }
 
 std::string Trainer::memory_line(const std::string& when) const {
