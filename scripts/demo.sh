@@ -2,10 +2,15 @@
 # The README's demo: from nothing to a GPT whose loss goes down on real text, on the CPU.
 #
 #   scripts/demo.sh                 # setup + build, make the corpus, preprocess, train
-#   RANKS=2 scripts/demo.sh --micro-batch-size 4           # 2 ranks, data parallel
-#   RANKS=2 scripts/demo.sh --tensor-model-parallel-size 2 # 2 ranks, tensor parallel
 #   DEMO_ITERS=200 scripts/demo.sh  # train longer (default 60 iterations, a few minutes)
-#   scripts/demo.sh --use-flash-attn --log-interval 5   # extra gpt_pretrain flags
+#   scripts/demo.sh --use-flash-attn --log-interval 5   # extra gpt_pretrain flags (both phases)
+#   FIRST_LAYOUT="--tensor-model-parallel-size 2 --sequence-parallel" SECOND_LAYOUT="--tensor-model-parallel-size 2" \
+#     scripts/demo.sh               # other layouts (both must pad the vocabulary alike)
+#
+# Training runs in two phases on RANKS (default 2) ranks, as a preempted job would: the
+# first half data-parallel with the distributed optimizer (ZeRO-1), saving a checkpoint as
+# it exits; the second half resumes from that checkpoint as a 2-stage pipeline - the
+# checkpoint is resharded on load (docs/checkpoint-format.md).
 #
 # Corpus: the King James Bible (public domain), printed by the `bible` program of Debian's
 # bible-kjv package, one loose-JSON document per chapter.
@@ -14,7 +19,9 @@ cd "$(dirname "$0")/.."
 
 BUILD_DIR=${GPT_BUILD_DIR:-build}
 DEMO_DIR=${DEMO_DIR:-$BUILD_DIR/demo}
-RANKS=${RANKS:-1}
+RANKS=${RANKS:-2}
+FIRST_LAYOUT=${FIRST_LAYOUT:---use-distributed-optimizer}
+SECOND_LAYOUT=${SECOND_LAYOUT:---pipeline-model-parallel-size $RANKS}
 DEMO_ITERS=${DEMO_ITERS:-60}
 THREADS=$(( $(nproc) / RANKS ))           # cores per rank
 [ "$THREADS" -ge 1 ] || THREADS=1
@@ -57,18 +64,33 @@ if [ ! -s "${PREFIX}_text_document.idx" ]; then
     --append-eod --workers 2
 fi
 
-# 4. Train gpt-tiny. The lm loss starts near ln(50304) = 10.8 and falls; the metrics file
-#    has one JSON line per iteration.
-METRICS=$DEMO_DIR/metrics.jsonl
-echo "demo: training configs/gpt-tiny.ini for $DEMO_ITERS iterations on $RANKS rank(s) x $THREADS thread(s)"
-OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS \
-  mpiexec -n "$RANKS" "$BUILD_DIR/app/gpt_pretrain" --config configs/gpt-tiny.ini \
-    --data-path "${PREFIX}_text_document" --data-cache-path "$DEMO_DIR/cache" \
-    --train-iters "$DEMO_ITERS" --eval-interval "$DEMO_ITERS" --log-interval 5 \
-    --metrics-file "$METRICS" "$@"
+# 4. Train gpt-tiny in two phases. The lm loss starts near ln(50304) = 10.8 and falls; the
+#    metrics files have one JSON line per iteration.
+HALF=$(( DEMO_ITERS / 2 ))
+CKPT=$DEMO_DIR/checkpoints
+rm -rf "$CKPT"
+train() {  # train <metrics file> <flags...>
+  local metrics=$1; shift
+  OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS \
+    mpiexec -n "$RANKS" "$BUILD_DIR/app/gpt_pretrain" --config configs/gpt-tiny.ini \
+      --data-path "${PREFIX}_text_document" --data-cache-path "$DEMO_DIR/cache" \
+      --train-iters "$DEMO_ITERS" --lr-warmup-iters $(( DEMO_ITERS / 6 )) \
+      --eval-interval "$DEMO_ITERS" --log-interval 5 \
+      --save "$CKPT" --load "$CKPT" --metrics-file "$metrics" "$@"
+}
+echo "demo: phase 1: iterations 1-$HALF on $RANKS rank(s) x $THREADS thread(s): $FIRST_LAYOUT"
+# shellcheck disable=SC2086  # the layouts are flag lists
+train "$DEMO_DIR/metrics-1.jsonl" $FIRST_LAYOUT --exit-interval "$HALF" "$@"
+echo "demo: phase 2: resume from $CKPT, iterations $((HALF + 1))-$DEMO_ITERS: $SECOND_LAYOUT"
+# shellcheck disable=SC2086
+train "$DEMO_DIR/metrics-2.jsonl" $SECOND_LAYOUT "$@"
 
-# 5. The evidence: first and last training losses from the metrics file.
-first=$(grep -v '"split"' "$METRICS" | head -1 | sed 's/.*"lm_loss": \([^,]*\),.*/\1/')
-last=$(grep -v '"split"' "$METRICS" | tail -1 | sed 's/.*"lm_loss": \([^,]*\),.*/\1/')
-echo "demo: lm loss went from $first (iteration 1) to $last (iteration $DEMO_ITERS); per-iteration metrics in $METRICS"
+# 5. The evidence: the first and last training losses, and the resumed run continuing.
+loss() { grep -v '"split"' "$1" | "$2" -1 | sed 's/.*"lm_loss": \([^,]*\),.*/\1/'; }
+iter() { grep -v '"split"' "$1" | "$2" -1 | sed 's/.*"iteration": \([0-9]*\).*/\1/'; }
+first=$(loss "$DEMO_DIR/metrics-1.jsonl" head)
+last=$(loss "$DEMO_DIR/metrics-2.jsonl" tail)
+resumed_at=$(iter "$DEMO_DIR/metrics-2.jsonl" head)
+echo "demo: lm loss went from $first (iteration 1) to $last (iteration $DEMO_ITERS); phase 2 resumed at iteration $resumed_at; metrics in $DEMO_DIR/metrics-{1,2}.jsonl"
+[ "$resumed_at" = "$((HALF + 1))" ] || { echo "demo: phase 2 did not resume at iteration $((HALF + 1))" >&2; exit 1; }
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' || { echo "demo: the loss did not go down" >&2; exit 1; }

@@ -11,6 +11,7 @@ PACKAGES=(
   libboost-program-options-dev libboost-log-dev
   libopenblas-dev googletest libgtest-dev
   bible-kjv environment-modules
+  lua5.3 lua-filesystem lua-json lua-posix lua-term tcl
   slurmctld slurmd slurm-client munge
 )
 
@@ -23,6 +24,18 @@ if ((${#missing[@]})); then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Lmod: the install tests also load the modulefile under Lmod, but Debian's lmod conflicts
+# with environment-modules, so only its .deb is fetched (its dependencies are in PACKAGES);
+# tests/install/lmod_test.sh unpacks it into a temporary folder.
+LMOD_CACHE=${GPT_LMOD_CACHE:-/var/cache/gpt-pretrain}
+if ! ls "$LMOD_CACHE"/lmod_*.deb >/dev/null 2>&1; then
+  echo "setup: downloading lmod into $LMOD_CACHE"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO mkdir -p "$LMOD_CACHE"
+  $SUDO apt-get update -qq
+  (cd "$LMOD_CACHE" && $SUDO apt-get download -qq lmod)
 fi
 
 # Node.js runs the reference GPT-2 tokenizers (tiktoken, gpt-3-encoder) in the tokenizer

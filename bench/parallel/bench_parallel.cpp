@@ -1,9 +1,9 @@
 // bench_parallel: one PTD-P layout of gpt-tiny (or any config) on the ranks of mpiexec,
 // random tokens, fp32. Prints one JSON line (rank 0): tokens/s, the bytes one iteration
 // moves per process group (from the communicators' counters, summed over ranks), and the
-// pipeline bubble three ways: measured (the stages' receive waits over their compute
-// time), simulated (lib/pipeline's dependency simulator with the measured pass times) and
-// Megatron's formula (p-1)/(v m).
+// pipeline bubble measured (each stage's time blocked in receives over its compute time,
+// averaged over stages) beside Megatron's formula (p-1)/(v m), which assumes stages of
+// equal cost.
 //
 //   mpiexec -n 2 bench_parallel --config configs/gpt-tiny.ini --pipeline-model-parallel-size 2
 //       --micro-batch-size 1 --global-batch-size 8 [--iters 6] [--warmup 2]
@@ -24,7 +24,6 @@
 #include "core/timer.hpp"
 #include "dist/mpi_environment.hpp"
 #include "dist/process_groups.hpp"
-#include "pipeline/simulate.hpp"
 #include "train/trainer.hpp"
 
 namespace {
@@ -59,11 +58,6 @@ int take_int(std::vector<std::string>& args, const std::string& name, int def) {
 
 double sum_over_world(double v) {
     MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    return v;
-}
-
-double max_over_world(double v) {
-    MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return v;
 }
 
@@ -110,18 +104,9 @@ int run(int argc, char** argv) {
     const int p = groups.grid().pp_size();
     const int v = tr.pipeline() ? tr.pipeline()->num_chunks() : 1;
     const auto m = tr.num_micro_batches();
-    // The first stage waits least in its warm-up and most at the end; every stage idles
-    // (p-1)/(v m) of its compute in the ideal schedule. Report the worst stage.
-    const double measured = compute > 0 ? max_over_world(wait / compute) : 0.0;
-    const double stage_compute = max_over_world(compute / iters / std::max<std::int64_t>(m, 1));
-    double simulated = 0.0;
-    if (p > 1) {
-        // Backward costs about twice the forward (Narayanan et al.); the simulator needs
-        // only the ratio, the measured compute fixes the scale.
-        const auto sim = gpt::pipeline::simulate_pipeline(p, static_cast<int>(m), v,
-                                                          stage_compute / 3.0, 2.0 * stage_compute / 3.0);
-        simulated = sim.bubble_fraction;
-    }
+    // In 1F1B every stage idles (p-1) forward+backward passes per iteration: the same
+    // fraction (p-1)/(v m) of its compute on every stage, so average over the ranks.
+    const double measured = compute > 0 ? sum_over_world(wait / compute) / world : 0.0;
     const double formula = p > 1 ? double(p - 1) / (double(v) * double(m)) : 0.0;
     const double tokens = double(cfg.training.global_batch_size) * cfg.model.seq_length * iters;
     if (rank == 0) {
@@ -133,8 +118,7 @@ int run(int argc, char** argv) {
            << ", \"distributed_optimizer\": " << (cfg.parallel.use_distributed_optimizer ? "true" : "false")
            << ", \"tokens_per_s\": " << tokens / seconds << ", \"ms_per_iteration\": " << seconds * 1e3 / iters;
         for (const auto& [name, b] : bytes) os << ", \"bytes_" << name << "\": " << static_cast<long long>(b);
-        os << ", \"bubble_measured\": " << measured << ", \"bubble_simulated\": " << simulated
-           << ", \"bubble_formula\": " << formula << "}";
+        os << ", \"bubble_measured\": " << measured << ", \"bubble_formula\": " << formula << "}";
         std::printf("%s\n", os.str().c_str());
     }
     return 0;

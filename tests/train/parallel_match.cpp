@@ -63,6 +63,12 @@ Run train_run(const Config& cfg, MPI_Comm comm) {
     }
     run.records = tr.history();
     run.memory = tr.memory();
+    const int chunks = tr.pipeline() ? tr.pipeline()->num_chunks() : 1;
+    for (int c = 0; c < chunks; ++c) {
+        const train::GradReducer& r = tr.pipeline() ? tr.pipeline()->grad_reducer(c) : *tr.grad_reducer();
+        run.buckets += static_cast<int>(r.buckets().size());
+        run.buckets_launched_early += r.launched_during_backward();
+    }
     WalkSource valid(static_cast<int>(cfg.model.vocab_size), cfg.model.seq_length,
                      cfg.training.micro_batch_size, groups.coords().dp, dp, 1000);
     run.eval_loss = tr.evaluate(valid, 2);

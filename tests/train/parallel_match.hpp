@@ -32,6 +32,9 @@ struct Run {
     // Bytes each group moved in the first training iteration, by group name.
     std::map<std::string, dist::CommStats> first_iteration_bytes;
     train::MemoryReport memory;  // after the last iteration
+    // Gradient buckets of the last iteration (all chunks) and how many of them started
+    // reducing while backward still ran (--overlap-grad-reduce).
+    int buckets = 0, buckets_launched_early = 0;
 };
 
 // Trains cfg's train_iters on `comm` with TP x PP from cfg.parallel, on the WalkSource

@@ -102,6 +102,15 @@ void run_layouts(const std::vector<Layout>& layouts) {
                 continue;
             }
             test::expect_matches(reference(), got, cfg, what);
+            // Overlap means buckets start while backward runs: all but the tied-embedding
+            // ones, which wait for the embedding-group sum.
+            const int dp = test::world_size() / (l.tp * l.pp);
+            if (f.overlap && dp > 1) {
+                EXPECT_GT(got.buckets, 2) << what;
+                EXPECT_GT(got.buckets_launched_early, 0) << what;
+            } else {
+                EXPECT_EQ(got.buckets_launched_early, 0) << what;
+            }
         }
 }
 
