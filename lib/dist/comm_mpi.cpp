@@ -146,32 +146,34 @@ void MpiCommunicator::recv(void* buf, std::int64_t count, CommType t, int peer, 
 }
 
 namespace {
-// One request; `keep` holds what MPI reads until completion (the counts of a v-collective).
+// One or more requests, completed together.
 class MpiPendingOp final : public PendingOp {
 public:
-    MpiPendingOp(MpiCommunicator& comm, MPI_Request req, const char* what,
-                 std::vector<int> keep = {})
-        : comm_(comm), req_(req), what_(what), keep_(std::move(keep)) {}
+    MpiPendingOp(MpiCommunicator& comm, std::vector<MPI_Request> reqs, const char* what)
+        : comm_(comm), reqs_(std::move(reqs)), what_(what) {}
+    MpiPendingOp(MpiCommunicator& comm, MPI_Request req, const char* what)
+        : MpiPendingOp(comm, std::vector<MPI_Request>{req}, what) {}
     ~MpiPendingOp() override {
         // An operation must not outlive its wait: completing it here keeps the buffer contract.
-        if (req_ != MPI_REQUEST_NULL) {
-            try {
-                comm_.wait(req_, what_);
-            } catch (...) {
-            }
+        try {
+            wait();
+        } catch (...) {
         }
     }
     void wait() override {
-        if (req_ != MPI_REQUEST_NULL) comm_.wait(req_, what_);
-        req_ = MPI_REQUEST_NULL;
+        for (MPI_Request& r : reqs_)
+            if (r != MPI_REQUEST_NULL) comm_.wait(r, what_);
     }
-    bool test() override { return comm_.test(req_, what_); }
+    bool test() override {
+        bool done = true;
+        for (MPI_Request& r : reqs_) done = comm_.test(r, what_) && done;
+        return done;
+    }
 
 private:
     MpiCommunicator& comm_;
-    MPI_Request req_;
+    std::vector<MPI_Request> reqs_;
     const char* what_;
-    std::vector<int> keep_;
 };
 }  // namespace
 
@@ -192,21 +194,31 @@ std::unique_ptr<PendingOp> MpiCommunicator::ireduce_scatter_v(const void* send, 
     GPT_REQUIRE(static_cast<int>(counts.size()) == size_, InternalError, "reduce-scatter-v on '",
                 name_, "' with ", counts.size(), " counts for ", size_, " ranks");
     std::int64_t total = 0;
-    std::vector<int> icounts;
-    for (std::int64_t c : counts) {
-        icounts.push_back(checked_count(c));
-        total += c;
-    }
-    this->count(CommOp::ReduceScatter, total * comm_type_size(t));
-    MPI_Request req = MPI_REQUEST_NULL;
-    if (size_ == 1) {
-        if (send != recv) std::memcpy(recv, send, static_cast<std::size_t>(total) * comm_type_size(t));
-    } else {
-        check(MPI_Ireduce_scatter(send, recv, icounts.data(), mpi_datatype(t), mpi_op(t, op), comm_,
-                                  &req),
+    for (std::int64_t c : counts) total += c;
+    const std::size_t es = comm_type_size(t);
+    this->count(CommOp::ReduceScatter, total * es);
+    // One reduce per piece, rooted at its owner: unlike MPI_Reduce_scatter this can leave
+    // the result in the owner's own piece of send (MPI_IN_PLACE at the root).
+    std::vector<MPI_Request> reqs;
+    std::int64_t off = 0;
+    for (int r = 0; r < size_; ++r) {
+        const std::int64_t n = counts[static_cast<std::size_t>(r)];
+        const char* piece = static_cast<const char*>(send) + off * es;
+        off += n;
+        if (n == 0) continue;
+        if (size_ == 1) {
+            if (piece != recv) std::memcpy(recv, piece, static_cast<std::size_t>(n) * es);
+            continue;
+        }
+        const void* src = piece;
+        if (r == rank_ && piece == recv) src = MPI_IN_PLACE;
+        MPI_Request req;
+        check(MPI_Ireduce(src, r == rank_ ? recv : nullptr, checked_count(n), mpi_datatype(t),
+                          mpi_op(t, op), r, comm_, &req),
               "reduce-scatter", name_);
+        reqs.push_back(req);
     }
-    return std::make_unique<MpiPendingOp>(*this, req, "reduce-scatter", std::move(icounts));
+    return std::make_unique<MpiPendingOp>(*this, std::move(reqs), "reduce-scatter");
 }
 
 std::unique_ptr<PendingOp> MpiCommunicator::isend(const void* buf, std::int64_t count, CommType t,

@@ -68,9 +68,10 @@ public:
     virtual std::unique_ptr<PendingOp> iall_reduce(void* buf, std::int64_t count, CommType t,
                                                    ReduceOp op) = 0;
     // Non-blocking reduce-scatter with per-rank counts: send holds sum(counts) elements,
-    // rank r's piece first at offset counts[0] + ... + counts[r-1]; this rank receives the
-    // reduction of its piece (counts[rank()] elements) in recv. The distributed optimizer's
-    // shards cut gradient buckets unevenly, so pieces differ in size (some are empty).
+    // rank r's piece at offset counts[0] + ... + counts[r-1]; this rank receives the
+    // reduction of its piece (counts[rank()] elements) in recv, which may be its own piece
+    // of send (in place: no scratch memory). The distributed optimizer's shards cut
+    // gradient buckets unevenly, so pieces differ in size (some are empty).
     virtual std::unique_ptr<PendingOp> ireduce_scatter_v(const void* send, void* recv,
                                                          std::vector<std::int64_t> counts,
                                                          CommType t, ReduceOp op) = 0;

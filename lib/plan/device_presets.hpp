@@ -27,6 +27,7 @@ struct DevicePreset {
     double inter_node_latency_us = 0;
     double runtime_overhead_gib = 0;  // context, library handles, GEMM workspace
     double comm_buffer_gib_per_group = 0;  // collective library buffers per communicator
+    double fragmentation_fraction = 0;     // allocator margin on activations + workspace
 };
 
 // Every preset, in the order shown to users.

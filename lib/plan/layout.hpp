@@ -17,6 +17,11 @@ struct Layout {
     int micro_batch = 1;     // b
     int global_batch = 1;    // B = b x dp x micro-batches; 0 only in a shape-only rejection
     Recompute recompute = Recompute::None;
+    // Full recompute as Megatron's --recompute-method: uniform groups of recompute_layers
+    // layers keep only each group's input (the planner's own choice: one layer per group),
+    // or block: only the first recompute_layers layers of every model chunk are recomputed.
+    int recompute_layers = 1;
+    bool recompute_block = false;
     bool sequence_parallel = false;
     bool distributed_optimizer = false;
 

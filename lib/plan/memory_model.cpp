@@ -4,12 +4,93 @@
 #include <cmath>
 
 #include "core/errors.hpp"
+#include "pipeline/schedule.hpp"
 
 namespace gpt::plan {
 
 namespace {
 constexpr double kGiB = double(1ull << 30);
+
+// Rows of one micro-batch: T tokens on the tensor-parallel side, R on the residual side.
+struct Rows {
+    double T = 0, R = 0;
+};
+Rows rows_of(const ActivationInputs& in) {
+    const double T = double(in.s) * double(in.b);
+    return {T, in.sequence_parallel ? T / in.t : T};
 }
+
+double ffn_of(const ActivationInputs& in) { return double(in.f > 0 ? in.f : 4 * in.h); }
+
+// The attention kernels' saved statistics (backend attention_saved_bytes): fp32
+// probabilities [b, a/t, s, s], or the fp32 log-sum-exp [b, a/t, s] with flash attention.
+double attention_core_bytes(const ActivationInputs& in) {
+    const double rows = double(in.b) * (double(in.a) / in.t) * double(in.s);
+    return 4.0 * rows * (in.flash_attention ? 1.0 : double(in.s));
+}
+
+// Every buffer a kept (not recomputed) layer saves, with or without its attention core.
+double layer_saved_bytes(const ActivationInputs& in, bool attention_core) {
+    const double e = double(dtype_size(in.dtype)), h = double(in.h);
+    const Rows r = rows_of(in);
+    return r.R * (4.0 * h * e + 16.0) + r.T * (4.0 * h + 2.0 * ffn_of(in)) * e / in.t +
+           (attention_core ? attention_core_bytes(in) : 0.0);
+}
+
+// One model chunk of a stage, as train::pipeline_chunk_spec assigns virtual stages.
+struct ChunkShape {
+    int layers = 0;
+    bool pre_process = false, post_process = false;
+    int slots = 1;
+};
+
+// Full recompute of a chunk of `layers` layers (model/recompute_plan.cpp): how many layers
+// are recomputed and how many the largest recomputed group holds. Uniform: groups of n,
+// all recomputed; block: the first n layers, one group each.
+struct RecomputeGroups {
+    int recomputed_layers = 0, groups = 0, set_layers = 0;
+};
+RecomputeGroups recompute_groups(const ActivationInputs& in, int layers, int n, bool block) {
+    if (in.recompute != Recompute::Full) return {};
+    n = std::min(std::max(n, 1), layers);
+    if (block) return {n, n, 1};
+    return {layers, (layers + n - 1) / n, n};
+}
+
+// What one micro-batch slot of the chunk keeps (ActivationPlan's SlotSaved): the chunk
+// input, the tokens (first chunk) or targets, final LayerNorm statistics and output (last
+// chunk), and its layers: kept layers whole, of recomputed groups only the last output.
+double slot_bytes(const ActivationInputs& in, const ChunkShape& c, const RecomputeGroups& g) {
+    const double e = double(dtype_size(in.dtype)), h = double(in.h);
+    const Rows r = rows_of(in);
+    double bytes = r.R * h * e;
+    if (in.recompute == Recompute::Full)
+        bytes += g.groups * r.R * h * e + (c.layers - g.recomputed_layers) * layer_saved_bytes(in, true);
+    else
+        bytes += c.layers * activation_bytes_per_layer(in);
+    if (c.pre_process) bytes += 4.0 * r.T;
+    if (c.post_process) bytes += 4.0 * r.T + 8.0 * r.R + r.R * h * e;
+    return bytes;
+}
+
+// The chunk's shared workspace (ActivationPlan's Workspace and recompute buffers): the
+// residual-stream gradient, two (T, h) and one wide (T, max(3h, f)/t) transient, the
+// all-gathered LayerNorm output under sequence parallelism, on the last chunk the logits
+// (T, V/t) with five fp32 per-row loss statistics; the one attention core selective
+// recompute refills, or the largest group full recompute re-runs (all but its output).
+double workspace_bytes(const ActivationInputs& in, const ChunkShape& c, const RecomputeGroups& g,
+                       double vocab_shard) {
+    const double e = double(dtype_size(in.dtype)), h = double(in.h);
+    const Rows r = rows_of(in);
+    double bytes = r.R * h * e + 2.0 * r.T * h * e + r.T * std::max(3.0 * h, ffn_of(in)) / in.t * e;
+    if (in.sequence_parallel) bytes += r.T * h * e;
+    if (c.post_process) bytes += r.T * vocab_shard * e + 5.0 * 4.0 * r.T;
+    if (in.recompute == Recompute::Selective) bytes += attention_core_bytes(in);
+    if (g.set_layers > 0) bytes += g.set_layers * layer_saved_bytes(in, true) - r.R * h * e;
+    return bytes;
+}
+
+}  // namespace
 
 BytesPerParam bytes_per_param(DType dtype) {
     // Megatron's distributed-optimizer guide, "bytes per parameter": fp16/bf16 params with
@@ -24,6 +105,11 @@ double state_bytes_per_param(DType dtype, bool distributed_optimizer, int dp) {
 }
 
 double activation_bytes_per_layer(const ActivationInputs& in) {
+    if (in.recompute == Recompute::Full) return rows_of(in).R * double(in.h) * double(dtype_size(in.dtype));
+    return layer_saved_bytes(in, in.recompute == Recompute::None);
+}
+
+double korthikanti_activation_bytes_per_layer(const ActivationInputs& in) {
     // Korthikanti et al. 2022, Sec. 4.1: per layer 34sbh + 5as^2b bytes, of which the
     // replicated-under-TP part is 10sbh (two LayerNorm inputs, the QKV and fc1 inputs: 8sbh
     // at 2 bytes, plus the two 1-byte dropout masks 2sbh), and the rest (24sbh for Q, K, V,
@@ -41,59 +127,51 @@ double activation_bytes_per_layer(const ActivationInputs& in) {
     return replicated / sp_div + split / t;
 }
 
-double layers_in_flight(int num_layers, int pp, int vp, int micro_batches, int stage) {
+std::vector<int> chunk_slots(int pp, int vp, int micro_batches, int stage) {
     GPT_ASSERT(pp > 0 && vp > 0 && stage >= 0 && stage < pp && micro_batches > 0);
-    if (vp == 1) {
-        int mb = std::min(pp - stage, micro_batches);
-        return double(mb) * num_layers / pp;
+    if (pp == 1) return std::vector<int>(static_cast<std::size_t>(vp), 1);  // F0 B0 F1 B1 ...
+    if (vp == 1) return {std::min(pp - stage, micro_batches)};               // warm-up + 1
+    // Interleaved: count per chunk along the schedule (its length is 2 m v).
+    std::vector<int> live(static_cast<std::size_t>(vp), 0), most(static_cast<std::size_t>(vp), 1);
+    for (const pipeline::Action& a : pipeline::make_schedule(pp, stage, micro_batches, vp)) {
+        int& n = live[static_cast<std::size_t>(a.chunk)];
+        n += a.pass == pipeline::Pass::Forward ? 1 : -1;
+        most[static_cast<std::size_t>(a.chunk)] = std::max(most[static_cast<std::size_t>(a.chunk)], n);
     }
-    int chunks = std::min(2 * (pp - stage - 1) + (vp - 1) * pp + 1, micro_batches * vp);
-    return double(chunks) * num_layers / (double(pp) * vp);
+    return most;
 }
 
 MemoryBreakdown stage_memory(const ModelShape& m, const Layout& l, const DevicePreset& dev, int stage) {
+    GPT_ASSERT(m.num_layers % (l.pp * l.vp) == 0, "layers ", m.num_layers, " over PP ", l.pp, " x VP ", l.vp);
     MemoryBreakdown r;
     r.stage = stage;
     const double params = double(stage_params(m, l.tp, l.pp, stage).total());
     const BytesPerParam bp = bytes_per_param(m.dtype);
+    const int dp_shards = l.distributed_optimizer ? l.dp : 1;
     r.weights = params * bp.param;
     r.gradients = params * bp.grad;
-    r.optimizer = params * bp.optimizer / (l.distributed_optimizer ? l.dp : 1);
+    r.optimizer = params * bp.optimizer / dp_shards;
 
-    ActivationInputs ai{m.seq, l.micro_batch, m.hidden, m.heads, l.tp, l.sequence_parallel,
-                        l.recompute, m.flash_attention, m.dtype};
-    const double e = double(dtype_size(m.dtype)) / 2.0;
-    const double sbh = double(m.seq) * l.micro_batch * m.hidden;
-    const double sp_div = l.sequence_parallel ? l.tp : 1.0;
-    const int m_count = l.micro_batches();
-    const double layers = layers_in_flight(m.num_layers, l.pp, l.vp, m_count, stage);
-    r.activations = activation_bytes_per_layer(ai) * layers;
-    if (stage == 0) {
-        // Embedding dropout mask (1 byte) for each micro-batch whose first chunk is in flight.
-        double mbs_in_flight = std::ceil(layers / (double(m.num_layers) / l.pp));
-        r.activations += sbh / sp_div * mbs_in_flight;
-    }
-    if (stage == l.pp - 1) {
-        // Final LayerNorm input and output (Korthikanti 4sbh/t) and the logits of the one
-        // micro-batch between its forward and backward: 16-bit logits plus the fp32 copy the
-        // vocab-parallel cross entropy keeps for its gradient, V_pad/t columns per rank.
-        const double vocab_shard = double(padded_vocab(m, l.tp)) / l.tp;
-        r.activations += 4.0 * e * sbh / sp_div;
-        r.activations += (2.0 * e + 4.0) * double(m.seq) * l.micro_batch * vocab_shard;
+    ActivationInputs ai{m.seq, l.micro_batch, m.hidden, m.heads, l.tp, l.sequence_parallel && l.tp > 1,
+                        l.recompute, m.flash_attention, m.dtype, m.ffn};
+    const double vocab_shard = double(padded_vocab(m, l.tp)) / l.tp;
+    const std::vector<int> slots = chunk_slots(l.pp, l.vp, std::max(l.micro_batches(), 1), stage);
+    double workspace = 0;
+    for (int c = 0; c < l.vp; ++c) {
+        const int vstage = c * l.pp + stage;  // Megatron's interleaved assignment
+        ChunkShape chunk{m.num_layers / (l.pp * l.vp), vstage == 0, vstage == l.pp * l.vp - 1,
+                         slots[static_cast<std::size_t>(c)]};
+        const RecomputeGroups g = recompute_groups(ai, chunk.layers, l.recompute_layers, l.recompute_block);
+        r.activations += chunk.slots * slot_bytes(ai, chunk, g);
+        workspace += workspace_bytes(ai, chunk, g, vocab_shard);
     }
 
-    int groups = (l.tp > 1) + (l.dp > 1) + (l.pp > 1 ? 2 : 0);  // pp: p2p + embedding group
-    double comm = groups * dev.comm_buffer_gib_per_group * kGiB;
-    // Send and receive buffers for forward activations and backward gradients, scattered
-    // over TP ranks (Megatron's scatter-gather p2p optimisation).
-    double p2p = l.pp > 1 ? 4.0 * 2.0 * e * sbh / l.tp : 0.0;
-    // The working set while one layer runs backward: the layer's full activations
-    // (recomputed under full recompute), plus the sequence-parallel all-gathered input.
-    ActivationInputs full = ai;
-    full.recompute = Recompute::None;
-    double workspace = activation_bytes_per_layer(full) + (l.sequence_parallel ? 2.0 * e * sbh : 0.0);
-    r.buffers = dev.runtime_overhead_gib * kGiB + comm + p2p + workspace;
-    r.fragmentation = kFragmentationFraction * (r.activations + workspace);
+    // Collective-library buffers per communicator. Pipeline send/receive buffers are host
+    // memory (pipeline::execute), not the device's.
+    const int groups = (l.tp > 1) + (l.dp > 1) + (l.pp > 1 ? 2 : 0);  // pp: p2p + embedding group
+    const double comm = groups * dev.comm_buffer_gib_per_group * kGiB;
+    r.buffers = dev.runtime_overhead_gib * kGiB + comm + workspace;
+    r.fragmentation = dev.fragmentation_fraction * (r.activations + workspace);
     return r;
 }
 
@@ -110,15 +188,16 @@ MemoryBreakdown peak_memory(const ModelShape& m, const Layout& l, const DevicePr
 
 double MemoryDeviation::worst() const {
     return std::max({std::abs(weights), std::abs(gradients), std::abs(optimizer), std::abs(activations),
-                     std::abs(total)});
+                     std::abs(buffers), std::abs(total)});
 }
 
 MemoryDeviation compare_memory(const MemoryBreakdown& p, const MeasuredMemory& m) {
     auto dev = [](double predicted, double measured) {
         return measured > 0 ? predicted / measured - 1.0 : 0.0;
     };
-    return {dev(p.weights, m.weights), dev(p.gradients, m.gradients), dev(p.optimizer, m.optimizer),
-            dev(p.activations, m.activations), dev(p.total(), m.total)};
+    return {dev(p.weights, m.weights),       dev(p.gradients, m.gradients),
+            dev(p.optimizer, m.optimizer),   dev(p.activations, m.activations),
+            dev(p.buffers + p.fragmentation, m.buffers), dev(p.total(), m.total)};
 }
 
 }  // namespace gpt::plan

@@ -1,9 +1,12 @@
 // Predicted memory per device: weights, gradients and optimizer state (Megatron's bytes per
-// parameter), activations (Korthikanti et al. 2022) for the micro-batches in flight under
-// 1F1B / interleaved 1F1B, and buffers (communication, workspace, fragmentation margin).
+// parameter), the activations this project's model saves for backward (Korthikanti et al.
+// 2022's accounting, adjusted to what lib/model stores) for the micro-batch slots each model
+// chunk allocates under its pipeline schedule, and buffers (the model's shared workspace,
+// the distributed optimizer's scratch, communication, runtime, fragmentation margin).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "plan/device_presets.hpp"
@@ -26,16 +29,8 @@ BytesPerParam bytes_per_param(DType dtype);
 // with it, since ZeRO-1 shards only the optimizer part over the d data-parallel ranks.
 double state_bytes_per_param(DType dtype, bool distributed_optimizer, int dp);
 
-// Activation bytes one transformer layer keeps for the backward pass of one micro-batch,
-// per TP rank (Korthikanti et al. 2022, Sec. 4, 16-bit activations, 1-byte dropout masks):
-//   no TP:                 sbh (34 + 5as/h)
-//   TP t:                  sbh (10 + 24/t + 5as/(ht))
-//   TP t + sequence par.:  sbh/t (34 + 5as/h)
-//   selective recompute:   drops the 5as/h attention-core term (also when flash attention
-//                          never materialises the s x s scores)
-//   full recompute:        2sbh (only the layer input), 2sbh/t with sequence parallelism
-// fp32 activations double every 2-byte term; the 1-byte masks (2sbh + as^2b of the above)
-// stay 1 byte.
+// One transformer layer's activations for one micro-batch, per TP rank. s sequence, b
+// micro-batch, h hidden, a heads, f ffn (0: 4h), t TP, e bytes of the activation dtype.
 struct ActivationInputs {
     std::int64_t s = 0, b = 0, h = 0, a = 0;
     int t = 1;
@@ -43,32 +38,56 @@ struct ActivationInputs {
     Recompute recompute = Recompute::None;
     bool flash_attention = false;
     DType dtype = DType::F16;
+    std::int64_t f = 0;
 };
+
+// What lib/model/activation_plan.cpp keeps per layer and micro-batch (R = sb rows, sb/t
+// with sequence parallelism; T = sb rows always):
+//   residual side (R rows): LayerNorm 1 output (the QKV input), the residual after
+//     attention (LayerNorm 2 input), LayerNorm 2 output (fc1 input), the layer output
+//     (next layer's input):                                   4 R h e
+//   LayerNorm mean and 1/std, fp32, both LayerNorms:          16 R
+//   tensor-parallel side (T rows, split by t): fused QKV 3h, context (dense input) h,
+//     fc1 output (GELU input) f, GELU output (fc2 input) f:   T (4h + 2f) e / t
+//   attention core: the fp32 softmax probabilities a s^2 b 4 / t (plain), or only the fp32
+//     row log-sum-exp a s b 4 / t (flash attention); both backends keep fp32 statistics.
+//   no dropout masks: they are regenerated from the counter-based RNG in backward.
+// Selective recompute drops the attention core (backward refills one shared buffer); full
+// recompute keeps only the layer output R h e (the next layer's recomputation input).
+// At fp16 with f = 4h this is sbh (4/sp + 12/t) x 2 + 16sb/sp (+ 4as^2b/t), against
+// Korthikanti's sbh (10/sp + 24/t) + 5as^2b/t: the same sixteen 2-byte tensors, without
+// the 1-byte masks and the dropout output, with fp32 LayerNorm statistics and probabilities.
 double activation_bytes_per_layer(const ActivationInputs& in);
 
-// Micro-batch model chunks a pipeline rank holds activations for at its peak, from the
-// warm-up depth of the schedules (Narayanan et al. 2021; Megatron's schedules.py):
-// 1F1B: min(p - rank, m) micro-batches of the stage's L/p layers;
-// interleaved with v chunks: min(2(p - rank - 1) + (v - 1)p + 1, m v) chunks of L/(pv)
-// layers, which at rank 0 gives Korthikanti's factor L (1 + (p - 1)/(p v)).
-// Returns the number of layers' worth of activations held.
-double layers_in_flight(int num_layers, int pp, int vp, int micro_batches, int stage);
+// Korthikanti et al. 2022, Sec. 4 (Megatron-LM, 16-bit activations, 1-byte dropout masks),
+// for comparison with the model above:
+//   no TP:                 sbh (34 + 5as/h)
+//   TP t:                  sbh (10 + 24/t + 5as/(ht))
+//   TP t + sequence par.:  sbh/t (34 + 5as/h)
+//   selective recompute:   drops the 5as/h attention-core term (also with flash attention)
+//   full recompute:        2sbh (only the layer input), 2sbh/t with sequence parallelism
+// fp32 activations double every 2-byte term; the 1-byte masks stay 1 byte.
+double korthikanti_activation_bytes_per_layer(const ActivationInputs& in);
+
+// Micro-batch slots each model chunk of a pipeline stage allocates (chunk 0 first): the
+// most forwards of that chunk not yet matched by their backward in the stage's schedule
+// (pipeline::make_schedule), as train::pipeline_slots sizes each chunk's activation arena.
+// 1 without pipelining; min(p - stage, m) under 1F1B. Under the interleaved schedule the
+// chunks peak at different times, so their sum exceeds Korthikanti's simultaneous
+// 2(p - stage - 1) + (v - 1)p + 1: the arenas are allocated once, for each chunk's peak.
+std::vector<int> chunk_slots(int pp, int vp, int micro_batches, int stage);
 
 struct MemoryBreakdown {
     int stage = 0;             // the pipeline stage this breakdown is for
     double weights = 0;        // bytes
     double gradients = 0;
     double optimizer = 0;
-    double activations = 0;    // layers in flight + embedding-dropout masks + logits
-    double buffers = 0;        // communication, p2p, runtime, one layer's transient workspace
-    double fragmentation = 0;  // margin on the allocations that churn (activations + workspace)
+    double activations = 0;    // saved for backward: every chunk's slots
+    double buffers = 0;        // model workspace (incl. logits), distributed-optimizer scratch,
+                               // communication buffers, runtime
+    double fragmentation = 0;  // the device's margin on activations + workspace
     double total() const { return weights + gradients + optimizer + activations + buffers + fragmentation; }
 };
-
-// Fraction of churning allocations (activations, transient workspace) reserved as the
-// allocator's fragmentation margin. Parameters, gradients and optimizer state live in flat
-// buffers (DESIGN.md: model/optim) and do not fragment.
-inline constexpr double kFragmentationFraction = 0.10;
 
 // Memory of one pipeline stage (per TP rank) for the layout.
 MemoryBreakdown stage_memory(const ModelShape& m, const Layout& l, const DevicePreset& dev, int stage);
@@ -79,12 +98,13 @@ MemoryBreakdown peak_memory(const ModelShape& m, const Layout& l, const DevicePr
 // test can hold the model against it component by component. A component left negative is
 // not compared.
 struct MeasuredMemory {
-    double weights = -1, gradients = -1, optimizer = -1, activations = -1, total = -1;
+    double weights = -1, gradients = -1, optimizer = -1, activations = -1, buffers = -1, total = -1;
 };
 struct MemoryDeviation {
-    double weights = 0, gradients = 0, optimizer = 0, activations = 0, total = 0;  // predicted/measured - 1
+    double weights = 0, gradients = 0, optimizer = 0, activations = 0, buffers = 0, total = 0;  // predicted/measured - 1
     double worst() const;  // largest |deviation| among the compared components
 };
+// buffers compares predicted buffers + fragmentation (everything not in the other four).
 MemoryDeviation compare_memory(const MemoryBreakdown& predicted, const MeasuredMemory& measured);
 
 }  // namespace gpt::plan

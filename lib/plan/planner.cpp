@@ -1,5 +1,6 @@
 #include "plan/planner.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/errors.hpp"
@@ -75,12 +76,12 @@ void apply_layout(const Layout& l, int num_layers, Config& cfg) {
             p.recompute_num_layers = 0;
             break;
         case Recompute::Full:
-            // Every layer's input checkpointed on its own: the 2sbh-per-layer case the
-            // memory model assumes (Megatron's uniform method with one layer per chunk).
+            // The search's choice is every layer's input checkpointed on its own (uniform,
+            // one layer per group): 2sbh per layer.
             p.recompute_activations = false;
             p.recompute_granularity = "full";
-            p.recompute_method = "uniform";
-            p.recompute_num_layers = 1;
+            p.recompute_method = l.recompute_block ? "block" : "uniform";
+            p.recompute_num_layers = l.recompute_layers;
             break;
     }
     cfg.training.micro_batch_size = l.micro_batch;
@@ -121,8 +122,7 @@ std::string choose_layout(Config& cfg, int world_size, int local_world_size) {
 
 namespace gpt::plan {
 
-namespace {
-Layout layout_of(const Config& cfg) {
+Layout layout_from_config(const Config& cfg) {
     const ParallelConfig& p = cfg.parallel;
     Layout l;
     l.tp = p.tensor_model_parallel_size;
@@ -131,18 +131,21 @@ Layout layout_of(const Config& cfg) {
     l.vp = p.virtual_stages(cfg.model.num_layers);
     l.micro_batch = cfg.training.micro_batch_size;
     l.global_batch = cfg.training.global_batch_size;
-    l.recompute = p.recompute_granularity == "full"        ? Recompute::Full
-                  : p.recompute_granularity == "selective" ? Recompute::Selective
-                                                           : Recompute::None;
+    l.recompute = p.recompute_granularity == "full"                                  ? Recompute::Full
+                  : p.recompute_granularity == "selective" || p.recompute_activations ? Recompute::Selective
+                                                                                      : Recompute::None;
+    if (l.recompute == Recompute::Full) {
+        l.recompute_layers = std::max(p.recompute_num_layers, 1);
+        l.recompute_block = p.recompute_method == "block";
+    }
     l.sequence_parallel = p.sequence_parallel && p.tensor_model_parallel_size > 1;
     l.distributed_optimizer = p.use_distributed_optimizer;
     return l;
 }
-}  // namespace
 
 std::string check_memory(const Config& cfg, int world_size, int local_world_size) {
     const SearchInputs in = search_inputs_from_config(cfg, world_size, local_world_size, false);
-    const Layout l = layout_of(cfg);
+    const Layout l = layout_from_config(cfg);
     const MemoryBreakdown m = peak_memory(in.model, l, in.device);
     constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
     const double have = static_cast<double>(in.device_memory_bytes);

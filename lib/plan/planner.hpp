@@ -36,6 +36,12 @@ std::string choose_layout(gpt::Config& cfg, int world_size, int local_world_size
 
 namespace gpt::plan {
 
+// The layout cfg describes (cfg resolved: data_parallel_size and global batch filled in),
+// as the memory and time models take it: TP, PP, DP, virtual stages, batch sizes, recompute
+// (granularity, and for full its method and layer count), sequence parallelism (only with
+// TP > 1, as the model applies it) and the distributed optimizer.
+Layout layout_from_config(const gpt::Config& cfg);
+
 // The configured layout's predicted peak memory per rank against the device memory (the
 // memory model of the planner, on the device this run uses). Throws UsageError naming the
 // shortfall and what to change when it does not fit, so a job that cannot fit fails at

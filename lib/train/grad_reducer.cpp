@@ -34,8 +34,6 @@ GradReducer::GradReducer(model::GptModel& model, dist::Communicator& dp, const O
                     InternalError, "distributed-optimizer shard [", opt_.shard_begin, ", +",
                     opt_.shard_size, ") does not tile the ", total, "-element grad buffer over ",
                     dp.size(), " ranks");
-        scratch_ = static_cast<float*>(
-            model.backend().alloc(static_cast<std::size_t>(opt_.shard_size) * sizeof(float)));
     }
     buckets_ = make_buckets(total, opt_.bucket_elements, held_back);
     pending_.resize(buckets_.size());
@@ -44,8 +42,7 @@ GradReducer::GradReducer(model::GptModel& model, dist::Communicator& dp, const O
 
 GradReducer::~GradReducer() {
     model_.set_grad_ready_hook({});
-    pending_.clear();  // completes anything in flight before the scratch goes
-    if (scratch_) model_.backend().free(scratch_);
+    pending_.clear();  // completes anything in flight while the model is alive
 }
 
 void GradReducer::start_final_backward() {
@@ -84,10 +81,12 @@ void GradReducer::launch(std::size_t i) {
         const std::int64_t hi = std::min(b.end, opt_.shard_size * (r + 1));
         counts[static_cast<std::size_t>(r)] = std::max<std::int64_t>(0, hi - lo);
     }
-    const std::int64_t mine = std::max(b.begin, opt_.shard_begin);
-    float* recv = scratch_ + std::clamp<std::int64_t>(mine - opt_.shard_begin, 0, opt_.shard_size);
-    pending_[i] = dp_.ireduce_scatter_v(g + b.begin, recv, std::move(counts), dist::CommType::F32,
-                                        dist::ReduceOp::Sum);
+    // In place: this rank's piece of the bucket becomes the DP sum, the rest of the buffer
+    // keeps local values the optimizer never reads (Megatron's reduce-scatter into the
+    // grad buffer; no shard-sized scratch).
+    const std::int64_t mine = std::clamp(b.begin, opt_.shard_begin, opt_.shard_begin + opt_.shard_size);
+    pending_[i] = dp_.ireduce_scatter_v(g + b.begin, g + mine, std::move(counts),
+                                        dist::CommType::F32, dist::ReduceOp::Sum);
 }
 
 void GradReducer::finish() {
@@ -103,9 +102,6 @@ void GradReducer::finish() {
             p->wait();
             p.reset();
         }
-    if (opt_.sharded)
-        model_.backend().copy(model_.grads() + opt_.shard_begin, scratch_,
-                              static_cast<std::size_t>(opt_.shard_size) * sizeof(float));
     std::fill(launched_.begin(), launched_.end(), false);
 }
 

@@ -52,8 +52,8 @@ public:
     // Before the backward of the chunk's last micro-batch of the iteration: from here on,
     // finished buckets are launched (with overlap).
     void start_final_backward();
-    // After backward (and the embedding-group sum): launches what is left, waits for every
-    // bucket, and places this rank's reduced shard in the grad buffer.
+    // After backward (and the embedding-group sum): launches what is left and waits for
+    // every bucket; sharded, this rank's shard of the grad buffer then holds the DP sum.
     void finish();
 
     const std::vector<GradBucket>& buckets() const { return buckets_; }
@@ -70,7 +70,6 @@ private:
     std::vector<GradBucket> buckets_;
     std::vector<std::unique_ptr<dist::PendingOp>> pending_;  // per bucket, null when idle
     std::vector<bool> launched_;
-    float* scratch_ = nullptr;  // sharded: this rank's reduced pieces, shard_size floats
     int launched_early_ = 0, launched_now_ = 0;
 };
 
