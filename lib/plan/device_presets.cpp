@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/device_info.hpp"
 #include "core/errors.hpp"
 
 namespace gpt::plan {
@@ -106,6 +107,11 @@ DeviceMemory device_memory(const DevicePreset& preset, int local_world_size) {
     if (preset.is_gpu) {
         if (auto probe = g_gpu_probe.load()) {
             if (std::uint64_t b = probe()) return {b, "detected GPU"};
+        } else if (visible_gpu_count() > 0) {
+            // This process's first visible GPU (each rank sees the one it will use first
+            // when CUDA_VISIBLE_DEVICES is set per rank; otherwise the node's GPUs are alike).
+            const GpuInfo g = gpu_info(0);
+            if (g.total_memory > 0) return {g.total_memory, "detected " + g.name};
         }
         return {static_cast<std::uint64_t>(preset.memory_gib * gib), "preset " + preset.name};
     }

@@ -41,8 +41,9 @@ struct DeviceMemory {
     std::string source;  // "DEVICE_MEMORY_GB", "detected GPU", "/proc/meminfo / 8 ranks", "preset"
 };
 
-// GPU memory detection is a hook so this library stays free of device headers: the CUDA
-// backend sets it at start-up (cudaMemGetInfo's total). Returns 0 when no GPU answers.
+// GPU memory comes from core/device_info (the CUDA runtime in a CUDA build: the first
+// visible GPU's total memory). A probe set here replaces that (tests; other devices).
+// Returns 0 when no GPU answers.
 using GpuMemoryProbe = std::uint64_t (*)();
 void set_gpu_memory_probe(GpuMemoryProbe probe);
 
