@@ -22,6 +22,7 @@ struct CheckpointReader::Impl {
     int rank = 0, size = 1;
     std::string path;
     ReaderOptions opts;
+    bool strided_collective = true;  // Auto: collective I/O for strided tensors
     h5::Handle file, dxpl_collective, dxpl_independent;
     std::vector<ManifestEntry> manifest;
     std::map<std::string, std::size_t> index;  // name -> manifest position
@@ -203,6 +204,7 @@ CheckpointReader::CheckpointReader(MPI_Comm comm, const std::string& file, const
     MPI_Comm_size(s.comm, &s.size);
     s.path = file;
     s.opts = options;
+    s.strided_collective = options.io_mode == IoMode::Auto && multi_node(s.comm);
     try {
         // Metadata is read collectively (rank 0 reads, all receive), so every rank meets
         // the same problem at the same step; agreeing once at the end is enough.
@@ -364,7 +366,7 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
         if (stored[i] != t.dtype) convert_elements(stored[i], staging.data(), t.dtype, t.data, n);
     };
     auto collective_io = [&](std::size_t i) {
-        return s.opts.io_mode == IoMode::Collective || (s.opts.io_mode == IoMode::Auto && any_strided[i]);
+        return s.opts.io_mode == IoMode::Collective || (s.strided_collective && any_strided[i]);
     };
     for (std::size_t i = 0; i < slices.size(); ++i)
         if (collective_io(i)) collectively(s.comm, [&] { read_one(i, true); });

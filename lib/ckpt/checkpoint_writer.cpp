@@ -22,6 +22,7 @@ struct CheckpointWriter::Impl {
     std::string file_path;
     std::int64_t iteration = 0;
     WriterOptions opts;
+    bool strided_collective = true;  // Auto: collective I/O for strided tensors
     h5::Handle file, dxpl_collective, dxpl_independent;
     AttributeMap attrs;
     std::vector<ManifestEntry> manifest;
@@ -75,6 +76,7 @@ CheckpointWriter::CheckpointWriter(MPI_Comm comm, const std::string& save_dir, s
     s.root = save_dir;
     s.iteration = iteration;
     s.opts = options;
+    s.strided_collective = options.io_mode == IoMode::Auto && multi_node(s.comm);
     GPT_REQUIRE(iteration >= 0, InternalError, "checkpoint iteration must be >= 0, got ", iteration);
     const std::string tag = options.tag.empty() ? make_tag(s.comm, s.rank) : options.tag;
     s.tmp = temp_dir(s.root, iteration, tag);
@@ -232,7 +234,7 @@ void CheckpointWriter::write(const std::vector<TensorSlice>& slices) {
     for (std::size_t i = 0; i < slices.size(); ++i) {
         const TensorSlice& t = slices[i];
         const bool collective = s.opts.io_mode == IoMode::Collective ||
-                                (s.opts.io_mode == IoMode::Auto && any_strided[i]);
+                                (s.strided_collective && any_strided[i]);
         items.push_back({t.name, stored_type(t.dtype), t.global_shape, t.selection, t.data, collective});
     }
     const std::vector<std::uint64_t> partial = s.write_batch(items);

@@ -113,4 +113,16 @@ std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h) {
     return h;
 }
 
+bool multi_node(MPI_Comm comm) {
+    MPI_Comm node = MPI_COMM_NULL;
+    int size = 1, local = 1;
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &local);
+    MPI_Comm_free(&node);
+    int spans = local < size ? 1 : 0;  // any rank whose node lacks some ranks
+    MPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_MAX, comm);
+    return spans != 0;
+}
+
 }  // namespace gpt::ckpt

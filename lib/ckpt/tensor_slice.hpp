@@ -11,9 +11,11 @@ namespace gpt::ckpt {
 
 // How tensor data moves between ranks and the file.
 //   Auto: per tensor, independent I/O when every rank's piece is one contiguous run (each
-//         rank streams its own block, no communication), collective two-phase I/O when
-//         some piece is strided (column slices of row-parallel weights), where aggregating
-//         many small pieces into large file accesses pays off.
+//         rank streams its own block, no communication); for tensors with strided pieces
+//         (column slices of row-parallel weights, distributed-optimizer runs inside them)
+//         collective two-phase I/O when the ranks span several nodes, where aggregating
+//         many small pieces into large file accesses pays off, and independent I/O on one
+//         node, where the page cache merges them (see multi_node in collective.hpp).
 enum class IoMode { Auto, Collective, Independent };
 
 // For CheckpointWriter::write: `data` holds the selected elements, packed in the order of
