@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # PTD-P on this machine: gpt-tiny's shape (4 layers, hidden 256, seq 256; fp32, micro-batch
-# 1, global batch 8) with a 1024-token vocabulary, so that the LM head does not make the
+# 1, global batch 8) with a 128-token vocabulary, so that the LM head does not make the
 # last pipeline stage several times slower than the others (Megatron's bubble formula
 # assumes equal stages), on 1, 2 and 4 ranks in every layout: tokens/s, the bytes one
 # iteration moves per process group (summed over ranks), and the measured pipeline bubble
@@ -24,7 +24,7 @@ if [ ! -f "$BUILD_DIR/build.ninja" ] && [ ! -f "$BUILD_DIR/Makefile" ]; then
 fi
 cmake --build "$BUILD_DIR" --target bench_parallel >/dev/null
 BIN="$BUILD_DIR/bench/parallel/bench_parallel"
-COMMON=(--config configs/gpt-tiny.ini --vocab-size 1024 --make-vocab-size-divisible-by 128 --micro-batch-size 1 --global-batch-size 8 --lr-warmup-iters 0 --iters "$ITERS" --warmup 1)
+COMMON=(--config configs/gpt-tiny.ini --vocab-size 128 --make-vocab-size-divisible-by 128 --micro-batch-size 1 --global-batch-size 8 --lr-warmup-iters 0 --iters "$ITERS" --warmup 1)
 
 field() { sed -n "s/.*\"$2\": \([^,}]*\).*/\1/p" <<<"$1" | head -1; }
 
