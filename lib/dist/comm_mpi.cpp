@@ -191,12 +191,8 @@ std::unique_ptr<PendingOp> MpiCommunicator::iall_reduce(void* buf, std::int64_t 
 std::unique_ptr<PendingOp> MpiCommunicator::ireduce_scatter_v(const void* send, void* recv,
                                                               std::vector<std::int64_t> counts,
                                                               CommType t, ReduceOp op) {
-    GPT_REQUIRE(static_cast<int>(counts.size()) == size_, InternalError, "reduce-scatter-v on '",
-                name_, "' with ", counts.size(), " counts for ", size_, " ranks");
-    std::int64_t total = 0;
-    for (std::int64_t c : counts) total += c;
+    count_pieces(CommOp::ReduceScatter, counts, t);
     const std::size_t es = comm_type_size(t);
-    this->count(CommOp::ReduceScatter, total * es);
     // One reduce per piece, rooted at its owner: unlike MPI_Reduce_scatter this can leave
     // the result in the owner's own piece of send (MPI_IN_PLACE at the root).
     std::vector<MPI_Request> reqs;

@@ -237,12 +237,8 @@ std::unique_ptr<PendingOp> NcclCommunicator::iall_reduce(void* buf, std::int64_t
 std::unique_ptr<PendingOp> NcclCommunicator::ireduce_scatter_v(const void* send, void* recv,
                                                                std::vector<std::int64_t> counts,
                                                                CommType t, ReduceOp op) {
-    GPT_REQUIRE(static_cast<int>(counts.size()) == size_, InternalError, "reduce-scatter-v on '",
-                name_, "' with ", counts.size(), " counts for ", size_, " ranks");
-    std::int64_t total = 0;
-    for (std::int64_t c : counts) total += c;
+    count_pieces(CommOp::ReduceScatter, counts, t);
     const std::size_t es = comm_type_size(t);
-    this->count(CommOp::ReduceScatter, total * es);
     after_compute(impl_->coll_stream);
     // NCCL has no v-variant: one reduce per piece, rooted at its owner, in one group.
     GPT_NCCL_CHECK(ncclGroupStart(), "group start", impl_->coll);

@@ -46,4 +46,14 @@ std::uint64_t CommStats::total_bytes() const {
     return t;
 }
 
+std::int64_t Communicator::count_pieces(CommOp op, const std::vector<std::int64_t>& counts,
+                                        CommType t) {
+    GPT_REQUIRE(static_cast<int>(counts.size()) == size(), InternalError, comm_op_name(op),
+                " on '", name(), "' with ", counts.size(), " counts for ", size(), " ranks");
+    std::int64_t total = 0;
+    for (std::int64_t c : counts) total += c;
+    count(op, static_cast<std::uint64_t>(total) * comm_type_size(t));
+    return total;
+}
+
 }  // namespace gpt::dist

@@ -84,6 +84,9 @@ protected:
         stats_.bytes[static_cast<int>(op)] += bytes;
         stats_.calls[static_cast<int>(op)] += 1;
     }
+    // A v-collective's per-rank counts: checks there is one per rank, counts the bytes of
+    // all pieces under `op`, returns the total element count.
+    std::int64_t count_pieces(CommOp op, const std::vector<std::int64_t>& counts, CommType t);
 
 private:
     CommStats stats_;
