@@ -1,9 +1,11 @@
 #include "plan/device_presets.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "core/device_info.hpp"
 #include "core/errors.hpp"
@@ -36,9 +38,10 @@ namespace {
 //   it. CPU: 0. The backend's malloc'd blocks are allocated once, at start-up, and its peak
 //   counts exactly the bytes asked for, which the model predicts (tests/train/
 //   test_memory_prediction.cpp); the runtime overhead is 0 for the same reason.
-// - CPU: one rank's share of a two-socket AVX-512 server (about 16 cores per rank at
-//   ~64 fp32 FLOP/cycle/core and 2 GHz, OpenBLAS SGEMM at ~70%), shared-memory MPI inside a
-//   node and 100 Gb/s Ethernet/InfiniBand between nodes. The CPU backend computes in fp32,
+// - CPU: AVX-512 cores (64 fp32 FLOP/cycle/core at 2 GHz, OpenBLAS SGEMM at ~70%; the
+//   peak below is for 16 cores, and the planner scales it to this host's cores per rank,
+//   cpu_preset_for_host), shared-memory MPI inside a node and 100 Gb/s Ethernet/InfiniBand
+//   between nodes. The CPU backend computes in fp32,
 //   so its 16-bit peak equals its fp32 peak.
 std::vector<DevicePreset> make_presets() {
     std::vector<DevicePreset> p;
@@ -80,6 +83,21 @@ const DevicePreset& find_device_preset(std::string_view name) {
         names += (names.empty() ? "" : ", ") + p.name;
     }
     GPT_THROW(UsageError, "unknown planner device '", name, "' (expected one of: ", names, ")");
+}
+
+DevicePreset cpu_preset_for_host(const DevicePreset& cpu, int local_world_size) {
+    int cores = static_cast<int>(std::thread::hardware_concurrency());
+    if (const char* env = std::getenv("GPT_CPU_CORES"); env && *env) {
+        char* end = nullptr;
+        const long v = std::strtol(env, &end, 10);
+        GPT_REQUIRE(end && *end == '\0' && v > 0, UsageError, "GPT_CPU_CORES='", env,
+                    "' is not a positive number of cores");
+        cores = static_cast<int>(v);
+    }
+    const double per_rank = std::max(1.0, double(std::max(cores, 1)) / std::max(local_world_size, 1));
+    DevicePreset p = cpu;
+    p.peak_tflops_fp32 = p.peak_tflops_16bit = per_rank * kCpuCoreTflops;
+    return p;
 }
 
 void set_gpu_memory_probe(GpuMemoryProbe probe) { g_gpu_probe.store(probe); }

@@ -30,6 +30,13 @@ struct DevicePreset {
     double fragmentation_fraction = 0;     // allocator margin on activations + workspace
 };
 
+// The "cpu" preset's dense-GEMM peak of one rank: this host's cores shared by the ranks of
+// a node, at kCpuCoreTflops each. Calibrated on bench/train_cpu (gpt-tiny, fp32, 2 threads
+// on AVX-512 cores: 168 model GFLOP/s = 66% of 2 x 128 GFLOP/s; the preset's GEMM efficiency
+// is 0.70). GPT_CPU_CORES overrides the core count (plan for another machine).
+inline constexpr double kCpuCoreTflops = 0.128;  // 2 FMA x 16 fp32 lanes x 2 FLOP x 2 GHz
+DevicePreset cpu_preset_for_host(const DevicePreset& cpu, int local_world_size);
+
 // Every preset, in the order shown to users.
 const std::vector<DevicePreset>& device_presets();
 // Throws UsageError naming the valid names when `name` is unknown.

@@ -31,6 +31,7 @@ SearchInputs search_inputs_from_config(const Config& cfg, int world_size, int lo
     if (double v = cfg.plan.plan_inter_node_gbps; v > 0) in.fabric.inter_node_gbps = v;
     in.world_size = world_size;
     in.local_world_size = local_world_size > 0 ? local_world_size : world_size;
+    if (!in.device.is_gpu) in.device = cpu_preset_for_host(in.device, in.local_world_size);
     DeviceMemory mem = device_memory(in.device, in.local_world_size);
     in.device_memory_bytes = mem.bytes;
     in.device_memory_source = mem.source;

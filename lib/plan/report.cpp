@@ -78,7 +78,7 @@ void write_plan_table(const SearchInputs& in, const SearchResult& r, std::ostrea
     out << in.world_size << " ranks, " << in.local_world_size << " per node (" << in.world_size / in.local_world_size
         << " nodes); device " << in.device.name << ": " << fmt("%.1f", in.device_memory_bytes / kGiB)
         << " GiB per rank (" << in.device_memory_source << "), "
-        << fmt("%.0f", in.model.dtype == DType::F32 ? in.device.peak_tflops_fp32 : in.device.peak_tflops_16bit)
+        << fmt("%.3g", in.model.dtype == DType::F32 ? in.device.peak_tflops_fp32 : in.device.peak_tflops_16bit)
         << " TFLOP/s peak; intra-node " << fmt("%.0f", in.fabric.intra_node_gbps) << " GB/s, inter-node "
         << fmt("%.0f", in.fabric.inter_node_gbps) << " GB/s\n";
     out << batch_line(in, r) << "\n\n";
