@@ -17,7 +17,9 @@ std::size_t ActivationPlan::take(std::size_t bytes) {
 }
 
 ActivationPlan::ActivationPlan(const ModelDims& d, const ChunkSpec& chunk, const ModelOptions& opt,
-                               int micro_batch, std::size_t attention_saved_bytes, int num_slots) {
+                               int micro_batch, std::size_t attention_saved_bytes, int num_slots,
+                               const ArenaPlacement* placement) {
+    if (placement) num_slots = placement->slots;
     GPT_ASSERT(micro_batch > 0 && num_slots > 0, "micro_batch ", micro_batch, " slots ", num_slots);
     const std::size_t T = static_cast<std::size_t>(d.seq) * micro_batch;
     const bool sp = sequence_parallel_active(opt, d);
@@ -47,6 +49,8 @@ ActivationPlan::ActivationPlan(const ModelDims& d, const ChunkSpec& chunk, const
     };
 
     // Workspace first: the slots' recomputed layers point into it.
+    if (placement) total_ = placement->workspace_at;
+    const std::size_t ws_start = total_;
     ws_.grad = take(R * h * e);
     ws_.tmp1 = take(T * h * e);
     ws_.tmp2 = take(T * h * e);
@@ -66,9 +70,10 @@ ActivationPlan::ActivationPlan(const ModelDims& d, const ChunkSpec& chunk, const
     std::vector<LayerSaved> shared(static_cast<std::size_t>(set_layers));
     for (int j = 0; j < set_layers; ++j)
         layer_buffers(shared[static_cast<std::size_t>(j)], true, j + 1 < set_layers);
-    workspace_bytes_ = total_;
+    workspace_bytes_ = total_ - ws_start;
 
     for (int s = 0; s < num_slots; ++s) {
+        if (placement) total_ = placement->slots_at + static_cast<std::size_t>(s) * placement->slot_stride;
         const std::size_t start = total_;
         SlotSaved sl{};
         sl.input = take(R * h * e);
@@ -92,8 +97,11 @@ ActivationPlan::ActivationPlan(const ModelDims& d, const ChunkSpec& chunk, const
             sl.lnf_out = take(R * h * e);
         }
         per_slot_ = total_ - start;
+        GPT_ASSERT(!placement || per_slot_ <= placement->slot_stride, "slot of ", per_slot_,
+                   " bytes does not fit the shared arena's stride ", placement->slot_stride);
         slots_.push_back(std::move(sl));
     }
+    if (placement) total_ = 0;  // the shared arena's owner knows its size
 }
 
 }  // namespace gpt::model

@@ -53,12 +53,27 @@ struct Workspace {
     std::size_t row_max, sum_exp, target_logit, loss, dloss;  // (T) fp32
 };
 
+// Where a chunk's buffers go when the chunks of one rank share an arena (the interleaved
+// schedule): its workspace at workspace_at, and `slots` micro-batch slots of slot_stride
+// bytes from slots_at that every chunk lays its own buffers into. The pipeline hands each
+// micro-batch of any chunk a free slot, so the arena holds the most micro-batch chunks
+// alive at once, not each chunk's own peak summed.
+struct ArenaPlacement {
+    std::size_t workspace_at = 0;
+    std::size_t slots_at = 0;
+    std::size_t slot_stride = 0;
+    int slots = 0;
+};
+
 class ActivationPlan {
 public:
+    // Own arena: workspace first, then num_slots slots. With `placement`, offsets are in
+    // the shared arena it describes and num_slots is ignored.
     ActivationPlan(const ModelDims& dims, const ChunkSpec& chunk, const ModelOptions& opt,
-                   int micro_batch, std::size_t attention_saved_bytes, int num_slots = 1);
+                   int micro_batch, std::size_t attention_saved_bytes, int num_slots = 1,
+                   const ArenaPlacement* placement = nullptr);
 
-    std::size_t total_bytes() const { return total_; }
+    std::size_t total_bytes() const { return total_; }  // own arena; 0 when placed
     std::size_t saved_bytes_per_slot() const { return per_slot_; }
     std::size_t workspace_bytes() const { return workspace_bytes_; }
     const SlotSaved& slot(int i) const { return slots_.at(static_cast<std::size_t>(i)); }

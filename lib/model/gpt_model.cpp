@@ -29,7 +29,7 @@ const ModelOptions& validated(const ModelOptions& opt, const ModelDims& d) {
 
 GptModel::GptModel(const ModelDims& dims, const ChunkSpec& chunk, const ModelOptions& opt,
                    int micro_batch, Backend& backend, dist::Communicator& tp, int num_slots,
-                   std::int64_t buffer_multiple)
+                   std::int64_t buffer_multiple, const SharedArena* shared)
     : dims_(dims),
       chunk_(chunk),
       opt_(validated(opt, dims)),
@@ -38,8 +38,8 @@ GptModel::GptModel(const ModelDims& dims, const ChunkSpec& chunk, const ModelOpt
       tp_(tp),
       layout_(dims, chunk),
       plan_(dims, chunk, opt, micro_batch, attention_saved(backend, dims, opt, micro_batch),
-            num_slots),
-      slot_state_(static_cast<std::size_t>(num_slots)) {
+            num_slots, shared ? &shared->placement : nullptr),
+      slot_state_(static_cast<std::size_t>(plan_.num_slots())) {
     GPT_REQUIRE(tp.size() == dims.tp_size && tp.rank() == dims.tp_rank, InternalError,
                 "TP group ", tp.rank(), "/", tp.size(), " does not match the model's ",
                 dims.tp_rank, "/", dims.tp_size);
@@ -82,21 +82,33 @@ GptModel::GptModel(const ModelDims& dims, const ChunkSpec& chunk, const ModelOpt
     const std::size_t n = static_cast<std::size_t>(padded_);
     params_ = be_.alloc(n * dtype_size(opt.dtype));
     grads_ = static_cast<float*>(be_.alloc(n * sizeof(float)));
-    arena_ = static_cast<std::byte*>(be_.alloc(plan_.total_bytes()));
+    if (shared) {
+        arena_ = shared->base;
+        own_arena_ = false;
+    } else {
+        arena_ = static_cast<std::byte*>(be_.alloc(plan_.total_bytes()));
+    }
     be_.zero(params_, n * dtype_size(opt.dtype));
     be_.zero(grads_, n * sizeof(float));
 }
 
 GptModel::~GptModel() {
-    be_.free(arena_);
+    if (own_arena_) be_.free(arena_);
     be_.free(grads_);
     be_.free(params_);
 }
 
 ModelMemory GptModel::memory() const {
     const std::size_t n = static_cast<std::size_t>(padded_);
-    return ModelMemory{n * dtype_size(opt_.dtype), n * sizeof(float),
-                       plan_.total_bytes() - plan_.workspace_bytes(), plan_.workspace_bytes()};
+    const std::size_t slots = own_arena_ ? plan_.total_bytes() - plan_.workspace_bytes() : 0;
+    return ModelMemory{n * dtype_size(opt_.dtype), n * sizeof(float), slots, plan_.workspace_bytes()};
+}
+
+ArenaNeeds GptModel::arena_needs(Backend& backend, const ModelDims& dims, const ChunkSpec& chunk,
+                                 const ModelOptions& opt, int micro_batch) {
+    const ActivationPlan one(dims, chunk, opt, micro_batch,
+                             attention_saved(backend, dims, opt, micro_batch), 1);
+    return ArenaNeeds{one.workspace_bytes(), one.saved_bytes_per_slot()};
 }
 
 void GptModel::init_parameters() {

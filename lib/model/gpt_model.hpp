@@ -22,10 +22,22 @@
 
 namespace gpt::model {
 
+// An arena several chunks of one rank share (ActivationPlan's ArenaPlacement), owned by
+// the caller (train::SharedActivations), which also counts its slots' memory.
+struct SharedArena {
+    std::byte* base = nullptr;
+    ArenaPlacement placement;
+};
+
+// Bytes one chunk needs: its workspace and one micro-batch slot (for sizing a SharedArena).
+struct ArenaNeeds {
+    std::size_t workspace = 0, slot = 0;
+};
+
 struct ModelMemory {
     std::size_t params = 0;       // model params (dtype)
     std::size_t grads = 0;        // fp32 grads
-    std::size_t activations = 0;  // saved activations, all slots
+    std::size_t activations = 0;  // saved activations, all slots (0 in a shared arena)
     std::size_t workspace = 0;    // shared buffers (residual grads, logits, recomputed ones)
 };
 
@@ -33,7 +45,9 @@ class GptModel {
 public:
     GptModel(const ModelDims& dims, const ChunkSpec& chunk, const ModelOptions& opt,
              int micro_batch, Backend& backend, dist::Communicator& tp, int num_slots = 1,
-             std::int64_t buffer_multiple = 1);
+             std::int64_t buffer_multiple = 1, const SharedArena* shared = nullptr);
+    static ArenaNeeds arena_needs(Backend& backend, const ModelDims& dims, const ChunkSpec& chunk,
+                                  const ModelOptions& opt, int micro_batch);
     ~GptModel();
     GptModel(const GptModel&) = delete;
     GptModel& operator=(const GptModel&) = delete;
@@ -122,6 +136,7 @@ private:
     };
     std::vector<GradRun> sp_grad_runs_;
     std::byte* arena_ = nullptr;
+    bool own_arena_ = true;
     struct SlotState {
         bool training = false;
         std::uint64_t stream = 0;

@@ -141,6 +141,17 @@ std::vector<int> chunk_slots(int pp, int vp, int micro_batches, int stage) {
     return most;
 }
 
+int pooled_slots(int pp, int vp, int micro_batches, int stage) {
+    GPT_ASSERT(pp > 0 && vp > 0 && stage >= 0 && stage < pp && micro_batches > 0);
+    if (pp == 1) return 1;
+    int live = 0, most = 1;
+    for (const pipeline::Action& a : pipeline::make_schedule(pp, stage, micro_batches, vp)) {
+        live += a.pass == pipeline::Pass::Forward ? 1 : -1;
+        most = std::max(most, live);
+    }
+    return most;
+}
+
 MemoryBreakdown stage_memory(const ModelShape& m, const Layout& l, const DevicePreset& dev, int stage) {
     GPT_ASSERT(m.num_layers % (l.pp * l.vp) == 0, "layers ", m.num_layers, " over PP ", l.pp, " x VP ", l.vp);
     MemoryBreakdown r;
@@ -156,15 +167,20 @@ MemoryBreakdown stage_memory(const ModelShape& m, const Layout& l, const DeviceP
                         l.recompute, m.flash_attention, m.dtype, m.ffn};
     const double vocab_shard = double(padded_vocab(m, l.tp)) / l.tp;
     const std::vector<int> slots = chunk_slots(l.pp, l.vp, std::max(l.micro_batches(), 1), stage);
-    double workspace = 0;
+    double workspace = 0, largest_slot = 0;
     for (int c = 0; c < l.vp; ++c) {
         const int vstage = c * l.pp + stage;  // Megatron's interleaved assignment
         ChunkShape chunk{m.num_layers / (l.pp * l.vp), vstage == 0, vstage == l.pp * l.vp - 1,
                          slots[static_cast<std::size_t>(c)]};
         const RecomputeGroups g = recompute_groups(ai, chunk.layers, l.recompute_layers, l.recompute_block);
         r.activations += chunk.slots * slot_bytes(ai, chunk, g);
+        largest_slot = std::max(largest_slot, slot_bytes(ai, chunk, g));
         workspace += workspace_bytes(ai, chunk, g, vocab_shard);
     }
+    // Interleaved: the chunks share one pool of slots (train::SharedActivations), as many
+    // as micro-batch chunks are ever alive at once, each as large as the largest chunk's.
+    if (l.vp > 1)
+        r.activations = pooled_slots(l.pp, l.vp, std::max(l.micro_batches(), 1), stage) * largest_slot;
 
     // Collective-library buffers per communicator. Pipeline send/receive buffers are host
     // memory (pipeline::execute), not the device's.

@@ -73,9 +73,11 @@ double korthikanti_activation_bytes_per_layer(const ActivationInputs& in);
 // most forwards of that chunk not yet matched by their backward in the stage's schedule
 // (pipeline::make_schedule), as train::pipeline_slots sizes each chunk's activation arena.
 // 1 without pipelining; min(p - stage, m) under 1F1B. Under the interleaved schedule the
-// chunks peak at different times, so their sum exceeds Korthikanti's simultaneous
-// 2(p - stage - 1) + (v - 1)p + 1: the arenas are allocated once, for each chunk's peak.
+// chunks peak at different times and share one pool of slots instead (pooled_slots).
 std::vector<int> chunk_slots(int pp, int vp, int micro_batches, int stage);
+// Interleaved schedules: the most micro-batch chunks alive at once over all chunks - the
+// slots of the arena the chunks share.
+int pooled_slots(int pp, int vp, int micro_batches, int stage);
 
 struct MemoryBreakdown {
     int stage = 0;             // the pipeline stage this breakdown is for

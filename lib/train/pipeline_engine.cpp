@@ -32,8 +32,10 @@ model::ChunkSpec pipeline_chunk_spec(const Config& cfg, const dist::ProcessGroup
     return model::ChunkSpec{vstage * per_vstage, per_vstage, vstage == 0, vstage == p * v - 1};
 }
 
-int pipeline_slots(const Config& cfg, const dist::ProcessGroups& groups,
-                   std::int64_t num_micro_batches, int chunk) {
+namespace {
+// The most forwarded-but-not-yet-backward micro-batches of `chunk` (-1: of all chunks).
+int most_alive(const Config& cfg, const dist::ProcessGroups& groups,
+               std::int64_t num_micro_batches, int chunk) {
     const int p = groups.grid().pp_size();
     if (p == 1) return 1;  // the trainer's own loop: one micro-batch at a time
     const int v = pipeline_num_chunks(cfg, groups);
@@ -41,17 +43,30 @@ int pipeline_slots(const Config& cfg, const dist::ProcessGroups& groups,
                                                   static_cast<int>(num_micro_batches), v);
     int live = 0, most = 0;
     for (const auto& a : schedule) {
-        if (a.chunk != chunk) continue;
+        if (chunk >= 0 && a.chunk != chunk) continue;
         live += a.pass == pipeline::Pass::Forward ? 1 : -1;
         most = std::max(most, live);
     }
     return std::max(most, 1);
 }
+}  // namespace
+
+int pipeline_slots(const Config& cfg, const dist::ProcessGroups& groups,
+                   std::int64_t num_micro_batches, int chunk) {
+    return most_alive(cfg, groups, num_micro_batches, chunk);
+}
+
+int pipeline_pooled_slots(const Config& cfg, const dist::ProcessGroups& groups,
+                          std::int64_t num_micro_batches) {
+    return most_alive(cfg, groups, num_micro_batches, -1);
+}
 
 PipelineEngine::PipelineEngine(const Config& cfg, dist::ProcessGroups& groups, Backend& backend,
                                const model::ModelOptions& opt, std::int64_t num_micro_batches,
-                               model::GptModel& chunk0, optim::AdamOptimizer& optimizer0)
-    : cfg_(cfg), groups_(groups), be_(backend), num_micro_batches_(num_micro_batches) {
+                               model::GptModel& chunk0, optim::AdamOptimizer& optimizer0,
+                               const SharedActivations* shared)
+    : cfg_(cfg), groups_(groups), be_(backend), num_micro_batches_(num_micro_batches),
+      pooled_(shared != nullptr) {
     const int v = pipeline_num_chunks(cfg, groups);
     chunks_.push_back(&chunk0);
     optimizers_.push_back(&optimizer0);
@@ -59,7 +74,7 @@ PipelineEngine::PipelineEngine(const Config& cfg, dist::ProcessGroups& groups, B
         owned_chunks_.push_back(std::make_unique<model::GptModel>(
             chunk0.dims(), pipeline_chunk_spec(cfg, groups, c), opt, chunk0.micro_batch(), be_,
             groups.tp(), pipeline_slots(cfg, groups, num_micro_batches, c),
-            grad_buffer_multiple(cfg, groups)));
+            grad_buffer_multiple(cfg, groups), shared ? &shared->arena(c) : nullptr));
         owned_chunks_.back()->init_parameters();
         owned_optimizers_.push_back(make_optimizer(cfg, groups, *owned_chunks_.back()));
         chunks_.push_back(owned_chunks_.back().get());
@@ -103,20 +118,30 @@ const std::int32_t* PipelineEngine::tokens_of(int mb) const {
     return tokens_.data() + static_cast<std::size_t>(mb) * sample_elems_;
 }
 
+std::vector<int>& PipelineEngine::free_slots(int chunk) {
+    return pooled_ ? pool_free_ : slots_.at(static_cast<std::size_t>(chunk)).free;
+}
+
 void PipelineEngine::reset_slots() {
     for (std::size_t c = 0; c < slots_.size(); ++c) {
         Slots& s = slots_[c];
         s.free.clear();
-        for (int i = chunks_[c]->plan().num_slots() - 1; i >= 0; --i) s.free.push_back(i);
+        if (!pooled_)
+            for (int i = chunks_[c]->plan().num_slots() - 1; i >= 0; --i) s.free.push_back(i);
         s.of_mb.assign(static_cast<std::size_t>(num_micro_batches_), -1);
     }
+    // Shared: every chunk's plan has the pool's slots, any of which it may take.
+    pool_free_.clear();
+    if (pooled_)
+        for (int i = chunks_.front()->plan().num_slots() - 1; i >= 0; --i) pool_free_.push_back(i);
 }
 
 int PipelineEngine::take_slot(int chunk, int mb) {
     Slots& s = slots_.at(static_cast<std::size_t>(chunk));
-    GPT_ASSERT(!s.free.empty(), "no free micro-batch slot on chunk ", chunk, " for micro-batch ", mb);
-    const int slot = s.free.back();
-    s.free.pop_back();
+    std::vector<int>& free = free_slots(chunk);
+    GPT_ASSERT(!free.empty(), "no free micro-batch slot on chunk ", chunk, " for micro-batch ", mb);
+    const int slot = free.back();
+    free.pop_back();
     s.of_mb.at(static_cast<std::size_t>(mb)) = slot;
     return slot;
 }
@@ -126,7 +151,7 @@ int PipelineEngine::release_slot(int chunk, int mb) {
     const int slot = s.of_mb.at(static_cast<std::size_t>(mb));
     GPT_ASSERT(slot >= 0, "backward of micro-batch ", mb, " on chunk ", chunk, " before its forward");
     s.of_mb[static_cast<std::size_t>(mb)] = -1;
-    s.free.push_back(slot);
+    free_slots(chunk).push_back(slot);
     return slot;
 }
 

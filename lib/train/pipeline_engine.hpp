@@ -20,6 +20,7 @@
 #include "pipeline/executor.hpp"
 #include "train/batch_source.hpp"
 #include "train/grad_reducer.hpp"
+#include "train/shared_activations.hpp"
 
 namespace gpt::train {
 
@@ -33,14 +34,21 @@ model::ChunkSpec pipeline_chunk_spec(const Config& cfg, const dist::ProcessGroup
 // forwarded but not yet run backward at any moment.
 int pipeline_slots(const Config& cfg, const dist::ProcessGroups& groups,
                    std::int64_t num_micro_batches, int chunk);
+// The most micro-batch chunks alive at once over all of this rank's chunks: the slots of
+// an arena the chunks share (train::SharedActivations).
+int pipeline_pooled_slots(const Config& cfg, const dist::ProcessGroups& groups,
+                          std::int64_t num_micro_batches);
 
 class PipelineEngine {
 public:
     // chunk0 / optimizer0: this rank's chunk 0, built with pipeline_chunk_spec(.., 0) and
     // pipeline_slots(.., 0); `opt` are the model options it was built with.
+    // shared: the chunks' common activation arena (interleaved schedules; chunk0 lives in
+    // it already), or null for one chunk per stage.
     PipelineEngine(const Config& cfg, dist::ProcessGroups& groups, Backend& backend,
                    const model::ModelOptions& opt, std::int64_t num_micro_batches,
-                   model::GptModel& chunk0, optim::AdamOptimizer& optimizer0);
+                   model::GptModel& chunk0, optim::AdamOptimizer& optimizer0,
+                   const SharedActivations* shared = nullptr);
     ~PipelineEngine();
     PipelineEngine(const PipelineEngine&) = delete;
     PipelineEngine& operator=(const PipelineEngine&) = delete;
@@ -67,9 +75,10 @@ public:
 
 private:
     struct Slots {
-        std::vector<int> free;       // unused slot ids
+        std::vector<int> free;       // unused slot ids (without a shared arena)
         std::vector<int> of_mb;      // micro-batch -> slot, -1 when none
     };
+    std::vector<int>& free_slots(int chunk);
     void read_batch(MicroBatchSource& data);
     int take_slot(int chunk, int mb);
     int release_slot(int chunk, int mb);
@@ -89,6 +98,8 @@ private:
     std::vector<optim::AdamOptimizer*> optimizers_;
     std::vector<std::unique_ptr<GradReducer>> reducers_;  // per chunk
     std::vector<Slots> slots_;
+    bool pooled_ = false;          // the chunks take slots from one shared pool
+    std::vector<int> pool_free_;
     std::vector<std::int32_t> tokens_;  // the iteration's micro-batches, back to back
     std::size_t sample_elems_ = 0;      // int32 per micro-batch
     pipeline::PipelineTiming timing_;

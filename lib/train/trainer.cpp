@@ -96,14 +96,19 @@ Trainer::Trainer(const Config& cfg, dist::ProcessGroups& groups, Backend& backen
     // This rank's first model chunk (the whole model without pipelining); pipeline_ builds
     // the others of an interleaved schedule.
     const model::ChunkSpec chunk = pipeline_chunk_spec(cfg, groups, 0);
+    // Interleaved: the chunks share one arena of micro-batch slots, sized for the schedule.
+    if (pipeline_num_chunks(cfg, groups) > 1)
+        shared_ = std::make_unique<SharedActivations>(cfg, groups, be_, dims, opt,
+                                                      t.micro_batch_size, num_micro_batches_);
     model_ = std::make_unique<model::GptModel>(
         dims, chunk, opt, t.micro_batch_size, be_, groups.tp(),
-        pipeline_slots(cfg, groups, num_micro_batches_, 0), grad_buffer_multiple(cfg, groups));
+        pipeline_slots(cfg, groups, num_micro_batches_, 0), grad_buffer_multiple(cfg, groups),
+        shared_ ? &shared_->arena(0) : nullptr);
     model_->init_parameters();
     optimizer_ = make_optimizer(cfg, groups, *model_);
     if (groups.grid().pp_size() > 1)
         pipeline_ = std::make_unique<PipelineEngine>(cfg, groups, be_, opt, num_micro_batches_,
-                                                     *model_, *optimizer_);
+                                                     *model_, *optimizer_, shared_.get());
     else
         reducer_ = make_grad_reducer(cfg, groups, *model_, *optimizer_);
     tokens_.resize(static_cast<std::size_t>(t.micro_batch_size) * (dims.seq + 1));
@@ -135,6 +140,7 @@ MemoryReport Trainer::memory() const {
         r.activations += mm.activations;
         r.buffers += mm.workspace;
     }
+    if (shared_) r.activations += shared_->slot_pool_bytes();
     r.in_use = be_.bytes_in_use();
     r.peak = be_.peak_bytes();
     return r;

@@ -20,6 +20,7 @@
 #include "train/grad_reducer.hpp"
 #include "train/metrics_file.hpp"
 #include "train/pipeline_engine.hpp"
+#include "train/shared_activations.hpp"
 
 namespace gpt::train {
 
@@ -94,6 +95,7 @@ private:
     Config cfg_;
     dist::ProcessGroups& groups_;
     Backend& be_;
+    std::unique_ptr<SharedActivations> shared_;  // interleaved: the chunks' common arena
     std::unique_ptr<model::GptModel> model_;
     std::unique_ptr<optim::AdamOptimizer> optimizer_;
     std::unique_ptr<PipelineEngine> pipeline_;  // pp > 1; refers to model_ and optimizer_

@@ -107,6 +107,12 @@ TEST(MemoryModel, MicroBatchSlotsPerChunk) {
     }
     // m == p: every forward runs before the first backward, so each chunk keeps all m.
     EXPECT_EQ(chunk_slots(2, 2, 2, 0), (std::vector<int>{2, 2}));
+    // A shared pool needs only the simultaneous count: Korthikanti's 2(p - 1) + (v - 1)p + 1
+    // at stage 0 (11 against 12 per-chunk slots at p 4 v 2 m 8; 39 against 48 at p 8 v 4 m 64).
+    EXPECT_EQ(pooled_slots(4, 2, 8, 0), 11);
+    EXPECT_EQ(pooled_slots(8, 4, 64, 0), 39);
+    EXPECT_EQ(pooled_slots(8, 4, 64, 7), 2 * 0 + 3 * 8 + 1);
+    EXPECT_EQ(pooled_slots(1, 1, 16, 0), 1);
 }
 
 TEST(MemoryModel, StageBreakdownAddsUp) {

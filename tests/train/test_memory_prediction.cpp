@@ -130,10 +130,11 @@ Measured train_and_measure(const Config& cfg) {
         m.weights += double(mm.params);
         m.gradients += double(mm.grads);
         m.optimizer += double(om.main_params + om.moments);
-        m.activations += double(mm.activations);
         m.workspace += double(mm.workspace);
         for (const auto& e : model.layout().entries()) m.params += e.numel;
     }
+    // The saved activations of every chunk, and of the interleaved chunks' shared slot pool.
+    m.activations = double(tr.memory().activations);
     m.peak = double(tr.memory().peak);
     return m;
 }
