@@ -259,9 +259,7 @@ void GptModel::backward(int slot, float dloss_per_token) {
         // The head's own entries (final layernorm, a pipeline's head copy of the word
         // embeddings) follow the last layer's; the tied word embeddings of a one-stage
         // model come first in the buffer and are final only after the embedding.
-        if (grad_ready_)
-            grad_ready_(chunk_.num_layers > 0 ? layout_.at(ParamLayout::final_ln_weight()).offset
-                                              : layout_.total_elements());
+        if (grad_ready_) grad_ready_(head_params_.ln_w);
     }
     const std::vector<LayerGroup>& groups = plan_.groups();
     for (auto g = groups.rbegin(); g != groups.rend(); ++g) {

@@ -173,14 +173,15 @@ MemoryBreakdown stage_memory(const ModelShape& m, const Layout& l, const DeviceP
         ChunkShape chunk{m.num_layers / (l.pp * l.vp), vstage == 0, vstage == l.pp * l.vp - 1,
                          slots[static_cast<std::size_t>(c)]};
         const RecomputeGroups g = recompute_groups(ai, chunk.layers, l.recompute_layers, l.recompute_block);
-        r.activations += chunk.slots * slot_bytes(ai, chunk, g);
         largest_slot = std::max(largest_slot, slot_bytes(ai, chunk, g));
         workspace += workspace_bytes(ai, chunk, g, vocab_shard);
     }
-    // Interleaved: the chunks share one pool of slots (train::SharedActivations), as many
-    // as micro-batch chunks are ever alive at once, each as large as the largest chunk's.
-    if (l.vp > 1)
-        r.activations = pooled_slots(l.pp, l.vp, std::max(l.micro_batches(), 1), stage) * largest_slot;
+    // One chunk: its own slots. Interleaved: the chunks share one pool of slots
+    // (train::SharedActivations), as many as micro-batch chunks are ever alive at once,
+    // each as large as the largest chunk's.
+    const int live = l.vp > 1 ? pooled_slots(l.pp, l.vp, std::max(l.micro_batches(), 1), stage)
+                              : slots.front();
+    r.activations = live * largest_slot;
 
     // Collective-library buffers per communicator. Pipeline send/receive buffers are host
     // memory (pipeline::execute), not the device's.
