@@ -73,10 +73,6 @@ void refuse_unbuilt_features(const gpt::Config& cfg) {
     GPT_REQUIRE(cfg.checkpoint.save.empty() && cfg.checkpoint.load.empty(), UsageError,
                 "--save/--load: checkpoints are not built yet in this version");
 #endif
-#if !GPT_HAVE_CUDA_BACKEND
-    GPT_REQUIRE(cfg.parallel.device != "cuda", UsageError,
-                "--device cuda: the CUDA backend is not built yet in this version; use --device cpu");
-#endif
 }
 
 int run(gpt::Config& cfg, const gpt::dist::MpiEnvironment& mpi, bool& ranks_diverged) {

@@ -11,11 +11,37 @@ namespace gpt::pipeline {
 
 namespace {
 
+// One boundary buffer of `space` (host memory when it has no allocator).
+class Buffer {
+public:
+    Buffer(const BufferSpace& space, std::size_t bytes) : space_(&space) {
+        if (space.alloc) {
+            p_ = space.alloc(bytes);
+        } else {
+            host_.resize(bytes);
+            p_ = host_.data();
+        }
+    }
+    ~Buffer() {
+        if (p_ && space_->alloc) space_->free(p_);
+    }
+    Buffer(Buffer&& o) noexcept : space_(o.space_), host_(std::move(o.host_)), p_(o.p_) { o.p_ = nullptr; }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    Buffer& operator=(Buffer&&) = delete;
+    void* data() { return p_; }
+
+private:
+    const BufferSpace* space_;
+    std::vector<char> host_;
+    void* p_ = nullptr;
+};
+
 // Send buffers stay alive until their non-blocking send completed.
 class SendPool {
 public:
-    explicit SendPool(std::size_t bytes) : bytes_(bytes) {}
-    std::vector<char>& take() {
+    SendPool(const BufferSpace& space, std::size_t bytes) : space_(space), bytes_(bytes) {}
+    Buffer& take() {
         for (auto& s : slots_)
             if (!s.pending) return s.buffer;
         // Reclaim the oldest in-flight send before growing.
@@ -27,10 +53,10 @@ public:
             slots_.pop_front();
             return slots_.back().buffer;
         }
-        slots_.push_back({std::vector<char>(bytes_), nullptr});
+        slots_.push_back({Buffer(space_, bytes_), nullptr});
         return slots_.back().buffer;
     }
-    void sent(std::vector<char>& buffer, std::unique_ptr<dist::PendingOp> p) {
+    void sent(Buffer& buffer, std::unique_ptr<dist::PendingOp> p) {
         for (auto& s : slots_)
             if (&s.buffer == &buffer) s.pending = std::move(p);
     }
@@ -45,16 +71,18 @@ public:
 private:
     static constexpr std::size_t kMaxSlots = 64;
     struct Slot {
-        std::vector<char> buffer;
+        Buffer buffer;
         std::unique_ptr<dist::PendingOp> pending;
     };
+    const BufferSpace& space_;
     std::size_t bytes_;
     std::deque<Slot> slots_;
 };
 
 }  // namespace
 
-PipelineTiming run_pipeline(const PipelineShape& sh, dist::Communicator& pp, const StageFunctions& fn) {
+PipelineTiming run_pipeline(const PipelineShape& sh, dist::Communicator& pp, const StageFunctions& fn,
+                            const BufferSpace& space) {
     const int p = sh.pp_size, s = sh.stage, m = sh.num_microbatches, v = sh.num_chunks;
     GPT_ASSERT(pp.size() == p && pp.rank() == s, "pipeline group does not match the shape");
     const std::vector<Action> schedule =
@@ -70,8 +98,8 @@ PipelineTiming run_pipeline(const PipelineShape& sh, dist::Communicator& pp, con
         return full_tags ? base * m + mb : base;
     };
 
-    SendPool pool(bytes);
-    std::vector<char> recv_buf(bytes);
+    SendPool pool(space, bytes);
+    Buffer recv_buf(space, bytes);
     PipelineTiming timing;
     for (const Action& a : schedule) {
         const int vstage = a.chunk * p + s;
@@ -87,7 +115,7 @@ PipelineTiming run_pipeline(const PipelineShape& sh, dist::Communicator& pp, con
                 timing.wait_seconds += w.seconds();
                 in = recv_buf.data();
             }
-            std::vector<char>* out = last ? nullptr : &pool.take();
+            Buffer* out = last ? nullptr : &pool.take();
             Stopwatch c;
             fn.forward(a.microbatch, a.chunk, in, out ? out->data() : nullptr);
             timing.compute_seconds += c.seconds();
@@ -103,7 +131,7 @@ PipelineTiming run_pipeline(const PipelineShape& sh, dist::Communicator& pp, con
                 timing.wait_seconds += w.seconds();
                 grad_out = recv_buf.data();
             }
-            std::vector<char>* gin = first ? nullptr : &pool.take();
+            Buffer* gin = first ? nullptr : &pool.take();
             Stopwatch c;
             fn.backward(a.microbatch, a.chunk, grad_out, gin ? gin->data() : nullptr);
             timing.compute_seconds += c.seconds();

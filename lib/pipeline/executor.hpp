@@ -33,6 +33,14 @@ struct PipelineShape {
     bool forward_only = false;  // evaluation: forward_only_schedule, no backward passes
 };
 
+// Where the boundary buffers live: host memory when alloc is empty; device memory when the
+// pp group moves device buffers (NCCL). Buffers are taken at the start of run_pipeline and
+// given back at its end, so a caching `alloc` keeps allocation out of the iterations.
+struct BufferSpace {
+    std::function<void*(std::size_t bytes)> alloc;
+    std::function<void(void* p)> free;
+};
+
 struct PipelineTiming {
     double compute_seconds = 0.0;  // inside forward/backward
     double wait_seconds = 0.0;     // blocked receiving (the bubble, plus transfer time)
@@ -41,6 +49,6 @@ struct PipelineTiming {
 // Runs the whole schedule of one iteration on this stage. `pp` is the pipeline group
 // (group rank == stage).
 PipelineTiming run_pipeline(const PipelineShape& shape, dist::Communicator& pp,
-                            const StageFunctions& fn);
+                            const StageFunctions& fn, const BufferSpace& space = {});
 
 }  // namespace gpt::pipeline

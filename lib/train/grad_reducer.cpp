@@ -111,15 +111,15 @@ std::int64_t grad_buffer_multiple(const Config& cfg, const dist::ProcessGroups& 
 }
 
 std::unique_ptr<optim::AdamOptimizer> make_optimizer(const Config& cfg, dist::ProcessGroups& groups,
-                                                     model::GptModel& chunk) {
+                                                     dist::DataGroups& data, model::GptModel& chunk) {
     const bool sharded = cfg.parallel.use_distributed_optimizer && groups.grid().dp_size() > 1;
     return std::make_unique<optim::AdamOptimizer>(
         cfg.optimizer, chunk, sharded ? groups.world() : groups.model_parallel(),
-        sharded ? &groups.dp() : nullptr);
+        sharded ? &data.dp() : nullptr);
 }
 
 std::unique_ptr<GradReducer> make_grad_reducer(const Config& cfg, dist::ProcessGroups& groups,
-                                               model::GptModel& chunk,
+                                               dist::DataGroups& data, model::GptModel& chunk,
                                                const optim::AdamOptimizer& optimizer) {
     GradReducer::Options o;
     o.bucket_elements = cfg.parallel.ddp_bucket_size;
@@ -132,7 +132,7 @@ std::unique_ptr<GradReducer> make_grad_reducer(const Config& cfg, dist::ProcessG
         for (const char* name : {model::ParamLayout::word_embeddings(),
                                  model::ParamLayout::word_embeddings_for_head()})
             if (const auto* e = chunk.layout().find(name)) held.emplace_back(e->offset, e->offset + e->numel);
-    return std::make_unique<GradReducer>(chunk, groups.dp(), o, held);
+    return std::make_unique<GradReducer>(chunk, data.dp(), o, held);
 }
 
 }  // namespace gpt::train

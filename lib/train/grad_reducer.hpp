@@ -15,6 +15,7 @@
 
 #include "config/config.hpp"
 #include "dist/communicator.hpp"
+#include "dist/data_groups.hpp"
 #include "dist/process_groups.hpp"
 #include "model/gpt_model.hpp"
 #include "optim/adam.hpp"
@@ -78,14 +79,15 @@ private:
 std::int64_t grad_buffer_multiple(const Config& cfg, const dist::ProcessGroups& groups);
 // The optimizer of one chunk for this run: with --use-distributed-optimizer sharded over
 // the DP group, its grad norm and overflow check then reduced over every rank (each holds
-// distinct gradient pieces); else over the model-parallel group.
+// distinct gradient pieces, a host scalar reduction); else over the model-parallel group.
+// The parameter all-gather goes over `data`'s DP group (it moves backend memory).
 std::unique_ptr<optim::AdamOptimizer> make_optimizer(const Config& cfg, dist::ProcessGroups& groups,
-                                                     model::GptModel& chunk);
+                                                     dist::DataGroups& data, model::GptModel& chunk);
 // The reducer of one chunk for this run: bucket size and overlap from the flags, this DP
 // rank's shard of the padded buffer when the optimizer is distributed, and the tied
 // word embeddings held back when the embedding group spans two stages.
 std::unique_ptr<GradReducer> make_grad_reducer(const Config& cfg, dist::ProcessGroups& groups,
-                                               model::GptModel& chunk,
+                                               dist::DataGroups& data, model::GptModel& chunk,
                                                const optim::AdamOptimizer& optimizer);
 
 }  // namespace gpt::train

@@ -61,11 +61,12 @@ int pipeline_pooled_slots(const Config& cfg, const dist::ProcessGroups& groups,
     return most_alive(cfg, groups, num_micro_batches, -1);
 }
 
-PipelineEngine::PipelineEngine(const Config& cfg, dist::ProcessGroups& groups, Backend& backend,
+PipelineEngine::PipelineEngine(const Config& cfg, dist::ProcessGroups& groups, dist::DataGroups& data,
+                               Backend& backend,
                                const model::ModelOptions& opt, std::int64_t num_micro_batches,
                                model::GptModel& chunk0, optim::AdamOptimizer& optimizer0,
                                const SharedActivations* shared)
-    : cfg_(cfg), groups_(groups), be_(backend), num_micro_batches_(num_micro_batches),
+    : cfg_(cfg), groups_(groups), data_(data), be_(backend), num_micro_batches_(num_micro_batches),
       pooled_(shared != nullptr) {
     const int v = pipeline_num_chunks(cfg, groups);
     chunks_.push_back(&chunk0);
@@ -73,10 +74,10 @@ PipelineEngine::PipelineEngine(const Config& cfg, dist::ProcessGroups& groups, B
     for (int c = 1; c < v; ++c) {
         owned_chunks_.push_back(std::make_unique<model::GptModel>(
             chunk0.dims(), pipeline_chunk_spec(cfg, groups, c), opt, chunk0.micro_batch(), be_,
-            groups.tp(), pipeline_slots(cfg, groups, num_micro_batches, c),
+            data.tp(), pipeline_slots(cfg, groups, num_micro_batches, c),
             grad_buffer_multiple(cfg, groups), shared ? &shared->arena(c) : nullptr));
         owned_chunks_.back()->init_parameters();
-        owned_optimizers_.push_back(make_optimizer(cfg, groups, *owned_chunks_.back()));
+        owned_optimizers_.push_back(make_optimizer(cfg, groups, data, *owned_chunks_.back()));
         chunks_.push_back(owned_chunks_.back().get());
         optimizers_.push_back(owned_optimizers_.back().get());
     }
@@ -86,14 +87,43 @@ PipelineEngine::PipelineEngine(const Config& cfg, dist::ProcessGroups& groups, B
                    " has fewer micro-batch slots than its schedule needs (", n, ")");
     }
     for (int c = 0; c < v; ++c)
-        reducers_.push_back(make_grad_reducer(cfg, groups, *chunks_[static_cast<std::size_t>(c)],
+        reducers_.push_back(make_grad_reducer(cfg, groups, data, *chunks_[static_cast<std::size_t>(c)],
                                               *optimizers_[static_cast<std::size_t>(c)]));
+    if (device_p2p()) {
+        // Every boundary buffer has one size; they are allocated once and reused.
+        space_.alloc = [this](std::size_t bytes) {
+            if (bytes != buffer_bytes_) {
+                GPT_ASSERT(cached_buffers_.empty(), "pipeline buffers of two sizes");
+                buffer_bytes_ = bytes;
+            }
+            if (free_buffers_.empty()) {
+                cached_buffers_.push_back(be_.alloc(bytes));
+                return cached_buffers_.back();
+            }
+            void* p = free_buffers_.back();
+            free_buffers_.pop_back();
+            return p;
+        };
+        space_.free = [this](void* p) { free_buffers_.push_back(p); };
+    }
     slots_.resize(static_cast<std::size_t>(v));
     sample_elems_ = static_cast<std::size_t>(chunk0.micro_batch()) * (chunk0.dims().seq + 1);
     tokens_.resize(sample_elems_ * static_cast<std::size_t>(num_micro_batches));
 }
 
-PipelineEngine::~PipelineEngine() = default;
+PipelineEngine::~PipelineEngine() {
+    for (void* p : cached_buffers_) be_.free(p);
+}
+
+void PipelineEngine::to_boundary(void* buffer, const void* activation, std::size_t bytes) {
+    if (device_p2p()) be_.copy(buffer, activation, bytes);
+    else be_.copy_to_host(buffer, activation, bytes);
+}
+
+void PipelineEngine::from_boundary(void* activation, const void* buffer, std::size_t bytes) {
+    if (device_p2p()) be_.copy(activation, buffer, bytes);
+    else be_.copy_to_device(activation, buffer, bytes);
+}
 
 pipeline::PipelineShape PipelineEngine::shape(bool forward_only) const {
     const model::GptModel& m = *chunks_.front();
@@ -176,24 +206,24 @@ double PipelineEngine::forward_backward(MicroBatchSource& data, float dloss,
         model::GptModel& m = *chunks_[static_cast<std::size_t>(c)];
         const int slot = take_slot(c, mb);
         if (m.chunk().pre_process || m.chunk().post_process) m.set_batch(slot, tokens_of(mb));
-        if (in) be_.copy_to_device(m.input_hidden(slot), in, act_bytes);
+        if (in) from_boundary(m.input_hidden(slot), in, act_bytes);
         // The single-rank stream of this micro-batch, so dropout masks match that run.
         const std::uint64_t stream = (first_stream + static_cast<std::uint64_t>(mb)) * dp + dp_rank;
         const double l = m.forward(slot, true, stream);
         if (m.chunk().post_process) loss += l / T;
-        if (out) be_.copy_to_host(out, m.output_hidden(slot), act_bytes);
+        if (out) to_boundary(out, m.output_hidden(slot), act_bytes);
     };
     fn.backward = [&](int mb, int c, const void* grad_out, void* grad_in) {
         model::GptModel& m = *chunks_[static_cast<std::size_t>(c)];
         const int slot = release_slot(c, mb);
-        if (grad_out) be_.copy_to_device(m.output_grad(), grad_out, act_bytes);
+        if (grad_out) from_boundary(m.output_grad(), grad_out, act_bytes);
         // Each chunk runs its micro-batches' backwards in order: the last one finishes the
         // iteration's gradients, so its buckets may start reducing as they complete.
         if (mb == num_micro_batches_ - 1) reducers_[static_cast<std::size_t>(c)]->start_final_backward();
         m.backward(slot, dloss);
-        if (grad_in) be_.copy_to_host(grad_in, m.input_grad(), act_bytes);
+        if (grad_in) to_boundary(grad_in, m.input_grad(), act_bytes);
     };
-    timing_ = pipeline::run_pipeline(shape(false), groups_.pp(), fn);
+    timing_ = pipeline::run_pipeline(shape(false), data_.pp(), fn, space_);
 
     // Tied embeddings: the first stage's word-embedding grad and the last stage's head copy
     // both become their sum, so the two copies take identical Adam steps (Megatron's
@@ -210,7 +240,7 @@ double PipelineEngine::forward_backward(MicroBatchSource& data, float dloss,
         }
         GPT_ASSERT(holder != nullptr, "rank in the embedding group holds no word embeddings");
         const auto& e = holder->layout().at(name);
-        groups_.embedding().all_reduce(holder->grads() + e.offset, e.numel, dist::CommType::F32,
+        data_.embedding().all_reduce(holder->grads() + e.offset, e.numel, dist::CommType::F32,
                                        dist::ReduceOp::Sum);
     }
     loss /= static_cast<double>(num_micro_batches_);
@@ -252,10 +282,10 @@ double PipelineEngine::evaluate(MicroBatchSource& data, int iters) {
         // No backward follows, so the slot is free again once the output is copied out.
         const int slot = take_slot(c, mb);
         if (m.chunk().pre_process || m.chunk().post_process) m.set_batch(slot, tokens_of(mb));
-        if (in) be_.copy_to_device(m.input_hidden(slot), in, act_bytes);
+        if (in) from_boundary(m.input_hidden(slot), in, act_bytes);
         const double l = m.forward(slot, false, 0);
         if (m.chunk().post_process) total += l / T;
-        if (out) be_.copy_to_host(out, m.output_hidden(slot), act_bytes);
+        if (out) to_boundary(out, m.output_hidden(slot), act_bytes);
         release_slot(c, mb);
     };
     fn.backward = [](int, int, const void*, void*) {
@@ -264,7 +294,7 @@ double PipelineEngine::evaluate(MicroBatchSource& data, int iters) {
     for (int it = 0; it < iters; ++it) {
         read_batch(data);
         reset_slots();
-        pipeline::run_pipeline(sh, groups_.pp(), fn);
+        pipeline::run_pipeline(sh, data_.pp(), fn, space_);
     }
     total /= static_cast<double>(iters) * static_cast<double>(num_micro_batches_);
     const int dp = groups_.grid().dp_size();

@@ -45,7 +45,9 @@ public:
     // pipeline_slots(.., 0); `opt` are the model options it was built with.
     // shared: the chunks' common activation arena (interleaved schedules; chunk0 lives in
     // it already), or null for one chunk per stage.
-    PipelineEngine(const Config& cfg, dist::ProcessGroups& groups, Backend& backend,
+    // data: the communicators for backend memory (tensor, data-parallel, pipeline, embedding).
+    PipelineEngine(const Config& cfg, dist::ProcessGroups& groups, dist::DataGroups& data,
+                   Backend& backend,
                    const model::ModelOptions& opt, std::int64_t num_micro_batches,
                    model::GptModel& chunk0, optim::AdamOptimizer& optimizer0,
                    const SharedActivations* shared = nullptr);
@@ -89,8 +91,19 @@ private:
     double from_last_stage(double value);
 
     Config cfg_;
+    // Boundary activations travel in buffers of the backend's memory over the data pp group
+    // (NCCL, or MPI staged through the host); on a host-memory backend in plain host buffers.
+    bool device_p2p() const { return !be_.host_memory(); }
+    void to_boundary(void* buffer, const void* activation, std::size_t bytes);
+    void from_boundary(void* activation, const void* buffer, std::size_t bytes);
+
     dist::ProcessGroups& groups_;
+    dist::DataGroups& data_;
     Backend& be_;
+    pipeline::BufferSpace space_;         // device memory: buffers from cached_buffers_
+    std::vector<void*> cached_buffers_;   // backend allocations reused every iteration
+    std::vector<void*> free_buffers_;
+    std::size_t buffer_bytes_ = 0;
     std::int64_t num_micro_batches_ = 0;
     std::vector<std::unique_ptr<model::GptModel>> owned_chunks_;
     std::vector<std::unique_ptr<optim::AdamOptimizer>> owned_optimizers_;

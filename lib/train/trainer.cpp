@@ -23,6 +23,26 @@ void check_supported(const Config& cfg, const dist::ProcessGroups& groups) {
                 "global batch size not resolved before training");
 }
 
+std::unique_ptr<dist::DataGroups> make_data_groups(const Config& cfg, dist::ProcessGroups& groups,
+                                                   Backend& backend) {
+    using Kind = dist::DataGroups::Kind;
+    std::unique_ptr<dist::DataGroups> data;
+    if (backend.host_memory()) {
+        data = std::make_unique<dist::DataGroups>(groups, Kind::Host);
+    } else if (backend.name() == "cuda" && cfg.parallel.distributed_backend == "nccl") {
+        data = std::make_unique<dist::DataGroups>(groups, Kind::Nccl);
+    } else {
+        dist::DeviceCopy copy;
+        copy.to_host = [&backend](void* h, const void* d, std::size_t n) { backend.copy_to_host(h, d, n); };
+        copy.to_device = [&backend](void* d, const void* h, std::size_t n) { backend.copy_to_device(d, h, n); };
+        data = std::make_unique<dist::DataGroups>(groups, Kind::Staged, std::move(copy));
+    }
+    if (groups.world_size() > 1)
+        GPT_LOG(info) << "> tensor, pipeline and data-parallel traffic: "
+                      << dist::data_groups_kind_name(data->kind());
+    return data;
+}
+
 namespace {
 
 DType model_dtype(const TrainingConfig& t) {
@@ -93,6 +113,7 @@ Trainer::Trainer(const Config& cfg, dist::ProcessGroups& groups, Backend& backen
         opt.recompute = model::ModelOptions::Recompute::Full;
     opt.recompute_block = p.recompute_method == "block";
     opt.recompute_num_layers = p.recompute_num_layers;
+    data_ = make_data_groups(cfg, groups, be_);
     // This rank's first model chunk (the whole model without pipelining); pipeline_ builds
     // the others of an interleaved schedule.
     const model::ChunkSpec chunk = pipeline_chunk_spec(cfg, groups, 0);
@@ -101,16 +122,16 @@ Trainer::Trainer(const Config& cfg, dist::ProcessGroups& groups, Backend& backen
         shared_ = std::make_unique<SharedActivations>(cfg, groups, be_, dims, opt,
                                                       t.micro_batch_size, num_micro_batches_);
     model_ = std::make_unique<model::GptModel>(
-        dims, chunk, opt, t.micro_batch_size, be_, groups.tp(),
+        dims, chunk, opt, t.micro_batch_size, be_, data_->tp(),
         pipeline_slots(cfg, groups, num_micro_batches_, 0), grad_buffer_multiple(cfg, groups),
         shared_ ? &shared_->arena(0) : nullptr);
     model_->init_parameters();
-    optimizer_ = make_optimizer(cfg, groups, *model_);
+    optimizer_ = make_optimizer(cfg, groups, *data_, *model_);
     if (groups.grid().pp_size() > 1)
-        pipeline_ = std::make_unique<PipelineEngine>(cfg, groups, be_, opt, num_micro_batches_,
+        pipeline_ = std::make_unique<PipelineEngine>(cfg, groups, *data_, be_, opt, num_micro_batches_,
                                                      *model_, *optimizer_, shared_.get());
     else
-        reducer_ = make_grad_reducer(cfg, groups, *model_, *optimizer_);
+        reducer_ = make_grad_reducer(cfg, groups, *data_, *model_, *optimizer_);
     tokens_.resize(static_cast<std::size_t>(t.micro_batch_size) * (dims.seq + 1));
     if (!cfg.logging.metrics_file.empty() && logs())
         metrics_ = std::make_unique<MetricsFile>(cfg.logging.metrics_file);

@@ -42,6 +42,11 @@ struct MemoryReport {
     std::size_t in_use = 0, peak = 0;  // from the backend
 };
 
+// The communicators that carry this backend's memory: the MPI groups themselves on host
+// memory; on a GPU NCCL (--distributed-backend nccl) or MPI through host staging (mpi).
+std::unique_ptr<dist::DataGroups> make_data_groups(const Config& cfg, dist::ProcessGroups& groups,
+                                                   Backend& backend);
+
 // Rejects flags this build cannot honour yet, with a message naming them (UsageError).
 void check_supported(const Config& cfg, const dist::ProcessGroups& groups);
 
@@ -95,6 +100,8 @@ private:
     Config cfg_;
     dist::ProcessGroups& groups_;
     Backend& be_;
+    // Communicators for backend memory; declared before everything that communicates.
+    std::unique_ptr<dist::DataGroups> data_;
     std::unique_ptr<SharedActivations> shared_;  // interleaved: the chunks' common arena
     std::unique_ptr<model::GptModel> model_;
     std::unique_ptr<optim::AdamOptimizer> optimizer_;

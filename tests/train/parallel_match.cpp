@@ -7,6 +7,7 @@
 
 #include "backend/backend.hpp"
 #include "dist/process_groups.hpp"
+#include "emulated_device.hpp"
 #include "trainer_test_util.hpp"
 
 namespace gpt::test {
@@ -40,10 +41,11 @@ std::vector<float> reference_slice(const Run::Param& full, const Run::Param& loc
 
 }  // namespace
 
-Run train_run(const Config& cfg, MPI_Comm comm) {
+Run train_run(const Config& cfg, MPI_Comm comm, const std::string& device) {
     dist::ProcessGroups groups(comm, cfg.parallel.tensor_model_parallel_size,
                                cfg.parallel.pipeline_model_parallel_size);
-    auto be = make_backend("cpu", 0);
+    auto be = device == "emulated-device" ? make_emulated_device_backend()
+                                          : make_backend(device, groups.local_rank());
     train::Trainer tr(cfg, groups, *be);
     const int dp = groups.grid().dp_size();
     WalkSource src(static_cast<int>(cfg.model.vocab_size), cfg.model.seq_length,

@@ -38,8 +38,10 @@ struct Run {
 };
 
 // Trains cfg's train_iters on `comm` with TP x PP from cfg.parallel, on the WalkSource
-// data, then evaluates 2 iterations.
-Run train_run(const Config& cfg, MPI_Comm comm);
+// data, then evaluates 2 iterations, on the backend `device`: "cpu", "cuda" (this rank's
+// GPU) or "emulated-device", a CPU backend whose memory the host cannot address
+// (tests/common/emulated_device.hpp).
+Run train_run(const Config& cfg, MPI_Comm comm, const std::string& device = "cpu");
 
 // The parallel run equals the one-rank run: lm loss and grad norm of every iteration and
 // the evaluation loss to `rel` relative, every parameter slice to `rel` (key biases at

@@ -1,0 +1,91 @@
+// The whole model on the GPU: 5 fp16/bf16 training iterations on the CUDA backend follow the
+// CPU backend's losses within half-precision tolerance (plain and flash attention), and a
+// 2-rank run sharing one GPU (--distributed-backend mpi: host-staged communication) follows
+// the 1-rank GPU run. Skips without a GPU.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <string>
+
+#include "../train/parallel_match.hpp"
+#include "../train/trainer_test_util.hpp"
+#include "core/device_info.hpp"
+
+namespace gpt::train {
+namespace {
+
+// Head dim 64 (the flash kernels' smallest tile), fp16 by default.
+Config gpu_config(bool flash, bool bf16 = false) {
+    Config c = test::tiny_train_config();
+    c.model.num_layers = 4;
+    c.model.hidden_size = 256;
+    c.model.num_attention_heads = 4;
+    c.model.seq_length = 128;
+    c.model.vocab_size = 500;
+    c.training.micro_batch_size = 2;
+    c.training.global_batch_size = 4;
+    c.training.train_iters = 5;
+    c.optimizer.lr_warmup_iters = 1;
+    c.optimizer.lr = 1e-3;
+    c.training.fp16 = !bf16;
+    c.training.bf16 = bf16;
+    c.training.initial_loss_scale = 4096;
+    c.parallel.use_flash_attn = flash;
+    c.parallel.distributed_backend = "mpi";
+    return c;
+}
+
+bool have_gpu() { return visible_gpu_count() > 0; }
+
+void expect_close(const test::Run& ref, const test::Run& got, double rel, const std::string& what) {
+    ASSERT_EQ(got.records.size(), ref.records.size()) << what;
+    for (std::size_t i = 0; i < ref.records.size(); ++i) {
+        const auto &a = ref.records[i], &b = got.records[i];
+        ASSERT_TRUE(std::isfinite(b.lm_loss)) << what << " iteration " << i + 1;
+        EXPECT_NEAR(b.lm_loss, a.lm_loss, rel * a.lm_loss) << what << " iteration " << i + 1;
+        EXPECT_EQ(b.skipped, a.skipped) << what << " iteration " << i + 1;
+        if (!a.skipped) {
+            EXPECT_NEAR(b.grad_norm, a.grad_norm, 5 * rel * a.grad_norm) << what << " iteration " << i + 1;
+        }
+    }
+    EXPECT_NEAR(got.eval_loss, ref.eval_loss, rel * ref.eval_loss) << what;
+}
+
+TEST(CudaTraining, FiveIterationsFollowTheCpuBackend) {
+    if (!have_gpu()) GTEST_SKIP() << "no GPU visible";
+    if (test::world_size() != 1) GTEST_SKIP() << "one rank";
+    for (bool flash : {false, true})
+        for (bool bf16 : {false, true}) {
+            const Config cfg = gpu_config(flash, bf16);
+            const std::string what = std::string(bf16 ? "bf16" : "fp16") + (flash ? " flash" : " plain");
+            const test::Run cpu = test::train_run(cfg, MPI_COMM_SELF, "cpu");
+            const test::Run gpu = test::train_run(cfg, MPI_COMM_SELF, "cuda");
+            expect_close(cpu, gpu, bf16 ? 2e-2 : 5e-3, what);
+        }
+}
+
+TEST(CudaTraining, TwoRanksOnOneGpuFollowOneRank) {
+    if (!have_gpu()) GTEST_SKIP() << "no GPU visible";
+    if (test::world_size() != 2) GTEST_SKIP() << "needs 2 ranks (registered as .np2)";
+    const Config one = gpu_config(true);
+    const test::Run ref = test::train_run(one, MPI_COMM_SELF, "cuda");
+    struct Layout {
+        const char* name;
+        int tp, pp;
+        bool sp, distopt;
+    };
+    for (const Layout& l : {Layout{"TP2 SP", 2, 1, true, false}, Layout{"DP2 distopt", 1, 1, false, true},
+                            Layout{"PP2", 1, 2, false, false}}) {
+        Config cfg = one;
+        cfg.parallel.tensor_model_parallel_size = l.tp;
+        cfg.parallel.pipeline_model_parallel_size = l.pp;
+        cfg.parallel.sequence_parallel = l.sp;
+        cfg.parallel.use_distributed_optimizer = l.distopt;
+        cfg.parallel.overlap_grad_reduce = l.distopt;
+        expect_close(ref, test::train_run(cfg, MPI_COMM_WORLD, "cuda"), 5e-3, l.name);
+    }
+}
+
+}  // namespace
+}  // namespace gpt::train
