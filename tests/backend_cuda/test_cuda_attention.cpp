@@ -1,10 +1,15 @@
 // CUDA causal attention (plain and flash) vs the CPU kernel of the same kind: outputs,
 // saved statistics and gradients, with and without dropout (identical Philox masks),
 // Megatron's head dims.
+#include "backend/cuda/attention_flash.hpp"
 #include "cuda_test_util.hpp"
 
 namespace gpt::test {
 namespace {
+
+using cuda::FlashKernel;
+using cuda::flash_uses_tensor_cores;
+using cuda::set_flash_kernel;
 
 class CudaAttention : public CudaVsCpu {};
 
@@ -60,6 +65,51 @@ TEST_F(CudaAttention, FlashMatchesCpu) {
     for (const Shape& sh : shapes)
         for (DType t : kAllTypes)
             for (float p : {0.0f, 0.1f}) run_attention(cpu(), gpu(), sh, t, p, true);
+}
+
+// The same shapes on the CUDA-core kernels (the tensor-core ones' fallback), plus a
+// sequence of several 64-key blocks with a partial last one at head dim 128.
+TEST_F(CudaAttention, FlashSimpleKernelsMatchCpu) {
+    set_flash_kernel(FlashKernel::Simple);
+    const Shape shapes[] = {{65, 2, 2, 64}, {130, 1, 2, 80}, {33, 1, 2, 128}};
+    for (const Shape& sh : shapes)
+        for (DType t : {DType::F16, DType::BF16})
+            for (float p : {0.0f, 0.1f}) run_attention(cpu(), gpu(), sh, t, p, true);
+    set_flash_kernel(FlashKernel::Auto);
+}
+
+TEST_F(CudaAttention, FlashTensorCoresSeveralKeyBlocks) {
+    for (DType t : {DType::F16, DType::BF16})
+        for (float p : {0.0f, 0.1f}) run_attention(cpu(), gpu(), Shape{200, 2, 2, 128}, t, p, true);
+}
+
+// Which calls take the tensor-core kernels: fp16/bf16, head dims 64/80/96/128, 16-byte
+// aligned tensors (host logic: runs without a GPU).
+TEST(CudaFlashSelection, TensorCoresWhereTheyApply) {
+    alignas(16) static unsigned char buf[64];
+    AttentionArgs a;
+    a.s = 128;
+    a.b = 1;
+    a.np = 2;
+    a.flash = true;
+    for (std::int64_t hn : {64, 80, 96, 128})
+        for (DType t : {DType::F16, DType::BF16}) {
+            a.hn = hn;
+            a.dtype = t;
+            EXPECT_TRUE(flash_uses_tensor_cores(a, {buf, buf + 16})) << hn;
+            EXPECT_FALSE(flash_uses_tensor_cores(a, {buf, buf + 2})) << "misaligned, " << hn;
+        }
+    a.dtype = DType::F16;
+    a.hn = 112;
+    EXPECT_FALSE(flash_uses_tensor_cores(a, {buf}));
+    a.hn = 64;
+    a.dtype = DType::F32;
+    EXPECT_FALSE(flash_uses_tensor_cores(a, {buf}));
+    a.dtype = DType::F16;
+    set_flash_kernel(FlashKernel::Simple);
+    EXPECT_FALSE(flash_uses_tensor_cores(a, {buf}));
+    set_flash_kernel(FlashKernel::Auto);
+    EXPECT_TRUE(flash_uses_tensor_cores(a, {buf}));
 }
 
 TEST_F(CudaAttention, LongSequence) {

@@ -187,7 +187,10 @@ void CudaBackend::attention_backward(const AttentionArgs& a, const void* qkv, co
     validate(a);
     if (a.flash) {
         Scratch delta(*this, static_cast<std::size_t>(a.b * a.np * a.s) * sizeof(float));
-        flash_backward(a, qkv, out, static_cast<const float*>(saved), dout, dqkv, delta.as<float>());
+        const bool tc = flash_uses_tensor_cores(a, {qkv, out, dout, dqkv});
+        Scratch dq(*this, tc ? static_cast<std::size_t>(a.s * a.b * a.np * a.hn) * sizeof(float) : 0);
+        flash_backward(a, qkv, out, static_cast<const float*>(saved), dout, dqkv, delta.as<float>(),
+                       tc ? dq.as<float>() : nullptr);
         return;
     }
     const Shape sh(a);
