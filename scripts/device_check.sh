@@ -7,6 +7,8 @@
 # against 1; (3) gpt_pretrain --device cuda on gpt-tiny, NCCL on 1 rank and MPI on 2;
 # (4) bench/train_gpu beside PyTorch eager and torch.compile.
 #   bash scripts/device_check.sh [STEPS]     # STEPS: any of "ops train app bench" (default all)
+# A lent machine runs one command for at most 10 minutes: run "ops train app" (about 6
+# minutes at most) and "bench" (7) as two calls, carrying .rt.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/out}
@@ -39,22 +41,22 @@ note "NCCL from: $nccl"
 for s in $steps; do
     case $s in
     ops)
-        step ops 240 "$bin/test_backend_cuda" ;;
+        step ops 150 "$bin/test_backend_cuda" ;;
     train)
-        step train 240 "$bin/test_cuda_training"
-        step train 240 "$mpiexec" -n 2 "$bin/test_cuda_training" ;;
+        step train 100 "$bin/test_cuda_training"
+        step train 100 "$mpiexec" -n 2 "$bin/test_cuda_training" ;;
     app)
         # The same command on both devices: losses side by side in app.log.
         tiny=(--config "$root/configs/gpt-tiny.ini" --train-iters 10 --lr-warmup-iters 2 --fp16
               --initial-loss-scale 4096 --eval-iters 0 --log-interval 1 --use-flash-attn)
-        step app 120 "$bin/gpt_pretrain" "${tiny[@]}" --device cpu
-        step app 120 "$bin/gpt_pretrain" "${tiny[@]}" --device cuda
-        step app 180 "$mpiexec" -n 2 "$bin/gpt_pretrain" "${tiny[@]}" --device cuda \
+        step app 60 "$bin/gpt_pretrain" "${tiny[@]}" --device cpu
+        step app 30 "$bin/gpt_pretrain" "${tiny[@]}" --device cuda
+        step app 45 "$mpiexec" -n 2 "$bin/gpt_pretrain" "${tiny[@]}" --device cuda \
             --tensor-model-parallel-size 2 --sequence-parallel --distributed-backend mpi
         grep -h "iteration \+10/" "$out/app.log" | tee -a "$summary" ;;
     bench)
         BENCH_BIN=$bin/bench_train_gpu PEERS=$root/.rt/peers PYTHON=python3 \
-            step bench 420 bash "$root/bench/train_gpu/run.sh"
+            step bench 400 bash "$root/bench/train_gpu/run.sh"
         tail -n 12 "$out/bench.log" >> "$summary" ;;
     esac
 done

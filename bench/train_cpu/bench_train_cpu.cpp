@@ -9,39 +9,19 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <random>
 #include <string>
 
 #include "backend/backend.hpp"
+#include "common/random_tokens.hpp"
+#include "common/timed_backend.hpp"
 #include "core/timer.hpp"
 #include "dist/process_groups.hpp"
 #include "train/iteration_log.hpp"
 #include "train/trainer.hpp"
-#include "timed_backend.hpp"
 
 namespace {
 
-// Four fixed random batches, cycled, like the peer.
-class RandomTokens final : public gpt::train::MicroBatchSource {
-public:
-    RandomTokens(int vocab, int seq, int mbs) : seq_(seq), mbs_(mbs) {
-        std::mt19937 rng(0);
-        std::uniform_int_distribution<int> u(0, vocab - 1);
-        batches_.resize(4, std::vector<std::int32_t>(static_cast<std::size_t>(mbs) * (seq + 1)));
-        for (auto& b : batches_)
-            for (auto& t : b) t = u(rng);
-    }
-    void next(std::int32_t* tokens) override {
-        const auto& b = batches_[i_++ % batches_.size()];
-        std::copy(b.begin(), b.end(), tokens);
-    }
-    const std::vector<std::vector<std::int32_t>>& batches() const { return batches_; }
-
-private:
-    int seq_, mbs_;
-    std::size_t i_ = 0;
-    std::vector<std::vector<std::int32_t>> batches_;
-};
+using gpt::bench::RandomTokens;
 
 int arg(int argc, char** argv, const std::string& name, int def) {
     for (int i = 1; i + 1 < argc; ++i)

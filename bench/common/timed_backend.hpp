@@ -1,33 +1,95 @@
-// A Backend decorator that forwards every call and accumulates wall time per operation, so
-// bench_train_cpu --profile can show where an iteration goes (GEMMs by shape class,
-// cross-entropy, layernorm, attention, Adam, ...).
+// A Backend decorator that forwards every call and accumulates wall time per operation and
+// per category (GEMM, attention, elementwise, optimizer), so the benchmarks' --profile can
+// show where an iteration goes and how far the GEMMs are from the device's peak.
+//
+// GPU backends return from an op once it is queued, so a clock around the call measures the
+// launch, not the kernel. With sync_each_op the decorator synchronizes the device before and
+// after each timed op: the time is then the kernel's (plus one launch and two sync
+// latencies, a few microseconds, which inflates tiny ops). It also serialises host and
+// device, so profile separate iterations from the ones you time for throughput
+// (set_enabled(false) turns the decorator into a plain forwarder).
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/backend.hpp"
 
 namespace gpt::bench {
 
+enum class OpCategory { Gemm, Attention, Elementwise, Optimizer, Communication };
+inline constexpr std::array<OpCategory, 5> kOpCategories = {
+    OpCategory::Gemm, OpCategory::Attention, OpCategory::Elementwise, OpCategory::Optimizer,
+    OpCategory::Communication};
+
+inline const char* op_category_name(OpCategory c) {
+    switch (c) {
+        case OpCategory::Gemm: return "GEMM";
+        case OpCategory::Attention: return "attention";
+        case OpCategory::Elementwise: return "elementwise";
+        case OpCategory::Optimizer: return "optimizer";
+        case OpCategory::Communication: return "communication";
+    }
+    return "?";
+}
+
 class TimedBackend final : public Backend {
 public:
-    explicit TimedBackend(Backend& inner) : b_(inner) {}
+    struct OpTotals {
+        double seconds = 0.0;
+        long calls = 0;
+        double flops = 0.0;  // GEMMs only: 2 m n k per matrix product
+        OpCategory category = OpCategory::Elementwise;
+    };
 
-    void print(std::FILE* out) const {
-        double total = 0;
-        for (const auto& [k, v] : t_) total += v.first;
-        std::vector<std::pair<std::string, std::pair<double, long>>> rows(t_.begin(), t_.end());
-        std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
-        for (const auto& [k, v] : rows)
-            std::fprintf(out, "  %-44s %9.1f ms %5.1f%% %7ld calls\n", k.c_str(), v.first * 1e3,
-                         100 * v.first / total, v.second);
-        std::fprintf(out, "  %-44s %9.1f ms\n", "total in backend", total * 1e3);
-    }
+    explicit TimedBackend(Backend& inner, bool sync_each_op = false)
+        : b_(inner), sync_(sync_each_op) {}
+
+    void set_enabled(bool on) { enabled_ = on; }
     void reset() { t_.clear(); }
+    const std::map<std::string, OpTotals>& totals() const { return t_; }
+
+    double category_seconds(OpCategory c) const {
+        double s = 0;
+        for (const auto& [k, v] : t_)
+            if (v.category == c) s += v.seconds;
+        return s;
+    }
+    double gemm_flops() const {
+        double f = 0;
+        for (const auto& [k, v] : t_) f += v.flops;
+        return f;
+    }
+    double total_seconds() const {
+        double s = 0;
+        for (const auto& [k, v] : t_) s += v.seconds;
+        return s;
+    }
+
+    // One row per op (GEMMs by shape), slowest first; GEMM rows show their throughput.
+    void print(std::FILE* out) const {
+        const double total = total_seconds();
+        std::vector<std::pair<std::string, OpTotals>> rows(t_.begin(), t_.end());
+        std::sort(rows.begin(), rows.end(),
+                  [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+        for (const auto& [k, v] : rows) {
+            std::fprintf(out, "  %-52s %9.1f ms %5.1f%% %7ld calls", k.c_str(), v.seconds * 1e3,
+                         100 * v.seconds / total, v.calls);
+            if (v.flops > 0 && v.seconds > 0) {
+                const double rate = v.flops / v.seconds;
+                if (rate >= 1e12) std::fprintf(out, " %7.1f TFLOP/s", rate / 1e12);
+                else std::fprintf(out, " %7.1f GFLOP/s", rate / 1e9);
+            }
+            std::fprintf(out, "\n");
+        }
+        std::fprintf(out, "  %-52s %9.1f ms\n", "total in backend", total * 1e3);
+    }
 
     std::string name() const override { return b_.name(); }
     bool host_memory() const override { return b_.host_memory(); }
@@ -41,10 +103,19 @@ public:
     std::size_t bytes_in_use() const override { return b_.bytes_in_use(); }
     std::size_t peak_bytes() const override { return b_.peak_bytes(); }
     void gemm(const GemmArgs& g) override {
-        char key[96];
-        std::snprintf(key, sizeof key, "gemm %c%c m=%lld n=%lld k=%lld", g.trans_a ? 'T' : 'N',
-                      g.trans_b ? 'T' : 'N', (long long)g.m, (long long)g.n, (long long)g.k);
-        T(key, [&] { b_.gemm(g); });
+        if (!enabled_) return b_.gemm(g);
+        const char* epi = g.epilogue == GemmEpilogue::Bias       ? " +bias"
+                          : g.epilogue == GemmEpilogue::BiasGelu ? " +bias+gelu"
+                                                                 : "";
+        char key[128];
+        if (g.batch > 1)
+            std::snprintf(key, sizeof key, "gemm %c%c %lldx m=%lld n=%lld k=%lld%s", g.trans_a ? 'T' : 'N',
+                          g.trans_b ? 'T' : 'N', (long long)g.batch, (long long)g.m, (long long)g.n,
+                          (long long)g.k, epi);
+        else
+            std::snprintf(key, sizeof key, "gemm %c%c m=%lld n=%lld k=%lld%s", g.trans_a ? 'T' : 'N',
+                          g.trans_b ? 'T' : 'N', (long long)g.m, (long long)g.n, (long long)g.k, epi);
+        T(key, [&] { b_.gemm(g); }, OpCategory::Gemm, 2.0 * g.m * g.n * g.k * g.batch);
     }
     void layernorm_forward(const void* x, const void* g, const void* be, void* y, float* m, float* r,
                            std::int64_t rows, std::int64_t cols, float eps, DType t) override {
@@ -91,11 +162,11 @@ public:
     }
     std::size_t attention_saved_bytes(const AttentionArgs& a) const override { return b_.attention_saved_bytes(a); }
     void attention_forward(const AttentionArgs& a, const void* q, void* o, void* s) override {
-        T("attention_forward", [&] { b_.attention_forward(a, q, o, s); });
+        T("attention_forward", [&] { b_.attention_forward(a, q, o, s); }, OpCategory::Attention);
     }
     void attention_backward(const AttentionArgs& a, const void* q, const void* o, const void* s,
                             const void* d, void* dq) override {
-        T("attention_backward", [&] { b_.attention_backward(a, q, o, s, d, dq); });
+        T("attention_backward", [&] { b_.attention_backward(a, q, o, s, d, dq); }, OpCategory::Attention);
     }
     void embedding_forward(const std::int32_t* tk, const void* tb, void* o, std::int64_t b, std::int64_t s,
                            std::int64_t h, std::int64_t v0, std::int64_t v1, DType t) override {
@@ -133,29 +204,39 @@ public:
                                 std::int64_t v0, DType t) override {
         T("cross_entropy_backward", [&] { b_.cross_entropy_backward(l, tg, m, se, dl, dlog, r, v, v0, t); });
     }
-    void adam_step(const AdamArgs& a) override { T("adam_step", [&] { b_.adam_step(a); }); }
+    void adam_step(const AdamArgs& a) override {
+        T("adam_step", [&] { b_.adam_step(a); }, OpCategory::Optimizer);
+    }
     GradStats grad_stats(const float* g, std::int64_t n) override {
         GradStats r;
-        T("grad_stats", [&] { r = b_.grad_stats(g, n); });
+        T("grad_stats", [&] { r = b_.grad_stats(g, n); }, OpCategory::Optimizer);
         return r;
     }
     double sum(const float* x, std::int64_t n) override {
         double r = 0;
-        T("sum", [&] { r = b_.sum(x, n); });
+        T("sum", [&] { r = b_.sum(x, n); }, OpCategory::Optimizer);
         return r;
     }
 
 private:
     template <typename F>
-    void T(const std::string& key, F&& f) {
-        auto t0 = std::chrono::steady_clock::now();
+    void T(const char* key, F&& f, OpCategory cat = OpCategory::Elementwise, double flops = 0.0) {
+        if (!enabled_) return f();
+        // The leading sync keeps earlier queued work (ours or a communicator's) out of this op.
+        if (sync_) b_.synchronize();
+        const auto t0 = std::chrono::steady_clock::now();
         f();
+        if (sync_) b_.synchronize();
         auto& e = t_[key];
-        e.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        e.second += 1;
+        e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        e.calls += 1;
+        e.flops += flops;
+        e.category = cat;
     }
     Backend& b_;
-    std::map<std::string, std::pair<double, long>> t_;
+    bool sync_ = false;
+    bool enabled_ = true;
+    std::map<std::string, OpTotals> t_;
 };
 
 }  // namespace gpt::bench
