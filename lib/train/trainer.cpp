@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/device_info.hpp"
 #include "core/errors.hpp"
 #include "core/timer.hpp"
 #include "log/log.hpp"
@@ -30,6 +31,11 @@ std::unique_ptr<dist::DataGroups> make_data_groups(const Config& cfg, dist::Proc
     if (backend.host_memory()) {
         data = std::make_unique<dist::DataGroups>(groups, Kind::Host);
     } else if (backend.name() == "cuda" && cfg.parallel.distributed_backend == "nccl") {
+        // NCCL refuses two ranks on one GPU with an opaque error deep in its initialisation.
+        const int gpus = visible_gpu_count();
+        GPT_REQUIRE(groups.local_size() <= gpus, UsageError, groups.local_size(),
+                    " ranks on this node share ", gpus, " GPU(s): NCCL needs one GPU per rank. "
+                    "HINT: start one rank per GPU, or use --distributed-backend mpi");
         data = std::make_unique<dist::DataGroups>(groups, Kind::Nccl);
     } else {
         dist::DeviceCopy copy;
