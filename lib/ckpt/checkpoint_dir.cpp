@@ -70,6 +70,42 @@ void fsync_path(const fs::path& p) {
     ::close(fd);
 }
 
+EarlyWriteback::EarlyWriteback(const fs::path& file) {
+#ifdef __linux__
+    // Read-only is enough: sync_file_range acts on the file's page cache, not on this fd.
+    fd_ = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+#else
+    (void)file;
+#endif
+}
+
+EarlyWriteback::~EarlyWriteback() {
+    flush();
+    if (fd_ >= 0) ::close(fd_);
+}
+
+void EarlyWriteback::start(std::uint64_t offset, std::uint64_t bytes) {
+    if (fd_ < 0 || bytes == 0) return;
+    if (pending_bytes_ > 0 && offset == pending_offset_ + pending_bytes_) {
+        pending_bytes_ += bytes;
+    } else {
+        flush();
+        pending_offset_ = offset;
+        pending_bytes_ = bytes;
+    }
+    if (pending_bytes_ >= kBatchBytes) flush();
+}
+
+void EarlyWriteback::flush() {
+#ifdef __linux__
+    // Errors (EIO, ENOSPC) come back from the final fsync, which the save checks.
+    if (fd_ >= 0 && pending_bytes_ > 0)
+        (void)::sync_file_range(fd_, static_cast<off64_t>(pending_offset_), static_cast<off64_t>(pending_bytes_),
+                                SYNC_FILE_RANGE_WRITE);
+#endif
+    pending_bytes_ = 0;
+}
+
 void write_tracker(const fs::path& root, std::int64_t iteration) {
     const fs::path final_path = root / kTrackerFile;
     const fs::path tmp = root / (std::string(kTrackerFile) + ".tmp-" + std::to_string(::getpid()));

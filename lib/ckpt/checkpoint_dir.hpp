@@ -1,7 +1,7 @@
 // The save folder: DIR/iter_0000100/model_optim.h5 per checkpoint, the tracker file
 // DIR/latest_checkpointed_iteration.txt (Megatron's name) naming the newest complete one,
 // temporary folders of saves in progress, and retention. Plain file-system code, no MPI:
-// the writer calls it on rank 0 only.
+// the writer calls it on rank 0 only, except EarlyWriteback (every rank, for its own writes).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +34,28 @@ std::vector<std::int64_t> list_iterations(const fs::path& root);
 
 // Flushes a file or folder to stable storage. Throws IoError.
 void fsync_path(const fs::path& p);
+
+// Starts the kernel's write-back of byte ranges this process has just written to a file,
+// without waiting for it. A save's bytes otherwise sit in the page cache (far below the
+// dirty limits) until the final fsync, which then waits for the disk while nothing else
+// runs; started early, the disk works while the save still copies and checksums (the final
+// fsync: 0.8 s -> 0.01 s). Only a hint: durability still comes from fsync_path. Does nothing where the file cannot be opened or on systems other
+// than Linux.
+class EarlyWriteback {
+public:
+    explicit EarlyWriteback(const fs::path& file);
+    ~EarlyWriteback();  // flush()
+    EarlyWriteback(const EarlyWriteback&) = delete;
+    EarlyWriteback& operator=(const EarlyWriteback&) = delete;
+    // Adjacent ranges are merged and started once they reach kBatchBytes: fewer calls.
+    void start(std::uint64_t offset, std::uint64_t bytes);
+    void flush();  // starts what start() still holds back
+
+private:
+    static constexpr std::uint64_t kBatchBytes = std::uint64_t{32} << 20;
+    int fd_ = -1;
+    std::uint64_t pending_offset_ = 0, pending_bytes_ = 0;
+};
 
 // Moves the temporary folder to its final name. A folder already there (a save of the
 // same iteration that committed its folder but crashed before updating the tracker) is

@@ -204,7 +204,7 @@ CheckpointReader::CheckpointReader(MPI_Comm comm, const std::string& file, const
     MPI_Comm_size(s.comm, &s.size);
     s.path = file;
     s.opts = options;
-    s.strided_collective = options.io_mode == IoMode::Auto && multi_node(s.comm);
+    s.strided_collective = options.io_mode == IoMode::Auto && node_layout(s.comm).multi_node;
     try {
         // Metadata is read collectively (rank 0 reads, all receive), so every rank meets
         // the same problem at the same step; agreeing once at the end is enough.

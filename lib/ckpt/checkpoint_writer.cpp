@@ -4,6 +4,9 @@
 #include <exception>
 #include <random>
 #include <set>
+#include <stop_token>
+#include <system_error>
+#include <thread>
 
 #include "ckpt/checkpoint_dir.hpp"
 #include "ckpt/checksum.hpp"
@@ -18,12 +21,14 @@ namespace gpt::ckpt {
 struct CheckpointWriter::Impl {
     MPI_Comm comm = MPI_COMM_NULL;
     int rank = 0, size = 1;
+    int node_rank = 0;  // among the ranks on this host: 0 flushes the host's page cache
     fs::path root, tmp, final_dir;
     std::string file_path;
     std::int64_t iteration = 0;
     WriterOptions opts;
     bool strided_collective = true;  // Auto: collective I/O for strided tensors
     h5::Handle file, dxpl_collective, dxpl_independent;
+    std::unique_ptr<EarlyWriteback> writeback;
     AttributeMap attrs;
     std::vector<ManifestEntry> manifest;
     std::set<std::string> names;
@@ -63,6 +68,37 @@ std::string make_tag(MPI_Comm comm, int rank) {
     }
     return broadcast_string(comm, tag, 0);
 }
+
+// The caller's MPI-IO hints plus ours where the caller set none (the caller frees it).
+MPI_Info writer_hints(MPI_Info user) {
+    MPI_Info info = MPI_INFO_NULL;
+    if (user == MPI_INFO_NULL) MPI_Info_create(&info);
+    else MPI_Info_dup(user, &info);
+    auto set_default = [&](const char* key, const char* value) {
+        int len = 0, found = 0;
+        MPI_Info_get_valuelen(info, key, &len, &found);
+        if (!found) MPI_Info_set(info, key, value);
+    };
+    // ROMIO's data sieving turns a strided write into a read-modify-write of 512 KiB blocks
+    // under a file lock. The ranks write disjoint bytes, so plain writes of each run are
+    // safe. It costs most in the collective metadata write at H5Fclose (HDF5's metadata lies
+    // scattered between the 1 MiB-aligned datasets): 0.05 s -> 0.005 s at 1-2 ranks. For the
+    // row-parallel slices on one node the difference was within noise.
+    set_default("romio_ds_write", "disable");
+    return info;
+}
+
+// [first, end) of the bytes that `sel` picks from a tensor stored row-major.
+std::pair<std::uint64_t, std::uint64_t> byte_span(const Shape& global, const Selection& sel, std::size_t esize) {
+    std::int64_t first = -1, end = 0;
+    for (const Box& b : sel.boxes(global))
+        for_each_run(global, b, [&](std::int64_t start, std::int64_t len) {
+            if (first < 0) first = start;
+            end = start + len;  // runs come in row-major order
+        });
+    if (first < 0) return {0, 0};
+    return {static_cast<std::uint64_t>(first) * esize, static_cast<std::uint64_t>(end) * esize};
+}
 }  // namespace
 
 CheckpointWriter::CheckpointWriter(MPI_Comm comm, const std::string& save_dir, std::int64_t iteration,
@@ -70,13 +106,17 @@ CheckpointWriter::CheckpointWriter(MPI_Comm comm, const std::string& save_dir, s
     : impl_(std::make_unique<Impl>()) {
     Impl& s = *impl_;
     h5::silence_errors();
-    MPI_Comm_dup(comm, &s.comm);
+    MPI_Request dup = MPI_REQUEST_NULL;
+    MPI_Comm_idup(comm, &s.comm, &dup);
+    wait_politely(dup, "MPI_Comm_idup");
     MPI_Comm_rank(s.comm, &s.rank);
     MPI_Comm_size(s.comm, &s.size);
     s.root = save_dir;
     s.iteration = iteration;
     s.opts = options;
-    s.strided_collective = options.io_mode == IoMode::Auto && multi_node(s.comm);
+    const NodeLayout node = node_layout(s.comm);
+    s.node_rank = node.node_rank;
+    s.strided_collective = options.io_mode == IoMode::Auto && node.multi_node;
     GPT_REQUIRE(iteration >= 0, InternalError, "checkpoint iteration must be >= 0, got ", iteration);
     const std::string tag = options.tag.empty() ? make_tag(s.comm, s.rank) : options.tag;
     s.tmp = temp_dir(s.root, iteration, tag);
@@ -94,11 +134,20 @@ CheckpointWriter::CheckpointWriter(MPI_Comm comm, const std::string& save_dir, s
     });
     collectively(s.comm, [&] {
         h5::Handle fapl = h5::make_plist(H5P_FILE_ACCESS);
-        h5::check_status(H5Pset_fapl_mpio(fapl.get(), s.comm, s.opts.info), "H5Pset_fapl_mpio");
+        MPI_Info info = writer_hints(s.opts.info);
+        const herr_t rc = H5Pset_fapl_mpio(fapl.get(), s.comm, info);  // keeps a copy
+        MPI_Info_free(&info);
+        h5::check_status(rc, "H5Pset_fapl_mpio");
         h5::check_status(H5Pset_alignment(fapl.get(), s.opts.alignment_threshold, s.opts.alignment),
                          "H5Pset_alignment");
-        // Rank 0 writes metadata for everyone instead of every rank touching it.
-        h5::check_status(H5Pset_coll_metadata_write(fapl.get(), true), "H5Pset_coll_metadata_write");
+        // Collective metadata writes funnel the metadata flushes into collective writes, which
+        // pays off with many ranks on a parallel file system. On one node their extra
+        // collectives cost more than the few small writes HDF5 otherwise spreads over the
+        // ranks (4 ranks on 2 cores: H5Fclose 0.14 s -> 0.04 s, save -7%). Tied to collective
+        // data I/O, so the tests that force IoMode::Collective still cover them.
+        const bool collective_io = s.opts.io_mode == IoMode::Collective || s.strided_collective;
+        h5::check_status(H5Pset_coll_metadata_write(fapl.get(), collective_io), "H5Pset_coll_metadata_write");
+        // Rank 0 reads metadata for everyone instead of every rank touching it.
         h5::check_status(H5Pset_all_coll_metadata_ops(fapl.get(), true), "H5Pset_all_coll_metadata_ops");
         s.file = h5::Handle(h5::check(H5Fcreate(s.file_path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()),
                                       "cannot create checkpoint file " + s.file_path),
@@ -107,6 +156,7 @@ CheckpointWriter::CheckpointWriter(MPI_Comm comm, const std::string& save_dir, s
         h5::check_status(H5Pset_dxpl_mpio(s.dxpl_collective.get(), H5FD_MPIO_COLLECTIVE), "H5Pset_dxpl_mpio");
         s.dxpl_independent = h5::make_plist(H5P_DATASET_XFER);
         h5::check_status(H5Pset_dxpl_mpio(s.dxpl_independent.get(), H5FD_MPIO_INDEPENDENT), "H5Pset_dxpl_mpio");
+        s.writeback = std::make_unique<EarlyWriteback>(s.file_path);
         h5::Handle g(h5::check(H5Gcreate2(s.file.get(), kReservedGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                                "creating group /_checkpoint in " + s.file_path),
                      H5Gclose);
@@ -162,32 +212,68 @@ std::vector<std::uint64_t> CheckpointWriter::Impl::write_batch(const std::vector
         const Item& it = items[i];
         const std::string what = where(it.name);
         const std::size_t esize = h5::stored_size(it.type);
-        // Collective writes go whole (every rank must make the same calls); independent ones
-        // in cache-sized pieces, each checksummed just before HDF5 copies it.
+        const haddr_t base = H5Dget_offset(dsets[i].get());  // contiguous, allocated at creation
+        // Collective writes go whole (every rank must make the same calls) and are checksummed
+        // here; independent ones go in 4 MiB pieces, each handed to the kernel's write-back
+        // as soon as it is written.
         auto io = [&](const Selection& piece, std::size_t mem_offset) {
             const auto* bytes = static_cast<const unsigned char*>(it.data) + mem_offset;
             h5::Handle fsel = file_selection(it.shape, piece, what);
             const std::int64_t n = piece.num_elements(it.shape);
             h5::Handle msel = memory_selection(n, what);
-            if (n > 0) partial[i] = checksum_add(partial[i], checksum_selection(it.shape, piece, esize, bytes));
+            if (n > 0 && it.collective)
+                partial[i] = checksum_add(partial[i], checksum_selection(it.shape, piece, esize, bytes));
             static const unsigned char dummy = 0;  // HDF5 wants a buffer even for an empty selection
             // Memory type == file type: no conversion, which would turn collective I/O independent.
             h5::check_status(H5Dwrite(dsets[i].get(), ftypes[i].get(), msel.get(), fsel.get(), dxpl(it.collective),
                                       n > 0 ? static_cast<const void*>(bytes) : &dummy),
                              "writing " + what);
+            // A strided piece starts its whole extent, the pages of other ranks inside it too.
+            if (writeback && n > 0 && !it.collective && base != HADDR_UNDEF) {
+                const auto [first, end] = byte_span(it.shape, piece, esize);
+                writeback->start(base + first, end - first);
+            }
         };
         if (it.collective) io(it.sel, 0);
         else for_each_piece(it.shape, it.sel, esize, io);
     };
-    for (std::size_t i = 0; i < items.size(); ++i)
-        if (items[i].collective) collectively(comm, [&] { write_one(i); });
-    std::exception_ptr err;
-    try {
+    // The independent selections are checksummed on a helper thread while this thread writes
+    // them: the data does not change during the save, and the checksum (0.18 s/GB) no longer
+    // adds to the write time where a core is free (1 rank: save 1.16 s -> 0.92 s). It only
+    // reads the caller's buffers and touches no MPI or HDF5. Without a thread, it runs inline.
+    std::exception_ptr err, sum_err;
+    auto sum_independent = [&](std::stop_token stop) {
+        try {
+            for (std::size_t i = 0; i < items.size() && !stop.stop_requested(); ++i) {
+                const Item& it = items[i];
+                if (!it.collective && it.sel.num_elements(it.shape) > 0)
+                    partial[i] = checksum_selection(it.shape, it.sel, h5::stored_size(it.type), it.data);
+            }
+        } catch (...) {
+            sum_err = std::current_exception();
+        }
+    };
+    {
+        std::jthread summer;  // its destructor stops and joins it when a collective write throws
+        try {
+            summer = std::jthread(sum_independent);
+        } catch (const std::system_error&) {
+            sum_independent(std::stop_token{});
+        }
         for (std::size_t i = 0; i < items.size(); ++i)
-            if (!items[i].collective) write_one(i);
-    } catch (...) {
-        err = std::current_exception();
+            if (items[i].collective) collectively(comm, [&] { write_one(i); });
+        try {
+            for (std::size_t i = 0; i < items.size(); ++i)
+                if (!items[i].collective) write_one(i);
+            if (writeback) writeback->flush();
+        } catch (...) {
+            err = std::current_exception();
+            summer.request_stop();  // its sums are not needed any more
+        }
+        // Not left to the destructor, which requests a stop first and would cut the sums short.
+        if (summer.joinable()) summer.join();
     }
+    if (!err) err = sum_err;
     agree_on_error(comm, err);
     collectively(comm, [&] {
         for (std::size_t i = 0; i < items.size(); ++i)
@@ -222,14 +308,14 @@ void CheckpointWriter::write(const std::vector<TensorSlice>& slices) {
     require_same_on_all_ranks(s.comm, fingerprint, "tensor lists to CheckpointWriter::write");
     // Coverage: a gap would leave garbage in the file, a double write a wrong checksum.
     std::vector<std::int64_t> total(slices.size());
-    MPI_Allreduce(selected.data(), total.data(), static_cast<int>(slices.size()), MPI_INT64_T, MPI_SUM, s.comm);
+    allreduce(selected.data(), total.data(), static_cast<int>(slices.size()), MPI_INT64_T, MPI_SUM, s.comm);
     for (std::size_t i = 0; i < slices.size(); ++i)
         GPT_REQUIRE(total[i] == num_elements(slices[i].global_shape), InternalError, "tensor '",
                     slices[i].name, "' ", shape_string(slices[i].global_shape), ": the ranks' selections add up to ",
                     total[i], " elements, not ", num_elements(slices[i].global_shape),
                     ". HINT: each element must be written by exactly one rank (replicas select none)");
 
-    MPI_Allreduce(strided.data(), any_strided.data(), static_cast<int>(slices.size()), MPI_INT, MPI_MAX, s.comm);
+    allreduce(strided.data(), any_strided.data(), static_cast<int>(slices.size()), MPI_INT, MPI_MAX, s.comm);
     std::vector<Impl::Item> items;
     for (std::size_t i = 0; i < slices.size(); ++i) {
         const TensorSlice& t = slices[i];
@@ -316,13 +402,10 @@ CommitResult CheckpointWriter::commit(int keep_last) {
     collectively(s.comm, [&] { h5::check_status(s.file.close(), "closing checkpoint file " + s.file_path); });
     // Every node flushes what its ranks wrote before the folder becomes visible: after a
     // crash the renamed folder must never hold a file whose data is still in page caches.
-    MPI_Comm node = MPI_COMM_NULL;
-    MPI_Comm_split_type(s.comm, MPI_COMM_TYPE_SHARED, s.rank, MPI_INFO_NULL, &node);
-    int node_rank = 0;
-    MPI_Comm_rank(node, &node_rank);
-    MPI_Comm_free(&node);
+    // (EarlyWriteback has started most of it already; this waits for it and the rest.)
+    s.writeback.reset();
     collectively(s.comm, [&] {
-        if (node_rank == 0) fsync_path(s.file_path);
+        if (s.node_rank == 0) fsync_path(s.file_path);
     });
     CommitResult result;
     result.path = s.final_dir.string();

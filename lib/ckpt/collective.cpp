@@ -1,9 +1,32 @@
 #include "ckpt/collective.hpp"
 
+#include <time.h>
+
+#include <cstring>
+
 #include "ckpt/checksum.hpp"
 #include "core/errors.hpp"
 
 namespace gpt::ckpt {
+
+void wait_politely(MPI_Request& req, const char* what) {
+    const double spin_until = MPI_Wtime() + 50e-6;
+    for (int done = 0;;) {
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) throw CommError(std::string(what) + " failed");
+        if (done) return;
+        if (MPI_Wtime() > spin_until) {
+            const timespec pause{0, 20000};
+            nanosleep(&pause, nullptr);
+        }
+    }
+}
+
+void allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (MPI_Iallreduce(send, recv, count, type, op, comm, &req) != MPI_SUCCESS)
+        throw CommError("MPI_Iallreduce failed");
+    wait_politely(req, "MPI_Iallreduce");
+}
 
 namespace {
 enum ErrorKind : int { kNone = 0, kIo, kData, kUsage, kInternal, kComm, kOther };
@@ -44,8 +67,7 @@ void agree_on_error(MPI_Comm comm, std::exception_ptr local_error) {
     const int kind = local_error ? classify(local_error, message) : kNone;
     // Lowest failing rank: MPI_MIN over (rank if failed else size).
     int mine = kind != kNone ? rank : size, first = size;
-    if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
-        throw CommError("MPI_Allreduce failed while ranks agreed on a checkpoint error");
+    allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
     if (first == size) return;
     int k = kind;
     MPI_Bcast(&k, 1, MPI_INT, first, comm);
@@ -74,15 +96,26 @@ std::vector<std::uint64_t> allreduce_checksums(MPI_Comm comm, const std::vector<
     if (partial.empty()) return out;
     MPI_Op op = MPI_OP_NULL;
     MPI_Op_create(checksum_sum, /*commute=*/1, &op);
-    const int rc = MPI_Allreduce(partial.data(), out.data(), static_cast<int>(partial.size()), MPI_UINT64_T, op, comm);
-    MPI_Op_free(&op);
-    if (rc != MPI_SUCCESS) throw CommError("MPI_Allreduce of checkpoint checksums failed");
+    struct FreeOp {
+        MPI_Op& op;
+        ~FreeOp() { MPI_Op_free(&op); }
+    } free_op{op};
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (MPI_Iallreduce(partial.data(), out.data(), static_cast<int>(partial.size()), MPI_UINT64_T, op, comm, &req) !=
+        MPI_SUCCESS)
+        throw CommError("MPI_Iallreduce of checkpoint checksums failed");
+    wait_politely(req, "MPI_Iallreduce of checkpoint checksums");
     return out;
 }
 
 std::string broadcast_string(MPI_Comm comm, const std::string& s, int root) {
+    auto bcast = [&](void* buf, int count, MPI_Datatype type) {
+        MPI_Request req = MPI_REQUEST_NULL;
+        if (MPI_Ibcast(buf, count, type, root, comm, &req) != MPI_SUCCESS) throw CommError("MPI_Ibcast failed");
+        wait_politely(req, "MPI_Ibcast");
+    };
     std::uint64_t n = s.size();
-    MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm);
+    bcast(&n, 1, MPI_UINT64_T);
     std::string out(n, '\0');
     int rank = 0;
     MPI_Comm_rank(comm, &rank);
@@ -90,16 +123,16 @@ std::string broadcast_string(MPI_Comm comm, const std::string& s, int root) {
     // Large manifests exceed INT_MAX only in theory; send in pieces to be safe.
     for (std::uint64_t off = 0; off < n; off += (1u << 30)) {
         const int len = static_cast<int>(std::min<std::uint64_t>(n - off, 1u << 30));
-        MPI_Bcast(out.data() + off, len, MPI_CHAR, root, comm);
+        bcast(out.data() + off, len, MPI_CHAR);
     }
     return out;
 }
 
 void require_same_on_all_ranks(MPI_Comm comm, std::uint64_t value, const std::string& what) {
-    std::uint64_t lo = 0, hi = 0;
-    MPI_Allreduce(&value, &lo, 1, MPI_UINT64_T, MPI_MIN, comm);
-    MPI_Allreduce(&value, &hi, 1, MPI_UINT64_T, MPI_MAX, comm);
-    GPT_REQUIRE(lo == hi, InternalError, "ranks passed different ", what,
+    // max(v) and max(~v) = ~min(v), in one allreduce
+    std::uint64_t mine[2] = {value, ~value}, most[2] = {0, 0};
+    allreduce(mine, most, 2, MPI_UINT64_T, MPI_MAX, comm);
+    GPT_REQUIRE(most[0] == ~most[1], InternalError, "ranks passed different ", what,
                 " (every rank must list the same tensors in the same order, with empty selections"
                 " for tensors it does not hold)");
 }
@@ -113,16 +146,26 @@ std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h) {
     return h;
 }
 
-bool multi_node(MPI_Comm comm) {
-    MPI_Comm node = MPI_COMM_NULL;
-    int size = 1, local = 1;
+NodeLayout node_layout(MPI_Comm comm) {
+    int rank = 0, size = 1, len = 0;
+    MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
-    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_size(node, &local);
-    MPI_Comm_free(&node);
-    int spans = local < size ? 1 : 0;  // any rank whose node lacks some ranks
-    MPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_MAX, comm);
-    return spans != 0;
+    char mine[MPI_MAX_PROCESSOR_NAME] = {};
+    MPI_Get_processor_name(mine, &len);
+    std::vector<char> all(static_cast<std::size_t>(size) * MPI_MAX_PROCESSOR_NAME);
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (MPI_Iallgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm,
+                       &req) != MPI_SUCCESS)
+        throw CommError("MPI_Iallgather of host names failed");
+    wait_politely(req, "MPI_Iallgather of host names");
+    NodeLayout out;
+    for (int r = 0; r < size; ++r) {
+        const bool same = std::strncmp(all.data() + static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME, mine,
+                                       MPI_MAX_PROCESSOR_NAME) == 0;
+        if (same && r < rank) ++out.node_rank;
+        if (!same) out.multi_node = true;
+    }
+    return out;
 }
 
 }  // namespace gpt::ckpt

@@ -11,6 +11,16 @@
 
 namespace gpt::ckpt {
 
+// Completes a non-blocking collective without holding a core while it waits. MPI's blocking
+// calls poll busily, and where ranks outnumber cores (bench/checkpoint runs 4 ranks on 2)
+// the ranks that reach a collective early burn the time slices that the late ones need to
+// get there: a 4-rank allreduce took 9 ms that way and 0.3 ms with this wait. It spins for
+// 50 us first, long enough for a collective that all ranks reach together, then polls with
+// 20 us sleeps. Throws CommError.
+void wait_politely(MPI_Request& req, const char* what);
+// Collective. MPI_Allreduce completed with wait_politely.
+void allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
+
 // Collective. When any rank passes an error, every rank throws the error of the lowest
 // failing rank, with its exception type (IoError, DataError, ...) and message.
 void agree_on_error(MPI_Comm comm, std::exception_ptr local_error);
@@ -36,12 +46,19 @@ std::string broadcast_string(MPI_Comm comm, const std::string& s, int root);
 // Throws InternalError on every rank when the ranks' `value`s differ (what names the value).
 void require_same_on_all_ranks(MPI_Comm comm, std::uint64_t value, const std::string& what);
 
-// Auto mode's choice for tensors with strided pieces (collective): true when the ranks of
-// `comm` span several nodes, where two-phase aggregation turns many small strided accesses
-// into large ones on the parallel file system. On one node the page cache already merges
-// the ranks' pieces and collective buffering between ranks that share cores costs more than
-// it saves (bench/checkpoint, 4 ranks on 2 cores: 340 MB/s save collective, 636 independent).
-bool multi_node(MPI_Comm comm);
+// Collective. Where this rank sits among the ranks of `comm` that share its host (same
+// MPI_Get_processor_name, hence the same page cache). One all-gather of the names: on a
+// shared node MPI_Comm_split_type cost 60-80 ms at 4 ranks on 2 cores, twice per save.
+struct NodeLayout {
+    int node_rank = 0;  // this rank's index among the ranks of its host, in comm's order
+    // Auto mode's choice for tensors with strided pieces (collective): true when the ranks of
+    // `comm` span several hosts, where two-phase aggregation turns many small strided accesses
+    // into large ones on the parallel file system. On one node the page cache already merges
+    // the ranks' pieces and collective buffering between ranks that share cores costs more than
+    // it saves (bench/checkpoint, 4 ranks on 2 cores: 340 MB/s save collective, 636 independent).
+    bool multi_node = false;
+};
+NodeLayout node_layout(MPI_Comm comm);
 
 // FNV-1a, for fingerprints of tensor lists that ranks must agree on.
 std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 1469598103934665603ull);

@@ -15,7 +15,7 @@ namespace gpt::ckpt {
 //         (column slices of row-parallel weights, distributed-optimizer runs inside them)
 //         collective two-phase I/O when the ranks span several nodes, where aggregating
 //         many small pieces into large file accesses pays off, and independent I/O on one
-//         node, where the page cache merges them (see multi_node in collective.hpp).
+//         node, where the page cache merges them (see NodeLayout in collective.hpp).
 enum class IoMode { Auto, Collective, Independent };
 
 // For CheckpointWriter::write: `data` holds the selected elements, packed in the order of

@@ -1,6 +1,7 @@
 // Damaged, incomplete and missing checkpoints are rejected with a message naming the file
 // and what is wrong; --load-fallback picks the previous good one; keep-last retention; an
-// abandoned save leaves the previous checkpoint loadable.
+// abandoned save leaves the previous checkpoint loadable; different tensor lists throw on
+// every rank; the host layout and early write-back helpers of the writer.
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
@@ -8,6 +9,8 @@
 #include <functional>
 
 #include "ckpt/checkpoint.hpp"
+#include "ckpt/checkpoint_dir.hpp"
+#include "ckpt/collective.hpp"
 #include "ckpt_test_util.hpp"
 #include "core/errors.hpp"
 #include "test_env.hpp"
@@ -308,6 +311,53 @@ TEST(CkptValidation, AbandonedSaveLeavesThePreviousOneLoadable) {
     for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
     std::sort(names.begin(), names.end());
     EXPECT_EQ(names, (std::vector<std::string>{"iter_0000030", kTrackerFile}));
+}
+
+TEST(CkptValidation, DifferentTensorListsThrowOnEveryRank) {
+    const std::string dir = gpt::test::scratch_dir("ckpt_val_lists");
+    const int r = comm_rank(MPI_COMM_WORLD), p = comm_size(MPI_COMM_WORLD);
+    if (p < 2) GTEST_SKIP() << "needs 2 ranks";
+    CheckpointWriter w(MPI_COMM_WORLD, dir, 5);
+    const auto va = to_bytes(packed_values(0, kA, Selection::all(), 5), DType::F32);
+    // The last rank names its tensor differently: every rank must throw, none may hang.
+    const std::string name = r == p - 1 ? "w/other" : "w/a";
+    try {
+        w.write({{name, kA, DType::F32, r == 0 ? Selection::all() : Selection::none(), va.data()}});
+        ADD_FAILURE() << "no error on rank " << r;
+    } catch (const InternalError& e) {
+        EXPECT_NE(std::string(e.what()).find("ranks passed different tensor lists"), std::string::npos) << e.what();
+    }
+}
+
+// Every rank of this test runs on one host: one rank per host flushes the file at commit.
+TEST(CkptValidation, NodeLayoutOnOneHost) {
+    const NodeLayout node = node_layout(MPI_COMM_WORLD);
+    EXPECT_EQ(node.node_rank, comm_rank(MPI_COMM_WORLD));
+    EXPECT_FALSE(node.multi_node);
+}
+
+TEST(CkptValidation, EarlyWritebackLeavesTheBytesAlone) {
+    const std::string dir = gpt::test::scratch_dir("ckpt_val_writeback");
+    const std::string file = dir + "/f" + std::to_string(comm_rank(MPI_COMM_WORLD)) + ".bin";
+    {
+        EarlyWriteback missing(dir + "/missing.bin");  // cannot open: does nothing
+        missing.start(0, 4096);
+    }
+    std::string bytes(3 << 20, '\0');
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131);
+    std::ofstream(file, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    {
+        EarlyWriteback wb(file);
+        wb.start(0, 1 << 20);
+        wb.start(1 << 20, 1 << 20);        // adjacent: merged
+        wb.start((2 << 20) + 100, 1000);   // a gap: the merged range starts, this one waits
+        wb.flush();
+        wb.start(bytes.size() - 10, 10);   // started by the destructor
+    }
+    fsync_path(file);
+    std::ifstream in(file, std::ios::binary);
+    const std::string back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(back, bytes);
 }
 
 }  // namespace
