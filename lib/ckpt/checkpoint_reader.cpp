@@ -8,6 +8,7 @@
 #include <map>
 
 #include "ckpt/checksum.hpp"
+#include "ckpt/checksum_worker.hpp"
 #include "ckpt/collective.hpp"
 #include "ckpt/dataset_io.hpp"
 #include "ckpt/format.hpp"
@@ -342,6 +343,9 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
         for (std::size_t i = 0; i < slices.size(); ++i) dsets[i] = s.open_dataset(s.entry(slices[i].name));
     });
     std::vector<unsigned char> staging;
+    // Pieces read independently into their final buffers are summed on a helper thread
+    // while the next piece is read (1 rank: the checksum no longer adds to the load time).
+    ChecksumWorker worker;
     auto read_one = [&](std::size_t i, bool collective) {
         const TensorSliceOut& t = slices[i];
         const ManifestEntry& e = s.entry(t.name);
@@ -355,10 +359,14 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
             dest = staging.data();
         }
         const bool verify = s.opts.verify_checksums && leader && n > 0;
-        // Independent reads go in cache-sized pieces, each checksummed while still cached.
+        // Independent reads go in cache-sized pieces, each checksummed while still cached:
+        // by the worker, unless the piece lands in the staging buffer the next tensor reuses.
+        const bool to_worker = !collective && dest == t.data;
         auto io = [&](const Selection& piece, std::size_t mem_offset) {
             s.read_open(dsets[i].get(), e, piece, dest + mem_offset, collective);
-            if (verify) partial[i] = checksum_add(partial[i], checksum_selection(e.shape, piece, esize, dest + mem_offset));
+            if (!verify) return;
+            if (to_worker) worker.add(&partial[i], e.shape, piece, esize, dest + mem_offset);
+            else partial[i] = checksum_add(partial[i], checksum_selection(e.shape, piece, esize, dest + mem_offset));
         };
         if (collective) io(t.selection, 0);
         else for_each_piece(e.shape, t.selection, esize, io);
@@ -374,6 +382,7 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
     try {
         for (std::size_t i = 0; i < slices.size(); ++i)
             if (!collective_io(i)) read_one(i, false);
+        worker.finish();
     } catch (...) {
         err = std::current_exception();
     }

@@ -10,6 +10,8 @@
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/checkpoint_dir.hpp"
+#include "ckpt/checksum_worker.hpp"
+#include "ckpt/dataset_io.hpp"
 #include "ckpt/collective.hpp"
 #include "ckpt_test_util.hpp"
 #include "core/errors.hpp"
@@ -358,6 +360,41 @@ TEST(CkptValidation, EarlyWritebackLeavesTheBytesAlone) {
     std::ifstream in(file, std::ios::binary);
     const std::string back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_EQ(back, bytes);
+}
+
+
+// The load path's checksum worker: pieces summed on its thread add up to the checksum of
+// the whole selection (so a verified load does not silently fall back to a second pass).
+TEST(CkptValidation, ChecksumWorkerSumsPiecesLikeTheWhole) {
+    const Shape shape{600, 3000};  // 7.2 MB of fp32: several 4 MiB pieces
+    std::vector<float> data(600 * 3000);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i % 977) * 0.5f;
+    for (const Selection& sel : {Selection::all(), Selection::box({100, 0}, {400, 3000})}) {
+        const std::size_t n = static_cast<std::size_t>(sel.num_elements(shape));
+        // The selected elements packed, as a read leaves them in the destination buffer.
+        std::vector<unsigned char> packed;
+        for_each_piece(shape, sel, 4, [&](const Selection& piece, std::size_t) {
+            for (const Box& b : piece.boxes(shape))
+                for_each_run(shape, b, [&](std::int64_t start, std::int64_t len) {
+                    const auto* p = reinterpret_cast<const unsigned char*>(data.data() + start);
+                    packed.insert(packed.end(), p, p + len * 4);
+                });
+        });
+        ASSERT_EQ(packed.size(), n * 4);
+        std::uint64_t sum = 0;
+        int pieces = 0;
+        {
+            ChecksumWorker worker;
+            for_each_piece(shape, sel, 4, [&](const Selection& piece, std::size_t mem_offset) {
+                worker.add(&sum, shape, piece, 4, packed.data() + mem_offset);
+                ++pieces;
+            });
+            worker.finish();
+        }
+        EXPECT_GT(pieces, 1);
+        EXPECT_EQ(sum, checksum_selection(shape, sel, 4, packed.data()));
+        EXPECT_NE(sum, 0u);
+    }
 }
 
 }  // namespace
