@@ -21,7 +21,7 @@ fi
 lib=$rt/usr/lib/x86_64-linux-gnu
 # NCCL: the CUDA installation's, or the one PyTorch ships.
 nccl=$(dirname "$( (ls /usr/local/cuda/lib64/libnccl.so.2 /usr/lib/x86_64-linux-gnu/libnccl.so.2; \
-        python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))') 2>/dev/null | head -1)")
+        python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))') 2>/dev/null | head -1)")
 export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread:$lib/hdf5/mpich:$nccl:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 mpiexec=$rt/usr/bin/mpiexec.hydra
 bin=$root/.rt/bin
