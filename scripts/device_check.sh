@@ -24,6 +24,7 @@ nccl=$(dirname "$( (ls /usr/local/cuda/lib64/libnccl.so.2 /usr/lib/x86_64-linux-
         python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))') 2>/dev/null | head -1)")
 export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread:$lib/hdf5/mpich:$nccl:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 mpiexec=$rt/usr/bin/mpiexec.hydra
+export PATH=$rt/usr/bin:$PATH  # hydra_pmi_proxy beside mpiexec
 bin=$root/.rt/bin
 export GPT_TEST_SOURCE_DIR=$root GPT_TEST_BINARY_DIR=/tmp/gpt-check
 mkdir -p /tmp/gpt-check
