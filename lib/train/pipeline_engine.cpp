@@ -90,30 +90,16 @@ PipelineEngine::PipelineEngine(const Config& cfg, dist::ProcessGroups& groups, d
         reducers_.push_back(make_grad_reducer(cfg, groups, data, *chunks_[static_cast<std::size_t>(c)],
                                               *optimizers_[static_cast<std::size_t>(c)]));
     if (device_p2p()) {
-        // Every boundary buffer has one size; they are allocated once and reused.
-        space_.alloc = [this](std::size_t bytes) {
-            if (bytes != buffer_bytes_) {
-                GPT_ASSERT(cached_buffers_.empty(), "pipeline buffers of two sizes");
-                buffer_bytes_ = bytes;
-            }
-            if (free_buffers_.empty()) {
-                cached_buffers_.push_back(be_.alloc(bytes));
-                return cached_buffers_.back();
-            }
-            void* p = free_buffers_.back();
-            free_buffers_.pop_back();
-            return p;
-        };
-        space_.free = [this](void* p) { free_buffers_.push_back(p); };
+        // The backend's caching allocator hands the same blocks back every iteration.
+        space_.alloc = [this](std::size_t bytes) { return be_.alloc(bytes); };
+        space_.free = [this](void* p) { be_.free(p); };
     }
     slots_.resize(static_cast<std::size_t>(v));
     sample_elems_ = static_cast<std::size_t>(chunk0.micro_batch()) * (chunk0.dims().seq + 1);
     tokens_.resize(sample_elems_ * static_cast<std::size_t>(num_micro_batches));
 }
 
-PipelineEngine::~PipelineEngine() {
-    for (void* p : cached_buffers_) be_.free(p);
-}
+PipelineEngine::~PipelineEngine() = default;
 
 void PipelineEngine::to_boundary(void* buffer, const void* activation, std::size_t bytes) {
     if (device_p2p()) be_.copy(buffer, activation, bytes);
@@ -123,6 +109,16 @@ void PipelineEngine::to_boundary(void* buffer, const void* activation, std::size
 void PipelineEngine::from_boundary(void* activation, const void* buffer, std::size_t bytes) {
     if (device_p2p()) be_.copy(activation, buffer, bytes);
     else be_.copy_to_device(activation, buffer, bytes);
+}
+
+double PipelineEngine::stage_forward(int mb, int c, int slot, const void* in, void* out,
+                                     std::size_t act_bytes, bool train, std::uint64_t stream) {
+    model::GptModel& m = *chunks_[static_cast<std::size_t>(c)];
+    if (m.chunk().pre_process || m.chunk().post_process) m.set_batch(slot, tokens_of(mb));
+    if (in) from_boundary(m.input_hidden(slot), in, act_bytes);
+    const double l = m.forward(slot, train, stream);
+    if (out) to_boundary(out, m.output_hidden(slot), act_bytes);
+    return m.chunk().post_process ? l / static_cast<double>(m.tokens()) : 0.0;
 }
 
 pipeline::PipelineShape PipelineEngine::shape(bool forward_only) const {
@@ -196,22 +192,15 @@ double PipelineEngine::forward_backward(MicroBatchSource& data, float dloss,
     const int dp = groups_.grid().dp_size(), dp_rank = groups_.coords().dp;
     const std::size_t act_bytes = static_cast<std::size_t>(shape(false).activation_count) *
                                   dist::comm_type_size(shape(false).type);
-    const double T = static_cast<double>(chunks_.front()->tokens());
     read_batch(data);
     reset_slots();
     for (auto* m : chunks_) m->zero_grads();
     double loss = 0.0;
     pipeline::StageFunctions fn;
     fn.forward = [&](int mb, int c, const void* in, void* out) {
-        model::GptModel& m = *chunks_[static_cast<std::size_t>(c)];
-        const int slot = take_slot(c, mb);
-        if (m.chunk().pre_process || m.chunk().post_process) m.set_batch(slot, tokens_of(mb));
-        if (in) from_boundary(m.input_hidden(slot), in, act_bytes);
         // The single-rank stream of this micro-batch, so dropout masks match that run.
         const std::uint64_t stream = (first_stream + static_cast<std::uint64_t>(mb)) * dp + dp_rank;
-        const double l = m.forward(slot, true, stream);
-        if (m.chunk().post_process) loss += l / T;
-        if (out) to_boundary(out, m.output_hidden(slot), act_bytes);
+        loss += stage_forward(mb, c, take_slot(c, mb), in, out, act_bytes, true, stream);
     };
     fn.backward = [&](int mb, int c, const void* grad_out, void* grad_in) {
         model::GptModel& m = *chunks_[static_cast<std::size_t>(c)];
@@ -274,19 +263,11 @@ double PipelineEngine::evaluate(MicroBatchSource& data, int iters) {
     const pipeline::PipelineShape sh = shape(true);
     const std::size_t act_bytes =
         static_cast<std::size_t>(sh.activation_count) * dist::comm_type_size(sh.type);
-    const double T = static_cast<double>(chunks_.front()->tokens());
     double total = 0.0;
     pipeline::StageFunctions fn;
     fn.forward = [&](int mb, int c, const void* in, void* out) {
-        model::GptModel& m = *chunks_[static_cast<std::size_t>(c)];
-        // No backward follows, so the slot is free again once the output is copied out.
-        const int slot = take_slot(c, mb);
-        if (m.chunk().pre_process || m.chunk().post_process) m.set_batch(slot, tokens_of(mb));
-        if (in) from_boundary(m.input_hidden(slot), in, act_bytes);
-        const double l = m.forward(slot, false, 0);
-        if (m.chunk().post_process) total += l / T;
-        if (out) to_boundary(out, m.output_hidden(slot), act_bytes);
-        release_slot(c, mb);
+        total += stage_forward(mb, c, take_slot(c, mb), in, out, act_bytes, false, 0);
+        release_slot(c, mb);  // no backward follows: the slot is free once the output is out
     };
     fn.backward = [](int, int, const void*, void*) {
         throw InternalError("backward pass in a forward-only pipeline schedule");

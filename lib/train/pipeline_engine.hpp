@@ -96,14 +96,15 @@ private:
     bool device_p2p() const { return !be_.host_memory(); }
     void to_boundary(void* buffer, const void* activation, std::size_t bytes);
     void from_boundary(void* activation, const void* buffer, std::size_t bytes);
+    // Forward of micro-batch mb on chunk c in `slot`: tokens and/or the boundary input in,
+    // the boundary output out; returns the chunk's mean lm loss per token (0 unless last).
+    double stage_forward(int mb, int c, int slot, const void* in, void* out, std::size_t act_bytes,
+                         bool train, std::uint64_t stream);
 
     dist::ProcessGroups& groups_;
     dist::DataGroups& data_;
     Backend& be_;
-    pipeline::BufferSpace space_;         // device memory: buffers from cached_buffers_
-    std::vector<void*> cached_buffers_;   // backend allocations reused every iteration
-    std::vector<void*> free_buffers_;
-    std::size_t buffer_bytes_ = 0;
+    pipeline::BufferSpace space_;  // device memory: the backend's allocator
     std::int64_t num_micro_batches_ = 0;
     std::vector<std::unique_ptr<model::GptModel>> owned_chunks_;
     std::vector<std::unique_ptr<optim::AdamOptimizer>> owned_optimizers_;
