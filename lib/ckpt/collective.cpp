@@ -1,24 +1,17 @@
 #include "ckpt/collective.hpp"
 
-#include <time.h>
-
 #include <cstring>
 
 #include "ckpt/checksum.hpp"
 #include "core/errors.hpp"
+#include "dist/comm_mpi.hpp"
 
 namespace gpt::ckpt {
 
 void wait_politely(MPI_Request& req, const char* what) {
-    const double spin_until = MPI_Wtime() + 50e-6;
-    for (int done = 0;;) {
-        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) throw CommError(std::string(what) + " failed");
-        if (done) return;
-        if (MPI_Wtime() > spin_until) {
-            const timespec pause{0, 20000};
-            nanosleep(&pause, nullptr);
-        }
-    }
+    // Always yielding: a checkpoint's few collectives do not notice the latency, and this
+    // needs no (collective) detection of an oversubscribed node.
+    if (dist::wait_request(req, true) != MPI_SUCCESS) throw CommError(std::string(what) + " failed");
 }
 
 void allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {

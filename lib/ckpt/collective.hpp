@@ -11,12 +11,11 @@
 
 namespace gpt::ckpt {
 
-// Completes a non-blocking collective without holding a core while it waits. MPI's blocking
-// calls poll busily, and where ranks outnumber cores (bench/checkpoint runs 4 ranks on 2)
-// the ranks that reach a collective early burn the time slices that the late ones need to
-// get there: a 4-rank allreduce took 9 ms that way and 0.3 ms with this wait. It spins for
-// 50 us first, long enough for a collective that all ranks reach together, then polls with
-// 20 us sleeps. Throws CommError.
+// Completes a non-blocking collective without holding a core while it waits
+// (dist::wait_request, yielding). MPI's blocking calls poll busily, and where ranks outnumber
+// cores (bench/checkpoint runs 4 ranks on 2) the ranks that reach a collective early burn the
+// time slices that the late ones need to get there: a 4-rank allreduce took 9 ms that way and
+// 0.3 ms with a polite wait. Throws CommError.
 void wait_politely(MPI_Request& req, const char* what);
 // Collective. MPI_Allreduce completed with wait_politely.
 void allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);

@@ -59,19 +59,20 @@ MpiCommunicator::~MpiCommunicator() {
     if (!finalized && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-void MpiCommunicator::wait(MPI_Request& req, const char* what) {
-    if (!yield_) {
-        check(MPI_Wait(&req, MPI_STATUS_IGNORE), what, name_);
-        return;
-    }
-    // Oversubscribed (more ranks than cores): MPI's busy-polling would burn the time slice
-    // the peer we wait for needs, so poll, then yield the core between polls.
+int wait_request(MPI_Request& req, bool yield) {
+    if (!yield) return MPI_Wait(&req, MPI_STATUS_IGNORE);
     int done = 0;
     for (int spins = 0;; ++spins) {
-        check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what, name_);
-        if (done) return;
+        const int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || done) return rc;
         if (spins > 64) sched_yield();
     }
+}
+
+void MpiCommunicator::wait(MPI_Request& req, const char* what) {
+    // Oversubscribed (more ranks than cores): MPI's busy-polling would burn the time slice
+    // the peer we wait for needs.
+    check(wait_request(req, yield_), what, name_);
 }
 
 bool MpiCommunicator::test(MPI_Request& req, const char* what) {

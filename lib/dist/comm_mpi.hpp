@@ -13,6 +13,11 @@ namespace gpt::dist {
 // waits then yield the core instead of spinning. Collective over MPI_COMM_WORLD on first use.
 bool oversubscribed();
 
+// Completes `req`. yield = false: MPI_Wait. yield = true: polls, and after a few polls gives
+// the core away between them, so that ranks waiting in a collective do not burn the time
+// slices the ranks they wait for need (more ranks than cores). Returns MPI's error code.
+int wait_request(MPI_Request& req, bool yield);
+
 class MpiCommunicator final : public Communicator {
 public:
     // Takes ownership of `comm` (freed in the destructor) unless it is MPI_COMM_WORLD.
