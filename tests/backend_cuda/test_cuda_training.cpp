@@ -1,7 +1,7 @@
 // The whole model on the GPU: 5 fp16/bf16 training iterations on the CUDA backend follow the
-// CPU backend's losses within half-precision tolerance (plain and flash attention), and a
-// 2-rank run sharing one GPU (--distributed-backend mpi: host-staged communication) follows
-// the 1-rank GPU run. Skips without a GPU.
+// CPU backend's losses within half-precision tolerance (plain and flash attention), and
+// 2-rank runs follow the 1-rank GPU run: sharing one GPU (--distributed-backend mpi,
+// host-staged communication) and with a GPU each (nccl). Skips without a GPU.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -65,26 +65,62 @@ TEST(CudaTraining, FiveIterationsFollowTheCpuBackend) {
         }
 }
 
-TEST(CudaTraining, TwoRanksOnOneGpuFollowOneRank) {
-    if (!have_gpu()) GTEST_SKIP() << "no GPU visible";
-    if (test::world_size() != 2) GTEST_SKIP() << "needs 2 ranks (registered as .np2)";
-    const Config one = gpu_config(true);
-    const test::Run ref = test::train_run(one, MPI_COMM_SELF, "cuda");
-    struct Layout {
-        const char* name;
-        int tp, pp;
-        bool sp, distopt;
-    };
-    for (const Layout& l : {Layout{"TP2 SP", 2, 1, true, false}, Layout{"DP2 distopt", 1, 1, false, true},
-                            Layout{"PP2", 1, 2, false, false}}) {
-        Config cfg = one;
+struct Layout {
+    const char* name;
+    int tp, pp;
+    bool sp, distopt;
+};
+constexpr Layout kTwoRankLayouts[] = {{"TP2 SP", 2, 1, true, false},
+                                      {"DP2 distopt overlap", 1, 1, false, true},
+                                      {"PP2", 1, 2, false, false}};
+
+// The 1-rank GPU run both 2-rank tests compare with (computed once per process).
+const test::Run& one_rank_reference() {
+    static const test::Run ref = test::train_run(gpu_config(true), MPI_COMM_SELF, "cuda");
+    return ref;
+}
+
+void expect_layouts_follow_one_rank(const std::string& backend) {
+    for (const Layout& l : kTwoRankLayouts) {
+        Config cfg = gpu_config(true);
+        cfg.parallel.distributed_backend = backend;
         cfg.parallel.tensor_model_parallel_size = l.tp;
         cfg.parallel.pipeline_model_parallel_size = l.pp;
         cfg.parallel.sequence_parallel = l.sp;
         cfg.parallel.use_distributed_optimizer = l.distopt;
         cfg.parallel.overlap_grad_reduce = l.distopt;
-        expect_close(ref, test::train_run(cfg, MPI_COMM_WORLD, "cuda"), 5e-3, l.name);
+        expect_close(one_rank_reference(), test::train_run(cfg, MPI_COMM_WORLD, "cuda"), 5e-3,
+                     std::string(l.name) + " over " + backend);
     }
+}
+
+int ranks_on_this_node() {
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    int n = 1;
+    MPI_Comm_size(node, &n);
+    MPI_Comm_free(&node);
+    return n;
+}
+
+// --distributed-backend mpi: activations and gradients staged through host memory, the
+// configuration for ranks that share a GPU.
+TEST(CudaTraining, TwoRanksOnOneGpuFollowOneRank) {
+    if (!have_gpu()) GTEST_SKIP() << "no GPU visible";
+    if (test::world_size() != 2) GTEST_SKIP() << "needs 2 ranks (registered as .np2)";
+    expect_layouts_follow_one_rank("mpi");
+}
+
+// --distributed-backend nccl: NCCL communicators on device buffers (TP all-gathers and
+// reduce-scatters, DP buckets overlapping backward, pipeline sends), one GPU per rank.
+TEST(CudaTraining, NcclWithAGpuPerRankFollowsOneRank) {
+    if (!have_gpu()) GTEST_SKIP() << "no GPU visible";
+    if (test::world_size() != 2) GTEST_SKIP() << "needs 2 ranks (registered as .np2)";
+    const int ranks = ranks_on_this_node();
+    if (visible_gpu_count() < ranks)
+        GTEST_SKIP() << "NCCL needs a GPU per rank: " << ranks << " ranks on this node, "
+                     << visible_gpu_count() << " GPU(s) visible";
+    expect_layouts_follow_one_rank("nccl");
 }
 
 }  // namespace

@@ -95,9 +95,12 @@ __global__ void gelu_2d_kernel(const T* __restrict__ pre, T* __restrict__ out, s
     }
 }
 
-// Fallback for operands cuBLASLt has no algorithm for (e.g. 16-bit data with an odd
-// leading dimension, as plain attention's probabilities for odd s): 16x16 shared-memory
-// tiles, fp32 accumulation, row-major in our own terms. Slow but exact to fp32 rounding.
+// Fallback for operands the heuristic finds no algorithm for (CUBLAS_STATUS_NOT_SUPPORTED).
+// cuBLAS documents algorithms down to element alignment, so our operands should never need
+// it; it is there so that an unusual operand (plain attention's probabilities for odd s
+// are 2-byte aligned) degrades to slow instead of failing: 16x16 shared-memory tiles, fp32
+// accumulation, row-major in our own terms, exact to fp32 rounding. The emulator's
+// GPT_EMU_CUBLASLT_ALIGN=16 test (tests/backend_cuda) runs it.
 constexpr int kFb = 16;
 
 template <typename T, typename TC>

@@ -1,0 +1,25 @@
+# gpt_cuda_sources(target file.cu...): adds CUDA sources to a target. Normally nvcc compiles
+# them; in the SIMT-emulator build (-DGPT_CUDA_EMU=ON, tests/cuda_emu) each is rewritten
+# into host C++ (rewrite_cu.pl) and compiled against the emulator's CUDA headers, so the
+# same kernels run on CPUs in CI.
+function(gpt_cuda_sources target)
+  if(NOT GPT_CUDA_EMU)
+    target_sources(${target} PRIVATE ${ARGN})
+    return()
+  endif()
+  foreach(src IN LISTS ARGN)
+    get_filename_component(abs ${src} ABSOLUTE)
+    get_filename_component(name ${src} NAME)
+    set(out ${CMAKE_CURRENT_BINARY_DIR}/cuda_emu/${name}.cpp)
+    add_custom_command(OUTPUT ${out}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/cuda_emu
+      COMMAND perl ${PROJECT_SOURCE_DIR}/tests/cuda_emu/rewrite_cu.pl ${abs} ${out}
+      DEPENDS ${abs} ${PROJECT_SOURCE_DIR}/tests/cuda_emu/rewrite_cu.pl
+      COMMENT "cuda_emu: ${name} as host C++" VERBATIM)
+    target_sources(${target} PRIVATE ${out})
+    # Device code idioms that are fine under nvcc (unsigned threadIdx against signed
+    # bounds, #pragma unroll) would only be noise here.
+    set_source_files_properties(${out} PROPERTIES COMPILE_OPTIONS "-Wno-sign-compare;-Wno-unknown-pragmas")
+  endforeach()
+  target_link_libraries(${target} PRIVATE gpt_cuda_emu)
+endfunction()

@@ -1,0 +1,128 @@
+// The SIMT emulator's device side: runs our CUDA kernels, compiled as host C++, on the CPU.
+//
+// Each kernel thread is a fiber with its own stack; a block's fibers run one after another on the
+// launching OS thread and switch only at __syncthreads, __syncwarp and the warp-collective
+// operations (shuffles, WMMA), which are barriers over the block or warp. Threads that
+// returned no longer count at barriers (as on sm_70+). A barrier some live thread can never
+// reach (divergent __syncthreads) fails the launch with a message instead of hanging.
+// Blocks run one at a time, so `__shared__` locals are function statics and dynamic shared
+// memory is one buffer, poisoned (0xff) before each block so unwritten reads show as NaN.
+//
+// The order fibers run between barriers is one CUDA allows; GPT_EMU_SCHEDULE=reverse and
+// =warps (simt.cpp) choose others, so a missing barrier shows as a different result.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <type_traits>
+
+struct uint3 {
+    unsigned x, y, z;
+};
+struct dim3 {
+    unsigned x, y, z;
+    constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+    constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+};
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace gpt_emu {
+
+// The running thread's coordinates (set by the scheduler before it resumes a fiber).
+extern uint3 g_thread_idx;
+extern uint3 g_block_idx;
+extern dim3 g_block_dim;
+extern dim3 g_grid_dim;
+extern unsigned char* g_dynamic_smem;
+
+// Barriers of the running thread's block / warp.
+void block_barrier();
+void warp_barrier();
+// Warp exchange: every lane of the warp offers `v` (8 bytes at most), then reads lane `src`'s.
+std::uint64_t warp_exchange(std::uint64_t v, int src_lane);
+int lane_id();
+
+// Runs body on grid x block threads (blocks in order); returns false and sets the emulated
+// runtime's sticky error for a bad configuration or a failed block.
+void launch_kernel(const void* kernel, dim3 grid, dim3 block, std::size_t smem,
+                   cudaStream_t stream, const std::function<void()>& body);
+
+template <typename K>
+struct Launch {
+    K kernel;
+    dim3 grid, block;
+    std::size_t smem;
+    cudaStream_t stream;
+    template <typename... A>
+    void operator()(A&&... args) const {
+        // Arguments are copied at launch, as CUDA does with kernel parameters.
+        auto body = [k = kernel, ... a = std::forward<A>(args)]() { k(a...); };
+        launch_kernel(reinterpret_cast<const void*>(kernel), grid, block, smem, stream, body);
+    }
+};
+
+// What `kernel<<<grid, block, smem, stream>>>(args)` becomes (rewrite_cu.pl).
+template <typename K>
+Launch<K*> launch(K* kernel, dim3 grid, dim3 block, std::size_t smem = 0,
+                  cudaStream_t stream = nullptr) {
+    return Launch<K*>{kernel, grid, block, smem, stream};
+}
+
+}  // namespace gpt_emu
+
+#define threadIdx (::gpt_emu::g_thread_idx)
+#define blockIdx (::gpt_emu::g_block_idx)
+#define blockDim (::gpt_emu::g_block_dim)
+#define gridDim (::gpt_emu::g_grid_dim)
+
+inline void __syncthreads() { ::gpt_emu::block_barrier(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { ::gpt_emu::warp_barrier(); }
+
+template <typename T>
+T __shfl_sync_from(T v, int src) {
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof(T));
+    bits = ::gpt_emu::warp_exchange(bits, src);
+    T out;
+    std::memcpy(&out, &bits, sizeof(T));
+    return out;
+}
+template <typename T>
+T __shfl_xor_sync(unsigned, T v, int lane_mask, int width = 32) {
+    const int lane = ::gpt_emu::lane_id();
+    return __shfl_sync_from(v, (lane ^ lane_mask) % width + lane / width * width);
+}
+template <typename T>
+T __shfl_down_sync(unsigned, T v, unsigned delta, int width = 32) {
+    const int lane = ::gpt_emu::lane_id(), base = lane / width * width;
+    const int src = lane % width + static_cast<int>(delta) < width ? lane + static_cast<int>(delta) : lane;
+    (void)base;
+    return __shfl_sync_from(v, src);
+}
+template <typename T>
+T __shfl_sync(unsigned, T v, int src_lane, int width = 32) {
+    const int lane = ::gpt_emu::lane_id();
+    return __shfl_sync_from(v, lane / width * width + src_lane % width);
+}
+
+// Fibers of a launch never run concurrently: plain read-modify-write is atomic here.
+template <typename T>
+T atomicAdd(T* p, T v) {
+    const T old = *p;
+    *p = old + v;
+    return old;
+}
+template <typename T>
+T atomicMax(T* p, T v) {
+    const T old = *p;
+    if (v > old) *p = v;
+    return old;
+}

@@ -1,0 +1,347 @@
+// The SIMT emulator's scheduler: blocks run in order, a block's threads are fibers that
+// switch at barriers (see include/gpt_emu/simt.hpp for the model and its limits).
+#include "gpt_emu/simt.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gpt_emu/memory.hpp"
+#include "runtime_internal.hpp"
+
+// Fiber switch: saves the callee-saved registers, MXCSR and the x87 control word on the
+// current stack, stores the stack pointer in *save and continues on `load`'s stack.
+// ucontext's swapcontext also saves the signal mask with a system call on every switch,
+// which made it most of the emulator's run time.
+#if !defined(__x86_64__)
+#error "tests/cuda_emu: the fiber switch is written for x86-64"
+#endif
+extern "C" void gpt_emu_switch(void** save, void* load);
+asm(R"(
+    .text
+    .globl gpt_emu_switch
+    .type gpt_emu_switch, @function
+gpt_emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size gpt_emu_switch, .-gpt_emu_switch
+)");
+
+namespace gpt_emu {
+
+uint3 g_thread_idx{0, 0, 0};
+uint3 g_block_idx{0, 0, 0};
+dim3 g_block_dim;
+dim3 g_grid_dim;
+unsigned char* g_dynamic_smem = nullptr;
+
+namespace {
+
+// Fiber stacks: generous, since our kernels keep per-thread arrays of up to 128 floats and
+// emulated WMMA fragments hold whole 16x16 tiles; a guard page below each turns an overflow
+// into a fault instead of silent corruption.
+constexpr std::size_t kStackBytes = std::size_t{256} << 10;
+constexpr int kMaxThreads = 1024;
+
+enum class Wait { None, Block, Warp, Done };
+
+struct Barrier {
+    int live = 0, arrived = 0;
+    unsigned gen = 0;
+};
+
+struct Fiber {
+    void* sp = nullptr;  // saved stack pointer while suspended
+    uint3 tid;
+    int warp = 0, lane = 0;
+    Wait wait = Wait::None;
+    unsigned gen = 0;  // generation of the barrier this fiber waits on
+};
+
+struct BlockRun {
+    std::vector<Fiber> fibers;
+    Barrier block;
+    std::vector<Barrier> warps;
+    std::vector<std::uint64_t> slots;  // warp exchange: two sets of one per thread
+    Fiber* cur = nullptr;
+    void* sched_sp = nullptr;
+    const std::function<void()>* body = nullptr;
+    std::string failure;
+};
+
+BlockRun* g_run = nullptr;
+std::mutex g_launch_mutex;
+
+class StackPool {
+public:
+    void* get(std::size_t i) {
+        const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+        while (stacks_.size() <= i) {
+            void* m = mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (m == MAP_FAILED) return nullptr;
+            mprotect(m, page, PROT_NONE);  // guard page: stacks grow down
+            stacks_.push_back(static_cast<char*>(m) + page);
+        }
+        return stacks_[i];
+    }
+
+private:
+    std::vector<void*> stacks_;
+};
+StackPool g_stacks;
+
+// GPT_EMU_SCHEDULE: the order fibers run in between barriers (all are orders CUDA allows).
+//  forward (default): thread 0 first; warps advance in step, one warp barrier at a time.
+//  reverse:           the last thread first.
+//  warps:             each warp runs as far as it can (to a __syncthreads or its end) before
+//                     the next starts, lanes last-to-first: one warp gets far ahead of the
+//                     others, as when a GPU schedules warps unevenly, so a missing
+//                     __syncthreads between warps that share memory shows.
+enum class Schedule { Forward, Reverse, Warps };
+
+Schedule schedule() {
+    static const Schedule s = [] {
+        const char* e = std::getenv("GPT_EMU_SCHEDULE");
+        const std::string v = e ? e : "forward";
+        if (v == "reverse") return Schedule::Reverse;
+        if (v == "warps") return Schedule::Warps;
+        if (v != "forward") {
+            std::fprintf(stderr, "gpt_emu: GPT_EMU_SCHEDULE=%s is not forward, reverse or warps\n", v.c_str());
+            std::abort();
+        }
+        return Schedule::Forward;
+    }();
+    return s;
+}
+
+void try_release(Barrier& b) {
+    if (b.arrived > 0 && b.arrived >= b.live) {
+        b.arrived = 0;
+        ++b.gen;
+    }
+}
+
+void arrive(Barrier& b, Wait kind) {
+    Fiber& f = *g_run->cur;
+    const unsigned gen = b.gen;
+    if (++b.arrived >= b.live) {  // the last one releases the others and goes on
+        b.arrived = 0;
+        ++b.gen;
+        return;
+    }
+    f.wait = kind;
+    f.gen = gen;
+    gpt_emu_switch(&f.sp, g_run->sched_sp);
+}
+
+[[noreturn]] void fiber_entry() {
+    BlockRun& r = *g_run;
+    try {
+        (*r.body)();
+    } catch (const std::exception& e) {
+        if (r.failure.empty()) r.failure = std::string("exception in a kernel thread: ") + e.what();
+    } catch (...) {
+        if (r.failure.empty()) r.failure = "exception in a kernel thread";
+    }
+    Fiber& f = *r.cur;
+    f.wait = Wait::Done;
+    --r.block.live;
+    --r.warps[static_cast<std::size_t>(f.warp)].live;
+    try_release(r.block);
+    try_release(r.warps[static_cast<std::size_t>(f.warp)]);
+    gpt_emu_switch(&f.sp, r.sched_sp);  // never resumed
+    __builtin_unreachable();
+}
+
+// A fresh fiber's stack, laid out as gpt_emu_switch leaves a suspended one: control words,
+// six zeroed registers, then fiber_entry as the return address (and a null one above it,
+// so fiber_entry starts with the stack alignment of a called function).
+void* initial_stack(void* stack_base) {
+    auto top = (reinterpret_cast<std::uintptr_t>(stack_base) + kStackBytes) & ~std::uintptr_t{15};
+    auto* sp = reinterpret_cast<std::uint64_t*>(top);
+    *--sp = 0;
+    *--sp = reinterpret_cast<std::uint64_t>(&fiber_entry);
+    for (int i = 0; i < 6; ++i) *--sp = 0;
+    *--sp = std::uint64_t{0x1f80} | (std::uint64_t{0x037f} << 32);  // default MXCSR, x87 CW
+    return sp;
+}
+
+bool runnable(const BlockRun& r, const Fiber& f) {
+    switch (f.wait) {
+        case Wait::None: return true;
+        case Wait::Block: return r.block.gen != f.gen;
+        case Wait::Warp: return r.warps[static_cast<std::size_t>(f.warp)].gen != f.gen;
+        case Wait::Done: return false;
+    }
+    return false;
+}
+
+std::string describe_deadlock(const BlockRun& r) {
+    int at_block = 0;
+    std::ostringstream warps;
+    for (const Fiber& f : r.fibers) {
+        if (f.wait == Wait::Block) ++at_block;
+        if (f.wait == Wait::Warp && f.lane == 0) warps << " " << f.warp;
+    }
+    std::ostringstream m;
+    m << "barrier deadlock in block (" << g_block_idx.x << "," << g_block_idx.y << ","
+      << g_block_idx.z << "): " << at_block << " of " << r.block.live
+      << " live threads wait at __syncthreads while others wait at a warp-level barrier "
+         "(__syncwarp, shuffle or WMMA) their warp cannot complete";
+    if (!warps.str().empty()) m << " (warps" << warps.str() << ")";
+    return m.str();
+}
+
+// Runs one block to completion; returns an error message or "".
+std::string run_block(const dim3 block, const std::function<void()>& body) {
+    const int n = static_cast<int>(block.x * block.y * block.z);
+    BlockRun r;
+    r.body = &body;
+    r.fibers.resize(static_cast<std::size_t>(n));
+    const int nwarps = (n + 31) / 32;
+    r.warps.resize(static_cast<std::size_t>(nwarps));
+    r.slots.assign(static_cast<std::size_t>(nwarps) * 64, 0);
+    r.block.live = n;
+    for (int w = 0; w < nwarps; ++w) r.warps[static_cast<std::size_t>(w)].live = std::min(32, n - 32 * w);
+    g_run = &r;
+    for (int t = 0; t < n; ++t) {
+        Fiber& f = r.fibers[static_cast<std::size_t>(t)];
+        const unsigned ut = static_cast<unsigned>(t);
+        f.tid = uint3{ut % block.x, ut / block.x % block.y, ut / (block.x * block.y)};
+        f.warp = t / 32;
+        f.lane = t % 32;
+        void* stack = g_stacks.get(static_cast<std::size_t>(t));
+        if (!stack) return "cannot map a fiber stack";
+        f.sp = initial_stack(stack);
+    }
+    const Schedule order = schedule();
+    // Resumes fiber t if it can run; true when it did.
+    auto step = [&](int t) {
+        Fiber& f = r.fibers[static_cast<std::size_t>(t)];
+        if (!runnable(r, f)) return false;
+        f.wait = Wait::None;
+        r.cur = &f;
+        g_thread_idx = f.tid;
+        gpt_emu_switch(&r.sched_sp, f.sp);
+        return true;
+    };
+    auto all_done = [&] {
+        for (const Fiber& f : r.fibers)
+            if (f.wait != Wait::Done) return false;
+        return true;
+    };
+    while (!all_done()) {
+        bool ran = false;
+        if (order == Schedule::Warps) {
+            for (int w = 0; w < nwarps; ++w) {
+                const int first = 32 * w, last = std::min(n, first + 32) - 1;
+                for (bool more = true; more;) {
+                    more = false;
+                    for (int t = last; t >= first; --t) more |= step(t);
+                    ran |= more;
+                }
+            }
+        } else {
+            for (int k = 0; k < n; ++k) ran |= step(order == Schedule::Reverse ? n - 1 - k : k);
+        }
+        if (!ran) {
+            g_run = nullptr;
+            return describe_deadlock(r);
+        }
+    }
+    g_run = nullptr;
+    return r.failure;
+}
+
+}  // namespace
+
+void block_barrier() { arrive(g_run->block, Wait::Block); }
+void warp_barrier() { arrive(g_run->warps[static_cast<std::size_t>(g_run->cur->warp)], Wait::Warp); }
+int lane_id() { return g_run->cur->lane; }
+
+// Two slot sets used alternately: a lane writing exchange k+2's slot has passed exchange
+// k+1's barrier, so every lane has read exchange k by then, and one barrier per exchange
+// suffices. The set follows the warp barrier's generation, the same for every lane.
+std::uint64_t warp_exchange(std::uint64_t v, int src_lane) {
+    BlockRun& r = *g_run;
+    const std::size_t warp = static_cast<std::size_t>(r.cur->warp);
+    const std::size_t set = r.warps[warp].gen & 1u;
+    const std::size_t base = (set * r.warps.size() + warp) * 32;
+    r.slots[base + static_cast<std::size_t>(r.cur->lane)] = v;
+    warp_barrier();  // every lane has written
+    if (src_lane < 0 || src_lane >= 32) return v;
+    return r.slots[base + static_cast<std::size_t>(src_lane)];
+}
+
+void launch_kernel(const void* kernel, dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
+                   const std::function<void()>& body) {
+    std::lock_guard lock(g_launch_mutex);
+    const std::uint64_t threads = std::uint64_t{block.x} * block.y * block.z;
+    std::ostringstream bad;
+    if (threads == 0 || threads > kMaxThreads || block.z > 64)
+        bad << "block of " << block.x << "x" << block.y << "x" << block.z << " threads";
+    else if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535 ||
+             grid.x > 2147483647u)
+        bad << "grid of " << grid.x << "x" << grid.y << "x" << grid.z << " blocks";
+    if (!bad.str().empty()) {
+        set_error(cudaErrorInvalidConfiguration, ("invalid launch configuration: " + bad.str()).c_str());
+        return;
+    }
+    const std::size_t smem_limit = max_dynamic_smem(kernel);
+    if (smem > smem_limit) {
+        std::ostringstream m;
+        m << "kernel launched with " << smem << " bytes of dynamic shared memory; its limit is "
+          << smem_limit << " (cudaFuncSetAttribute(MaxDynamicSharedMemorySize) raises the 48 KiB "
+          << "default up to " << kMaxOptinSmem << " on sm_80)";
+        set_error(cudaErrorInvalidValue, m.str().c_str());
+        return;
+    }
+    if (!stream_before_work(stream)) return;  // set_error was called
+    DeviceAccess access;
+    // Dynamic shared memory starts as garbage on a GPU: 0xff bytes read as NaN.
+    std::vector<unsigned char> dyn(smem + 128, 0xff);
+    auto* aligned = reinterpret_cast<unsigned char*>(
+        (reinterpret_cast<std::uintptr_t>(dyn.data()) + 127) & ~std::uintptr_t{127});
+    g_grid_dim = grid;
+    g_block_dim = block;
+    for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x) {
+                g_block_idx = uint3{x, y, z};
+                g_dynamic_smem = aligned;
+                if (smem) std::fill(aligned, aligned + smem, static_cast<unsigned char>(0xff));
+                const std::string err = run_block(block, body);
+                if (!err.empty()) {
+                    set_error(cudaErrorLaunchFailure, ("kernel failed: " + err).c_str());
+                    return;
+                }
+            }
+}
+
+}  // namespace gpt_emu
