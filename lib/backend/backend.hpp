@@ -50,6 +50,10 @@ struct GemmArgs {
     const void* bias = nullptr;  // [n], type dtype
     void* aux = nullptr;         // [m, ldc], type c_dtype (BiasGelu only)
     bool tanh_gelu = false;      // BiasGelu: tanh approximation (--openai-gelu)
+    // When set: bias_grad[i] (fp32) += sum over k of op(A)[i, k]. The bias gradient of a
+    // linear layer, fused into its weight-gradient GEMM dW = dY^T X (op(A) = dY^T, so A is
+    // dY, [k, m] contiguous: trans_a, lda = m, batch 1); any epilogue and beta apply to C.
+    float* bias_grad = nullptr;
 };
 
 // Causal self-attention over Megatron's fused QKV activation.

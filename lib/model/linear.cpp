@@ -26,7 +26,8 @@ void linear_forward(Backend& be, const void* x, const void* w, void* y, std::int
 }
 
 void linear_weight_grad(Backend& be, const void* dy, const void* x, float* dw,
-                        std::int64_t tokens, std::int64_t in, std::int64_t out, DType dtype) {
+                        std::int64_t tokens, std::int64_t in, std::int64_t out, DType dtype,
+                        float* dbias) {
     GemmArgs g;
     g.trans_a = true;  // dy^T
     g.m = out;
@@ -41,6 +42,7 @@ void linear_weight_grad(Backend& be, const void* dy, const void* x, float* dw,
     g.beta = 1.0f;
     g.dtype = dtype;
     g.c_dtype = DType::F32;
+    g.bias_grad = dbias;
     be.gemm(g);
 }
 

@@ -14,9 +14,11 @@ void linear_forward(Backend& be, const void* x, const void* w, void* y, std::int
                     std::int64_t in, std::int64_t out, DType dtype,
                     GemmEpilogue epilogue = GemmEpilogue::None, const void* bias = nullptr,
                     void* aux = nullptr, bool tanh_gelu = false);
-// dW (out, in) fp32 += dy^T (out, T) x (T, in): accumulates across micro-batches.
+// dW (out, in) fp32 += dy^T (out, T) x (T, in): accumulates across micro-batches. With
+// dbias, also dbias (out) fp32 += the column sums of dy, fused into the same GEMM.
 void linear_weight_grad(Backend& be, const void* dy, const void* x, float* dw,
-                        std::int64_t tokens, std::int64_t in, std::int64_t out, DType dtype);
+                        std::int64_t tokens, std::int64_t in, std::int64_t out, DType dtype,
+                        float* dbias = nullptr);
 // dx (T, in) = dy (T, out) W (out, in)   (overwritten).
 void linear_input_grad(Backend& be, const void* dy, const void* w, void* dx, std::int64_t tokens,
                        std::int64_t in, std::int64_t out, DType dtype);

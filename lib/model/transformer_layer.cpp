@@ -88,10 +88,9 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
     linear_weight_grad(be, dfc2, c.act(s.gelu_out), c.grad(p.fc2_w), T, d.local_ffn(), h, t);
     linear_input_grad(be, dfc2, c.param(p.fc2_w), wide, T, d.local_ffn(), h, t);
     be.gelu_backward(wide, c.act(s.fc1_pre), wide, T * d.local_ffn(), c.opt->tanh_gelu, t);
-    be.bias_grad(wide, c.grad(p.fc1_b), T, d.local_ffn(), t);
     // Sequence parallel saves only the shard of LN2's output: gather it again (Megatron).
     const void* a2 = column_parallel_input(c, c.act(s.ln2_out), gathered);
-    linear_weight_grad(be, wide, a2, c.grad(p.fc1_w), T, h, d.local_ffn(), t);
+    linear_weight_grad(be, wide, a2, c.grad(p.fc1_w), T, h, d.local_ffn(), t, c.grad(p.fc1_b));
     linear_input_grad(be, wide, c.param(p.fc1_w), tmp1, T, h, d.local_ffn(), t);
     const void* dln2 = column_parallel_input_grad(c, tmp1, tmp2);
     void* dx_mid = other(dln2);
@@ -111,9 +110,8 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
     // with the values it already holds.
     if (c.recompute_attention) be.attention_forward(aa, c.act(s.qkv), c.act(s.ctx), c.act(s.attn));
     be.attention_backward(aa, c.act(s.qkv), c.act(s.ctx), c.act(s.attn), tmp2, wide);
-    be.bias_grad(wide, c.grad(p.qkv_b), T, d.local_qkv(), t);
     const void* a = column_parallel_input(c, c.act(s.ln1_out), gathered);
-    linear_weight_grad(be, wide, a, c.grad(p.qkv_w), T, h, d.local_qkv(), t);
+    linear_weight_grad(be, wide, a, c.grad(p.qkv_w), T, h, d.local_qkv(), t, c.grad(p.qkv_b));
     linear_input_grad(be, wide, c.param(p.qkv_w), tmp1, T, h, d.local_qkv(), t);
     const void* dln1 = column_parallel_input_grad(c, tmp1, tmp2);
     void* dx_in = other(dln1);

@@ -185,6 +185,49 @@ TEST(Gemm, RejectsBadArguments) {
     g.epilogue = GemmEpilogue::None;
     g.lda = 3;
     EXPECT_THROW(be->gemm(g), UsageError);
+    g.lda = 4;
+    Buf dbias(*be, DType::F32, 4);
+    g.bias_grad = static_cast<float*>(dbias.p());
+    EXPECT_THROW(be->gemm(g), UsageError);  // the fused bias gradient needs op(A) = A^T
+    g.trans_a = true;
+    g.lda = 8;
+    EXPECT_THROW(be->gemm(g), UsageError);  // ... and A contiguous
+}
+
+// The weight-gradient GEMM with the bias gradient fused: dW += dY^T X and dbias += the column
+// sums of dY, both accumulated, for every operand type.
+TEST_P(GemmTest, FusedBiasGradientAccumulates) {
+    const DType t = GetParam();
+    auto be = cpu_backend();
+    const std::int64_t T = 37, in = 20, out = 24;
+    auto dy = rounded(t, random_vec(T * out, 211));
+    auto x = rounded(t, random_vec(T * in, 212));
+    auto dw0 = random_vec(out * in, 213), db0 = random_vec(out, 214);
+    std::vector<double> want_dw = dw0, want_db = db0;
+    for (std::int64_t r = 0; r < T; ++r)
+        for (std::int64_t o = 0; o < out; ++o) {
+            want_db[o] += dy[r * out + o];
+            for (std::int64_t i = 0; i < in; ++i) want_dw[o * in + i] += dy[r * out + o] * x[r * in + i];
+        }
+    Buf a(*be, t, dy), b(*be, t, x), c(*be, DType::F32, dw0), db(*be, DType::F32, db0);
+    GemmArgs g;
+    g.trans_a = true;
+    g.m = out;
+    g.n = in;
+    g.k = T;
+    g.a = a.p();
+    g.lda = out;
+    g.b = b.p();
+    g.ldb = in;
+    g.c = c.p();
+    g.ldc = in;
+    g.beta = 1.0f;
+    g.dtype = t;
+    g.c_dtype = DType::F32;
+    g.bias_grad = static_cast<float*>(db.p());
+    be->gemm(g);
+    EXPECT_TRUE(all_close(c.get(), want_dw, {1e-5, 1e-5}));
+    EXPECT_TRUE(all_close(db.get(), want_db, {1e-5, 1e-5}));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // CUDA GEMM (cuBLASLt) vs CPU GEMM: transposes, padded leading dimensions, mixed output
-// types with beta (weight-gradient accumulation), bias and bias+GELU epilogues, batches.
+// types with beta (weight-gradient accumulation), bias, bias+GELU (erf, and tanh through
+// cuBLASLt's GELU_AUX_BIAS) and fused bias-gradient epilogues, batches.
 #include <cmath>
 
 #include "cuda_test_util.hpp"
@@ -18,13 +19,14 @@ struct Case {
     bool tanh_gelu;
     float beta;
     std::int64_t pad;  // added to every leading dimension
+    bool bias_grad = false;  // fused dbias += column sums of A (weight-gradient GEMMs)
 };
 
 std::string describe(const Case& c) {
     return detail::concat("m=", c.m, " n=", c.n, " k=", c.k, " ta=", c.ta, " tb=", c.tb, " ",
                           dname(c.dtype), "->", dname(c.c_dtype), " batch=", c.batch,
                           " epi=", static_cast<int>(c.epi), c.tanh_gelu ? " tanh" : "",
-                          " beta=", c.beta, " pad=", c.pad);
+                          " beta=", c.beta, " pad=", c.pad, c.bias_grad ? " bias_grad" : "");
 }
 
 void run_case(Backend& cpu, Backend& gpu, const Case& c) {
@@ -38,6 +40,7 @@ void run_case(Backend& cpu, Backend& gpu, const Case& c) {
     Twin C(cpu, gpu, c.c_dtype, random_vec(sc * c.batch, 72));
     Twin bias(cpu, gpu, c.dtype, random_vec(c.n, 73));
     Twin aux(cpu, gpu, c.c_dtype, sc * c.batch);
+    Twin dbias(cpu, gpu, DType::F32, random_vec(c.m, 74));  // accumulated into
     GemmArgs g;
     g.trans_a = c.ta;
     g.trans_b = c.tb;
@@ -64,6 +67,7 @@ void run_case(Backend& cpu, Backend& gpu, const Case& c) {
         x.c = on_gpu ? C.g() : C.c();
         x.bias = c.epi == GemmEpilogue::None ? nullptr : (on_gpu ? bias.g() : bias.c());
         x.aux = c.epi == GemmEpilogue::BiasGelu ? (on_gpu ? aux.g() : aux.c()) : nullptr;
+        x.bias_grad = c.bias_grad ? (on_gpu ? dbias.gf() : dbias.cf()) : nullptr;
         be.gemm(x);
     };
     call(cpu, false);
@@ -83,6 +87,7 @@ void run_case(Backend& cpu, Backend& gpu, const Case& c) {
     if (c.epi == GemmEpilogue::BiasGelu) {
         EXPECT_TRUE(all_close(block(aux.gpu_vals()), block(aux.cpu_vals()), tol));
     }
+    if (c.bias_grad) EXPECT_TRUE(dbias.close(tol_for(DType::F32, 2.0 * std::sqrt(static_cast<double>(c.k)))));
 }
 
 TEST_F(CudaGemm, PlainAllTransposesAndTypes) {
@@ -121,6 +126,20 @@ TEST_F(CudaGemm, BiasAndGeluEpilogues) {
     run_case(cpu(), gpu(), Case{33, 64, 32, false, true, DType::BF16, DType::F32, 1, GemmEpilogue::Bias, false, 0.0f, 0});
 }
 
+// The weight-gradient GEMM with the bias gradient fused (cuBLASLt's BGRADB epilogue, or the
+// separate column sums where the library has no algorithm for it).
+TEST_F(CudaGemm, FusedBiasGradient) {
+    for (DType t : kAllTypes) {
+        run_case(cpu(), gpu(), Case{128, 192, 256, true, false, t, DType::F32, 1,
+                                    GemmEpilogue::None, false, 1.0f, 0, true});
+        run_case(cpu(), gpu(), Case{100, 72, 37, true, false, t, DType::F32, 1,
+                                    GemmEpilogue::None, false, 1.0f, 0, true});
+    }
+    // With another epilogue the column sums are computed on their own.
+    run_case(cpu(), gpu(), Case{64, 48, 32, true, false, DType::F16, DType::F16, 1,
+                                GemmEpilogue::Bias, false, 0.0f, 0, true});
+}
+
 TEST_F(CudaGemm, StridedBatches) {
     for (DType t : kAllTypes)
         for (int tr = 0; tr < 4; ++tr)
@@ -140,6 +159,9 @@ TEST_F(CudaGemm, RejectsBadArguments) {
     EXPECT_THROW(gpu().gemm(g), UsageError);
     g.epilogue = GemmEpilogue::None;
     g.lda = 2;
+    EXPECT_THROW(gpu().gemm(g), UsageError);
+    g.lda = 4;
+    g.bias_grad = x.gf();  // op(A) must be A^T for a fused bias gradient
     EXPECT_THROW(gpu().gemm(g), UsageError);
 }
 

@@ -47,6 +47,7 @@ public:
         h.c = host(g.c);
         h.bias = host(g.bias);
         h.aux = host(g.aux);
+        h.bias_grad = host(g.bias_grad);
         cpu_.gemm(h);
     }
     void layernorm_forward(const void* x, const void* gamma, const void* beta, void* y, float* mean,

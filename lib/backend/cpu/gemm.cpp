@@ -130,12 +130,19 @@ void validate(const GemmArgs& g) {
     }
     if (g.epilogue == GemmEpilogue::BiasGelu)
         GPT_REQUIRE(g.aux, UsageError, "gemm: BiasGelu epilogue without an aux buffer");
+    if (g.bias_grad)
+        GPT_REQUIRE(g.trans_a && g.lda == g.m && g.batch == 1, UsageError,
+                    "gemm: a fused bias gradient needs op(A) = A^T with A a contiguous [k, m] "
+                    "matrix (the weight-gradient GEMM dW = dY^T X) and batch 1 (trans_a=",
+                    g.trans_a, " lda=", g.lda, " m=", g.m, " batch=", g.batch, ")");
 }
 
 }  // namespace
 
 void CpuBackend::gemm(const GemmArgs& g) {
     validate(g);
+    // The fused bias gradient: the column sums of dY, exactly what bias_grad computes.
+    if (g.bias_grad) bias_grad(g.a, g.bias_grad, g.k, g.m, g.dtype);
     if (g.m == 0 || g.n == 0) return;
     const bool all_f32 = g.dtype == DType::F32 && g.c_dtype == DType::F32;
     const std::size_t dsz = dtype_size(g.dtype), csz = dtype_size(g.c_dtype);

@@ -82,6 +82,11 @@ void validate(const GemmArgs& g) {
     }
     if (g.epilogue == GemmEpilogue::BiasGelu)
         GPT_REQUIRE(g.aux, UsageError, "gemm: BiasGelu epilogue without an aux buffer");
+    if (g.bias_grad)
+        GPT_REQUIRE(g.trans_a && g.lda == g.m && g.batch == 1, UsageError,
+                    "gemm: a fused bias gradient needs op(A) = A^T with A a contiguous [k, m] "
+                    "matrix (the weight-gradient GEMM dW = dY^T X) and batch 1 (trans_a=",
+                    g.trans_a, " lda=", g.lda, " m=", g.m, " batch=", g.batch, ")");
 }
 
 template <typename T>
@@ -171,7 +176,8 @@ GemmEngine::~GemmEngine() {
     if (handle_) cublasLtDestroy(handle_);
 }
 
-void GemmEngine::matmul(const GemmArgs& g, void* d, const void* bias) {
+bool GemmEngine::matmul(const GemmArgs& g, void* d, const Fused& f) {
+    const void* bias = f.bias;
     const cudaDataType_t ab = cuda_type(g.dtype), ct = cuda_type(g.c_dtype);
     const std::size_t esz = dtype_size(g.dtype), csz = dtype_size(g.c_dtype);
     Descs ds;
@@ -181,12 +187,30 @@ void GemmEngine::matmul(const GemmArgs& g, void* d, const void* bias) {
     const cublasOperation_t op_b = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)), "gemm");
     GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)), "gemm");
-    if (bias) {
-        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    // The epilogue's vector: the bias (converted by the caller to C's type), or the bias
+    // gradient, which BGRADB writes as the column sums of cuBLASLt's B, i.e. our op(A) rows.
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+    const void* vec = nullptr;
+    cudaDataType_t vec_type = ct;
+    if (f.bias_grad) {
+        epi = CUBLASLT_EPILOGUE_BGRADB;
+        vec = f.bias_grad;
+        vec_type = CUDA_R_32F;
+    } else if (bias) {
+        epi = f.gelu_aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
+        vec = bias;
+    }
+    const bool fused = f.bias_grad || f.gelu_aux;
+    if (vec) {
         GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "gemm");
-        GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), "gemm");
-        const cudaDataType_t bt = ct;  // the caller converted the bias to C's type
-        GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)), "gemm");
+        GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)), "gemm");
+        GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vec_type, sizeof(vec_type)), "gemm");
+    }
+    if (f.gelu_aux) {
+        // The pre-activation has D's layout: column-major n x m with D's leading dimension.
+        const std::int64_t aux_ld = g.ldc;
+        GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &f.gelu_aux, sizeof(f.gelu_aux)), "gemm");
+        GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)), "gemm");
     }
     // Stored shapes, column-major: our B is [k,n] row-major = (n x k) col-major, etc.
     GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ds.a, ab, g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb), "gemm");
@@ -203,10 +227,12 @@ void GemmEngine::matmul(const GemmArgs& g, void* d, const void* bias) {
         g.trans_a, g.trans_b, ',', g.m, ',', g.n, ',', g.k, ',', g.lda, ',', g.ldb, ',', g.ldc,
         ',', static_cast<int>(g.dtype), static_cast<int>(g.c_dtype), ',', g.batch, ',',
         g.stride_a, ',', g.stride_b, ',', g.stride_c, ',', bias != nullptr, ',', al_a, ',',
-        al_b, ',', al_c, ',', reinterpret_cast<std::uintptr_t>(bias) % 256, ',', g.beta != 0.0f);
+        al_b, ',', al_c, ',', reinterpret_cast<std::uintptr_t>(vec) % 256, ',', g.beta != 0.0f, ',',
+        static_cast<int>(epi), ',', reinterpret_cast<std::uintptr_t>(f.gelu_aux) % 256);
     if (no_algo_.count(key)) {
+        if (fused) return false;
         fallback_gemm(g, d, bias);
-        return;
+        return true;
     }
     auto it = algos_.find(key);
     if (it == algos_.end()) {
@@ -225,42 +251,65 @@ void GemmEngine::matmul(const GemmArgs& g, void* d, const void* bias) {
         if (st != CUBLAS_STATUS_NOT_SUPPORTED) GPT_CUBLAS_CHECK(st, "gemm heuristic");
         if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
             no_algo_.insert(key);
+            if (fused) return false;
             fallback_gemm(g, d, bias);
-            return;
+            return true;
         }
         it = algos_.emplace(key, result.algo).first;
     }
     GPT_CUBLAS_CHECK(cublasLtMatmul(handle_, ds.op, &g.alpha, g.b, ds.a, g.a, ds.b, &g.beta, d,
                                     ds.c, d, ds.c, &it->second, workspace_, kWorkspaceBytes,
                                     kStream), "gemm");
+    return true;
 }
 
 void GemmEngine::run(CudaBackend& be, const GemmArgs& g) {
+    using Scratch = CudaBackend::Scratch;
     validate(g);
-    if (g.m == 0 || g.n == 0) return;
+    if (g.m == 0 || g.n == 0) {
+        if (g.bias_grad && g.m > 0 && g.k > 0) be.bias_grad(g.a, g.bias_grad, g.k, g.m, g.dtype);
+        return;
+    }
     // k = 0 is the empty sum: C = beta*C (+ bias). Not something the model issues, and
     // cuBLASLt rejects it, so say so instead of guessing.
     GPT_REQUIRE(g.k > 0, UsageError, "gemm on CUDA: k = 0 is not supported (m=", g.m, " n=", g.n, ")");
+    if (g.bias_grad) {
+        // The weight-gradient GEMM with dY's column sums from its epilogue (BGRADB), into a
+        // scratch since cuBLASLt overwrites the vector and ours accumulates.
+        if (g.epilogue == GemmEpilogue::None) {
+            Scratch sums(be, static_cast<std::size_t>(g.m) * sizeof(float));
+            if (matmul(g, g.c, Fused{nullptr, nullptr, sums.as<float>()})) {
+                be.accumulate_f32(sums.get(), g.bias_grad, g.m, DType::F32);
+                return;
+            }
+        }
+        be.bias_grad(g.a, g.bias_grad, g.k, g.m, g.dtype);
+    }
     if (g.epilogue == GemmEpilogue::None) {
-        matmul(g, g.c, nullptr);
+        matmul(g, g.c, Fused{});
         return;
     }
     // The bias epilogue reads a bias of C's type; ours has the operands' type.
     const void* bias = g.bias;
-    std::unique_ptr<CudaBackend::Scratch> bias_c;
+    std::unique_ptr<Scratch> bias_c;
     if (g.c_dtype != g.dtype) {
-        bias_c = std::make_unique<CudaBackend::Scratch>(be, g.n * dtype_size(g.c_dtype));
+        bias_c = std::make_unique<Scratch>(be, g.n * dtype_size(g.c_dtype));
         be.cast(g.bias, g.dtype, bias_c->get(), g.c_dtype, g.n);
         bias = bias_c->get();
     }
     if (g.epilogue == GemmEpilogue::Bias) {
-        matmul(g, g.c, bias);
+        matmul(g, g.c, Fused{bias, nullptr, nullptr});
         return;
     }
-    // BiasGelu: cuBLASLt's GELU epilogue is the tanh approximation only, and the exact erf
-    // GELU is the default; the GEMM writes the pre-activation into aux (which backward
-    // needs anyway) and one pass computes C = gelu(aux).
-    matmul(g, g.aux, bias);
+    // BiasGelu. cuBLASLt's GELU epilogue is the tanh approximation: with --openai-gelu one
+    // call writes the pre-activation (aux, which backward needs) and the activation, where
+    // the library has an algorithm for it (its aux leading dimension must be a multiple of 8).
+    if (g.tanh_gelu && g.batch == 1 && g.ldc % 8 == 0 &&
+        matmul(g, g.c, Fused{bias, g.aux, nullptr}))
+        return;
+    // The exact erf GELU (the default): the GEMM writes the pre-activation into aux and one
+    // pass computes C = gelu(aux).
+    matmul(g, g.aux, Fused{bias, nullptr, nullptr});
     const std::size_t csz = dtype_size(g.c_dtype);
     for (std::int64_t t = 0; t < g.batch; ++t) {
         const char* pre = static_cast<const char*>(g.aux) + t * g.stride_c * csz;

@@ -1,5 +1,6 @@
-// GemmEngine: the backend's GEMM on cuBLASLt (row-major mapping, fp32 compute, bias
-// epilogue, strided batches, heuristic results cached per shape, one workspace).
+// GemmEngine: the backend's GEMM on cuBLASLt (row-major mapping, fp32 compute, bias, tanh
+// GELU and bias-gradient epilogues, strided batches, heuristic results cached per shape,
+// one workspace).
 #pragma once
 
 #include <cublasLt.h>
@@ -24,9 +25,17 @@ public:
     void run(CudaBackend& be, const GemmArgs& g);
 
 private:
-    // One cuBLASLt call: D[c] = alpha*op(A)op(B) + beta*C (+ bias when bias != nullptr),
-    // everything already in cuBLASLt's column-major terms of the row-major request.
-    void matmul(const GemmArgs& g, void* d, const void* bias);
+    // What one cuBLASLt call fuses into its epilogue (in our row-major terms).
+    struct Fused {
+        const void* bias = nullptr;  // + bias[n] (C's type)
+        void* gelu_aux = nullptr;    // with bias: aux = pre-activation, D = tanh-GELU(aux)
+        float* bias_grad = nullptr;  // = sum over k of op(A)[i, k], fp32 (overwritten)
+    };
+    // One cuBLASLt call: D[c] = alpha*op(A)op(B) + beta*C with the fused epilogue, everything
+    // already in cuBLASLt's column-major terms of the row-major request. When the heuristic
+    // has no algorithm: plain and bias GEMMs run the fallback kernel; a GELU or bias-gradient
+    // epilogue returns false and the caller computes the pieces separately.
+    bool matmul(const GemmArgs& g, void* d, const Fused& f);
 
     cublasLtHandle_t handle_ = nullptr;
     void* workspace_ = nullptr;
