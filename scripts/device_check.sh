@@ -5,14 +5,16 @@
 # (default ./out). Steps: (1) every CUDA op against the CPU backend; (2) 5 training
 # iterations on the GPU against the CPU backend, and 2 ranks sharing the GPU (MPI staged)
 # against 1; (3) gpt_pretrain --device cuda on gpt-tiny, NCCL on 1 rank and MPI on 2;
-# (4) bench/train_gpu beside PyTorch eager and torch.compile.
-#   bash scripts/device_check.sh [STEPS]     # STEPS: any of "ops train app bench" (default all)
+# (4) bench/train_gpu beside PyTorch eager and torch.compile; (5) attn: bench/attention_gpu,
+# our flash attention forward and forward+backward beside PyTorch's
+# scaled_dot_product_attention on the three configs' attention shapes.
+#   bash scripts/device_check.sh [STEPS]     # STEPS: any of "ops train app bench attn" (default all)
 # A lent machine runs one command for at most 10 minutes: run "ops train app" (about 6
-# minutes at most) and "bench" (7) as two calls, carrying .rt.
+# minutes at most) and "bench attn" (7 + 2) as two calls, carrying .rt.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/out}
-steps=${1:-ops train app bench}
+steps=${1:-ops train app bench attn}
 mkdir -p "$out"
 rt=/opt/rt
 if [ ! -d "$rt/usr" ]; then
@@ -59,5 +61,11 @@ for s in $steps; do
         BENCH_BIN=$bin/bench_train_gpu PEERS=$root/.rt/peers PYTHON=python3 \
             step bench 400 bash "$root/bench/train_gpu/run.sh"
         tail -n 12 "$out/bench.log" >> "$summary" ;;
+    attn)
+        BENCH_BIN=$bin/bench_attention PYTHON=python3 \
+            step attn 120 bash "$root/bench/attention_gpu/run.sh"
+        # The last table (from its "device ..." line), or nothing when run.sh died first.
+        awk '/^device .*causal/ { buf = ""; found = 1 } found { buf = buf $0 "\n" }
+             END { printf "%s", buf }' "$out/attn.log" >> "$summary" ;;
     esac
 done

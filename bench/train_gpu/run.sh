@@ -28,20 +28,8 @@ read -r -a CONFIG_LIST <<<"${CONFIGS:-gpt-1.3b gpt2-1.5b-s1024 gpt22b-shape-4lay
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if [ -n "${BENCH_BIN:-}" ]; then
-  BIN=$BENCH_BIN  # a prebuilt binary (scripts/device_check.sh on a machine without a build)
-else
-  if [ ! -f "$BUILD_DIR/build.ninja" ] && [ ! -f "$BUILD_DIR/Makefile" ]; then
-    echo "run.sh: no build in $BUILD_DIR; run scripts/setup.sh first (or set GPT_BUILD_DIR)" >&2
-    exit 1
-  fi
-  if ! cmake --build "$BUILD_DIR" --target bench_train_gpu >"$tmp/build.log" 2>&1; then
-    tail -40 "$tmp/build.log" >&2
-    echo "run.sh: building bench_train_gpu in $BUILD_DIR failed" >&2
-    exit 1
-  fi
-  BIN=$BUILD_DIR/bench/train_gpu/bench_train_gpu
-fi
+. bench/common/bench_binary.sh
+bench_binary bench_train_gpu bench/train_gpu/bench_train_gpu
 
 if [ "$PEER" != "none" ]; then
   if [ ! -f "$PEERS/peer_torch_gpt.py" ]; then

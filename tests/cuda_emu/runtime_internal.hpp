@@ -1,7 +1,8 @@
-// Between the emulator's scheduler (simt.cpp) and its runtime (runtime.cpp).
+// Between the emulator's scheduler (simt.cpp), its runtime (runtime.cpp) and its PTX (ptx.cpp).
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "cuda_runtime.h"
 
@@ -18,5 +19,25 @@ std::size_t max_dynamic_smem(const void* kernel);
 // (and, for the legacy default stream, on every blocking stream). False with the sticky
 // error set for an unknown stream.
 bool stream_before_work(cudaStream_t stream);
+
+// One thread's cp.async copies not yet landed, in issue order; `group` counts the commits
+// before the copy, so the committed groups are a prefix of `copies`. Kept by the scheduler
+// with each fiber (it is per-thread state on the GPU), used by ptx.cpp.
+struct AsyncCopy {
+    void* dst;
+    const void* src;
+    std::size_t bytes, src_bytes;
+    unsigned group;
+};
+struct AsyncCopies {
+    std::vector<AsyncCopy> copies;
+    unsigned committed = 0;
+};
+AsyncCopies& current_async_copies();  // the running kernel thread's
+// Whether cp.async copies land when issued (the earliest the GPU may) rather than at the
+// wait (the latest): so under GPT_EMU_SCHEDULE=warps, where one warp runs ahead, a copy into
+// a buffer other warps still read, with no barrier between, shows; the other schedules catch
+// a read before the wait.
+bool async_copies_land_at_issue();
 
 }  // namespace gpt_emu

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -63,7 +64,7 @@ unsigned char* g_dynamic_smem = nullptr;
 namespace {
 
 // Fiber stacks: generous, since our kernels keep per-thread arrays of up to 128 floats and
-// emulated WMMA fragments hold whole 16x16 tiles; a guard page below each turns an overflow
+// flash attention keeps ~200 accumulators per thread; a guard page below each turns an overflow
 // into a fault instead of silent corruption.
 constexpr std::size_t kStackBytes = std::size_t{256} << 10;
 constexpr int kMaxThreads = 1024;
@@ -81,6 +82,7 @@ struct Fiber {
     int warp = 0, lane = 0;
     Wait wait = Wait::None;
     unsigned gen = 0;  // generation of the barrier this fiber waits on
+    AsyncCopies copies;  // cp.async (ptx.cpp)
 };
 
 struct BlockRun {
@@ -88,6 +90,10 @@ struct BlockRun {
     Barrier block;
     std::vector<Barrier> warps;
     std::vector<std::uint64_t> slots;  // warp exchange: two sets of one per thread
+    // Warp gather (allocated by the block's first): two sets of kWarpGatherMax bytes per
+    // thread, and the warp generation (+1) each slot was last written at.
+    std::vector<unsigned char> gather;
+    std::vector<unsigned> gather_gen;
     Fiber* cur = nullptr;
     void* sched_sp = nullptr;
     const std::function<void()>* body = nullptr;
@@ -162,6 +168,7 @@ void arrive(Barrier& b, Wait kind) {
 
 [[noreturn]] void fiber_entry() {
     BlockRun& r = *g_run;
+    r.cur->copies = AsyncCopies{};  // a thread starts with no cp.async in flight
     try {
         (*r.body)();
     } catch (const std::exception& e) {
@@ -170,6 +177,10 @@ void arrive(Barrier& b, Wait kind) {
         if (r.failure.empty()) r.failure = "exception in a kernel thread";
     }
     Fiber& f = *r.cur;
+    // cp.async copies the thread never waited for are dropped, not landed: no thread may
+    // read them (another thread sees them only after this one's wait and a barrier), so
+    // a kernel that relies on them reads the stale (or NaN-poisoned) destination here.
+    f.copies = AsyncCopies{};
     f.wait = Wait::Done;
     --r.block.live;
     --r.warps[static_cast<std::size_t>(f.warp)].live;
@@ -213,7 +224,7 @@ std::string describe_deadlock(const BlockRun& r) {
     m << "barrier deadlock in block (" << g_block_idx.x << "," << g_block_idx.y << ","
       << g_block_idx.z << "): " << at_block << " of " << r.block.live
       << " live threads wait at __syncthreads while others wait at a warp-level barrier "
-         "(__syncwarp, shuffle or WMMA) their warp cannot complete";
+         "(__syncwarp, shuffle, mma.sync or ldmatrix) their warp cannot complete";
     if (!warps.str().empty()) m << " (warps" << warps.str() << ")";
     return m.str();
 }
@@ -298,6 +309,35 @@ std::uint64_t warp_exchange(std::uint64_t v, int src_lane) {
     if (src_lane < 0 || src_lane >= 32) return v;
     return r.slots[base + static_cast<std::size_t>(src_lane)];
 }
+
+// The gather's sets alternate by warp generation for the reason warp_exchange's do. A slot's
+// generation tag tells which lanes wrote at this barrier: a stale slot has an older tag.
+std::uint32_t warp_gather(const void* mine, std::size_t bytes, void* all) {
+    if (bytes > kWarpGatherMax) throw std::logic_error("gpt_emu::warp_gather: more than kWarpGatherMax bytes");
+    BlockRun& r = *g_run;
+    const std::size_t nwarps = r.warps.size();
+    if (r.gather.empty()) {
+        r.gather.resize(nwarps * 64 * kWarpGatherMax);
+        r.gather_gen.assign(nwarps * 64, 0);
+    }
+    const std::size_t warp = static_cast<std::size_t>(r.cur->warp);
+    const unsigned gen = r.warps[warp].gen;
+    const std::size_t base = ((gen & 1u) * nwarps + warp) * 32;
+    const std::size_t me = base + static_cast<std::size_t>(r.cur->lane);
+    std::memcpy(&r.gather[me * kWarpGatherMax], mine, bytes);
+    r.gather_gen[me] = gen + 1;
+    warp_barrier();  // every lane has written
+    auto* out = static_cast<unsigned char*>(all);
+    std::uint32_t mask = 0;
+    for (std::size_t l = 0; l < 32; ++l) {
+        std::memcpy(out + l * bytes, &r.gather[(base + l) * kWarpGatherMax], bytes);
+        if (r.gather_gen[base + l] == gen + 1) mask |= std::uint32_t{1} << l;
+    }
+    return mask;
+}
+
+AsyncCopies& current_async_copies() { return g_run->cur->copies; }
+bool async_copies_land_at_issue() { return schedule() == Schedule::Warps; }
 
 void launch_kernel(const void* kernel, dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
                    const std::function<void()>& body) {

@@ -1,14 +1,21 @@
 // The CUDA emulator's own checks (built only with -DGPT_CUDA_EMU=ON): the errors it promises
 // in docs/cuda-emulator.md surface as a GPU would report them, and warp shuffles, block
-// barriers and dynamic shared memory behave as CUDA defines them.
+// barriers and dynamic shared memory behave as CUDA defines them, and the sm_80 PTX
+// (mma.sync, ldmatrix, cp.async) follows the ISA's fragment layouts and completion rules.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
+#include <gpt_emu/ptx.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
+
+#include "core/half.hpp"
 
 namespace {
 
@@ -49,6 +56,90 @@ __global__ void dynamic_smem_kernel(float* out) {
     auto* f = reinterpret_cast<float*>(smem);
     out[threadIdx.x] = f[threadIdx.x];  // never written: the emulator's NaN fill
 }
+
+// mma.sync.m16n8k16 on row-major A (16x16), B (16x8, k x n) and C (16x8); each lane builds
+// its fragments from the PTX layout (g = lane / 4, t = lane % 4) and stores its D share.
+__global__ void mma_kernel(const std::uint16_t* a, const std::uint16_t* b, const float* c, float* d, bool bf16) {
+    const int lane = static_cast<int>(threadIdx.x), g = lane / 4, t = lane % 4;
+    auto pair = [](std::uint16_t lo, std::uint16_t hi) { return lo | static_cast<std::uint32_t>(hi) << 16; };
+    auto A = [&](int r, int k) { return pair(a[r * 16 + k], a[r * 16 + k + 1]); };
+    auto B = [&](int k, int n) { return pair(b[k * 8 + n], b[(k + 1) * 8 + n]); };
+    const std::uint32_t ra[4] = {A(g, 2 * t), A(g + 8, 2 * t), A(g, 2 * t + 8), A(g + 8, 2 * t + 8)};
+    const std::uint32_t rb[2] = {B(2 * t, g), B(2 * t + 8, g)};
+    const int at[4] = {g * 8 + 2 * t, g * 8 + 2 * t + 1, (g + 8) * 8 + 2 * t, (g + 8) * 8 + 2 * t + 1};
+    float acc[4];
+    for (int i = 0; i < 4; ++i) acc[i] = c[at[i]];
+    gpt_emu::mma_m16n8k16(acc, ra, rb, bf16);
+    for (int i = 0; i < 4; ++i) d[at[i]] = acc[i];
+}
+
+// Where ldmatrix_kernel's matrix m, row r starts, in 16-bit elements: rows 48 bytes apart,
+// matrices in reverse order, so a gather that ignored the lanes' addresses would show.
+int ldm_offset(int m, int r) { return ((3 - m) * 8 + r) * 24 + 8; }
+
+// Each lane's ldmatrix .x4, .x4.trans and .x2 registers (10 per lane) from a shared tile whose
+// every element holds its own index; `bad_lane` >= 0 misaligns that lane's .x4 address.
+__global__ void ldmatrix_kernel(std::uint32_t* out, int bad_lane) {
+    __shared__ __align__(16) std::uint16_t tile[32 * 24];
+    const int lane = static_cast<int>(threadIdx.x);
+    for (int i = lane; i < 32 * 24; i += 32) tile[i] = static_cast<std::uint16_t>(i);
+    __syncwarp();
+    const std::uint16_t* row = tile + ldm_offset(lane / 8, lane % 8);
+    std::uint32_t r[10];
+    gpt_emu::ldmatrix(r, 4, false, lane == bad_lane ? row + 1 : row);
+    gpt_emu::ldmatrix(r + 4, 4, true, row);
+    // .x2 uses lanes 0-15 only: the others' (misaligned) addresses must not matter.
+    gpt_emu::ldmatrix(r + 8, 2, false, lane < 16 ? row : row + 1);
+    for (int i = 0; i < 10; ++i) out[lane * 10 + i] = r[i];
+}
+
+// cp.async from src (4 floats per thread) into shared memory: group 0 copies 16 bytes to s0;
+// group 1 copies 16 bytes to s1, zero-fills s2, and copies 4 of 16 bytes plus 8 of 8 bytes
+// to s3. Each thread snapshots its own destinations (16 floats) before any wait and after
+// the __syncthreads that follows the commits, after wait(1), and after wait(0).
+__global__ void cp_async_kernel(const float* src, float* out) {
+    __shared__ __align__(16) float s[4][128];
+    const int t = static_cast<int>(threadIdx.x);
+    for (int k = 0; k < 4; ++k)
+        for (int i = 0; i < 4; ++i) s[k][4 * t + i] = -1.0f;
+    gpt_emu::cp_async(&s[0][4 * t], src + 4 * t, 16, 16);
+    gpt_emu::cp_async_commit();
+    gpt_emu::cp_async(&s[1][4 * t], src + 128 + 4 * t, 16, 16);
+    gpt_emu::cp_async(&s[2][4 * t], src + 4 * t, 16, 0);
+    gpt_emu::cp_async(&s[3][4 * t], src + 4 * t, 16, 4);
+    gpt_emu::cp_async(&s[3][4 * t + 2], src + 4 * t + 2, 8, 8);
+    gpt_emu::cp_async_commit();
+    __syncthreads();  // a barrier does not complete copies
+    auto snapshot = [&](int when) {
+        for (int k = 0; k < 4; ++k)
+            for (int i = 0; i < 4; ++i) out[(when * 32 + t) * 16 + 4 * k + i] = s[k][4 * t + i];
+    };
+    snapshot(0);
+    gpt_emu::cp_async_wait(1);
+    snapshot(1);
+    gpt_emu::cp_async_wait(0);
+    snapshot(2);
+}
+
+__global__ void cp_async_misaligned_kernel(const float* src) {
+    __shared__ __align__(16) float s[8];
+    gpt_emu::cp_async(s + 1, src, 16, 16);
+}
+
+template <typename T>
+struct Buffer {
+    T* p = nullptr;
+    explicit Buffer(const std::vector<T>& h) {
+        EXPECT_EQ(cudaMalloc(&p, h.size() * sizeof(T)), cudaSuccess);
+        EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    }
+    ~Buffer() { cudaFree(p); }
+    std::vector<T> get(std::size_t n) const {
+        std::vector<T> h(n);
+        EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+        return h;
+    }
+};
 
 struct Device {
     float* p = nullptr;
@@ -123,11 +214,125 @@ TEST(CudaEmulator, CopiesMustMatchWhereThePointersLive) {
     EXPECT_EQ(cudaMemcpy(d.p, h.data(), 16 * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
     float x = 0.0f;
     EXPECT_EQ(cudaFree(&x), cudaErrorInvalidDevicePointer);
+    (void)cudaGetLastError();  // failed calls also set the sticky error; later tests check theirs
 }
 
 TEST(CudaEmulatorDeathTest, HostDereferenceOfDeviceMemoryFaultsWithAMessage) {
     Device d(4);
     EXPECT_DEATH({ volatile float v = d.p[0]; (void)v; }, "host code accessed emulated device memory");
+}
+
+void check_mma(bool bf16) {
+    std::mt19937 rng(bf16 ? 2 : 1);
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    auto bits = [&](float v) { return bf16 ? gpt::float_to_bf16_bits(v) : gpt::float_to_half_bits(v); };
+    auto value = [&](std::uint16_t h) { return bf16 ? gpt::bf16_bits_to_float(h) : gpt::half_bits_to_float(h); };
+    std::vector<std::uint16_t> a(16 * 16), b(16 * 8);
+    std::vector<float> c(16 * 8);
+    for (auto& x : a) x = bits(u(rng));
+    for (auto& x : b) x = bits(u(rng));
+    for (auto& x : c) x = u(rng);
+    Buffer<std::uint16_t> da(a), db(b);
+    Buffer<float> dc(c), dd(std::vector<float>(16 * 8, 0.0f));
+    mma_kernel<<<1, 32>>>(da.p, db.p, dc.p, dd.p, bf16);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    const std::vector<float> d = dd.get(16 * 8);
+    for (int i = 0; i < 16; ++i)
+        for (int j = 0; j < 8; ++j) {
+            double want = c[i * 8 + j], scale = std::fabs(want);
+            for (int k = 0; k < 16; ++k) {
+                const double p = double{value(a[i * 16 + k])} * value(b[k * 8 + j]);
+                want += p;
+                scale += std::fabs(p);
+            }
+            // fp32 accumulation: 16 roundings of at most 2^-24 of the running magnitude
+            EXPECT_NEAR(d[i * 8 + j], want, 1e-6 * scale)
+                << (bf16 ? "bf16" : "fp16") << " D(" << i << "," << j << ")";
+        }
+}
+
+TEST(CudaEmulatorPtx, MmaM16N8K16MatchesAPlainProductInFp16AndBf16) {
+    check_mma(false);
+    check_mma(true);
+}
+
+TEST(CudaEmulatorPtx, MmaInAPartialWarpFailsTheLaunch) {
+    Buffer<std::uint16_t> da(std::vector<std::uint16_t>(256)), db(std::vector<std::uint16_t>(128));
+    Buffer<float> dc(std::vector<float>(128)), dd(std::vector<float>(128));
+    mma_kernel<<<1, 16>>>(da.p, db.p, dc.p, dd.p, false);
+    const cudaError_t err = cudaGetLastError();
+    EXPECT_EQ(err, cudaErrorLaunchFailure);
+    EXPECT_NE(std::string(cudaGetErrorString(err)).find("not all 32 lanes"), std::string::npos)
+        << cudaGetErrorString(err);
+}
+
+TEST(CudaEmulatorPtx, LdmatrixFollowsTheFragmentLayout) {
+    Buffer<std::uint32_t> dout(std::vector<std::uint32_t>(320, 0));
+    ldmatrix_kernel<<<1, 32>>>(dout.p, -1);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    const std::vector<std::uint32_t> out = dout.get(320);
+    auto at = [](int m, int r, int c) { return static_cast<std::uint32_t>(ldm_offset(m, r) + c); };
+    for (int lane = 0; lane < 32; ++lane) {
+        const int g = lane / 4, t = lane % 4;
+        for (int m = 0; m < 4; ++m) {
+            EXPECT_EQ(out[lane * 10 + m], at(m, g, 2 * t) | at(m, g, 2 * t + 1) << 16)
+                << "x4 lane " << lane << " m " << m;
+            EXPECT_EQ(out[lane * 10 + 4 + m], at(m, 2 * t, g) | at(m, 2 * t + 1, g) << 16)
+                << "x4.trans lane " << lane << " m " << m;
+            if (m < 2) {
+                EXPECT_EQ(out[lane * 10 + 8 + m], at(m, g, 2 * t) | at(m, g, 2 * t + 1) << 16)
+                    << "x2 lane " << lane << " m " << m;
+            }
+        }
+    }
+}
+
+TEST(CudaEmulatorPtx, MisalignedLdmatrixAddressFailsTheLaunch) {
+    Buffer<std::uint32_t> dout(std::vector<std::uint32_t>(320, 0));
+    ldmatrix_kernel<<<1, 32>>>(dout.p, 5);
+    const cudaError_t err = cudaGetLastError();
+    EXPECT_EQ(err, cudaErrorLaunchFailure);
+    const std::string msg = cudaGetErrorString(err);
+    EXPECT_NE(msg.find("ldmatrix: lane 5's row address"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("is not 16-byte aligned"), std::string::npos) << msg;
+}
+
+// Under GPT_EMU_SCHEDULE=warps copies land when issued instead (the earliest legal time),
+// so every snapshot sees them.
+TEST(CudaEmulatorPtx, CpAsyncLandsOnlyAtTheWaitThatCoversItsGroup) {
+    const char* order = std::getenv("GPT_EMU_SCHEDULE");
+    const bool at_issue = order && std::string(order) == "warps";
+    std::vector<float> src(256);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i + 1);
+    Buffer<float> dsrc(src), dout(std::vector<float>(3 * 32 * 16, 0.0f));
+    cp_async_kernel<<<1, 32>>>(dsrc.p, dout.p);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    const std::vector<float> out = dout.get(3 * 32 * 16);
+    for (int t = 0; t < 32; ++t)
+        for (int i = 0; i < 4; ++i) {
+            auto seen = [&](int when, int k) { return out[(when * 32 + t) * 16 + 4 * k + i]; };
+            const float g0 = src[4 * t + i], g1 = src[128 + 4 * t + i];
+            const float s3 = i == 1 ? 0.0f : g0;  // 4 of 16 bytes (rest zero), then 8 bytes at +2
+            const float landed[4] = {g0, g1, 0.0f, s3};
+            for (int k = 0; k < 4; ++k)
+                EXPECT_EQ(seen(0, k), at_issue ? landed[k] : -1.0f) << "before any wait: t " << t << " s" << k;
+            EXPECT_EQ(seen(1, 0), g0) << "wait(1) lands group 0: t " << t;
+            for (int k = 1; k < 4; ++k)
+                EXPECT_EQ(seen(1, k), at_issue ? landed[k] : -1.0f) << "wait(1) keeps group 1: t " << t << " s" << k;
+            EXPECT_EQ(seen(2, 0), g0) << t;
+            EXPECT_EQ(seen(2, 1), g1) << "wait(0): t " << t;
+            EXPECT_EQ(seen(2, 2), 0.0f) << "zero fill: t " << t;
+            EXPECT_EQ(seen(2, 3), s3) << "partial source: t " << t << " i " << i;
+        }
+}
+
+TEST(CudaEmulatorPtx, MisalignedCpAsyncFailsTheLaunch) {
+    Buffer<float> dsrc(std::vector<float>(16, 1.0f));
+    cp_async_misaligned_kernel<<<1, 32>>>(dsrc.p);
+    const cudaError_t err = cudaGetLastError();
+    EXPECT_EQ(err, cudaErrorLaunchFailure);
+    EXPECT_NE(std::string(cudaGetErrorString(err)).find("cp.async: destination"), std::string::npos)
+        << cudaGetErrorString(err);
 }
 
 }  // namespace

@@ -18,7 +18,8 @@
 #define __forceinline__ inline
 #define __shared__ static
 #define __launch_bounds__(...)
-#define __align__(n) alignas(n)
+// GNU's spelling: unlike alignas it may follow `static` (`__shared__ __align__(16) T x[n]`).
+#define __align__(n) __attribute__((aligned(n)))
 
 enum cudaError_t {
     cudaSuccess = 0,

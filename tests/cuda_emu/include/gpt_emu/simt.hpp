@@ -2,8 +2,8 @@
 //
 // Each kernel thread is a fiber with its own stack; a block's fibers run one after another on the
 // launching OS thread and switch only at __syncthreads, __syncwarp and the warp-collective
-// operations (shuffles, WMMA), which are barriers over the block or warp. Threads that
-// returned no longer count at barriers (as on sm_70+). A barrier some live thread can never
+// operations (shuffles, mma.sync, ldmatrix), which are barriers over the block or warp.
+// Threads that returned no longer count at barriers (as on sm_70+). A barrier some live thread can never
 // reach (divergent __syncthreads) fails the launch with a message instead of hanging.
 // Blocks run one at a time, so `__shared__` locals are function statics and dynamic shared
 // memory is one buffer, poisoned (0xff) before each block so unwritten reads show as NaN.
@@ -47,6 +47,12 @@ void block_barrier();
 void warp_barrier();
 // Warp exchange: every lane of the warp offers `v` (8 bytes at most), then reads lane `src`'s.
 std::uint64_t warp_exchange(std::uint64_t v, int src_lane);
+// Warp gather: every lane offers `bytes` bytes (kWarpGatherMax at most) and receives all 32
+// lanes' offers, lane after lane, in `all` (32 * bytes), after one warp barrier. Returns the
+// mask of lanes that offered at this barrier; lanes that exited, lanes missing from a partial
+// warp and lanes that met the barrier elsewhere (a __syncwarp) are absent, their bytes stale.
+constexpr std::size_t kWarpGatherMax = 32;
+std::uint32_t warp_gather(const void* mine, std::size_t bytes, void* all);
 int lane_id();
 
 // Runs body on grid x block threads (blocks in order); returns false and sets the emulated

@@ -1,0 +1,246 @@
+// bench_attention: our flash attention (causal, no dropout) forward and forward+backward on
+// the attention shapes of issue #7's three training configs, for bench/attention_gpu/run.sh
+// to set beside PyTorch's scaled_dot_product_attention (peer_torch_attention.py, same shapes,
+// same timing, same FLOP count).
+//
+//   bench_attention                                  # every shape but tiny, cuda, fp16
+//   bench_attention --shape gpt-1.3b --reps 50
+//   bench_attention --device cpu --shape tiny --reps 2   # smoke run without a GPU
+//
+// Timing: device-synchronised wall time of each call (synchronize, start, run, synchronize),
+// median of --reps after 3 warm-ups. FLOPs count only the causal half of the s x s scores,
+// as FlashAttention's benchmarks do: forward = 2 GEMMs (QK^T, PV) of 2*b*np*s*s*hn each,
+// halved = 2*b*np*s*s*hn; backward = 2.5 x forward (5 GEMMs of the same size), so
+// forward+backward = 3.5 x forward.
+// Output: '#' header lines, then one line per shape of key=value fields (shape, impl,
+// device, dtype, b, np, s, hn, fwd_ms, fwd_tflops, fwdbwd_ms, fwdbwd_tflops, finite), or
+// shape=NAME impl=ours error="..." when that shape failed (the others still run; exit 1).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "core/errors.hpp"
+#include "core/timer.hpp"
+
+namespace {
+
+using gpt::Backend;
+using gpt::DType;
+
+struct Shape {
+    const char* name;
+    std::int64_t b, np, s, hn;
+};
+
+// The attention of issue #7's configs (micro-batch, heads, sequence, head size), and a tiny
+// one for CPU smoke runs (left out of "all").
+constexpr Shape kShapes[] = {
+    {"gpt-1.3b", 8, 16, 2048, 128},         // hidden 2048
+    {"gpt2-1.5b-s1024", 16, 25, 1024, 64},  // hidden 1600
+    {"gpt22b-shape", 4, 64, 2048, 96},      // hidden 6144
+    {"tiny", 2, 2, 256, 64},
+};
+constexpr int kWarmup = 3;
+
+struct Options {
+    std::string device = "cuda";
+    DType dtype = DType::F16;
+    int reps = 20;
+    std::string shape = "all";
+};
+
+void usage(std::FILE* out) {
+    std::fprintf(out,
+                 "usage: bench_attention [--device cuda|cpu] [--dtype fp16|bf16] [--reps N (20)]\n"
+                 "                       [--shape all|gpt-1.3b|gpt2-1.5b-s1024|gpt22b-shape|tiny]\n"
+                 "  'all' (the default) is every shape but tiny.\n");
+}
+
+Options parse(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--help" || a == "-h") {
+            usage(stdout);
+            std::exit(0);
+        }
+        GPT_REQUIRE(i + 1 < argc, UsageError, "unknown flag or missing value: '", a,
+                    "'. HINT: bench_attention --help");
+        const std::string v = argv[++i];
+        if (a == "--device") {
+            o.device = v;
+        } else if (a == "--dtype") {
+            GPT_REQUIRE(v == "fp16" || v == "bf16", UsageError, "--dtype expects fp16 or bf16, got '",
+                        v, "'");
+            o.dtype = gpt::parse_dtype(v);
+        } else if (a == "--reps") {
+            char* end = nullptr;
+            const long n = std::strtol(v.c_str(), &end, 10);
+            GPT_REQUIRE(!v.empty() && *end == '\0' && n > 0 && n <= 100000, UsageError,
+                        "--reps expects a positive integer, got '", v, "'");
+            o.reps = static_cast<int>(n);
+        } else if (a == "--shape") {
+            o.shape = v;
+        } else {
+            GPT_THROW(UsageError, "unknown flag '", a, "'. HINT: bench_attention --help");
+        }
+    }
+    const bool known = o.shape == "all" ||
+                       std::any_of(std::begin(kShapes), std::end(kShapes),
+                                   [&](const Shape& s) { return o.shape == s.name; });
+    GPT_REQUIRE(known, UsageError, "unknown --shape '", o.shape,
+                "' (expected all, gpt-1.3b, gpt2-1.5b-s1024, gpt22b-shape or tiny)");
+    return o;
+}
+
+// Device buffers of one shape, freed when it is done (also when it failed).
+struct Buffers {
+    Backend& be;
+    std::vector<void*> ptrs;
+    void* get(std::size_t bytes) {
+        void* p = be.alloc(bytes);
+        ptrs.push_back(p);
+        return p;
+    }
+    ~Buffers() {
+        for (void* p : ptrs) be.free(p);
+    }
+};
+
+// Uniform(-1, 1) values in `dtype`: q.k over hn elements then has a spread like a trained
+// model's scores (std ~ sqrt(hn/3) * 1/sqrt(hn)), so the softmax is neither flat nor one-hot.
+// Filled through an fp32 staging chunk cast on the device: no full-size fp32 twin.
+void fill_random(Backend& be, void* p, std::int64_t n, DType dtype, std::uint32_t seed) {
+    constexpr std::int64_t kChunk = 1 << 20;
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> host(static_cast<std::size_t>(std::min(n, kChunk)));
+    for (float& x : host) x = u(rng);
+    float* stage = static_cast<float*>(be.alloc(host.size() * sizeof(float)));
+    be.copy_to_device(stage, host.data(), host.size() * sizeof(float));
+    char* dst = static_cast<char*>(p);
+    // The same chunk repeated at shifting offsets; different heads still see different data.
+    for (std::int64_t i = 0; i < n; i += kChunk) {
+        const std::int64_t len = std::min(kChunk, n - i);
+        be.cast(stage, DType::F32, dst + i * gpt::dtype_size(dtype), dtype, len);
+    }
+    be.synchronize();
+    be.free(stage);
+}
+
+// Median of reps of one device-synchronised call, after kWarmup untimed ones.
+double median_seconds(Backend& be, int reps, const std::function<void()>& f) {
+    for (int i = 0; i < kWarmup; ++i) f();
+    std::vector<double> t(static_cast<std::size_t>(reps));
+    for (double& x : t) {
+        be.synchronize();
+        gpt::Stopwatch sw;
+        f();
+        be.synchronize();
+        x = sw.seconds();
+    }
+    std::sort(t.begin(), t.end());
+    const std::size_t m = t.size() / 2;
+    return t.size() % 2 ? t[m] : 0.5 * (t[m - 1] + t[m]);
+}
+
+// Every element of a `dtype` buffer finite (through an fp32 copy and grad_stats).
+bool all_finite(Backend& be, Buffers& mem, const void* p, std::int64_t n, DType dtype) {
+    float* f = static_cast<float*>(mem.get(static_cast<std::size_t>(n) * sizeof(float)));
+    be.cast(p, dtype, f, DType::F32, n);
+    return be.grad_stats(f, n).finite;
+}
+
+void run_shape(Backend& be, const Options& o, const Shape& sh) {
+    Buffers mem{be, {}};
+    gpt::AttentionArgs a;
+    a.s = sh.s;
+    a.b = sh.b;
+    a.np = sh.np;
+    a.hn = sh.hn;
+    a.dtype = o.dtype;
+    a.flash = true;
+    a.dropout = 0.0f;
+    a.seed = 1;
+    const std::int64_t tokens = sh.s * sh.b;
+    const std::int64_t n_qkv = tokens * sh.np * 3 * sh.hn, n_out = tokens * sh.np * sh.hn;
+    const std::size_t es = gpt::dtype_size(o.dtype);
+    void* qkv = mem.get(n_qkv * es);   // [s, b*np, 3, hn]
+    void* out = mem.get(n_out * es);   // [s, b*np, hn]
+    void* dout = mem.get(n_out * es);  // [s, b*np, hn]
+    void* dqkv = mem.get(n_qkv * es);  // [s, b*np, 3, hn]
+    void* saved = mem.get(be.attention_saved_bytes(a));
+    fill_random(be, qkv, n_qkv, o.dtype, 1);
+    fill_random(be, dout, n_out, o.dtype, 2);
+
+    const double fwd = median_seconds(be, o.reps, [&] { be.attention_forward(a, qkv, out, saved); });
+    const double fwdbwd = median_seconds(be, o.reps, [&] {
+        be.attention_forward(a, qkv, out, saved);
+        be.attention_backward(a, qkv, out, saved, dout, dqkv);
+    });
+    const bool finite = all_finite(be, mem, out, n_out, o.dtype) &&
+                        all_finite(be, mem, dqkv, n_qkv, o.dtype);
+
+    const double fwd_flop = 2.0 * sh.b * sh.np * double(sh.s) * sh.s * sh.hn;  // causal half
+    const double fwdbwd_flop = 3.5 * fwd_flop;
+    std::printf("shape=%s impl=ours device=%s dtype=%s b=%lld np=%lld s=%lld hn=%lld "
+                "fwd_ms=%.4f fwd_tflops=%.4f fwdbwd_ms=%.4f fwdbwd_tflops=%.4f finite=%d\n",
+                sh.name, o.device.c_str(), std::string(gpt::dtype_name(o.dtype)).c_str(),
+                static_cast<long long>(sh.b), static_cast<long long>(sh.np),
+                static_cast<long long>(sh.s), static_cast<long long>(sh.hn), fwd * 1e3,
+                fwd_flop / fwd * 1e-12, fwdbwd * 1e3, fwdbwd_flop / fwdbwd * 1e-12, finite ? 1 : 0);
+    std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int rc = 0;
+    try {
+        const Options o = parse(argc, argv);
+        auto be = gpt::make_backend(o.device, 0);
+        std::printf("# bench_attention: flash attention, causal, dropout 0, device %s (%s), dtype %s; "
+                    "median of %d reps after %d warm-ups, device-synchronised wall time\n",
+                    o.device.c_str(), be->name().c_str(),
+                    std::string(gpt::dtype_name(o.dtype)).c_str(), o.reps, kWarmup);
+        std::printf("# layout: qkv [s, b*np, 3, hn] (Megatron's interleaved q,k,v per head), "
+                    "out/dout [s, b*np, hn]\n");
+        std::printf("# FLOPs count the causal half only (as FlashAttention's benchmarks): "
+                    "fwd = 2*b*np*s*s*hn, fwd+bwd = 3.5 x fwd\n");
+        std::fflush(stdout);
+        for (const Shape& sh : kShapes) {
+            const bool wanted = o.shape == "all" ? std::string(sh.name) != "tiny" : o.shape == sh.name;
+            if (!wanted) continue;
+            try {
+                run_shape(*be, o, sh);
+            } catch (const std::exception& e) {
+                // One shape's failure (an unsupported head size, out of memory) is its row's
+                // error; the other shapes still run.
+                std::string msg = e.what();
+                std::replace(msg.begin(), msg.end(), '"', '\'');
+                std::replace(msg.begin(), msg.end(), '\n', ' ');
+                std::printf("shape=%s impl=ours error=\"%s\"\n", sh.name, msg.c_str());
+                std::fflush(stdout);
+                std::cerr << "bench_attention: " << sh.name << ": error: " << e.what() << "\n";
+                rc = 1;
+            }
+        }
+    } catch (const gpt::UsageError& e) {
+        std::cerr << "bench_attention: " << e.what() << "\n";
+        return 2;
+    } catch (const std::exception& e) {
+        std::fflush(stdout);
+        std::cerr << "bench_attention: error: " << e.what() << "\n";
+        return 1;
+    }
+    return rc;
+}

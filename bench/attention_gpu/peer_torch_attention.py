@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""PyTorch's causal attention on bench_attention's shapes: the peer of bench/attention_gpu.
+
+torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) on contiguous
+[b, np, s, hn] tensors (PyTorch's preferred layout: no transposes counted), with the flash
+backend forced where PyTorch lets us (torch.nn.attention.sdpa_kernel, or the older
+torch.backends.cuda.sdp_kernel); if forcing fails the default dispatch runs and the line
+says so. Without scaled_dot_product_attention (torch < 2.0) an explicit masked-softmax
+attention runs instead (backend=math-manual: only for smoke runs).
+
+Timing and FLOPs as bench_attention: device-synchronised wall time of each call, median of
+--reps after 3 warm-ups; forward = 2*b*np*s*s*hn (the causal half of QK^T and PV),
+forward+backward = 3.5 x forward. Backward is torch.autograd.grad of the output with a
+fixed random dout (fresh gradients each call, no accumulation).
+
+  python3 peer_torch_attention.py                          # every shape but tiny, cuda fp16
+  python3 peer_torch_attention.py --device cpu --shape tiny --reps 2   # smoke run
+
+Prints '#' header lines, then one key=value line per shape (shape, impl, device, dtype, b,
+np, s, hn, backend, fwd_ms, fwd_tflops, fwdbwd_ms, fwdbwd_tflops), or shape=NAME
+impl=torch error="..." when that shape failed.
+"""
+import argparse
+import contextlib
+import statistics
+import sys
+import time
+
+SHAPES = {  # name: (b, np, s, hn), as bench_attention.cpp
+    "gpt-1.3b": (8, 16, 2048, 128),
+    "gpt2-1.5b-s1024": (16, 25, 1024, 64),
+    "gpt22b-shape": (4, 64, 2048, 96),
+    "tiny": (2, 2, 256, 64),
+}
+WARMUP = 3
+
+
+def flash_context(torch):
+    """A context manager forcing the flash backend and its name, or (None, why not)."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel  # torch >= 2.3
+        return (lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)), "flash"
+    except ImportError:
+        pass
+    sdp_kernel = getattr(getattr(torch.backends, "cuda", None), "sdp_kernel", None)
+    if sdp_kernel is not None:  # torch 2.0 - 2.2
+        return (lambda: sdp_kernel(enable_flash=True, enable_math=False,
+                                   enable_mem_efficient=False)), "flash"
+    return None, "no way to force flash in torch %s" % torch.__version__
+
+
+def manual_attention(torch, q, k, v):
+    # fp32 arithmetic: old CPU builds have no half matmul (a smoke path, not a peer number).
+    s = q.shape[-2]
+    qf, kf, vf = q.float(), k.float(), v.float()
+    scores = torch.matmul(qf, kf.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
+    mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+    scores = scores.masked_fill(mask, float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1), vf).to(q.dtype)
+
+
+def median_seconds(torch, device, reps, fn):
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+    for _ in range(WARMUP):
+        fn()
+    times = []
+    for _ in range(reps):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def run_shape(torch, args, name, ctx_factory, backend_name):
+    import torch.nn.functional as F
+    b, np_, s, hn = SHAPES[name]
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
+    g = torch.Generator(device="cpu").manual_seed(1)
+    # Uniform(-1, 1) like bench_attention, made on the host so both devices see the same data.
+    q, k, v, dout = (((torch.rand(b, np_, s, hn, generator=g) * 2 - 1)
+                      .to(device=args.device, dtype=dtype)) for _ in range(4))
+    for t in (q, k, v):
+        t.requires_grad_(True)
+
+    sdpa = getattr(F, "scaled_dot_product_attention", None)
+    if sdpa is None:
+        attend, backend = (lambda: manual_attention(torch, q, k, v)), "math-manual"
+    else:
+        attend, backend = (lambda: sdpa(q, k, v, is_causal=True)), backend_name
+    ctx = ctx_factory if (sdpa is not None and ctx_factory is not None) else contextlib.nullcontext
+    note = ""
+    try:
+        with ctx():
+            attend().backward(dout)  # probe: raises when the forced backend cannot run
+    except RuntimeError as e:
+        note = str(e).splitlines()[0][:120].replace('"', "'")
+        ctx, backend = contextlib.nullcontext, "default"
+    q.grad = k.grad = v.grad = None
+
+    def fwd():
+        with torch.no_grad(), ctx():
+            attend()
+
+    def fwdbwd():
+        with ctx():
+            torch.autograd.grad(attend(), (q, k, v), dout)
+
+    t_fwd = median_seconds(torch, args.device, args.reps, fwd)
+    t_fb = median_seconds(torch, args.device, args.reps, fwdbwd)
+    flop = 2.0 * b * np_ * s * s * hn  # the causal half of QK^T and PV
+    line = ("shape=%s impl=torch device=%s dtype=%s b=%d np=%d s=%d hn=%d backend=%s "
+            "fwd_ms=%.4f fwd_tflops=%.4f fwdbwd_ms=%.4f fwdbwd_tflops=%.4f"
+            % (name, args.device, args.dtype, b, np_, s, hn, backend, t_fwd * 1e3,
+               flop / t_fwd * 1e-12, t_fb * 1e3, 3.5 * flop / t_fb * 1e-12))
+    if note:
+        line += ' note="forcing flash failed: %s"' % note
+    print(line, flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--dtype", default="fp16", choices=["fp16", "bf16"])
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--shape", default="all", choices=["all"] + list(SHAPES))
+    args = p.parse_args()
+    if args.reps <= 0:
+        p.error("--reps must be positive")
+    import torch
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("peer_torch_attention: torch %s sees no CUDA device. HINT: --device cpu for a "
+              "smoke run" % torch.__version__, file=sys.stderr)
+        return 1
+    ctx_factory, backend_name = flash_context(torch)
+    gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
+    print("# peer_torch_attention: torch %s, device %s (%s), dtype %s, causal; median of %d reps "
+          "after %d warm-ups, synchronised wall time" % (torch.__version__, args.device, gpu,
+                                                        args.dtype, args.reps, WARMUP))
+    print("# layout: q, k, v, dout contiguous [b, np, s, hn]; FLOPs count the causal half only: "
+          "fwd = 2*b*np*s*s*hn, fwd+bwd = 3.5 x fwd")
+    if ctx_factory is None:
+        print("# note: %s; default dispatch" % backend_name)
+    sys.stdout.flush()
+    rc = 0
+    names = [n for n in SHAPES if n != "tiny"] if args.shape == "all" else [args.shape]
+    for name in names:
+        try:
+            run_shape(torch, args, name, ctx_factory, backend_name if ctx_factory else "default")
+        except Exception as e:  # one shape's failure (out of memory) is its row's error
+            msg = str(e).splitlines()[0][:200].replace('"', "'") if str(e) else type(e).__name__
+            print('shape=%s impl=torch error="%s"' % (name, msg), flush=True)
+            print("peer_torch_attention: %s: %s" % (name, e), file=sys.stderr)
+            rc = 1
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

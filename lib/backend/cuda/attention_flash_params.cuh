@@ -1,0 +1,43 @@
+// What the flash attention kernels of attention_flash.cu (CUDA cores) and
+// attention_flash_sm80.cu (tensor cores) share: their parameters, the dropout multiplier
+// and the tensor-core entry points.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/backend.hpp"
+#include "backend/cuda/cuda_common.cuh"
+#include "core/philox.hpp"
+
+namespace gpt::cuda {
+
+// qkv is [s, pairs, 3, hn] (row stride ldq), out and dout [s, pairs, hn] (row stride ldo),
+// lse and D [pairs, s]; a pair is one (batch, head).
+struct FlashParams {
+    std::int64_t s, pairs, hn, ldq, ldo;
+    float scale;
+    bool drop;
+    std::uint32_t thr;
+    float keep_scale;
+    std::uint64_t seed, offset;
+};
+
+FlashParams flash_params(const AttentionArgs& a);
+
+// The dropout multiplier of score (i, j) of a pair: the CPU's Philox index, so every kernel
+// drops the same elements.
+__device__ __forceinline__ float dropout_mult(const FlashParams& P, std::int64_t pair, std::int64_t i,
+                                              std::int64_t j) {
+    if (!P.drop) return 1.0f;
+    const std::uint64_t idx = P.offset + static_cast<std::uint64_t>((pair * P.s + i) * P.s + j);
+    return dropout_keep(P.seed, idx, P.thr) ? P.keep_scale : 0.0f;
+}
+
+// Tensor-core kernels (sm_80+ mma.sync): head dims with a kernel, and the launches. D is
+// rowsum(dO * O) per query row; dq_acc an fp32 scratch of s*pairs*hn elements.
+bool flash_sm80_head_dim(std::int64_t hn);
+void flash_forward_sm80(const FlashParams& P, DType t, const void* qkv, void* out, float* lse);
+void flash_backward_sm80(const FlashParams& P, DType t, const void* qkv, const void* dout, const float* lse,
+                         const float* D, void* dqkv, float* dq_acc);
+
+}  // namespace gpt::cuda

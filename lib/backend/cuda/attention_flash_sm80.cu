@@ -1,0 +1,493 @@
+// Causal flash attention on tensor cores, FlashAttention-2's design (Dao 2023) written with
+// the sm_80 warp instructions of mma_sm80.cuh (mma.sync m16n8k16, ldmatrix, cp.async):
+//  - Scores and probabilities never leave registers: an mma accumulator fragment holds
+//    16 x 8 scores whose rows the softmax statistics follow (four lanes share a row), and
+//    converted to 16-bit it is already the A operand of the next product (P V, P^T dO).
+//  - Forward: 128 query rows per block, 32 per warp, so each K/V fragment read from shared
+//    memory feeds two MMAs; K/V tiles of 64 keys are double-buffered with cp.async, so the
+//    next tile's load overlaps this tile's math. Blocks run diagonal-heavy first.
+//  - Backward: 64 keys per block, 16 per warp, walking 64-query tiles from the diagonal on;
+//    each warp computes S^T = K Q^T and dP^T = V dO^T for its keys, so dK and dV accumulate
+//    in registers, and only dS goes through shared memory, for dQ = dS K, which is added to
+//    an fp32 scratch with atomics (summed over key blocks) and converted at the end.
+// Rows of every shared tile are padded by 16 bytes: ldmatrix's eight 16-byte rows then fall
+// in distinct bank groups for the head dims here (64, 80, 96, 128).
+#include <cmath>
+#include <type_traits>
+
+#include "backend/cuda/attention_flash_params.cuh"
+#include "backend/cuda/mma_sm80.cuh"
+
+namespace gpt::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kBlockThreads = 32 * kWarps;
+constexpr int kPad = 8;        // 16-bit elements of row padding
+constexpr int kFwdRows = 128;  // queries per forward block (32 per warp: two m16 tiles)
+constexpr int kBwdKeys = 64;   // keys per backward block (16 per warp)
+// Keys per forward tile and queries per backward tile: smaller for the larger head dims,
+// whose output (forward) or dK/dV (backward) accumulators take more registers; with 64 at
+// head dim 128 ptxas spills (255 registers).
+template <int HN>
+constexpr int kFwdKeysOf = HN <= 80 ? 64 : 32;
+template <int HN>
+constexpr int kBwdRowsOf = HN <= 96 ? 64 : 32;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// rows x HN elements (row stride ld) into a shared tile of row stride HN + kPad, 16 bytes per
+// cp.async; rows at or past s are zero-filled (their source is not read).
+template <int HN, typename T>
+__device__ __forceinline__ void load_tile(T* tile, const T* base, std::int64_t r0, std::int64_t s,
+                                          std::int64_t ld, int rows) {
+    constexpr int kChunks = HN / 8, LH = HN + kPad;
+    for (int e = threadIdx.x; e < rows * kChunks; e += blockDim.x) {
+        const int r = e / kChunks, c = (e % kChunks) * 8;
+        const bool valid = r0 + r < s;
+        cp_async_16(tile + r * LH + c, base + (valid ? r0 + r : 0) * ld + c, valid);
+    }
+}
+
+// Row and column of 8x8 matrix (lane / 8) that this lane addresses in an ldmatrix .x4 of a
+// 16x16 block, for the two operand shapes used here:
+//  a16x16: matrices (rows 0-7, cols 0-7), (rows 8-15, 0-7), (0-7, 8-15), (8-15, 8-15) -- the
+//          A fragment a[0..3] of a row-major tile, or (with .trans) B pairs of a k-major one;
+//  b8x16:  matrices (rows 0-7, cols 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15) -- b[0], b[1]
+//          of n-tile rows 0-7 then of rows 8-15, for B stored n-major (a K tile for Q K^T).
+__device__ __forceinline__ int a_row(int lane) { return lane % 16; }
+__device__ __forceinline__ int a_col(int lane) { return lane / 16 * 8; }
+__device__ __forceinline__ int b_row(int lane) { return lane / 16 * 8 + lane % 8; }
+__device__ __forceinline__ int b_col(int lane) { return lane / 8 % 2 * 8; }
+
+// The A fragment (16 x 16) made of two adjacent 16x8 accumulator tiles, rounded to T.
+template <typename T>
+__device__ __forceinline__ void acc_to_a(std::uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4]) {
+    a[0] = pack2<T>(lo[0], lo[1]);
+    a[1] = pack2<T>(lo[2], lo[3]);
+    a[2] = pack2<T>(hi[0], hi[1]);
+    a[3] = pack2<T>(hi[2], hi[3]);
+}
+
+// Sum / max over the four lanes that share a fragment row.
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+__device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+template <int HN>
+constexpr std::size_t fwd_smem() {
+    return static_cast<std::size_t>(kFwdRows + 4 * kFwdKeysOf<HN>) * (HN + kPad) * 2;  // Q, 2 x (K, V)
+}
+
+// kDrop: attention dropout on (a separate instantiation: the Philox draws cost registers).
+template <int HN, bool kDrop, typename T>
+__global__ void __launch_bounds__(kBlockThreads) flash_fwd_sm80(FlashParams P, const T* qkv, T* out, float* lse) {
+    constexpr int kFwdKeys = kFwdKeysOf<HN>;
+    constexpr int LH = HN + kPad, MT = 2, NT = kFwdKeys / 8, OT = HN / 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    T* qs = reinterpret_cast<T*>(smem);
+    T* kvs = qs + kFwdRows * LH;  // stage st: K at kvs + 2*st*kFwdKeys*LH, V after it
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const std::int64_t pair = blockIdx.y;
+    const std::int64_t i0 = static_cast<std::int64_t>(gridDim.x - 1 - blockIdx.x) * kFwdRows;
+    const std::int64_t w0 = i0 + warp * 32;  // this warp's first query row
+    const T* qb = qkv + pair * 3 * HN;
+    const int ntiles = static_cast<int>((min(P.s, i0 + kFwdRows) - 1) / kFwdKeys + 1);
+    auto load_kv = [&](int tile, int st) {
+        load_tile<HN>(kvs + 2 * st * kFwdKeys * LH, qb + HN, tile * std::int64_t{kFwdKeys}, P.s, P.ldq, kFwdKeys);
+        load_tile<HN>(kvs + (2 * st + 1) * kFwdKeys * LH, qb + 2 * HN, tile * std::int64_t{kFwdKeys}, P.s, P.ldq,
+                      kFwdKeys);
+    };
+    load_tile<HN>(qs, qb, i0, P.s, P.ldq, kFwdRows);
+    load_kv(0, 0);
+    cp_async_commit();
+
+    float o[MT][OT][4];
+    float m[MT][2], l[MT][2];  // running max (raw scores) and this lane's share of the row sum
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int ot = 0; ot < OT; ++ot) o[mt][ot][0] = o[mt][ot][1] = o[mt][ot][2] = o[mt][ot][3] = 0.0f;
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.0f;
+    }
+    const float sl2 = P.scale * kLog2e;
+    const std::int64_t warp_last = min(w0 + 31, P.s - 1);
+    for (int it = 0; it < ntiles; ++it) {
+        if (it + 1 < ntiles) {
+            load_kv(it + 1, (it + 1) % 2);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();  // tile `it` (and Q) landed for every thread's copies
+        const std::int64_t j0 = static_cast<std::int64_t>(it) * kFwdKeys;
+        if (j0 <= warp_last) {  // warp-uniform: some row of this warp sees a key of the tile
+            const T* ks = kvs + 2 * (it % 2) * kFwdKeys * LH;
+            const T* vs = ks + kFwdKeys * LH;
+            float sc[MT][NT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) sc[mt][nt][0] = sc[mt][nt][1] = sc[mt][nt][2] = sc[mt][nt][3] = 0.0f;
+            // Not fully unrolled: ptxas then hoists every step's Q fragments and spills at
+            // head dim 128.
+#pragma unroll 2
+            for (int kk = 0; kk < HN / 16; ++kk) {  // S = Q K^T
+                std::uint32_t a[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+                    ldmatrix_x4(a[mt], qs + (warp * 32 + mt * 16 + a_row(lane)) * LH + kk * 16 + a_col(lane));
+#pragma unroll
+                for (int np = 0; np < NT / 2; ++np) {
+                    std::uint32_t b[4];
+                    ldmatrix_x4(b, ks + (np * 16 + b_row(lane)) * LH + kk * 16 + b_col(lane));
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mma_16816<T>(sc[mt][2 * np], a[mt], b[0], b[1]);
+                        mma_16816<T>(sc[mt][2 * np + 1], a[mt], b[2], b[3]);
+                    }
+                }
+            }
+            // Online softmax per row (rr = 0: row g, 1: row g + 8 of each m-tile). Keys past
+            // a row (j > i) are masked; keys past the sequence only meet rows past it.
+            const bool diagonal = j0 + kFwdKeys - 1 > w0;
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int rr = 0; rr < 2; ++rr) {
+                    const std::int64_t i = w0 + mt * 16 + rr * 8 + g;
+                    float mx = m[mt][rr];
+#pragma unroll
+                    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                        for (int cc = 0; cc < 2; ++cc) {
+                            float& v = sc[mt][nt][2 * rr + cc];
+                            if (diagonal && j0 + nt * 8 + 2 * t + cc > i) v = -INFINITY;
+                            mx = fmaxf(mx, v);
+                        }
+                    mx = quad_max(mx);  // finite: key 0 of the first tile is in every row
+                    const float base = mx * sl2;
+                    const float alpha = exp2f(m[mt][rr] * sl2 - base);  // 0 on the first tile
+                    m[mt][rr] = mx;
+                    float sum = 0.0f;
+#pragma unroll
+                    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                        for (int cc = 0; cc < 2; ++cc) {
+                            float& v = sc[mt][nt][2 * rr + cc];
+                            const float p = exp2f(v * sl2 - base);  // 0 where masked
+                            sum += p;
+                            v = kDrop ? p * dropout_mult(P, pair, i, j0 + nt * 8 + 2 * t + cc) : p;
+                        }
+                    l[mt][rr] = l[mt][rr] * alpha + sum;
+#pragma unroll
+                    for (int ot = 0; ot < OT; ++ot) {
+                        o[mt][ot][2 * rr] *= alpha;
+                        o[mt][ot][2 * rr + 1] *= alpha;
+                    }
+                }
+#pragma unroll
+            for (int kk = 0; kk < kFwdKeys / 16; ++kk) {  // O += P V
+                std::uint32_t a[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) acc_to_a<T>(a[mt], sc[mt][2 * kk], sc[mt][2 * kk + 1]);
+#pragma unroll
+                for (int np = 0; np < OT / 2; ++np) {
+                    std::uint32_t b[4];
+                    ldmatrix_x4_trans(b, vs + (kk * 16 + b_col(lane) + lane % 8) * LH + np * 16 + lane / 16 * 8);
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mma_16816<T>(o[mt][2 * np], a[mt], b[0], b[1]);
+                        mma_16816<T>(o[mt][2 * np + 1], a[mt], b[2], b[3]);
+                    }
+                }
+            }
+        }
+        __syncthreads();  // this stage is refilled at the next iteration (tile it + 2)
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+            const float sum = quad_sum(l[mt][rr]);
+            const std::int64_t i = w0 + mt * 16 + rr * 8 + g;
+            if (i >= P.s) continue;
+            const float inv = 1.0f / sum;
+            T* orow = out + i * P.ldo + pair * HN + 2 * t;
+#pragma unroll
+            for (int ot = 0; ot < OT; ++ot)
+                *reinterpret_cast<std::uint32_t*>(orow + ot * 8) =
+                    pack2<T>(o[mt][ot][2 * rr] * inv, o[mt][ot][2 * rr + 1] * inv);
+            if (t == 0) lse[pair * P.s + i] = m[mt][rr] * P.scale + logf(sum);
+        }
+}
+
+template <int HN>
+constexpr std::size_t bwd_smem() {
+    constexpr int kBwdRows = kBwdRowsOf<HN>;
+    // K, V; two stages of (Q, dO); dS^T [keys][queries]; two stages of lse and D.
+    return static_cast<std::size_t>(2 * kBwdKeys + 4 * kBwdRows) * (HN + kPad) * 2 +
+           static_cast<std::size_t>(kBwdKeys) * (kBwdRows + kPad) * 2 + 4 * kBwdRows * 4;
+}
+
+template <int HN, bool kDrop, typename T>
+__global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, const T* qkv, const T* dout,
+                                                                const float* lse, const float* D, T* dqkv,
+                                                                float* dq_acc) {
+    constexpr int kBwdRows = kBwdRowsOf<HN>;
+    constexpr int LH = HN + kPad, LS = kBwdRows + kPad, QT = kBwdRows / 8, OT = HN / 8;
+    // dQ of a tile: warps split its 16-query m-tiles, then (for 32-query tiles) the head dim.
+    constexpr int kMTiles = kBwdRows / 16, kSplit = kWarps / kMTiles, kNp = OT / 2 / kSplit;
+    static_assert(kWarps % kMTiles == 0 && (OT / 2) % kSplit == 0, "dQ work must split evenly over the warps");
+    extern __shared__ __align__(128) unsigned char smem[];
+    T* ks = reinterpret_cast<T*>(smem);
+    T* vs = ks + kBwdKeys * LH;
+    T* qdo = vs + kBwdKeys * LH;  // stage st: Q at qdo + 2*st*kBwdRows*LH, dO after it
+    T* dss = qdo + 4 * kBwdRows * LH;
+    float* stats = reinterpret_cast<float*>(dss + kBwdKeys * LS);  // stage st: lse, then D
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const std::int64_t pair = blockIdx.y, j0 = static_cast<std::int64_t>(blockIdx.x) * kBwdKeys;
+    const std::int64_t kw0 = j0 + warp * 16;  // this warp's first key
+    const T* qb = qkv + pair * 3 * HN;
+    const int ntiles = static_cast<int>((P.s - j0 + kBwdRows - 1) / kBwdRows);
+    auto load_rows = [&](int tile, int st) {
+        const std::int64_t i0 = j0 + static_cast<std::int64_t>(tile) * kBwdRows;
+        load_tile<HN>(qdo + 2 * st * kBwdRows * LH, qb, i0, P.s, P.ldq, kBwdRows);
+        load_tile<HN>(qdo + (2 * st + 1) * kBwdRows * LH, dout + pair * HN, i0, P.s, P.ldo, kBwdRows);
+        for (int e = threadIdx.x; e < kBwdRows; e += blockDim.x) {
+            const bool valid = i0 + e < P.s;
+            stats[2 * st * kBwdRows + e] = valid ? lse[pair * P.s + i0 + e] : 0.0f;
+            stats[(2 * st + 1) * kBwdRows + e] = valid ? D[pair * P.s + i0 + e] : 0.0f;
+        }
+    };
+    load_tile<HN>(ks, qb + HN, j0, P.s, P.ldq, kBwdKeys);
+    load_tile<HN>(vs, qb + 2 * HN, j0, P.s, P.ldq, kBwdKeys);
+    load_rows(0, 0);
+    cp_async_commit();
+
+    float dk[OT][4], dv[OT][4];
+#pragma unroll
+    for (int ot = 0; ot < OT; ++ot)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) dk[ot][c] = dv[ot][c] = 0.0f;
+    const float sl2 = P.scale * kLog2e;
+    for (int it = 0; it < ntiles; ++it) {
+        if (it + 1 < ntiles) {
+            load_rows(it + 1, (it + 1) % 2);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();  // tile `it` landed (and its lse/D stores are visible)
+        const int st = it % 2;
+        const std::int64_t i0 = j0 + static_cast<std::int64_t>(it) * kBwdRows;
+        const T* qs = qdo + 2 * st * kBwdRows * LH;
+        const T* dos = qs + kBwdRows * LH;
+        const float* ls = stats + 2 * st * kBwdRows;
+        const float* dl = ls + kBwdRows;
+        float s_t[QT][4], dp_t[QT][4];  // S^T and dP^T: this warp's 16 keys x 64 queries
+#pragma unroll
+        for (int q = 0; q < QT; ++q)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) s_t[q][c] = dp_t[q][c] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < HN / 16; ++kk) {
+            std::uint32_t ak[4], av[4];
+            ldmatrix_x4(ak, ks + (warp * 16 + a_row(lane)) * LH + kk * 16 + a_col(lane));
+            ldmatrix_x4(av, vs + (warp * 16 + a_row(lane)) * LH + kk * 16 + a_col(lane));
+#pragma unroll
+            for (int np = 0; np < QT / 2; ++np) {
+                std::uint32_t bq[4], bd[4];
+                ldmatrix_x4(bq, qs + (np * 16 + b_row(lane)) * LH + kk * 16 + b_col(lane));
+                ldmatrix_x4(bd, dos + (np * 16 + b_row(lane)) * LH + kk * 16 + b_col(lane));
+                mma_16816<T>(s_t[2 * np], ak, bq[0], bq[1]);
+                mma_16816<T>(s_t[2 * np + 1], ak, bq[2], bq[3]);
+                mma_16816<T>(dp_t[2 * np], av, bd[0], bd[1]);
+                mma_16816<T>(dp_t[2 * np + 1], av, bd[2], bd[3]);
+            }
+        }
+        // P^T (dropped) and dS^T in place; query i sees key j when j <= i < s.
+        const bool edge = i0 < kw0 + 15 || i0 + kBwdRows > P.s;
+#pragma unroll
+        for (int q = 0; q < QT; ++q)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const int iq = q * 8 + 2 * t + c % 2;
+                const std::int64_t i = i0 + iq, j = kw0 + c / 2 * 8 + g;
+                float pm = 0.0f, ds = 0.0f;
+                if (!edge || (j <= i && i < P.s)) {
+                    const float p = exp2f(s_t[q][c] * sl2 - ls[iq] * kLog2e);
+                    const float mult = kDrop ? dropout_mult(P, pair, i, j) : 1.0f;
+                    pm = p * mult;
+                    ds = p * (dp_t[q][c] * mult - dl[iq]) * P.scale;
+                }
+                s_t[q][c] = pm;
+                dp_t[q][c] = ds;
+            }
+        // dV += P^T dO and dK += dS^T Q (k = the tile's queries); dS^T to shared memory.
+#pragma unroll
+        for (int kq = 0; kq < kBwdRows / 16; ++kq) {
+            std::uint32_t ap[4], ad[4];
+            acc_to_a<T>(ap, s_t[2 * kq], s_t[2 * kq + 1]);
+            acc_to_a<T>(ad, dp_t[2 * kq], dp_t[2 * kq + 1]);
+#pragma unroll
+            for (int np = 0; np < OT / 2; ++np) {
+                std::uint32_t b[4];
+                const int row = kq * 16 + b_col(lane) + lane % 8, col = np * 16 + lane / 16 * 8;
+                ldmatrix_x4_trans(b, dos + row * LH + col);
+                mma_16816<T>(dv[2 * np], ap, b[0], b[1]);
+                mma_16816<T>(dv[2 * np + 1], ap, b[2], b[3]);
+                ldmatrix_x4_trans(b, qs + row * LH + col);
+                mma_16816<T>(dk[2 * np], ad, b[0], b[1]);
+                mma_16816<T>(dk[2 * np + 1], ad, b[2], b[3]);
+            }
+            T* drow = dss + (warp * 16 + g) * LS + kq * 16 + 2 * t;
+            *reinterpret_cast<std::uint32_t*>(drow) = ad[0];
+            *reinterpret_cast<std::uint32_t*>(drow + 8 * LS) = ad[1];
+            *reinterpret_cast<std::uint32_t*>(drow + 8) = ad[2];
+            *reinterpret_cast<std::uint32_t*>(drow + 8 * LS + 8) = ad[3];
+        }
+        __syncthreads();  // every warp's dS^T rows are in place
+        // dQ (16 queries of the tile, kNp pairs of n-tiles of the head dim) += dS K over the
+        // block's 64 keys.
+        const int mq = warp % kMTiles, np0 = warp / kMTiles * kNp;
+        std::uint32_t a[kBwdKeys / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < kBwdKeys / 16; ++kk)
+            ldmatrix_x4_trans(a[kk], dss + (kk * 16 + b_row(lane)) * LS + mq * 16 + b_col(lane));
+        const std::int64_t iw = i0 + mq * 16 + g;
+#pragma unroll
+        for (int np = np0; np < np0 + kNp; ++np) {
+            float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+            for (int kk = 0; kk < kBwdKeys / 16; ++kk) {
+                std::uint32_t b[4];
+                ldmatrix_x4_trans(b, ks + (kk * 16 + b_col(lane) + lane % 8) * LH + np * 16 + lane / 16 * 8);
+                mma_16816<T>(acc[0], a[kk], b[0], b[1]);
+                mma_16816<T>(acc[1], a[kk], b[2], b[3]);
+            }
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const std::int64_t i = iw + c / 2 * 8;
+                    if (i < P.s) atomicAdd(dq_acc + (i * P.pairs + pair) * HN + np * 16 + h * 8 + 2 * t + c % 2, acc[h][c]);
+                }
+        }
+        // No barrier here: this stage's last reads (dV, dK) precede the one above, and dS^T is
+        // next written after the next iteration's first barrier.
+    }
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+        const std::int64_t j = kw0 + rr * 8 + g;
+        if (j >= P.s) continue;
+        T* krow = dqkv + j * P.ldq + pair * 3 * HN + 2 * t;
+#pragma unroll
+        for (int ot = 0; ot < OT; ++ot) {
+            *reinterpret_cast<std::uint32_t*>(krow + HN + ot * 8) = pack2<T>(dk[ot][2 * rr], dk[ot][2 * rr + 1]);
+            *reinterpret_cast<std::uint32_t*>(krow + 2 * HN + ot * 8) = pack2<T>(dv[ot][2 * rr], dv[ot][2 * rr + 1]);
+        }
+    }
+}
+
+// dQ from the fp32 scratch [s, pairs, hn] into its place in dqkv.
+template <typename T>
+__global__ void flash_dq_store(FlashParams P, const float* dq_acc, T* dqkv) {
+    const std::int64_t n = P.s * P.pairs * P.hn;
+    for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < n;
+         e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const std::int64_t c = e % P.hn, rp = e / P.hn;  // rp = i * pairs + pair
+        stf(dqkv + rp * 3 * P.hn + c, dq_acc[e]);
+    }
+}
+
+// Calls f(std::integral_constant<int, HN>{}) for the head dims with kernels.
+template <typename F>
+bool with_head_dim(std::int64_t hn, F&& f) {
+    switch (hn) {
+        case 64: f(std::integral_constant<int, 64>{}); return true;
+        case 80: f(std::integral_constant<int, 80>{}); return true;
+        case 96: f(std::integral_constant<int, 96>{}); return true;
+        case 128: f(std::integral_constant<int, 128>{}); return true;
+        default: return false;
+    }
+}
+
+template <typename F>
+void with_dropout(bool drop, F&& f) {
+    if (drop)
+        f(std::true_type{});
+    else
+        f(std::false_type{});
+}
+
+// Calls f(T{}) for the 16-bit storage type of t.
+template <typename F>
+void with_half_type(DType t, F&& f) {
+    if (t == DType::F16) return f(__half{});
+    GPT_REQUIRE(t == DType::BF16, InternalError, "flash attention on tensor cores: fp16 or bf16 only");
+    f(__nv_bfloat16{});
+}
+
+// Calls f(T{}, integral_constant<HN>, bool_constant<dropout>) for the call's variant.
+template <typename F>
+void with_variant(const FlashParams& P, DType dt, F&& f) {
+    with_half_type(dt, [&](auto tag) {
+        with_head_dim(P.hn, [&](auto hn) { with_dropout(P.drop, [&](auto drop) { f(tag, hn, drop); }); });
+    });
+}
+
+// Raises a kernel's dynamic shared memory limit (above the 48 KiB default) once per process.
+template <typename K>
+void allow_smem(K kernel, std::size_t bytes, const char* op) {
+    static_assert(std::is_pointer_v<K>);
+    GPT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+                   op);
+}
+
+unsigned blocks_of(std::int64_t s, int rows) { return static_cast<unsigned>((s + rows - 1) / rows); }
+
+}  // namespace
+
+bool flash_sm80_head_dim(std::int64_t hn) {
+    return with_head_dim(hn, [](auto) {});
+}
+
+void flash_forward_sm80(const FlashParams& P, DType dt, const void* qkv, void* out, float* lse) {
+    with_variant(P, dt, [&](auto tag, auto hn, auto drop) {
+        using T = decltype(tag);
+        const auto kernel = &flash_fwd_sm80<decltype(hn)::value, decltype(drop)::value, T>;
+        constexpr std::size_t bytes = fwd_smem<decltype(hn)::value>();
+        static const bool once = (allow_smem(kernel, bytes, "attention_forward (flash)"), true);
+        (void)once;
+        const dim3 grid(blocks_of(P.s, kFwdRows), static_cast<unsigned>(P.pairs));
+        kernel<<<grid, kBlockThreads, bytes, kStream>>>(P, static_cast<const T*>(qkv), static_cast<T*>(out), lse);
+    });
+}
+
+void flash_backward_sm80(const FlashParams& P, DType dt, const void* qkv, const void* dout, const float* lse,
+                         const float* D, void* dqkv, float* dq_acc) {
+    GPT_CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, static_cast<std::size_t>(P.s * P.pairs * P.hn) * sizeof(float), kStream),
+                   "attention_backward (flash)");
+    with_variant(P, dt, [&](auto tag, auto hn, auto drop) {
+        using T = decltype(tag);
+        const auto kernel = &flash_bwd_sm80<decltype(hn)::value, decltype(drop)::value, T>;
+        constexpr std::size_t bytes = bwd_smem<decltype(hn)::value>();
+        static const bool once = (allow_smem(kernel, bytes, "attention_backward (flash)"), true);
+        (void)once;
+        const dim3 grid(blocks_of(P.s, kBwdKeys), static_cast<unsigned>(P.pairs));
+        kernel<<<grid, kBlockThreads, bytes, kStream>>>(P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse,
+                                                        D, static_cast<T*>(dqkv), dq_acc);
+        flash_dq_store<T><<<grid_for(P.s * P.pairs * P.hn), kThreads, 0, kStream>>>(P, dq_acc, static_cast<T*>(dqkv));
+    });
+}
+
+}  // namespace gpt::cuda
