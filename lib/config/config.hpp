@@ -23,6 +23,10 @@ struct ModelConfig {
     double attention_dropout = 0.1;
     double layernorm_epsilon = 1e-5;
     bool openai_gelu = false;          // tanh approximation instead of exact erf
+    // Megatron's bias-GELU fusion is on by default and computes the tanh approximation, so
+    // the exact erf GELU needs --no-bias-gelu-fusion (and no --openai-gelu).
+    bool no_bias_gelu_fusion = false;
+    bool tanh_gelu() const { return openai_gelu || !no_bias_gelu_fusion; }
 
     int head_dim() const { return hidden_size / num_attention_heads; }
     int ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }

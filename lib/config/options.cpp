@@ -91,6 +91,8 @@ private:
         add(model, "attention-dropout", &C::model, &ModelConfig::attention_dropout, "dropout on attention probabilities");
         add(model, "layernorm-epsilon", &C::model, &ModelConfig::layernorm_epsilon, "layernorm epsilon");
         add(model, "openai-gelu", &C::model, &ModelConfig::openai_gelu, "tanh-approximated GELU");
+        add(model, "no-bias-gelu-fusion", &C::model, &ModelConfig::no_bias_gelu_fusion,
+            "exact erf GELU (Megatron's default fused bias-GELU is the tanh approximation)");
         groups.emplace_back("model", model);
 
         po::options_description par("distributed");

@@ -52,7 +52,7 @@ ModelDims make_model_dims(const ModelConfig& cfg, std::int64_t vocab_size, int t
 struct ModelOptions {
     DType dtype = DType::F32;         // parameters and activations
     bool flash_attention = false;     // --use-flash-attn
-    bool tanh_gelu = false;           // --openai-gelu
+    bool tanh_gelu = false;           // ModelConfig::tanh_gelu()
     float hidden_dropout = 0.0f;
     float attention_dropout = 0.0f;
     float layernorm_eps = 1e-5f;

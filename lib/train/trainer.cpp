@@ -105,7 +105,7 @@ Trainer::Trainer(const Config& cfg, dist::ProcessGroups& groups, Backend& backen
     model::ModelOptions opt;
     opt.dtype = model_dtype(t);
     opt.flash_attention = cfg.parallel.use_flash_attn;
-    opt.tanh_gelu = cfg.model.openai_gelu;
+    opt.tanh_gelu = cfg.model.tanh_gelu();
     opt.hidden_dropout = static_cast<float>(cfg.model.hidden_dropout);
     opt.attention_dropout = static_cast<float>(cfg.model.attention_dropout);
     opt.layernorm_eps = static_cast<float>(cfg.model.layernorm_epsilon);

@@ -66,6 +66,15 @@ TEST(ConfigParse, MegatronDefaults) {
     EXPECT_FALSE(cfg.parallel.tp_given);
 }
 
+// Megatron's bias-GELU fusion is on by default and is the tanh approximation; the exact
+// erf GELU takes --no-bias-gelu-fusion, and --openai-gelu is tanh either way.
+TEST(ConfigParse, GeluFollowsMegatronsFusionDefault) {
+    EXPECT_TRUE(parse_args(std::vector<std::string>{}).config.model.tanh_gelu());
+    EXPECT_FALSE(parse_args({"--no-bias-gelu-fusion"}).config.model.tanh_gelu());
+    EXPECT_TRUE(parse_args({"--no-bias-gelu-fusion", "--openai-gelu"}).config.model.tanh_gelu());
+    EXPECT_FALSE(parse_args({"--config", write_ini("gelu", "no-bias-gelu-fusion = true\n")}).config.model.tanh_gelu());
+}
+
 TEST(ConfigParse, GivenFlagsAreRecorded) {
     auto cfg = parse_args({"--tensor-model-parallel-size", "2", "--micro-batch-size", "4"}).config;
     EXPECT_TRUE(cfg.parallel.tp_given);
