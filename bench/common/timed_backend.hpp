@@ -106,6 +106,7 @@ public:
         if (!enabled_) return b_.gemm(g);
         const char* epi = g.epilogue == GemmEpilogue::Bias       ? " +bias"
                           : g.epilogue == GemmEpilogue::BiasGelu ? " +bias+gelu"
+                          : g.epilogue == GemmEpilogue::GeluGrad ? " *gelu'"
                                                                  : "";
         char key[128];
         if (g.batch > 1)

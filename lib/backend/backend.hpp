@@ -25,6 +25,9 @@ enum class GemmEpilogue {
     None,      // C = alpha*op(A)op(B) + beta*C
     Bias,      // C = alpha*op(A)op(B) + bias[n]            (beta must be 0)
     BiasGelu,  // aux = alpha*op(A)op(B) + bias; C = gelu(aux)   (aux: pre-activation, dtype)
+    // C = alpha*op(A)op(B) * gelu'(aux), aux the forward's pre-activation (the MLP's input
+    // gradient through its GELU; no bias; needs ldc = n and batch 1)
+    GeluGrad,
 };
 
 // C[m, n] = alpha * op(A)[m, k] * op(B)[k, n] + beta * C, row-major, fp32 accumulation.
@@ -47,9 +50,9 @@ struct GemmArgs {
     std::int64_t batch = 1;
     std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
     GemmEpilogue epilogue = GemmEpilogue::None;
-    const void* bias = nullptr;  // [n], type dtype
-    void* aux = nullptr;         // [m, ldc], type c_dtype (BiasGelu only)
-    bool tanh_gelu = false;      // BiasGelu: tanh approximation (--openai-gelu)
+    const void* bias = nullptr;  // [n], type dtype (Bias, BiasGelu)
+    void* aux = nullptr;         // [m, ldc], type c_dtype: written by BiasGelu, read by GeluGrad
+    bool tanh_gelu = false;      // BiasGelu, GeluGrad: the tanh approximation
     // When set: bias_grad[i] (fp32) += sum over k of op(A)[i, k]. The bias gradient of a
     // linear layer, fused into its weight-gradient GEMM dW = dY^T X (op(A) = dY^T, so A is
     // dY, [k, m] contiguous: trans_a, lda = m, batch 1); any epilogue and beta apply to C.

@@ -47,7 +47,8 @@ void linear_weight_grad(Backend& be, const void* dy, const void* x, float* dw,
 }
 
 void linear_input_grad(Backend& be, const void* dy, const void* w, void* dx, std::int64_t tokens,
-                       std::int64_t in, std::int64_t out, DType dtype) {
+                       std::int64_t in, std::int64_t out, DType dtype, const void* gelu_pre,
+                       bool tanh_gelu) {
     GemmArgs g;
     g.m = tokens;
     g.n = in;
@@ -60,6 +61,11 @@ void linear_input_grad(Backend& be, const void* dy, const void* w, void* dx, std
     g.ldc = in;
     g.dtype = dtype;
     g.c_dtype = dtype;
+    if (gelu_pre) {
+        g.epilogue = GemmEpilogue::GeluGrad;
+        g.aux = const_cast<void*>(gelu_pre);  // read only by GeluGrad
+        g.tanh_gelu = tanh_gelu;
+    }
     be.gemm(g);
 }
 

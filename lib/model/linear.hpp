@@ -19,8 +19,11 @@ void linear_forward(Backend& be, const void* x, const void* w, void* y, std::int
 void linear_weight_grad(Backend& be, const void* dy, const void* x, float* dw,
                         std::int64_t tokens, std::int64_t in, std::int64_t out, DType dtype,
                         float* dbias = nullptr);
-// dx (T, in) = dy (T, out) W (out, in)   (overwritten).
+// dx (T, in) = dy (T, out) W (out, in)   (overwritten). With gelu_pre (T, in), the layer's
+// input was GELU(gelu_pre): dx is then also taken through GELU's backward, in the GEMM's
+// epilogue where the backend can.
 void linear_input_grad(Backend& be, const void* dy, const void* w, void* dx, std::int64_t tokens,
-                       std::int64_t in, std::int64_t out, DType dtype);
+                       std::int64_t in, std::int64_t out, DType dtype, const void* gelu_pre = nullptr,
+                       bool tanh_gelu = false);
 
 }  // namespace gpt::model

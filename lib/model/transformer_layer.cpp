@@ -86,8 +86,9 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
                                  dropout_site_offset(L, 2) + c.shard_offset(), t);
     const void* dfc2 = row_parallel_output_grad(c, tmp1, gathered);
     linear_weight_grad(be, dfc2, c.act(s.gelu_out), c.grad(p.fc2_w), T, d.local_ffn(), h, t);
-    linear_input_grad(be, dfc2, c.param(p.fc2_w), wide, T, d.local_ffn(), h, t);
-    be.gelu_backward(wide, c.act(s.fc1_pre), wide, T * d.local_ffn(), c.opt->tanh_gelu, t);
+    // d(fc1 output) = (dfc2 W2) * gelu'(fc1_pre), one GEMM with a GELU-gradient epilogue.
+    linear_input_grad(be, dfc2, c.param(p.fc2_w), wide, T, d.local_ffn(), h, t, c.act(s.fc1_pre),
+                      c.opt->tanh_gelu);
     // Sequence parallel saves only the shard of LN2's output: gather it again (Megatron).
     const void* a2 = column_parallel_input(c, c.act(s.ln2_out), gathered);
     linear_weight_grad(be, wide, a2, c.grad(p.fc1_w), T, h, d.local_ffn(), t, c.grad(p.fc1_b));

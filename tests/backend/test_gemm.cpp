@@ -192,6 +192,61 @@ TEST(Gemm, RejectsBadArguments) {
     g.trans_a = true;
     g.lda = 8;
     EXPECT_THROW(be->gemm(g), UsageError);  // ... and A contiguous
+    g = GemmArgs{};
+    g.m = g.n = g.k = 4;
+    g.a = a.p();
+    g.b = b.p();
+    g.c = c.p();
+    g.lda = g.ldb = g.ldc = 4;
+    g.epilogue = GemmEpilogue::GeluGrad;
+    EXPECT_THROW(be->gemm(g), UsageError);  // no pre-activation
+    g.aux = a.p();
+    g.ldc = 5;
+    EXPECT_THROW(be->gemm(g), UsageError);  // C not contiguous
+    g.ldc = 4;
+    g.beta = 1.0f;
+    EXPECT_THROW(be->gemm(g), UsageError);  // epilogues overwrite C
+}
+
+// GeluGrad is the GEMM rounded to C's type followed by GELU's backward, exactly.
+TEST_P(GemmTest, GeluGradEpilogueIsTheProductThroughGeluBackward) {
+    const DType t = GetParam();
+    auto be = cpu_backend();
+    const std::int64_t m = 29, n = 40, k = 33;
+    auto A = rounded(t, random_vec(m * k, 221)), B = rounded(t, random_vec(k * n, 222));
+    auto pre = rounded(t, random_vec(m * n, 223, -3.0, 3.0));
+    for (bool tanh_gelu : {false, true}) {
+        Buf a(*be, t, A), b(*be, t, B), aux(*be, t, pre), fused(*be, t, m * n), ref(*be, t, m * n);
+        GemmArgs g;
+        g.m = m;
+        g.n = n;
+        g.k = k;
+        g.a = a.p();
+        g.lda = k;
+        g.b = b.p();
+        g.ldb = n;
+        g.ldc = n;
+        g.dtype = t;
+        g.c_dtype = t;
+        g.c = ref.p();
+        be->gemm(g);
+        be->gelu_backward(ref.p(), aux.p(), ref.p(), m * n, tanh_gelu, t);
+        g.c = fused.p();
+        g.epilogue = GemmEpilogue::GeluGrad;
+        g.aux = aux.p();
+        g.tanh_gelu = tanh_gelu;
+        be->gemm(g);
+        const auto got = fused.get(), want = ref.get();
+        ASSERT_EQ(got, want) << "tanh " << tanh_gelu;
+        // Not the plain product: the derivative was applied (it is 1 nowhere here).
+        std::size_t differs = 0;
+        for (std::int64_t i = 0; i < m * n; ++i) {
+            double acc = 0;
+            for (std::int64_t l = 0; l < k; ++l) acc += A[i / n * k + l] * B[l * n + i % n];
+            differs += std::abs(got[i] - acc) > 1e-2 * (1 + std::abs(acc));
+        }
+        EXPECT_GT(differs, static_cast<std::size_t>(m * n / 2)) << "tanh " << tanh_gelu;
+    }
 }
 
 // The weight-gradient GEMM with the bias gradient fused: dW += dY^T X and dbias += the column

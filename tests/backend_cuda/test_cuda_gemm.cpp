@@ -1,6 +1,6 @@
 // CUDA GEMM (cuBLASLt) vs CPU GEMM: transposes, padded leading dimensions, mixed output
 // types with beta (weight-gradient accumulation), bias, bias+GELU (erf, and tanh through
-// cuBLASLt's GELU_AUX_BIAS) and fused bias-gradient epilogues, batches.
+// cuBLASLt's GELU_AUX_BIAS), GELU-gradient (DGELU) and fused bias-gradient epilogues, batches.
 #include <cmath>
 
 #include "cuda_test_util.hpp"
@@ -39,7 +39,8 @@ void run_case(Backend& cpu, Backend& gpu, const Case& c) {
     Twin B(cpu, gpu, c.dtype, random_vec(sb * c.batch, 71));
     Twin C(cpu, gpu, c.c_dtype, random_vec(sc * c.batch, 72));
     Twin bias(cpu, gpu, c.dtype, random_vec(c.n, 73));
-    Twin aux(cpu, gpu, c.c_dtype, sc * c.batch);
+    // The pre-activation: written by BiasGelu, read by GeluGrad.
+    Twin aux(cpu, gpu, c.c_dtype, random_vec(sc * c.batch, 75, -3.0, 3.0));
     Twin dbias(cpu, gpu, DType::F32, random_vec(c.m, 74));  // accumulated into
     GemmArgs g;
     g.trans_a = c.ta;
@@ -65,8 +66,10 @@ void run_case(Backend& cpu, Backend& gpu, const Case& c) {
         x.a = on_gpu ? A.g() : A.c();
         x.b = on_gpu ? B.g() : B.c();
         x.c = on_gpu ? C.g() : C.c();
-        x.bias = c.epi == GemmEpilogue::None ? nullptr : (on_gpu ? bias.g() : bias.c());
-        x.aux = c.epi == GemmEpilogue::BiasGelu ? (on_gpu ? aux.g() : aux.c()) : nullptr;
+        const bool biased = c.epi == GemmEpilogue::Bias || c.epi == GemmEpilogue::BiasGelu;
+        x.bias = biased ? (on_gpu ? bias.g() : bias.c()) : nullptr;
+        const bool gelu = c.epi == GemmEpilogue::BiasGelu || c.epi == GemmEpilogue::GeluGrad;
+        x.aux = gelu ? (on_gpu ? aux.g() : aux.c()) : nullptr;
         x.bias_grad = c.bias_grad ? (on_gpu ? dbias.gf() : dbias.cf()) : nullptr;
         be.gemm(x);
     };
@@ -126,6 +129,16 @@ TEST_F(CudaGemm, BiasAndGeluEpilogues) {
     run_case(cpu(), gpu(), Case{33, 64, 32, false, true, DType::BF16, DType::F32, 1, GemmEpilogue::Bias, false, 0.0f, 0});
 }
 
+// The MLP's input gradient through its GELU: cuBLASLt's DGELU epilogue for the tanh GELU
+// (n a multiple of 8), else the product and then GELU's backward.
+TEST_F(CudaGemm, GeluGradientEpilogue) {
+    for (DType t : kAllTypes)
+        for (bool tanh_gelu : {false, true}) {
+            run_case(cpu(), gpu(), Case{100, 192, 64, false, false, t, t, 1, GemmEpilogue::GeluGrad, tanh_gelu, 0.0f, 0});
+            run_case(cpu(), gpu(), Case{37, 60, 48, false, false, t, t, 1, GemmEpilogue::GeluGrad, tanh_gelu, 0.0f, 0});
+        }
+}
+
 // The weight-gradient GEMM with the bias gradient fused (cuBLASLt's BGRADB epilogue, or the
 // separate column sums where the library has no algorithm for it).
 TEST_F(CudaGemm, FusedBiasGradient) {
@@ -162,6 +175,12 @@ TEST_F(CudaGemm, RejectsBadArguments) {
     EXPECT_THROW(gpu().gemm(g), UsageError);
     g.lda = 4;
     g.bias_grad = x.gf();  // op(A) must be A^T for a fused bias gradient
+    EXPECT_THROW(gpu().gemm(g), UsageError);
+    g.bias_grad = nullptr;
+    g.epilogue = GemmEpilogue::GeluGrad;  // without the pre-activation
+    EXPECT_THROW(gpu().gemm(g), UsageError);
+    g.aux = x.g();
+    g.ldc = 8;  // C must be contiguous
     EXPECT_THROW(gpu().gemm(g), UsageError);
 }
 

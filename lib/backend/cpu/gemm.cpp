@@ -124,12 +124,16 @@ void validate(const GemmArgs& g) {
                 UsageError, "gemm: leading dimension too small (lda=", g.lda, " ldb=", g.ldb,
                 " ldc=", g.ldc, ")");
     GPT_REQUIRE(g.a && g.b && g.c, UsageError, "gemm: null operand");
-    if (g.epilogue != GemmEpilogue::None) {
-        GPT_REQUIRE(g.beta == 0.0f, UsageError, "gemm: bias epilogues need beta = 0");
+    if (g.epilogue != GemmEpilogue::None)
+        GPT_REQUIRE(g.beta == 0.0f, UsageError, "gemm: epilogues need beta = 0");
+    if (g.epilogue == GemmEpilogue::Bias || g.epilogue == GemmEpilogue::BiasGelu)
         GPT_REQUIRE(g.bias, UsageError, "gemm: bias epilogue without a bias");
-    }
-    if (g.epilogue == GemmEpilogue::BiasGelu)
-        GPT_REQUIRE(g.aux, UsageError, "gemm: BiasGelu epilogue without an aux buffer");
+    if (g.epilogue == GemmEpilogue::BiasGelu || g.epilogue == GemmEpilogue::GeluGrad)
+        GPT_REQUIRE(g.aux, UsageError, "gemm: GELU epilogue without an aux buffer");
+    if (g.epilogue == GemmEpilogue::GeluGrad)
+        GPT_REQUIRE(g.ldc == g.n && g.batch == 1, UsageError,
+                    "gemm: the GeluGrad epilogue needs a contiguous C (ldc = n) and batch 1 (ldc=", g.ldc,
+                    " n=", g.n, " batch=", g.batch, ")");
     if (g.bias_grad)
         GPT_REQUIRE(g.trans_a && g.lda == g.m && g.batch == 1, UsageError,
                     "gemm: a fused bias gradient needs op(A) = A^T with A a contiguous [k, m] "
@@ -144,6 +148,16 @@ void CpuBackend::gemm(const GemmArgs& g) {
     // The fused bias gradient: the column sums of dY, exactly what bias_grad computes.
     if (g.bias_grad) bias_grad(g.a, g.bias_grad, g.k, g.m, g.dtype);
     if (g.m == 0 || g.n == 0) return;
+    if (g.epilogue == GemmEpilogue::GeluGrad) {
+        // The product rounded to C's type, then GELU's backward on it: exactly the separate
+        // calls, so fusing changes nothing on the CPU.
+        GemmArgs plain = g;
+        plain.epilogue = GemmEpilogue::None;
+        plain.bias_grad = nullptr;
+        gemm(plain);
+        gelu_backward(g.c, g.aux, g.c, g.m * g.n, g.tanh_gelu, g.c_dtype);
+        return;
+    }
     const bool all_f32 = g.dtype == DType::F32 && g.c_dtype == DType::F32;
     const std::size_t dsz = dtype_size(g.dtype), csz = dtype_size(g.c_dtype);
 

@@ -76,12 +76,16 @@ void validate(const GemmArgs& g) {
                 " ldc=", g.ldc, ")");
     GPT_REQUIRE(g.a && g.b && g.c, UsageError, "gemm: null operand");
     GPT_REQUIRE(g.batch <= INT32_MAX, UsageError, "gemm: batch ", g.batch, " too large");
-    if (g.epilogue != GemmEpilogue::None) {
-        GPT_REQUIRE(g.beta == 0.0f, UsageError, "gemm: bias epilogues need beta = 0");
+    if (g.epilogue != GemmEpilogue::None)
+        GPT_REQUIRE(g.beta == 0.0f, UsageError, "gemm: epilogues need beta = 0");
+    if (g.epilogue == GemmEpilogue::Bias || g.epilogue == GemmEpilogue::BiasGelu)
         GPT_REQUIRE(g.bias, UsageError, "gemm: bias epilogue without a bias");
-    }
-    if (g.epilogue == GemmEpilogue::BiasGelu)
-        GPT_REQUIRE(g.aux, UsageError, "gemm: BiasGelu epilogue without an aux buffer");
+    if (g.epilogue == GemmEpilogue::BiasGelu || g.epilogue == GemmEpilogue::GeluGrad)
+        GPT_REQUIRE(g.aux, UsageError, "gemm: GELU epilogue without an aux buffer");
+    if (g.epilogue == GemmEpilogue::GeluGrad)
+        GPT_REQUIRE(g.ldc == g.n && g.batch == 1, UsageError,
+                    "gemm: the GeluGrad epilogue needs a contiguous C (ldc = n) and batch 1 (ldc=", g.ldc,
+                    " n=", g.n, " batch=", g.batch, ")");
     if (g.bias_grad)
         GPT_REQUIRE(g.trans_a && g.lda == g.m && g.batch == 1, UsageError,
                     "gemm: a fused bias gradient needs op(A) = A^T with A a contiguous [k, m] "
@@ -199,17 +203,21 @@ bool GemmEngine::matmul(const GemmArgs& g, void* d, const Fused& f) {
     } else if (bias) {
         epi = f.gelu_aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS;
         vec = bias;
+    } else if (f.dgelu_aux) {
+        epi = CUBLASLT_EPILOGUE_DGELU;
     }
-    const bool fused = f.bias_grad || f.gelu_aux;
-    if (vec) {
+    const void* aux = f.gelu_aux ? f.gelu_aux : f.dgelu_aux;
+    const bool fused = f.bias_grad || aux;
+    if (epi != CUBLASLT_EPILOGUE_DEFAULT)
         GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)), "gemm");
+    if (vec) {
         GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)), "gemm");
         GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vec_type, sizeof(vec_type)), "gemm");
     }
-    if (f.gelu_aux) {
+    if (aux) {
         // The pre-activation has D's layout: column-major n x m with D's leading dimension.
         const std::int64_t aux_ld = g.ldc;
-        GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &f.gelu_aux, sizeof(f.gelu_aux)), "gemm");
+        GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)), "gemm");
         GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)), "gemm");
     }
     // Stored shapes, column-major: our B is [k,n] row-major = (n x k) col-major, etc.
@@ -228,7 +236,7 @@ bool GemmEngine::matmul(const GemmArgs& g, void* d, const Fused& f) {
         ',', static_cast<int>(g.dtype), static_cast<int>(g.c_dtype), ',', g.batch, ',',
         g.stride_a, ',', g.stride_b, ',', g.stride_c, ',', bias != nullptr, ',', al_a, ',',
         al_b, ',', al_c, ',', reinterpret_cast<std::uintptr_t>(vec) % 256, ',', g.beta != 0.0f, ',',
-        static_cast<int>(epi), ',', reinterpret_cast<std::uintptr_t>(f.gelu_aux) % 256);
+        static_cast<int>(epi), ',', reinterpret_cast<std::uintptr_t>(aux) % 256);
     if (no_algo_.count(key)) {
         if (fused) return false;
         fallback_gemm(g, d, bias);
@@ -278,7 +286,7 @@ void GemmEngine::run(CudaBackend& be, const GemmArgs& g) {
         // scratch since cuBLASLt overwrites the vector and ours accumulates.
         if (g.epilogue == GemmEpilogue::None) {
             Scratch sums(be, static_cast<std::size_t>(g.m) * sizeof(float));
-            if (matmul(g, g.c, Fused{nullptr, nullptr, sums.as<float>()})) {
+            if (matmul(g, g.c, Fused{nullptr, nullptr, sums.as<float>(), nullptr})) {
                 be.accumulate_f32(sums.get(), g.bias_grad, g.m, DType::F32);
                 return;
             }
@@ -287,6 +295,15 @@ void GemmEngine::run(CudaBackend& be, const GemmArgs& g) {
     }
     if (g.epilogue == GemmEpilogue::None) {
         matmul(g, g.c, Fused{});
+        return;
+    }
+    if (g.epilogue == GemmEpilogue::GeluGrad) {
+        // cuBLASLt's DGELU is the tanh GELU's derivative: one call where the library has an
+        // algorithm (aux leading dimension a multiple of 8); else the product, then GELU's
+        // backward over it (as the erf GELU always does).
+        if (g.tanh_gelu && g.ldc % 8 == 0 && matmul(g, g.c, Fused{nullptr, nullptr, nullptr, g.aux})) return;
+        matmul(g, g.c, Fused{});
+        be.gelu_backward(g.c, g.aux, g.c, g.m * g.n, g.tanh_gelu, g.c_dtype);
         return;
     }
     // The bias epilogue reads a bias of C's type; ours has the operands' type.
@@ -298,18 +315,18 @@ void GemmEngine::run(CudaBackend& be, const GemmArgs& g) {
         bias = bias_c->get();
     }
     if (g.epilogue == GemmEpilogue::Bias) {
-        matmul(g, g.c, Fused{bias, nullptr, nullptr});
+        matmul(g, g.c, Fused{bias, nullptr, nullptr, nullptr});
         return;
     }
-    // BiasGelu. cuBLASLt's GELU epilogue is the tanh approximation: with --openai-gelu one
-    // call writes the pre-activation (aux, which backward needs) and the activation, where
+    // BiasGelu. cuBLASLt's GELU epilogue is the tanh approximation (our default, as Megatron's
+    // fused bias-GELU): one call writes the pre-activation (aux, which backward needs) and the activation, where
     // the library has an algorithm for it (its aux leading dimension must be a multiple of 8).
     if (g.tanh_gelu && g.batch == 1 && g.ldc % 8 == 0 &&
-        matmul(g, g.c, Fused{bias, g.aux, nullptr}))
+        matmul(g, g.c, Fused{bias, g.aux, nullptr, nullptr}))
         return;
-    // The exact erf GELU (the default): the GEMM writes the pre-activation into aux and one
+    // The exact erf GELU (--no-bias-gelu-fusion): the GEMM writes the pre-activation into aux and one
     // pass computes C = gelu(aux).
-    matmul(g, g.aux, Fused{bias, nullptr, nullptr});
+    matmul(g, g.aux, Fused{bias, nullptr, nullptr, nullptr});
     const std::size_t csz = dtype_size(g.c_dtype);
     for (std::int64_t t = 0; t < g.batch; ++t) {
         const char* pre = static_cast<const char*>(g.aux) + t * g.stride_c * csz;

@@ -1,5 +1,5 @@
 // GemmEngine: the backend's GEMM on cuBLASLt (row-major mapping, fp32 compute, bias, tanh
-// GELU and bias-gradient epilogues, strided batches, heuristic results cached per shape,
+// GELU, GELU-gradient and bias-gradient epilogues, strided batches, heuristic results cached per shape,
 // one workspace).
 #pragma once
 
@@ -30,6 +30,7 @@ private:
         const void* bias = nullptr;  // + bias[n] (C's type)
         void* gelu_aux = nullptr;    // with bias: aux = pre-activation, D = tanh-GELU(aux)
         float* bias_grad = nullptr;  // = sum over k of op(A)[i, k], fp32 (overwritten)
+        const void* dgelu_aux = nullptr;  // D *= tanh-GELU'(aux), aux the pre-activation
     };
     // One cuBLASLt call: D[c] = alpha*op(A)op(B) + beta*C with the fused epilogue, everything
     // already in cuBLASLt's column-major terms of the row-major request. When the heuristic
