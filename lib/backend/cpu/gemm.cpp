@@ -8,6 +8,7 @@
 #include "backend/cpu/common.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/vmath.hpp"
+#include "backend/gemm_args.hpp"
 
 namespace gpt::cpu {
 
@@ -116,35 +117,10 @@ void gemm_f32(const GemmArgs& g, const float* a, std::int64_t lda, const float* 
     }
 }
 
-void validate(const GemmArgs& g) {
-    GPT_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, UsageError,
-                "gemm: bad shape m=", g.m, " n=", g.n, " k=", g.k, " batch=", g.batch);
-    GPT_REQUIRE(g.lda >= (g.trans_a ? g.m : g.k) && g.ldb >= (g.trans_b ? g.k : g.n) &&
-                    g.ldc >= g.n,
-                UsageError, "gemm: leading dimension too small (lda=", g.lda, " ldb=", g.ldb,
-                " ldc=", g.ldc, ")");
-    GPT_REQUIRE(g.a && g.b && g.c, UsageError, "gemm: null operand");
-    if (g.epilogue != GemmEpilogue::None)
-        GPT_REQUIRE(g.beta == 0.0f, UsageError, "gemm: epilogues need beta = 0");
-    if (g.epilogue == GemmEpilogue::Bias || g.epilogue == GemmEpilogue::BiasGelu)
-        GPT_REQUIRE(g.bias, UsageError, "gemm: bias epilogue without a bias");
-    if (g.epilogue == GemmEpilogue::BiasGelu || g.epilogue == GemmEpilogue::GeluGrad)
-        GPT_REQUIRE(g.aux, UsageError, "gemm: GELU epilogue without an aux buffer");
-    if (g.epilogue == GemmEpilogue::GeluGrad)
-        GPT_REQUIRE(g.ldc == g.n && g.batch == 1, UsageError,
-                    "gemm: the GeluGrad epilogue needs a contiguous C (ldc = n) and batch 1 (ldc=", g.ldc,
-                    " n=", g.n, " batch=", g.batch, ")");
-    if (g.bias_grad)
-        GPT_REQUIRE(g.trans_a && g.lda == g.m && g.batch == 1, UsageError,
-                    "gemm: a fused bias gradient needs op(A) = A^T with A a contiguous [k, m] "
-                    "matrix (the weight-gradient GEMM dW = dY^T X) and batch 1 (trans_a=",
-                    g.trans_a, " lda=", g.lda, " m=", g.m, " batch=", g.batch, ")");
-}
-
 }  // namespace
 
 void CpuBackend::gemm(const GemmArgs& g) {
-    validate(g);
+    validate_gemm_args(g);
     // The fused bias gradient: the column sums of dY, exactly what bias_grad computes.
     if (g.bias_grad) bias_grad(g.a, g.bias_grad, g.k, g.m, g.dtype);
     if (g.m == 0 || g.n == 0) return;

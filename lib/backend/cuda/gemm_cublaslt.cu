@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/gemm_engine.hpp"
+#include "backend/gemm_args.hpp"
 
 namespace gpt::cuda {
 
@@ -68,29 +69,8 @@ void set_batch(cublasLtMatrixLayout_t l, std::int64_t batch, std::int64_t stride
 }
 
 void validate(const GemmArgs& g) {
-    GPT_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, UsageError,
-                "gemm: bad shape m=", g.m, " n=", g.n, " k=", g.k, " batch=", g.batch);
-    GPT_REQUIRE(g.lda >= (g.trans_a ? g.m : g.k) && g.ldb >= (g.trans_b ? g.k : g.n) &&
-                    g.ldc >= g.n,
-                UsageError, "gemm: leading dimension too small (lda=", g.lda, " ldb=", g.ldb,
-                " ldc=", g.ldc, ")");
-    GPT_REQUIRE(g.a && g.b && g.c, UsageError, "gemm: null operand");
+    validate_gemm_args(g);
     GPT_REQUIRE(g.batch <= INT32_MAX, UsageError, "gemm: batch ", g.batch, " too large");
-    if (g.epilogue != GemmEpilogue::None)
-        GPT_REQUIRE(g.beta == 0.0f, UsageError, "gemm: epilogues need beta = 0");
-    if (g.epilogue == GemmEpilogue::Bias || g.epilogue == GemmEpilogue::BiasGelu)
-        GPT_REQUIRE(g.bias, UsageError, "gemm: bias epilogue without a bias");
-    if (g.epilogue == GemmEpilogue::BiasGelu || g.epilogue == GemmEpilogue::GeluGrad)
-        GPT_REQUIRE(g.aux, UsageError, "gemm: GELU epilogue without an aux buffer");
-    if (g.epilogue == GemmEpilogue::GeluGrad)
-        GPT_REQUIRE(g.ldc == g.n && g.batch == 1, UsageError,
-                    "gemm: the GeluGrad epilogue needs a contiguous C (ldc = n) and batch 1 (ldc=", g.ldc,
-                    " n=", g.n, " batch=", g.batch, ")");
-    if (g.bias_grad)
-        GPT_REQUIRE(g.trans_a && g.lda == g.m && g.batch == 1, UsageError,
-                    "gemm: a fused bias gradient needs op(A) = A^T with A a contiguous [k, m] "
-                    "matrix (the weight-gradient GEMM dW = dY^T X) and batch 1 (trans_a=",
-                    g.trans_a, " lda=", g.lda, " m=", g.m, " batch=", g.batch, ")");
 }
 
 template <typename T>
