@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -66,8 +67,12 @@ struct Arena {
 
 Arena& arena();
 
-std::size_t page_size() { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
-std::size_t page_up(std::size_t n) { return (n + page_size() - 1) / page_size() * page_size(); }
+// The arena is opened and closed around every kernel and copy. With 4 KiB pages each
+// mprotect rewrites one page-table entry per page in use, which was most of the emulator's
+// system time; the arena is therefore 2 MiB aligned, asks for transparent huge pages, and
+// changes protection in whole 2 MiB units, so the kernel flips one entry per 2 MiB instead.
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+std::size_t page_up(std::size_t n) { return (n + kHugePage - 1) / kHugePage * kHugePage; }
 
 void set_open(Arena& a, bool open) {
     const std::size_t end = open ? page_up(a.top) : a.open_end;
@@ -98,12 +103,14 @@ Arena& arena() {
         auto* x = new Arena;  // never destroyed: kernels may run from static destructors
         const char* gb = std::getenv("GPT_EMU_DEVICE_MEMORY_GB");
         x->size = static_cast<std::size_t>((gb ? std::atof(gb) : 16.0) * double(std::size_t{1} << 30));
-        void* m = mmap(nullptr, x->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        x->size = page_up(x->size);
+        void* m = mmap(nullptr, x->size + kHugePage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (m == MAP_FAILED) {
             std::fprintf(stderr, "gpt_emu: cannot reserve %zu bytes for device memory\n", x->size);
             std::abort();
         }
-        x->base = static_cast<char*>(m);
+        x->base = reinterpret_cast<char*>(page_up(reinterpret_cast<std::uintptr_t>(m)));
+        (void)madvise(x->base, x->size, MADV_HUGEPAGE);  // a hint: without THP only speed differs
         struct sigaction sa {};
         sa.sa_sigaction = on_segv;
         sa.sa_flags = SA_SIGINFO | SA_ONSTACK;

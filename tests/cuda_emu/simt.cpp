@@ -262,12 +262,8 @@ std::string run_block(const dim3 block, const std::function<void()>& body) {
         gpt_emu_switch(&r.sched_sp, f.sp);
         return true;
     };
-    auto all_done = [&] {
-        for (const Fiber& f : r.fibers)
-            if (f.wait != Wait::Done) return false;
-        return true;
-    };
-    while (!all_done()) {
+    // fiber_entry counts finished threads down in block.live: no scan per round.
+    while (r.block.live > 0) {
         bool ran = false;
         if (order == Schedule::Warps) {
             for (int w = 0; w < nwarps; ++w) {
