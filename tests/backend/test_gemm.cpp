@@ -120,6 +120,24 @@ void run_case(const GemmCase& c) {
 
 class GemmTest : public ::testing::TestWithParam<DType> {};
 
+// C[m, n] = A[m, k] B[k, n], all contiguous row-major.
+GemmArgs row_major_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const void* a, const void* b, void* c,
+                        DType t) {
+    GemmArgs g;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.a = a;
+    g.lda = k;
+    g.b = b;
+    g.ldb = n;
+    g.c = c;
+    g.ldc = n;
+    g.dtype = t;
+    g.c_dtype = t;
+    return g;
+}
+
 TEST_P(GemmTest, AllTransposesAndShapes) {
     const DType t = GetParam();
     // The last two are above the threading threshold: split by columns, then by rows.
@@ -217,18 +235,7 @@ TEST_P(GemmTest, GeluGradEpilogueIsTheProductThroughGeluBackward) {
     auto pre = rounded(t, random_vec(m * n, 223, -3.0, 3.0));
     for (bool tanh_gelu : {false, true}) {
         Buf a(*be, t, A), b(*be, t, B), aux(*be, t, pre), fused(*be, t, m * n), ref(*be, t, m * n);
-        GemmArgs g;
-        g.m = m;
-        g.n = n;
-        g.k = k;
-        g.a = a.p();
-        g.lda = k;
-        g.b = b.p();
-        g.ldb = n;
-        g.ldc = n;
-        g.dtype = t;
-        g.c_dtype = t;
-        g.c = ref.p();
+        GemmArgs g = row_major_gemm(m, n, k, a.p(), b.p(), ref.p(), t);
         be->gemm(g);
         be->gelu_backward(ref.p(), aux.p(), ref.p(), m * n, tanh_gelu, t);
         g.c = fused.p();
@@ -310,16 +317,7 @@ TEST(Gemm, CalledFromInsideAParallelRegion) {
     {
 #pragma omp single
         team = omp_get_num_threads();
-        GemmArgs g;
-        g.m = m;
-        g.n = n;
-        g.k = k;
-        g.a = a.p();
-        g.lda = k;
-        g.b = b.p();
-        g.ldb = n;
-        g.c = outs[omp_get_thread_num() % 2]->p();
-        g.ldc = n;
+        GemmArgs g = row_major_gemm(m, n, k, a.p(), b.p(), outs[omp_get_thread_num() % 2]->p(), DType::F32);
         // One backend per thread is the documented rule; here each thread owns its output
         // and the fp32 path uses no backend scratch, which is what this test relies on.
         be->gemm(g);

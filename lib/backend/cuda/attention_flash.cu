@@ -196,8 +196,6 @@ __global__ void __launch_bounds__(kRows) flash_dq_kernel(FlashParams P, const T*
 }
 
 dim3 grid_of(const FlashParams& P) {
-    GPT_REQUIRE(P.pairs <= 65535, UsageError, "flash attention on CUDA: b*np = ", P.pairs,
-                " exceeds the grid limit of 65535");
     return dim3(static_cast<unsigned>((P.s + kRows - 1) / kRows), static_cast<unsigned>(P.pairs));
 }
 
@@ -214,6 +212,9 @@ FlashKernel& kernel_choice() {
 }  // namespace
 
 FlashParams flash_params(const AttentionArgs& a) {
+    // Every flash kernel puts the (batch, head) pairs on the grid's y dimension.
+    GPT_REQUIRE(a.b * a.np <= 65535, UsageError, "flash attention on CUDA: b*np = ", a.b * a.np,
+                " exceeds the grid limit of 65535");
     FlashParams P;
     P.s = a.s;
     P.pairs = a.b * a.np;
@@ -242,7 +243,6 @@ bool flash_uses_tensor_cores(const AttentionArgs& a, std::initializer_list<const
 void flash_forward(const AttentionArgs& a, const void* qkv, void* out, float* lse) {
     const FlashParams P = flash_params(a);
     if (flash_uses_tensor_cores(a, {qkv, out})) {
-        grid_of(P);  // the grid limit check
         flash_forward_sm80(P, a.dtype, qkv, out, lse);
     } else {
         dispatch(a.dtype, [&](auto tag) {
