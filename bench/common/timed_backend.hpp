@@ -123,9 +123,9 @@ public:
         T("layernorm_forward", [&] { b_.layernorm_forward(x, g, be, y, m, r, rows, cols, eps, t); });
     }
     void layernorm_backward(const void* dy, const void* x, const void* g, const float* m, const float* r,
-                            void* dx, float* dg, float* db, std::int64_t rows, std::int64_t cols,
-                            DType t) override {
-        T("layernorm_backward", [&] { b_.layernorm_backward(dy, x, g, m, r, dx, dg, db, rows, cols, t); });
+                            const void* dres, void* dx, float* dg, float* db, std::int64_t rows,
+                            std::int64_t cols, DType t) override {
+        T("layernorm_backward", [&] { b_.layernorm_backward(dy, x, g, m, r, dres, dx, dg, db, rows, cols, t); });
     }
     void gelu_forward(const void* x, void* y, std::int64_t n, bool ta, DType t) override {
         T("gelu_forward", [&] { b_.gelu_forward(x, y, n, ta, t); });

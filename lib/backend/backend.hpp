@@ -119,9 +119,12 @@ public:
     virtual void layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
                                    float* mean, float* rstd, std::int64_t rows,
                                    std::int64_t cols, float eps, DType dtype) = 0;
-    // dx = dLN (overwritten); dgamma, dbeta fp32 += (accumulated).
+    // dx = dLN + dresidual (overwritten; dresidual nullable, dx may alias dy or dresidual);
+    // dgamma, dbeta fp32 += (accumulated). dresidual is the gradient the residual path
+    // brings to the same x: adding it here saves the separate add pass over [rows, cols].
     virtual void layernorm_backward(const void* dy, const void* x, const void* gamma,
-                                    const float* mean, const float* rstd, void* dx,
+                                    const float* mean, const float* rstd,
+                                    const void* dresidual, void* dx,
                                     float* dgamma, float* dbeta, std::int64_t rows,
                                     std::int64_t cols, DType dtype) = 0;
 

@@ -65,6 +65,7 @@ struct NcclCommunicator::Impl {
     ncclComm_t coll = nullptr, up = nullptr, down = nullptr;
     cudaStream_t coll_stream = nullptr, up_stream = nullptr, down_stream = nullptr;
     cudaEvent_t ready = nullptr;  // recorded on the compute stream before each operation
+    cudaEvent_t done = nullptr;   // recorded on an NCCL stream after a blocking operation
 };
 
 NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name)
@@ -88,6 +89,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name)
     for (cudaStream_t* s : {&im.coll_stream, &im.up_stream, &im.down_stream})
         GPT_NCCL_CUDA_CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking), "stream create");
     GPT_NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&im.ready, cudaEventDisableTiming), "event create");
+    GPT_NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&im.done, cudaEventDisableTiming), "event create");
 }
 
 void NcclCommunicator::after_compute(void* stream) {
@@ -96,6 +98,14 @@ void NcclCommunicator::after_compute(void* stream) {
     GPT_NCCL_CUDA_CHECK(cudaEventRecord(impl_->ready, cudaStreamLegacy), "event record");
     GPT_NCCL_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), impl_->ready, 0),
                         "stream wait");
+}
+
+void NcclCommunicator::before_compute(void* stream) {
+    // Work issued to the compute stream from now on, and host copies (cudaMemcpy runs on
+    // it), wait on the device for this operation: the host goes on issuing kernels instead
+    // of draining the GPU's queue at every tensor-parallel collective.
+    GPT_NCCL_CUDA_CHECK(cudaEventRecord(impl_->done, static_cast<cudaStream_t>(stream)), "event record");
+    GPT_NCCL_CUDA_CHECK(cudaStreamWaitEvent(cudaStreamLegacy, impl_->done, 0), "stream wait");
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -108,6 +118,7 @@ NcclCommunicator::~NcclCommunicator() {
     for (ncclComm_t c : {im.coll, im.up, im.down})
         if (c) ncclCommDestroy(c);
     if (im.ready) cudaEventDestroy(im.ready);
+    if (im.done) cudaEventDestroy(im.done);
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && im.mpi != MPI_COMM_NULL) MPI_Comm_free(&im.mpi);
@@ -119,7 +130,7 @@ void NcclCommunicator::all_reduce(void* buf, std::int64_t count, CommType t, Red
     after_compute(impl_->coll_stream);
     GPT_NCCL_CHECK(ncclAllReduce(buf, buf, static_cast<std::size_t>(count), nccl_type(t), nccl_op(op),
                                  impl_->coll, impl_->coll_stream), "all-reduce", impl_->coll);
-    GPT_NCCL_CUDA_CHECK(cudaStreamSynchronize(impl_->coll_stream), "all-reduce");
+    before_compute(impl_->coll_stream);
 }
 
 void NcclCommunicator::all_gather(const void* send, void* recv, std::int64_t count, CommType t) {
@@ -136,7 +147,7 @@ void NcclCommunicator::all_gather(const void* send, void* recv, std::int64_t cou
         GPT_NCCL_CHECK(ncclAllGather(send, recv, static_cast<std::size_t>(count), nccl_type(t),
                                      impl_->coll, impl_->coll_stream), "all-gather", impl_->coll);
     }
-    GPT_NCCL_CUDA_CHECK(cudaStreamSynchronize(impl_->coll_stream), "all-gather");
+    before_compute(impl_->coll_stream);
 }
 
 void NcclCommunicator::reduce_scatter(const void* send, void* recv, std::int64_t count,
@@ -154,7 +165,7 @@ void NcclCommunicator::reduce_scatter(const void* send, void* recv, std::int64_t
                                          nccl_op(op), impl_->coll, impl_->coll_stream),
                        "reduce-scatter", impl_->coll);
     }
-    GPT_NCCL_CUDA_CHECK(cudaStreamSynchronize(impl_->coll_stream), "reduce-scatter");
+    before_compute(impl_->coll_stream);
 }
 
 void NcclCommunicator::broadcast(void* buf, std::int64_t count, CommType t, int root) {
@@ -163,7 +174,7 @@ void NcclCommunicator::broadcast(void* buf, std::int64_t count, CommType t, int 
     after_compute(impl_->coll_stream);
     GPT_NCCL_CHECK(ncclBroadcast(buf, buf, static_cast<std::size_t>(count), nccl_type(t), root,
                                  impl_->coll, impl_->coll_stream), "broadcast", impl_->coll);
-    GPT_NCCL_CUDA_CHECK(cudaStreamSynchronize(impl_->coll_stream), "broadcast");
+    before_compute(impl_->coll_stream);
 }
 
 namespace {
@@ -270,7 +281,7 @@ void NcclCommunicator::recv(void* buf, std::int64_t count, CommType t, int peer,
     after_compute(stream);
     GPT_NCCL_CHECK(ncclRecv(buf, static_cast<std::size_t>(count), nccl_type(t), peer, comm, stream),
                    "recv", comm);
-    GPT_NCCL_CUDA_CHECK(cudaStreamSynchronize(stream), "recv");
+    before_compute(stream);
 }
 
 void NcclCommunicator::barrier() {

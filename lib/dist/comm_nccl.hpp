@@ -16,9 +16,11 @@
 namespace gpt::dist {
 
 // Semantics as MpiCommunicator, on device pointers: each operation starts after the CUDA
-// backend's work issued so far (an event on its stream) and every call but isend returns
-// when its result is in place (the NCCL stream is synchronised), so callers need no stream
-// handling. Point-to-point: NCCL has no tags, so messages between two ranks match in the
+// backend's work issued so far (an event on its stream), and every call but isend and the
+// i-collectives leaves its result in place for all later backend work and device-to-host
+// copies (the backend's stream waits for it on the device, as Megatron's collectives on the
+// current stream do), so callers need no stream handling and the host never stalls on a
+// collective. PendingOp::wait() completes on the host. Point-to-point: NCCL has no tags, so messages between two ranks match in the
 // order they are posted (as pipeline schedules post them); `tag` is ignored.
 class NcclCommunicator final : public Communicator {
 public:
@@ -49,7 +51,8 @@ public:
     struct Impl;
 
 private:
-    void after_compute(void* stream);  // stream: cudaStream_t (no CUDA types in this header)
+    void after_compute(void* stream);   // stream: cudaStream_t (no CUDA types in this header)
+    void before_compute(void* stream);  // the compute stream waits for `stream`'s work so far
 
     std::string name_;
     int rank_ = 0;

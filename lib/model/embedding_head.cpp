@@ -102,7 +102,7 @@ void head_backward(const PassContext& c, const HeadParams& p, const SlotSaved& s
     linear_input_grad(be, logits, c.param(p.word), tmp1, T, h, V, t);
     const void* dln = column_parallel_input_grad(c, tmp1, c.act(ws.tmp2));
     be.layernorm_backward(dln, x_final, c.param(p.ln_w), c.actf(s.lnf_mean), c.actf(s.lnf_rstd),
-                          c.act(ws.grad), c.grad(p.ln_w), c.grad(p.ln_b), c.rows, h, t);
+                          nullptr, c.act(ws.grad), c.grad(p.ln_w), c.grad(p.ln_b), c.rows, h, t);
 }
 
 }  // namespace gpt::model

@@ -78,14 +78,29 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
     void* tmp2 = c.act(c.ws->tmp2);
     void* wide = c.act(c.ws->wide);
     void* gathered = c.act(c.ws->gathered);
-    // The layernorm's input gradient goes to whichever temporary its upstream is not in.
-    auto other = [&](const void* x) { return x == tmp1 ? tmp2 : tmp1; };
+    // d(x + b) of out = residual + dropout(x + b), and b's gradient, its column sum.
+    // Without dropout it is G itself (no copy; G is next written by a layernorm backward),
+    // and the row-parallel weight-gradient GEMM, which reads the same rows when there is
+    // no sequence parallelism, sums it in its epilogue: *gemm_dbias says where to.
+    auto dropout_grad = [&](float* dbias, std::uint64_t site, float** gemm_dbias) -> void* {
+        *gemm_dbias = nullptr;
+        if (p_hidden == 0.0f) {
+            if (R == T)
+                *gemm_dbias = dbias;
+            else
+                be.bias_grad(G, dbias, R, h, t);
+            return G;
+        }
+        be.bias_dropout_add_backward(G, tmp1, dbias, R, h, p_hidden, c.hidden_key,
+                                     site + c.shard_offset(), t);
+        return tmp1;
+    };
+    float* gemm_dbias = nullptr;
 
     // --- MLP: x_out = x_mid + dropout(fc2 + b) ---
-    be.bias_dropout_add_backward(G, tmp1, c.grad(p.fc2_b), R, h, p_hidden, c.hidden_key,
-                                 dropout_site_offset(L, 2) + c.shard_offset(), t);
-    const void* dfc2 = row_parallel_output_grad(c, tmp1, gathered);
-    linear_weight_grad(be, dfc2, c.act(s.gelu_out), c.grad(p.fc2_w), T, d.local_ffn(), h, t);
+    const void* dfc2 = row_parallel_output_grad(
+        c, dropout_grad(c.grad(p.fc2_b), dropout_site_offset(L, 2), &gemm_dbias), gathered);
+    linear_weight_grad(be, dfc2, c.act(s.gelu_out), c.grad(p.fc2_w), T, d.local_ffn(), h, t, gemm_dbias);
     // d(fc1 output) = (dfc2 W2) * gelu'(fc1_pre), one GEMM with a GELU-gradient epilogue.
     linear_input_grad(be, dfc2, c.param(p.fc2_w), wide, T, d.local_ffn(), h, t, c.act(s.fc1_pre),
                       c.opt->tanh_gelu);
@@ -94,16 +109,14 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
     linear_weight_grad(be, wide, a2, c.grad(p.fc1_w), T, h, d.local_ffn(), t, c.grad(p.fc1_b));
     linear_input_grad(be, wide, c.param(p.fc1_w), tmp1, T, h, d.local_ffn(), t);
     const void* dln2 = column_parallel_input_grad(c, tmp1, tmp2);
-    void* dx_mid = other(dln2);
+    // dL/dx_mid = residual path (G) + LN2 path, in G.
     be.layernorm_backward(dln2, c.act(s.x_mid), c.param(p.ln2_w), c.actf(s.ln2_mean),
-                          c.actf(s.ln2_rstd), dx_mid, c.grad(p.ln2_w), c.grad(p.ln2_b), R, h, t);
-    be.add(G, dx_mid, G, R * h, t);  // dL/dx_mid: residual path + LN2 path
+                          c.actf(s.ln2_rstd), G, G, c.grad(p.ln2_w), c.grad(p.ln2_b), R, h, t);
 
     // --- attention: x_mid = x_in + dropout(dense + b) ---
-    be.bias_dropout_add_backward(G, tmp1, c.grad(p.dense_b), R, h, p_hidden, c.hidden_key,
-                                 dropout_site_offset(L, 1) + c.shard_offset(), t);
-    const void* ddense = row_parallel_output_grad(c, tmp1, gathered);
-    linear_weight_grad(be, ddense, c.act(s.ctx), c.grad(p.dense_w), T, d.local_hidden(), h, t);
+    const void* ddense = row_parallel_output_grad(
+        c, dropout_grad(c.grad(p.dense_b), dropout_site_offset(L, 1), &gemm_dbias), gathered);
+    linear_weight_grad(be, ddense, c.act(s.ctx), c.grad(p.dense_w), T, d.local_hidden(), h, t, gemm_dbias);
     linear_input_grad(be, ddense, c.param(p.dense_w), tmp2, T, d.local_hidden(), h, t);
     const AttentionArgs aa = pass_attention_args(c, L);
     // Selective recomputation: the attention buffer was overwritten by later layers and
@@ -115,10 +128,9 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
     linear_weight_grad(be, wide, a, c.grad(p.qkv_w), T, h, d.local_qkv(), t, c.grad(p.qkv_b));
     linear_input_grad(be, wide, c.param(p.qkv_w), tmp1, T, h, d.local_qkv(), t);
     const void* dln1 = column_parallel_input_grad(c, tmp1, tmp2);
-    void* dx_in = other(dln1);
+    // dL/dx_in = residual path (G) + LN1 path, in G.
     be.layernorm_backward(dln1, x_in, c.param(p.ln1_w), c.actf(s.ln1_mean), c.actf(s.ln1_rstd),
-                          dx_in, c.grad(p.ln1_w), c.grad(p.ln1_b), R, h, t);
-    be.add(G, dx_in, G, R * h, t);  // dL/dx_in
+                          G, G, c.grad(p.ln1_w), c.grad(p.ln1_b), R, h, t);
 }
 
 }  // namespace gpt::model

@@ -100,7 +100,7 @@ TEST_P(LayerNormTest, ForwardAndBackward) {
         auto g0 = random_vec(cols, 25), b0 = random_vec(cols, 26);
         Buf ddx(*be, t, rows * cols), dg(*be, DType::F32, g0), db(*be, DType::F32, b0);
         Buf bdy(*be, t, dy);
-        be->layernorm_backward(bdy.p(), bx.p(), bg.p(), mean.f32(), rstd.f32(), ddx.p(),
+        be->layernorm_backward(bdy.p(), bx.p(), bg.p(), mean.f32(), rstd.f32(), nullptr, ddx.p(),
                                dg.f32(), db.f32(), rows, cols, t);
         std::vector<double> wg(cols), wb(cols);
         for (std::int64_t j = 0; j < cols; ++j) {
@@ -112,8 +112,21 @@ TEST_P(LayerNormTest, ForwardAndBackward) {
         EXPECT_TRUE(all_close(dg.get(), wg, {1e-4, 1e-5 * sum_scale}));
         EXPECT_TRUE(all_close(db.get(), wb, {1e-4, 1e-5 * sum_scale}));
 
+        // The residual path's gradient added in (dx = dLN + dres), into dres itself as the
+        // model calls it, and into a separate buffer.
+        auto dres = rounded(t, random_vec(rows * cols, 27, -4.0, 4.0));
+        std::vector<double> want(dres.size());
+        for (std::size_t i = 0; i < want.size(); ++i) want[i] = dres[i] + r.dx[i];
+        Buf bres(*be, t, dres), dsum(*be, t, rows * cols);
+        be->layernorm_backward(bdy.p(), bx.p(), bg.p(), mean.f32(), rstd.f32(), bres.p(), dsum.p(),
+                               dg.f32(), db.f32(), rows, cols, t);
+        EXPECT_TRUE(all_close(dsum.get(), want, tl));
+        be->layernorm_backward(bdy.p(), bx.p(), bg.p(), mean.f32(), rstd.f32(), bres.p(), bres.p(),
+                               dg.f32(), db.f32(), rows, cols, t);
+        EXPECT_TRUE(all_close(bres.get(), dsum.get(), {0, 0}));
+
         // dx may alias dy.
-        be->layernorm_backward(bdy.p(), bx.p(), bg.p(), mean.f32(), rstd.f32(), bdy.p(),
+        be->layernorm_backward(bdy.p(), bx.p(), bg.p(), mean.f32(), rstd.f32(), nullptr, bdy.p(),
                                dg.f32(), db.f32(), rows, cols, t);
         EXPECT_TRUE(all_close(bdy.get(), ddx.get(), {0, 0}));
     }

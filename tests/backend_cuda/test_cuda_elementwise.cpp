@@ -94,8 +94,9 @@ TEST_F(CudaElementwise, CastEveryPair) {
 
 TEST_F(CudaElementwise, DropoutMaskIdenticalToCpu) {
     // Ones in fp32: the output is exactly 0 or 1/(1-p), so the mask is compared bit for bit.
-    for (std::uint64_t offset : {0ull, 3ull, 7ull, (1ull << 33) + 5}) {
-        for (std::int64_t n : {std::int64_t{1}, std::int64_t{6}, std::int64_t{100003}}) {
+    // Offsets that are multiples of 4 with n a multiple of 4 take the vectorized kernel.
+    for (std::uint64_t offset : {0ull, 3ull, 7ull, 12ull, (1ull << 33) + 4, (1ull << 33) + 5}) {
+        for (std::int64_t n : {std::int64_t{1}, std::int64_t{6}, std::int64_t{100000}, std::int64_t{100003}}) {
             SCOPED_TRACE("offset=" + std::to_string(offset) + " n=" + std::to_string(n));
             Twin x(cpu(), gpu(), DType::F32, std::vector<double>(n, 1.0));
             Twin y(cpu(), gpu(), DType::F32, n);
@@ -111,51 +112,55 @@ TEST_F(CudaElementwise, DropoutMaskIdenticalToCpu) {
 }
 
 TEST_F(CudaElementwise, DropoutTypes) {
-    for (DType t : kAllTypes) {
-        SCOPED_TRACE(dname(t));
-        const std::int64_t n = 5001;
-        Twin x(cpu(), gpu(), t, random_vec(n, 12));
-        Twin y(cpu(), gpu(), t, n);
-        cpu().dropout_forward(x.c(), y.c(), n, 0.1f, 99, 11, t);
-        gpu().dropout_forward(x.g(), y.g(), n, 0.1f, 99, 11, t);
-        EXPECT_TRUE(y.close(tol_for(t)));
-        y.poison();
-        cpu().dropout_forward(x.c(), y.c(), n, 0.0f, 99, 11, t);  // p = 0 copies
-        gpu().dropout_forward(x.g(), y.g(), n, 0.0f, 99, 11, t);
-        EXPECT_TRUE(y.close(tol_for(t)));
-    }
+    // 5008 elements at stream offset 12 take the vectorized kernel, 5001 at 11 do not.
+    for (const auto [n, offset] : {std::pair<std::int64_t, std::uint64_t>{5001, 11}, {5008, 12}})
+        for (DType t : kAllTypes) {
+            SCOPED_TRACE(dname(t) + " n=" + std::to_string(n));
+            Twin x(cpu(), gpu(), t, random_vec(n, 12));
+            Twin y(cpu(), gpu(), t, n);
+            cpu().dropout_forward(x.c(), y.c(), n, 0.1f, 99, offset, t);
+            gpu().dropout_forward(x.g(), y.g(), n, 0.1f, 99, offset, t);
+            EXPECT_TRUE(y.close(tol_for(t)));
+            y.poison();
+            cpu().dropout_forward(x.c(), y.c(), n, 0.0f, 99, offset, t);  // p = 0 copies
+            gpu().dropout_forward(x.g(), y.g(), n, 0.0f, 99, offset, t);
+            EXPECT_TRUE(y.close(tol_for(t)));
+        }
 }
 
 TEST_F(CudaElementwise, BiasDropoutAddForwardBackward) {
-    const std::int64_t rows = 67, cols = 130;
-    for (DType t : kAllTypes)
-        for (float p : {0.0f, 0.2f})
-            for (bool with_bias : {false, true}) {
-                SCOPED_TRACE(dname(t) + " p=" + std::to_string(p) + (with_bias ? " bias" : ""));
-                Twin x(cpu(), gpu(), t, random_vec(rows * cols, 13));
-                Twin bias(cpu(), gpu(), t, random_vec(cols, 14));
-                Twin res(cpu(), gpu(), t, random_vec(rows * cols, 15));
-                Twin out(cpu(), gpu(), t, rows * cols);
-                const void* bc = with_bias ? bias.c() : nullptr;
-                const void* bg = with_bias ? bias.g() : nullptr;
-                cpu().bias_dropout_add(x.c(), bc, res.c(), out.c(), rows, cols, p, 5, 9, t);
-                gpu().bias_dropout_add(x.g(), bg, res.g(), out.g(), rows, cols, p, 5, 9, t);
-                EXPECT_TRUE(out.close(tol_for(t)));
-                // out aliasing residual (the model's in-place residual stream)
-                cpu().bias_dropout_add(x.c(), bc, res.c(), res.c(), rows, cols, p, 5, 9, t);
-                gpu().bias_dropout_add(x.g(), bg, res.g(), res.g(), rows, cols, p, 5, 9, t);
-                EXPECT_TRUE(res.close(tol_for(t)));
+    const std::int64_t rows = 67;
+    // 136 columns at a stream offset of 8 take the vectorized kernels, 130 at 9 do not.
+    for (const auto [cols, off] : {std::pair<std::int64_t, std::uint64_t>{130, 9}, {136, 8}})
+        for (DType t : kAllTypes)
+            for (float p : {0.0f, 0.2f})
+                for (bool with_bias : {false, true}) {
+                    SCOPED_TRACE(dname(t) + " cols=" + std::to_string(cols) + " p=" + std::to_string(p) +
+                                 (with_bias ? " bias" : ""));
+                    Twin x(cpu(), gpu(), t, random_vec(rows * cols, 13));
+                    Twin bias(cpu(), gpu(), t, random_vec(cols, 14));
+                    Twin res(cpu(), gpu(), t, random_vec(rows * cols, 15));
+                    Twin out(cpu(), gpu(), t, rows * cols);
+                    const void* bc = with_bias ? bias.c() : nullptr;
+                    const void* bg = with_bias ? bias.g() : nullptr;
+                    cpu().bias_dropout_add(x.c(), bc, res.c(), out.c(), rows, cols, p, 5, off, t);
+                    gpu().bias_dropout_add(x.g(), bg, res.g(), out.g(), rows, cols, p, 5, off, t);
+                    EXPECT_TRUE(out.close(tol_for(t)));
+                    // out aliasing residual (the model's in-place residual stream)
+                    cpu().bias_dropout_add(x.c(), bc, res.c(), res.c(), rows, cols, p, 5, off, t);
+                    gpu().bias_dropout_add(x.g(), bg, res.g(), res.g(), rows, cols, p, 5, off, t);
+                    EXPECT_TRUE(res.close(tol_for(t)));
 
-                Twin dout(cpu(), gpu(), t, random_vec(rows * cols, 16));
-                Twin dx(cpu(), gpu(), t, rows * cols);
-                Twin db(cpu(), gpu(), DType::F32, random_vec(cols, 17));
-                cpu().bias_dropout_add_backward(dout.c(), dx.c(), with_bias ? db.cf() : nullptr,
-                                                rows, cols, p, 5, 9, t);
-                gpu().bias_dropout_add_backward(dout.g(), dx.g(), with_bias ? db.gf() : nullptr,
-                                                rows, cols, p, 5, 9, t);
-                EXPECT_TRUE(dx.close(tol_for(t)));
-                EXPECT_TRUE(db.close(tol_for(DType::F32, 8.0)));
-            }
+                    Twin dout(cpu(), gpu(), t, random_vec(rows * cols, 16));
+                    Twin dx(cpu(), gpu(), t, rows * cols);
+                    Twin db(cpu(), gpu(), DType::F32, random_vec(cols, 17));
+                    cpu().bias_dropout_add_backward(dout.c(), dx.c(), with_bias ? db.cf() : nullptr,
+                                                    rows, cols, p, 5, off, t);
+                    gpu().bias_dropout_add_backward(dout.g(), dx.g(), with_bias ? db.gf() : nullptr,
+                                                    rows, cols, p, 5, off, t);
+                    EXPECT_TRUE(dx.close(tol_for(t)));
+                    EXPECT_TRUE(db.close(tol_for(DType::F32, 8.0)));
+                }
 }
 
 TEST_F(CudaElementwise, RejectsBadDropoutProbability) {

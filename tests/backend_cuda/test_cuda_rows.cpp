@@ -11,7 +11,10 @@ namespace {
 class CudaRows : public CudaVsCpu {};
 
 TEST_F(CudaRows, LayerNormForwardBackward) {
-    const std::int64_t shapes[][2] = {{1, 1}, {5, 33}, {130, 1024}, {64, 5120}};
+    // Rows of whole 16-byte packs take the vectorized kernels with 1 (1024, 1600, fp32
+    // 2048: 2), 3 (5120) or 4 (7168) packs per thread; fp32 rows of 5120 and 7168 and the
+    // odd widths take the element-wise ones.
+    const std::int64_t shapes[][2] = {{1, 1}, {5, 33}, {130, 1024}, {9, 1600}, {40, 2048}, {64, 5120}, {20, 7168}};
     for (DType t : kAllTypes)
         for (auto& sh : shapes)
             for (bool alias : {false, true}) {
@@ -39,11 +42,17 @@ TEST_F(CudaRows, LayerNormForwardBackward) {
                 // Both sides use the CPU's statistics so the comparison is of backward only.
                 gpu().copy_to_device(mean.g(), mean.c(), rows * 4);
                 gpu().copy_to_device(rstd.g(), rstd.c(), rows * 4);
-                cpu().layernorm_backward(dy.c(), x.c(), gamma.c(), mean.cf(), rstd.cf(), dx.c(), dg.cf(), dbeta.cf(), rows, cols, t);
-                gpu().layernorm_backward(dy.g(), x.g(), gamma.g(), mean.gf(), rstd.gf(), dx.g(), dg.gf(), dbeta.gf(), rows, cols, t);
+                cpu().layernorm_backward(dy.c(), x.c(), gamma.c(), mean.cf(), rstd.cf(), nullptr, dx.c(), dg.cf(), dbeta.cf(), rows, cols, t);
+                gpu().layernorm_backward(dy.g(), x.g(), gamma.g(), mean.gf(), rstd.gf(), nullptr, dx.g(), dg.gf(), dbeta.gf(), rows, cols, t);
                 EXPECT_TRUE(dx.close(tol_for(t, 20.0)));
                 EXPECT_TRUE(dg.close(tol_for(DType::F32, 1.0 + rows / 4.0)));
                 EXPECT_TRUE(dbeta.close(tol_for(DType::F32, 1.0 + rows / 4.0)));
+
+                // With the residual gradient added, into that buffer (the model's call).
+                Twin dres(cpu(), gpu(), t, random_vec(rows * cols, 26, -3.0, 3.0));
+                cpu().layernorm_backward(dx.c(), x.c(), gamma.c(), mean.cf(), rstd.cf(), dres.c(), dres.c(), dg.cf(), dbeta.cf(), rows, cols, t);
+                gpu().layernorm_backward(dx.g(), x.g(), gamma.g(), mean.gf(), rstd.gf(), dres.g(), dres.g(), dg.gf(), dbeta.gf(), rows, cols, t);
+                EXPECT_TRUE(dres.close(tol_for(t, 20.0)));
             }
 }
 

@@ -57,9 +57,9 @@ public:
                                cols, eps, dtype);
     }
     void layernorm_backward(const void* dy, const void* x, const void* gamma, const float* mean,
-                            const float* rstd, void* dx, float* dgamma, float* dbeta, std::int64_t rows,
-                            std::int64_t cols, DType dtype) override {
-        cpu_.layernorm_backward(host(dy), host(x), host(gamma), host(mean), host(rstd), host(dx),
+                            const float* rstd, const void* dres, void* dx, float* dgamma, float* dbeta,
+                            std::int64_t rows, std::int64_t cols, DType dtype) override {
+        cpu_.layernorm_backward(host(dy), host(x), host(gamma), host(mean), host(rstd), host(dres), host(dx),
                                 host(dgamma), host(dbeta), rows, cols, dtype);
     }
     void gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype) override {

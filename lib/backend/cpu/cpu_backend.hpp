@@ -36,8 +36,9 @@ public:
                            float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
                            float eps, DType dtype) override;
     void layernorm_backward(const void* dy, const void* x, const void* gamma, const float* mean,
-                            const float* rstd, void* dx, float* dgamma, float* dbeta,
-                            std::int64_t rows, std::int64_t cols, DType dtype) override;
+                            const float* rstd, const void* dresidual, void* dx, float* dgamma,
+                            float* dbeta, std::int64_t rows, std::int64_t cols,
+                            DType dtype) override;
 
     void gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
                       DType dtype) override;

@@ -45,8 +45,8 @@ void CpuBackend::layernorm_forward(const void* x, const void* gamma, const void*
 }
 
 void CpuBackend::layernorm_backward(const void* dy, const void* x, const void* gamma,
-                                    const float* mean, const float* rstd, void* dx,
-                                    float* dgamma, float* dbeta, std::int64_t rows,
+                                    const float* mean, const float* rstd, const void* dresidual,
+                                    void* dx, float* dgamma, float* dbeta, std::int64_t rows,
                                     std::int64_t cols, DType dtype) {
     GPT_REQUIRE(rows >= 0 && cols > 0, UsageError, "layernorm_backward: bad shape ", rows, "x",
                 cols);
@@ -63,7 +63,8 @@ void CpuBackend::layernorm_backward(const void* dy, const void* x, const void* g
             const int t = omp_get_thread_num();
             float* pg = partial.data() + static_cast<std::size_t>(t) * 2 * cols;
             float* pb = pg + cols;
-            std::vector<float> dybuf(cols), xbuf(cols), dxbuf(cols), xhat(cols), dyg(cols);
+            std::vector<float> dybuf(cols), xbuf(cols), dxbuf(cols), xhat(cols), dyg(cols),
+                resbuf(dresidual ? cols : 0);
 #pragma omp for schedule(static)
             for (std::int64_t r = 0; r < rows; ++r) {
                 const float* dyr = load<T>(dy, r * cols, cols, dybuf.data());
@@ -81,10 +82,17 @@ void CpuBackend::layernorm_backward(const void* dy, const void* x, const void* g
                 }
                 c1 /= static_cast<float>(cols);
                 c2 /= static_cast<float>(cols);
-                // dx must be written after dy and x are read (dx may alias dy).
+                // dx must be written after dy, x and dresidual are read (dx may alias them).
                 float* dxr = out_ptr<T>(dx, r * cols, dxbuf.data());
+                if (dresidual) {
+                    const float* rr = load<T>(dresidual, r * cols, cols, resbuf.data());
 #pragma omp simd
-                for (std::int64_t i = 0; i < cols; ++i) dxr[i] = (dyg[i] - c1 - xhat[i] * c2) * rs;
+                    for (std::int64_t i = 0; i < cols; ++i)
+                        dxr[i] = rr[i] + (dyg[i] - c1 - xhat[i] * c2) * rs;
+                } else {
+#pragma omp simd
+                    for (std::int64_t i = 0; i < cols; ++i) dxr[i] = (dyg[i] - c1 - xhat[i] * c2) * rs;
+                }
                 store<T>(dxbuf.data(), dx, r * cols, cols);
             }
         }

@@ -398,14 +398,24 @@ __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, c
     }
 }
 
-// dQ from the fp32 scratch [s, pairs, hn] into its place in dqkv.
-template <typename T>
+// dQ from the fp32 scratch [s, pairs, HN] into its place in dqkv: a thread per 8 values
+// (two 16-byte loads, one 16-byte store; qkv rows and HN are multiples of 8 elements), the
+// division by the head dim a compile-time constant.
+template <int HN, typename T>
 __global__ void flash_dq_store(FlashParams P, const float* dq_acc, T* dqkv) {
-    const std::int64_t n = P.s * P.pairs * P.hn;
+    static_assert(HN % 8 == 0, "a pack of 8 never straddles two rows");
+    const std::int64_t n = P.s * P.pairs * HN / 8;
     for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < n;
          e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-        const std::int64_t c = e % P.hn, rp = e / P.hn;  // rp = i * pairs + pair
-        stf(dqkv + rp * 3 * P.hn + c, dq_acc[e]);
+        const std::int64_t rp = e / (HN / 8), c = e % (HN / 8) * 8;  // rp = i * pairs + pair
+        const float4 lo = reinterpret_cast<const float4*>(dq_acc)[2 * e];
+        const float4 hi = reinterpret_cast<const float4*>(dq_acc)[2 * e + 1];
+        uint4 packed;
+        packed.x = pack2<T>(lo.x, lo.y);
+        packed.y = pack2<T>(lo.z, lo.w);
+        packed.z = pack2<T>(hi.x, hi.y);
+        packed.w = pack2<T>(hi.z, hi.w);
+        *reinterpret_cast<uint4*>(dqkv + rp * 3 * HN + c) = packed;
     }
 }
 
@@ -486,7 +496,8 @@ void flash_backward_sm80(const FlashParams& P, DType dt, const void* qkv, const 
         const dim3 grid(blocks_of(P.s, kBwdKeys), static_cast<unsigned>(P.pairs));
         kernel<<<grid, kBlockThreads, bytes, kStream>>>(P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse,
                                                         D, static_cast<T*>(dqkv), dq_acc);
-        flash_dq_store<T><<<grid_for(P.s * P.pairs * P.hn), kThreads, 0, kStream>>>(P, dq_acc, static_cast<T*>(dqkv));
+        constexpr int HN = decltype(hn)::value;
+        flash_dq_store<HN, T><<<grid_for(P.s * P.pairs * HN / 8), kThreads, 0, kStream>>>(P, dq_acc, static_cast<T*>(dqkv));
     });
 }
 

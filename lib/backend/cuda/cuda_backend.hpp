@@ -41,8 +41,9 @@ public:
                            float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
                            float eps, DType dtype) override;
     void layernorm_backward(const void* dy, const void* x, const void* gamma, const float* mean,
-                            const float* rstd, void* dx, float* dgamma, float* dbeta,
-                            std::int64_t rows, std::int64_t cols, DType dtype) override;
+                            const float* rstd, const void* dresidual, void* dx, float* dgamma,
+                            float* dbeta, std::int64_t rows, std::int64_t cols,
+                            DType dtype) override;
 
     void gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
                       DType dtype) override;
@@ -134,6 +135,8 @@ private:
     // sum), so bias and layernorm parameter gradients are deterministic.
     void column_sums(const void* m, float* out, std::int64_t rows, std::int64_t cols,
                      DType dtype);
+    // out[c] += sum over chunks of partial[chunk, c], in chunk order (deterministic).
+    void add_chunk_sums(const float* partial, float* out, std::int64_t chunks, std::int64_t cols);
     // Host sums of per-block partials written by the reduction kernels (double, flag).
     void* reduce_partials_ = nullptr;
 

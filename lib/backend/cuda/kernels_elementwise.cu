@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/vec_access.cuh"
 #include "core/philox.hpp"
 
 namespace gpt::cuda {
@@ -43,13 +44,44 @@ __global__ void column_partials_kernel(const T* m, float* partial, std::int64_t 
     partial[blockIdx.y * cols + col] = acc;
 }
 
-__global__ void column_finish_kernel(const float* partial, float* out, std::int64_t chunks,
-                                     std::int64_t cols) {
-    GPT_GRID_STRIDE(col, cols) {
-        float acc = 0.0f;
-        for (std::int64_t c = 0; c < chunks; ++c) acc += partial[c * cols + col];
-        out[col] += acc;
+// The same with a 16-byte pack of columns per thread.
+template <typename T>
+__global__ void column_partials_vec_kernel(const T* m, float* partial, std::int64_t rows,
+                                           std::int64_t cols, std::int64_t rows_per_chunk) {
+    constexpr int N = kVec<T>;
+    const std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+    if (p >= cols / N) return;
+    const std::int64_t r0 = blockIdx.y * rows_per_chunk;
+    const std::int64_t r1 = min(rows, r0 + rows_per_chunk);
+    float acc[N] = {};
+    for (std::int64_t r = r0; r < r1; ++r) {
+        float v[N];
+        load_vec(m + r * cols + p * N, v);
+#pragma unroll
+        for (int i = 0; i < N; ++i) acc[i] += v[i];
     }
+#pragma unroll
+    for (int i = 0; i < N; ++i) partial[blockIdx.y * cols + p * N + i] = acc[i];
+}
+
+// out[col] += the chunks' partials for col, in chunk order. A 32 x 32 block takes 32
+// columns: thread row y sums the chunks y, y + 32, ... and row 0 adds the 32 results in
+// order, so many chunks (a thousand from layernorm backward) are read by many threads.
+constexpr int kSumTile = 32;
+
+__global__ void chunk_sums_kernel(const float* partial, float* out, std::int64_t chunks,
+                                  std::int64_t cols) {
+    __shared__ float sh[kSumTile][kSumTile + 1];
+    const std::int64_t col = blockIdx.x * static_cast<std::int64_t>(kSumTile) + threadIdx.x;
+    float acc = 0.0f;
+    if (col < cols)
+        for (std::int64_t c = threadIdx.y; c < chunks; c += kSumTile) acc += partial[c * cols + col];
+    sh[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y != 0 || col >= cols) return;
+    float total = 0.0f;
+    for (int y = 0; y < kSumTile; ++y) total += sh[y][threadIdx.x];
+    out[col] += total;
 }
 
 // One thread per Philox block: the four 32-bit draws of block g decide elements 4g..4g+3 of
@@ -85,6 +117,64 @@ __global__ void dropout_kernel(const T* x, const T* bias, const T* residual, T* 
             }
         }
     }
+}
+
+// Vectorized dropout family: a thread per 16-byte pack, whose N elements (a multiple of 4)
+// are N/4 whole Philox blocks when the stream offset is a multiple of 4. Bias (nullable)
+// is indexed by column, cols a multiple of N so a pack never straddles two rows; residual
+// is nullable (plain dropout).
+template <typename T, bool kDrop>
+__global__ void dropout_vec_kernel(const T* x, const T* bias, const T* residual, T* out,
+                                   std::int64_t n, std::int64_t cols, std::uint32_t threshold,
+                                   float keep_scale, std::uint64_t seed, std::uint64_t offset) {
+    constexpr int N = kVec<T>;
+    GPT_GRID_STRIDE(p, n / N) {
+        const std::int64_t i = p * N;
+        float v[N], acc[N];
+        load_vec(x + i, v);
+        if (bias) {
+            float b[N];
+            load_vec(bias + i % cols, b);
+#pragma unroll
+            for (int k = 0; k < N; ++k) v[k] += b[k];
+        }
+        if constexpr (kDrop) {
+#pragma unroll
+            for (int q = 0; q < N / 4; ++q) {
+                const std::uint64_t g = ((offset + static_cast<std::uint64_t>(i)) >> 2) + q;
+                const Philox4x32 r = philox4x32_10(static_cast<std::uint32_t>(g),
+                                                   static_cast<std::uint32_t>(g >> 32), 0u, 0u, seed);
+#pragma unroll
+                for (int k = 0; k < 4; ++k) v[4 * q + k] *= r.v[k] >= threshold ? keep_scale : 0.0f;
+            }
+        }
+        if (residual) {
+            load_vec(residual + i, acc);
+#pragma unroll
+            for (int k = 0; k < N; ++k) acc[k] += v[k];
+        } else {
+#pragma unroll
+            for (int k = 0; k < N; ++k) acc[k] = v[k];
+        }
+        store_vec(out + i, acc);
+    }
+}
+
+// Launches dropout_vec_kernel when the operands allow it; false otherwise.
+template <typename T>
+bool launch_dropout_vec(const T* x, const T* bias, const T* residual, T* out, std::int64_t n,
+                        std::int64_t cols, float p, std::uint64_t seed, std::uint64_t offset) {
+    const bool drop = p > 0.0f;
+    if (n % kVec<T> != 0 || !vectorizable<T>(cols, {x, bias, residual, out}) || (drop && offset % 4 != 0))
+        return false;
+    const unsigned grid = grid_for(n / kVec<T>);
+    const std::uint32_t thr = dropout_threshold(p);
+    const float keep = drop ? 1.0f / (1.0f - p) : 1.0f;
+    if (drop)
+        dropout_vec_kernel<T, true><<<grid, kThreads, 0, kStream>>>(x, bias, residual, out, n, cols, thr, keep, seed, offset);
+    else
+        dropout_vec_kernel<T, false><<<grid, kThreads, 0, kStream>>>(x, bias, residual, out, n, cols, thr, keep, seed, offset);
+    return true;
 }
 
 template <typename T>
@@ -198,17 +288,31 @@ void CudaBackend::column_sums(const void* m, float* out, std::int64_t rows, std:
     if (rows == 0 || cols == 0) return;
     // At most 256 chunks of at least 32 rows: enough blocks to fill the GPU for Megatron's
     // shapes, and a small partial buffer.
-    const std::int64_t rpc = std::max<std::int64_t>(32, (rows + 255) / 256);
+    const std::int64_t rpc = std::max<std::int64_t>(16, (rows + 1023) / 1024);
     const std::int64_t chunks = (rows + rpc - 1) / rpc;
     Scratch partial(*this, static_cast<std::size_t>(chunks * cols) * sizeof(float));
-    const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads), static_cast<unsigned>(chunks));
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        column_partials_kernel<T><<<grid, kThreads, 0, kStream>>>(static_cast<const T*>(m),
-                                                                  partial.as<float>(), rows, cols, rpc);
+        if (vectorizable<T>(cols, {m})) {
+            const int threads = row_threads(cols / kVec<T>, 1);
+            const dim3 grid(static_cast<unsigned>((cols / kVec<T> + threads - 1) / threads), static_cast<unsigned>(chunks));
+            column_partials_vec_kernel<T><<<grid, threads, 0, kStream>>>(static_cast<const T*>(m),
+                                                                        partial.as<float>(), rows, cols, rpc);
+        } else {
+            const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads), static_cast<unsigned>(chunks));
+            column_partials_kernel<T><<<grid, kThreads, 0, kStream>>>(static_cast<const T*>(m),
+                                                                      partial.as<float>(), rows, cols, rpc);
+        }
     });
     GPT_CUDA_LAUNCH_CHECK("column sums");
-    column_finish_kernel<<<grid_for(cols), kThreads, 0, kStream>>>(partial.as<float>(), out, chunks, cols);
+    add_chunk_sums(partial.as<float>(), out, chunks, cols);
+}
+
+void CudaBackend::add_chunk_sums(const float* partial, float* out, std::int64_t chunks, std::int64_t cols) {
+    if (cols == 0) return;
+    GPT_REQUIRE((cols + kSumTile - 1) / kSumTile <= INT32_MAX, UsageError, "column sums: ", cols, " columns");
+    chunk_sums_kernel<<<static_cast<unsigned>((cols + kSumTile - 1) / kSumTile), dim3(kSumTile, kSumTile), 0,
+                        kStream>>>(partial, out, chunks, cols);
     GPT_CUDA_LAUNCH_CHECK("column sums");
 }
 
@@ -229,6 +333,9 @@ void CudaBackend::dropout_forward(const void* x, void* y, std::int64_t n, float 
     if (n == 0) return;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
+        if (launch_dropout_vec<T>(static_cast<const T*>(x), nullptr, nullptr, static_cast<T*>(y), n,
+                                  kVec<T>, p, seed, offset))
+            return;
         dropout_kernel<T, DropMode::Dropout><<<grid_for((n + 3) / 4 + 1), kThreads, 0, kStream>>>(
             static_cast<const T*>(x), nullptr, nullptr, static_cast<T*>(y), n, 1, true,
             dropout_threshold(p), 1.0f / (1.0f - p), seed, offset);
@@ -245,6 +352,10 @@ void CudaBackend::bias_dropout_add(const void* x, const void* bias, const void* 
     if (n == 0) return;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
+        if (launch_dropout_vec<T>(static_cast<const T*>(x), static_cast<const T*>(bias),
+                                  static_cast<const T*>(residual), static_cast<T*>(out), n, cols, p,
+                                  seed, offset))
+            return;
         dropout_kernel<T, DropMode::BiasDropoutAdd><<<grid_for((n + 3) / 4 + 1), kThreads, 0, kStream>>>(
             static_cast<const T*>(x), static_cast<const T*>(bias), static_cast<const T*>(residual),
             static_cast<T*>(out), n, cols, p > 0.0f, dropout_threshold(p), 1.0f / (1.0f - p),

@@ -2,6 +2,7 @@
 // One block per row where a row is reduced; statistics and accumulation in fp32.
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/vec_access.cuh"
 
 namespace gpt::cuda {
 
@@ -68,22 +69,10 @@ __global__ void ln_param_partials_kernel(const T* dy, const T* x, const float* m
     pb[blockIdx.y * cols + col] = ab;
 }
 
-__global__ void ln_param_finish_kernel(const float* pg, const float* pb, float* dgamma,
-                                       float* dbeta, std::int64_t chunks, std::int64_t cols) {
-    GPT_GRID_STRIDE(col, cols) {
-        float ag = 0.0f, ab = 0.0f;
-        for (std::int64_t c = 0; c < chunks; ++c) {
-            ag += pg[c * cols + col];
-            ab += pb[c * cols + col];
-        }
-        dgamma[col] += ag;
-        dbeta[col] += ab;
-    }
-}
-
 template <typename T>
 __global__ void ln_dx_kernel(const T* dy, const T* x, const T* gamma, const float* mean,
-                             const float* rstd, T* dx, std::int64_t rows, std::int64_t cols) {
+                             const float* rstd, const T* dres, T* dx, std::int64_t rows,
+                             std::int64_t cols) {
     __shared__ float sh[32];
     GPT_ROW_LOOP(r, rows) {
         const float mu = mean[r], rs = rstd[r];
@@ -95,13 +84,157 @@ __global__ void ln_dx_kernel(const T* dy, const T* x, const T* gamma, const floa
         }
         c1 = block_sum(c1, sh) / static_cast<float>(cols);
         c2 = block_sum(c2, sh) / static_cast<float>(cols);
-        // Each element is read and then written by the same thread: dx may alias dy.
+        // Each element is read and then written by the same thread: dx may alias dy or dres.
         for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
             const float dyg = ldf(dy + r * cols + i) * ldf(gamma + i);
             const float xhat = (ldf(x + r * cols + i) - mu) * rs;
-            stf(dx + r * cols + i, (dyg - c1 - xhat * c2) * rs);
+            const float res = dres ? ldf(dres + r * cols + i) : 0.0f;
+            stf(dx + r * cols + i, res + (dyg - c1 - xhat * c2) * rs);
         }
         __syncthreads();
+    }
+}
+
+// Vectorized layernorm for rows of at most kThreads x kMaxRowPacks 16-byte packs (8192
+// halves, 4096 floats) whose rows start 16-byte aligned: each thread holds its K packs of
+// the row in registers, so x (and dy) are read from memory once. Thread t owns the packs
+// t, t + blockDim, ... of every row, the same columns each row, so the backward kernel
+// accumulates dgamma/dbeta for them in registers across its block's rows.
+constexpr int kMaxRowPacks = 4;
+
+template <typename T, int K>
+__global__ void ln_fwd_vec_kernel(const T* x, const T* gamma, const T* beta, T* y, float* mean,
+                                  float* rstd, std::int64_t rows, int cols, float eps) {
+    constexpr int N = kVec<T>;
+    __shared__ float sh[32];
+    const int packs = cols / N;
+    GPT_ROW_LOOP(r, rows) {
+        const T* xr = x + r * cols;
+        float v[K][N];
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int p = threadIdx.x + k * blockDim.x;
+            if (p < packs) {
+                load_vec(xr + p * N, v[k]);
+#pragma unroll
+                for (int i = 0; i < N; ++i) s += v[k][i];
+            }
+        }
+        const float mu = block_sum(s, sh) / static_cast<float>(cols);
+        float q = 0.0f;
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+            if (threadIdx.x + k * blockDim.x < packs)
+#pragma unroll
+                for (int i = 0; i < N; ++i) {
+                    const float d = v[k][i] - mu;
+                    q += d * d;
+                }
+        const float rs = rsqrtf(block_sum(q, sh) / static_cast<float>(cols) + eps);
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int p = threadIdx.x + k * blockDim.x;
+            if (p < packs) {
+                float g[N], b[N];
+                load_vec(gamma + p * N, g);
+                load_vec(beta + p * N, b);
+#pragma unroll
+                for (int i = 0; i < N; ++i) v[k][i] = (v[k][i] - mu) * rs * g[i] + b[i];
+                store_vec(y + r * cols + p * N, v[k]);
+            }
+        }
+        if (threadIdx.x == 0) {
+            mean[r] = mu;
+            rstd[r] = rs;
+        }
+    }
+}
+
+// Block b takes rows [b * rpb, (b + 1) * rpb): dx for each, and its dgamma/dbeta partial
+// sums (in row order) into pg/pb[b, :], which add_chunk_sums adds in block order.
+template <typename T, int K>
+__global__ void ln_bwd_vec_kernel(const T* dy, const T* x, const T* gamma, const float* mean,
+                                  const float* rstd, const T* dres, T* dx, float* pg, float* pb,
+                                  std::int64_t rows, int cols, std::int64_t rpb) {
+    constexpr int N = kVec<T>;
+    __shared__ float sh[32];
+    const int packs = cols / N;
+    float g[K][N], ag[K][N], ab[K][N];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int p = threadIdx.x + k * blockDim.x;
+#pragma unroll
+        for (int i = 0; i < N; ++i) ag[k][i] = ab[k][i] = g[k][i] = 0.0f;
+        if (p < packs) load_vec(gamma + p * N, g[k]);
+    }
+    const std::int64_t r0 = blockIdx.x * rpb;
+    const std::int64_t r1 = min(rows, r0 + rpb);
+    for (std::int64_t r = r0; r < r1; ++r) {
+        const float mu = mean[r], rs = rstd[r];
+        float d[K][N], xh[K][N];
+        float c1 = 0.0f, c2 = 0.0f;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int p = threadIdx.x + k * blockDim.x;
+            if (p < packs) {
+                load_vec(dy + r * cols + p * N, d[k]);
+                load_vec(x + r * cols + p * N, xh[k]);
+#pragma unroll
+                for (int i = 0; i < N; ++i) {
+                    xh[k][i] = (xh[k][i] - mu) * rs;
+                    ag[k][i] += d[k][i] * xh[k][i];
+                    ab[k][i] += d[k][i];
+                    const float dyg = d[k][i] * g[k][i];
+                    c1 += dyg;
+                    c2 += dyg * xh[k][i];
+                }
+            }
+        }
+        c1 = block_sum(c1, sh) / static_cast<float>(cols);
+        c2 = block_sum(c2, sh) / static_cast<float>(cols);
+        // Each element is read and then written by the same thread: dx may alias dy or dres.
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int p = threadIdx.x + k * blockDim.x;
+            if (p < packs) {
+                float res[N];
+                if (dres) {
+                    load_vec(dres + r * cols + p * N, res);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < N; ++i) res[i] = 0.0f;
+                }
+#pragma unroll
+                for (int i = 0; i < N; ++i)
+                    res[i] += (d[k][i] * g[k][i] - c1 - xh[k][i] * c2) * rs;
+                store_vec(dx + r * cols + p * N, res);
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int p = threadIdx.x + k * blockDim.x;
+        if (p < packs)
+#pragma unroll
+            for (int i = 0; i < N; ++i) {
+                pg[blockIdx.x * static_cast<std::int64_t>(cols) + p * N + i] = ag[k][i];
+                pb[blockIdx.x * static_cast<std::int64_t>(cols) + p * N + i] = ab[k][i];
+            }
+    }
+}
+
+// Calls f(std::integral_constant<int, K>) with the packs per thread a row of `cols` needs;
+// false (nothing called) when the row is too long for the vectorized kernels.
+template <typename T, typename F>
+bool with_row_packs(std::int64_t cols, F&& f) {
+    const std::int64_t per_thread = (cols / kVec<T> + kThreads - 1) / kThreads;
+    switch (per_thread) {
+        case 1: f(std::integral_constant<int, 1>{}); return true;
+        case 2: f(std::integral_constant<int, 2>{}); return true;
+        case 3: f(std::integral_constant<int, 3>{}); return true;
+        case kMaxRowPacks: f(std::integral_constant<int, kMaxRowPacks>{}); return true;
+        default: return false;
     }
 }
 
@@ -138,21 +271,32 @@ __global__ void ce_sums_kernel(const T* logits, const std::int32_t* targets, con
 
 // Online softmax statistics in one read: each thread keeps a running (max, sum) pair, and
 // the block merges the pairs by rescaling every sum to the row maximum.
-template <typename T>
+// kVecRows: rows of 16-byte packs (vectorizable), read a pack per load.
+template <typename T, bool kVecRows>
 __global__ void ce_stats_kernel(const T* logits, const std::int32_t* targets, float* local_max,
                                 float* sum_exp, float* target_logit, std::int64_t rows,
                                 std::int64_t v, std::int64_t vocab_start) {
+    constexpr int N = kVec<T>;
     __shared__ float sh[32];
     GPT_ROW_LOOP(r, rows) {
         float m = -INFINITY, s = 0.0f;
-        for (std::int64_t i = threadIdx.x; i < v; i += blockDim.x) {
-            const float l = ldf(logits + r * v + i);
+        auto visit = [&](float l) {
             if (l > m) {
                 s = s * expf(m - l) + 1.0f;  // expf(-inf) = 0 on the first element
                 m = l;
             } else {
                 s += expf(l - m);  // NaN logits propagate into the sum, as on the CPU
             }
+        };
+        if constexpr (kVecRows) {
+            for (std::int64_t p = threadIdx.x; p < v / N; p += blockDim.x) {
+                float e[N];
+                load_vec(logits + r * v + p * N, e);
+#pragma unroll
+                for (int i = 0; i < N; ++i) visit(e[i]);
+            }
+        } else {
+            for (std::int64_t i = threadIdx.x; i < v; i += blockDim.x) visit(ldf(logits + r * v + i));
         }
         const float row_m = block_max(m, sh);
         const float scaled = m == -INFINITY ? 0.0f * s : s * expf(m - row_m);
@@ -173,19 +317,34 @@ __global__ void ce_loss_kernel(const float* row_max, const float* sum_exp, const
 
 // A block per row: the row's statistics are read once and no thread divides by v (64-bit
 // division per element cost more than the element's memory traffic over rows x 50k logits).
-template <typename T>
+template <typename T, bool kVecRows>
 __global__ void ce_bwd_kernel(const T* logits, const std::int32_t* targets, const float* row_max,
                               const float* sum_exp, const float* dloss, T* dlogits,
                               std::int64_t rows, std::int64_t v, std::int64_t vocab_start) {
+    constexpr int N = kVec<T>;
     GPT_ROW_LOOP(r, rows) {
         const float m = row_max[r], scale = dloss[r] / sum_exp[r];
         const std::int64_t t = static_cast<std::int64_t>(targets[r]) - vocab_start;
         const T* in = logits + r * v;
         T* out = dlogits + r * v;
-        for (std::int64_t j = threadIdx.x; j < v; j += blockDim.x) {
-            float d = expf(ldf(in + j) - m) * scale;
-            if (j == t) d -= dloss[r];
-            stf(out + j, d);
+        if constexpr (kVecRows) {
+            // dlogits may alias logits: each pack is read, then written, by one thread.
+            for (std::int64_t p = threadIdx.x; p < v / N; p += blockDim.x) {
+                float e[N];
+                load_vec(in + p * N, e);
+#pragma unroll
+                for (int i = 0; i < N; ++i) {
+                    e[i] = expf(e[i] - m) * scale;
+                    if (p * N + i == t) e[i] -= dloss[r];
+                }
+                store_vec(out + p * N, e);
+            }
+        } else {
+            for (std::int64_t j = threadIdx.x; j < v; j += blockDim.x) {
+                float d = expf(ldf(in + j) - m) * scale;
+                if (j == t) d -= dloss[r];
+                stf(out + j, d);
+            }
         }
     }
 }
@@ -196,13 +355,16 @@ __global__ void ce_bwd_kernel(const T* logits, const std::int32_t* targets, cons
 template <typename T>
 __global__ void emb_fwd_kernel(const std::int32_t* tokens, const T* table, T* out, std::int64_t b,
                                std::int64_t s, std::int64_t h, std::int64_t vs, std::int64_t ve) {
-    GPT_GRID_STRIDE(i, s * b * h) {
-        const std::int64_t t = i / h, c = i % h;
+    // A block per token row: the token id is looked up once, no division per element.
+    GPT_ROW_LOOP(t, s * b) {
         const std::int64_t id = tokens[(t % b) * s + t / b];
-        if (id >= vs && id < ve)
-            out[i] = table[(id - vs) * h + c];
-        else
-            stf(out + i, 0.0f);
+        T* o = out + t * h;
+        if (id >= vs && id < ve) {
+            const T* row = table + (id - vs) * h;
+            for (std::int64_t c = threadIdx.x; c < h; c += blockDim.x) o[c] = row[c];
+        } else {
+            for (std::int64_t c = threadIdx.x; c < h; c += blockDim.x) stf(o + c, 0.0f);
+        }
     }
 }
 
@@ -212,19 +374,21 @@ template <typename T>
 __global__ void emb_bwd_kernel(const std::int32_t* tokens, const T* dout, float* dtable,
                                std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t vs,
                                std::int64_t ve) {
-    GPT_GRID_STRIDE(i, s * b * h) {
-        const std::int64_t t = i / h, c = i % h;
+    GPT_ROW_LOOP(t, s * b) {
         const std::int64_t id = tokens[(t % b) * s + t / b];
-        if (id >= vs && id < ve) atomicAdd(dtable + (id - vs) * h + c, ldf(dout + i));
+        if (id < vs || id >= ve) continue;
+        float* row = dtable + (id - vs) * h;
+        for (std::int64_t c = threadIdx.x; c < h; c += blockDim.x) atomicAdd(row + c, ldf(dout + t * h + c));
     }
 }
 
 template <typename T>
 __global__ void pos_fwd_kernel(const T* table, T* out, std::int64_t b, std::int64_t s,
                                std::int64_t h, std::int64_t first) {
-    GPT_GRID_STRIDE(i, s * b * h) {
-        const std::int64_t t = i / h, c = i % h;
-        stf(out + i, ldf(out + i) + ldf(table + (first + t / b) * h + c));
+    GPT_ROW_LOOP(t, s * b) {
+        const T* row = table + (first + t / b) * h;
+        T* o = out + t * h;
+        for (std::int64_t c = threadIdx.x; c < h; c += blockDim.x) stf(o + c, ldf(o + c) + ldf(row + c));
     }
 }
 
@@ -253,6 +417,14 @@ void CudaBackend::layernorm_forward(const void* x, const void* gamma, const void
     if (rows == 0) return;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
+        if (vectorizable<T>(cols, {x, gamma, beta, y}) &&
+            with_row_packs<T>(cols, [&](auto k) {
+                constexpr int K = decltype(k)::value;
+                ln_fwd_vec_kernel<T, K><<<row_grid(rows), row_threads(cols / kVec<T>, K), 0, kStream>>>(
+                    static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
+                    static_cast<T*>(y), mean, rstd, rows, static_cast<int>(cols), eps);
+            }))
+            return;
         ln_fwd_kernel<T><<<row_grid(rows), kThreads, 0, kStream>>>(
             static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
             static_cast<T*>(y), mean, rstd, rows, cols, eps);
@@ -261,11 +433,40 @@ void CudaBackend::layernorm_forward(const void* x, const void* gamma, const void
 }
 
 void CudaBackend::layernorm_backward(const void* dy, const void* x, const void* gamma,
-                                     const float* mean, const float* rstd, void* dx,
-                                     float* dgamma, float* dbeta, std::int64_t rows,
+                                     const float* mean, const float* rstd, const void* dresidual,
+                                     void* dx, float* dgamma, float* dbeta, std::int64_t rows,
                                      std::int64_t cols, DType dtype) {
     GPT_REQUIRE(rows >= 0 && cols > 0, UsageError, "layernorm_backward: bad shape ", rows, "x", cols);
     if (rows == 0) return;
+    bool vec = false;
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        vec = vectorizable<T>(cols, {dy, x, gamma, dresidual, dx}) &&
+              with_row_packs<T>(cols, [](auto) {});
+    });
+    if (vec) {
+        // One block per 16 rows or more, at most 1024 blocks: enough to fill an H100/H200
+        // while the dgamma/dbeta partials stay a few percent of the traffic.
+        const std::int64_t rpb = std::max<std::int64_t>(16, (rows + 1023) / 1024);
+        const std::int64_t blocks = (rows + rpb - 1) / rpb;
+        Scratch partial(*this, static_cast<std::size_t>(2 * blocks * cols) * sizeof(float));
+        float* pg = partial.as<float>();
+        float* pb = pg + blocks * cols;
+        dispatch(dtype, [&](auto tag) {
+            using T = decltype(tag);
+            with_row_packs<T>(cols, [&](auto k) {
+                constexpr int K = decltype(k)::value;
+                ln_bwd_vec_kernel<T, K><<<static_cast<unsigned>(blocks), row_threads(cols / kVec<T>, K), 0, kStream>>>(
+                    static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma), mean,
+                    rstd, static_cast<const T*>(dresidual), static_cast<T*>(dx), pg, pb, rows,
+                    static_cast<int>(cols), rpb);
+            });
+        });
+        GPT_CUDA_LAUNCH_CHECK("layernorm_backward");
+        add_chunk_sums(pg, dgamma, blocks, cols);
+        add_chunk_sums(pb, dbeta, blocks, cols);
+        return;
+    }
     const std::int64_t rpc = std::max<std::int64_t>(32, (rows + 255) / 256);
     const std::int64_t chunks = (rows + rpc - 1) / rpc;
     Scratch partial(*this, static_cast<std::size_t>(2 * chunks * cols) * sizeof(float));
@@ -277,12 +478,13 @@ void CudaBackend::layernorm_backward(const void* dy, const void* x, const void* 
         // Parameter gradients first: they read dy, which dx may overwrite.
         ln_param_partials_kernel<T><<<grid, kThreads, 0, kStream>>>(
             static_cast<const T*>(dy), static_cast<const T*>(x), mean, rstd, pg, pb, rows, cols, rpc);
-        ln_param_finish_kernel<<<grid_for(cols), kThreads, 0, kStream>>>(pg, pb, dgamma, dbeta, chunks, cols);
         ln_dx_kernel<T><<<row_grid(rows), kThreads, 0, kStream>>>(
             static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma), mean,
-            rstd, static_cast<T*>(dx), rows, cols);
+            rstd, static_cast<const T*>(dresidual), static_cast<T*>(dx), rows, cols);
     });
     GPT_CUDA_LAUNCH_CHECK("layernorm_backward");
+    add_chunk_sums(pg, dgamma, chunks, cols);
+    add_chunk_sums(pb, dbeta, chunks, cols);
 }
 
 void CudaBackend::cross_entropy_max(const void* logits, float* row_max, std::int64_t rows,
@@ -319,8 +521,14 @@ void CudaBackend::cross_entropy_stats(const void* logits, const std::int32_t* ta
     if (rows == 0) return;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        ce_stats_kernel<T><<<row_grid(rows), kThreads, 0, kStream>>>(
-            static_cast<const T*>(logits), targets, local_max, sum_exp, target_logit, rows, v, vocab_start);
+        auto launch = [&](auto kernel) {
+            kernel<<<row_grid(rows), kThreads, 0, kStream>>>(static_cast<const T*>(logits), targets, local_max,
+                                                             sum_exp, target_logit, rows, v, vocab_start);
+        };
+        if (vectorizable<T>(v, {logits}))
+            launch(ce_stats_kernel<T, true>);
+        else
+            launch(ce_stats_kernel<T, false>);
     });
     GPT_CUDA_LAUNCH_CHECK("cross_entropy_stats");
 }
@@ -341,9 +549,15 @@ void CudaBackend::cross_entropy_backward(const void* logits, const std::int32_t*
     if (rows == 0) return;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        ce_bwd_kernel<T><<<row_grid(rows), kThreads, 0, kStream>>>(
-            static_cast<const T*>(logits), targets, row_max, sum_exp, dloss,
-            static_cast<T*>(dlogits), rows, v, vocab_start);
+        auto launch = [&](auto kernel) {
+            kernel<<<row_grid(rows), kThreads, 0, kStream>>>(static_cast<const T*>(logits), targets, row_max,
+                                                             sum_exp, dloss, static_cast<T*>(dlogits), rows,
+                                                             v, vocab_start);
+        };
+        if (vectorizable<T>(v, {logits, dlogits}))
+            launch(ce_bwd_kernel<T, true>);
+        else
+            launch(ce_bwd_kernel<T, false>);
     });
     GPT_CUDA_LAUNCH_CHECK("cross_entropy_backward");
 }
@@ -356,7 +570,7 @@ void CudaBackend::embedding_forward(const std::int32_t* tokens, const void* tabl
     if (b * s == 0) return;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        emb_fwd_kernel<T><<<grid_for(b * s * h), kThreads, 0, kStream>>>(
+        emb_fwd_kernel<T><<<row_grid(b * s), kThreads, 0, kStream>>>(
             tokens, static_cast<const T*>(table), static_cast<T*>(out), b, s, h, vocab_start, vocab_end);
     });
     GPT_CUDA_LAUNCH_CHECK("embedding_forward");
@@ -370,7 +584,7 @@ void CudaBackend::embedding_backward(const std::int32_t* tokens, const void* dou
     if (b * s == 0) return;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        emb_bwd_kernel<T><<<grid_for(b * s * h), kThreads, 0, kStream>>>(
+        emb_bwd_kernel<T><<<row_grid(b * s), kThreads, 0, kStream>>>(
             tokens, static_cast<const T*>(dout), dtable, b, s, h, vocab_start, vocab_end);
     });
     GPT_CUDA_LAUNCH_CHECK("embedding_backward");
@@ -384,7 +598,7 @@ void CudaBackend::position_embedding_forward(const void* table, void* out, std::
     if (b * s == 0) return;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        pos_fwd_kernel<T><<<grid_for(b * s * h), kThreads, 0, kStream>>>(
+        pos_fwd_kernel<T><<<row_grid(b * s), kThreads, 0, kStream>>>(
             static_cast<const T*>(table), static_cast<T*>(out), b, s, h, first_position);
     });
     GPT_CUDA_LAUNCH_CHECK("position_embedding_forward");

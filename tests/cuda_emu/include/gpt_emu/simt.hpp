@@ -30,6 +30,9 @@ struct alignas(16) uint4 {
     unsigned x, y, z, w;
 };
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
 
 typedef struct CUstream_st* cudaStream_t;
 
