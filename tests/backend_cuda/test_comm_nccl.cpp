@@ -91,6 +91,33 @@ TEST_F(NcclTest, Collectives) {
     for (void* p : {buf, gathered, src, part, bb}) be_->free(p);
 }
 
+// Collectives return without waiting on the host; backend work issued next must still see
+// their results (the compute stream waits for them on the device), and a chain of them
+// must run in order: all-reduce, scale by a kernel, all-reduce again, then read.
+TEST_F(NcclTest, BackendWorkAfterACollectiveSeesItsResult) {
+    const std::size_t n = 4096;
+    std::vector<float> mine(n);
+    for (std::size_t i = 0; i < n; ++i) mine[i] = static_cast<float>(rank_ + 1) + static_cast<float>(i % 7);
+    void* buf = upload(mine);
+    void* out = be_->alloc(n * 4);
+    for (int round = 0; round < 3; ++round) {
+        comm_->all_reduce(buf, n, dist::CommType::F32, dist::ReduceOp::Sum);
+        be_->scale(buf, 0.5f, n, DType::F32);
+    }
+    be_->copy(out, buf, n * 4);
+    const auto got = download(out, n);
+    double rank_sum = 0;
+    for (int r = 0; r < size_; ++r) rank_sum += r + 1;
+    for (std::size_t i = 0; i < n; ++i) {
+        // Round 1 sums (r + 1 + i%7) over ranks; every later round multiplies by size/2.
+        double want = (rank_sum + size_ * static_cast<double>(i % 7)) * 0.5;
+        for (int round = 1; round < 3; ++round) want *= size_ * 0.5;
+        ASSERT_EQ(got[i], static_cast<float>(want)) << i;
+    }
+    be_->free(buf);
+    be_->free(out);
+}
+
 TEST_F(NcclTest, SendRecvBothWaysAtOnce) {
     if (size_ < 2) GTEST_SKIP() << "needs 2 ranks";
     const std::size_t n = 4096;

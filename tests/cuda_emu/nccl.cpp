@@ -253,11 +253,25 @@ void reduce_rows(ncclDataType_t t, ncclRedOp_t op, const std::byte* rows, int nr
 }
 
 // ---- collectives (run with device memory open) ---------------------------------------
+//
+// The MPI exchange runs when the collective is issued (so no rank ever blocks in a deferred
+// one while its peers wait for it elsewhere), but the result lands in device memory only
+// when the collective's stream completes: work that reads it without being ordered after
+// that stream (an event, a stream wait, a synchronisation) sees the old bytes, as on a GPU
+// where the collective is still running.
+
+// Writes `bytes` (the result, on the host) to `dst` when `stream` completes.
+void land_on_stream_completion(cudaStream_t stream, void* dst, std::vector<std::byte> bytes) {
+    gpt_emu::stream_add_pending(stream, [dst, data = std::move(bytes)] {
+        gpt_emu::DeviceAccess open;
+        std::memcpy(dst, data.data(), data.size());
+    });
+}
 
 // All-reduce (root < 0) or reduce to root: each rank reduces one slice of the elements
 // (alltoallv), then the slices are gathered: O(count) memory per rank, deterministic.
 ncclResult_t reduce_impl(const void* send, void* recv, std::size_t count, ncclDataType_t t,
-                         ncclRedOp_t op, int root, ncclEmuComm* c) {
+                         ncclRedOp_t op, int root, ncclEmuComm* c, cudaStream_t stream) {
     const std::size_t es = type_size(t);
     const int n = c->nranks;
     std::vector<int> bytes(n), displs(n);
@@ -276,45 +290,47 @@ ncclResult_t reduce_impl(const void* send, void* recv, std::size_t count, ncclDa
                                row_bytes.data(), row_displs.data(), MPI_BYTE, c->mpi),
                  "alltoallv (reduction)");
     reduce_rows(t, op, rows.data(), n, mine / es, slice.data());
+    const bool receives = root < 0 || c->rank == root;
+    std::vector<std::byte> result(receives ? count * es : 0);
     if (root < 0)
-        NCCL_EMU_MPI(MPI_Allgatherv(slice.data(), mine, MPI_BYTE, recv, bytes.data(),
+        NCCL_EMU_MPI(MPI_Allgatherv(slice.data(), mine, MPI_BYTE, result.data(), bytes.data(),
                                     displs.data(), MPI_BYTE, c->mpi), "allgatherv (all-reduce)");
     else
-        NCCL_EMU_MPI(MPI_Gatherv(slice.data(), mine, MPI_BYTE, recv, bytes.data(), displs.data(),
-                                 MPI_BYTE, root, c->mpi), "gatherv (reduce)");
+        NCCL_EMU_MPI(MPI_Gatherv(slice.data(), mine, MPI_BYTE, result.data(), bytes.data(),
+                                 displs.data(), MPI_BYTE, root, c->mpi), "gatherv (reduce)");
+    if (receives) land_on_stream_completion(stream, recv, std::move(result));
     return ncclSuccess;
 }
 
 ncclResult_t reduce_scatter_impl(const void* send, void* recv, std::size_t recvcount,
-                                 ncclDataType_t t, ncclRedOp_t op, ncclEmuComm* c) {
+                                 ncclDataType_t t, ncclRedOp_t op, ncclEmuComm* c,
+                                 cudaStream_t stream) {
     const int bytes = static_cast<int>(recvcount * type_size(t));
-    // Rows land on the host first, so in place (recv inside send) needs no special case.
-    std::vector<std::byte> rows(static_cast<std::size_t>(bytes) * c->nranks);
+    // Rows and result are on the host, so in place (recv inside send) needs no special case.
+    std::vector<std::byte> rows(static_cast<std::size_t>(bytes) * c->nranks), result(bytes);
     NCCL_EMU_MPI(MPI_Alltoall(send, bytes, MPI_BYTE, rows.data(), bytes, MPI_BYTE, c->mpi),
                  "alltoall (reduce-scatter)");
-    reduce_rows(t, op, rows.data(), c->nranks, recvcount, recv);
+    reduce_rows(t, op, rows.data(), c->nranks, recvcount, result.data());
+    land_on_stream_completion(stream, recv, std::move(result));
     return ncclSuccess;
 }
 
-ncclResult_t all_gather_impl(const void* send, void* recv, std::size_t bytes, ncclEmuComm* c) {
-    auto* out = static_cast<std::byte*>(recv);
-    const auto* in = static_cast<const std::byte*>(send);
-    const bool in_place = in == out + bytes * c->rank;
-    // MPI forbids overlapping buffers other than MPI_IN_PLACE: stage such a send on the host.
-    std::vector<std::byte> staged;
-    if (!in_place && in < out + bytes * c->nranks && out < in + bytes) {
-        staged.assign(in, in + bytes);
-        in = staged.data();
-    }
-    NCCL_EMU_MPI(MPI_Allgather(in_place ? MPI_IN_PLACE : in, static_cast<int>(bytes), MPI_BYTE,
-                               recv, static_cast<int>(bytes), MPI_BYTE, c->mpi), "allgather");
+ncclResult_t all_gather_impl(const void* send, void* recv, std::size_t bytes, ncclEmuComm* c,
+                             cudaStream_t stream) {
+    // The result is gathered on the host, so a send inside recv (in place) is a plain send.
+    std::vector<std::byte> result(bytes * c->nranks);
+    NCCL_EMU_MPI(MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, result.data(),
+                               static_cast<int>(bytes), MPI_BYTE, c->mpi), "allgather");
+    land_on_stream_completion(stream, recv, std::move(result));
     return ncclSuccess;
 }
 
 ncclResult_t broadcast_impl(const void* send, void* recv, std::size_t bytes, int root,
-                            ncclEmuComm* c) {
-    if (c->rank == root && send != recv) std::memmove(recv, send, bytes);
-    NCCL_EMU_MPI(MPI_Bcast(recv, static_cast<int>(bytes), MPI_BYTE, root, c->mpi), "bcast");
+                            ncclEmuComm* c, cudaStream_t stream) {
+    std::vector<std::byte> result(bytes);
+    if (c->rank == root) std::memcpy(result.data(), send, bytes);
+    NCCL_EMU_MPI(MPI_Bcast(result.data(), static_cast<int>(bytes), MPI_BYTE, root, c->mpi), "bcast");
+    land_on_stream_completion(stream, recv, std::move(result));
     return ncclSuccess;
 }
 
@@ -475,9 +491,13 @@ ncclResult_t run_ops(std::vector<Op>& ops) {
         }
         posted.emplace_back(op.stream, std::move(p));
     }
-    // After a failed collective the ranks disagree on what comes next: stop there.
+    // After a failed collective the ranks disagree on what comes next: stop there. Each
+    // starts after earlier work on its stream (results of collectives before it landed).
     for (const Op& op : ops)
-        if (op.kind == Op::Collective && result == ncclSuccess) result = op.run();
+        if (op.kind == Op::Collective && result == ncclSuccess) {
+            gpt_emu::stream_complete(op.stream);
+            result = op.run();
+        }
     for (auto& [stream, p] : posted) {
         g_pending.push_back(p);
         gpt_emu::stream_add_pending(stream, [p = p] { complete(*p); });
@@ -657,7 +677,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, std::size_t cou
         NCCL_EMU_TRY(check_buffer(recvbuff, bytes, fn, "recvbuff"));
         const std::vector<Range> ranges{{sendbuff, bytes, false}, {recvbuff, bytes, true}};
         return issue_collective(comm, stream, ranges, [=] {
-            return reduce_impl(sendbuff, recvbuff, count, datatype, op, -1, comm);
+            return reduce_impl(sendbuff, recvbuff, count, datatype, op, -1, comm, stream);
         });
     }());
 }
@@ -678,7 +698,7 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, std::size_t count,
         std::vector<Range> ranges{{sendbuff, bytes, false}};
         if (comm->rank == root) ranges.push_back({recvbuff, bytes, true});
         return issue_collective(comm, stream, std::move(ranges), [=] {
-            return reduce_impl(sendbuff, recvbuff, count, datatype, op, root, comm);
+            return reduce_impl(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
         });
     }());
 }
@@ -698,7 +718,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, std::size_t
         const std::vector<Range> ranges{{sendbuff, bytes * comm->nranks, false},
                                         {recvbuff, bytes, true}};
         return issue_collective(comm, stream, ranges, [=] {
-            return reduce_scatter_impl(sendbuff, recvbuff, recvcount, datatype, op, comm);
+            return reduce_scatter_impl(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
         });
     }());
 }
@@ -716,7 +736,7 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, std::size_t sen
         const std::vector<Range> ranges{{sendbuff, bytes, false},
                                         {recvbuff, bytes * comm->nranks, true}};
         return issue_collective(comm, stream, ranges,
-                                [=] { return all_gather_impl(sendbuff, recvbuff, bytes, comm); });
+                                [=] { return all_gather_impl(sendbuff, recvbuff, bytes, comm, stream); });
     }());
 }
 
@@ -735,7 +755,7 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, std::size_t cou
         std::vector<Range> ranges{{recvbuff, bytes, true}};
         if (comm->rank == root) ranges.push_back({sendbuff, bytes, false});
         return issue_collective(comm, stream, std::move(ranges), [=] {
-            return broadcast_impl(sendbuff, recvbuff, bytes, root, comm);
+            return broadcast_impl(sendbuff, recvbuff, bytes, root, comm, stream);
         });
     }());
 }

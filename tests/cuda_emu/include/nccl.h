@@ -4,9 +4,10 @@
 // What is emulated and its limits:
 //  - Communicators from a unique id, formed by a handshake over MPI_COMM_WORLD with the id's
 //    creator, which must be a member of the communicator (NCCL lets a non-member create it).
-//  - Collectives run to completion when issued (no real asynchrony): a valid schedule for
-//    stream-ordered NCCL work, since all ranks issue the collectives of one communicator in
-//    the same order. Reductions are deterministic (rank order; fp16 and bf16 accumulate in
+//  - Collectives exchange their data over MPI when issued (after earlier work on their
+//    stream; all ranks issue the collectives of one communicator in the same order), but
+//    their results land in device memory only when their stream completes, so reading a
+//    result without ordering after the stream sees the old bytes, as on a GPU. Reductions are deterministic (rank order; fp16 and bf16 accumulate in
 //    fp32 and round once to nearest even); ncclAvg is sum / nranks.
 //  - Send/receive are MPI non-blocking operations completed when their stream synchronises
 //    (gpt_emu::stream_add_pending), or earlier when a later NCCL call touches their buffer;
