@@ -13,7 +13,9 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "gpt_emu/memory.hpp"
 #include "runtime_internal.hpp"
@@ -52,6 +54,15 @@ cudaError_t fail(cudaError_t e, const std::string& message) {
 // ---- the arena -------------------------------------------------------------------------
 
 constexpr std::size_t kAlign = 256;  // cudaMalloc's alignment
+// Bytes after each allocation's end kept at 0xff, and checked after every kernel: a write
+// past the end of a buffer fails the launch (compute-sanitizer's memcheck, for writes).
+constexpr std::size_t kRedZone = 256;
+constexpr unsigned char kGarbage = 0xff;  // new memory and red zones: NaN in every float type
+
+struct Alloc {
+    std::size_t rounded;    // the block, red zone included
+    std::size_t requested;  // what the caller may touch
+};
 
 struct Arena {
     std::mutex mu;
@@ -61,7 +72,7 @@ struct Arena {
     std::size_t open_end = 0;   // bytes currently readable/writable
     int depth = 0;              // DeviceAccess nesting
     int pending = 0;            // asynchronous operations in flight
-    std::map<char*, std::size_t> live;
+    std::map<char*, Alloc> live;
     std::multimap<std::size_t, char*> free_blocks;  // exact-size reuse
 };
 
@@ -174,7 +185,7 @@ void set_error(cudaError_t err, const char* message) {
 void* device_alloc(std::size_t bytes) {
     Arena& a = arena();
     std::lock_guard lock(a.mu);
-    const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+    const std::size_t rounded = (bytes + kRedZone + kAlign - 1) / kAlign * kAlign;
     char* p = nullptr;
     auto it = a.free_blocks.find(rounded);
     if (it != a.free_blocks.end()) {
@@ -185,10 +196,10 @@ void* device_alloc(std::size_t bytes) {
         p = a.base + a.top;
         a.top += rounded;
     }
-    a.live[p] = rounded;
+    a.live[p] = Alloc{rounded, bytes};
     // New memory holds garbage on a GPU: 0xff bytes are NaN in every float type.
     mprotect(a.base, page_up(a.top), PROT_READ | PROT_WRITE);
-    std::memset(p, 0xff, rounded);
+    std::memset(p, kGarbage, rounded);
     if (a.depth == 0 && a.pending == 0) {
         mprotect(a.base, page_up(a.top), PROT_NONE);
         a.open_end = 0;
@@ -203,7 +214,7 @@ bool device_free(void* p) {
     std::lock_guard lock(a.mu);
     auto it = a.live.find(static_cast<char*>(p));
     if (it == a.live.end()) return false;
-    a.free_blocks.emplace(it->second, it->first);
+    a.free_blocks.emplace(it->second.rounded, it->first);
     a.live.erase(it);
     return true;
 }
@@ -221,7 +232,39 @@ bool is_device(const void* p, std::size_t bytes) {
     auto it = a.live.upper_bound(c);
     if (it == a.live.begin()) return false;
     --it;
-    return c + bytes <= it->first + it->second;
+    return c + bytes <= it->first + it->second.requested;
+}
+
+void set_extent(void* p, std::size_t bytes) {
+    Arena& a = arena();
+    {
+        std::lock_guard lock(a.mu);
+        auto it = a.live.find(static_cast<char*>(p));
+        if (it == a.live.end() || bytes + kRedZone > it->second.rounded) return;  // not ours to narrow
+        it->second.requested = bytes;
+    }
+    DeviceAccess open;
+    std::memset(static_cast<char*>(p) + bytes, kGarbage, kRedZone);
+}
+
+std::string red_zone_violation() {
+    Arena& a = arena();
+    std::lock_guard lock(a.mu);
+    static const std::vector<unsigned char> garbage(kRedZone, kGarbage);
+    for (auto& [p, blk] : a.live) {
+        unsigned char* zone = reinterpret_cast<unsigned char*>(p) + blk.requested;
+        const std::size_t n = kRedZone;  // always inside the block (see device_alloc)
+        if (std::memcmp(zone, garbage.data(), n) == 0) continue;
+        std::size_t first = 0, last = n;
+        while (zone[first] == kGarbage) ++first;
+        while (zone[last - 1] == kGarbage) --last;
+        std::ostringstream m;
+        m << "bytes " << first << ".." << last - 1 << " past the end of the " << blk.requested
+          << "-byte allocation at " << static_cast<const void*>(p) << " were written";
+        std::memset(zone, kGarbage, n);  // reported once
+        return m.str();
+    }
+    return {};
 }
 
 DeviceAccess::DeviceAccess() {
@@ -367,7 +410,7 @@ cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
     Arena& a = arena();
     std::lock_guard lock(a.mu);
     std::size_t used = 0;
-    for (auto& [p, n] : a.live) used += n;
+    for (auto& [p, blk] : a.live) used += blk.rounded;
     *total_bytes = a.size;
     *free_bytes = a.size - used;
     return cudaSuccess;

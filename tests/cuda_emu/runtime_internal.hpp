@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "cuda_runtime.h"
@@ -19,6 +20,11 @@ std::size_t max_dynamic_smem(const void* kernel);
 // (and, for the legacy default stream, on every blocking stream). False with the sticky
 // error set for an unknown stream.
 bool stream_before_work(cudaStream_t stream);
+
+// After a kernel: which allocation's red zone (the bytes after its end) was written, as a
+// sentence, or empty. Repairs the zone, so each overflow is reported once. Call with device
+// memory open.
+std::string red_zone_violation();
 
 // One thread's cp.async copies not yet landed, in issue order; `group` counts the commits
 // before the copy, so the committed groups are a prefix of `copies`. Kept by the scheduler

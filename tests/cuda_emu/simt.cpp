@@ -360,10 +360,13 @@ void launch_kernel(const void* kernel, dim3 grid, dim3 block, std::size_t smem, 
     }
     if (!stream_before_work(stream)) return;  // set_error was called
     DeviceAccess access;
-    // Dynamic shared memory starts as garbage on a GPU: 0xff bytes read as NaN.
-    std::vector<unsigned char> dyn(smem + 128, 0xff);
+    // Dynamic shared memory starts as garbage on a GPU: 0xff bytes read as NaN. A red zone
+    // of 0xff after it shows a block that wrote past the size it was launched with.
+    constexpr std::size_t kSmemRedZone = 256;
+    std::vector<unsigned char> dyn(smem + 128 + kSmemRedZone, 0xff);
     auto* aligned = reinterpret_cast<unsigned char*>(
         (reinterpret_cast<std::uintptr_t>(dyn.data()) + 127) & ~std::uintptr_t{127});
+    const unsigned char* smem_zone = aligned + smem;
     g_grid_dim = grid;
     g_block_dim = block;
     for (unsigned z = 0; z < grid.z; ++z)
@@ -377,7 +380,18 @@ void launch_kernel(const void* kernel, dim3 grid, dim3 block, std::size_t smem, 
                     set_error(cudaErrorLaunchFailure, ("kernel failed: " + err).c_str());
                     return;
                 }
+                for (std::size_t i = 0; i < kSmemRedZone; ++i)
+                    if (smem_zone[i] != 0xff) {
+                        std::ostringstream m;
+                        m << "kernel wrote out of bounds: byte " << i << " past the end of its " << smem
+                          << " bytes of dynamic shared memory (block " << x << "," << y << "," << z << ")";
+                        set_error(cudaErrorLaunchFailure, m.str().c_str());
+                        return;
+                    }
             }
+    const std::string overflow = red_zone_violation();
+    if (!overflow.empty())
+        set_error(cudaErrorLaunchFailure, ("kernel wrote out of bounds: " + overflow).c_str());
 }
 
 }  // namespace gpt_emu

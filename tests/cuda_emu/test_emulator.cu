@@ -19,6 +19,15 @@
 
 namespace {
 
+// Thread i writes dynamic shared memory element i + shift.
+__global__ void shifted_smem_store_kernel(int shift) {
+    extern __shared__ float dyn[];
+    dyn[threadIdx.x + shift] = 1.0f;
+}
+
+// Thread i writes out[i + shift]: with shift > 0 the last threads write past the end.
+__global__ void shifted_store_kernel(float* out, int shift) { out[threadIdx.x + shift] = 1.0f; }
+
 // Sum over the block through shared memory and a butterfly of shuffles.
 __global__ void block_sum_kernel(const float* x, float* out) {
     __shared__ float partial[32];
@@ -209,12 +218,37 @@ TEST(CudaEmulator, CopiesMustMatchWhereThePointersLive) {
     std::vector<float> h(128, 1.0f);
     EXPECT_EQ(cudaMemcpy(h.data(), h.data() + 8, 8 * sizeof(float), cudaMemcpyHostToDevice),
               cudaErrorInvalidValue);  // the destination is host memory
-    EXPECT_EQ(cudaMemcpy(d.p, h.data(), 128 * sizeof(float), cudaMemcpyHostToDevice),
-              cudaErrorInvalidValue);  // past the end of the allocation (256 bytes, rounded)
+    EXPECT_EQ(cudaMemcpy(d.p, h.data(), 17 * sizeof(float), cudaMemcpyHostToDevice),
+              cudaErrorInvalidValue);  // past the end of the allocation, by one element
     EXPECT_EQ(cudaMemcpy(d.p, h.data(), 16 * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
     float x = 0.0f;
     EXPECT_EQ(cudaFree(&x), cudaErrorInvalidDevicePointer);
     (void)cudaGetLastError();  // failed calls also set the sticky error; later tests check theirs
+}
+
+TEST(CudaEmulator, KernelWritingPastTheEndOfABufferFailsTheLaunch) {
+    Device d(30);  // 120 bytes: the red zone starts right after them, not at cudaMalloc's 256
+    shifted_store_kernel<<<1, 30>>>(d.p, 0);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    shifted_store_kernel<<<1, 30>>>(d.p, 2);
+    const cudaError_t err = cudaGetLastError();
+    EXPECT_EQ(err, cudaErrorLaunchFailure);
+    const std::string msg = cudaGetErrorString(err);
+    EXPECT_NE(msg.find("kernel wrote out of bounds: bytes 0..7 past the end of the 120-byte allocation"),
+              std::string::npos) << msg;
+    shifted_store_kernel<<<1, 30>>>(d.p, 0);  // reported once: the zone was repaired
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(CudaEmulator, KernelWritingPastItsDynamicSharedMemoryFailsTheLaunch) {
+    shifted_smem_store_kernel<<<2, 32, 32 * sizeof(float)>>>(0);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    shifted_smem_store_kernel<<<2, 32, 32 * sizeof(float)>>>(1);
+    const cudaError_t err = cudaGetLastError();
+    EXPECT_EQ(err, cudaErrorLaunchFailure);
+    const std::string msg = cudaGetErrorString(err);
+    EXPECT_NE(msg.find("byte 0 past the end of its 128 bytes of dynamic shared memory (block 0,0,0)"),
+              std::string::npos) << msg;
 }
 
 TEST(CudaEmulatorDeathTest, HostDereferenceOfDeviceMemoryFaultsWithAMessage) {

@@ -7,6 +7,10 @@
 #include "backend/cuda/gemm_engine.hpp"
 #include "core/device_info.hpp"
 
+#if defined(GPT_CUDA_EMU)
+#include <gpt_emu/memory.hpp>
+#endif
+
 namespace gpt::cuda {
 
 namespace {
@@ -73,6 +77,10 @@ void* CudaBackend::alloc(std::size_t bytes) {
         }
     }
     live_[p] = Block{rounded, bytes};
+#if defined(GPT_CUDA_EMU)
+    // The emulator checks kernels against the bytes asked for, not the size class.
+    gpt_emu::set_extent(p, bytes);
+#endif
     in_use_ += bytes;
     peak_ = std::max(peak_, in_use_);
     return p;

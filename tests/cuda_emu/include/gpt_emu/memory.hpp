@@ -14,6 +14,10 @@ void* device_alloc(std::size_t bytes);      // nullptr when the arena is full
 bool device_free(void* p);                  // false: not a live allocation
 bool is_device(const void* p, std::size_t bytes = 1);  // [p, p+bytes) inside one live allocation
 bool in_arena(const void* p);               // anywhere in the arena (live or not)
+// Narrows a live allocation to its first `bytes` (a caching allocator's block handed out for
+// a smaller request): copies and library calls are checked against them, and the red zone
+// (the 256 bytes after them, refilled with 0xff) catches kernels writing past them.
+void set_extent(void* p, std::size_t bytes);
 
 // While one of these lives (nestable), device memory is readable and writable by host code.
 class DeviceAccess {
