@@ -81,26 +81,26 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
     // d(x + b) of out = residual + dropout(x + b), and b's gradient, its column sum.
     // Without dropout it is G itself (no copy; G is next written by a layernorm backward),
     // and the row-parallel weight-gradient GEMM, which reads the same rows when there is
-    // no sequence parallelism, sums it in its epilogue: *gemm_dbias says where to.
-    auto dropout_grad = [&](float* dbias, std::uint64_t site, float** gemm_dbias) -> void* {
-        *gemm_dbias = nullptr;
+    // no sequence parallelism, sums it in its epilogue (gemm_dbias).
+    struct DropoutGrad {
+        const void* dx;
+        float* gemm_dbias;
+    };
+    auto dropout_grad = [&](float* dbias, std::uint64_t site) -> DropoutGrad {
         if (p_hidden == 0.0f) {
-            if (R == T)
-                *gemm_dbias = dbias;
-            else
-                be.bias_grad(G, dbias, R, h, t);
-            return G;
+            if (R == T) return {G, dbias};
+            be.bias_grad(G, dbias, R, h, t);
+            return {G, nullptr};
         }
         be.bias_dropout_add_backward(G, tmp1, dbias, R, h, p_hidden, c.hidden_key,
                                      site + c.shard_offset(), t);
-        return tmp1;
+        return {tmp1, nullptr};
     };
-    float* gemm_dbias = nullptr;
 
     // --- MLP: x_out = x_mid + dropout(fc2 + b) ---
-    const void* dfc2 = row_parallel_output_grad(
-        c, dropout_grad(c.grad(p.fc2_b), dropout_site_offset(L, 2), &gemm_dbias), gathered);
-    linear_weight_grad(be, dfc2, c.act(s.gelu_out), c.grad(p.fc2_w), T, d.local_ffn(), h, t, gemm_dbias);
+    const DropoutGrad mlp = dropout_grad(c.grad(p.fc2_b), dropout_site_offset(L, 2));
+    const void* dfc2 = row_parallel_output_grad(c, mlp.dx, gathered);
+    linear_weight_grad(be, dfc2, c.act(s.gelu_out), c.grad(p.fc2_w), T, d.local_ffn(), h, t, mlp.gemm_dbias);
     // d(fc1 output) = (dfc2 W2) * gelu'(fc1_pre), one GEMM with a GELU-gradient epilogue.
     linear_input_grad(be, dfc2, c.param(p.fc2_w), wide, T, d.local_ffn(), h, t, c.act(s.fc1_pre),
                       c.opt->tanh_gelu);
@@ -114,9 +114,9 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
                           c.actf(s.ln2_rstd), G, G, c.grad(p.ln2_w), c.grad(p.ln2_b), R, h, t);
 
     // --- attention: x_mid = x_in + dropout(dense + b) ---
-    const void* ddense = row_parallel_output_grad(
-        c, dropout_grad(c.grad(p.dense_b), dropout_site_offset(L, 1), &gemm_dbias), gathered);
-    linear_weight_grad(be, ddense, c.act(s.ctx), c.grad(p.dense_w), T, d.local_hidden(), h, t, gemm_dbias);
+    const DropoutGrad attn = dropout_grad(c.grad(p.dense_b), dropout_site_offset(L, 1));
+    const void* ddense = row_parallel_output_grad(c, attn.dx, gathered);
+    linear_weight_grad(be, ddense, c.act(s.ctx), c.grad(p.dense_w), T, d.local_hidden(), h, t, attn.gemm_dbias);
     linear_input_grad(be, ddense, c.param(p.dense_w), tmp2, T, d.local_hidden(), h, t);
     const AttentionArgs aa = pass_attention_args(c, L);
     // Selective recomputation: the attention buffer was overwritten by later layers and

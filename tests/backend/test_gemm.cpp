@@ -192,12 +192,7 @@ INSTANTIATE_TEST_SUITE_P(Types, GemmTest, ::testing::ValuesIn(kAllTypes),
 TEST(Gemm, RejectsBadArguments) {
     auto be = cpu_backend();
     Buf a(*be, DType::F32, 16), b(*be, DType::F32, 16), c(*be, DType::F32, 16);
-    GemmArgs g;
-    g.m = g.n = g.k = 4;
-    g.a = a.p();
-    g.b = b.p();
-    g.c = c.p();
-    g.lda = g.ldb = g.ldc = 4;
+    GemmArgs g = row_major_gemm(4, 4, 4, a.p(), b.p(), c.p(), DType::F32);
     g.epilogue = GemmEpilogue::Bias;
     EXPECT_THROW(be->gemm(g), UsageError);  // no bias
     g.epilogue = GemmEpilogue::None;
@@ -210,12 +205,7 @@ TEST(Gemm, RejectsBadArguments) {
     g.trans_a = true;
     g.lda = 8;
     EXPECT_THROW(be->gemm(g), UsageError);  // ... and A contiguous
-    g = GemmArgs{};
-    g.m = g.n = g.k = 4;
-    g.a = a.p();
-    g.b = b.p();
-    g.c = c.p();
-    g.lda = g.ldb = g.ldc = 4;
+    g = row_major_gemm(4, 4, 4, a.p(), b.p(), c.p(), DType::F32);
     g.epilogue = GemmEpilogue::GeluGrad;
     EXPECT_THROW(be->gemm(g), UsageError);  // no pre-activation
     g.aux = a.p();

@@ -240,7 +240,13 @@ void set_extent(void* p, std::size_t bytes) {
     {
         std::lock_guard lock(a.mu);
         auto it = a.live.find(static_cast<char*>(p));
-        if (it == a.live.end() || bytes + kRedZone > it->second.rounded) return;  // not ours to narrow
+        if (it == a.live.end() || bytes + kRedZone > it->second.rounded) {
+            set_error(cudaErrorInvalidValue, ("gpt_emu::set_extent: " + std::to_string(bytes) +
+                                              " bytes is not inside the allocation at " +
+                                              std::to_string(reinterpret_cast<std::uintptr_t>(p)))
+                                                 .c_str());
+            return;
+        }
         it->second.requested = bytes;
     }
     DeviceAccess open;

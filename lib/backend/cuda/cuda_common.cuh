@@ -43,6 +43,14 @@ inline unsigned grid_for(std::int64_t n, int threads = kThreads) {
     return static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(b, 8192)));
 }
 
+// Rows per chunk of the two-stage column reductions (bias and layernorm parameter
+// gradients: fp32 partials per chunk, then added in chunk order): at least 16 rows and at
+// most 1024 chunks, enough blocks to fill an H100/H200 while the partials stay a few
+// percent of the traffic.
+inline std::int64_t rows_per_chunk(std::int64_t rows) {
+    return std::max<std::int64_t>(16, (rows + 1023) / 1024);
+}
+
 // Calls f(T{}) with T the CUDA storage type of dtype.
 template <typename F>
 void dispatch(DType dtype, F&& f) {

@@ -286,9 +286,7 @@ void CudaBackend::bias_add(void* x, const void* bias, std::int64_t rows, std::in
 void CudaBackend::column_sums(const void* m, float* out, std::int64_t rows, std::int64_t cols,
                               DType dtype) {
     if (rows == 0 || cols == 0) return;
-    // At most 256 chunks of at least 32 rows: enough blocks to fill the GPU for Megatron's
-    // shapes, and a small partial buffer.
-    const std::int64_t rpc = std::max<std::int64_t>(16, (rows + 1023) / 1024);
+    const std::int64_t rpc = rows_per_chunk(rows);
     const std::int64_t chunks = (rows + rpc - 1) / rpc;
     Scratch partial(*this, static_cast<std::size_t>(chunks * cols) * sizeof(float));
     dispatch(dtype, [&](auto tag) {

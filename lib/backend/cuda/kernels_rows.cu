@@ -438,44 +438,26 @@ void CudaBackend::layernorm_backward(const void* dy, const void* x, const void* 
                                      std::int64_t cols, DType dtype) {
     GPT_REQUIRE(rows >= 0 && cols > 0, UsageError, "layernorm_backward: bad shape ", rows, "x", cols);
     if (rows == 0) return;
-    bool vec = false;
-    dispatch(dtype, [&](auto tag) {
-        using T = decltype(tag);
-        vec = vectorizable<T>(cols, {dy, x, gamma, dresidual, dx}) &&
-              with_row_packs<T>(cols, [](auto) {});
-    });
-    if (vec) {
-        // One block per 16 rows or more, at most 1024 blocks: enough to fill an H100/H200
-        // while the dgamma/dbeta partials stay a few percent of the traffic.
-        const std::int64_t rpb = std::max<std::int64_t>(16, (rows + 1023) / 1024);
-        const std::int64_t blocks = (rows + rpb - 1) / rpb;
-        Scratch partial(*this, static_cast<std::size_t>(2 * blocks * cols) * sizeof(float));
-        float* pg = partial.as<float>();
-        float* pb = pg + blocks * cols;
-        dispatch(dtype, [&](auto tag) {
-            using T = decltype(tag);
-            with_row_packs<T>(cols, [&](auto k) {
-                constexpr int K = decltype(k)::value;
-                ln_bwd_vec_kernel<T, K><<<static_cast<unsigned>(blocks), row_threads(cols / kVec<T>, K), 0, kStream>>>(
-                    static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma), mean,
-                    rstd, static_cast<const T*>(dresidual), static_cast<T*>(dx), pg, pb, rows,
-                    static_cast<int>(cols), rpb);
-            });
-        });
-        GPT_CUDA_LAUNCH_CHECK("layernorm_backward");
-        add_chunk_sums(pg, dgamma, blocks, cols);
-        add_chunk_sums(pb, dbeta, blocks, cols);
-        return;
-    }
-    const std::int64_t rpc = std::max<std::int64_t>(32, (rows + 255) / 256);
+    // Chunks of rows: one per block of the vectorized kernel, one per partial row of the
+    // element-wise one; dgamma/dbeta are added from their partials in chunk order.
+    const std::int64_t rpc = rows_per_chunk(rows);
     const std::int64_t chunks = (rows + rpc - 1) / rpc;
     Scratch partial(*this, static_cast<std::size_t>(2 * chunks * cols) * sizeof(float));
     float* pg = partial.as<float>();
     float* pb = pg + chunks * cols;
-    const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads), static_cast<unsigned>(chunks));
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
+        const bool vec = vectorizable<T>(cols, {dy, x, gamma, dresidual, dx}) &&
+                         with_row_packs<T>(cols, [&](auto k) {
+                             constexpr int K = decltype(k)::value;
+                             ln_bwd_vec_kernel<T, K><<<static_cast<unsigned>(chunks), row_threads(cols / kVec<T>, K), 0, kStream>>>(
+                                 static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma),
+                                 mean, rstd, static_cast<const T*>(dresidual), static_cast<T*>(dx), pg, pb, rows,
+                                 static_cast<int>(cols), rpc);
+                         });
+        if (vec) return;
         // Parameter gradients first: they read dy, which dx may overwrite.
+        const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads), static_cast<unsigned>(chunks));
         ln_param_partials_kernel<T><<<grid, kThreads, 0, kStream>>>(
             static_cast<const T*>(dy), static_cast<const T*>(x), mean, rstd, pg, pb, rows, cols, rpc);
         ln_dx_kernel<T><<<row_grid(rows), kThreads, 0, kStream>>>(
