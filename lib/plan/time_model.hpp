@@ -29,6 +29,11 @@ struct Fabric {
     double intra_node_gbps = 0;
     double inter_node_gbps = 0;
     bool overlap_grad_reduce = true;  // DP reduction overlaps the last micro-batch's backward
+    // Weight-gradient GEMMs accumulate straight into the fp32 gradients (beta = 1): this
+    // project's backends, and Megatron since --gradient-accumulation-fusion. false models
+    // code that adds each micro-batch's 16-bit weight gradient into an fp32 main_grad in a
+    // separate memory-bound pass (Megatron 2021's local DDP hook, the SC'21 runs).
+    bool fused_grad_accumulation = true;
 };
 Fabric default_fabric(const DevicePreset& dev);
 

@@ -115,6 +115,25 @@ TEST(TimeModel, DataParallelReductionOverlapsBackward) {
     EXPECT_NEAR(b.dp_exposed, expected, 1e-9);
 }
 
+// Unfused gradient accumulation (2021 Megatron's main_grad hook) is one memory-bound pass
+// per micro-batch over the stage's parameters: 2 bytes of fp16 gradient read, 4 + 4 of fp32
+// main gradient read and written, on every one of the m + (p - 1)/v micro-batch slots.
+TEST(TimeModel, UnfusedGradientAccumulationIsOnePassPerMicroBatch) {
+    ModelShape m = gpt22b();
+    const DevicePreset& dev = find_device_preset("a100-80gb");
+    Layout l = layout(8, 4, 1, 32);
+    l.vp = 2;
+    Placement pl = place(32, 8, 8, 4);
+    Fabric fused = default_fabric(dev), unfused = default_fabric(dev);
+    unfused.fused_grad_accumulation = false;
+    TimeBreakdown a = iteration_time(m, l, dev, fused, pl), b = iteration_time(m, l, dev, unfused, pl);
+    // The last stage (LM head) is the slowest one in both.
+    const double pass = double(stage_params(m, 8, 4, 3).total()) * 10 / (dev.hbm_gbps * 1e9 * dev.memory_efficiency);
+    EXPECT_NEAR(b.compute - a.compute, l.micro_batches() * pass, 1e-9);
+    EXPECT_NEAR(b.pp_bubble - a.pp_bubble, 3.0 / 2 * pass, 1e-9);
+    EXPECT_DOUBLE_EQ(b.tp_comm, a.tp_comm);
+}
+
 // The CPU preset's peak is this host's cores per rank at kCpuCoreTflops (calibrated on
 // bench/train_cpu: gpt-tiny at 2 threads measured 1697 tokens/s; the planner predicts 1667).
 TEST(TimeModel, CpuPeakScalesWithCoresPerRank) {
