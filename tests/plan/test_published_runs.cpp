@@ -70,9 +70,9 @@ Candidate predict_sc21(const SC21Row& r, bool model_2021_software = true) {
 }
 
 // Out of sample. Bounds from the error budget, not from this table: the model's error on
-// its own calibration paper reaches 3.3% (Korthikanti 22B, below), and the attention
+// its own calibration paper reaches 4.9% (Korthikanti 22B, below), and the attention
 // efficiency is known only to +-0.03 (Table 4's 1.3 ms is a difference of two figures
-// rounded to 0.1 ms), which moves the small-head rows by up to 1.5%: 6% per row. A
+// rounded to 0.1 ms), which moves the small-head rows by up to 1.5%: 6.5% per row. A
 // systematic bias shows in the mean, where the row errors that are not bias partly cancel:
 // within 3% (the model before this calibration and the 2021 gradient-accumulation pass was
 // 6.1% high on average with the same settings, and up to 9.5% on a row).
@@ -90,7 +90,7 @@ TEST(PublishedRuns, NarayananTable1OutOfSample) {
                     r.gpus, r.global_batch, r.micro_batch, c.layout.vp, r.torch_ddp ? "torch" : "local", r.tflops,
                     c.hardware_tflops_per_gpu, 100 * err, fused.hardware_tflops_per_gpu,
                     100 * (fused.hardware_tflops_per_gpu / r.tflops - 1.0));
-        EXPECT_LT(std::abs(err), 0.06) << r.name;
+        EXPECT_LT(std::abs(err), 0.065) << r.name;
     }
     const double mean = sum / std::size(kSC21);
     std::printf("  mean error %+.1f%%\n", 100 * mean);
@@ -127,18 +127,22 @@ TEST(PublishedRuns, PlannerChoiceForNarayananRuns) {
 
 // Korthikanti et al. 2022, Table 3 configurations (data-parallel size 1): sequence
 // parallelism + selective recomputation (MFU as in the Megatron-LM README and Table 5), and
-// Table 5's iteration times with full recomputation and neither (the baseline).
+// Table 5's iteration times with full recomputation (the baseline). The 22B run's batch of 4
+// is one micro-batch: Table 4's 20.3 ms per layer (SP + selective) times 48 layers is most
+// of its 1.10 s iteration, which four micro-batches of 1 could not be. The pipelined runs
+// use micro-batch 1: with larger ones their batches would give too few micro-batches per
+// pipeline (175B: 32 for 8 stages at micro-batch 2) for the measured MFU.
 struct KorthikantiRow {
     const char* name;
-    int layers, hidden, heads, tp, pp, gpus, global_batch;
+    int layers, hidden, heads, tp, pp, gpus, global_batch, micro_batch;
     double mfu, seconds_selective, seconds_full;
 };
 
 constexpr KorthikantiRow kKorthikanti[] = {
-    {"22B", 48, 6144, 64, 8, 1, 8, 4, 0.415, 1.10, 1.42},
-    {"175B", 96, 12288, 96, 8, 8, 64, 64, 0.514, 13.75, 18.13},
-    {"530B", 105, 20480, 128, 8, 35, 280, 280, 0.560, 37.83, 49.05},
-    {"1T", 128, 25600, 160, 8, 64, 512, 512, 0.563, 71.49, 94.42},
+    {"22B", 48, 6144, 64, 8, 1, 8, 4, 4, 0.415, 1.10, 1.42},
+    {"175B", 96, 12288, 96, 8, 8, 64, 64, 1, 0.514, 13.75, 18.13},
+    {"530B", 105, 20480, 128, 8, 35, 280, 280, 1, 0.560, 37.83, 49.05},
+    {"1T", 128, 25600, 160, 8, 64, 512, 512, 1, 0.563, 71.49, 94.42},
 };
 
 Candidate predict_korthikanti(const KorthikantiRow& r, Recompute rc, bool sp) {
@@ -147,7 +151,7 @@ Candidate predict_korthikanti(const KorthikantiRow& r, Recompute rc, bool sp) {
     l.tp = r.tp;
     l.pp = r.pp;
     l.dp = r.gpus / (r.tp * r.pp);
-    l.micro_batch = 1;
+    l.micro_batch = r.micro_batch;
     l.global_batch = r.global_batch;
     l.recompute = rc;
     l.sequence_parallel = sp;
@@ -155,18 +159,18 @@ Candidate predict_korthikanti(const KorthikantiRow& r, Recompute rc, bool sp) {
 }
 
 // The calibration paper: the 175B MFU is the fit (0.77 rounded to two digits); the other
-// three runs check the model's shape in sample, within the 6% budget above. Table 5's
-// full-recompute baselines are printed, not asserted: the model is 3-7% slower than they
+// three runs check the model's shape in sample (the 4.9% the budget above starts from). Table 5's
+// full-recompute baselines are printed, not asserted: the model is 2-7% slower than they
 // measured, for a reason not identified (it is within 4% of the 2021 full-recompute runs).
 TEST(PublishedRuns, KorthikantiCalibration) {
-    std::printf("Korthikanti et al. 2022 (calibration), A100 80 GB, TP8, micro-batch 1:\n");
-    std::printf("  %-5s %3s %5s | %-22s | %-26s | %s\n", "model", "PP", "GPUs", "MFU published/predicted",
+    std::printf("Korthikanti et al. 2022 (calibration), A100 80 GB, TP8:\n");
+    std::printf("  %-5s %3s %5s %3s | %-22s | %-26s | %s\n", "model", "PP", "GPUs", "mbs", "MFU published/predicted",
                 "s/iter SP+selective", "s/iter full recompute");
     for (const auto& r : kKorthikanti) {
         const Candidate sel = predict_korthikanti(r, Recompute::Selective, true);
         const Candidate full = predict_korthikanti(r, Recompute::Full, false);
-        std::printf("  %-5s %3d %5d | %5.1f%% %5.1f%% (%+5.1f%%) | %6.2f %6.2f (%+5.1f%%) | %6.2f %6.2f (%+5.1f%%)\n",
-                    r.name, r.pp, r.gpus, 100 * r.mfu, 100 * sel.mfu, 100 * (sel.mfu / r.mfu - 1),
+        std::printf("  %-5s %3d %5d %3d | %5.1f%% %5.1f%% (%+5.1f%%) | %6.2f %6.2f (%+5.1f%%) | %6.2f %6.2f (%+5.1f%%)\n",
+                    r.name, r.pp, r.gpus, r.micro_batch, 100 * r.mfu, 100 * sel.mfu, 100 * (sel.mfu / r.mfu - 1),
                     r.seconds_selective, sel.time.total(), 100 * (sel.time.total() / r.seconds_selective - 1),
                     r.seconds_full, full.time.total(), 100 * (full.time.total() / r.seconds_full - 1));
         const double bound = std::string_view(r.name) == "175B" ? 0.01 : 0.06;
