@@ -303,7 +303,7 @@ say "phase 6: cluster with a boot id per node; PP 2 over 2 nodes x 1 rank, MPI o
 . "$cdir/cluster.env"
 tx_a() { ip -n "$NS_A" -s link show eth0 | awk '/TX:/ { getline; print $1 }'; }
 tx0=$(tx_a)
-submit gpt-tiny-cpu.sbatch net --nodes=2 --ntasks-per-node=1 -- CHECKPOINTS=0 UCX_NET_DEVICES=eth0 \
+submit gpt-tiny-cpu.sbatch net --nodes=2 --ntasks=2 --ntasks-per-node=1 -- CHECKPOINTS=0 UCX_NET_DEVICES=eth0 \
   EXTRA_ARGS="--tensor-model-parallel-size 1 --pipeline-model-parallel-size 2 --make-vocab-size-divisible-by 256 ${tiny[*]} --train-iters 3 --metrics-file $work/runs/net/metrics.jsonl"
 expect_done "$id" 300 COMPLETED 0:0
 tx=$(( $(tx_a) - tx0 ))
