@@ -34,6 +34,8 @@
 # Why nsenter + unshare and not `ip netns exec`: ip netns exec remounts /sys for the new
 # network namespace, which hides /sys/fs/cgroup, and slurmd then dies.
 set -euo pipefail
+# shellcheck source=tests/slurm/lib.sh
+. "$(dirname "$(readlink -f "$0")")/lib.sh"
 
 usage() { echo "usage: cluster.sh up|down DIR | exec DIR HOST CMD... | link DIR NODE up|down" >&2; exit 2; }
 (($# >= 2)) || usage
@@ -177,54 +179,27 @@ munged --foreground --force --key-file="$dir/munge/munge.key" --socket="$sock" \
 echo $! > "$dir/pid.munged"
 
 wait_for() {  # wait_for SECONDS WHAT CMD...
-  local end=$((SECONDS + $1)) what=$2; shift 2
+  local limit=$1 what=$2; shift 2
+  local end=$((SECONDS + limit))
   until "$@" >/dev/null 2>&1; do
-    ((SECONDS < end)) || err "timed out after $((end - SECONDS + $1))s waiting for $what; logs in $dir/log"
+    ((SECONDS < end)) || err "timed out after ${limit}s waiting for $what; logs in $dir/log"
     sleep 0.5
   done
 }
 wait_for 20 "munged" bash -c "munge -n -S '$sock' | unmunge -S '$sock'"
 
-cat > "$SLURM_CONF" <<EOF
+{ cat <<EOF
 ClusterName=gpt2node
 SlurmctldHost=gpt-ctl(198.18.0.1)
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$sock
-CredType=cred/munge
-StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool/%n
-SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd-%n.pid
-SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd-%n.log
-SlurmctldDebug=info
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SwitchType=switch/none
-MpiDefault=pmi2
-SchedulerType=sched/backfill
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
 GresTypes=gpu
-SlurmdParameters=config_overrides
-ReturnToService=2
 SlurmdTimeout=${SLURMD_TIMEOUT:-10}
 MessageTimeout=5
 KillOnBadExit=1
-KillWait=5
-MinJobAge=600
-JobRequeue=1
-MailProg=/bin/true
 NodeName=node-a NodeHostname=node-a NodeAddr=198.18.0.11 CPUs=64 Boards=1 SocketsPerBoard=1 CoresPerSocket=64 ThreadsPerCore=1 RealMemory=4000 Gres=gpu:8 State=UNKNOWN
 NodeName=node-b NodeHostname=node-b NodeAddr=198.18.0.12 CPUs=64 Boards=1 SocketsPerBoard=1 CoresPerSocket=64 ThreadsPerCore=1 RealMemory=4000 Gres=gpu:8 State=UNKNOWN
 PartitionName=test Nodes=node-a,node-b Default=YES MaxTime=INFINITE State=UP
 EOF
+  slurm_conf_common "$dir" "$sock" 5; } > "$SLURM_CONF"
 cat > "$dir/etc/gres.conf" <<EOF
 NodeName=node-a,node-b Name=gpu File=$dir/gpu/nvidia[0-7]
 EOF
