@@ -2,7 +2,11 @@
 // All logic lives in lib/; this main only wires it and turns errors into exit codes.
 #include <mpi.h>
 
+#include <cstdint>
 #include <iostream>
+#include <sstream>
+
+#include <unistd.h>
 
 #include "config/options.hpp"
 #include "config/validate.hpp"
@@ -75,6 +79,25 @@ void refuse_unbuilt_features(const gpt::Config& cfg) {
 #endif
 }
 
+// The payload bytes and calls each of this rank's groups moved in the run (the counters of
+// dist::Communicator), one line per rank in its --log-dir file: tests/slurm/two_node_test.sh
+// adds up the groups that span nodes and sets them beside the planner's prediction.
+void log_comm_bytes(gpt::dist::ProcessGroups& g) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    std::ostringstream os;
+    os << "communication bytes of this run on rank " << g.rank() << " (host " << host << "):";
+    for (gpt::dist::Communicator* c : {&g.tp(), &g.dp(), &g.pp(), &g.embedding(), &g.model_parallel(), &g.world()}) {
+        os << " " << c->name() << "[" << c->size() << "]";
+        for (int op = 0; op < static_cast<int>(gpt::dist::CommOp::kCount); ++op)
+            if (c->stats().calls[op] > 0)
+                os << " " << gpt::dist::comm_op_name(static_cast<gpt::dist::CommOp>(op)) << "="
+                   << c->stats().bytes[op] << "/" << c->stats().calls[op];
+        os << ";";
+    }
+    GPT_LOG(info) << os.str();
+}
+
 int run(gpt::Config& cfg, const gpt::dist::MpiEnvironment& mpi, bool& ranks_diverged) {
     gpt::log::init({mpi.rank(), mpi.size(), cfg.logging.log_level, cfg.logging.log_dir});
     gpt::validate_model_and_training(cfg);
@@ -132,7 +155,9 @@ int run(gpt::Config& cfg, const gpt::dist::MpiEnvironment& mpi, bool& ranks_dive
     gpt::dist::ProcessGroups groups(MPI_COMM_WORLD, cfg.parallel.tensor_model_parallel_size,
                                     cfg.parallel.pipeline_model_parallel_size);
 #if GPT_HAVE_TRAIN
-    return gpt::train::pretrain(cfg, groups);
+    const int rc = gpt::train::pretrain(cfg, groups);
+    log_comm_bytes(groups);
+    return rc;
 #else
     // Every rank reaches this line identically, so each may return on its own.
     if (mpi.rank() == 0)

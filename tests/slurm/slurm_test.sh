@@ -13,6 +13,8 @@
 # root, or the Debian packages are missing and cannot be installed. Anything else that goes
 # wrong is a failure, printed with the daemons' logs.
 set -euo pipefail
+# shellcheck source=tests/slurm/lib.sh
+. "$(dirname "$(readlink -f "$0")")/lib.sh"
 build=$(readlink -f "$1"); src=$(readlink -f "$2")
 T0=$SECONDS
 say() { echo "[slurm-test +$((SECONDS - T0))s] $*"; }
@@ -142,43 +144,15 @@ ctld_port=$(pick_port); slurmd_port=$((ctld_port + 1))
 export SLURM_CONF=$tmp/slurm.conf
 # The node claims 4 CPUs on a 2-core machine (config_overrides makes slurmd trust the file),
 # so 4-task jobs fit; linuxproc tracks processes without cgroups (containers, CI).
-cat > "$SLURM_CONF" <<EOF
+{ cat <<EOF
 ClusterName=gpttest
 SlurmctldHost=$node(127.0.0.1)
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$sock
-CredType=cred/munge
-StateSaveLocation=$tmp/state
-SlurmdSpoolDir=$tmp/spool/%n
-SlurmctldPidFile=$tmp/slurmctld.pid
-SlurmdPidFile=$tmp/slurmd.pid
-SlurmctldLogFile=$tmp/log/slurmctld.log
-SlurmdLogFile=$tmp/log/slurmd.log
-SlurmctldDebug=info
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SwitchType=switch/none
-MpiDefault=pmi2
-SchedulerType=sched/backfill
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SlurmdParameters=config_overrides
-ReturnToService=2
-MailProg=/bin/true
-KillWait=10
-MinJobAge=600
-JobRequeue=1
 NodeName=$node NodeAddr=127.0.0.1 CPUs=4 Boards=1 SocketsPerBoard=1 CoresPerSocket=4 ThreadsPerCore=1 RealMemory=2000 State=UNKNOWN
 PartitionName=test Nodes=$node Default=YES MaxTime=INFINITE State=UP
 EOF
+  slurm_conf_common "$tmp" "$sock" 10; } > "$SLURM_CONF"
 chmod 644 "$SLURM_CONF"
 
 slurmctld -D -f "$SLURM_CONF" > "$tmp/log/slurmctld.out" 2>&1 &
@@ -258,12 +232,7 @@ small_flags="${small[*]}"   # the same, as one string for EXTRA_ARGS
 # the King James Bible from Debian's bible-kjv, one document per chapter, as scripts/demo.sh.
 command -v bible >/dev/null || fail "the bible program (Debian's bible-kjv, in scripts/setup.sh) is missing"
 mkdir -p "$tmp/data"
-bible -f "gen1:1-exo40:38" | awk '
-  function flush() { if (text != "") printf "{\"text\": \"%s\"}\n", text; text = "" }
-  { ref = $1; sub(/:.*/, "", ref); line = $0; sub(/^[^ ]+ /, "", line)
-    gsub(/\\/, "\\\\", line); gsub(/"/, "\\\"", line); gsub(/\t/, " ", line)
-    if (ref != chapter) { flush(); chapter = ref; text = line } else text = text " " line }
-  END { flush() }' > "$tmp/data/kjv.json"
+kjv_json "gen1:1-exo40:38" > "$tmp/data/kjv.json"
 
 # ==== phase 3 data: slurm/submit-preprocess.sh, a job array of 2 shards and a dependent merge ==
 say "phase 3 data: submit-preprocess.sh 'corpus/*.json' (2 shards -> array of 2 + merge)"
