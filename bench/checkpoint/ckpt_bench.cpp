@@ -2,11 +2,17 @@
 // parallelism splits them, fp32 main params and Adam moments as distributed-optimizer flat
 // shards), saved with CheckpointWriter and loaded with CheckpointReader in the same layout.
 //   mpiexec -n N ckpt_bench DIR LAYERS HIDDEN [auto|collective|independent]
-// Rank 0 prints one line: "RESULT ranks=.. bytes=<payload> save_s=.. load_s=.. load_noverify_s=..".
+// Rank 0 prints one line: "RESULT ranks=.. bytes=<payload> save_s=.. load_s=.. load_noverify_s=..
+// save_cpu_s=.. checksum_s=.. async_stall_s=.. async_total_s=..": the CPU time (user+sys,
+// getrusage, the slowest rank) of the synchronous save, the time one core takes to checksum
+// this rank's bytes (max over ranks), and for an --async-save style save (CheckpointSaver)
+// the time until commit() returned (the training stall) and until it was published while
+// the caller "trains" (polls every millisecond).
 // Before each load, one rank per node evicts the file from the page cache (fadvise
 // DONTNEED on the fsynced file, what `dd iflag=nocache` does), so loads read the disk
 // like a fresh job would: root cannot drop_caches here, and need not.
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -18,6 +24,7 @@
 #include <vector>
 
 #include "ckpt/checkpoint.hpp"
+#include "ckpt/checksum.hpp"
 #include "core/errors.hpp"
 
 namespace {
@@ -101,6 +108,19 @@ Layout build(int layers, std::int64_t h, int r, int p) {
 
 double now() { return MPI_Wtime(); }
 
+double cpu_seconds() {
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);  // all threads of the process (the checksum helper too)
+    auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+    return sec(ru.ru_utime) + sec(ru.ru_stime);
+}
+
+double max_over_ranks(double v) {
+    double m = 0;
+    MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return m;
+}
+
 void evict_from_page_cache(const std::string& file) {
     MPI_Comm node = MPI_COMM_NULL;
     int rank = 0, node_rank = 0;
@@ -137,7 +157,13 @@ int main(int argc, char** argv) {
                             : mode_name == "collective" ? IoMode::Collective : IoMode::Independent;
         Layout L = build(layers, hidden, r, p);
 
+        // One core's checksum of this rank's bytes (warm: right after filling them).
+        double checksum_s = now();
+        std::uint64_t sink = 0;
+        for (const auto& b : L.buffers) sink ^= checksum_bytes(0, b.data(), b.size());
+        checksum_s = max_over_ranks(now() - checksum_s + (sink == 42 ? 1e-12 : 0.0));
         MPI_Barrier(MPI_COMM_WORLD);
+        const double cpu0 = cpu_seconds();
         double t0 = now(), commit_s = 0;
         {
             WriterOptions wo;
@@ -151,6 +177,7 @@ int main(int argc, char** argv) {
         }
         MPI_Barrier(MPI_COMM_WORLD);
         const double save_s = now() - t0;
+        const double save_cpu_s = max_over_ranks(cpu_seconds() - cpu0);
         const std::string file = checkpoint_file(dir, 1).string();
 
         double load_s[2];
@@ -174,9 +201,27 @@ int main(int argc, char** argv) {
                     GPT_REQUIRE(L.buffers[i][1] == static_cast<unsigned char>(131 + r), DataError,
                                 "bench: tensor ", L.in[i].name, " did not load back");
         }
+        // The same save through the asynchronous saver, as gpt_pretrain --async-save does.
+        double stall_s = 0, async_s = 0;
+        {
+            SaverOptions so;
+            so.async = true;
+            so.writer.io_mode = mode;
+            CheckpointSaver saver(MPI_COMM_WORLD, dir, so);
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = now();
+            CheckpointWriter& w = saver.begin(2);
+            w.write(L.out);
+            saver.commit(nullptr);  // L outlives the save
+            stall_s = max_over_ranks(now() - t0);
+            while (!saver.poll()) ::usleep(1000);
+            async_s = now() - t0;
+        }
         if (r == 0)
-            std::printf("RESULT mode=%s ranks=%d bytes=%lld tensors=%zu save_s=%.3f load_s=%.3f load_noverify_s=%.3f commit_s=%.3f\n", mode_name.c_str(), p,
-                        static_cast<long long>(L.file_bytes), L.out.size(), save_s, load_s[1], load_s[0], commit_s);
+            std::printf("RESULT mode=%s ranks=%d bytes=%lld tensors=%zu save_s=%.3f load_s=%.3f load_noverify_s=%.3f "
+                        "commit_s=%.3f save_cpu_s=%.3f checksum_s=%.3f async_stall_s=%.3f async_total_s=%.3f\n",
+                        mode_name.c_str(), p, static_cast<long long>(L.file_bytes), L.out.size(), save_s, load_s[1],
+                        load_s[0], commit_s, save_cpu_s, checksum_s, stall_s, async_s);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "ckpt_bench rank %d: %s\n", r, e.what());
         MPI_Abort(MPI_COMM_WORLD, 1);

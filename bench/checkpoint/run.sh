@@ -55,8 +55,8 @@ dd_streams() {
     awk -v b=$bytes -v s="$t0" -v e="$t1" 'BEGIN { printf "%.0f", b / (e - s) / 1e6 }'
 }
 
-printf "%-6s %6s %8s %10s %6s %10s %6s %11s %6s %13s\n" ranks GB "save s" "save MB/s" "%raw" "load MB/s" "%raw" \
-    "load* MB/s" "%raw" "dd N-stream W"
+printf "%-6s %6s %8s %10s %6s %10s %6s %11s %6s %13s %7s %7s %8s %8s\n" ranks GB "save s" "save MB/s" "%raw" "load MB/s" "%raw" \
+    "load* MB/s" "%raw" "dd N-stream W" "cpu s" "cksum%" "stall s" "async s"
 declare -A results
 for n in 1 2 4; do
     rm -rf "$scratch/ckpt"
@@ -65,10 +65,15 @@ for n in 1 2 4; do
     s=$(sed 's/.*save_s=\([0-9.]*\).*/\1/' <<< "$line")
     l=$(sed 's/.*load_s=\([0-9.]*\).*/\1/' <<< "$line")
     lf=$(sed 's/.*load_noverify_s=\([0-9.]*\).*/\1/' <<< "$line")
+    cpu=$(sed 's/.*save_cpu_s=\([0-9.]*\).*/\1/' <<< "$line")
+    ck=$(sed 's/.*checksum_s=\([0-9.]*\).*/\1/' <<< "$line")
+    st=$(sed 's/.*async_stall_s=\([0-9.]*\).*/\1/' <<< "$line")
+    at=$(sed 's/.*async_total_s=\([0-9.]*\).*/\1/' <<< "$line")
     sm=$(mbps "$b" "$s"); lm=$(mbps "$b" "$l"); lfm=$(mbps "$b" "$lf")
     results[$n]="$sm $lm $lfm"
-    printf "%-6s %6.2f %8s %10s %5s%% %10s %5s%% %11s %5s%% %13s\n" "$n" "$(awk -v b="$b" 'BEGIN{print b/1e9}')" "$s" \
-        "$sm" $((100 * sm / raw_w)) "$lm" $((100 * lm / raw_r)) "$lfm" $((100 * lfm / raw_r)) "$(dd_streams $n)"
+    printf "%-6s %6.2f %8s %10s %5s%% %10s %5s%% %11s %5s%% %13s %7s %6s%% %8s %8s\n" "$n" "$(awk -v b="$b" 'BEGIN{print b/1e9}')" "$s" \
+        "$sm" $((100 * sm / raw_w)) "$lm" $((100 * lm / raw_r)) "$lfm" $((100 * lfm / raw_r)) "$(dd_streams $n)" \
+        "$cpu" "$(awk -v c="$ck" -v s="$s" 'BEGIN { printf "%.1f", 100 * c / s }')" "$st" "$at"
 done
 rm -rf "$scratch/ckpt"
 # The disk's speed drifts (a shared VM disk): measure again and compare with the faster run.
@@ -89,4 +94,8 @@ echo "save:  CheckpointWriter created -> commit() returned (data, checksums, clo
 echo "load:  CheckpointReader opened (structure checks) + read() of every rank's slices, checksums verified."
 echo "load*: the same with ReaderOptions::verify_checksums = false."
 echo "dd N-stream W: N dd writers into one file (each 1/N, conv=fsync): the disk with N concurrent writers."
+echo "cpu s: user+sys CPU seconds of the save (getrusage, all threads, slowest rank): robust to a loaded machine."
+echo "cksum%: one core's checksum of a rank's bytes (slowest rank) as a share of the save time."
+echo "stall s / async s: the same checkpoint saved with --async-save's writer (CheckpointSaver): time until"
+echo "  commit() returned (what training waits for) / until it was published while the caller polled each ms."
 echo "Load average now: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores (other jobs share this machine)."

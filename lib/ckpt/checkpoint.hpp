@@ -9,3 +9,5 @@
 #include "ckpt/load.hpp"
 #include "ckpt/selection.hpp"
 #include "ckpt/tensor_slice.hpp"
+#include "ckpt/checkpoint_saver.hpp"
+#include "ckpt/args_check.hpp"

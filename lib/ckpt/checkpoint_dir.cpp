@@ -48,14 +48,39 @@ std::optional<std::int64_t> read_tracker(const fs::path& root) {
         GPT_THROW(IoError, "cannot read checkpoint tracker ", p.string());
     }
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-    char* end = nullptr;
-    long long v = std::strtoll(text.c_str(), &end, 10);
-    GPT_REQUIRE(!text.empty() && *end == '\0' && v >= 0, DataError, "checkpoint tracker ", p.string(),
-                " holds '", text.substr(0, 40),
-                "', not an iteration number. HINT: write the iteration of a complete checkpoint into it,"
-                " or load one with --ckpt-step");
+    // Strict: decimal digits, then only blanks or line ends (write_tracker's "200\n",
+    // Megatron's "200", a user's echo). strtoll alone would read a file of NUL bytes (a
+    // crash on some file systems leaves one) as iteration 0, and "12abc" as 12.
+    std::string digits = text;
+    while (!digits.empty() && std::strchr(" \t\r\n", digits.back()) != nullptr && digits.back() != '\0')
+        digits.pop_back();
+    const bool ok = !digits.empty() && digits.size() <= 18 &&
+                    std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (!ok) {
+        std::string shown;  // printable, so NUL bytes or binary garbage show up as such
+        for (unsigned char ch : text.substr(0, 40)) {
+            if (ch >= 0x20 && ch < 0x7f) shown += static_cast<char>(ch);
+            else {
+                char buf[8];
+                std::snprintf(buf, sizeof buf, "\\x%02x", ch);
+                shown += buf;
+            }
+        }
+        GPT_THROW(DataError, "checkpoint tracker ", p.string(), " holds '", shown, "' (", text.size(),
+                  " bytes), not an iteration number. HINT: write the iteration of a complete checkpoint into"
+                  " it, load one with --ckpt-step, or pass --load-fallback (which loads the newest good one"
+                  " and rewrites the tracker)");
+    }
+    const std::int64_t v = std::stoll(digits);
     return v;
+}
+
+std::optional<std::int64_t> read_tracker_if_valid(const fs::path& root) {
+    try {
+        return read_tracker(root);
+    } catch (const Error&) {
+        return std::nullopt;
+    }
 }
 
 void fsync_path(const fs::path& p) {

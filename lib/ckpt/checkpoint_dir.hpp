@@ -25,6 +25,9 @@ fs::path temp_dir(const fs::path& root, std::int64_t iteration, const std::strin
 // The iteration the tracker names; nullopt when there is no tracker. Throws DataError when
 // the tracker exists but does not hold one non-negative integer.
 std::optional<std::int64_t> read_tracker(const fs::path& root);
+// The same, but nullopt also when the tracker is damaged or unreadable: for a saver, which
+// replaces it anyway.
+std::optional<std::int64_t> read_tracker_if_valid(const fs::path& root);
 // Replaces the tracker atomically: temp file, fsync, rename, fsync of the folder.
 void write_tracker(const fs::path& root, std::int64_t iteration);
 

@@ -30,6 +30,9 @@ struct CheckpointReader::Impl {
     AttributeMap attrs;
     std::int64_t iteration = 0;
     int world = 0;
+    // Per manifest entry: its checksum has been checked over the whole dataset (by read()
+    // or a full pass). verify_unread() checks the rest.
+    std::vector<char> verified;
 
     std::string where(const std::string& name) const { return "dataset '" + name + "' of checkpoint " + path; }
     const ManifestEntry& entry(const std::string& name) const {
@@ -85,8 +88,9 @@ void CheckpointReader::Impl::open_and_validate() {
     GPT_REQUIRE(meta.count("complete") && get_int("complete") == 1, DataError, "checkpoint ", path,
                 " is incomplete: the 'complete' marker was never written (the save was interrupted)");
     const std::int64_t version = get_int("format_version");
-    GPT_REQUIRE(version == kFormatVersion, DataError, "checkpoint ", path, " has format version ", version,
-                "; this build reads version ", kFormatVersion);
+    GPT_REQUIRE(version >= kOldestReadableVersion && version <= kFormatVersion, DataError, "checkpoint ", path,
+                " has format version ", version, "; this build reads versions ", kOldestReadableVersion, " to ",
+                kFormatVersion, version > kFormatVersion ? " (it was written by a newer build)" : "");
     iteration = get_int("iteration");
     world = static_cast<int>(get_int("world_size"));
 
@@ -131,6 +135,15 @@ void CheckpointReader::Impl::open_and_validate() {
     }
     h5::Handle root(h5::check<DataError>(H5Gopen2(file.get(), "/", H5P_DEFAULT), "opening / of " + path), H5Gclose);
     attrs = h5::read_attributes(root.get(), "/ of checkpoint " + path);
+    if (version >= 2) {
+        const std::int64_t stored = get_int("attributes_checksum");
+        const std::int64_t found = static_cast<std::int64_t>(attributes_checksum(attrs, iteration, world));
+        GPT_REQUIRE(found == stored, DataError, "checkpoint ", path,
+                    " is damaged: its attributes (iteration, consumed samples, scheduler and loss-scaler state, "
+                    "config) do not match /_checkpoint/attributes_checksum (stored ",
+                    hex(static_cast<std::uint64_t>(stored)), ", found ", hex(static_cast<std::uint64_t>(found)), ")");
+    }
+    verified.assign(manifest.size(), 0);
 }
 
 h5::Handle CheckpointReader::Impl::open_dataset(const ManifestEntry& e) {
@@ -194,6 +207,7 @@ void CheckpointReader::Impl::verify_entries(const std::vector<std::size_t>& whic
     }
     GPT_REQUIRE(nbad == 0, DataError, "checkpoint ", path, " is damaged: checksum mismatch in ", nbad,
                 " dataset(s): ", bad);
+    for (std::size_t k : which) verified[k] = 1;
 }
 
 CheckpointReader::CheckpointReader(MPI_Comm comm, const std::string& file, const ReaderOptions& options)
@@ -400,8 +414,17 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
     for (std::size_t i = 0; i < slices.size(); ++i) {
         const ManifestEntry& e = s.entry(slices[i].name);
         if (covered[i] != num_elements(e.shape) || sums[i] != e.checksum) recheck.push_back(s.index.at(e.name));
+        else s.verified[s.index.at(e.name)] = 1;
     }
     if (!recheck.empty()) collectively(s.comm, [&] { s.verify_entries(recheck); });
+}
+
+void CheckpointReader::verify_unread() {
+    Impl& s = *impl_;
+    std::vector<std::size_t> rest;
+    for (std::size_t i = 0; i < s.manifest.size(); ++i)
+        if (!s.verified[i]) rest.push_back(i);
+    if (!rest.empty()) collectively(s.comm, [&] { s.verify_entries(rest); });
 }
 
 void CheckpointReader::verify_all() {

@@ -75,6 +75,10 @@ public:
     // Collective. Checks the checksum of every dataset (one pass over the file, each rank
     // reading 1/N). Throws DataError naming the damaged datasets.
     void verify_all();
+    // Collective. Checks every dataset whose checksum no read()/verify_all() has checked yet
+    // (e.g. the half-precision weights of a distributed-optimizer checkpoint, when the run
+    // sets its parameters from the fp32 main params): each rank reads and sums 1/N of each.
+    void verify_unread();
 
     bool has_rank_blob(const std::string& name) const;
     // Collective: each rank receives the blob that rank `source_rank` saved.

@@ -1,6 +1,10 @@
 #include "ckpt/checkpoint_writer.hpp"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdlib>
+#include <deque>
 #include <exception>
 #include <random>
 #include <set>
@@ -10,8 +14,10 @@
 
 #include "ckpt/checkpoint_dir.hpp"
 #include "ckpt/checksum.hpp"
+#include "ckpt/checksum_worker.hpp"
 #include "ckpt/collective.hpp"
 #include "ckpt/dataset_io.hpp"
+#include "ckpt/direct_writes.hpp"
 #include "ckpt/format.hpp"
 #include "ckpt/h5_util.hpp"
 #include "ckpt/manifest.hpp"
@@ -28,11 +34,19 @@ struct CheckpointWriter::Impl {
     WriterOptions opts;
     bool strided_collective = true;  // Auto: collective I/O for strided tensors
     h5::Handle file, dxpl_collective, dxpl_independent;
-    std::unique_ptr<EarlyWriteback> writeback;
     AttributeMap attrs;
     std::vector<ManifestEntry> manifest;
+    std::vector<std::uint64_t> local_sums;  // this rank's partial checksum per manifest entry
     std::set<std::string> names;
     bool committed = false;
+    int keep_last = 0;
+    // The independent pieces: written at the end of each write() call, or with
+    // options.background by a helper thread that commit_in_background() starts.
+    std::unique_ptr<DirectWrites> direct;
+    std::deque<std::vector<unsigned char>> owned;  // copies of small buffers (blob offsets)
+    std::jthread background;                        // runs direct->run(); joined by finish_commit()
+    std::atomic<bool> background_done{false};
+    std::exception_ptr background_error;
 
     std::string where(const std::string& dataset) const {
         return "dataset '" + dataset + "' of " + file_path;
@@ -46,12 +60,13 @@ struct CheckpointWriter::Impl {
         const void* data;
         bool collective;  // the same on every rank
     };
-    // Collective: creates every dataset, writes this rank's selections and returns the
-    // partial checksums of what it wrote. Three phases keep synchronisation off the data
-    // path: all creates (metadata, collective), the collective-I/O tensors, then each rank
-    // streams its independent pieces without waiting for anyone, and the ranks agree on
-    // errors once at the end.
-    std::vector<std::uint64_t> write_batch(const std::vector<Item>& items);
+    // Collective: creates every dataset (adding its manifest entry, checksum to come) and
+    // writes this rank's selections, adding their partial checksums to local_sums. Phases
+    // keep synchronisation off the data path: all creates (metadata, collective), the
+    // collective-I/O tensors, then each rank streams its independent pieces (DirectWrites)
+    // without waiting for anyone (or queues them, in background mode), and the ranks agree
+    // on errors once at the end.
+    void write_batch(const std::vector<Item>& items);
     hid_t dxpl(bool collective) const {
         return collective ? dxpl_collective.get() : dxpl_independent.get();
     }
@@ -88,17 +103,6 @@ MPI_Info writer_hints(MPI_Info user) {
     return info;
 }
 
-// [first, end) of the bytes that `sel` picks from a tensor stored row-major.
-std::pair<std::uint64_t, std::uint64_t> byte_span(const Shape& global, const Selection& sel, std::size_t esize) {
-    std::int64_t first = -1, end = 0;
-    for (const Box& b : sel.boxes(global))
-        for_each_run(global, b, [&](std::int64_t start, std::int64_t len) {
-            if (first < 0) first = start;
-            end = start + len;  // runs come in row-major order
-        });
-    if (first < 0) return {0, 0};
-    return {static_cast<std::uint64_t>(first) * esize, static_cast<std::uint64_t>(end) * esize};
-}
 }  // namespace
 
 CheckpointWriter::CheckpointWriter(MPI_Comm comm, const std::string& save_dir, std::int64_t iteration,
@@ -156,7 +160,7 @@ CheckpointWriter::CheckpointWriter(MPI_Comm comm, const std::string& save_dir, s
         h5::check_status(H5Pset_dxpl_mpio(s.dxpl_collective.get(), H5FD_MPIO_COLLECTIVE), "H5Pset_dxpl_mpio");
         s.dxpl_independent = h5::make_plist(H5P_DATASET_XFER);
         h5::check_status(H5Pset_dxpl_mpio(s.dxpl_independent.get(), H5FD_MPIO_INDEPENDENT), "H5Pset_dxpl_mpio");
-        s.writeback = std::make_unique<EarlyWriteback>(s.file_path);
+        s.direct = std::make_unique<DirectWrites>(s.file_path);
         h5::Handle g(h5::check(H5Gcreate2(s.file.get(), kReservedGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                                "creating group /_checkpoint in " + s.file_path),
                      H5Gclose);
@@ -165,6 +169,12 @@ CheckpointWriter::CheckpointWriter(MPI_Comm comm, const std::string& save_dir, s
 
 CheckpointWriter::~CheckpointWriter() {
     if (!impl_) return;
+    // A background save still running (the job is ending on an error): stop it between two
+    // pieces and wait, so that no thread writes from buffers about to be freed.
+    if (impl_->background.joinable()) {
+        impl_->background.request_stop();
+        impl_->background.join();
+    }
     // Closing the file and freeing the communicator are collective. While an exception is
     // unwinding, this rank may be the only one here (the app is about to abort the job), so
     // skip them rather than hang; otherwise every rank abandons the save together.
@@ -184,7 +194,7 @@ void CheckpointWriter::set_attribute(const std::string& name, AttributeValue val
     impl_->attrs[name] = std::move(value);
 }
 
-std::vector<std::uint64_t> CheckpointWriter::Impl::write_batch(const std::vector<Item>& items) {
+void CheckpointWriter::Impl::write_batch(const std::vector<Item>& items) {
     std::vector<h5::Handle> dsets(items.size());
     std::vector<h5::Handle> ftypes(items.size());
     collectively(comm, [&] {
@@ -207,79 +217,64 @@ std::vector<std::uint64_t> CheckpointWriter::Impl::write_batch(const std::vector
             h5::write_attribute(dsets[i].get(), "dtype", std::string(h5::stored_name(it.type)), what);
         }
     });
-    std::vector<std::uint64_t> partial(items.size(), 0);
-    auto write_one = [&](std::size_t i) {
-        const Item& it = items[i];
-        const std::string what = where(it.name);
-        const std::size_t esize = h5::stored_size(it.type);
-        const haddr_t base = H5Dget_offset(dsets[i].get());  // contiguous, allocated at creation
-        // Collective writes go whole (every rank must make the same calls) and are checksummed
-        // here; independent ones go in 4 MiB pieces, each handed to the kernel's write-back
-        // as soon as it is written.
-        auto io = [&](const Selection& piece, std::size_t mem_offset) {
-            const auto* bytes = static_cast<const unsigned char*>(it.data) + mem_offset;
-            h5::Handle fsel = file_selection(it.shape, piece, what);
-            const std::int64_t n = piece.num_elements(it.shape);
-            h5::Handle msel = memory_selection(n, what);
-            if (n > 0 && it.collective)
-                partial[i] = checksum_add(partial[i], checksum_selection(it.shape, piece, esize, bytes));
-            static const unsigned char dummy = 0;  // HDF5 wants a buffer even for an empty selection
-            // Memory type == file type: no conversion, which would turn collective I/O independent.
-            h5::check_status(H5Dwrite(dsets[i].get(), ftypes[i].get(), msel.get(), fsel.get(), dxpl(it.collective),
-                                      n > 0 ? static_cast<const void*>(bytes) : &dummy),
-                             "writing " + what);
-            // A strided piece starts its whole extent, the pages of other ranks inside it too.
-            if (writeback && n > 0 && !it.collective && base != HADDR_UNDEF) {
-                const auto [first, end] = byte_span(it.shape, piece, esize);
-                writeback->start(base + first, end - first);
-            }
-        };
-        if (it.collective) io(it.sel, 0);
-        else for_each_piece(it.shape, it.sel, esize, io);
-    };
-    // The independent selections are checksummed on a helper thread while this thread writes
-    // them: the data does not change during the save, and the checksum (0.18 s/GB) no longer
-    // adds to the write time where a core is free (1 rank: save 1.16 s -> 0.92 s). It only
-    // reads the caller's buffers and touches no MPI or HDF5. Without a thread, it runs inline.
-    std::exception_ptr err, sum_err;
-    auto sum_independent = [&](std::stop_token stop) {
-        try {
-            for (std::size_t i = 0; i < items.size() && !stop.stop_requested(); ++i) {
-                const Item& it = items[i];
-                if (!it.collective && it.sel.num_elements(it.shape) > 0)
-                    partial[i] = checksum_selection(it.shape, it.sel, h5::stored_size(it.type), it.data);
-            }
-        } catch (...) {
-            sum_err = std::current_exception();
+    const std::size_t first_entry = manifest.size();
+    for (const Item& it : items) manifest.push_back({it.name, it.type, it.shape, 0});
+    local_sums.resize(manifest.size(), 0);
+    std::exception_ptr err;
+    try {
+        // Collective tensors go through HDF5's two-phase I/O, whole (every rank must make
+        // the same calls), checksummed here.
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            const Item& it = items[i];
+            if (!it.collective) continue;
+            collectively(comm, [&] {
+                const std::string what = where(it.name);
+                const std::size_t esize = h5::stored_size(it.type);
+                h5::Handle fsel = file_selection(it.shape, it.sel, what);
+                const std::int64_t n = it.sel.num_elements(it.shape);
+                h5::Handle msel = memory_selection(n, what);
+                if (n > 0)
+                    local_sums[first_entry + i] = checksum_add(
+                        local_sums[first_entry + i], checksum_selection(it.shape, it.sel, esize, it.data));
+                static const unsigned char dummy = 0;  // HDF5 wants a buffer even for an empty selection
+                // Memory type == file type: no conversion, which would turn collective I/O independent.
+                h5::check_status(H5Dwrite(dsets[i].get(), ftypes[i].get(), msel.get(), fsel.get(), dxpl(true),
+                                          n > 0 ? it.data : &dummy),
+                                 "writing " + what);
+            });
         }
-    };
-    {
-        std::jthread summer;  // its destructor stops and joins it when a collective write throws
-        try {
-            summer = std::jthread(sum_independent);
-        } catch (const std::system_error&) {
-            sum_independent(std::stop_token{});
+        // The others: this rank's runs at the dataset's file offset (contiguous, allocated
+        // at creation), in the tensor's row-major order, which is also the packed order.
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            const Item& it = items[i];
+            if (it.collective || it.sel.num_elements(it.shape) == 0) continue;
+            const std::size_t esize = h5::stored_size(it.type);
+            const haddr_t base = H5Dget_offset(dsets[i].get());
+            GPT_REQUIRE(base != HADDR_UNDEF, IoError, "HDF5 allocated no contiguous storage for ", where(it.name));
+            const auto* bytes = static_cast<const unsigned char*>(it.data);
+            for (const Box& b : it.sel.boxes(it.shape))
+                for_each_run(it.shape, b, [&](std::int64_t start, std::int64_t len) {
+                    const std::uint64_t off = static_cast<std::uint64_t>(start) * esize;
+                    const std::size_t n = static_cast<std::size_t>(len) * esize;
+                    direct->add(first_entry + i, base + off, off, bytes, n);
+                    bytes += n;
+                });
         }
-        for (std::size_t i = 0; i < items.size(); ++i)
-            if (items[i].collective) collectively(comm, [&] { write_one(i); });
-        try {
-            for (std::size_t i = 0; i < items.size(); ++i)
-                if (!items[i].collective) write_one(i);
-            if (writeback) writeback->flush();
-        } catch (...) {
-            err = std::current_exception();
-            summer.request_stop();  // its sums are not needed any more
+        // Synchronous: written now, while the caller's buffers are valid; a helper thread
+        // checksums each piece while this one writes the next.
+        if (!opts.background) {
+            ChecksumWorker worker;
+            direct->run(local_sums, false, {}, &worker);
+            worker.finish();
         }
-        // Not left to the destructor, which requests a stop first and would cut the sums short.
-        if (summer.joinable()) summer.join();
+    } catch (...) {
+        err = std::current_exception();
     }
-    if (!err) err = sum_err;
     agree_on_error(comm, err);
     collectively(comm, [&] {
         for (std::size_t i = 0; i < items.size(); ++i)
             h5::check_status(dsets[i].close(), "closing " + where(items[i].name));
     });
-    return partial;
 }
 
 void CheckpointWriter::write(const std::vector<TensorSlice>& slices) {
@@ -319,16 +314,13 @@ void CheckpointWriter::write(const std::vector<TensorSlice>& slices) {
     std::vector<Impl::Item> items;
     for (std::size_t i = 0; i < slices.size(); ++i) {
         const TensorSlice& t = slices[i];
-        const bool collective = s.opts.io_mode == IoMode::Collective ||
-                                (s.strided_collective && any_strided[i]);
+        // A background save keeps MPI and HDF5 off its thread: no collective data I/O.
+        const bool collective = !s.opts.background && (s.opts.io_mode == IoMode::Collective ||
+                                                       (s.strided_collective && any_strided[i]));
         items.push_back({t.name, stored_type(t.dtype), t.global_shape, t.selection, t.data, collective});
     }
-    const std::vector<std::uint64_t> partial = s.write_batch(items);
-    const std::vector<std::uint64_t> sum = allreduce_checksums(s.comm, partial);
-    for (std::size_t i = 0; i < slices.size(); ++i) {
-        s.names.insert(slices[i].name);
-        s.manifest.push_back({slices[i].name, stored_type(slices[i].dtype), slices[i].global_shape, sum[i]});
-    }
+    s.write_batch(items);
+    for (const TensorSlice& t : slices) s.names.insert(t.name);
 }
 
 void CheckpointWriter::write_rank_blob(const std::string& name, const void* data, std::size_t bytes) {
@@ -348,18 +340,25 @@ void CheckpointWriter::write_rank_blob(const std::string& name, const void* data
     GPT_REQUIRE(offsets[s.size] > 0, InternalError, "rank blob '", name, "': every rank passed 0 bytes");
 
     const Shape data_shape{offsets[s.size]}, offsets_shape{s.size + 1};
-    const bool collective = s.opts.io_mode == IoMode::Collective;
-    const std::vector<std::uint64_t> partial = s.write_batch(
-        {{base + "/bytes", h5::Stored::U8, data_shape, Selection::flat(offsets[s.rank], mine), data, collective},
+    const bool collective = !s.opts.background && s.opts.io_mode == IoMode::Collective;
+    // Small: copied, so that a background save does not depend on the caller's buffer.
+    const auto* p = static_cast<const unsigned char*>(data);
+    s.owned.emplace_back(p, p + bytes);
+    const auto* off_bytes = reinterpret_cast<const unsigned char*>(offsets.data());
+    s.owned.emplace_back(off_bytes, off_bytes + offsets.size() * sizeof(std::int64_t));
+    const void* own_data = s.owned[s.owned.size() - 2].data();
+    const void* own_offsets = s.owned.back().data();
+    s.write_batch(
+        {{base + "/bytes", h5::Stored::U8, data_shape, Selection::flat(offsets[s.rank], mine), own_data, collective},
          {base + "/offsets", h5::Stored::I64, offsets_shape, s.rank == 0 ? Selection::all() : Selection::none(),
-          offsets.data(), collective}});
-    const std::vector<std::uint64_t> sum = allreduce_checksums(s.comm, partial);
+          own_offsets, collective}});
     s.names.insert(base);
-    s.manifest.push_back({base + "/bytes", h5::Stored::U8, data_shape, sum[0]});
-    s.manifest.push_back({base + "/offsets", h5::Stored::I64, offsets_shape, sum[1]});
 }
 
 void CheckpointWriter::Impl::finish_file() {
+    // One reduction for every dataset: the partial checksums of all ranks add up.
+    const std::vector<std::uint64_t> sums = allreduce_checksums(comm, local_sums);
+    for (std::size_t i = 0; i < manifest.size(); ++i) manifest[i].checksum = sums[i];
     // Root attributes come from rank 0 so that the collective attribute writes agree.
     const AttributeMap stored = decode_attributes(broadcast_string(comm, encode_attributes(attrs), 0));
     const std::string text = encode_manifest(manifest);
@@ -390,20 +389,75 @@ void CheckpointWriter::Impl::finish_file() {
         h5::write_attribute(group.get(), "world_size", std::int64_t{size}, file_path);
         h5::write_attribute(group.get(), "manifest_checksum",
                             static_cast<std::int64_t>(fnv1a(text.data(), text.size())), file_path);
+        h5::write_attribute(group.get(), "attributes_checksum",
+                            static_cast<std::int64_t>(attributes_checksum(stored, iteration, size)), file_path);
         // Last: a reader accepts only a file that reached this line.
         h5::write_attribute(group.get(), "complete", std::int64_t{1}, file_path);
     });
 }
 
 CommitResult CheckpointWriter::commit(int keep_last) {
+    commit_in_background(keep_last);
+    return finish_commit();
+}
+
+void CheckpointWriter::commit_in_background(int keep_last) {
     Impl& s = *impl_;
-    GPT_REQUIRE(!s.committed, InternalError, "CheckpointWriter::commit called twice");
-    s.finish_file();
-    collectively(s.comm, [&] { h5::check_status(s.file.close(), "closing checkpoint file " + s.file_path); });
+    GPT_REQUIRE(!s.committed && !s.background.joinable(), InternalError, "CheckpointWriter committed twice");
+    s.keep_last = keep_last;
+    s.background_done = false;
+    s.background_error = nullptr;
+    if (!s.opts.background || s.direct->empty()) {  // nothing left to write
+        s.background_done = true;
+        return;
+    }
+    auto body = [&s](std::stop_token stop) {
+        try {
+            // durable: this rank's part is on disk before finish_commit() publishes anything.
+            s.direct->run(s.local_sums, true, stop);
+        } catch (...) {
+            s.background_error = std::current_exception();
+        }
+        s.background_done = true;  // after background_error: read once this is seen
+    };
+    try {
+        s.background = std::jthread(body);
+    } catch (const std::system_error&) {
+        body(std::stop_token{});  // no thread: write now
+    }
+}
+
+bool CheckpointWriter::background_finished() {
+    Impl& s = *impl_;
+    const int mine = s.background_done ? 1 : 0;
+    int all = 0;
+    allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, s.comm);
+    return all == 1;
+}
+
+CommitResult CheckpointWriter::finish_commit() {
+    Impl& s = *impl_;
+    GPT_REQUIRE(!s.committed, InternalError, "CheckpointWriter::finish_commit called twice");
+    if (s.background.joinable()) s.background.join();
+    try {
+        agree_on_error(s.comm, s.background_error);
+        s.finish_file();
+        collectively(s.comm, [&] { h5::check_status(s.file.close(), "closing checkpoint file " + s.file_path); });
+    } catch (...) {
+        // Every rank is here (each step above agrees on its errors). Abandon the file: its
+        // data is useless now, and truncating it first gives HDF5's metadata flush room on a
+        // full disk, so that the close succeeds. (A failed H5Fclose leaves the file half
+        // closed, and HDF5 crashed closing it again at MPI_Finalize.)
+        collectively(s.comm, [&] {
+            if (s.rank == 0) (void)::truncate(s.file_path.c_str(), 0);
+        });
+        s.file.close();
+        s.committed = true;  // nothing left for the destructor to close
+        throw;
+    }
     // Every node flushes what its ranks wrote before the folder becomes visible: after a
     // crash the renamed folder must never hold a file whose data is still in page caches.
-    // (EarlyWriteback has started most of it already; this waits for it and the rest.)
-    s.writeback.reset();
+    // (The data's write-back started as it was written; this waits for it and the metadata.)
     collectively(s.comm, [&] {
         if (s.node_rank == 0) fsync_path(s.file_path);
     });
@@ -415,10 +469,12 @@ CommitResult CheckpointWriter::commit(int keep_last) {
         publish_dir(s.tmp, s.final_dir);
         write_tracker(s.root, s.iteration);  // only now does --load see the new checkpoint
         remove_stale_temp_dirs(s.root, s.final_dir);
-        result.removed = apply_retention(s.root, s.iteration, keep_last);
+        result.removed = apply_retention(s.root, s.iteration, s.keep_last);
     });
     s.committed = true;
     return result;
 }
+
+std::int64_t CheckpointWriter::iteration() const { return impl_->iteration; }
 
 }  // namespace gpt::ckpt

@@ -25,6 +25,12 @@ struct WriterOptions {
     std::uint64_t alignment = 1u << 20;
     std::uint64_t alignment_threshold = 1u << 20;
     MPI_Info info = MPI_INFO_NULL;  // MPI-IO hints (striping, cb_nodes, ...)
+    // --async-save: write() only creates the datasets and records this rank's pieces;
+    // commit_in_background() writes them on a helper thread (no MPI, no HDF5 there), and
+    // finish_commit() publishes. The buffers given to write() must then stay valid and
+    // unchanged until finish_commit() returns (or the writer is destroyed). No collective
+    // data I/O in this mode: every piece is written independently.
+    bool background = false;
 };
 
 struct CommitResult {
@@ -58,8 +64,25 @@ public:
     void write_rank_blob(const std::string& name, const void* data, std::size_t bytes);
 
     // Collective. Finishes the file and publishes it; keep_last > 0 then removes older
-    // checkpoints beyond the newest keep_last.
+    // checkpoints beyond the newest keep_last. The same as commit_in_background() followed
+    // by finish_commit().
     CommitResult commit(int keep_last = 0);
+
+    // Not collective. With options.background, starts writing this rank's pieces on a
+    // helper thread (checksums, write-back, fdatasync) and returns at once; otherwise the
+    // data is written already and this only records keep_last.
+    void commit_in_background(int keep_last = 0);
+    // Collective and cheap (one small allreduce): true when every rank's background part
+    // has ended, successfully or not, so that finish_commit() will not wait.
+    bool background_finished();
+    // Collective. Waits for this rank's background part; if any rank's failed, throws that
+    // error (the lowest failing rank's) on every rank and publishes nothing. Otherwise
+    // writes the manifest (checksums summed over the ranks) and attributes, closes, fsyncs
+    // and publishes as commit() does: the tracker changes only once every rank's part is
+    // on disk.
+    CommitResult finish_commit();
+
+    std::int64_t iteration() const;
 
     const std::string& temp_file() const;
 

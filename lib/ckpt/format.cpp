@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "ckpt/collective.hpp"
 #include "ckpt/manifest.hpp"
 #include "core/errors.hpp"
 
@@ -88,6 +89,15 @@ AttributeMap decode_attributes(const std::string& bytes) {
         }
     }
     return out;
+}
+
+std::uint64_t attributes_checksum(const AttributeMap& root, std::int64_t iteration, std::int64_t world_size) {
+    // '/' cannot start a root attribute's name, so these keys never collide with the trainer's.
+    AttributeMap all = root;
+    all["/_checkpoint/iteration"] = iteration;
+    all["/_checkpoint/world_size"] = world_size;
+    const std::string bytes = encode_attributes(all);
+    return fnv1a(bytes.data(), bytes.size());
 }
 
 }  // namespace gpt::ckpt

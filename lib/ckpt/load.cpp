@@ -19,7 +19,9 @@ std::string list_text(const std::vector<std::int64_t>& its) {
 }
 
 // Rank 0 decides from the file system; the others receive the list. Empty: fresh start.
-std::vector<std::int64_t> candidates(const LoadRequest& req, std::vector<std::string>& notes) {
+// `tracked`: what the tracker names, -1 when it is absent or damaged (step < 0 only).
+std::vector<std::int64_t> candidates(const LoadRequest& req, std::vector<std::string>& notes,
+                                     std::int64_t& tracked_out) {
     const fs::path root(req.dir);
     // Megatron's habit: --load and --save name the same folder, which the first run has not
     // created yet. No folder is a fresh start, like an empty one.
@@ -44,6 +46,7 @@ std::vector<std::int64_t> candidates(const LoadRequest& req, std::vector<std::st
         }
         if (tracked) {
             first = *tracked;
+            tracked_out = *tracked;
         } else if (committed.empty()) {
             return {};
         } else if (notes.empty()) {  // tracker absent, not damaged
@@ -61,6 +64,22 @@ std::vector<std::int64_t> candidates(const LoadRequest& req, std::vector<std::st
     return out;
 }
 
+// --load-fallback loaded `loaded` although the tracker is damaged, absent or names a
+// checkpoint that failed: name the loaded one, so that the next save's "already the
+// latest?" check and the next requeue see what this run really continues from (a
+// garbage tracker used to fail the first save of every requeue). Best effort: a read-only
+// --load folder keeps its tracker, and the message says so.
+std::string repair_tracker(const std::string& dir, std::int64_t loaded) {
+    try {
+        write_tracker(dir, loaded);
+        return "--load-fallback: rewrote " + (fs::path(dir) / kTrackerFile).string() + " to name iteration " +
+               std::to_string(loaded) + ", the checkpoint loaded";
+    } catch (const Error& e) {
+        return std::string("--load-fallback: could not rewrite the tracker to name iteration ") +
+               std::to_string(loaded) + ": " + e.what();
+    }
+}
+
 }  // namespace
 
 LoadResult load_checkpoint(MPI_Comm comm, const LoadRequest& request,
@@ -69,8 +88,9 @@ LoadResult load_checkpoint(MPI_Comm comm, const LoadRequest& request,
     MPI_Comm_rank(comm, &rank);
     LoadResult result;
     std::vector<std::int64_t> list;
+    std::int64_t tracked = -1;
     collectively(comm, [&] {
-        if (rank == 0) list = candidates(request, result.rejected);
+        if (rank == 0) list = candidates(request, result.rejected, tracked);
     });
     std::uint64_t n = list.size();
     MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm);
@@ -87,6 +107,8 @@ LoadResult load_checkpoint(MPI_Comm comm, const LoadRequest& request,
         try {
             reader = std::make_unique<CheckpointReader>(comm, file, request.reader);
             collectively(comm, [&] { load_fn(*reader); });
+            // Everything written is verified, not only what this layout read.
+            if (request.reader.verify_checksums) reader->verify_unread();
         } catch (const DataError& e) {
             if (!request.fallback) throw;
             rejected = e.what();
@@ -97,6 +119,8 @@ LoadResult load_checkpoint(MPI_Comm comm, const LoadRequest& request,
         if (rejected.empty()) {
             result.iteration = list[i];
             result.file = file;
+            if (rank == 0 && request.fallback && request.step < 0 && tracked != list[i])
+                result.notes.push_back(repair_tracker(request.dir, list[i]));
             return result;
         }
         result.rejected.push_back(std::move(rejected));

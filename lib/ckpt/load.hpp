@@ -29,6 +29,9 @@ struct LoadResult {
     std::string file;
     // One line per checkpoint tried and rejected before the loaded one (for the log).
     std::vector<std::string> rejected;
+    // Rank 0 only: what --load-fallback did to the tracker (rewrote it to name the loaded
+    // checkpoint, or could not), for the log.
+    std::vector<std::string> notes;
 };
 
 // Collective. Candidates, newest first: the requested step (or the tracker's iteration),
@@ -36,6 +39,9 @@ struct LoadResult {
 // handed to load_fn, which reads what the trainer needs. A candidate that fails (DataError
 // or IoError, from validation or from load_fn) ends the load with that error, or with
 // fallback moves on to the next older one; load_fn must then set all state it owns again.
+// After load_fn, every dataset that no rank read through read() is verified too (each
+// rank checksums 1/N of it), so damage anywhere in the file rejects it. With fallback,
+// a loaded checkpoint that the tracker does not name becomes the tracker's (see notes).
 LoadResult load_checkpoint(MPI_Comm comm, const LoadRequest& request,
                            const std::function<void(CheckpointReader&)>& load_fn);
 

@@ -115,6 +115,7 @@ struct CheckpointConfig {
     std::int64_t ckpt_step = -1;   // -1: latest
     bool load_fallback = false;
     int keep_last = 0;             // 0: keep all
+    bool async_save = false;       // write checkpoints on a helper thread while training goes on
 };
 
 struct LoggingConfig {

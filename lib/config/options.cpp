@@ -173,6 +173,7 @@ private:
         add(ck, "ckpt-step", &C::checkpoint, &CheckpointConfig::ckpt_step, "load this iteration instead of the latest (-1: latest)");
         add(ck, "load-fallback", &C::checkpoint, &CheckpointConfig::load_fallback, "fall back to the previous good checkpoint when the latest is damaged");
         add(ck, "keep-last", &C::checkpoint, &CheckpointConfig::keep_last, "keep only the newest N checkpoints (0: all)");
+        add(ck, "async-save", &C::checkpoint, &CheckpointConfig::async_save, "write checkpoints in the background while training continues");
         groups.emplace_back("checkpointing", ck);
 
         po::options_description lg("logging");

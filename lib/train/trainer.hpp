@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "ckpt/checkpoint_saver.hpp"
 #include "config/config.hpp"
 #include "dist/process_groups.hpp"
 #include "model/gpt_model.hpp"
@@ -96,6 +97,7 @@ private:
     // After each iteration: saves on --save-interval or before an exit; true: stop now.
     bool end_of_iteration(ExitConditions& exits);
     void save_at_end();  // after the last iteration, unless just saved
+    void open_saver();   // with --save: the saver, which locks the folder (collective)
 
     Config cfg_;
     dist::ProcessGroups& groups_;
@@ -119,6 +121,7 @@ private:
     std::int64_t total_skipped_ = 0;
     std::int64_t consumed_valid_samples_ = 0;  // validation data position (checkpointed)
     std::int64_t last_saved_iteration_ = -1;
+    std::unique_ptr<ckpt::CheckpointSaver> saver_;  // with --save; owns a save in flight
     // The current logging interval.
     double interval_loss_ = 0.0, interval_ms_ = 0.0;
     std::int64_t interval_applied_ = 0, interval_iters_ = 0, interval_skipped_ = 0,

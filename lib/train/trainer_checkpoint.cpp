@@ -83,7 +83,7 @@ void Trainer::save_checkpoint() {
     GPT_REQUIRE(!dir.empty(), InternalError, "save_checkpoint without --save");
     // A run resumed from DIR that stops at once would write the same iteration again.
     std::int64_t latest = -1;
-    if (groups_.rank() == 0) latest = ckpt::read_tracker(dir).value_or(-1);
+    if (groups_.rank() == 0) latest = ckpt::read_tracker_if_valid(dir).value_or(-1);
     groups_.world().broadcast(&latest, 1, dist::CommType::I64, 0);
     if (latest == iteration_) {
         GPT_LOG(info) << "checkpoint at iteration " << iteration_ << " is already the latest in "
@@ -92,18 +92,18 @@ void Trainer::save_checkpoint() {
         return;
     }
     GPT_LOG(info) << "saving checkpoint at iteration " << iteration_ << " to " << dir;
-    Stopwatch sw;
+    open_saver();
+    ckpt::CheckpointWriter& w = saver_->begin(iteration_);  // waits for a save in flight
     const DType dt = model_->options().dtype;
     const auto c = groups_.coords();
     const ChunkRefs refs = as_refs(chunk_list());
     const model::ParamLayout full = whole_model_layout(*model_);
     const std::vector<TensorBinding> tensors = bind(refs, full, c);
-    const std::vector<ChunkHost> host = stage_on_host(be_, refs);
+    // The host copy outlives this call with --async-save: the saver owns it until published.
+    const auto host = std::make_shared<const std::vector<ChunkHost>>(stage_on_host(be_, refs));
     std::vector<ckpt::TensorSlice> slices;
     for (StateKind k : {StateKind::Param, StateKind::MainParam, StateKind::ExpAvg, StateKind::ExpAvgSq})
-        for (auto&& s : save_slices(tensors, host, k, dt)) slices.push_back(std::move(s));
-
-    ckpt::CheckpointWriter w(groups_.world_mpi(), dir, iteration_);
+        for (auto&& s : save_slices(tensors, *host, k, dt)) slices.push_back(std::move(s));
     w.write(slices);
     const int dp = groups_.grid().dp_size();
     w.set_attribute("iteration", iteration_);
@@ -131,13 +131,17 @@ void Trainer::save_checkpoint() {
     rng.dp_rank = c.dp;
     rng.dp_size = dp;
     w.write_rank_blob(kRngBlob, &rng, sizeof rng);
-    const ckpt::CommitResult res = w.commit(cfg_.checkpoint.keep_last);
+    saver_->commit(host);  // logs "successfully saved ..." when published
     last_saved_iteration_ = iteration_;
-    GPT_LOG(info) << "successfully saved checkpoint at iteration " << iteration_ << " to " << dir
-                  << " (" << sw.seconds() << " s)";
-    for (std::int64_t old : res.removed)
-        GPT_LOG(info) << "removed checkpoint at iteration " << old << " (--keep-last "
-                      << cfg_.checkpoint.keep_last << ")";
+}
+
+void Trainer::open_saver() {
+    if (saver_ || cfg_.checkpoint.save.empty()) return;
+    ckpt::SaverOptions o;
+    o.async = cfg_.checkpoint.async_save;
+    o.keep_last = cfg_.checkpoint.keep_last;
+    saver_ = std::make_unique<ckpt::CheckpointSaver>(groups_.world_mpi(), cfg_.checkpoint.save, o,
+                                                     [](const std::string& m) { GPT_LOG(info) << m; });
 }
 
 namespace {
@@ -198,6 +202,7 @@ void check_padded_vocab(const ckpt::CheckpointReader& r, const model::ParamLayou
 
 std::optional<std::int64_t> Trainer::load_checkpoint() {
     const auto& ck = cfg_.checkpoint;
+    open_saver();  // locks --save now: a second job on the folder is refused before training
     if (ck.load.empty()) return std::nullopt;
     const DType dt = model_->options().dtype;
     const ChunkRefs refs = as_refs(chunk_list());
@@ -213,6 +218,7 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
             // a second rounding through the stored model dtype (fp16 -> bf16). Optimizer
             // state is read in its own call, as the reader asks of sharded state.
             check_padded_vocab(r, full);
+            ckpt::check_checkpoint_args(r, format_arguments(cfg_));
             std::vector<ckpt::TensorSliceOut> opt;
             for (StateKind k : {StateKind::MainParam, StateKind::ExpAvg, StateKind::ExpAvgSq})
                 for (auto&& s : load_slices(tensors, host, k, dt)) opt.push_back(std::move(s));
@@ -220,6 +226,7 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
             p = read_progress(r, groups_.world_size(), groups_.rank());
         });
     for (const auto& why : res.rejected) GPT_LOG(warning) << "rejected checkpoint: " << why;
+    for (const auto& note : res.notes) GPT_LOG(warning) << note;
     if (!res.iteration) {
         // Megatron's habit: --save and --load on the same folder, empty on the first run.
         GPT_LOG(info) << "no checkpoint found in " << ck.load << ": starting from iteration 0";
@@ -285,8 +292,10 @@ bool Trainer::end_of_iteration(ExitConditions& exits) {
     const ExitReason why = exits.check(iteration_);
     const bool interval = ck.save_interval > 0 && iteration_ % ck.save_interval == 0;
     const bool save = !ck.save.empty() && (interval || why != ExitReason::None);
+    if (saver_) saver_->poll();  // publishes a finished background save; throws if one failed
     if (save) save_checkpoint();
     if (why == ExitReason::None) return false;
+    if (saver_) saver_->wait();  // exit (signal, interval, duration): the save must be on disk
     GPT_LOG(info) << exits.describe(why, iteration_, save);
     return true;
 }
@@ -295,6 +304,7 @@ void Trainer::save_at_end() {
     // Megatron saves after the last iteration unless the interval just did.
     if (!cfg_.checkpoint.save.empty() && iteration_ > 0 && last_saved_iteration_ != iteration_)
         save_checkpoint();
+    if (saver_) saver_->wait();
 }
 
 }  // namespace gpt::train

@@ -235,6 +235,14 @@ TEST(CkptValidation, FallbackOnlyWhenAsked) {
     ASSERT_EQ(res.rejected.size(), 1u);
     EXPECT_NE(res.rejected[0].find("iter_0000030"), std::string::npos) << res.rejected[0];
     EXPECT_NE(res.rejected[0].find("checksum mismatch"), std::string::npos) << res.rejected[0];
+    // The tracker now names what was loaded: a run resumed from 20 must save 30 again, not
+    // skip it as "already the latest".
+    EXPECT_EQ(read_tracker(dir), 20);
+    if (comm_rank(MPI_COMM_WORLD) == 0) {
+        ASSERT_EQ(res.notes.size(), 1u);
+        EXPECT_NE(res.notes[0].find("rewrote"), std::string::npos) << res.notes[0];
+    }
+    on_rank0([&] { write_tracker(dir, 30); });
 
     req = LoadRequest{dir, 10};  // --ckpt-step 10
     EXPECT_EQ(load_checkpoint(MPI_COMM_WORLD, req, load_and_check).iteration, 10);
