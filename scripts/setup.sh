@@ -13,6 +13,7 @@ PACKAGES=(
   bible-kjv environment-modules
   lua5.3 lua-filesystem lua-json lua-posix lua-term tcl
   slurmctld slurmd slurm-client munge
+  python3-h5py python3-numpy  # tests/ckpt reads checkpoints back with h5py (system Python, tests only)
 )
 
 missing=()
