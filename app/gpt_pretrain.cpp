@@ -12,10 +12,14 @@
 #include "config/validate.hpp"
 #include "core/device_info.hpp"
 #include "core/errors.hpp"
+#include "dist/agreed.hpp"
+#include "dist/fatal.hpp"
 #include "dist/mpi_environment.hpp"
 #include "dist/process_groups.hpp"
 #include "log/log.hpp"
+#include "log/rank_file.hpp"
 #if GPT_HAVE_PLAN
+#include "plan/checkpoint_size.hpp"
 #include "plan/planner.hpp"
 #endif
 #if GPT_HAVE_TRAIN
@@ -124,6 +128,11 @@ int run(gpt::Config& cfg, const gpt::dist::MpiEnvironment& mpi, bool& ranks_dive
     resolve_vocab(cfg);
     const gpt::dist::RankGrid grid(mpi.size(), cfg.parallel.tensor_model_parallel_size,
                                    cfg.parallel.pipeline_model_parallel_size);
+#if GPT_HAVE_PLAN
+    gpt::dist::run_agreed(MPI_COMM_WORLD, [&] {
+        gpt::check_output_paths(cfg, gpt::plan::predicted_checkpoint_bytes(cfg), mpi.rank());
+    });
+#endif
     GPT_LOG(info) << "using world size: " << mpi.size() << ", data-parallel size: " << grid.dp_size()
                   << ", tensor-model-parallel size: " << grid.tp_size()
                   << ", pipeline-model-parallel size: " << grid.pp_size();
@@ -192,19 +201,15 @@ int main(int argc, char** argv) {
     try {
         return run(args.config, mpi, ranks_diverged);
     } catch (const gpt::UsageError& e) {
-        if (ranks_diverged) {
-            std::cerr << "gpt_pretrain: error on rank " << mpi.rank() << ": " << e.what() << std::endl;
-            gpt::dist::abort_all(kUsageExit);
-        }
+        if (ranks_diverged) gpt::dist::fail_job("gpt_pretrain", e.what(), kUsageExit);
         // Configuration errors are found identically on every rank before any rank waits
         // on another, so each rank may exit on its own; rank 0 reports.
+        gpt::log::append_to_rank_file(std::string("gpt_pretrain: error: ") + e.what() + "\n");
         if (mpi.rank() == 0) std::cerr << "gpt_pretrain: error: " << e.what() << "\n";
         return kUsageExit;
     } catch (const std::exception& e) {
         // Anything else may have hit one rank only: report with the rank and take every
         // rank down, so no rank waits for this one until the job's time limit.
-        std::cerr << "gpt_pretrain: error on rank " << mpi.rank() << ": " << e.what() << std::endl;
-        gpt::log::flush();
-        gpt::dist::abort_all(kErrorExit);
+        gpt::dist::fail_job("gpt_pretrain", e.what(), kErrorExit);
     }
 }

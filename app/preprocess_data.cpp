@@ -7,6 +7,7 @@
 #include "core/timer.hpp"
 #include "data/gpt2_tokenizer.hpp"
 #include "data/preprocess.hpp"
+#include "data/temp_files.hpp"
 
 #include "tool_main.hpp"
 
@@ -67,6 +68,7 @@ Args parse(int argc, char** argv) {
 
 int run(int argc, char** argv) {
     Args a = parse(argc, argv);
+    data::remove_temp_files_on_signals();  // Slurm's SIGTERM must not leave *.tmp.PID behind
     Stopwatch startup;
     if (!a.dataset_impl.empty())
         std::cout << "note: --dataset-impl mmap is the only format; the flag is accepted and ignored" << std::endl;

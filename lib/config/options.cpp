@@ -3,6 +3,7 @@
 #include <boost/program_options.hpp>
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -296,6 +297,9 @@ ParsedArgs parse_args(const std::vector<std::string>& raw_args) {
             const std::string path = vm["config"].as<std::string>();
             std::ifstream in(path);
             if (!in) GPT_THROW(UsageError, "cannot read config file '", path, "' (--config)");
+            // A folder opens as an empty stream on Linux: it would silently give no options.
+            GPT_REQUIRE(!std::filesystem::is_directory(path), UsageError, "config file '", path,
+                        "' (--config) is a directory, not an INI file");
             try {
                 po::store(po::parse_config_file(in, desc, false), vm);
             } catch (const po::unknown_option& e) {

@@ -7,6 +7,11 @@
 
 namespace gpt {
 
+namespace {
+constexpr int kMaxWorldSize = 1 << 20;
+constexpr int kMaxLocalWorldSize = 1024;
+}  // namespace
+
 int Config::padded_vocab_size() const {
     // Megatron pads so that every tensor-parallel shard of the vocab is a multiple of
     // make-vocab-size-divisible-by.
@@ -18,6 +23,14 @@ namespace {
 
 void require_positive(long long v, const char* flag) {
     GPT_REQUIRE(v > 0, UsageError, "--", flag, " must be positive, got ", v);
+}
+
+void require_non_negative(long long v, const char* flag) {
+    GPT_REQUIRE(v >= 0, UsageError, "--", flag, " must not be negative, got ", v);
+}
+
+void require_finite(double v, const char* flag) {
+    GPT_REQUIRE(std::isfinite(v), UsageError, "--", flag, " must be a finite number, got ", v);
 }
 
 void require_prob(double p, const char* flag) {
@@ -47,6 +60,7 @@ void validate_model_and_training(Config& cfg) {
     require_positive(m.seq_length, "seq-length");
     GPT_REQUIRE(m.hidden_size % m.num_attention_heads == 0, UsageError, "hidden-size ",
                 m.hidden_size, " is not divisible by num-attention-heads ", m.num_attention_heads);
+    require_non_negative(m.max_position_embeddings, "max-position-embeddings");
     if (m.max_position_embeddings == 0) m.max_position_embeddings = m.seq_length;
     GPT_REQUIRE(m.seq_length <= m.max_position_embeddings, UsageError, "seq-length ", m.seq_length,
                 " exceeds max-position-embeddings ", m.max_position_embeddings);
@@ -54,9 +68,25 @@ void validate_model_and_training(Config& cfg) {
     require_positive(m.make_vocab_size_divisible_by, "make-vocab-size-divisible-by");
     GPT_REQUIRE(m.vocab_size >= 0, UsageError, "--vocab-size must not be negative");
     GPT_REQUIRE(m.init_method_std > 0, UsageError, "--init-method-std must be positive");
+    require_non_negative(m.ffn_hidden_size, "ffn-hidden-size");
+    require_finite(m.init_method_std, "init-method-std");
+    // A zero or negative epsilon divides by a zero variance (constant rows): NaN.
+    require_finite(m.layernorm_epsilon, "layernorm-epsilon");
+    GPT_REQUIRE(m.layernorm_epsilon > 0, UsageError, "--layernorm-epsilon must be positive, got ",
+                m.layernorm_epsilon);
     require_prob(m.hidden_dropout, "hidden-dropout");
     require_prob(m.attention_dropout, "attention-dropout");
 
+    require_non_negative(t.global_batch_size, "global-batch-size");
+    require_non_negative(t.max_global_batch_size, "max-global-batch-size");
+    require_non_negative(t.micro_batch_size, "micro-batch-size");
+    require_non_negative(t.exit_interval, "exit-interval");
+    require_finite(t.exit_duration_in_mins, "exit-duration-in-mins");
+    GPT_REQUIRE(t.exit_duration_in_mins >= 0, UsageError,
+                "--exit-duration-in-mins must not be negative, got ", t.exit_duration_in_mins);
+    require_finite(t.loss_scale, "loss-scale");
+    require_finite(t.initial_loss_scale, "initial-loss-scale");
+    require_finite(t.min_loss_scale, "min-loss-scale");
     GPT_REQUIRE(!(t.fp16 && t.bf16), UsageError, "--fp16 and --bf16 are mutually exclusive");
     GPT_REQUIRE(t.loss_scale >= 0, UsageError, "--loss-scale must not be negative");
     GPT_REQUIRE(t.initial_loss_scale > 0 && t.min_loss_scale > 0 &&
@@ -73,6 +103,15 @@ void validate_model_and_training(Config& cfg) {
                 "--train-iters / --train-samples must not be negative");
 
     require_one_of(o.optimizer, {"adam"}, "optimizer");
+    require_finite(o.lr, "lr");
+    require_finite(o.min_lr, "min-lr");
+    require_finite(o.weight_decay, "weight-decay");
+    require_finite(o.clip_grad, "clip-grad");
+    require_finite(o.adam_eps, "adam-eps");
+    require_non_negative(o.lr_decay_iters, "lr-decay-iters");
+    require_non_negative(o.lr_decay_samples, "lr-decay-samples");
+    require_non_negative(o.lr_warmup_iters, "lr-warmup-iters");
+    require_non_negative(o.lr_warmup_samples, "lr-warmup-samples");
     require_one_of(o.lr_decay_style, {"constant", "linear", "cosine"}, "lr-decay-style");
     GPT_REQUIRE(o.lr >= 0 && o.min_lr >= 0, UsageError, "--lr and --min-lr must not be negative");
     GPT_REQUIRE(o.min_lr <= o.lr || o.lr == 0, UsageError, "--min-lr ", o.min_lr,
@@ -107,10 +146,30 @@ void validate_model_and_training(Config& cfg) {
     }
 
     GPT_REQUIRE(p.ddp_bucket_size >= 0, UsageError, "--ddp-bucket-size must not be negative");
+    require_non_negative(p.num_layers_per_virtual_pipeline_stage, "num-layers-per-virtual-pipeline-stage");
+    require_non_negative(p.data_parallel_size, "data-parallel-size");
+    require_non_negative(p.recompute_num_layers, "recompute-num-layers");
+
+    // Megatron treats these as "every N iterations": a negative N would silently mean never.
+    const CheckpointConfig& ck = cfg.checkpoint;
+    require_non_negative(ck.save_interval, "save-interval");
+    require_non_negative(ck.keep_last, "keep-last");
+    GPT_REQUIRE(ck.ckpt_step >= -1, UsageError, "--ckpt-step must be an iteration (>= 0), or -1 for the latest; got ",
+                ck.ckpt_step);
 
     require_one_of(cfg.data.tokenizer_type, {"GPT2BPETokenizer"}, "tokenizer-type");
     require_one_of(cfg.plan.plan_format, {"table", "json"}, "plan-format");
     require_one_of(cfg.plan.plan_device, {"auto", "a100-40gb", "a100-80gb", "h100-80gb", "h200", "cpu"}, "plan-device");
+    require_non_negative(cfg.plan.world_size, "world-size");
+    require_non_negative(cfg.plan.local_world_size, "local-world-size");
+    // The planner enumerates the divisors of the world size and its layouts: beyond the
+    // largest machines built a value is a typo, and would search for minutes.
+    GPT_REQUIRE(cfg.plan.world_size <= kMaxWorldSize && cfg.plan.local_world_size <= kMaxLocalWorldSize,
+                UsageError, "--world-size ", cfg.plan.world_size, " / --local-world-size ",
+                cfg.plan.local_world_size, " exceed the planner's bounds (", kMaxWorldSize, " ranks, ",
+                kMaxLocalWorldSize, " per node): a typo?");
+    require_finite(cfg.plan.plan_intra_node_gbps, "plan-intra-node-gbps");
+    require_finite(cfg.plan.plan_inter_node_gbps, "plan-inter-node-gbps");
     GPT_REQUIRE(cfg.plan.plan_intra_node_gbps >= 0 && cfg.plan.plan_inter_node_gbps >= 0, UsageError,
                 "--plan-intra-node-gbps / --plan-inter-node-gbps must not be negative");
     require_one_of(cfg.logging.log_level, {"trace", "debug", "info", "warning", "error"}, "log-level");
@@ -122,13 +181,20 @@ void validate_model_and_training(Config& cfg) {
         GPT_REQUIRE(dp.size() % 2 == 0, UsageError,
                     "--data-path with several datasets must alternate weight and prefix, got ",
                     dp.size(), " tokens");
+        double sum = 0;
         for (std::size_t i = 0; i < dp.size(); i += 2) {
             char* end = nullptr;
             double w = std::strtod(dp[i].c_str(), &end);
             GPT_REQUIRE(end && *end == '\0' && w >= 0 && std::isfinite(w), UsageError,
                         "--data-path weight '", dp[i], "' is not a non-negative number");
+            sum += w;
         }
+        // Blending normalises by the sum: it must be a positive finite number.
+        GPT_REQUIRE(std::isfinite(sum) && sum > 0, UsageError, "--data-path weights sum to ", sum,
+                    ": they must add up to a positive finite number");
     }
+    for (std::size_t i = dp.size() > 1 ? 1 : 0; i < dp.size(); i += dp.size() > 1 ? 2 : 1)
+        GPT_REQUIRE(!dp[i].empty(), UsageError, "--data-path has an empty prefix");
 }
 
 void resolve_layout(Config& cfg, int world_size) {

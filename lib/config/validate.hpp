@@ -2,6 +2,8 @@
 // impossible combinations with a message that names the numbers that disagree.
 #pragma once
 
+#include <cstdint>
+
 #include "config/config.hpp"
 
 namespace gpt {
@@ -16,5 +18,17 @@ void resolve_layout(Config& cfg, int world_size);
 
 // Both of the above, in order.
 void validate(Config& cfg, int world_size);
+
+}  // namespace gpt
+
+namespace gpt {
+
+// Start-up checks of every output path, so that a run fails before training instead of at
+// its first save: --save, --log-dir and --data-cache-path are folders (created when
+// missing, as Megatron does) that take a real write (a probe file written, fsynced and
+// removed: a read-only or full file system fails here); --metrics-file is a writable file
+// in such a folder; --save has room for `checkpoint_bytes` (the next checkpoint). `rank`
+// names this rank's probe files. Throws UsageError naming the path and the reason.
+void check_output_paths(const Config& cfg, std::uint64_t checkpoint_bytes, int rank);
 
 }  // namespace gpt

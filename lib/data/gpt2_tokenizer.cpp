@@ -1,5 +1,8 @@
 #include "data/gpt2_tokenizer.hpp"
 
+#include <algorithm>
+#include <functional>
+
 #include <climits>
 #include <fstream>
 #include <sstream>
@@ -162,14 +165,11 @@ void Gpt2Tokenizer::add_merge(std::int32_t left, std::int32_t right, std::int32_
 }
 
 void Gpt2Tokenizer::bpe(std::string_view piece, std::vector<std::int32_t>& out) const {
+    // Long space-free pieces (base64, DNA, one huge word) would make the rescanning loop
+    // below quadratic: 50 s for 1 MB. Beyond a few dozen bytes the heap version wins.
+    if (piece.size() > kShortPiece) return bpe_long(piece, out);
     // GPT-2's algorithm: repeatedly merge every occurrence of the lowest-ranked adjacent pair.
-    std::int32_t stack_buf[64];
-    std::vector<std::int32_t> heap_buf;
-    std::int32_t* w = stack_buf;
-    if (piece.size() > 64) {
-        heap_buf.resize(piece.size());
-        w = heap_buf.data();
-    }
+    std::int32_t w[kShortPiece];
     std::size_t n = piece.size();
     for (std::size_t i = 0; i < n; ++i) w[i] = byte_token_[static_cast<unsigned char>(piece[i])];
     while (n > 1) {
@@ -198,6 +198,54 @@ void Gpt2Tokenizer::bpe(std::string_view piece, std::vector<std::int32_t>& out) 
         n = o;
     }
     out.insert(out.end(), w, w + n);
+}
+
+void Gpt2Tokenizer::bpe_long(std::string_view piece, std::vector<std::int32_t>& out) const {
+    // The same merges in the same order, in O(n log n): the parts form a linked list, and a
+    // min-heap holds every adjacent pair that has a merge, keyed by (rank, position of its
+    // left part). GPT-2 merges all occurrences of the lowest-ranked pair left to right, and
+    // a merge only creates pairs of higher rank (a merge's result did not exist when the
+    // lower ranks were learned), so popping by (rank, position) is the same sequence. An
+    // entry is stale when its left part is gone or either part changed since it was pushed.
+    const auto n = static_cast<std::int32_t>(piece.size());
+    std::vector<std::int32_t> tok(static_cast<std::size_t>(n)), next(static_cast<std::size_t>(n)),
+        prev(static_cast<std::size_t>(n));
+    for (std::int32_t i = 0; i < n; ++i) {
+        tok[i] = byte_token_[static_cast<unsigned char>(piece[static_cast<std::size_t>(i)])];
+        next[i] = i + 1 < n ? i + 1 : -1;
+        prev[i] = i - 1;
+    }
+    struct Candidate {
+        std::int32_t rank, left, left_tok, right_tok;
+        bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+    };
+    std::vector<Candidate> heap;
+    const auto push = [&](std::int32_t left) {
+        const std::int32_t right = left >= 0 ? next[left] : -1;
+        if (left < 0 || right < 0) return;
+        if (const MergeSlot* s = find_merge(tok[left], tok[right])) {
+            heap.push_back({s->rank, left, tok[left], tok[right]});
+            std::push_heap(heap.begin(), heap.end(), std::greater<>());
+        }
+    };
+    for (std::int32_t i = 0; i + 1 < n; ++i) push(i);
+    constexpr std::int32_t kGone = -2;
+    while (!heap.empty()) {
+        std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+        const Candidate c = heap.back();
+        heap.pop_back();
+        const std::int32_t l = c.left;
+        if (prev[l] == kGone) continue;
+        const std::int32_t r = next[l];
+        if (r < 0 || tok[l] != c.left_tok || tok[r] != c.right_tok) continue;
+        tok[l] = find_merge(tok[l], tok[r])->merged;
+        next[l] = next[r];
+        if (next[r] >= 0) prev[next[r]] = l;
+        prev[r] = kGone;
+        push(prev[l]);
+        push(l);
+    }
+    for (std::int32_t i = 0; i >= 0 && i < n; i = next[i]) out.push_back(tok[i]);
 }
 
 std::vector<std::int32_t> Gpt2Tokenizer::encode(std::string_view text) const {

@@ -33,6 +33,10 @@ public:
 
     // BPE of one pre-token (its raw bytes); appends the ids to out.
     void bpe(std::string_view piece, std::vector<std::int32_t>& out) const;
+    // bpe's heap-based path, used above kShortPiece bytes; public so tests can compare the
+    // two paths on the same pieces.
+    void bpe_long(std::string_view piece, std::vector<std::int32_t>& out) const;
+    static constexpr std::size_t kShortPiece = 64;
 
 private:
     struct MergeSlot {

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/errors.hpp"
+#include "dist/comm_mpi.hpp"
 #include "data/gpt_indices.hpp"
 #include "data/indexed_dataset.hpp"
 
@@ -27,10 +28,18 @@ void on_root_then_share(MPI_Comm comm, Fn&& fn) {
         }
     }
     if (comm != MPI_COMM_NULL) {
+        // Through the project's one wait (it yields the core while rank 0 builds the index).
         int len = static_cast<int>(error.size());
-        MPI_Bcast(&len, 1, MPI_INT, 0, comm);
+        MPI_Request req = MPI_REQUEST_NULL;
+        MPI_Ibcast(&len, 1, MPI_INT, 0, comm, &req);
+        GPT_REQUIRE(dist::wait_request(req, "the index build's broadcast") == MPI_SUCCESS, CommError,
+                    "broadcasting rank 0's index build result failed");
         error.resize(static_cast<std::size_t>(len));
-        if (len > 0) MPI_Bcast(error.data(), len, MPI_CHAR, 0, comm);
+        if (len > 0) {
+            MPI_Ibcast(error.data(), len, MPI_CHAR, 0, comm, &req);
+            GPT_REQUIRE(dist::wait_request(req, "the index build's broadcast") == MPI_SUCCESS, CommError,
+                        "broadcasting rank 0's index build error failed");
+        }
     }
     if (!error.empty()) GPT_THROW(DataError, rank == 0 ? "" : "rank 0 failed: ", error);
 }

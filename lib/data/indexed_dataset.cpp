@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include "core/errors.hpp"
+#include "data/mapped_file.hpp"
+#include "data/temp_files.hpp"
 
 namespace gpt::data {
 
@@ -69,6 +71,10 @@ IndexedDatasetWriter::IndexedDatasetWriter(std::string prefix, TokenDType dtype)
     const std::string suffix = ".tmp." + std::to_string(::getpid());
     bin_tmp_ = bin_path(prefix_) + suffix;
     idx_tmp_ = idx_path(prefix_) + suffix;
+    remove_stale_temp_files(bin_path(prefix_));
+    remove_stale_temp_files(idx_path(prefix_));
+    remember_temp_file(bin_tmp_);
+    remember_temp_file(idx_tmp_);
     bin_ = std::fopen(bin_tmp_.c_str(), "wb");
     if (!bin_) GPT_THROW(IoError, "cannot create '", bin_tmp_, "': ", errno_message(errno));
     buffer_.reserve(kBufferSize);
@@ -79,6 +85,8 @@ IndexedDatasetWriter::~IndexedDatasetWriter() {
     if (!finalized_) {
         ::unlink(bin_tmp_.c_str());
         ::unlink(idx_tmp_.c_str());
+        forget_temp_file(bin_tmp_);
+        forget_temp_file(idx_tmp_);
     }
 }
 
@@ -178,13 +186,21 @@ void IndexedDatasetWriter::finalize() {
     for (std::int64_t d : doc_indices_) put<std::int64_t>(idx, d);
     GPT_ASSERT(offset == bin_bytes_, "sequence lengths disagree with bytes written");
 
-    // Remove a stale .idx first so the new .bin never sits beside an old index.
+    // Both new files are complete and on disk before the old pair is touched: a full disk
+    // or a kill while writing leaves the previous dataset under this prefix intact. Then
+    // the old .idx goes first, so the new .bin never sits beside an old index (a crash in
+    // the instant between the renames leaves a .bin without .idx, refused at load, never a
+    // mismatched pair).
+    write_file_durably(idx_tmp_, idx.data(), idx.size());
     if (::unlink(idx_path(prefix_).c_str()) != 0 && errno != ENOENT)
         GPT_THROW(IoError, "cannot replace '", idx_path(prefix_), "': ", errno_message(errno));
     if (std::rename(bin_tmp_.c_str(), bin_path(prefix_).c_str()) != 0)
         GPT_THROW(IoError, "cannot rename '", bin_tmp_, "' to '", bin_path(prefix_), "': ", errno_message(errno));
+    if (std::rename(idx_tmp_.c_str(), idx_path(prefix_).c_str()) != 0)
+        GPT_THROW(IoError, "cannot rename '", idx_tmp_, "' to '", idx_path(prefix_), "': ", errno_message(errno));
     finalized_ = true;
-    write_file_atomically(idx_path(prefix_), idx.data(), idx.size());
+    forget_temp_file(bin_tmp_);
+    forget_temp_file(idx_tmp_);
 }
 
 // ---- reader ---------------------------------------------------------------------------

@@ -61,8 +61,7 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
     return *this;
 }
 
-void write_file_atomically(const std::string& path, const void* data, std::size_t size) {
-    std::string tmp = path + ".tmp." + std::to_string(::getpid());
+void write_file_durably(const std::string& tmp, const void* data, std::size_t size) {
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) GPT_THROW(IoError, "cannot create '", tmp, "': ", errno_message(errno));
     const char* p = static_cast<const char*>(data);
@@ -74,7 +73,7 @@ void write_file_atomically(const std::string& path, const void* data, std::size_
             int err = w < 0 ? errno : ENOSPC;
             ::close(fd);
             ::unlink(tmp.c_str());
-            GPT_THROW(IoError, "cannot write '", path, "': ", errno_message(err));
+            GPT_THROW(IoError, "cannot write '", tmp, "': ", errno_message(err));
         }
         p += w;
         left -= static_cast<std::size_t>(w);
@@ -83,8 +82,13 @@ void write_file_atomically(const std::string& path, const void* data, std::size_
     if (::close(fd) != 0 && err == 0) err = errno;
     if (err != 0) {
         ::unlink(tmp.c_str());
-        GPT_THROW(IoError, "cannot write '", path, "': ", errno_message(err));
+        GPT_THROW(IoError, "cannot write '", tmp, "': ", errno_message(err));
     }
+}
+
+void write_file_atomically(const std::string& path, const void* data, std::size_t size) {
+    std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    write_file_durably(tmp, data, size);
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
         int err = errno;
         ::unlink(tmp.c_str());

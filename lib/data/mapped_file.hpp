@@ -31,6 +31,8 @@ private:
 // and rename. Any failure throws IoError naming path and errno's message, and removes the
 // temporary file.
 void write_file_atomically(const std::string& path, const void* data, std::size_t size);
+// Writes and fsyncs `tmp` (no rename); on failure removes it and throws IoError.
+void write_file_durably(const std::string& tmp, const void* data, std::size_t size);
 
 // The errno message for error reports.
 std::string errno_message(int err);

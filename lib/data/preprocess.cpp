@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/errors.hpp"
+#include "core/wait.hpp"
 #include "core/timer.hpp"
 #include "data/corpus_reader.hpp"
 #include "data/gpt2_tokenizer.hpp"
@@ -174,7 +175,7 @@ PreprocessResult preprocess_corpus(const PreprocessOptions& opt, const Gpt2Token
             for (;;) {
                 {
                     std::unique_lock<std::mutex> lock(pl.mu);
-                    pl.cv.wait(lock, [&] { return pl.stop || pl.inflight < pl.max_inflight; });
+                    wait_cv(pl.cv, lock, [&] { return pl.stop || pl.inflight < pl.max_inflight; }, "the encoders (reader)");
                     if (pl.stop) return;
                 }
                 auto batch = std::make_unique<LineBatch>();
@@ -202,7 +203,7 @@ PreprocessResult preprocess_corpus(const PreprocessOptions& opt, const Gpt2Token
                 std::unique_ptr<LineBatch> batch;
                 {
                     std::unique_lock<std::mutex> lock(pl.mu);
-                    pl.cv.wait(lock, [&] { return pl.stop || !pl.todo.empty() || pl.reader_finished; });
+                    wait_cv(pl.cv, lock, [&] { return pl.stop || !pl.todo.empty() || pl.reader_finished; }, "the reader (encoder)");
                     if (pl.stop || pl.todo.empty()) return;
                     batch = std::move(pl.todo.front());
                     pl.todo.pop_front();
@@ -268,9 +269,9 @@ PreprocessResult preprocess_corpus(const PreprocessOptions& opt, const Gpt2Token
             std::unique_ptr<EncodedBatch> batch;
             {
                 std::unique_lock<std::mutex> lock(pl.mu);
-                pl.cv.wait(lock, [&] {
+                wait_cv(pl.cv, lock, [&] {
                     return pl.error || pl.done.count(next) || (pl.reader_finished && next == pl.total_batches);
-                });
+                }, "the encoders (writer)");
                 if (pl.error) break;
                 auto it = pl.done.find(next);
                 if (it == pl.done.end()) break;  // every batch written

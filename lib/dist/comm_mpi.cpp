@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/errors.hpp"
+#include "core/wait.hpp"
 #include "dist/mpi_reduce_ops.hpp"
 
 namespace gpt::dist {
@@ -32,25 +33,11 @@ int checked_count(std::int64_t count) {
 
 }  // namespace
 
-bool oversubscribed() {
-    static const bool value = [] {
-        if (const char* env = std::getenv("GPT_MPI_YIELD")) return std::string(env) == "1";
-        MPI_Comm node;
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-        int local = 1;
-        MPI_Comm_size(node, &local);
-        MPI_Comm_free(&node);
-        return local > static_cast<int>(std::thread::hardware_concurrency());
-    }();
-    return value;
-}
-
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name)
     : comm_(comm), name_(std::move(name)) {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
-    yield_ = oversubscribed();
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -59,20 +46,24 @@ MpiCommunicator::~MpiCommunicator() {
     if (!finalized && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-int wait_request(MPI_Request& req, bool yield) {
-    if (!yield) return MPI_Wait(&req, MPI_STATUS_IGNORE);
-    int done = 0;
-    for (int spins = 0;; ++spins) {
-        const int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS || done) return rc;
-        if (spins > 64) sched_yield();
-    }
+int wait_request(MPI_Request& req, const char* what) {
+    int rc = MPI_SUCCESS;
+    poll_until(
+        [&] {
+            int done = 0;
+            rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+            return rc != MPI_SUCCESS || done != 0;
+        },
+        what);
+    return rc;
+}
+
+int wait_request(MPI_Request& req, bool /*yield: every wait yields now*/) {
+    return wait_request(req, "MPI request");
 }
 
 void MpiCommunicator::wait(MPI_Request& req, const char* what) {
-    // Oversubscribed (more ranks than cores): MPI's busy-polling would burn the time slice
-    // the peer we wait for needs.
-    check(wait_request(req, yield_), what, name_);
+    check(wait_request(req, what), what, name_);
 }
 
 bool MpiCommunicator::test(MPI_Request& req, const char* what) {

@@ -9,13 +9,12 @@
 
 namespace gpt::dist {
 
-// True when this node runs more ranks than it has cores (GPT_MPI_YIELD=0/1 overrides);
-// waits then yield the core instead of spinning. Collective over MPI_COMM_WORLD on first use.
-bool oversubscribed();
-
-// Completes `req`. yield = false: MPI_Wait. yield = true: polls, and after a few polls gives
-// the core away between them, so that ranks waiting in a collective do not burn the time
-// slices the ranks they wait for need (more ranks than cores). Returns MPI's error code.
+// Completes `req` through gpt::poll_until, the project's one blocking wait (it yields the
+// core and reports long waits to the wait hook); `what` names the wait for that hook.
+// Returns MPI's error code. Every MPI wait of the project goes through here: MPI's own
+// blocking calls spin at 100% CPU, and a stopped peer would keep them spinning forever.
+int wait_request(MPI_Request& req, const char* what);
+// The former signature, kept for existing callers: every wait yields now.
 int wait_request(MPI_Request& req, bool yield);
 
 class MpiCommunicator final : public Communicator {
@@ -51,7 +50,6 @@ public:
 private:
 
     MPI_Comm comm_;
-    bool yield_ = false;
     std::string name_;
     int rank_ = 0;
     int size_ = 1;

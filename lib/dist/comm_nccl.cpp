@@ -6,6 +6,7 @@
 // front of its receive from that peer, which would deadlock two ranks that exchange
 // activations and gradients in both directions (1F1B does).
 #include "dist/comm_nccl.hpp"
+#include "dist/comm_mpi.hpp"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -77,7 +78,9 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name)
     ncclUniqueId ids[3];
     if (rank_ == 0)
         for (auto& id : ids) GPT_NCCL_CHECK(ncclGetUniqueId(&id), "get unique id", nullptr);
-    const int rc = MPI_Bcast(ids, static_cast<int>(sizeof(ids)), MPI_BYTE, 0, im.mpi);
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPI_Ibcast(ids, static_cast<int>(sizeof(ids)), MPI_BYTE, 0, im.mpi, &req);
+    if (rc == MPI_SUCCESS) rc = wait_request(req, "the NCCL unique id broadcast");
     GPT_REQUIRE(rc == MPI_SUCCESS, CommError, "NCCL group '", name_,
                 "': broadcasting the unique id over MPI failed");
     GPT_NCCL_CHECK(ncclCommInitRank(&im.coll, size_, ids[0], rank_), "init", nullptr);
@@ -289,7 +292,9 @@ void NcclCommunicator::barrier() {
     // Device work this rank issued is finished, then the ranks meet on the host.
     GPT_NCCL_CUDA_CHECK(cudaDeviceSynchronize(), "barrier");
     if (size_ == 1) return;
-    const int rc = MPI_Barrier(impl_->mpi);
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPI_Ibarrier(impl_->mpi, &req);
+    if (rc == MPI_SUCCESS) rc = wait_request(req, "the NCCL group's host barrier");
     GPT_REQUIRE(rc == MPI_SUCCESS, CommError, "NCCL group '", name_, "': MPI barrier failed");
 }
 

@@ -2,9 +2,11 @@
 
 #include <mpi.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "core/errors.hpp"
+#include "dist/fatal.hpp"
 
 namespace gpt::dist {
 
@@ -17,15 +19,31 @@ MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    open_fatal_channel();
 }
 
 MpiEnvironment::~MpiEnvironment() {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
+    if (!finalized) {
+        close_fatal_channel();
+        MPI_Finalize();
+    }
 }
 
+namespace {
+int g_abort_code = 1;
+extern "C" void exit_now() { std::_Exit(g_abort_code); }
+}  // namespace
+
 void abort_all(int code) {
+    // MPI_Abort ends in exit(), which runs every library's atexit handler in whatever state
+    // the failure left it: HDF5's then closes a file whose write just failed (full disk)
+    // and crashes with SIGSEGV, replacing this exit code. A handler registered now runs
+    // first and ends the process at once; a failed save's files are temporaries anyway.
+    std::fflush(nullptr);
+    g_abort_code = code;
+    std::atexit(exit_now);
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);

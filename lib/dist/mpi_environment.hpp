@@ -19,7 +19,8 @@ private:
     int size_ = 1;
 };
 
-// Terminates every rank of MPI_COMM_WORLD with `code`; never returns.
+// Terminates every rank of MPI_COMM_WORLD with `code`; never returns. The libraries' atexit
+// handlers do not run on this path (HDF5's crashes on a file whose write failed).
 [[noreturn]] void abort_all(int code);
 
 }  // namespace gpt::dist

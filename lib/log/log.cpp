@@ -8,11 +8,17 @@
 #include <boost/log/utility/setup/common_attributes.hpp>
 #include <boost/core/null_deleter.hpp>
 #include <boost/make_shared.hpp>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 
 #include "core/errors.hpp"
+#include "core/fd_write.hpp"
+#include "log/rank_file.hpp"
 
 namespace gpt::log {
 
@@ -37,6 +43,9 @@ const char* level_name(Level l) {
 }
 
 using Sink = sinks::synchronous_sink<sinks::text_ostream_backend>;
+
+std::mutex g_file_mutex;
+std::string g_rank_file;
 
 }  // namespace
 
@@ -73,6 +82,10 @@ void init(const Options& opts) {
     });
     core->add_sink(console);
 
+    {
+        std::lock_guard<std::mutex> g(g_file_mutex);
+        g_rank_file.clear();
+    }
     if (!opts.dir.empty()) {
         std::error_code ec;
         std::filesystem::create_directories(opts.dir, ec);
@@ -89,7 +102,24 @@ void init(const Options& opts) {
                << rec[expr::smessage];
         });
         core->add_sink(sink);
+        std::lock_guard<std::mutex> g(g_file_mutex);
+        g_rank_file = path;
     }
+}
+
+std::string rank_file() {
+    std::lock_guard<std::mutex> g(g_file_mutex);
+    return g_rank_file;
+}
+
+void append_to_rank_file(const std::string& text) {
+    const std::string path = rank_file();
+    if (path.empty()) return;
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    write_fully(fd, text.data(), text.size());
+    ::fsync(fd);
+    ::close(fd);
 }
 
 void flush() { logging::core::get()->flush(); }

@@ -1,4 +1,5 @@
 #include "plan/device_presets.hpp"
+#include "plan/memory_limit.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -140,15 +141,14 @@ DeviceMemory device_memory(const DevicePreset& preset, int local_world_size) {
         }
         return {static_cast<std::uint64_t>(preset.memory_gib * gib), "preset " + preset.name};
     }
-    std::ifstream f("/proc/meminfo");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    std::uint64_t total = parse_meminfo_total(ss.str());
-    GPT_REQUIRE(total > 0, IoError,
+    // The job's real limit: cgroups (Slurm --mem, containers) and Slurm's variables can be
+    // far below MemTotal.
+    const NodeMemory node = node_memory_limit();
+    GPT_REQUIRE(node.bytes > 0, IoError,
                 "cannot read MemTotal from /proc/meminfo. HINT: set DEVICE_MEMORY_GB to the GiB one rank may use");
     int ranks = local_world_size > 0 ? local_world_size : 1;
-    return {total / static_cast<std::uint64_t>(ranks),
-            "/proc/meminfo / " + std::to_string(ranks) + " ranks per node"};
+    return {node.bytes / static_cast<std::uint64_t>(ranks),
+            node.source + " / " + std::to_string(ranks) + " ranks per node"};
 }
 
 }  // namespace gpt::plan

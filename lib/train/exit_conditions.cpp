@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/errors.hpp"
+#include "log/log.hpp"
 
 namespace gpt::train {
 
@@ -49,9 +50,14 @@ void SignalCatcher::clear() { g_signal = 0; }
 ExitConditions::ExitConditions(const TrainingConfig& t, dist::Communicator& world)
     : t_(t), world_(world) {
     if (t.exit_signal_handler) catcher_ = std::make_unique<SignalCatcher>();
+    else notice_ = std::make_unique<SignalNotice>();
 }
 
+ExitConditions::~ExitConditions() = default;
+
 ExitReason ExitConditions::check(std::int64_t iteration) {
+    if (notice_)
+        if (const std::string line = SignalNotice::take(); !line.empty()) GPT_LOG(warning) << line;
     if (catcher_) {
         // Each rank saw the signal at its own time; the max makes them all act on the same
         // iteration (a signal one rank got counts for all: Slurm may signal only some).

@@ -12,6 +12,7 @@
 #include "config/config.hpp"
 #include "core/timer.hpp"
 #include "dist/communicator.hpp"
+#include "train/signal_notice.hpp"
 
 namespace gpt::train {
 
@@ -41,6 +42,7 @@ class ExitConditions {
 public:
     // world: every rank of the job (the decision must be the same everywhere).
     ExitConditions(const TrainingConfig& t, dist::Communicator& world);
+    ~ExitConditions();
 
     // Collective over world when --exit-duration-in-mins or --exit-signal-handler is set
     // (every rank must call it after every iteration). Signal first, then duration, then
@@ -56,6 +58,7 @@ private:
     dist::Communicator& world_;
     Stopwatch clock_;
     std::unique_ptr<SignalCatcher> catcher_;
+    std::unique_ptr<SignalNotice> notice_;  // without --exit-signal-handler: log SIGUSR1
     int signal_ = 0;
     double minutes_ = 0.0;
 };

@@ -237,6 +237,8 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
         scheduler_.step(global_batch_);
     }
     scaler_.update(r.skipped);
+    if (const std::string w = skip_watch_.record(r.skipped, iteration_, scale); !w.empty())
+        GPT_LOG(warning) << w;
     rec.skipped = r.skipped;
     rec.grad_norm = r.skipped ? std::nan("") : r.grad.norm;
     consumed_samples_ += global_batch_;

@@ -22,6 +22,7 @@
 #include "train/metrics_file.hpp"
 #include "train/pipeline_engine.hpp"
 #include "train/shared_activations.hpp"
+#include "train/skip_watch.hpp"
 
 namespace gpt::train {
 
@@ -111,6 +112,7 @@ private:
     std::unique_ptr<GradReducer> reducer_;      // without pipelining: model_'s DP reduction
     optim::LrScheduler scheduler_;
     optim::LossScaler scaler_;
+    SkipWatch skip_watch_{cfg_.training};  // fails a run that never updates (after cfg_)
     bool skip_on_overflow_ = false;  // a loss scaler is active (fp16, or --loss-scale)
     std::int64_t global_batch_ = 0, num_micro_batches_ = 0, train_iters_ = 0;
     std::int64_t iteration_ = 0, consumed_samples_ = 0;

@@ -286,3 +286,60 @@ TEST(Preprocess, WriteErrorLeavesNoIndex) {
     EXPECT_FALSE(has_idx(dir));
     EXPECT_FALSE(fs::exists(dir + "/o_text_document.bin"));
 }
+
+namespace {
+std::vector<std::string> temp_files_in(const std::string& dir) {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().filename().string().find(".tmp.") != std::string::npos) out.push_back(e.path().string());
+    return out;
+}
+}  // namespace
+
+TEST(Preprocess, FailedRewriteKeepsThePreviousDataset) {
+    // Issue 20 section 6: the disk fills while the new .idx is written. Many one-token
+    // documents make the .idx (20 bytes a document) ten times the .bin (2 bytes), so an
+    // 8 KiB file-size limit (16 blocks of 512 bytes in popen's sh) lets the new .bin (6000
+    // bytes) complete and fails the new .idx (60 KB) (EFBIG, as a
+    // full disk fails it with ENOSPC). The previous pair under the prefix must survive whole.
+    const std::string dir = gpt::test::scratch_dir("pre_keep_old");
+    write_file(dir + "/old.json", "{\"text\": \"the old dataset\"}\n");
+    std::string out;
+    ASSERT_EQ(run_command(app_command("--input '" + dir + "/old.json' --output-prefix '" + dir + "/o'"), out), 0) << out;
+    const std::string bin = dir + "/o_text_document.bin", idx = dir + "/o_text_document.idx";
+    const std::string old_bin = read_file(bin), old_idx = read_file(idx);
+    std::string many;
+    for (int i = 0; i < 3000; ++i) many += "{\"text\": \"a\"}\n";
+    write_file(dir + "/new.json", many);
+    const int rc = run_command("trap '' XFSZ; ulimit -f 16; " +
+                               app_command("--input '" + dir + "/new.json' --output-prefix '" + dir + "/o'"), out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find(".idx.tmp."), std::string::npos) << "the failure should be the new index's: " << out;
+    EXPECT_EQ(read_file(bin), old_bin);
+    EXPECT_EQ(read_file(idx), old_idx);
+    IndexedDataset d(dir + "/o_text_document");
+    EXPECT_EQ(tokenizer().decode(d.sequence(0)), "the old dataset");
+    EXPECT_TRUE(temp_files_in(dir).empty());
+}
+
+TEST(Preprocess, SigtermRemovesTemporaryFilesAndTheNextRunRemovesStaleOnes) {
+    const std::string dir = gpt::test::scratch_dir("pre_sigterm");
+    // The input is a FIFO held open, so the tool is mid-run (its temporary files exist)
+    // when it gets SIGTERM, as under Slurm's time limit.
+    const std::string script =
+        "cd '" + dir + "' && mkfifo in.json && (" + app_command("--input in.json --output-prefix o") +
+        " > tool.log 2>&1 & echo $! > pid) && exec 3> in.json && echo '{\"text\": \"a\"}' >&3 && "
+        "until ls o_text_document.bin.tmp.* > /dev/null 2>&1; do sleep 0.05; done && "
+        "kill -TERM $(cat pid) && while kill -0 $(cat pid) 2> /dev/null; do sleep 0.05; done; exec 3>&-";
+    std::string out;
+    ASSERT_EQ(run_command(script, out), 0) << out;
+    EXPECT_TRUE(temp_files_in(dir).empty()) << temp_files_in(dir).front();
+
+    // A writer killed outright (SIGKILL, node crash) leaves its files; the next run removes
+    // them when their pid is gone (99999999 is above Linux's pid_max).
+    write_file(dir + "/o_text_document.bin.tmp.99999999", "stale");
+    write_file(dir + "/o_text_document.idx.tmp.99999999", "stale");
+    write_file(dir + "/c.json", "{\"text\": \"fresh\"}\n");
+    ASSERT_EQ(run_command(app_command("--input '" + dir + "/c.json' --output-prefix '" + dir + "/o'"), out), 0) << out;
+    EXPECT_TRUE(temp_files_in(dir).empty()) << temp_files_in(dir).front();
+}

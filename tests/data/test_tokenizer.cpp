@@ -103,6 +103,48 @@ TEST(Gpt2Tokenizer, MatchesTiktokenOnRandomUnicode) {
     expect_same_as_tiktoken(random_texts(3000, 12345), "tokenizer_random");
 }
 
+// Long space-free pieces, where the merge loop used to be quadratic (issue 20 section 7).
+std::vector<std::string> long_pieces() {
+    std::mt19937 rng(777);
+    const std::string b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string blob, dna, word, digits;
+    for (int i = 0; i < 5000; ++i) blob += b64[rng() % 64];
+    for (int i = 0; i < 5000; ++i) dna += "ACGT"[rng() % 4];
+    for (int i = 0; i < 5000; ++i) word += static_cast<char>('a' + rng() % 26);
+    for (int i = 0; i < 3000; ++i) digits += static_cast<char>('0' + rng() % 10);
+    return {blob, dna, word, std::string(5000, 'a'), std::string(3001, 'z') + "ing",
+            "Pneumonoultramicroscopicsilicovolcanoconiosis" + word.substr(0, 500), digits,
+            blob.substr(0, 65), blob.substr(0, 64), blob.substr(0, 63)};
+}
+
+TEST(Gpt2Tokenizer, MatchesTiktokenOnLongSpaceFreePieces) {
+    expect_same_as_tiktoken(long_pieces(), "tokenizer_long_pieces");
+}
+
+TEST(Gpt2Tokenizer, HeapMergeEqualsTheRescanningMergeOnEveryPieceLength) {
+    // Both BPE paths on the same pieces, across the length where bpe switches between them.
+    std::mt19937 rng(99);
+    const auto texts = random_texts(400, 4242);
+    for (const std::string& base : texts) {
+        for (std::size_t len : {std::size_t(1), std::size_t(7), std::size_t(33), Gpt2Tokenizer::kShortPiece}) {
+            const std::string piece = base.substr(0, std::min(len, base.size()));
+            std::vector<std::int32_t> a, b;
+            tokenizer().bpe(piece, a);
+            tokenizer().bpe_long(piece, b);
+            ASSERT_EQ(a, b) << json_string(piece);
+        }
+    }
+    for (int i = 0; i < 300; ++i) {
+        std::string piece;
+        const std::string alphabet = i % 2 ? "ab" : "etaoinshrdlu";
+        for (std::size_t k = 0; k < Gpt2Tokenizer::kShortPiece; ++k) piece += alphabet[rng() % alphabet.size()];
+        std::vector<std::int32_t> a, b;
+        tokenizer().bpe(piece, a);
+        tokenizer().bpe_long(piece, b);
+        ASSERT_EQ(a, b) << piece;
+    }
+}
+
 TEST(Gpt2Tokenizer, CacheGivesSameIdsAfterEviction) {
     // A tiny cache forces clearing mid-text; the ids must not change.
     const std::string text = "the cat sat on the mat, the cat sat again; " + std::string(200, 'z') + " the end";

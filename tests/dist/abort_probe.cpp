@@ -1,23 +1,31 @@
-// A job in which one rank fails while the others wait for it in a collective: the app
-// pattern (catch in main, abort_all) must end every rank promptly.
+// A job in which some ranks fail while the others wait for them in a collective: the app
+// pattern (catch in main, dist::fail_job) must end every rank promptly and bring the
+// reason to the user once, whole.
+//   abort_probe FAILING [LOG_DIR]   FAILING: a rank number, or "all"
 #include <cstdlib>
-#include <iostream>
 #include <string>
 
 #include "core/errors.hpp"
+#include "dist/fatal.hpp"
 #include "dist/mpi_environment.hpp"
 #include "dist/process_groups.hpp"
+#include "log/log.hpp"
+#include "log/rank_file.hpp"
 
 int main(int argc, char** argv) {
     gpt::dist::MpiEnvironment mpi(&argc, &argv);
-    const int failing = argc > 1 ? std::atoi(argv[1]) : 2;
+    const std::string failing = argc > 1 ? argv[1] : "2";
     try {
+        gpt::log::init({mpi.rank(), mpi.size(), "info", argc > 2 ? argv[2] : ""});
         gpt::dist::ProcessGroups groups(MPI_COMM_WORLD, 1, 1);
-        if (mpi.rank() == failing) GPT_THROW(DataError, "probe failure on rank ", failing);
-        groups.world().barrier();  // the others wait here for the failed rank
+        if (failing == "all" || std::atoi(failing.c_str()) == mpi.rank()) {
+            // Long enough that a message written in pieces would be cut.
+            GPT_THROW(DataError, "probe failure on rank ", mpi.rank(), ": ",
+                      std::string(3000, 'x'), " END-OF-REASON");
+        }
+        groups.world().barrier();  // the others wait here for the failed ranks
         return 0;
     } catch (const std::exception& e) {
-        std::cerr << "abort_probe: error on rank " << mpi.rank() << ": " << e.what() << std::endl;
-        gpt::dist::abort_all(1);
+        gpt::dist::fail_job("abort_probe", e.what(), 1);
     }
 }

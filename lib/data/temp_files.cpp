@@ -1,0 +1,75 @@
+#include "data/temp_files.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+namespace gpt::data {
+
+namespace {
+
+constexpr int kSlots = 64;
+constexpr std::size_t kPathMax = 4096;
+// A slot is written only while `used` is false and published by setting it; the handler
+// reads only published slots (the strings are never freed).
+struct Slot {
+    std::atomic<bool> used{false};
+    char path[kPathMax];
+};
+Slot g_slots[kSlots];
+
+extern "C" void unlink_and_die(int signum) {
+    for (Slot& s : g_slots)
+        if (s.used.load(std::memory_order_acquire)) ::unlink(s.path);
+    ::signal(signum, SIG_DFL);
+    ::raise(signum);
+}
+
+}  // namespace
+
+void remember_temp_file(const std::string& path) {
+    if (path.size() >= kPathMax) return;
+    for (Slot& s : g_slots) {
+        if (s.used.load(std::memory_order_acquire)) continue;
+        std::memcpy(s.path, path.c_str(), path.size() + 1);
+        s.used.store(true, std::memory_order_release);
+        return;
+    }
+}
+
+void forget_temp_file(const std::string& path) {
+    for (Slot& s : g_slots)
+        if (s.used.load(std::memory_order_acquire) && path == s.path) s.used.store(false, std::memory_order_release);
+}
+
+void remove_temp_files_on_signals() {
+    struct sigaction sa {};
+    sa.sa_handler = unlink_and_die;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
+void remove_stale_temp_files(const std::string& final_path) {
+    namespace fs = std::filesystem;
+    const fs::path p(final_path);
+    const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+    const std::string prefix = p.filename().string() + ".tmp.";
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind(prefix, 0) != 0) continue;
+        char* end = nullptr;
+        const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
+        if (pid <= 0 || !end || *end != '\0') continue;
+        // Alive (or not ours to signal, EPERM): leave it; a dead writer's file goes.
+        if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+        fs::remove(e.path(), ec);
+    }
+}
+
+}  // namespace gpt::data

@@ -1,0 +1,132 @@
+// Issue 20 section 4: every value is checked at start-up, one clear message each, instead
+// of an internal error, NaN or a silently disabled feature later.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/options.hpp"
+#include "config/validate.hpp"
+#include "core/errors.hpp"
+#include "test_env.hpp"
+
+using namespace gpt;
+
+namespace {
+
+std::vector<std::string> tiny_args() {
+    return {"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
+            "--seq-length", "32", "--vocab-size", "100", "--train-iters", "10"};
+}
+
+// The UsageError message that parsing and validating tiny + extra gives ("" if none).
+std::string rejection(std::vector<std::string> extra) {
+    auto args = tiny_args();
+    args.insert(args.end(), extra.begin(), extra.end());
+    try {
+        Config cfg = parse_args(args).config;
+        validate(cfg, 1);
+    } catch (const UsageError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST(ValidateRanges, EveryClassOfBadValueIsRejectedNamingTheFlag) {
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--global-batch-size", "-8"}, "--global-batch-size must not be negative"},
+        {{"--max-global-batch-size", "-1"}, "--max-global-batch-size must not be negative"},
+        {{"--layernorm-epsilon", "-1"}, "--layernorm-epsilon must be positive"},
+        {{"--layernorm-epsilon", "0"}, "--layernorm-epsilon must be positive"},
+        {{"--layernorm-epsilon", "nan"}, "--layernorm-epsilon must be a finite number"},
+        {{"--save-interval", "-5"}, "--save-interval must not be negative"},
+        {{"--log-interval", "-1"}, "--log-interval must be positive"},
+        {{"--eval-interval", "-1"}, "--eval-interval must be positive"},
+        {{"--exit-interval", "-3"}, "--exit-interval must not be negative"},
+        {{"--exit-duration-in-mins", "-1"}, "--exit-duration-in-mins must not be negative"},
+        {{"--ckpt-step", "-7"}, "--ckpt-step must be an iteration"},
+        {{"--keep-last", "-1"}, "--keep-last must not be negative"},
+        {{"--ffn-hidden-size", "-64"}, "--ffn-hidden-size must not be negative"},
+        {{"--max-position-embeddings", "-1"}, "--max-position-embeddings must not be negative"},
+        {{"--lr-warmup-iters", "-2"}, "--lr-warmup-iters must not be negative"},
+        {{"--lr-decay-iters", "-2"}, "--lr-decay-iters must not be negative"},
+        {{"--lr-warmup-samples", "-2"}, "--lr-warmup-samples must not be negative"},
+        {{"--lr-decay-samples", "-2"}, "--lr-decay-samples must not be negative"},
+        {{"--lr", "inf"}, "--lr must be a finite number"},
+        {{"--clip-grad", "inf"}, "--clip-grad must be a finite number"},
+        {{"--loss-scale", "inf"}, "--loss-scale must be a finite number"},
+        {{"--init-method-std", "inf"}, "--init-method-std must be a finite number"},
+        {{"--recompute-num-layers", "-1"}, "--recompute-num-layers must not be negative"},
+        {{"--num-layers-per-virtual-pipeline-stage", "-1"}, "must not be negative"},
+        {{"--data-parallel-size", "-1"}, "--data-parallel-size must not be negative"},
+        {{"--world-size", "-4"}, "--world-size must not be negative"},
+        {{"--world-size", "10000000"}, "exceed the planner's bounds"},
+        {{"--local-world-size", "100000"}, "exceed the planner's bounds"},
+        {{"--plan-intra-node-gbps", "inf"}, "must be a finite number"},
+        {{"--data-path", "1e308", "A", "1e308", "B"}, "--data-path weights sum to inf"},
+        {{"--data-path", "0", "A", "0", "B"}, "--data-path weights sum to 0"},
+    };
+    for (const auto& [extra, want] : cases) {
+        const std::string got = rejection(extra);
+        EXPECT_NE(got.find(want), std::string::npos)
+            << extra[0] << " " << extra[1] << ": want '" << want << "', got '" << got << "'";
+    }
+    EXPECT_EQ(rejection({}), "");
+    EXPECT_EQ(rejection({"--ckpt-step", "-1", "--save-interval", "0", "--world-size", "4096"}), "");
+}
+
+TEST(ValidateRanges, ConfigPointingAtAFolderIsRejected) {
+    const std::string dir = test::scratch_dir("validate_config_dir");
+    try {
+        parse_args({"--config", dir});
+        FAIL() << "a folder was read as a config file";
+    } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+    }
+}
+
+TEST(OutputPaths, MissingFoldersAreCreatedAndFilesInTheirPlaceRejected) {
+    const std::string dir = test::scratch_dir("validate_outputs");
+    Config cfg;
+    cfg.checkpoint.save = dir + "/new/ckpt";
+    cfg.logging.log_dir = dir + "/logs";
+    cfg.logging.metrics_file = dir + "/metrics/m.jsonl";
+    cfg.data.data_cache_path = dir + "/cache";
+    check_output_paths(cfg, 1024, 0);
+    for (const char* d : {"/new/ckpt", "/logs", "/metrics", "/cache"})
+        EXPECT_TRUE(std::filesystem::is_directory(dir + d)) << d;
+    // No probe file is left behind.
+    EXPECT_TRUE(std::filesystem::is_empty(dir + "/new/ckpt"));
+
+    std::ofstream(dir + "/a-file") << "x";
+    for (int which = 0; which < 3; ++which) {
+        Config bad;
+        std::string* field = which == 0 ? &bad.checkpoint.save : which == 1 ? &bad.logging.log_dir : &bad.data.data_cache_path;
+        *field = dir + "/a-file";
+        try {
+            check_output_paths(bad, 0, 0);
+            ADD_FAILURE() << "a file in place of a folder passed (" << which << ")";
+        } catch (const UsageError& e) {
+            EXPECT_NE(std::string(e.what()).find("is a file, not a folder"), std::string::npos) << e.what();
+        }
+    }
+    Config folder_as_metrics;
+    folder_as_metrics.logging.metrics_file = dir + "/logs";
+    EXPECT_THROW(check_output_paths(folder_as_metrics, 0, 0), UsageError);
+}
+
+TEST(OutputPaths, SaveNeedsRoomForOneCheckpoint) {
+    const std::string dir = test::scratch_dir("validate_save_space");
+    Config cfg;
+    cfg.checkpoint.save = dir;
+    check_output_paths(cfg, 1, 0);
+    try {
+        check_output_paths(cfg, std::uint64_t(1) << 62, 0);  // 4 EiB: more than any disk
+        FAIL() << "a 4 EiB checkpoint fits?";
+    } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("one checkpoint of this model needs about"), std::string::npos) << e.what();
+    }
+}
