@@ -339,14 +339,14 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
     std::uint64_t signature = fnv1a(nullptr, 0);
     for (const auto& t : slices) signature = t.selection.hash(signature);
     std::vector<std::uint64_t> signatures(s.size);
-    MPI_Allgather(&signature, 1, MPI_UINT64_T, signatures.data(), 1, MPI_UINT64_T, s.comm);
+    allgather(&signature, signatures.data(), 1, MPI_UINT64_T, s.comm);
     const bool leader = std::find(signatures.begin(), signatures.begin() + s.rank, signature) ==
                         signatures.begin() + s.rank;
 
     std::vector<int> strided(slices.size(), 0), any_strided(slices.size(), 0);
     for (std::size_t i = 0; i < slices.size(); ++i)
         strided[i] = slices[i].selection.is_contiguous(slices[i].global_shape) ? 0 : 1;
-    MPI_Allreduce(strided.data(), any_strided.data(), static_cast<int>(slices.size()), MPI_INT, MPI_MAX, s.comm);
+    allreduce(strided.data(), any_strided.data(), static_cast<int>(slices.size()), MPI_INT, MPI_MAX, s.comm);
 
     std::vector<std::uint64_t> partial(slices.size(), 0);
     std::vector<std::int64_t> counted(slices.size(), 0), covered(slices.size(), 0);
@@ -407,7 +407,7 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
     if (!s.opts.verify_checksums || slices.empty()) return;
     const int m = static_cast<int>(slices.size());
     const std::vector<std::uint64_t> sums = allreduce_checksums(s.comm, partial);
-    MPI_Allreduce(counted.data(), covered.data(), m, MPI_INT64_T, MPI_SUM, s.comm);
+    allreduce(counted.data(), covered.data(), m, MPI_INT64_T, MPI_SUM, s.comm);
     // Tensors read partly or with overlapping non-identical selections, and any mismatch
     // (which overlapping leaders could also cause), get an authoritative full pass.
     std::vector<std::size_t> recheck;

@@ -36,7 +36,7 @@ CheckpointSaver::CheckpointSaver(MPI_Comm comm, std::string dir, SaverOptions op
         MPI_Comm_free(&comm_);
         std::rethrow_exception(err);
     }
-    MPI_Bcast(&latest_, 1, MPI_INT64_T, 0, comm_);
+    bcast(&latest_, 1, MPI_INT64_T, 0, comm_);
 }
 
 CheckpointSaver::~CheckpointSaver() {
@@ -94,7 +94,7 @@ SaveResult CheckpointSaver::publish() {
         writer_.reset();
         keep_alive_.reset();
         if (rank_ == 0) latest_ = read_tracker_if_valid(dir_).value_or(-1);
-        MPI_Bcast(&latest_, 1, MPI_INT64_T, 0, comm_);
+        bcast(&latest_, 1, MPI_INT64_T, 0, comm_);
         const std::string previous =
             latest_ >= 0 ? "the latest complete checkpoint is iteration " + std::to_string(latest_) + " (" +
                                (fs::path(dir_) / iteration_dir_name(latest_)).string() + "), intact"

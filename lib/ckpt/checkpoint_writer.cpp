@@ -334,7 +334,7 @@ void CheckpointWriter::write_rank_blob(const std::string& name, const void* data
     require_same_on_all_ranks(s.comm, fnv1a(name.data(), name.size()), "rank blob names");
     std::vector<std::int64_t> sizes(s.size);
     const std::int64_t mine = static_cast<std::int64_t>(bytes);
-    MPI_Allgather(&mine, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, s.comm);
+    allgather(&mine, sizes.data(), 1, MPI_INT64_T, s.comm);
     std::vector<std::int64_t> offsets(s.size + 1, 0);
     for (int r = 0; r < s.size; ++r) offsets[r + 1] = offsets[r] + sizes[r];
     GPT_REQUIRE(offsets[s.size] > 0, InternalError, "rank blob '", name, "': every rank passed 0 bytes");

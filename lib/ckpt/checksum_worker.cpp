@@ -4,6 +4,7 @@
 
 #include "ckpt/checksum.hpp"
 #include "ckpt/dataset_io.hpp"
+#include "core/wait.hpp"
 
 namespace gpt::ckpt {
 
@@ -63,7 +64,7 @@ void ChecksumWorker::loop(std::stop_token stop) {
 void ChecksumWorker::finish() {
     if (thread_.joinable()) {
         std::unique_lock lock(mutex_);
-        cv_.wait(lock, [&] { return jobs_.empty() && !busy_; });
+        wait_cv(cv_, lock, [&] { return jobs_.empty() && !busy_; }, "the checkpoint checksum worker");
     }
     if (error_) std::rethrow_exception(error_);
 }

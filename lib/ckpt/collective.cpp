@@ -21,6 +21,19 @@ void allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_O
     wait_politely(req, "MPI_Iallreduce");
 }
 
+void bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (MPI_Ibcast(buf, count, type, root, comm, &req) != MPI_SUCCESS) throw CommError("MPI_Ibcast failed");
+    wait_politely(req, "MPI_Ibcast");
+}
+
+void allgather(const void* send, void* recv, int count, MPI_Datatype type, MPI_Comm comm) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (MPI_Iallgather(send, count, type, recv, count, type, comm, &req) != MPI_SUCCESS)
+        throw CommError("MPI_Iallgather failed");
+    wait_politely(req, "MPI_Iallgather");
+}
+
 namespace {
 enum ErrorKind : int { kNone = 0, kIo, kData, kUsage, kInternal, kComm, kOther };
 
@@ -63,7 +76,7 @@ void agree_on_error(MPI_Comm comm, std::exception_ptr local_error) {
     allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
     if (first == size) return;
     int k = kind;
-    MPI_Bcast(&k, 1, MPI_INT, first, comm);
+    bcast(&k, 1, MPI_INT, first, comm);
     message = broadcast_string(comm, message, first);
     if (first != rank && size > 1) message = "rank " + std::to_string(first) + ": " + message;
     switch (k) {
@@ -102,13 +115,8 @@ std::vector<std::uint64_t> allreduce_checksums(MPI_Comm comm, const std::vector<
 }
 
 std::string broadcast_string(MPI_Comm comm, const std::string& s, int root) {
-    auto bcast = [&](void* buf, int count, MPI_Datatype type) {
-        MPI_Request req = MPI_REQUEST_NULL;
-        if (MPI_Ibcast(buf, count, type, root, comm, &req) != MPI_SUCCESS) throw CommError("MPI_Ibcast failed");
-        wait_politely(req, "MPI_Ibcast");
-    };
     std::uint64_t n = s.size();
-    bcast(&n, 1, MPI_UINT64_T);
+    bcast(&n, 1, MPI_UINT64_T, root, comm);
     std::string out(n, '\0');
     int rank = 0;
     MPI_Comm_rank(comm, &rank);
@@ -116,7 +124,7 @@ std::string broadcast_string(MPI_Comm comm, const std::string& s, int root) {
     // Large manifests exceed INT_MAX only in theory; send in pieces to be safe.
     for (std::uint64_t off = 0; off < n; off += (1u << 30)) {
         const int len = static_cast<int>(std::min<std::uint64_t>(n - off, 1u << 30));
-        bcast(out.data() + off, len, MPI_CHAR);
+        bcast(out.data() + off, len, MPI_CHAR, root, comm);
     }
     return out;
 }

@@ -19,6 +19,9 @@ namespace gpt::ckpt {
 void wait_politely(MPI_Request& req, const char* what);
 // Collective. MPI_Allreduce completed with wait_politely.
 void allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
+// Collective. MPI_Bcast and MPI_Allgather completed with wait_politely.
+void bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
+void allgather(const void* send, void* recv, int count, MPI_Datatype type, MPI_Comm comm);
 
 // Collective. When any rank passes an error, every rank throws the error of the lowest
 // failing rank, with its exception type (IoError, DataError, ...) and message.

@@ -8,21 +8,29 @@ namespace gpt::ckpt::h5 {
 void silence_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
 std::string take_error_message() {
-    std::string innermost;
-    // The stack is walked outward; the first frame is where HDF5 detected the problem.
+    // H5E_WALK_DOWNWARD starts at the API call and ends at the frame that detected the
+    // problem. Both ends matter: the outer frames say what we were doing, the innermost one
+    // carries the cause (e.g. MPI-IO's "No space left on device"), so keep the two outermost
+    // and the innermost frame, with HDF5's embedded newlines flattened to one line.
+    std::vector<std::string> frames;
     H5Ewalk2(
         H5E_DEFAULT, H5E_WALK_DOWNWARD,
-        [](unsigned n, const H5E_error2_t* err, void* out) -> herr_t {
-            auto& s = *static_cast<std::string*>(out);
-            if (err->desc && *err->desc) {
-                if (!s.empty()) s += "; ";
-                s += err->desc;
-            }
-            return n >= 2 ? 1 : 0;  // the three innermost frames say enough
+        [](unsigned, const H5E_error2_t* err, void* out) -> herr_t {
+            if (err->desc && *err->desc)
+                static_cast<std::vector<std::string>*>(out)->emplace_back(err->desc);
+            return 0;
         },
-        &innermost);
+        &frames);
     H5Eclear2(H5E_DEFAULT);
-    return innermost.empty() ? std::string("HDF5 call failed") : innermost;
+    if (frames.empty()) return "HDF5 call failed";
+    if (frames.size() > 3) frames.erase(frames.begin() + 2, frames.end() - 1);
+    std::string msg;
+    for (const auto& f : frames) {
+        if (!msg.empty()) msg += "; ";
+        msg += f;
+    }
+    std::replace(msg.begin(), msg.end(), '\n', ' ');
+    return msg;
 }
 
 std::size_t stored_size(Stored t) {

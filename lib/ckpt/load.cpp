@@ -93,9 +93,9 @@ LoadResult load_checkpoint(MPI_Comm comm, const LoadRequest& request,
         if (rank == 0) list = candidates(request, result.rejected, tracked);
     });
     std::uint64_t n = list.size();
-    MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm);
+    bcast(&n, 1, MPI_UINT64_T, 0, comm);
     list.resize(n);
-    MPI_Bcast(list.data(), static_cast<int>(n), MPI_INT64_T, 0, comm);
+    bcast(list.data(), static_cast<int>(n), MPI_INT64_T, 0, comm);
     if (n == 0) return result;
 
     for (std::size_t i = 0; i < list.size(); ++i) {
