@@ -258,10 +258,10 @@ int main(int argc, char** argv) {
 
         const auto& m = cfg.model;
         const int B = cfg.training.micro_batch_size;
-        const double flops = gpt::train::model_flops_per_iteration(m, tr.model().dims().vocab_padded, B);
+        const double flops = gpt::train::model_flops_per_iteration(m, tr.chunks().chunk(0).dims().vocab_padded, B);
         const double tflops = flops / dt / 1e12;  // 4 decimals for CPU-sized numbers
         std::int64_t params = 0;
-        for (const auto& e : tr.model().layout().entries()) params += e.numel;
+        for (const auto& e : tr.chunks().chunk(0).layout().entries()) params += e.numel;
         std::printf("{\"impl\": \"gpt-pretrain-%s\", \"config\": \"%s\", \"layers\": %d, \"hidden\": %d, "
                     "\"heads\": %d, \"seq\": %d, \"micro_batch\": %d, \"params_b\": %.3f, "
                     "\"ms_per_iter\": %.1f, \"tokens_per_s\": %.0f, \"model_tflops\": %.*f, "
