@@ -8,18 +8,12 @@
 #include "config/validate.hpp"
 #include "core/device_info.hpp"
 #include "core/errors.hpp"
+#include "data/gpt2_tokenizer.hpp"
 #include "dist/mpi_environment.hpp"
 #include "dist/process_groups.hpp"
 #include "log/log.hpp"
-#if GPT_HAVE_PLAN
 #include "plan/planner.hpp"
-#endif
-#if GPT_HAVE_TRAIN
 #include "train/pretrain.hpp"
-#endif
-#if GPT_HAVE_DATA
-#include "data/gpt2_tokenizer.hpp"
-#endif
 
 namespace {
 
@@ -44,41 +38,25 @@ std::string layout_summary(const gpt::Config& cfg, const gpt::dist::RankGrid& g)
 // Fills the unpadded vocab size from the tokenizer files, as Megatron's build_tokenizer does.
 void resolve_vocab(gpt::Config& cfg) {
     if (cfg.model.vocab_size > 0) return;
-#if GPT_HAVE_DATA
     if (!cfg.data.vocab_file.empty()) {
         cfg.model.vocab_size =
             gpt::data::Gpt2Tokenizer::load(cfg.data.vocab_file, cfg.data.merge_file).vocab_size();
         return;
     }
-#endif
     GPT_THROW(UsageError, "the vocab size is unknown: give --vocab-file and --merge-file (GPT-2 BPE) or --vocab-size");
 }
 
 int plan_only(gpt::Config& cfg) {
-#if GPT_HAVE_PLAN
     gpt::validate_model_and_training(cfg);
     resolve_vocab(cfg);
     GPT_REQUIRE(cfg.plan.world_size > 0, UsageError, "--plan-only needs --world-size");
     gpt::plan::print_plan(cfg, std::cout);
     return 0;
-#else
-    GPT_THROW(UsageError, "--plan-only: the planner is not built yet in this version");
-#endif
-}
-
-// Flags the parser knows (they are Megatron's) whose feature is not in this build: refuse
-// them instead of silently training without them.
-void refuse_unbuilt_features(const gpt::Config& cfg) {
-#if !GPT_TRAINER_CHECKPOINTS  // set when lib/train saves and loads checkpoints
-    GPT_REQUIRE(cfg.checkpoint.save.empty() && cfg.checkpoint.load.empty(), UsageError,
-                "--save/--load: checkpoints are not built yet in this version");
-#endif
 }
 
 int run(gpt::Config& cfg, const gpt::dist::MpiEnvironment& mpi, bool& ranks_diverged) {
     gpt::log::init({mpi.rank(), mpi.size(), cfg.logging.log_level, cfg.logging.log_dir});
     gpt::validate_model_and_training(cfg);
-    refuse_unbuilt_features(cfg);
     const bool auto_layout = !cfg.parallel.tp_given && !cfg.parallel.pp_given &&
                              (cfg.training.max_global_batch_size > 0 || !cfg.parallel.mbs_given);
     std::string plan_summary;
@@ -89,12 +67,10 @@ int run(gpt::Config& cfg, const gpt::dist::MpiEnvironment& mpi, bool& ranks_dive
         MPI_Comm_size(node, &local);
         MPI_Comm_free(&node);
     }
-#if GPT_HAVE_PLAN
     if (auto_layout && cfg.training.max_global_batch_size > 0) {
         resolve_vocab(cfg);
         plan_summary = gpt::plan::choose_layout(cfg, mpi.size(), local);
     }
-#endif
     if (cfg.training.micro_batch_size == 0)
         GPT_THROW(UsageError, "--micro-batch-size auto needs the planner and --max-global-batch-size");
     gpt::resolve_layout(cfg, mpi.size());
@@ -107,7 +83,6 @@ int run(gpt::Config& cfg, const gpt::dist::MpiEnvironment& mpi, bool& ranks_dive
     if (!plan_summary.empty()) GPT_LOG(info) << plan_summary;
     GPT_LOG(info) << gpt::format_arguments(cfg);
     GPT_LOG(info) << layout_summary(cfg, grid);
-#if GPT_HAVE_PLAN
     // Plan for the device this run will use: the CPU when no GPU is visible. A layout that
     // cannot fit fails here, on every rank alike, instead of being killed mid-run; a dry run
     // reports it and still exits 0.
@@ -124,22 +99,13 @@ int run(gpt::Config& cfg, const gpt::dist::MpiEnvironment& mpi, bool& ranks_dive
         if (!cfg.logging.dry_run) throw;
         GPT_LOG(warning) << e.what();
     }
-#endif
     if (cfg.logging.dry_run) return 0;
 
     // From here on ranks do different work, so an error may hit one rank only.
     ranks_diverged = true;
     gpt::dist::ProcessGroups groups(MPI_COMM_WORLD, cfg.parallel.tensor_model_parallel_size,
                                     cfg.parallel.pipeline_model_parallel_size);
-#if GPT_HAVE_TRAIN
     return gpt::train::pretrain(cfg, groups);
-#else
-    // Every rank reaches this line identically, so each may return on its own.
-    if (mpi.rank() == 0)
-        std::cerr << "gpt_pretrain: error: training is not built yet in this version: the "
-                     "configuration and rank layout above are valid, but no model can be trained\n";
-    return kUsageExit;
-#endif
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ one_line impossible-layout "world size 4 is not divisible by .* 3 x 1 = 3" -- "$
 one_line heads-vs-tp "num-attention-heads 63 is not divisible by tensor-model-parallel-size 2" -- "$mpiexec" -n 2 "$bin" --config configs/gpt22b.ini \
   --tensor-model-parallel-size 2 --num-attention-heads 63 --hidden-size 6174 --dry-run
 expect typo-suggests 2 'did you mean --num-layers' -- "$bin" --num-layres 4
-# Issue #5's command: gpt-tiny on 8 CPU ranks, TP 2 x PP 2 x DP 2 with the distributed
+# gpt-tiny on 8 CPU ranks, TP 2 x PP 2 x DP 2 with the distributed
 # optimizer and sequence parallelism, trains (3 iterations here; mock data from the config).
 expect gpt-tiny-ptdp-8-ranks 0 'training done: 3 iterations, 0 skipped' -- \
   env OMP_NUM_THREADS=1 "$mpiexec" -n 8 "$bin" --config configs/gpt-tiny.ini --tensor-model-parallel-size 2 \
