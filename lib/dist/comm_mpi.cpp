@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/environment.hpp"
 #include "core/errors.hpp"
 #include "dist/mpi_reduce_ops.hpp"
 
@@ -34,7 +35,7 @@ int checked_count(std::int64_t count) {
 
 bool oversubscribed() {
     static const bool value = [] {
-        if (const char* env = std::getenv("GPT_MPI_YIELD")) return std::string(env) == "1";
+        if (const auto forced = env::mpi_yield()) return *forced;
         MPI_Comm node;
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
         int local = 1;

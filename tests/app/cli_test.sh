@@ -26,6 +26,9 @@ expect gpt22b-16-ranks 0 '15: 7 0 1' -- "$mpiexec" -n 16 "$bin" --config configs
   --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 --dry-run
 expect gpt22b-table 0 'tensor_model_parallel_size \.{22} 8' -- "$mpiexec" -n 16 "$bin" \
   --config configs/gpt22b.ini --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 --dry-run
+# The environment variables that change a run are rows of the arguments table.
+expect env-in-table 0 'DEVICE_MEMORY_GB \.{32} 640' -- env DEVICE_MEMORY_GB=640 "$mpiexec" -n 16 "$bin" \
+  --config configs/gpt22b.ini --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 --dry-run
 expect help 0 'num-attention-heads' -- "$bin" --help
 one_line typo-flag "did you mean --num-layers" -- "$bin" --config configs/gpt22b.ini --num-layres 4
 one_line typo-key "hiden-size.*typo.ini.*did you mean hidden-size" -- "$bin" --config "$src/tests/app/typo.ini"
