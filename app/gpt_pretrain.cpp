@@ -66,7 +66,7 @@ int run(gpt::Config& cfg, const gpt::dist::MpiEnvironment& mpi, bool& ranks_dive
     ranks_diverged = true;
     gpt::dist::ProcessGroups groups(MPI_COMM_WORLD, p.tensor_model_parallel_size,
                                     p.pipeline_model_parallel_size);
-    return gpt::train::pretrain(run.cfg, groups);
+    return gpt::train::pretrain(run, groups);
 }
 
 }  // namespace

@@ -8,11 +8,12 @@
 
 namespace gpt::train {
 
-model::ModelOptions model_options(const Config& cfg) {
+model::ModelOptions model_options(const RunConfig& run) {
+    const Config& cfg = run.cfg;
     const auto& t = cfg.training;
     const auto& p = cfg.parallel;
     model::ModelOptions opt;
-    opt.dtype = t.fp16 ? DType::F16 : (t.bf16 ? DType::BF16 : DType::F32);
+    opt.dtype = run.dtype;
     opt.flash_attention = p.use_flash_attn;
     opt.tanh_gelu = cfg.model.tanh_gelu();
     opt.hidden_dropout = static_cast<float>(cfg.model.hidden_dropout);
@@ -30,14 +31,16 @@ model::ModelOptions model_options(const Config& cfg) {
     return opt;
 }
 
-ModelChunks::ModelChunks(const Config& cfg, dist::ProcessGroups& groups, dist::DataGroups& data,
-                         Backend& backend, std::int64_t num_micro_batches)
-    : groups_(groups), data_(data), be_(backend), num_micro_batches_(num_micro_batches) {
+ModelChunks::ModelChunks(const RunConfig& run, dist::ProcessGroups& groups, dist::DataGroups& data,
+                         Backend& backend)
+    : groups_(groups), data_(data), be_(backend), num_micro_batches_(run.num_micro_batches) {
+    const Config& cfg = run.cfg;
+    const std::int64_t num_micro_batches = run.num_micro_batches;
     const int v = pipeline_num_chunks(cfg, groups);
     const int micro_batch = cfg.training.micro_batch_size;
     const model::ModelDims dims = model::make_model_dims(
         cfg.model, cfg.model.vocab_size, groups.grid().tp_size(), groups.coords().tp);
-    const model::ModelOptions opt = model_options(cfg);
+    const model::ModelOptions opt = model_options(run);
     // Several chunks share one arena of micro-batch slots, sized for the schedule.
     if (v > 1)
         shared_ = std::make_unique<SharedActivations>(cfg, groups, be_, dims, opt, micro_batch,

@@ -19,6 +19,7 @@
 #include "pipeline/executor.hpp"
 #include "train/batch_source.hpp"
 #include "train/grad_reducer.hpp"
+#include "train/run_config.hpp"
 #include "train/shared_activations.hpp"
 
 namespace gpt::train {
@@ -30,15 +31,15 @@ struct MemoryReport {
 };
 
 // The model options of this run (precision, dropout, recompute, flash attention, seed).
-model::ModelOptions model_options(const Config& cfg);
+model::ModelOptions model_options(const RunConfig& run);
 
 class ModelChunks {
 public:
-    // Builds and initialises this rank's chunks, their optimizers and reducers for a
-    // schedule of num_micro_batches micro-batches. data: the communicators for backend
-    // memory (tensor, data-parallel, pipeline, embedding).
-    ModelChunks(const Config& cfg, dist::ProcessGroups& groups, dist::DataGroups& data,
-                Backend& backend, std::int64_t num_micro_batches);
+    // Builds and initialises this rank's chunks, their optimizers and reducers for the
+    // run's schedule. data: the communicators for backend memory (tensor, data-parallel,
+    // pipeline, embedding).
+    ModelChunks(const RunConfig& run, dist::ProcessGroups& groups, dist::DataGroups& data,
+                Backend& backend);
     ~ModelChunks();
     ModelChunks(const ModelChunks&) = delete;
     ModelChunks& operator=(const ModelChunks&) = delete;

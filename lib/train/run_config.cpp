@@ -34,22 +34,27 @@ RunConfig resolve_run(Config cfg, int world_size, int local_world_size) {
         GPT_THROW(UsageError, "--micro-batch-size auto needs the planner and --max-global-batch-size");
     resolve_layout(cfg, world_size);
     resolve_vocab(cfg);
-    RunConfig run = derive_run(cfg, world_size, local_world_size);
+    const dist::RankGrid grid(world_size, cfg.parallel.tensor_model_parallel_size,
+                              cfg.parallel.pipeline_model_parallel_size);
+    RunConfig run = derive_run(cfg, grid, local_world_size);
     run.plan_summary = std::move(plan_summary);
     return run;
 }
 
-RunConfig derive_run(const Config& cfg, int world_size, int local_world_size) {
+RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size) {
     RunConfig run;
     run.cfg = cfg;
-    run.world_size = world_size;
+    run.world_size = grid.world_size();
     run.local_world_size = local_world_size;
     const auto& t = cfg.training;
     run.padded_vocab_size = cfg.padded_vocab_size();
     run.dtype = t.fp16 ? DType::F16 : (t.bf16 ? DType::BF16 : DType::F32);
-    const int dp = world_size / (cfg.parallel.tensor_model_parallel_size *
-                                 cfg.parallel.pipeline_model_parallel_size);
-    run.num_micro_batches = t.global_batch_size / (std::int64_t{t.micro_batch_size} * dp);
+    const int dp = grid.dp_size();
+    const std::int64_t per_step = std::int64_t{t.micro_batch_size} * dp;
+    GPT_REQUIRE(t.global_batch_size % per_step == 0, UsageError, "--global-batch-size ",
+                t.global_batch_size, " is not a multiple of --micro-batch-size x data-parallel size (",
+                t.micro_batch_size, " x ", dp, ")");
+    run.num_micro_batches = t.global_batch_size / per_step;
     return run;
 }
 

@@ -9,6 +9,7 @@
 
 #include "config/config.hpp"
 #include "core/dtype.hpp"
+#include "dist/rank_grid.hpp"
 
 namespace gpt::train {
 
@@ -32,9 +33,9 @@ void resolve_vocab(Config& cfg);
 // world_size ranks (local_world_size per node) and the vocabulary. Throws UsageError.
 RunConfig resolve_run(Config cfg, int world_size, int local_world_size);
 
-// The numbers derived from a resolved cfg (the tail of resolve_run; tests that build a
-// resolved Config by hand use it directly).
-RunConfig derive_run(const Config& cfg, int world_size, int local_world_size);
+// The numbers derived from a resolved cfg on the ranks of `grid` (the tail of resolve_run;
+// a Config resolved by hand, as tests build them, goes through it too).
+RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size);
 
 // "> parallel layout: ..." and the rank table, for the log.
 std::string describe_layout(const RunConfig& run);

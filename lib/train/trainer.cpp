@@ -77,29 +77,27 @@ std::string mib(std::size_t bytes) {
 }  // namespace
 
 Trainer::Trainer(const Config& cfg, dist::ProcessGroups& groups, Backend& backend)
-    : cfg_(cfg),
+    : Trainer(derive_run(cfg, groups.grid(), groups.local_size()), groups, backend) {}
+
+Trainer::Trainer(const RunConfig& run, dist::ProcessGroups& groups, Backend& backend)
+    : cfg_(run.cfg),
       groups_(groups),
       be_(backend),
-      scheduler_(optim::LrScheduler::from_config(cfg.optimizer, cfg.training.train_iters,
-                                                 cfg.training.train_samples,
-                                                 cfg.training.global_batch_size)),
-      scaler_(make_scaler(cfg.training)) {
-    check_supported(cfg, groups);
-    const auto& t = cfg.training;
-    const int dp = groups.grid().dp_size();
+      scheduler_(optim::LrScheduler::from_config(run.cfg.optimizer, run.cfg.training.train_iters,
+                                                 run.cfg.training.train_samples,
+                                                 run.cfg.training.global_batch_size)),
+      scaler_(make_scaler(run.cfg.training)) {
+    check_supported(cfg_, groups);
+    const auto& t = cfg_.training;
     global_batch_ = t.global_batch_size;
-    GPT_REQUIRE(global_batch_ % (static_cast<std::int64_t>(t.micro_batch_size) * dp) == 0,
-                UsageError, "--global-batch-size ", global_batch_,
-                " is not a multiple of --micro-batch-size x data-parallel size (",
-                t.micro_batch_size, " x ", dp, ")");
-    num_micro_batches_ = global_batch_ / (static_cast<std::int64_t>(t.micro_batch_size) * dp);
+    num_micro_batches_ = run.num_micro_batches;
     train_iters_ = resolve_train_iters(t);
     skip_on_overflow_ = t.fp16 || t.loss_scale > 0.0;
 
-    data_ = make_data_groups(cfg, groups, be_);
-    chunks_ = std::make_unique<ModelChunks>(cfg, groups, *data_, be_, num_micro_batches_);
-    if (!cfg.logging.metrics_file.empty() && logs())
-        metrics_ = std::make_unique<MetricsFile>(cfg.logging.metrics_file);
+    data_ = make_data_groups(cfg_, groups, be_);
+    chunks_ = std::make_unique<ModelChunks>(run, groups, *data_, be_);
+    if (!cfg_.logging.metrics_file.empty() && logs())
+        metrics_ = std::make_unique<MetricsFile>(cfg_.logging.metrics_file);
 }
 
 Trainer::~Trainer() = default;

@@ -18,6 +18,7 @@
 #include "train/batch_source.hpp"
 #include "train/metrics_file.hpp"
 #include "train/model_chunks.hpp"
+#include "train/run_config.hpp"
 
 namespace gpt::train {
 
@@ -44,8 +45,10 @@ void check_supported(const Config& cfg, const dist::ProcessGroups& groups);
 
 class Trainer {
 public:
-    // cfg must be validated (global batch, vocab size resolved). Builds and initialises the
-    // model, optimizer, scheduler and loss scaler.
+    // run: resolved (train::resolve_run). Builds and initialises the model, optimizer,
+    // scheduler and loss scaler.
+    Trainer(const RunConfig& run, dist::ProcessGroups& groups, Backend& backend);
+    // cfg resolved by hand (global batch, vocab size): the run derive_run gives.
     Trainer(const Config& cfg, dist::ProcessGroups& groups, Backend& backend);
     ~Trainer();
 
