@@ -1,5 +1,6 @@
-// gpt_pretrain: parse and validate the configuration, build the process groups, and train.
-// All logic lives in lib/; this main only wires it and turns errors into exit codes.
+// gpt_pretrain: parse the flags, resolve the run (train/run_config.hpp), print it, build the
+// process groups and train. All logic lives in lib/; this main only wires it and turns
+// errors into exit codes.
 #include <mpi.h>
 
 #include <cstdint>
@@ -10,7 +11,7 @@
 
 #include "config/options.hpp"
 #include "config/validate.hpp"
-#include "core/device_info.hpp"
+#include "core/environment.hpp"
 #include "core/errors.hpp"
 #include "dist/agreed.hpp"
 #include "dist/fatal.hpp"
@@ -18,69 +19,31 @@
 #include "dist/process_groups.hpp"
 #include "log/log.hpp"
 #include "log/rank_file.hpp"
-#if GPT_HAVE_PLAN
 #include "plan/checkpoint_size.hpp"
 #include "plan/planner.hpp"
-#endif
-#if GPT_HAVE_TRAIN
 #include "train/pretrain.hpp"
-#endif
-#if GPT_HAVE_DATA
-#include "data/gpt2_tokenizer.hpp"
-#endif
+#include "train/run_config.hpp"
 
 namespace {
 
 constexpr int kUsageExit = 2;
 constexpr int kErrorExit = 1;
 
-std::string layout_summary(const gpt::Config& cfg, const gpt::dist::RankGrid& g) {
-    std::ostringstream os;
-    os << "> parallel layout: world " << g.world_size() << " = TP " << g.tp_size() << " x PP "
-       << g.pp_size() << " x DP " << g.dp_size() << "; micro-batch " << cfg.training.micro_batch_size
-       << ", global batch " << cfg.training.global_batch_size << " ("
-       << cfg.training.global_batch_size / (cfg.training.micro_batch_size * g.dp_size())
-       << " micro-batches per iteration)\n";
-    os << "> rank layout (global rank: tp dp pp):";
-    for (int r = 0; r < g.world_size(); ++r) {
-        auto c = g.coords(r);
-        os << (r % 8 == 0 ? "\n   " : "  ") << r << ": " << c.tp << " " << c.dp << " " << c.pp;
-    }
-    return os.str();
-}
-
-// Fills the unpadded vocab size from the tokenizer files, as Megatron's build_tokenizer does.
-void resolve_vocab(gpt::Config& cfg) {
-    if (cfg.model.vocab_size > 0) return;
-#if GPT_HAVE_DATA
-    if (!cfg.data.vocab_file.empty()) {
-        cfg.model.vocab_size =
-            gpt::data::Gpt2Tokenizer::load(cfg.data.vocab_file, cfg.data.merge_file).vocab_size();
-        return;
-    }
-#endif
-    GPT_THROW(UsageError, "the vocab size is unknown: give --vocab-file and --merge-file (GPT-2 BPE) or --vocab-size");
-}
-
 int plan_only(gpt::Config& cfg) {
-#if GPT_HAVE_PLAN
     gpt::validate_model_and_training(cfg);
-    resolve_vocab(cfg);
+    gpt::train::resolve_vocab(cfg);
     GPT_REQUIRE(cfg.plan.world_size > 0, UsageError, "--plan-only needs --world-size");
     gpt::plan::print_plan(cfg, std::cout);
     return 0;
-#else
-    GPT_THROW(UsageError, "--plan-only: the planner is not built yet in this version");
-#endif
 }
 
-// Flags the parser knows (they are Megatron's) whose feature is not in this build: refuse
-// them instead of silently training without them.
-void refuse_unbuilt_features(const gpt::Config& cfg) {
-#if !GPT_TRAINER_CHECKPOINTS  // set when lib/train saves and loads checkpoints
-    GPT_REQUIRE(cfg.checkpoint.save.empty() && cfg.checkpoint.load.empty(), UsageError,
-                "--save/--load: checkpoints are not built yet in this version");
-#endif
+int ranks_on_this_node(const gpt::dist::MpiEnvironment& mpi) {
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, mpi.rank(), MPI_INFO_NULL, &node);
+    int local = 1;
+    MPI_Comm_size(node, &local);
+    MPI_Comm_free(&node);
+    return local;
 }
 
 // The payload bytes and calls each of this rank's groups moved in the run (the counters of
@@ -104,76 +67,40 @@ void log_comm_bytes(gpt::dist::ProcessGroups& g) {
 
 int run(gpt::Config& cfg, const gpt::dist::MpiEnvironment& mpi, bool& ranks_diverged) {
     gpt::log::init({mpi.rank(), mpi.size(), cfg.logging.log_level, cfg.logging.log_dir});
-    gpt::validate_model_and_training(cfg);
-    refuse_unbuilt_features(cfg);
-    const bool auto_layout = !cfg.parallel.tp_given && !cfg.parallel.pp_given &&
-                             (cfg.training.max_global_batch_size > 0 || !cfg.parallel.mbs_given);
-    std::string plan_summary;
-    int local = 1;  // ranks on this node
-    {
-        MPI_Comm node;
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, mpi.rank(), MPI_INFO_NULL, &node);
-        MPI_Comm_size(node, &local);
-        MPI_Comm_free(&node);
-    }
-#if GPT_HAVE_PLAN
-    if (auto_layout && cfg.training.max_global_batch_size > 0) {
-        resolve_vocab(cfg);
-        plan_summary = gpt::plan::choose_layout(cfg, mpi.size(), local);
-    }
-#endif
-    if (cfg.training.micro_batch_size == 0)
-        GPT_THROW(UsageError, "--micro-batch-size auto needs the planner and --max-global-batch-size");
-    gpt::resolve_layout(cfg, mpi.size());
-    resolve_vocab(cfg);
-    const gpt::dist::RankGrid grid(mpi.size(), cfg.parallel.tensor_model_parallel_size,
-                                   cfg.parallel.pipeline_model_parallel_size);
-#if GPT_HAVE_PLAN
+    const gpt::train::RunConfig run = gpt::train::resolve_run(cfg, mpi.size(), ranks_on_this_node(mpi));
+    const auto& p = run.cfg.parallel;
+    // Every output path is written once and the --save folder has room for a checkpoint,
+    // before any iteration runs; the ranks agree, so one rank's failure stops them all.
     gpt::dist::run_agreed(MPI_COMM_WORLD, [&] {
-        gpt::check_output_paths(cfg, gpt::plan::predicted_checkpoint_bytes(cfg), mpi.rank());
+        gpt::check_output_paths(run.cfg, gpt::plan::predicted_checkpoint_bytes(run.cfg), mpi.rank());
     });
-#endif
-    GPT_LOG(info) << "using world size: " << mpi.size() << ", data-parallel size: " << grid.dp_size()
-                  << ", tensor-model-parallel size: " << grid.tp_size()
-                  << ", pipeline-model-parallel size: " << grid.pp_size();
-    if (!plan_summary.empty()) GPT_LOG(info) << plan_summary;
-    GPT_LOG(info) << gpt::format_arguments(cfg);
-    GPT_LOG(info) << layout_summary(cfg, grid);
-#if GPT_HAVE_PLAN
-    // Plan for the device this run will use: the CPU when no GPU is visible. A layout that
-    // cannot fit fails here, on every rank alike, instead of being killed mid-run; a dry run
-    // reports it and still exits 0.
-    gpt::Config planned = cfg;
-    if (planned.plan.plan_device == "auto" &&
-        (cfg.parallel.device == "cpu" || gpt::visible_gpu_count() == 0))
-        planned.plan.plan_device = "cpu";
+    GPT_LOG(info) << "using world size: " << run.world_size << ", data-parallel size: "
+                  << p.data_parallel_size << ", tensor-model-parallel size: "
+                  << p.tensor_model_parallel_size << ", pipeline-model-parallel size: "
+                  << p.pipeline_model_parallel_size;
+    if (!run.plan_summary.empty()) GPT_LOG(info) << run.plan_summary;
+    GPT_LOG(info) << gpt::format_arguments(run.cfg, gpt::env::rows());
+    GPT_LOG(info) << gpt::train::describe_layout(run);
+    // A layout that cannot fit fails here, on every rank alike, instead of being killed
+    // mid-run; a dry run reports it and still exits 0.
     try {
         // Evaluated outside the log statement: Boost.Log skips the streamed expression on
         // ranks whose records are filtered out, and every rank must run the check.
-        const std::string verdict = gpt::plan::check_memory(planned, mpi.size(), local);
+        const std::string verdict = gpt::train::check_run_memory(run);
         GPT_LOG(info) << verdict;
     } catch (const gpt::UsageError& e) {
-        if (!cfg.logging.dry_run) throw;
+        if (!run.cfg.logging.dry_run) throw;
         GPT_LOG(warning) << e.what();
     }
-#endif
-    if (cfg.logging.dry_run) return 0;
+    if (run.cfg.logging.dry_run) return 0;
 
     // From here on ranks do different work, so an error may hit one rank only.
     ranks_diverged = true;
-    gpt::dist::ProcessGroups groups(MPI_COMM_WORLD, cfg.parallel.tensor_model_parallel_size,
-                                    cfg.parallel.pipeline_model_parallel_size);
-#if GPT_HAVE_TRAIN
-    const int rc = gpt::train::pretrain(cfg, groups);
+    gpt::dist::ProcessGroups groups(MPI_COMM_WORLD, p.tensor_model_parallel_size,
+                                    p.pipeline_model_parallel_size);
+    const int rc = gpt::train::pretrain(run, groups);
     log_comm_bytes(groups);
     return rc;
-#else
-    // Every rank reaches this line identically, so each may return on its own.
-    if (mpi.rank() == 0)
-        std::cerr << "gpt_pretrain: error: training is not built yet in this version: the "
-                     "configuration and rank layout above are valid, but no model can be trained\n";
-    return kUsageExit;
-#endif
 }
 
 }  // namespace

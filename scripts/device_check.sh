@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks of issue #7 in one prepared run on a machine with one GPU, CUDA and
+# The GPU checks in one prepared run on a machine with one GPU, CUDA and
 # PyTorch but none of our other runtime libraries (packed by scripts/device_bundle.sh into
 # .rt/). Each step is time-boxed so one hang does not cost the others; logs go to $OUT
 # (default ./out). Steps: (1) every CUDA op against the CPU backend; (2) 5 training

@@ -1,5 +1,5 @@
 // bench_attention: our flash attention (causal, no dropout) forward and forward+backward on
-// the attention shapes of issue #7's three training configs, for bench/attention_gpu/run.sh
+// the attention shapes of the three GPU training configs, for bench/attention_gpu/run.sh
 // to set beside PyTorch's scaled_dot_product_attention (peer_torch_attention.py, same shapes,
 // same timing, same FLOP count).
 //
@@ -41,7 +41,7 @@ struct Shape {
     std::int64_t b, np, s, hn;
 };
 
-// The attention of issue #7's configs (micro-batch, heads, sequence, head size), and a tiny
+// The attention of the GPU training configs (micro-batch, heads, sequence, head size), and a tiny
 // one for CPU smoke runs (left out of "all").
 constexpr Shape kShapes[] = {
     {"gpt-1.3b", 8, 16, 2048, 128},         // hidden 2048

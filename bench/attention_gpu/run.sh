@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Our flash attention (causal, forward and forward+backward) beside PyTorch's
 # scaled_dot_product_attention (flash backend forced where possible) on the attention shapes
-# of issue #7's three configs, shape by shape in one run; TFLOP/s count the causal half of
+# of the three GPU training shapes (bench_attention.cpp's kShapes), shape by shape in one run; TFLOP/s count the causal half of
 # the s x s work (FlashAttention's convention), forward+backward = 3.5 x forward.
 #
 #   bench/attention_gpu/run.sh                               # the three shapes, then a table

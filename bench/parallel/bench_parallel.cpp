@@ -89,10 +89,8 @@ int run(int argc, char** argv) {
     gpt::Stopwatch sw;
     for (int i = 0; i < iters; ++i) {
         tr.train_step(src);
-        if (tr.pipeline()) {
-            wait += tr.pipeline()->last_timing().wait_seconds;
-            compute += tr.pipeline()->last_timing().compute_seconds;
-        }
+        wait += tr.chunks().last_timing().wait_seconds;
+        compute += tr.chunks().last_timing().compute_seconds;
     }
     MPI_Barrier(MPI_COMM_WORLD);
     const double seconds = sw.seconds();
@@ -102,7 +100,7 @@ int run(int argc, char** argv) {
     std::map<std::string, double> bytes;
     for (auto* c : comms) bytes[c->name()] = sum_over_world(double(c->stats().total_bytes()) / iters);
     const int p = groups.grid().pp_size();
-    const int v = tr.pipeline() ? tr.pipeline()->num_chunks() : 1;
+    const int v = tr.chunks().num_chunks();
     const auto m = tr.num_micro_batches();
     // In 1F1B every stage idles (p-1) forward+backward passes per iteration: the same
     // fraction (p-1)/(v m) of its compute on every stage, so average over the ranks.

@@ -37,7 +37,7 @@ std::string str_arg(int argc, char** argv, const std::string& name) {
 // --dump DIR: the initial parameters (flat fp32 + layout), the token batches and our
 // per-step losses, for bench/train_cpu/compare_with_peer.py to replay in PyTorch.
 void dump_initial_state(const std::string& dir, gpt::train::Trainer& tr, const RandomTokens& src) {
-    auto& m = tr.model();
+    auto& m = tr.chunks().chunk(0);
     std::vector<float> p(static_cast<std::size_t>(m.layout().total_elements()));
     m.get_parameters(p.data());
     std::ofstream(dir + "/params.bin", std::ios::binary)
@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
         const double dt = sw.seconds() / steps;
         const auto& m = cfg.model;
         const double B = cfg.training.micro_batch_size;
-        const double flops = gpt::train::model_flops_per_iteration(m, tr.model().dims().vocab_padded,
+        const double flops = gpt::train::model_flops_per_iteration(m, tr.chunks().chunk(0).dims().vocab_padded,
                                                                    cfg.training.micro_batch_size);
         struct rusage ru {};
         getrusage(RUSAGE_SELF, &ru);

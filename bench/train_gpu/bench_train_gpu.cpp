@@ -1,4 +1,4 @@
-// bench_train_gpu: training throughput of one GPU on the shapes of issue #7, the same work
+// bench_train_gpu: training throughput of one GPU on the GPU training shapes, the same work
 // as /work/shared/peers/peer_torch_gpt.py: fp16 with dynamic loss scaling, flash attention,
 // no dropout, AdamW (lr 1e-4 constant) with clipping at 1.0, vocab 50304, random tokens.
 // Prints one JSON line with the peer's keys: model TFLOP/s (Megatron's formula
@@ -47,7 +47,7 @@ const std::map<std::string, Shape>& presets() {
     return p;
 }
 
-// H200 fp16 cuBLAS GEMM peak measured for issue #7; --gemm-peak-tflops for other GPUs.
+// H200 fp16 cuBLAS GEMM peak, measured on our H200; --gemm-peak-tflops for other GPUs.
 constexpr double kDefaultGemmPeakTflops = 762.0;
 
 struct Options {
@@ -258,10 +258,10 @@ int main(int argc, char** argv) {
 
         const auto& m = cfg.model;
         const int B = cfg.training.micro_batch_size;
-        const double flops = gpt::train::model_flops_per_iteration(m, tr.model().dims().vocab_padded, B);
+        const double flops = gpt::train::model_flops_per_iteration(m, tr.chunks().chunk(0).dims().vocab_padded, B);
         const double tflops = flops / dt / 1e12;  // 4 decimals for CPU-sized numbers
         std::int64_t params = 0;
-        for (const auto& e : tr.model().layout().entries()) params += e.numel;
+        for (const auto& e : tr.chunks().chunk(0).layout().entries()) params += e.numel;
         std::printf("{\"impl\": \"gpt-pretrain-%s\", \"config\": \"%s\", \"layers\": %d, \"hidden\": %d, "
                     "\"heads\": %d, \"seq\": %d, \"micro_batch\": %d, \"params_b\": %.3f, "
                     "\"ms_per_iter\": %.1f, \"tokens_per_s\": %.0f, \"model_tflops\": %.*f, "

@@ -350,7 +350,8 @@ std::vector<std::string> option_names() {
     return names_of(table);
 }
 
-std::string format_arguments(const Config& cfg) {
+std::string format_arguments(const Config& cfg,
+                             const std::vector<std::pair<std::string, std::string>>& extra) {
     Config scratch;
     OptionTable table(scratch);
     std::vector<std::pair<std::string, std::string>> rows;
@@ -361,6 +362,7 @@ std::string format_arguments(const Config& cfg) {
     }
     rows.emplace_back("padded_vocab_size", cfg.model.vocab_size > 0 ? std::to_string(cfg.padded_vocab_size()) : "None");
     rows.emplace_back("config", cfg.config_file.empty() ? "None" : cfg.config_file);
+    rows.insert(rows.end(), extra.begin(), extra.end());
     std::sort(rows.begin(), rows.end());
     std::ostringstream os;
     os << "------------------------ arguments ------------------------\n";

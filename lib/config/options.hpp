@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config.hpp"
@@ -23,8 +24,10 @@ ParsedArgs parse_args(const std::vector<std::string>& args);
 // Every flag with its help text and default, grouped like Megatron's argument groups.
 std::string usage_text();
 
-// Megatron's sorted "arguments" table of every resolved value (rank 0 prints it).
-std::string format_arguments(const Config& cfg);
+// Megatron's sorted "arguments" table of every resolved value (rank 0 prints it), with
+// `extra` rows (the environment variables that change the run) sorted in.
+std::string format_arguments(const Config& cfg,
+                             const std::vector<std::pair<std::string, std::string>>& extra = {});
 
 // Names of every accepted flag (without dashes).
 std::vector<std::string> option_names();

@@ -1,6 +1,6 @@
 // Collective and point-to-point communication on one process group.
-// Implementations: MpiCommunicator (host buffers; host-staged device buffers later) and,
-// with the CUDA backend, NcclCommunicator. Every call counts the payload bytes it moves
+// Implementations: MpiCommunicator (host buffers), StagedCommunicator (device buffers
+// through host copies, dist/comm_staged.hpp) and, with the CUDA backend, NcclCommunicator. Every call counts the payload bytes it moves
 // per operation so tests can check them against analytical formulas.
 #pragma once
 

@@ -15,6 +15,7 @@ namespace {
 class Buffer {
 public:
     Buffer(const BufferSpace& space, std::size_t bytes) : space_(&space) {
+        if (bytes == 0) return;  // no buffer: p_ stays null
         if (space.alloc) {
             p_ = space.alloc(bytes);
         } else {
@@ -99,7 +100,9 @@ PipelineTiming run_pipeline(const PipelineShape& sh, dist::Communicator& pp, con
     };
 
     SendPool pool(space, bytes);
-    Buffer recv_buf(space, bytes);
+    // One stage holding the whole model (p = v = 1) sends and receives nothing: no receive
+    // buffer. (One stage with several chunks passes activations to itself.)
+    Buffer recv_buf(space, p * v > 1 ? bytes : 0);
     PipelineTiming timing;
     for (const Action& a : schedule) {
         const int vstage = a.chunk * p + s;

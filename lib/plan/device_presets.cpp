@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/device_info.hpp"
+#include "core/environment.hpp"
 #include "core/errors.hpp"
 
 namespace gpt::plan {
@@ -95,13 +96,7 @@ const DevicePreset& find_device_preset(std::string_view name) {
 
 DevicePreset cpu_preset_for_host(const DevicePreset& cpu, int local_world_size) {
     int cores = static_cast<int>(std::thread::hardware_concurrency());
-    if (const char* env = std::getenv("GPT_CPU_CORES"); env && *env) {
-        char* end = nullptr;
-        const long v = std::strtol(env, &end, 10);
-        GPT_REQUIRE(end && *end == '\0' && v > 0, UsageError, "GPT_CPU_CORES='", env,
-                    "' is not a positive number of cores");
-        cores = static_cast<int>(v);
-    }
+    if (const auto forced = env::cpu_cores()) cores = *forced;
     const double per_rank = std::max(1.0, double(std::max(cores, 1)) / std::max(local_world_size, 1));
     DevicePreset p = cpu;
     p.peak_tflops_fp32 = p.peak_tflops_16bit = per_rank * kCpuCoreTflops;
@@ -123,13 +118,8 @@ std::uint64_t parse_meminfo_total(std::string_view text) {
 
 DeviceMemory device_memory(const DevicePreset& preset, int local_world_size) {
     constexpr double gib = double(1ull << 30);
-    if (const char* env = std::getenv("DEVICE_MEMORY_GB"); env && *env) {
-        char* end = nullptr;
-        double v = std::strtod(env, &end);
-        GPT_REQUIRE(end && *end == '\0' && v > 0, UsageError, "DEVICE_MEMORY_GB='", env,
-                    "' is not a positive number of GiB (e.g. DEVICE_MEMORY_GB=80)");
-        return {static_cast<std::uint64_t>(v * gib), "DEVICE_MEMORY_GB"};
-    }
+    if (const auto forced = env::device_memory_gb())
+        return {static_cast<std::uint64_t>(*forced * gib), "DEVICE_MEMORY_GB"};
     if (preset.is_gpu) {
         if (auto probe = g_gpu_probe.load()) {
             if (std::uint64_t b = probe()) return {b, "detected GPU"};

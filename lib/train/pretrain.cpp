@@ -27,7 +27,8 @@ private:
 
 }  // namespace
 
-int pretrain(const Config& cfg, dist::ProcessGroups& groups) {
+int pretrain(const RunConfig& run, dist::ProcessGroups& groups) {
+    const Config& cfg = run.cfg;
     check_supported(cfg, groups);
     // Catch SIGTERM/SIGUSR1 from the start, so one arriving during setup is not fatal; the
     // trainer acts on it after its next iteration.
@@ -50,7 +51,7 @@ int pretrain(const Config& cfg, dist::ProcessGroups& groups) {
     }
     GPT_LOG(info) << "> backend: " << backend->name();
 
-    Trainer trainer(cfg, groups, *backend);
+    Trainer trainer(run, groups, *backend);
     trainer.load_checkpoint();  // before the loaders: they start at the saved data position
     const auto& t = cfg.training;
     const std::int64_t gbs = t.global_batch_size;

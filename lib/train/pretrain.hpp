@@ -2,13 +2,13 @@
 // validated and the process groups exist.
 #pragma once
 
-#include "config/config.hpp"
 #include "dist/process_groups.hpp"
+#include "train/run_config.hpp"
 
 namespace gpt::train {
 
 // Builds the backend, the datasets (lib/data), the model and optimizer, trains, evaluates.
 // Returns the process exit code (0); failures are thrown as typed errors.
-int pretrain(const Config& cfg, dist::ProcessGroups& groups);
+int pretrain(const RunConfig& run, dist::ProcessGroups& groups);
 
 }  // namespace gpt::train

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "train/pipeline_engine.hpp"
+#include "train/chunk_layout.hpp"
 
 namespace gpt::train {
 

@@ -7,6 +7,7 @@
 #include "core/errors.hpp"
 #include "core/timer.hpp"
 #include "log/log.hpp"
+#include "train/chunk_layout.hpp"
 #include "train/exit_conditions.hpp"
 #include "train/iteration_log.hpp"
 
@@ -51,10 +52,6 @@ std::unique_ptr<dist::DataGroups> make_data_groups(const Config& cfg, dist::Proc
 
 namespace {
 
-DType model_dtype(const TrainingConfig& t) {
-    return t.fp16 ? DType::F16 : (t.bf16 ? DType::BF16 : DType::F32);
-}
-
 std::int64_t resolve_train_iters(const TrainingConfig& t) {
     if (t.train_iters > 0) return t.train_iters;
     GPT_REQUIRE(t.train_samples > 0, UsageError, "set --train-iters or --train-samples");
@@ -80,67 +77,27 @@ std::string mib(std::size_t bytes) {
 }  // namespace
 
 Trainer::Trainer(const Config& cfg, dist::ProcessGroups& groups, Backend& backend)
-    : cfg_(cfg),
+    : Trainer(derive_run(cfg, groups.grid(), groups.local_size()), groups, backend) {}
+
+Trainer::Trainer(const RunConfig& run, dist::ProcessGroups& groups, Backend& backend)
+    : cfg_(run.cfg),
       groups_(groups),
       be_(backend),
-      scheduler_(optim::LrScheduler::from_config(cfg.optimizer, cfg.training.train_iters,
-                                                 cfg.training.train_samples,
-                                                 cfg.training.global_batch_size)),
-      scaler_(make_scaler(cfg.training)) {
-    check_supported(cfg, groups);
-    const auto& t = cfg.training;
-    const auto c = groups.coords();
-    const int dp = groups.grid().dp_size();
+      scheduler_(optim::LrScheduler::from_config(run.cfg.optimizer, run.cfg.training.train_iters,
+                                                 run.cfg.training.train_samples,
+                                                 run.cfg.training.global_batch_size)),
+      scaler_(make_scaler(run.cfg.training)) {
+    check_supported(cfg_, groups);
+    const auto& t = cfg_.training;
     global_batch_ = t.global_batch_size;
-    GPT_REQUIRE(global_batch_ % (static_cast<std::int64_t>(t.micro_batch_size) * dp) == 0,
-                UsageError, "--global-batch-size ", global_batch_,
-                " is not a multiple of --micro-batch-size x data-parallel size (",
-                t.micro_batch_size, " x ", dp, ")");
-    num_micro_batches_ = global_batch_ / (static_cast<std::int64_t>(t.micro_batch_size) * dp);
+    num_micro_batches_ = run.num_micro_batches;
     train_iters_ = resolve_train_iters(t);
     skip_on_overflow_ = t.fp16 || t.loss_scale > 0.0;
 
-    const model::ModelDims dims = model::make_model_dims(
-        cfg.model, cfg.model.vocab_size, groups.grid().tp_size(), c.tp);
-    model::ModelOptions opt;
-    opt.dtype = model_dtype(t);
-    opt.flash_attention = cfg.parallel.use_flash_attn;
-    opt.tanh_gelu = cfg.model.tanh_gelu();
-    opt.hidden_dropout = static_cast<float>(cfg.model.hidden_dropout);
-    opt.attention_dropout = static_cast<float>(cfg.model.attention_dropout);
-    opt.layernorm_eps = static_cast<float>(cfg.model.layernorm_epsilon);
-    opt.init_std = cfg.model.init_method_std;
-    opt.seed = t.seed;
-    opt.sequence_parallel = cfg.parallel.sequence_parallel;
-    const auto& p = cfg.parallel;
-    if (p.recompute_activations || p.recompute_granularity == "selective")
-        opt.recompute = model::ModelOptions::Recompute::Selective;
-    else if (p.recompute_granularity == "full")
-        opt.recompute = model::ModelOptions::Recompute::Full;
-    opt.recompute_block = p.recompute_method == "block";
-    opt.recompute_num_layers = p.recompute_num_layers;
-    data_ = make_data_groups(cfg, groups, be_);
-    // This rank's first model chunk (the whole model without pipelining); pipeline_ builds
-    // the others of an interleaved schedule.
-    const model::ChunkSpec chunk = pipeline_chunk_spec(cfg, groups, 0);
-    // Interleaved: the chunks share one arena of micro-batch slots, sized for the schedule.
-    if (pipeline_num_chunks(cfg, groups) > 1)
-        shared_ = std::make_unique<SharedActivations>(cfg, groups, be_, dims, opt,
-                                                      t.micro_batch_size, num_micro_batches_);
-    model_ = std::make_unique<model::GptModel>(
-        dims, chunk, opt, t.micro_batch_size, be_, data_->tp(),
-        pipeline_slots(cfg, groups, num_micro_batches_, 0), grad_buffer_multiple(cfg, groups),
-        shared_ ? &shared_->arena(0) : nullptr);
-    model_->init_parameters();
-    optimizer_ = make_optimizer(cfg, groups, *data_, *model_);
-    if (groups.grid().pp_size() > 1)
-        pipeline_ = std::make_unique<PipelineEngine>(cfg, groups, *data_, be_, opt, num_micro_batches_,
-                                                     *model_, *optimizer_, shared_.get());
-    else
-        reducer_ = make_grad_reducer(cfg, groups, *data_, *model_, *optimizer_);
-    tokens_.resize(static_cast<std::size_t>(t.micro_batch_size) * (dims.seq + 1));
-    if (!cfg.logging.metrics_file.empty() && logs())
-        metrics_ = std::make_unique<MetricsFile>(cfg.logging.metrics_file);
+    data_ = make_data_groups(cfg_, groups, be_);
+    chunks_ = std::make_unique<ModelChunks>(run, groups, *data_, be_);
+    if (!cfg_.logging.metrics_file.empty() && logs())
+        metrics_ = std::make_unique<MetricsFile>(cfg_.logging.metrics_file);
 }
 
 Trainer::~Trainer() = default;
@@ -153,21 +110,7 @@ bool Trainer::logs() const {
 }
 
 MemoryReport Trainer::memory() const {
-    // Every model chunk of this rank: an interleaved pipeline holds several.
-    MemoryReport r;
-    const int chunks = pipeline_ ? pipeline_->num_chunks() : 1;
-    for (int c = 0; c < chunks; ++c) {
-        const model::GptModel& m = c == 0 ? *model_ : pipeline_->chunk(c);
-        const optim::AdamOptimizer& o = c == 0 ? *optimizer_ : pipeline_->optimizer(c);
-        const auto mm = m.memory();
-        const auto om = o.memory();
-        r.params += mm.params;
-        r.grads += mm.grads;
-        r.optimizer += om.main_params + om.moments;
-        r.activations += mm.activations;
-        r.buffers += mm.workspace;
-    }
-    if (shared_) r.activations += shared_->slot_pool_bytes();
+    MemoryReport r = chunks_->memory();
     r.in_use = be_.bytes_in_use();
     r.peak = be_.peak_bytes();
     return r;
@@ -185,38 +128,13 @@ std::string Trainer::memory_line(const std::string& when) const {
 
 IterationRecord Trainer::train_step(MicroBatchSource& data) {
     Stopwatch sw;
-    const int dp = groups_.grid().dp_size(), dp_rank = groups_.coords().dp;
+    const int dp = groups_.grid().dp_size();
     const double scale = scaler_.scale();
-    const double T = static_cast<double>(model_->tokens());
+    const double T = static_cast<double>(chunks_->chunk(0).tokens());
     // The objective is the mean token loss over the global batch, times the loss scale;
     // 1/dp is folded in here so the data-parallel reduction is a plain sum.
     const float dloss = static_cast<float>(scale / (T * static_cast<double>(num_micro_batches_) * dp));
-    double loss = 0.0;
-    if (pipeline_) {
-        // The pipeline schedule, including the embedding and data-parallel reductions.
-        loss = pipeline_->forward_backward(data, dloss, micro_batches_done_);
-    } else {
-        model_->zero_grads();
-        for (std::int64_t mb = 0; mb < num_micro_batches_; ++mb) {
-            data.next(tokens_.data());
-            model_->set_batch(0, tokens_.data());
-            // Streams follow the global batch order, so a run's dropout masks do not depend
-            // on how the batch is split over data-parallel ranks.
-            const std::uint64_t stream = (micro_batches_done_ + static_cast<std::uint64_t>(mb)) * dp + dp_rank;
-            loss += model_->forward(0, true, stream) / T;
-            if (mb == num_micro_batches_ - 1) reducer_->start_final_backward();
-            model_->backward(0, dloss);
-        }
-        loss /= static_cast<double>(num_micro_batches_);
-        reducer_->finish();
-        // Sequence parallelism leaves each TP rank a partial sum of the layernorm and
-        // row-parallel bias grads (Megatron's finalize_model_grads all-reduces them).
-        model_->reduce_sequence_parallel_grads();
-        if (dp > 1) {
-            groups_.dp().all_reduce(&loss, 1, dist::CommType::F64, dist::ReduceOp::Sum);
-            loss /= dp;
-        }
-    }
+    const double loss = chunks_->forward_backward(data, dloss, micro_batches_done_);
     micro_batches_done_ += static_cast<std::uint64_t>(num_micro_batches_);
     ++iteration_;
     GPT_REQUIRE(!std::isnan(loss), NumericError, "NaN loss at iteration ", iteration_,
@@ -227,8 +145,7 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
     rec.lm_loss = loss;
     rec.lr = scheduler_.lr();
     rec.loss_scale = scale;
-    const optim::StepResult r =
-        pipeline_ ? pipeline_->step(rec.lr, scale) : optimizer_->step(rec.lr, scale);
+    const optim::StepResult r = chunks_->step(rec.lr, scale);
     if (r.skipped) {
         GPT_REQUIRE(skip_on_overflow_, NumericError, "gradients are not finite at iteration ",
                     iteration_, " (loss ", loss, "). HINT: lower --lr or use --fp16 with loss scaling");
@@ -248,24 +165,7 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
     return rec;
 }
 
-double Trainer::evaluate(MicroBatchSource& data, int iters) {
-    if (pipeline_) return pipeline_->evaluate(data, iters);
-    const double T = static_cast<double>(model_->tokens());
-    double total = 0.0;
-    for (int it = 0; it < iters; ++it)
-        for (std::int64_t mb = 0; mb < num_micro_batches_; ++mb) {
-            data.next(tokens_.data());
-            model_->set_batch(0, tokens_.data());
-            total += model_->forward(0, false, 0) / T;
-        }
-    total /= static_cast<double>(iters) * static_cast<double>(num_micro_batches_);
-    const int dp = groups_.grid().dp_size();
-    if (dp > 1) {
-        groups_.dp().all_reduce(&total, 1, dist::CommType::F64, dist::ReduceOp::Sum);
-        total /= dp;
-    }
-    return total;
-}
+double Trainer::evaluate(MicroBatchSource& data, int iters) { return chunks_->evaluate(data, iters); }
 
 void Trainer::evaluate_and_print(MicroBatchSource& data, const std::string& prefix,
                                  const std::string& split) {
@@ -284,7 +184,7 @@ void Trainer::log_interval(const IterationRecord& last) {
     s.train_iters = train_iters_;
     s.consumed_samples = consumed_samples_;
     s.elapsed_ms_per_iteration = interval_ms_ / static_cast<double>(interval_iters_);
-    const double flops = model_flops_per_iteration(cfg_.model, model_->dims().vocab_padded, global_batch_);
+    const double flops = model_flops_per_iteration(cfg_.model, chunks_->chunk(0).dims().vocab_padded, global_batch_);
     s.tflops_per_gpu = flops / (s.elapsed_ms_per_iteration * 1e-3) / 1e12 / groups_.world_size();
     s.learning_rate = scheduler_.lr();
     s.global_batch_size = global_batch_;
@@ -302,12 +202,12 @@ void Trainer::train(MicroBatchSource& train_data, MicroBatchSource* valid, Micro
     const auto& t = cfg_.training;
     const int every = std::max(1, cfg_.logging.log_interval);
     std::int64_t num_params = 0;
-    for (const auto& e : model_->layout().entries()) num_params += e.numel;
+    for (const auto& e : chunks_->chunk(0).layout().entries()) num_params += e.numel;
     GPT_LOG(info) << " > number of parameters on (tensor, pipeline) model parallel rank ("
                   << groups_.coords().tp << ", " << groups_.coords().pp << "): " << num_params;
     GPT_LOG(info) << memory_line("after model and optimizer setup");
     ExitConditions exits(t, groups_.world());  // installs the signal handler first
-    const double seq_tokens = static_cast<double>(global_batch_) * model_->dims().seq;
+    const double seq_tokens = static_cast<double>(global_batch_) * chunks_->chunk(0).dims().seq;
     while (iteration_ < train_iters_) {
         const IterationRecord rec = train_step(train_data);
         if (iteration_ == 1) GPT_LOG(info) << memory_line("after the first iteration");

@@ -1,6 +1,7 @@
-// The training loop of one rank: micro-batch accumulation up to the global batch,
-// data-parallel gradient reduction, the mixed-precision Adam step with loss scaling, the
-// LR schedule, Megatron's iteration line, evaluation and the metrics file.
+// The training loop of one rank: one forward-backward over the global batch and the
+// mixed-precision Adam step (train::ModelChunks, whatever the pipeline size), loss scaling,
+// the LR schedule, Megatron's iteration line, evaluation, the metrics file, checkpoints and
+// the exit conditions.
 #pragma once
 
 #include <cstdint>
@@ -13,15 +14,12 @@
 #include "ckpt/checkpoint_saver.hpp"
 #include "config/config.hpp"
 #include "dist/process_groups.hpp"
-#include "model/gpt_model.hpp"
-#include "optim/adam.hpp"
 #include "optim/loss_scaler.hpp"
 #include "optim/lr_scheduler.hpp"
 #include "train/batch_source.hpp"
-#include "train/grad_reducer.hpp"
 #include "train/metrics_file.hpp"
-#include "train/pipeline_engine.hpp"
-#include "train/shared_activations.hpp"
+#include "train/model_chunks.hpp"
+#include "train/run_config.hpp"
 #include "train/skip_watch.hpp"
 
 namespace gpt::train {
@@ -39,11 +37,6 @@ struct IterationRecord {
     double elapsed_ms = 0.0;
 };
 
-struct MemoryReport {
-    std::size_t params = 0, grads = 0, optimizer = 0, activations = 0, buffers = 0;
-    std::size_t in_use = 0, peak = 0;  // from the backend
-};
-
 // The communicators that carry this backend's memory: the MPI groups themselves on host
 // memory; on a GPU NCCL (--distributed-backend nccl) or MPI through host staging (mpi).
 std::unique_ptr<dist::DataGroups> make_data_groups(const Config& cfg, dist::ProcessGroups& groups,
@@ -54,8 +47,10 @@ void check_supported(const Config& cfg, const dist::ProcessGroups& groups);
 
 class Trainer {
 public:
-    // cfg must be validated (global batch, vocab size resolved). Builds and initialises the
-    // model, optimizer, scheduler and loss scaler.
+    // run: resolved (train::resolve_run). Builds and initialises the model, optimizer,
+    // scheduler and loss scaler.
+    Trainer(const RunConfig& run, dist::ProcessGroups& groups, Backend& backend);
+    // cfg resolved by hand (global batch, vocab size): the run derive_run gives.
     Trainer(const Config& cfg, dist::ProcessGroups& groups, Backend& backend);
     ~Trainer();
 
@@ -79,10 +74,9 @@ public:
     std::int64_t num_micro_batches() const { return num_micro_batches_; }
     const std::vector<IterationRecord>& history() const { return history_; }
     std::int64_t skipped_iterations() const { return total_skipped_; }
-    model::GptModel& model() { return *model_; }
-    optim::AdamOptimizer& optimizer() { return *optimizer_; }
-    PipelineEngine* pipeline() { return pipeline_.get(); }  // null without pipelining
-    GradReducer* grad_reducer() { return reducer_.get(); }  // null with pipelining (per chunk there)
+    // This rank's model chunks (the whole model without pipelining), their optimizers and
+    // gradient reducers.
+    ModelChunks& chunks() { return *chunks_; }
     const optim::LossScaler& loss_scaler() const { return scaler_; }
     MemoryReport memory() const;
     std::string memory_line(const std::string& when) const;
@@ -92,9 +86,6 @@ private:
     void log_interval(const IterationRecord& last);
     void evaluate_and_print(MicroBatchSource& data, const std::string& prefix,
                             const std::string& split);
-    // This rank's model chunks and their optimizers (chunk 0 first).
-    using ChunkList = std::pair<std::vector<model::GptModel*>, std::vector<optim::AdamOptimizer*>>;
-    ChunkList chunk_list();
     // After each iteration: saves on --save-interval or before an exit; true: stop now.
     bool end_of_iteration(ExitConditions& exits);
     void save_at_end();  // after the last iteration, unless just saved
@@ -105,11 +96,7 @@ private:
     Backend& be_;
     // Communicators for backend memory; declared before everything that communicates.
     std::unique_ptr<dist::DataGroups> data_;
-    std::unique_ptr<SharedActivations> shared_;  // interleaved: the chunks' common arena
-    std::unique_ptr<model::GptModel> model_;
-    std::unique_ptr<optim::AdamOptimizer> optimizer_;
-    std::unique_ptr<PipelineEngine> pipeline_;  // pp > 1; refers to model_ and optimizer_
-    std::unique_ptr<GradReducer> reducer_;      // without pipelining: model_'s DP reduction
+    std::unique_ptr<ModelChunks> chunks_;
     optim::LrScheduler scheduler_;
     optim::LossScaler scaler_;
     SkipWatch skip_watch_{cfg_.training};  // fails a run that never updates (after cfg_)
@@ -117,7 +104,6 @@ private:
     std::int64_t global_batch_ = 0, num_micro_batches_ = 0, train_iters_ = 0;
     std::int64_t iteration_ = 0, consumed_samples_ = 0;
     std::uint64_t micro_batches_done_ = 0;  // global micro-batch count: dropout streams
-    std::vector<std::int32_t> tokens_;
     std::unique_ptr<MetricsFile> metrics_;
     std::vector<IterationRecord> history_;
     std::int64_t total_skipped_ = 0;

@@ -27,12 +27,20 @@ struct RngState {
 
 std::string dtype_label(DType t) { return t == DType::F16 ? "fp16" : t == DType::BF16 ? "bf16" : "fp32"; }
 
-// This rank's model chunks and their optimizers: chunk 0 is the trainer's, an interleaved
-// pipeline adds the engine's others.
+// This rank's model chunks and their optimizers (chunk 0 first).
 struct ChunkRefs {
     std::vector<model::GptModel*> models;
     std::vector<optim::AdamOptimizer*> optimizers;
 };
+
+ChunkRefs chunk_refs(ModelChunks& chunks) {
+    ChunkRefs r;
+    for (int c = 0; c < chunks.num_chunks(); ++c) {
+        r.models.push_back(&chunks.chunk(c));
+        r.optimizers.push_back(&chunks.optimizer(c));
+    }
+    return r;
+}
 
 // Stages every chunk on the host: checkpoint I/O reads and writes host memory while the
 // buffers may live on a device. Filled from the device first, so the alignment padding
@@ -59,10 +67,6 @@ std::vector<ChunkHost> stage_on_host(Backend& be, const ChunkRefs& refs) {
         be.copy_to_host(h.exp_avg_sq.data(), opt.exp_avg_sq(), shard * sizeof(float));
     }
     return out;
-}
-
-ChunkRefs as_refs(std::pair<std::vector<model::GptModel*>, std::vector<optim::AdamOptimizer*>> l) {
-    return ChunkRefs{std::move(l.first), std::move(l.second)};
 }
 
 std::vector<TensorBinding> bind(const ChunkRefs& refs, const model::ParamLayout& full,
@@ -94,10 +98,10 @@ void Trainer::save_checkpoint() {
     GPT_LOG(info) << "saving checkpoint at iteration " << iteration_ << " to " << dir;
     open_saver();
     ckpt::CheckpointWriter& w = saver_->begin(iteration_);  // waits for a save in flight
-    const DType dt = model_->options().dtype;
+    const DType dt = chunks_->chunk(0).options().dtype;
     const auto c = groups_.coords();
-    const ChunkRefs refs = as_refs(chunk_list());
-    const model::ParamLayout full = whole_model_layout(*model_);
+    const ChunkRefs refs = chunk_refs(*chunks_);
+    const model::ParamLayout full = whole_model_layout(chunks_->chunk(0));
     const std::vector<TensorBinding> tensors = bind(refs, full, c);
     // The host copy outlives this call with --async-save: the saver owns it until published.
     const auto host = std::make_shared<const std::vector<ChunkHost>>(stage_on_host(be_, refs));
@@ -111,7 +115,7 @@ void Trainer::save_checkpoint() {
     w.set_attribute("consumed_train_samples", consumed_samples_);
     w.set_attribute("consumed_valid_samples", consumed_valid_samples_);
     w.set_attribute("skipped_iterations", total_skipped_);
-    w.set_attribute("optimizer_steps", optimizer_->steps());
+    w.set_attribute("optimizer_steps", chunks_->optimizer(0).steps());
     w.set_attribute("lr_scheduler_num_steps", scheduler_.num_steps());
     w.set_attribute("loss_scaler_dynamic", std::int64_t{scaler_.is_dynamic() ? 1 : 0});
     w.set_attribute("loss_scale", scaler_.scale());
@@ -204,9 +208,9 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
     const auto& ck = cfg_.checkpoint;
     open_saver();  // locks --save now: a second job on the folder is refused before training
     if (ck.load.empty()) return std::nullopt;
-    const DType dt = model_->options().dtype;
-    const ChunkRefs refs = as_refs(chunk_list());
-    const model::ParamLayout full = whole_model_layout(*model_);
+    const DType dt = chunks_->chunk(0).options().dtype;
+    const ChunkRefs refs = chunk_refs(*chunks_);
+    const model::ParamLayout full = whole_model_layout(chunks_->chunk(0));
     const std::vector<TensorBinding> tensors = bind(refs, full, groups_.coords());
     std::vector<ChunkHost> host = stage_on_host(be_, refs);
     SavedProgress p;
@@ -275,16 +279,6 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
     if (ck.save == ck.load) last_saved_iteration_ = iteration_;
     GPT_LOG(info) << "successfully loaded checkpoint from " << ck.load << " at iteration " << iteration_;
     return iteration_;
-}
-
-Trainer::ChunkList Trainer::chunk_list() {
-    ChunkList l{{model_.get()}, {optimizer_.get()}};
-    if (pipeline_)
-        for (int c = 1; c < pipeline_->num_chunks(); ++c) {
-            l.first.push_back(&pipeline_->chunk(c));
-            l.second.push_back(&pipeline_->optimizer(c));
-        }
-    return l;
 }
 
 bool Trainer::end_of_iteration(ExitConditions& exits) {

@@ -26,6 +26,9 @@ expect gpt22b-16-ranks 0 '15: 7 0 1' -- "$mpiexec" -n 16 "$bin" --config configs
   --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 --dry-run
 expect gpt22b-table 0 'tensor_model_parallel_size \.{22} 8' -- "$mpiexec" -n 16 "$bin" \
   --config configs/gpt22b.ini --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 --dry-run
+# The environment variables that change a run are rows of the arguments table.
+expect env-in-table 0 'DEVICE_MEMORY_GB \.{32} 640' -- env DEVICE_MEMORY_GB=640 "$mpiexec" -n 16 "$bin" \
+  --config configs/gpt22b.ini --tensor-model-parallel-size 8 --pipeline-model-parallel-size 2 --dry-run
 expect help 0 'num-attention-heads' -- "$bin" --help
 one_line typo-flag "did you mean --num-layers" -- "$bin" --config configs/gpt22b.ini --num-layres 4
 one_line typo-key "hiden-size.*typo.ini.*did you mean hidden-size" -- "$bin" --config "$src/tests/app/typo.ini"
@@ -35,7 +38,7 @@ one_line impossible-layout "world size 4 is not divisible by .* 3 x 1 = 3" -- "$
 one_line heads-vs-tp "num-attention-heads 63 is not divisible by tensor-model-parallel-size 2" -- "$mpiexec" -n 2 "$bin" --config configs/gpt22b.ini \
   --tensor-model-parallel-size 2 --num-attention-heads 63 --hidden-size 6174 --dry-run
 expect typo-suggests 2 'did you mean --num-layers' -- "$bin" --num-layres 4
-# Issue #5's command: gpt-tiny on 8 CPU ranks, TP 2 x PP 2 x DP 2 with the distributed
+# gpt-tiny on 8 CPU ranks, TP 2 x PP 2 x DP 2 with the distributed
 # optimizer and sequence parallelism, trains (3 iterations here; mock data from the config).
 expect gpt-tiny-ptdp-8-ranks 0 'training done: 3 iterations, 0 skipped' -- \
   env OMP_NUM_THREADS=1 "$mpiexec" -n 8 "$bin" --config configs/gpt-tiny.ini --tensor-model-parallel-size 2 \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Tcl modulefile also works under Lmod (issue #9). Debian's lmod package conflicts with
+# The Tcl modulefile also works under Lmod. Debian's lmod package conflicts with
 # environment-modules, so scripts/setup.sh only downloads lmod_*.deb (and installs Lmod's
 # dependencies); this test unpacks it into a temporary folder and runs Lmod from there
 # against the installed (and moved) tree, then against the source checkout.

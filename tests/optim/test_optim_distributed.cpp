@@ -164,7 +164,7 @@ TEST(DistributedOptimizer, ShardsAndMatchesTheReplicatedOptimizer) {
             opt.publish_main_params();
             EXPECT_EQ(host_params(*model), want);
         }
-        // The pipeline engine's path: shares summed over chunks, reduced over norm_group().
+        // train::ModelChunks::step's path: shares summed over chunks, reduced over norm_group().
         const auto g = summed_grads(*model, d, 9, 1.0f);
         put_shard(*be, *model, opt, g);
         be->copy_to_device(ref_model->grads(), g.data(), g.size() * sizeof(float));

@@ -58,27 +58,20 @@ Run train_run(const Config& cfg, MPI_Comm comm, const std::string& device) {
         tr.train_step(src);
         if (i == 0)
             for (auto* c : all) run.first_iteration_bytes[c->name()] = c->stats();
-        if (tr.pipeline()) {
-            run.wait_seconds += tr.pipeline()->last_timing().wait_seconds;
-            run.compute_seconds += tr.pipeline()->last_timing().compute_seconds;
-        }
+        run.wait_seconds += tr.chunks().last_timing().wait_seconds;
+        run.compute_seconds += tr.chunks().last_timing().compute_seconds;
     }
     run.records = tr.history();
     run.memory = tr.memory();
-    const int chunks = tr.pipeline() ? tr.pipeline()->num_chunks() : 1;
-    for (int c = 0; c < chunks; ++c) {
-        const train::GradReducer& r = tr.pipeline() ? tr.pipeline()->grad_reducer(c) : *tr.grad_reducer();
+    for (int c = 0; c < tr.chunks().num_chunks(); ++c) {
+        const train::GradReducer& r = tr.chunks().grad_reducer(c);
         run.buckets += static_cast<int>(r.buckets().size());
         run.buckets_launched_early += r.launched_during_backward();
     }
     WalkSource valid(static_cast<int>(cfg.model.vocab_size), cfg.model.seq_length,
                      cfg.training.micro_batch_size, groups.coords().dp, dp, 1000);
     run.eval_loss = tr.evaluate(valid, 2);
-    if (tr.pipeline()) {
-        for (int c = 0; c < tr.pipeline()->num_chunks(); ++c) collect(tr.pipeline()->chunk(c), run);
-    } else {
-        collect(tr.model(), run);
-    }
+    for (int c = 0; c < tr.chunks().num_chunks(); ++c) collect(tr.chunks().chunk(c), run);
     return run;
 }
 

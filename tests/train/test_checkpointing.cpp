@@ -63,12 +63,12 @@ RunResult train_for(Config cfg, int tp, int iters, bool save, int pp = 1) {
     r.records = tr.history();
     r.iteration = tr.iteration();
     r.scale = tr.loss_scaler().scale();
-    const auto n = static_cast<std::size_t>(tr.model().layout().total_elements());
+    const auto n = static_cast<std::size_t>(tr.chunks().chunk(0).layout().total_elements());
     r.params.resize(n);
-    tr.model().get_parameters(r.params.data());
+    tr.chunks().chunk(0).get_parameters(r.params.data());
     // This rank's optimizer range: everything, or its distributed-optimizer shard.
-    r.main.assign(tr.optimizer().main_params(),
-                  tr.optimizer().main_params() + tr.optimizer().shard_size());
+    r.main.assign(tr.chunks().optimizer(0).main_params(),
+                  tr.chunks().optimizer(0).main_params() + tr.chunks().optimizer(0).shard_size());
     test::WalkSource fixed(static_cast<int>(cfg.model.vocab_size), cfg.model.seq_length,
                            cfg.training.micro_batch_size, groups.coords().dp, dp, 1000000);
     r.eval = tr.evaluate(fixed, 1);

@@ -127,10 +127,9 @@ Measured train_and_measure(const Config& cfg) {
                          cfg.training.micro_batch_size, groups.coords().dp, groups.grid().dp_size());
     for (std::int64_t i = 0; i < tr.train_iters(); ++i) tr.train_step(src);
     Measured m;
-    const int chunks = tr.pipeline() ? tr.pipeline()->num_chunks() : 1;
-    for (int c = 0; c < chunks; ++c) {
-        const model::GptModel& model = tr.pipeline() ? tr.pipeline()->chunk(c) : tr.model();
-        const optim::AdamOptimizer& opt = tr.pipeline() ? tr.pipeline()->optimizer(c) : tr.optimizer();
+    for (int c = 0; c < tr.chunks().num_chunks(); ++c) {
+        const model::GptModel& model = tr.chunks().chunk(c);
+        const optim::AdamOptimizer& opt = tr.chunks().optimizer(c);
         const auto mm = model.memory();
         const auto om = opt.memory();
         m.weights += double(mm.params);

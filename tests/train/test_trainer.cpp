@@ -108,11 +108,11 @@ TEST(Trainer, NanLossIsAnErrorNamingTheIteration) {
     Trainer tr(cfg, groups, *be);
     test::WalkSource src(61, cfg.model.seq_length, cfg.training.micro_batch_size);
     tr.train_step(src);
-    std::vector<float> p(static_cast<std::size_t>(tr.model().layout().total_elements()));
-    tr.model().get_parameters(p.data());
+    std::vector<float> p(static_cast<std::size_t>(tr.chunks().chunk(0).layout().total_elements()));
+    tr.chunks().chunk(0).get_parameters(p.data());
     for (std::size_t i = 0; i < p.size(); ++i)  // poisons every row the batch can touch
         if (i % 3 == 0) p[i] = std::numeric_limits<float>::quiet_NaN();
-    tr.model().set_parameters(p.data());
+    tr.chunks().chunk(0).set_parameters(p.data());
     try {
         tr.train_step(src);
         FAIL() << "expected NumericError";

@@ -21,7 +21,7 @@ namespace gpt::cpu {
 constexpr std::int64_t kChunk = 1024;
 // Below this many elements a loop runs on the calling thread. Memory-bound loops gain little
 // from a second core, while a parallel region waits for its slowest thread: on a shared,
-// busy node a descheduled thread turns a 0.2 ms layernorm into milliseconds (REQUESTS R2).
+// busy node a descheduled thread turns a 0.2 ms layernorm into milliseconds (train_cpu --profile).
 constexpr std::int64_t kParallelMin = 1 << 20;
 
 // Calls f(T{}) with T the C++ storage type of dtype.

@@ -17,6 +17,7 @@
 
 #include "backend/cuda/attention_flash.hpp"
 #include "backend/cuda/attention_flash_params.cuh"
+#include "core/environment.hpp"
 
 namespace gpt::cuda {
 
@@ -202,10 +203,7 @@ dim3 grid_of(const FlashParams& P) {
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 FlashKernel& kernel_choice() {
-    static FlashKernel k = [] {
-        const char* e = std::getenv("GPT_CUDA_FLASH");
-        return e && std::strcmp(e, "simple") == 0 ? FlashKernel::Simple : FlashKernel::Auto;
-    }();
+    static FlashKernel k = env::cuda_flash_simple() ? FlashKernel::Simple : FlashKernel::Auto;
     return k;
 }
 

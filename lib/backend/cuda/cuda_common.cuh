@@ -29,7 +29,7 @@
 namespace gpt::cuda {
 
 // Every op runs on the legacy default stream: it orders all backend work with no stream
-// plumbing, and NCCL's blocking streams (comm_nccl.cu) synchronise with it implicitly.
+// plumbing; the NCCL communicator (dist/comm_nccl.cpp) orders its streams with events.
 constexpr cudaStream_t kStream = 0;
 
 constexpr int kThreads = 256;

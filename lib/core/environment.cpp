@@ -1,0 +1,53 @@
+#include "core/environment.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/errors.hpp"
+
+namespace gpt::env {
+
+namespace {
+
+const char* get(const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v ? v : nullptr;
+}
+
+}  // namespace
+
+std::optional<double> device_memory_gb() {
+    const char* e = get("DEVICE_MEMORY_GB");
+    if (!e) return std::nullopt;
+    char* end = nullptr;
+    const double v = std::strtod(e, &end);
+    GPT_REQUIRE(end && *end == '\0' && v > 0, UsageError, "DEVICE_MEMORY_GB='", e,
+                "' is not a positive number of GiB (e.g. DEVICE_MEMORY_GB=80)");
+    return v;
+}
+
+std::optional<int> cpu_cores() {
+    const char* e = get("GPT_CPU_CORES");
+    if (!e) return std::nullopt;
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    GPT_REQUIRE(end && *end == '\0' && v > 0, UsageError, "GPT_CPU_CORES='", e,
+                "' is not a positive number of cores");
+    return static_cast<int>(v);
+}
+
+bool cuda_flash_simple() {
+    const char* e = std::getenv("GPT_CUDA_FLASH");
+    return e && std::strcmp(e, "simple") == 0;
+}
+
+std::vector<std::pair<std::string, std::string>> rows() {
+    std::vector<std::pair<std::string, std::string>> r;
+    for (const char* name : {"DEVICE_MEMORY_GB", "GPT_CPU_CORES", "GPT_CUDA_FLASH"}) {
+        const char* v = std::getenv(name);
+        r.emplace_back(name, v ? v : "None");
+    }
+    return r;
+}
+
+}  // namespace gpt::env

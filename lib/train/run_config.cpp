@@ -1,0 +1,86 @@
+#include "train/run_config.hpp"
+
+#include <sstream>
+
+#include "config/validate.hpp"
+#include "core/device_info.hpp"
+#include "core/errors.hpp"
+#include "data/gpt2_tokenizer.hpp"
+#include "dist/rank_grid.hpp"
+#include "plan/planner.hpp"
+
+namespace gpt::train {
+
+void resolve_vocab(Config& cfg) {
+    if (cfg.model.vocab_size > 0) return;
+    if (!cfg.data.vocab_file.empty()) {
+        cfg.model.vocab_size =
+            data::Gpt2Tokenizer::load(cfg.data.vocab_file, cfg.data.merge_file).vocab_size();
+        return;
+    }
+    GPT_THROW(UsageError, "the vocab size is unknown: give --vocab-file and --merge-file (GPT-2 BPE) or --vocab-size");
+}
+
+RunConfig resolve_run(Config cfg, int world_size, int local_world_size) {
+    validate_model_and_training(cfg);
+    const bool auto_layout = !cfg.parallel.tp_given && !cfg.parallel.pp_given &&
+                             (cfg.training.max_global_batch_size > 0 || !cfg.parallel.mbs_given);
+    std::string plan_summary;
+    if (auto_layout && cfg.training.max_global_batch_size > 0) {
+        resolve_vocab(cfg);  // the planner sizes the embeddings
+        plan_summary = plan::choose_layout(cfg, world_size, local_world_size);
+    }
+    if (cfg.training.micro_batch_size == 0)
+        GPT_THROW(UsageError, "--micro-batch-size auto needs the planner and --max-global-batch-size");
+    resolve_layout(cfg, world_size);
+    resolve_vocab(cfg);
+    const dist::RankGrid grid(world_size, cfg.parallel.tensor_model_parallel_size,
+                              cfg.parallel.pipeline_model_parallel_size);
+    RunConfig run = derive_run(cfg, grid, local_world_size);
+    run.plan_summary = std::move(plan_summary);
+    return run;
+}
+
+RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size) {
+    RunConfig run;
+    run.cfg = cfg;
+    run.world_size = grid.world_size();
+    run.local_world_size = local_world_size;
+    const auto& t = cfg.training;
+    run.padded_vocab_size = cfg.padded_vocab_size();
+    run.dtype = t.fp16 ? DType::F16 : (t.bf16 ? DType::BF16 : DType::F32);
+    const int dp = grid.dp_size();
+    const std::int64_t per_step = std::int64_t{t.micro_batch_size} * dp;
+    GPT_REQUIRE(t.global_batch_size % per_step == 0, UsageError, "--global-batch-size ",
+                t.global_batch_size, " is not a multiple of --micro-batch-size x data-parallel size (",
+                t.micro_batch_size, " x ", dp, ")");
+    run.num_micro_batches = t.global_batch_size / per_step;
+    return run;
+}
+
+std::string describe_layout(const RunConfig& run) {
+    const Config& cfg = run.cfg;
+    const dist::RankGrid g(run.world_size, cfg.parallel.tensor_model_parallel_size,
+                           cfg.parallel.pipeline_model_parallel_size);
+    std::ostringstream os;
+    os << "> parallel layout: world " << g.world_size() << " = TP " << g.tp_size() << " x PP "
+       << g.pp_size() << " x DP " << g.dp_size() << "; micro-batch " << cfg.training.micro_batch_size
+       << ", global batch " << cfg.training.global_batch_size << " (" << run.num_micro_batches
+       << " micro-batches per iteration)\n";
+    os << "> rank layout (global rank: tp dp pp):";
+    for (int r = 0; r < g.world_size(); ++r) {
+        auto c = g.coords(r);
+        os << (r % 8 == 0 ? "\n   " : "  ") << r << ": " << c.tp << " " << c.dp << " " << c.pp;
+    }
+    return os.str();
+}
+
+std::string check_run_memory(const RunConfig& run) {
+    Config planned = run.cfg;
+    if (planned.plan.plan_device == "auto" &&
+        (planned.parallel.device == "cpu" || visible_gpu_count() == 0))
+        planned.plan.plan_device = "cpu";
+    return plan::check_memory(planned, run.world_size, run.local_world_size);
+}
+
+}  // namespace gpt::train
