@@ -137,6 +137,64 @@ inline ::testing::AssertionResult all_close(const std::vector<double>& actual,
            << ")";
 }
 
+// Error bounds (issue 18): a result is compared with an fp64 reference computed from the
+// same rounded inputs, element by element against a bound derived for the operation, not
+// against a tolerance that happened to pass.
+//
+// Unit roundoff u of a storage type: round-to-nearest of x is x(1 + d) with |d| <= u.
+inline double unit_roundoff(DType t) {
+    switch (t) {
+        case DType::F32: return std::ldexp(1.0, -24);
+        case DType::F16: return std::ldexp(1.0, -11);
+        case DType::BF16: return std::ldexp(1.0, -8);
+    }
+    return 0.0;
+}
+// The absolute error of rounding near zero: half the smallest subnormal (fp16's 2^-24
+// matters for small outputs; the others' are far below anything we compare).
+inline double underflow_error(DType t) {
+    switch (t) {
+        case DType::F32: return std::ldexp(1.0, -150);
+        case DType::F16: return std::ldexp(1.0, -25);
+        case DType::BF16: return std::ldexp(1.0, -134);
+    }
+    return 0.0;
+}
+// Rounding the exact value e to t: at most u |e| + the underflow error.
+inline double output_rounding(DType t, double e) {
+    return unit_roundoff(t) * std::abs(e) + underflow_error(t);
+}
+
+// Every |actual - exact| <= bound (elementwise); NaN fails. Reports the first few and the
+// largest error relative to its bound.
+inline ::testing::AssertionResult within_bound(const std::vector<double>& actual,
+                                               const std::vector<double>& exact,
+                                               const std::vector<double>& bound) {
+    if (actual.size() != exact.size() || bound.size() != exact.size())
+        return ::testing::AssertionFailure() << "sizes " << actual.size() << ", " << exact.size()
+                                             << ", " << bound.size();
+    int bad = 0;
+    std::size_t first = 0, worst_at = 0;
+    double worst = 0.0;
+    for (std::size_t i = 0; i < actual.size(); ++i) {
+        const double err = std::abs(actual[i] - exact[i]);
+        if (!(err <= bound[i])) {
+            if (bad == 0) first = i;
+            ++bad;
+        }
+        const double ratio = err / bound[i];
+        if (!(ratio <= worst)) {
+            worst = ratio;
+            worst_at = i;
+        }
+    }
+    if (bad == 0) return ::testing::AssertionSuccess() << "worst error " << worst << " of its bound";
+    return ::testing::AssertionFailure()
+           << bad << " of " << actual.size() << " elements beyond their error bound; first at "
+           << first << ": got " << actual[first] << " exact " << exact[first] << " bound "
+           << bound[first] << "; worst at " << worst_at << ": " << worst << " times its bound";
+}
+
 inline const DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16};
 
 }  // namespace gpt::test

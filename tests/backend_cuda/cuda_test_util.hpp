@@ -12,6 +12,7 @@
 #include "../backend/backend_test_util.hpp"
 #include "core/device_info.hpp"
 #include "core/errors.hpp"
+#include "test_env.hpp"
 
 namespace gpt::test {
 
@@ -47,7 +48,10 @@ inline std::vector<double> decode(DType t, const std::vector<unsigned char>& raw
 class CudaVsCpu : public ::testing::Test {
 protected:
     void SetUp() override {
-        if (visible_gpu_count() == 0) GTEST_SKIP() << "no GPU visible: CUDA backend tests need one";
+        if (visible_gpu_count() == 0) {
+            note_hardware_skip("no GPU visible");
+            GTEST_SKIP() << "no GPU visible: CUDA backend tests need one";
+        }
         cpu_ = make_backend("cpu", 0);
         gpu_ = make_backend("cuda", 0);
     }

@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <string>
 #include <vector>
 
 #include "backend/backend.hpp"
 #include "core/device_info.hpp"
 #include "dist/comm_nccl.hpp"
+#include "test_env.hpp"
 
 namespace gpt::test {
 namespace {
@@ -31,9 +33,12 @@ protected:
         const int gpus = visible_gpu_count();
         MPI_Comm_size(MPI_COMM_WORLD, &size_);
         MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-        if (gpus < local_size)
-            GTEST_SKIP() << "NCCL tests need one GPU per rank: " << local_size
-                         << " ranks on this node, " << gpus << " GPU(s) visible";
+        if (gpus < local_size) {
+            const std::string why = "NCCL tests need one GPU per rank: " + std::to_string(local_size) +
+                                    " ranks on this node, " + std::to_string(gpus) + " GPU(s) visible";
+            test::note_hardware_skip(why);
+            GTEST_SKIP() << why;
+        }
         be_ = make_backend("cuda", local);
         comm_ = std::make_unique<dist::NcclCommunicator>(MPI_COMM_WORLD, "world");
     }

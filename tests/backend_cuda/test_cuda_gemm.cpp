@@ -2,6 +2,7 @@
 // types with beta (weight-gradient accumulation), bias, bias+GELU (erf, and tanh through
 // cuBLASLt's GELU_AUX_BIAS), GELU-gradient (DGELU) and fused bias-gradient epilogues, batches.
 #include <cmath>
+#include <utility>
 
 #include "cuda_test_util.hpp"
 
@@ -29,38 +30,153 @@ std::string describe(const Case& c) {
                           " beta=", c.beta, " pad=", c.pad, c.bias_grad ? " bias_grad" : "");
 }
 
-void run_case(Backend& cpu, Backend& gpu, const Case& c) {
-    SCOPED_TRACE(describe(c));
+// fp64 GELU and its derivative (erf form, or the tanh approximation).
+double gelu64(double x, bool tanh_form) {
+    if (!tanh_form) return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    const double c = std::sqrt(2.0 / M_PI);
+    return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+}
+double gelu64_grad(double x, bool tanh_form) {
+    if (!tanh_form)
+        return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+    const double c = std::sqrt(2.0 / M_PI), t = std::tanh(c * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+// The error bound, from the fp64 product of the same rounded inputs (u = unit roundoff):
+//  - fp16/bf16 products are exact in fp32 (at most 2 x 11 significant bits); fp32 products
+//    round once. Summing k products in fp32 in any order (the library's blocking, split-k,
+//    the tensor cores' tree) errs by at most gamma_k * sum|a_i b_i|, gamma_k = k u/(1 - k u)
+//    (Higham, Accuracy and Stability, eq. 3.5). alpha, beta*C and the bias add three more
+//    operations on these terms: gamma_{k+3} * (|alpha| sum|a_i b_i| + |beta C| + |bias|).
+//  - c = 2: 2 (k+3) u32 >= gamma_{k+3} while (k+3) u32 <= 1/2, and it also covers tensor
+//    cores whose fp32 adders truncate (error below 2u per operation, not u).
+//  - The result is rounded to C's type: u_out |exact| (+ u_out * the accumulation error,
+//    second order, and fp16's underflow near 0).
+//  - BiasGelu: C = gelu(pre), from the fp32 pre-activation or from its copy rounded to C's
+//    type; |gelu'| <= 1.13, and fp32 erff/tanhf/expf err by a few ulps, bounded by
+//    8 u32 (|pre| + 1) on gelu's value.
+//  - GeluGrad: C = product * gelu'(aux), the product possibly rounded to C's type first;
+//    the same 8 u32 on gelu'(aux) (|gelu'| <= 1.13).
+//  - Bias gradient: dbias + k column entries summed in fp32: 2 (k+1) u32 (|dbias| + sum|a|).
+// A wrong element (a transposed operand, a missing alpha, a shifted row) is off by O(|C|),
+// orders of magnitude beyond this: GemmBoundsRejectWrongResults checks that they fail.
+struct GemmBound {
+    std::vector<double> c, c_bound, aux, aux_bound, dbias, dbias_bound;
+};
+
+constexpr double kGeluSlope = 1.13;  // max |gelu'(x)| (both forms: 1.129 at x ~ 1.4)
+
+GemmBound exact_gemm(const GemmArgs& g, const std::vector<double>& A, const std::vector<double>& B,
+                     const std::vector<double>& C0, const std::vector<double>& bias,
+                     const std::vector<double>& aux0, const std::vector<double>& dbias0,
+                     bool bias_grad) {
+    const double u32 = unit_roundoff(DType::F32), uo = unit_roundoff(g.c_dtype);
+    const double acc = 2.0 * static_cast<double>(g.k + 3) * u32;
+    GemmBound r;
+    const bool biased = g.epilogue == GemmEpilogue::Bias || g.epilogue == GemmEpilogue::BiasGelu;
+    for (std::int64_t t = 0; t < g.batch; ++t)
+        for (std::int64_t i = 0; i < g.m; ++i)
+            for (std::int64_t j = 0; j < g.n; ++j) {
+                double dot = 0.0, mag = 0.0;
+                for (std::int64_t p = 0; p < g.k; ++p) {
+                    const double a = A[t * g.stride_a + (g.trans_a ? p * g.lda + i : i * g.lda + p)];
+                    const double b = B[t * g.stride_b + (g.trans_b ? j * g.ldb + p : p * g.ldb + j)];
+                    dot += a * b;
+                    mag += std::abs(a * b);
+                }
+                const std::size_t ci = t * g.stride_c + i * g.ldc + j;
+                double e = g.alpha * dot, m = std::abs(g.alpha) * mag;
+                if (g.beta != 0.0f) {
+                    e += g.beta * C0[ci];
+                    m += std::abs(g.beta * C0[ci]);
+                }
+                if (biased) {
+                    e += bias[j];
+                    m += std::abs(bias[j]);
+                }
+                const double err = acc * m * (1.0 + uo);
+                if (g.epilogue == GemmEpilogue::BiasGelu) {
+                    const double y = gelu64(e, g.tanh_gelu);
+                    r.aux.push_back(e);
+                    r.aux_bound.push_back(output_rounding(g.c_dtype, e) + err);
+                    r.c.push_back(y);
+                    r.c_bound.push_back(output_rounding(g.c_dtype, y) +
+                                        kGeluSlope * (err + output_rounding(g.c_dtype, e)) +
+                                        8.0 * u32 * (std::abs(e) + 1.0));
+                } else if (g.epilogue == GemmEpilogue::GeluGrad) {
+                    const double x = aux0[ci], d = gelu64_grad(x, g.tanh_gelu), y = e * d;
+                    r.c.push_back(y);
+                    r.c_bound.push_back(output_rounding(g.c_dtype, y) +
+                                        kGeluSlope * (err + output_rounding(g.c_dtype, e)) +
+                                        8.0 * u32 * std::abs(e));
+                } else {
+                    r.c.push_back(e);
+                    r.c_bound.push_back(output_rounding(g.c_dtype, e) + err);
+                }
+            }
+    if (bias_grad)
+        for (std::int64_t i = 0; i < g.m; ++i) {
+            double s = dbias0[i], m = std::abs(dbias0[i]);
+            for (std::int64_t p = 0; p < g.k; ++p) {
+                s += A[p * g.lda + i];
+                m += std::abs(A[p * g.lda + i]);
+            }
+            r.dbias.push_back(s);
+            r.dbias_bound.push_back(2.0 * static_cast<double>(g.k + 1) * u32 * m);
+        }
+    return r;
+}
+
+// The m x n blocks of C's batches, without the padding columns.
+std::vector<double> c_blocks(const GemmArgs& g, const std::vector<double>& v) {
+    std::vector<double> out;
+    for (std::int64_t t = 0; t < g.batch; ++t)
+        for (std::int64_t i = 0; i < g.m; ++i)
+            for (std::int64_t j = 0; j < g.n; ++j) out.push_back(v[t * g.stride_c + i * g.ldc + j]);
+    return out;
+}
+
+GemmArgs make_args(const Case& c) {
     const std::int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
     const std::int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
-    const std::int64_t lda = a_cols + c.pad, ldb = b_cols + c.pad, ldc = c.n + c.pad;
-    const std::int64_t sa = a_rows * lda, sb = b_rows * ldb, sc = c.m * ldc;
-    Twin A(cpu, gpu, c.dtype, random_vec(sa * c.batch, 70));
-    Twin B(cpu, gpu, c.dtype, random_vec(sb * c.batch, 71));
-    Twin C(cpu, gpu, c.c_dtype, random_vec(sc * c.batch, 72));
-    Twin bias(cpu, gpu, c.dtype, random_vec(c.n, 73));
-    // The pre-activation: written by BiasGelu, read by GeluGrad.
-    Twin aux(cpu, gpu, c.c_dtype, random_vec(sc * c.batch, 75, -3.0, 3.0));
-    Twin dbias(cpu, gpu, DType::F32, random_vec(c.m, 74));  // accumulated into
     GemmArgs g;
     g.trans_a = c.ta;
     g.trans_b = c.tb;
     g.m = c.m;
     g.n = c.n;
     g.k = c.k;
-    g.lda = lda;
-    g.ldb = ldb;
-    g.ldc = ldc;
+    g.lda = a_cols + c.pad;
+    g.ldb = b_cols + c.pad;
+    g.ldc = c.n + c.pad;
     g.alpha = 0.75f;
     g.beta = c.beta;
     g.dtype = c.dtype;
     g.c_dtype = c.c_dtype;
     g.batch = c.batch;
-    g.stride_a = sa;
-    g.stride_b = sb;
-    g.stride_c = sc;
+    g.stride_a = a_rows * g.lda;
+    g.stride_b = b_rows * g.ldb;
+    g.stride_c = c.m * g.ldc;
     g.epilogue = c.epi;
     g.tanh_gelu = c.tanh_gelu;
+    return g;
+}
+
+// Runs the case on both backends; each result must lie within the error bound of the fp64
+// product of the same rounded inputs. Returns the GPU's C blocks and the bound.
+std::pair<std::vector<double>, GemmBound> run_case(Backend& cpu, Backend& gpu, const Case& c) {
+    SCOPED_TRACE(describe(c));
+    const GemmArgs g = make_args(c);
+    const auto av = rounded(c.dtype, random_vec(g.stride_a * c.batch, 70));
+    const auto bv = rounded(c.dtype, random_vec(g.stride_b * c.batch, 71));
+    const auto cv = rounded(c.c_dtype, random_vec(g.stride_c * c.batch, 72));
+    const auto biasv = rounded(c.dtype, random_vec(c.n, 73));
+    // The pre-activation: written by BiasGelu, read by GeluGrad.
+    const auto auxv = rounded(c.c_dtype, random_vec(g.stride_c * c.batch, 75, -3.0, 3.0));
+    const auto dbiasv = random_vec(c.m, 74);  // fp32, accumulated into
+    Twin A(cpu, gpu, c.dtype, av), B(cpu, gpu, c.dtype, bv), C(cpu, gpu, c.c_dtype, cv);
+    Twin bias(cpu, gpu, c.dtype, biasv), aux(cpu, gpu, c.c_dtype, auxv);
+    Twin dbias(cpu, gpu, DType::F32, dbiasv);
     auto call = [&](Backend& be, bool on_gpu) {
         GemmArgs x = g;
         x.a = on_gpu ? A.g() : A.c();
@@ -75,22 +191,19 @@ void run_case(Backend& cpu, Backend& gpu, const Case& c) {
     };
     call(cpu, false);
     call(gpu, true);
-    // Different summation orders: error grows like sqrt(k) times the fp32 rounding; a wrong
-    // element is off by O(1).
-    const Tol tol = tol_for(c.c_dtype, std::max(1.0, 2.0 * std::sqrt(static_cast<double>(c.k))));
-    // Padding columns of C are not part of the product: only compare the m x n blocks.
-    auto block = [&](const std::vector<double>& v) {
-        std::vector<double> out;
-        for (std::int64_t t = 0; t < c.batch; ++t)
-            for (std::int64_t i = 0; i < c.m; ++i)
-                for (std::int64_t j = 0; j < c.n; ++j) out.push_back(v[t * sc + i * ldc + j]);
-        return out;
-    };
-    EXPECT_TRUE(all_close(block(C.gpu_vals()), block(C.cpu_vals()), tol));
+    GemmBound want = exact_gemm(g, av, bv, cv, biasv, auxv, rounded(DType::F32, dbiasv), c.bias_grad);
+    auto got = c_blocks(g, C.gpu_vals());
+    EXPECT_TRUE(within_bound(got, want.c, want.c_bound)) << "GPU";
+    EXPECT_TRUE(within_bound(c_blocks(g, C.cpu_vals()), want.c, want.c_bound)) << "CPU";
     if (c.epi == GemmEpilogue::BiasGelu) {
-        EXPECT_TRUE(all_close(block(aux.gpu_vals()), block(aux.cpu_vals()), tol));
+        EXPECT_TRUE(within_bound(c_blocks(g, aux.gpu_vals()), want.aux, want.aux_bound)) << "GPU";
+        EXPECT_TRUE(within_bound(c_blocks(g, aux.cpu_vals()), want.aux, want.aux_bound)) << "CPU";
     }
-    if (c.bias_grad) EXPECT_TRUE(dbias.close(tol_for(DType::F32, 2.0 * std::sqrt(static_cast<double>(c.k)))));
+    if (c.bias_grad) {
+        EXPECT_TRUE(within_bound(dbias.gpu_vals(), want.dbias, want.dbias_bound)) << "GPU";
+        EXPECT_TRUE(within_bound(dbias.cpu_vals(), want.dbias, want.dbias_bound)) << "CPU";
+    }
+    return {std::move(got), std::move(want)};
 }
 
 TEST_F(CudaGemm, PlainAllTransposesAndTypes) {
@@ -160,6 +273,42 @@ TEST_F(CudaGemm, StridedBatches) {
                                         GemmEpilogue::None, false, 0.0f, 0});
     run_case(cpu(), gpu(), Case{48, 40, 64, false, false, DType::F16, DType::F16, 3,
                                 GemmEpilogue::BiasGelu, false, 0.0f, 8});
+}
+
+// The bounds can fail: wrong results of the kind a real bug gives lie far outside them, for
+// every type (bf16's looser output rounding included) at the largest k.
+TEST_F(CudaGemm, GemmBoundsRejectWrongResults) {
+    for (DType t : kAllTypes) {
+        SCOPED_TRACE(dname(t));
+        const Case c{64, 64, 511, false, false, t, t, 1, GemmEpilogue::None, false, 0.0f, 0};
+        auto [got, want] = run_case(cpu(), gpu(), c);
+        ASSERT_TRUE(within_bound(got, want.c, want.c_bound));
+        // A missing alpha.
+        std::vector<double> wrong = got;
+        for (double& x : wrong) x /= 0.75;
+        EXPECT_FALSE(within_bound(wrong, want.c, want.c_bound)) << "missing alpha";
+        // Off by one row.
+        for (std::int64_t i = 0; i + 1 < c.m; ++i)
+            for (std::int64_t j = 0; j < c.n; ++j) wrong[i * c.n + j] = got[(i + 1) * c.n + j];
+        for (std::int64_t j = 0; j < c.n; ++j) wrong[(c.m - 1) * c.n + j] = got[j];
+        EXPECT_FALSE(within_bound(wrong, want.c, want.c_bound)) << "rows shifted by one";
+        // The GPU run with A's transpose flag flipped (square A: the call is valid).
+        Case flipped = c;
+        flipped.k = c.m;
+        const GemmArgs g = make_args(flipped);
+        const auto av = rounded(t, random_vec(g.stride_a, 70)), bv = rounded(t, random_vec(g.stride_b, 71));
+        Twin A(cpu(), gpu(), t, av), B(cpu(), gpu(), t, bv), C(cpu(), gpu(), t, g.stride_c);
+        GemmArgs x = g;
+        x.trans_a = true;
+        x.a = A.g();
+        x.b = B.g();
+        x.c = C.g();
+        gpu().gemm(x);
+        const GemmBound right = exact_gemm(g, av, bv, {}, {}, {}, {}, false);
+        EXPECT_FALSE(within_bound(c_blocks(g, C.gpu_vals()), right.c, right.c_bound)) << "A transposed";
+        // All zeros (the old tolerance let bf16 pass them at this k).
+        EXPECT_FALSE(within_bound(std::vector<double>(got.size(), 0.0), want.c, want.c_bound)) << "zeros";
+    }
 }
 
 TEST_F(CudaGemm, RejectsBadArguments) {

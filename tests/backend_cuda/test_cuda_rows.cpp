@@ -10,6 +10,115 @@ namespace {
 
 class CudaRows : public CudaVsCpu {};
 
+// LayerNorm's error bounds against fp64 from the same rounded inputs (u32 = 2^-24, u_out the
+// output type's unit roundoff; sums in fp32 in any order err by at most 2 (terms) u32 times
+// the sum of magnitudes, c = 2 as for the GEMM: Higham's gamma_n, and truncating adders):
+//  forward, one row of n:
+//   mean:  e_mu = 2 (n+1) u32 sum|x|/n (n additions and the division);
+//   var:   two-pass from the computed mean: sum (x - mu^)^2 = n var + n (mu - mu^)^2, so
+//          |dvar| <= 2 (n+3) u32 var + e_mu^2;
+//   rstd:  r = (var + eps)^-1/2: half var's relative error, plus 4 u32 for rsqrtf and the
+//          add: rho_r = |dvar| / (2 (var + eps)) + 4 u32;
+//   y_j = (x_j - mu) r g_j + b_j: r |g_j| (|x_j - mu| (rho_r + 4 u32) + e_mu) + 2 u32 |b_j|,
+//          plus rounding to the output type u_out |y_j|.
+//  backward, with the given (fp32) mean and rstd as exact inputs, xh = (x - mean) rstd and
+//  g = dy * gamma:
+//   dx_j = r (g_j - mean(g) - xh_j mean(g xh)):
+//     r (3 u32 |g_j| + 2 (n+1) u32 mean|g| + |xh_j| 2 (n+5) u32 mean|g xh|) + 4 u32 |dx_j|,
+//     and with the residual added, + u32 |dres_j|; then u_out |result|;
+//   dgamma_j += sum over rows of dy xh: 2 (rows+4) u32 (|dgamma0| + sum|dy xh|);
+//   dbeta_j  += sum over rows of dy:    2 (rows+1) u32 (|dbeta0| + sum|dy|).
+// A wrong result (a missing rstd, the mean of the wrong row, a transposed gamma) is off by
+// O(|y|): LayerNormBoundsRejectWrongResults checks that the bounds see it.
+struct LnForward {
+    std::vector<double> y, y_bound, mean, mean_bound, rstd, rstd_bound;
+};
+LnForward exact_ln_forward(const std::vector<double>& x, const std::vector<double>& g,
+                           const std::vector<double>& b, std::int64_t rows, std::int64_t n,
+                           double eps, DType t) {
+    const double u = unit_roundoff(DType::F32);
+    LnForward r;
+    for (std::int64_t i = 0; i < rows; ++i) {
+        const double* xr = &x[i * n];
+        double mu = 0.0, mag = 0.0;
+        for (std::int64_t j = 0; j < n; ++j) {
+            mu += xr[j];
+            mag += std::abs(xr[j]);
+        }
+        mu /= n;
+        const double e_mu = 2.0 * (n + 1) * u * mag / n;
+        double var = 0.0;
+        for (std::int64_t j = 0; j < n; ++j) var += (xr[j] - mu) * (xr[j] - mu);
+        var /= n;
+        const double dvar = 2.0 * (n + 3) * u * var + e_mu * e_mu;
+        const double rs = 1.0 / std::sqrt(var + eps), rho = dvar / (2.0 * (var + eps)) + 4.0 * u;
+        r.mean.push_back(mu);
+        r.mean_bound.push_back(e_mu);
+        r.rstd.push_back(rs);
+        r.rstd_bound.push_back(rs * rho);
+        for (std::int64_t j = 0; j < n; ++j) {
+            const double y = (xr[j] - mu) * rs * g[j] + b[j];
+            r.y.push_back(y);
+            r.y_bound.push_back(output_rounding(t, y) +
+                                rs * std::abs(g[j]) * (std::abs(xr[j] - mu) * (rho + 4.0 * u) + e_mu) +
+                                2.0 * u * std::abs(b[j]));
+        }
+    }
+    return r;
+}
+
+struct LnBackward {
+    std::vector<double> dx, dx_bound, dg, dg_bound, db, db_bound;
+};
+// dres empty: no residual gradient.
+LnBackward exact_ln_backward(const std::vector<double>& dy, const std::vector<double>& x,
+                             const std::vector<double>& g, const std::vector<double>& mean,
+                             const std::vector<double>& rstd, const std::vector<double>& dres,
+                             const std::vector<double>& dg0, const std::vector<double>& db0,
+                             std::int64_t rows, std::int64_t n, DType t) {
+    const double u = unit_roundoff(DType::F32);
+    LnBackward r;
+    std::vector<double> sg(n, 0.0), sgm(n, 0.0), sb(n, 0.0), sbm(n, 0.0);
+    for (std::int64_t i = 0; i < rows; ++i) {
+        double mg = 0.0, mgm = 0.0, mgx = 0.0, mgxm = 0.0;
+        std::vector<double> xh(n), gg(n);
+        for (std::int64_t j = 0; j < n; ++j) {
+            xh[j] = (x[i * n + j] - mean[i]) * rstd[i];
+            gg[j] = dy[i * n + j] * g[j];
+            mg += gg[j];
+            mgm += std::abs(gg[j]);
+            mgx += gg[j] * xh[j];
+            mgxm += std::abs(gg[j] * xh[j]);
+            sg[j] += dy[i * n + j] * xh[j];
+            sgm[j] += std::abs(dy[i * n + j] * xh[j]);
+            sb[j] += dy[i * n + j];
+            sbm[j] += std::abs(dy[i * n + j]);
+        }
+        mg /= n;
+        mgm /= n;
+        mgx /= n;
+        mgxm /= n;
+        for (std::int64_t j = 0; j < n; ++j) {
+            double d = rstd[i] * (gg[j] - mg - xh[j] * mgx);
+            double e = rstd[i] * (3.0 * u * std::abs(gg[j]) + 2.0 * (n + 1) * u * mgm +
+                                  std::abs(xh[j]) * 2.0 * (n + 5) * u * mgxm) + 4.0 * u * std::abs(d);
+            if (!dres.empty()) {
+                d += dres[i * n + j];
+                e += u * std::abs(dres[i * n + j]);
+            }
+            r.dx.push_back(d);
+            r.dx_bound.push_back(output_rounding(t, d) + e);
+        }
+    }
+    for (std::int64_t j = 0; j < n; ++j) {
+        r.dg.push_back(dg0[j] + sg[j]);
+        r.dg_bound.push_back(2.0 * (rows + 4) * u * (std::abs(dg0[j]) + sgm[j]));
+        r.db.push_back(db0[j] + sb[j]);
+        r.db_bound.push_back(2.0 * (rows + 1) * u * (std::abs(db0[j]) + sbm[j]));
+    }
+    return r;
+}
+
 TEST_F(CudaRows, LayerNormForwardBackward) {
     // Rows of whole 16-byte packs take the vectorized kernels with 1 (1024, 1600, fp32
     // 2048: 2), 3 (5120) or 4 (7168) packs per thread; fp32 rows of 5120 and 7168 and the
@@ -22,38 +131,83 @@ TEST_F(CudaRows, LayerNormForwardBackward) {
                 SCOPED_TRACE(dname(t) + " " + std::to_string(rows) + "x" + std::to_string(cols) +
                              (alias ? " dx=dy" : ""));
                 // A large common offset checks the two-pass variance.
-                auto xv = random_vec(rows * cols, 20, 2.0, 4.0);
+                const auto xv = rounded(t, random_vec(rows * cols, 20, 2.0, 4.0));
+                const auto gv = rounded(t, random_vec(cols, 21, 0.5, 1.5));
+                const auto bv = rounded(t, random_vec(cols, 22));
                 Twin x(cpu(), gpu(), t, xv);
-                Twin gamma(cpu(), gpu(), t, random_vec(cols, 21, 0.5, 1.5));
-                Twin beta(cpu(), gpu(), t, random_vec(cols, 22));
+                Twin gamma(cpu(), gpu(), t, gv);
+                Twin beta(cpu(), gpu(), t, bv);
                 Twin y(cpu(), gpu(), t, rows * cols);
                 Twin mean(cpu(), gpu(), DType::F32, rows), rstd(cpu(), gpu(), DType::F32, rows);
                 cpu().layernorm_forward(x.c(), gamma.c(), beta.c(), y.c(), mean.cf(), rstd.cf(), rows, cols, 1e-5f, t);
                 gpu().layernorm_forward(x.g(), gamma.g(), beta.g(), y.g(), mean.gf(), rstd.gf(), rows, cols, 1e-5f, t);
-                EXPECT_TRUE(y.close(tol_for(t, 2.0)));
-                EXPECT_TRUE(mean.close(tol_for(DType::F32, 4.0)));
-                EXPECT_TRUE(rstd.close(tol_for(DType::F32, 40.0)));
+                const LnForward f = exact_ln_forward(xv, gv, bv, rows, cols, double(1e-5f), t);
+                EXPECT_TRUE(within_bound(y.gpu_vals(), f.y, f.y_bound)) << "GPU y";
+                EXPECT_TRUE(within_bound(y.cpu_vals(), f.y, f.y_bound)) << "CPU y";
+                EXPECT_TRUE(within_bound(mean.gpu_vals(), f.mean, f.mean_bound)) << "GPU mean";
+                EXPECT_TRUE(within_bound(rstd.gpu_vals(), f.rstd, f.rstd_bound)) << "GPU rstd";
+                EXPECT_TRUE(within_bound(rstd.cpu_vals(), f.rstd, f.rstd_bound)) << "CPU rstd";
 
-                Twin dy(cpu(), gpu(), t, random_vec(rows * cols, 23));
+                const auto dyv = rounded(t, random_vec(rows * cols, 23));
+                Twin dy(cpu(), gpu(), t, dyv);
                 Twin dx_own(cpu(), gpu(), t, rows * cols);
                 Twin& dx = alias ? dy : dx_own;
-                Twin dg(cpu(), gpu(), DType::F32, random_vec(cols, 24));
-                Twin dbeta(cpu(), gpu(), DType::F32, random_vec(cols, 25));
+                const auto dg0 = rounded(DType::F32, random_vec(cols, 24));
+                const auto db0 = rounded(DType::F32, random_vec(cols, 25));
+                Twin dg(cpu(), gpu(), DType::F32, dg0);
+                Twin dbeta(cpu(), gpu(), DType::F32, db0);
                 // Both sides use the CPU's statistics so the comparison is of backward only.
                 gpu().copy_to_device(mean.g(), mean.c(), rows * 4);
                 gpu().copy_to_device(rstd.g(), rstd.c(), rows * 4);
+                const auto mv = mean.cpu_vals(), rv = rstd.cpu_vals();
                 cpu().layernorm_backward(dy.c(), x.c(), gamma.c(), mean.cf(), rstd.cf(), nullptr, dx.c(), dg.cf(), dbeta.cf(), rows, cols, t);
                 gpu().layernorm_backward(dy.g(), x.g(), gamma.g(), mean.gf(), rstd.gf(), nullptr, dx.g(), dg.gf(), dbeta.gf(), rows, cols, t);
-                EXPECT_TRUE(dx.close(tol_for(t, 20.0)));
-                EXPECT_TRUE(dg.close(tol_for(DType::F32, 1.0 + rows / 4.0)));
-                EXPECT_TRUE(dbeta.close(tol_for(DType::F32, 1.0 + rows / 4.0)));
+                const LnBackward bw = exact_ln_backward(dyv, xv, gv, mv, rv, {}, dg0, db0, rows, cols, t);
+                EXPECT_TRUE(within_bound(dx.gpu_vals(), bw.dx, bw.dx_bound)) << "GPU dx";
+                EXPECT_TRUE(within_bound(dx.cpu_vals(), bw.dx, bw.dx_bound)) << "CPU dx";
+                EXPECT_TRUE(within_bound(dg.gpu_vals(), bw.dg, bw.dg_bound)) << "GPU dgamma";
+                EXPECT_TRUE(within_bound(dg.cpu_vals(), bw.dg, bw.dg_bound)) << "CPU dgamma";
+                EXPECT_TRUE(within_bound(dbeta.gpu_vals(), bw.db, bw.db_bound)) << "GPU dbeta";
+                EXPECT_TRUE(within_bound(dbeta.cpu_vals(), bw.db, bw.db_bound)) << "CPU dbeta";
 
-                // With the residual gradient added, into that buffer (the model's call).
-                Twin dres(cpu(), gpu(), t, random_vec(rows * cols, 26, -3.0, 3.0));
-                cpu().layernorm_backward(dx.c(), x.c(), gamma.c(), mean.cf(), rstd.cf(), dres.c(), dres.c(), dg.cf(), dbeta.cf(), rows, cols, t);
+                // With the residual gradient added, into that buffer (the model's call); each
+                // side's dy is its own dx from above.
+                const auto dresv = rounded(t, random_vec(rows * cols, 26, -3.0, 3.0));
+                Twin dres(cpu(), gpu(), t, dresv);
+                const auto dy_gpu = dx.gpu_vals(), dg_gpu = dg.gpu_vals(), db_gpu = dbeta.gpu_vals();
                 gpu().layernorm_backward(dx.g(), x.g(), gamma.g(), mean.gf(), rstd.gf(), dres.g(), dres.g(), dg.gf(), dbeta.gf(), rows, cols, t);
-                EXPECT_TRUE(dres.close(tol_for(t, 20.0)));
+                const LnBackward br = exact_ln_backward(dy_gpu, xv, gv, mv, rv, dresv, dg_gpu, db_gpu, rows, cols, t);
+                EXPECT_TRUE(within_bound(dres.gpu_vals(), br.dx, br.dx_bound)) << "GPU dx + dres";
             }
+}
+
+// The layernorm bounds can fail: a missing rstd, statistics of the neighbouring row and a
+// reversed gamma are far outside them, in every type.
+TEST_F(CudaRows, LayerNormBoundsRejectWrongResults) {
+    const std::int64_t rows = 8, cols = 1024;
+    for (DType t : kAllTypes) {
+        SCOPED_TRACE(dname(t));
+        const auto xv = rounded(t, random_vec(rows * cols, 20, 2.0, 4.0));
+        const auto gv = rounded(t, random_vec(cols, 21, 0.5, 1.5));
+        const auto bv = rounded(t, random_vec(cols, 22));
+        Twin x(cpu(), gpu(), t, xv), gamma(cpu(), gpu(), t, gv), beta(cpu(), gpu(), t, bv);
+        Twin y(cpu(), gpu(), t, rows * cols), mean(cpu(), gpu(), DType::F32, rows), rstd(cpu(), gpu(), DType::F32, rows);
+        gpu().layernorm_forward(x.g(), gamma.g(), beta.g(), y.g(), mean.gf(), rstd.gf(), rows, cols, 1e-5f, t);
+        const LnForward f = exact_ln_forward(xv, gv, bv, rows, cols, double(1e-5f), t);
+        const auto got = y.gpu_vals();
+        ASSERT_TRUE(within_bound(got, f.y, f.y_bound));
+        std::vector<double> no_rstd(got.size()), shifted(got.size()), reversed(got.size());
+        for (std::int64_t i = 0; i < rows; ++i)
+            for (std::int64_t j = 0; j < cols; ++j) {
+                const std::int64_t k = i * cols + j;
+                no_rstd[k] = (xv[k] - f.mean[i]) * gv[j] + bv[j];
+                shifted[k] = (xv[k] - f.mean[(i + 1) % rows]) * f.rstd[(i + 1) % rows] * gv[j] + bv[j];
+                reversed[k] = (xv[k] - f.mean[i]) * f.rstd[i] * gv[cols - 1 - j] + bv[j];
+            }
+        EXPECT_FALSE(within_bound(no_rstd, f.y, f.y_bound)) << "missing rstd";
+        EXPECT_FALSE(within_bound(shifted, f.y, f.y_bound)) << "statistics of the next row";
+        EXPECT_FALSE(within_bound(reversed, f.y, f.y_bound)) << "gamma reversed";
+    }
 }
 
 TEST_F(CudaRows, CrossEntropyPieces) {

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <string>
 
-#include "../train/parallel_match.hpp"
-#include "../train/trainer_test_util.hpp"
+#include "parallel_match.hpp"
+#include "trainer_test_util.hpp"
 #include "core/device_info.hpp"
 
 namespace gpt::train {
@@ -36,7 +36,12 @@ Config gpu_config(bool flash, bool bf16 = false) {
     return c;
 }
 
-bool have_gpu() { return visible_gpu_count() > 0; }
+// False (and the skip counted, see test_env.hpp) without a GPU.
+bool have_gpu() {
+    if (visible_gpu_count() > 0) return true;
+    test::note_hardware_skip("no GPU visible");
+    return false;
+}
 
 void expect_close(const test::Run& ref, const test::Run& got, double rel, const std::string& what) {
     ASSERT_EQ(got.records.size(), ref.records.size()) << what;
@@ -117,9 +122,11 @@ TEST(CudaTraining, NcclWithAGpuPerRankFollowsOneRank) {
     if (!have_gpu()) GTEST_SKIP() << "no GPU visible";
     if (test::world_size() != 2) GTEST_SKIP() << "needs 2 ranks (registered as .np2)";
     const int ranks = ranks_on_this_node();
-    if (visible_gpu_count() < ranks)
+    if (visible_gpu_count() < ranks) {
+        test::note_hardware_skip("NCCL needs a GPU per rank");
         GTEST_SKIP() << "NCCL needs a GPU per rank: " << ranks << " ranks on this node, "
                      << visible_gpu_count() << " GPU(s) visible";
+    }
     expect_layouts_follow_one_rank("nccl");
 }
 

@@ -1,5 +1,7 @@
 #include "test_env.hpp"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <mpi.h>
@@ -35,6 +37,20 @@ int world_size() {
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     return n;
 }
+
+namespace {
+int g_hardware_skips = 0;
+}  // namespace
+
+void note_hardware_skip(const std::string& why) {
+    ++g_hardware_skips;
+    const char* require = std::getenv("GPT_TEST_REQUIRE_GPU");
+    if (require && std::string(require) == "1")
+        FAIL() << "GPT_TEST_REQUIRE_GPU=1 (the emulator build) but " << why
+               << ": the emulated GPU is missing (GPT_EMU_DEVICES?)";
+}
+
+int hardware_skips() { return g_hardware_skips; }
 
 int world_rank() {
     int r = 0;

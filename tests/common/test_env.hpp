@@ -13,4 +13,14 @@ std::string scratch_dir(const std::string& name);
 int world_size();
 int world_rank();
 
+// Call where a test skips because this machine lacks the hardware it needs (a GPU, a GPU per
+// rank), then GTEST_SKIP(). The skip is counted: when no test failed, test_main prints
+// kHardwareSkipMarker, which CTest's SKIP_REGULAR_EXPRESSION turns into "skipped" for tests
+// labelled gpu (cmake/GptTesting.cmake) instead of a silent pass. Under
+// GPT_TEST_REQUIRE_GPU=1 (set by the emulator build, whose emulated GPU always exists) the
+// missing hardware is a fatal test failure (so a fixture's SetUp stops the test there).
+void note_hardware_skip(const std::string& why);
+int hardware_skips();
+inline constexpr const char* kHardwareSkipMarker = "GPT_TEST_HARDWARE_SKIP:";
+
 }  // namespace gpt::test

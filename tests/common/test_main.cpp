@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "test_env.hpp"
+
 namespace {
 // Non-zero ranks stay quiet except for their failures, which name the rank: a test that
 // fails on rank 3 only must still say where and why.
@@ -40,6 +42,13 @@ int main(int argc, char** argv) {
     MPI_Allreduce(&local_failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0 && any_failed && !local_failed)
         std::fprintf(stderr, "[  FAILED  ] a test failed on another rank (see its output above)\n");
+    // Tests that skipped for want of hardware: CTest reports the run as skipped (never when
+    // something failed, which must stay a failure).
+    int skips = gpt::test::hardware_skips(), any_skips = 0;
+    MPI_Allreduce(&skips, &any_skips, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0 && !any_failed && any_skips > 0)
+        std::printf("%s %d test(s) skipped: this machine lacks the hardware they need\n",
+                    gpt::test::kHardwareSkipMarker, any_skips);
     MPI_Finalize();
     return any_failed;
 }

@@ -268,6 +268,33 @@ void land_on_stream_completion(cudaStream_t stream, void* dst, std::vector<std::
     });
 }
 
+// FNV-1a over a byte range (device memory open).
+std::uint64_t fingerprint(const void* p, std::size_t n) {
+    std::uint64_t h = 1469598103934665603ull;
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+// On a GPU a collective reads its send buffer while it runs, until its stream passes it:
+// work that overwrites the buffer before then, without waiting for that stream, races with
+// it. The emulator reads the buffer at issue, so it checks instead that the bytes are still
+// the same when the stream completes; a change is reported as the runtime's sticky error
+// (the next CUDA call's check fails with it).
+void watch_send(cudaStream_t stream, const char* what, const void* send, std::size_t bytes) {
+    if (bytes == 0) return;
+    const std::uint64_t before = fingerprint(send, bytes);
+    gpt_emu::stream_add_pending(stream, [=] {
+        gpt_emu::DeviceAccess open;
+        if (fingerprint(send, bytes) == before) return;
+        const std::string m = std::string(what) + ": its send buffer (" + std::to_string(bytes) +
+                              " bytes) was overwritten while the collective was pending (work " +
+                              "not ordered after the NCCL stream wrote it)";
+        std::fprintf(stderr, "nccl emulator: %s\n", m.c_str());
+        gpt_emu::set_error(cudaErrorLaunchFailure, m.c_str());
+    });
+}
+
 // All-reduce (root < 0) or reduce to root: each rank reduces one slice of the elements
 // (alltoallv), then the slices are gathered: O(count) memory per rank, deterministic.
 ncclResult_t reduce_impl(const void* send, void* recv, std::size_t count, ncclDataType_t t,
@@ -291,6 +318,7 @@ ncclResult_t reduce_impl(const void* send, void* recv, std::size_t count, ncclDa
                  "alltoallv (reduction)");
     reduce_rows(t, op, rows.data(), n, mine / es, slice.data());
     const bool receives = root < 0 || c->rank == root;
+    watch_send(stream, root < 0 ? "ncclAllReduce" : "ncclReduce", send, count * es);
     std::vector<std::byte> result(receives ? count * es : 0);
     if (root < 0)
         NCCL_EMU_MPI(MPI_Allgatherv(slice.data(), mine, MPI_BYTE, result.data(), bytes.data(),
@@ -311,6 +339,7 @@ ncclResult_t reduce_scatter_impl(const void* send, void* recv, std::size_t recvc
     NCCL_EMU_MPI(MPI_Alltoall(send, bytes, MPI_BYTE, rows.data(), bytes, MPI_BYTE, c->mpi),
                  "alltoall (reduce-scatter)");
     reduce_rows(t, op, rows.data(), c->nranks, recvcount, result.data());
+    watch_send(stream, "ncclReduceScatter", send, rows.size());
     land_on_stream_completion(stream, recv, std::move(result));
     return ncclSuccess;
 }
@@ -321,6 +350,7 @@ ncclResult_t all_gather_impl(const void* send, void* recv, std::size_t bytes, nc
     std::vector<std::byte> result(bytes * c->nranks);
     NCCL_EMU_MPI(MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, result.data(),
                                static_cast<int>(bytes), MPI_BYTE, c->mpi), "allgather");
+    watch_send(stream, "ncclAllGather", send, bytes);
     land_on_stream_completion(stream, recv, std::move(result));
     return ncclSuccess;
 }
@@ -330,6 +360,7 @@ ncclResult_t broadcast_impl(const void* send, void* recv, std::size_t bytes, int
     std::vector<std::byte> result(bytes);
     if (c->rank == root) std::memcpy(result.data(), send, bytes);
     NCCL_EMU_MPI(MPI_Bcast(result.data(), static_cast<int>(bytes), MPI_BYTE, root, c->mpi), "bcast");
+    if (c->rank == root) watch_send(stream, "ncclBroadcast", send, bytes);
     land_on_stream_completion(stream, recv, std::move(result));
     return ncclSuccess;
 }

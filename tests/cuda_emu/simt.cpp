@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "gpt_emu/memory.hpp"
@@ -63,6 +64,9 @@ unsigned char* g_dynamic_smem = nullptr;
 
 namespace {
 
+// Counts blocks run (never 0 for a running one): poison_static_shared's per-block marker.
+std::uint64_t g_block_serial = 0;
+
 // Fiber stacks: generous, since our kernels keep per-thread arrays of up to 128 floats and
 // flash attention keeps ~200 accumulators per thread; a guard page below each turns an overflow
 // into a fault instead of silent corruption.
@@ -90,6 +94,7 @@ struct BlockRun {
     Barrier block;
     std::vector<Barrier> warps;
     std::vector<std::uint64_t> slots;  // warp exchange: two sets of one per thread
+    std::vector<unsigned> slot_gen;    // the warp generation each slot was written at, + 1
     // Warp gather (allocated by the block's first): two sets of kWarpGatherMax bytes per
     // thread, and the warp generation (+1) each slot was last written at.
     std::vector<unsigned char> gather;
@@ -238,6 +243,8 @@ std::string run_block(const dim3 block, const std::function<void()>& body) {
     const int nwarps = (n + 31) / 32;
     r.warps.resize(static_cast<std::size_t>(nwarps));
     r.slots.assign(static_cast<std::size_t>(nwarps) * 64, 0);
+    r.slot_gen.assign(static_cast<std::size_t>(nwarps) * 64, 0);
+    ++g_block_serial;
     r.block.live = n;
     for (int w = 0; w < nwarps; ++w) r.warps[static_cast<std::size_t>(w)].live = std::min(32, n - 32 * w);
     g_run = &r;
@@ -295,15 +302,61 @@ int lane_id() { return g_run->cur->lane; }
 // Two slot sets used alternately: a lane writing exchange k+2's slot has passed exchange
 // k+1's barrier, so every lane has read exchange k by then, and one barrier per exchange
 // suffices. The set follows the warp barrier's generation, the same for every lane.
-std::uint64_t warp_exchange(std::uint64_t v, int src_lane) {
+std::uint64_t warp_exchange(std::uint64_t v, int src_lane, std::uint32_t mask) {
     BlockRun& r = *g_run;
     const std::size_t warp = static_cast<std::size_t>(r.cur->warp);
-    const std::size_t set = r.warps[warp].gen & 1u;
-    const std::size_t base = (set * r.warps.size() + warp) * 32;
-    r.slots[base + static_cast<std::size_t>(r.cur->lane)] = v;
+    const unsigned gen = r.warps[warp].gen;
+    const std::size_t base = ((gen & 1u) * r.warps.size() + warp) * 32;
+    const int lane = r.cur->lane;
+    r.slots[base + static_cast<std::size_t>(lane)] = v;
+    r.slot_gen[base + static_cast<std::size_t>(lane)] = gen + 1;
     warp_barrier();  // every lane has written
+    // The mask must name the calling lane and only lanes that execute this same shuffle: a
+    // lane that exited, lies past a partial warp's end or waits elsewhere makes the
+    // shuffle undefined on a GPU (a hang or garbage), and here a stale slot.
+    std::ostringstream bad;
+    if (!(mask >> lane & 1u)) bad << "lane " << lane << " is not in its own mask";
+    for (int l = 0; l < 32 && bad.str().empty(); ++l)
+        if ((mask >> l & 1u) && r.slot_gen[base + static_cast<std::size_t>(l)] != gen + 1)
+            bad << "the mask names lane " << l
+                << ", which does not take part (exited, past the warp's end, or at a __syncwarp)";
+    if (!bad.str().empty()) {
+        std::ostringstream m;
+        m << "__shfl_*_sync(0x" << std::hex << mask << std::dec << ") in warp " << warp << ": " << bad.str();
+        throw std::runtime_error(m.str());
+    }
     if (src_lane < 0 || src_lane >= 32) return v;
     return r.slots[base + static_cast<std::size_t>(src_lane)];
+}
+
+void check_launch_bounds(unsigned max_threads) {
+    const unsigned threads = g_block_dim.x * g_block_dim.y * g_block_dim.z;
+    if (threads > max_threads)
+        throw std::runtime_error("block of " + std::to_string(threads) +
+                                 " threads exceeds the kernel's __launch_bounds__(" +
+                                 std::to_string(max_threads) + ")");
+}
+
+bool check_kernel_pointer(int index, const void* p) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    if (is_device(b, 1) || is_device(b - 1, 1)) return true;
+    std::ostringstream m;
+    m << "kernel argument " << index << " (" << p << ") is "
+      << (in_arena(p) ? "device memory outside every live allocation (freed?)" : "not device memory (a host pointer?)");
+    set_error(cudaErrorInvalidValue, m.str().c_str());
+    return false;
+}
+
+void poison_static_shared(void* p, std::size_t bytes) {
+    // Static shared memory is a function static shared by all blocks; on a GPU each block's
+    // starts as garbage. The first thread of a block to pass the declaration fills it with
+    // 0xff (NaN), before any thread of the block can have written it (writers pass the
+    // declaration first, and a block's fibers run one at a time).
+    static std::unordered_map<void*, std::uint64_t> poisoned;  // address -> block serial
+    std::uint64_t& last = poisoned[p];
+    if (last == g_block_serial) return;
+    last = g_block_serial;
+    std::memset(p, 0xff, bytes);
 }
 
 // The gather's sets alternate by warp generation for the reason warp_exchange's do. A slot's

@@ -42,6 +42,25 @@ __global__ void block_sum_kernel(const float* x, float* out) {
     }
 }
 
+// Lanes from `live` on return, the rest shuffle with `mask`.
+__global__ void partial_shuffle_kernel(float* out, unsigned mask, unsigned live) {
+    if (threadIdx.x >= live) return;
+    float v = static_cast<float>(threadIdx.x);
+    v += __shfl_xor_sync(mask, v, 1);
+    out[threadIdx.x] = v;
+}
+
+// Declared for at most 64 threads per block.
+__global__ void __launch_bounds__(64) bounded_kernel(float* out) { out[threadIdx.x] = 1.0f; }
+
+// Block 0 (or every block, with write_all) fills static shared memory; all read it back.
+__global__ void static_smem_kernel(float* out, int write_all) {
+    __shared__ float s[32];
+    if (blockIdx.x == 0 || write_all) s[threadIdx.x] = 1.0f;
+    __syncthreads();
+    out[blockIdx.x * 32 + threadIdx.x] = s[threadIdx.x];
+}
+
 // Half of warp 0 waits at the block barrier, the other half at a warp barrier: neither can
 // complete (a hang on a GPU).
 __global__ void divergent_barrier_kernel(float* out) {
@@ -195,6 +214,67 @@ TEST(CudaEmulator, ExitedThreadsDoNotHoldBarriers) {
     const std::vector<float> out = d.get(64);
     EXPECT_EQ(out[39], 39.0f);
     EXPECT_EQ(out[40], 0.0f);
+}
+
+TEST(CudaEmulator, ShuffleMaskMustNameOnlyLanesTakingPart) {
+    Device d(32);
+    partial_shuffle_kernel<<<1, 32>>>(d.p, 0x0000ffffu, 16);  // the mask names the live lanes
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(d.get(32)[0], 1.0f);
+    partial_shuffle_kernel<<<1, 32>>>(d.p, 0xffffffffu, 16);  // names 16 lanes that returned
+    cudaError_t err = cudaGetLastError();
+    EXPECT_EQ(err, cudaErrorLaunchFailure);
+    EXPECT_NE(std::string(cudaGetErrorString(err)).find("__shfl_*_sync(0xffffffff) in warp 0: the mask names lane 16"),
+              std::string::npos) << cudaGetErrorString(err);
+    partial_shuffle_kernel<<<1, 16>>>(d.p, 0xffffffffu, 16);  // a partial warp, full mask
+    EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+    partial_shuffle_kernel<<<1, 32>>>(d.p, 0x0000fffeu, 16);  // lane 0 not in its own mask
+    err = cudaGetLastError();
+    EXPECT_EQ(err, cudaErrorLaunchFailure);
+    EXPECT_NE(std::string(cudaGetErrorString(err)).find("lane 0 is not in its own mask"), std::string::npos)
+        << cudaGetErrorString(err);
+}
+
+TEST(CudaEmulator, StaticSharedMemoryStartsAsGarbageInEveryBlock) {
+    Device d(64);
+    static_smem_kernel<<<2, 32>>>(d.p, 1);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    for (float v : d.get(64)) EXPECT_EQ(v, 1.0f);
+    // Block 1 reads what it never wrote: NaN, not block 0's values nor zeros.
+    static_smem_kernel<<<2, 32>>>(d.p, 0);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    const std::vector<float> out = d.get(64);
+    EXPECT_EQ(out[0], 1.0f);
+    for (int i = 32; i < 64; ++i) EXPECT_TRUE(std::isnan(out[i])) << i;
+}
+
+TEST(CudaEmulator, BlockBeyondTheLaunchBoundsFailsTheLaunch) {
+    Device d(128);
+    bounded_kernel<<<1, 64>>>(d.p);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    bounded_kernel<<<1, 128>>>(d.p);
+    const cudaError_t err = cudaGetLastError();
+    EXPECT_EQ(err, cudaErrorLaunchFailure);
+    EXPECT_NE(std::string(cudaGetErrorString(err)).find("block of 128 threads exceeds the kernel's __launch_bounds__(64)"),
+              std::string::npos) << cudaGetErrorString(err);
+}
+
+TEST(CudaEmulator, KernelPointerArgumentsMustBeDeviceMemory) {
+    std::vector<float> host(32);
+    shifted_store_kernel<<<1, 30>>>(host.data(), 0);
+    cudaError_t err = cudaGetLastError();
+    EXPECT_EQ(err, cudaErrorInvalidValue);
+    EXPECT_NE(std::string(cudaGetErrorString(err)).find("kernel argument 0"), std::string::npos)
+        << cudaGetErrorString(err);
+    EXPECT_NE(std::string(cudaGetErrorString(err)).find("not device memory"), std::string::npos);
+    float* freed = nullptr;
+    ASSERT_EQ(cudaMalloc(&freed, 4096), cudaSuccess);
+    ASSERT_EQ(cudaFree(freed), cudaSuccess);
+    shifted_store_kernel<<<1, 30>>>(freed + 1, 0);
+    err = cudaGetLastError();
+    EXPECT_EQ(err, cudaErrorInvalidValue);
+    EXPECT_NE(std::string(cudaGetErrorString(err)).find("outside every live allocation"), std::string::npos)
+        << cudaGetErrorString(err);
 }
 
 TEST(CudaEmulator, LaunchConfigurationAndSharedMemoryLimits) {

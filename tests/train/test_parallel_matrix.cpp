@@ -3,11 +3,14 @@
 // recompute granularities (full: uniform and block) and overlapped bucketed gradient
 // reduction, trains exactly like one rank: lm loss and grad norm of each of 10 iterations,
 // the evaluation loss and every parameter at the end to 1e-5 relative (CPU, fp32,
-// dropout 0, same seed and data).
+// dropout 0, same seed and data). Also TP 4 and PP 4 on 4 ranks, and (issue 18) dropout,
+// fp16 and bf16 rows on 2 ranks, with bounds derived for them.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -61,11 +64,6 @@ Config parallel_config(const Layout& l, const Features& f) {
     return c;
 }
 
-const test::Run& reference() {
-    static const test::Run ref = test::train_run(base_config(), MPI_COMM_SELF);
-    return ref;
-}
-
 // Each feature is on in some variants and off in others on every layout.
 const std::vector<Features>& variants() {
     static const std::vector<Features> v = {
@@ -79,13 +77,45 @@ const std::vector<Features>& variants() {
     return v;
 }
 
-void run_layouts(const std::vector<Layout>& layouts) {
+// A numeric setting beside the parallel features: precision and dropout, and how closely the
+// parallel run must follow the one-rank run of the same setting.
+struct Numerics {
+    const char* name = "fp32";
+    bool fp16 = false, bf16 = false;
+    double dropout = 0.0;  // hidden dropout; attention dropout too where TP is 1
+    double rel = 1e-5;
+    double param_rel = 0.0;  // rel when 0
+};
+
+Config with_numerics(Config c, const Numerics& n, int tp) {
+    c.training.fp16 = n.fp16;
+    c.training.bf16 = n.bf16;
+    if (n.fp16) c.training.initial_loss_scale = 4096;
+    c.model.hidden_dropout = n.dropout;
+    // Attention dropout is drawn per tensor-parallel rank by design (Megatron's model-parallel
+    // RNG), so with TP > 1 it cannot follow one rank.
+    c.model.attention_dropout = tp == 1 ? n.dropout : 0.0;
+    return c;
+}
+
+const test::Run& reference(const Numerics& n, int tp) {
+    static std::map<std::string, test::Run> runs;
+    const std::string key = std::string(n.name) + (tp == 1 ? "" : " tp");
+    auto it = runs.find(key);
+    if (it == runs.end())
+        it = runs.emplace(key, test::train_run(with_numerics(base_config(), n, tp), MPI_COMM_SELF)).first;
+    return it->second;
+}
+
+void run_layouts(const std::vector<Layout>& layouts, const std::vector<Features>& features,
+                 const Numerics& numerics = {}) {
     for (const Layout& l : layouts)
-        for (const Features& f : variants()) {
-            const Config cfg = parallel_config(l, f);
+        for (const Features& f : features) {
+            const Config cfg = with_numerics(parallel_config(l, f), numerics, l.tp);
             const std::string what = "TP " + std::to_string(l.tp) + " PP " + std::to_string(l.pp) +
                                      " DP " + std::to_string(test::world_size() / (l.tp * l.pp)) +
-                                     " [" + f.name + "] rank " + std::to_string(test::world_rank());
+                                     " [" + f.name + ", " + numerics.name + "] rank " +
+                                     std::to_string(test::world_rank());
             // Every variant runs, so one failure shows the whole picture. A rank that throws
             // fails collectively: the others would hang in its collectives.
             test::Run got;
@@ -101,7 +131,7 @@ void run_layouts(const std::vector<Layout>& layouts) {
                 ADD_FAILURE() << what << ": " << (error.empty() ? "another rank threw" : error);
                 continue;
             }
-            test::expect_matches(reference(), got, cfg, what);
+            test::expect_matches(reference(numerics, l.tp), got, cfg, what, numerics.rel, numerics.param_rel);
             // Overlap means buckets start while backward runs: all but the tied-embedding
             // ones, which wait for the embedding-group sum.
             const int dp = test::world_size() / (l.tp * l.pp);
@@ -145,17 +175,54 @@ TEST(ParallelMatrix, DistributedOptimizerMemoryIsSixPlusTwelveOverD) {
 
 TEST(ParallelMatrix, TwoRanks) {
     if (test::world_size() != 2) GTEST_SKIP() << "needs 2 ranks (registered as .np2)";
-    run_layouts({{2, 1}, {1, 2}, {1, 1}});
+    run_layouts({{2, 1}, {1, 2}, {1, 1}}, variants());
 }
 
 TEST(ParallelMatrix, FourRanks) {
     if (test::world_size() != 4) GTEST_SKIP() << "needs 4 ranks (registered as .np4)";
-    run_layouts({{2, 2}, {2, 1}, {1, 2}});
+    run_layouts({{2, 2}, {2, 1}, {1, 2}}, variants());
+}
+
+// 4-way tensor parallelism (one head per rank) and 4 pipeline stages (one layer each): the
+// variants without the interleaved schedule, which needs two layers per stage here. fp32
+// parameters to 2e-5: the 2-way matrix's 1e-5 doubled, since each row-parallel sum is cut
+// into four partial sums instead of two (twice the reordered additions).
+TEST(ParallelMatrix, FourWayTensorOrPipeline) {
+    if (test::world_size() != 4) GTEST_SKIP() << "needs 4 ranks (registered as .np4)";
+    const auto& v = variants();
+    run_layouts({{4, 1}, {1, 4}}, {v[0], v[1], v[3]}, Numerics{"fp32", false, false, 0.0, 1e-5, 2e-5});
+}
+
+// Dropout (fp32): the masks follow the global micro-batch and position, not the layout;
+// losses to 1e-5, parameters to 2e-5 (the dropout multiplier is one more rounding on each
+// term of the reordered sums, as many again as without it).
+//
+// fp16 and bf16: parameters stay fp32 (main params) but activations and gradients are
+// rounded to the 16-bit type (unit roundoff u: 2^-11, 2^-8), and a layout changes where:
+// a row-parallel layer rounds each rank's partial sum before the all-reduce, where one rank
+// rounds the whole sum once; the pipeline rounds nothing new (its rows match to 1e-5 in
+// practice). That is a relative difference of at most 2u (the partial sum's rounding and
+// the reduction's) on each row-parallel output and each reduced gradient: 2 per layer
+// forward (attention and MLP outputs) and 2 backward, plus the word-embedding/LM-head
+// pair, for L = 4 layers: d = 2 (4 L + 2) u = 36 u on the loss and the gradient norm.
+// Parameters: Adam's step m / sqrt(v) takes d from m and d from sqrt(v) (v's 2d halved),
+// so each update differs by up to 2 d = 72 u relative, and the parameters, the sum of
+// the updates, by the same relative amount. Bounds: 36 u = 1.8e-2 (fp16), 0.14 (bf16) on
+// the losses; 72 u = 3.5e-2, 0.28 on the parameters. A wrong layout (a missing all-reduce,
+// a shard in the wrong place) changes the loss by O(1).
+TEST(ParallelMatrix, HalfPrecisionAndDropout) {
+    if (test::world_size() != 2) GTEST_SKIP() << "needs 2 ranks (registered as .np2)";
+    const auto& v = variants();
+    const double u16 = std::ldexp(1.0, -11), ubf16 = std::ldexp(1.0, -8);
+    const Numerics rows[] = {{"dropout 0.1", false, false, 0.1, 1e-5, 2e-5},
+                             {"fp16", true, false, 0.0, 36 * u16, 72 * u16},
+                             {"bf16", false, true, 0.0, 36 * ubf16, 72 * ubf16}};
+    for (const Numerics& n : rows) run_layouts({{2, 1}, {1, 2}}, {v[0], v[3]}, n);
 }
 
 TEST(ParallelMatrix, EightRanks) {
     if (test::world_size() != 8) GTEST_SKIP() << "needs 8 ranks (registered as .np8)";
-    run_layouts({{2, 2}});
+    run_layouts({{2, 2}}, variants());
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 // Threads that returned no longer count at barriers (as on sm_70+). A barrier some live thread can never
 // reach (divergent __syncthreads) fails the launch with a message instead of hanging.
 // Blocks run one at a time, so `__shared__` locals are function statics and dynamic shared
-// memory is one buffer, poisoned (0xff) before each block so unwritten reads show as NaN.
+// memory is one buffer; both are poisoned (0xff) for each block so unwritten reads show as NaN.
 //
 // The order fibers run between barriers is one CUDA allows; GPT_EMU_SCHEDULE=reverse and
 // =warps (simt.cpp) choose others, so a missing barrier shows as a different result.
@@ -49,7 +49,11 @@ extern unsigned char* g_dynamic_smem;
 void block_barrier();
 void warp_barrier();
 // Warp exchange: every lane of the warp offers `v` (8 bytes at most), then reads lane `src`'s.
-std::uint64_t warp_exchange(std::uint64_t v, int src_lane);
+// Fails the launch unless `mask` names the calling lane and only lanes taking part.
+std::uint64_t warp_exchange(std::uint64_t v, int src_lane, std::uint32_t mask);
+// Fills a static `__shared__` variable with 0xff once per block (rewrite_cu.pl adds the call
+// after each declaration), so a read nobody in the block wrote shows as NaN.
+void poison_static_shared(void* p, std::size_t bytes);
 // Warp gather: every lane offers `bytes` bytes (kWarpGatherMax at most) and receives all 32
 // lanes' offers, lane after lane, in `all` (32 * bytes), after one warp barrier. Returns the
 // mask of lanes that offered at this barrier; lanes that exited, lanes missing from a partial
@@ -63,6 +67,16 @@ int lane_id();
 void launch_kernel(const void* kernel, dim3 grid, dim3 block, std::size_t smem,
                    cudaStream_t stream, const std::function<void()>& body);
 
+// rewrite_cu.pl calls this at the top of a kernel declared __launch_bounds__(max_threads):
+// a block larger than the bound fails the launch.
+void check_launch_bounds(unsigned max_threads);
+
+// A kernel's pointer argument must point into a live device allocation (or at its end).
+// Otherwise sets the runtime's error naming the argument and returns false: a host pointer
+// or a freed buffer handed to a kernel faults, or worse, on a GPU. Pointers inside struct
+// arguments are not seen.
+bool check_kernel_pointer(int index, const void* p);
+
 template <typename K>
 struct Launch {
     K kernel;
@@ -71,6 +85,16 @@ struct Launch {
     cudaStream_t stream;
     template <typename... A>
     void operator()(A&&... args) const {
+        int index = 0;
+        bool ok = true;
+        auto check = [&](const auto& a) {
+            using T = std::decay_t<decltype(a)>;
+            if constexpr (std::is_pointer_v<T>)
+                if (ok && a != nullptr) ok = check_kernel_pointer(index, static_cast<const void*>(a));
+            ++index;
+        };
+        (check(args), ...);
+        if (!ok) return;
         // Arguments are copied at launch, as CUDA does with kernel parameters.
         auto body = [k = kernel, ... a = std::forward<A>(args)]() { k(a...); };
         launch_kernel(reinterpret_cast<const void*>(kernel), grid, block, smem, stream, body);
@@ -95,31 +119,31 @@ inline void __syncthreads() { ::gpt_emu::block_barrier(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { ::gpt_emu::warp_barrier(); }
 
 template <typename T>
-T __shfl_sync_from(T v, int src) {
+T __shfl_sync_from(unsigned mask, T v, int src) {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
     std::uint64_t bits = 0;
     std::memcpy(&bits, &v, sizeof(T));
-    bits = ::gpt_emu::warp_exchange(bits, src);
+    bits = ::gpt_emu::warp_exchange(bits, src, mask);
     T out;
     std::memcpy(&out, &bits, sizeof(T));
     return out;
 }
 template <typename T>
-T __shfl_xor_sync(unsigned, T v, int lane_mask, int width = 32) {
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
     const int lane = ::gpt_emu::lane_id();
-    return __shfl_sync_from(v, (lane ^ lane_mask) % width + lane / width * width);
+    return __shfl_sync_from(mask, v, (lane ^ lane_mask) % width + lane / width * width);
 }
 template <typename T>
-T __shfl_down_sync(unsigned, T v, unsigned delta, int width = 32) {
+T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
     const int lane = ::gpt_emu::lane_id(), base = lane / width * width;
     const int src = lane % width + static_cast<int>(delta) < width ? lane + static_cast<int>(delta) : lane;
     (void)base;
-    return __shfl_sync_from(v, src);
+    return __shfl_sync_from(mask, v, src);
 }
 template <typename T>
-T __shfl_sync(unsigned, T v, int src_lane, int width = 32) {
+T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {
     const int lane = ::gpt_emu::lane_id();
-    return __shfl_sync_from(v, lane / width * width + src_lane % width);
+    return __shfl_sync_from(mask, v, lane / width * width + src_lane % width);
 }
 
 // Fibers of a launch never run concurrently: plain read-modify-write is atomic here.
