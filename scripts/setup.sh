@@ -13,6 +13,9 @@ PACKAGES=(
   bible-kjv environment-modules
   lua5.3 lua-filesystem lua-json lua-posix lua-term tcl
   slurmctld slurmd slurm-client munge
+  # The sanitizer and fuzzing builds (scripts/test.sh): clang, its sanitizer and libFuzzer
+  # run-times, its OpenMP runtime (with the Archer tool for TSan), llvm-symbolizer.
+  clang libclang-rt-dev libomp-dev llvm
 )
 
 missing=()
