@@ -22,4 +22,54 @@ if [ "${GPT_TEST_EMU:-1}" != 0 ]; then
   cmake --build "$EMU_DIR" -j "$(nproc)" --target gpt_gpu_tests
   ctest --test-dir "$EMU_DIR" -L gpu --output-on-failure -j "$(nproc)" --timeout 900 "$@" || rc=$?
 fi
+# Sanitizers (cmake/GptSanitizers.cmake, tests/sanitizers, tests/fuzz), in their own clang
+# build trees, CPU backend only. GPT_TEST_SANITIZE:
+#   fuzz (the default without ctest arguments): an AddressSanitizer + UndefinedBehaviorSanitizer
+#        build (+ libFuzzer coverage) of the fuzz targets replays their corpora and the
+#        plain tests of their findings, and runs each target for GPT_FUZZ_SECONDS (10);
+#   all: also the single-process tests of the readers, kernels, model and optimizer under
+#        ASan+UBSan, and ThreadSanitizer on the threaded parts: the preprocess workers and
+#        the CPU backend's OpenMP loops with 2 threads;
+#   0:   none (the default when ctest arguments were given).
+SANITIZE=${GPT_TEST_SANITIZE:-$([ $# -eq 0 ] && echo fuzz || echo 0)}
+if [ "$SANITIZE" != 0 ]; then
+  san_start=$SECONDS
+  SAN_CMAKE=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
+             "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELEASE=-O1 -DNDEBUG")
+  if command -v ccache >/dev/null 2>&1; then
+    SAN_CMAKE+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  fi
+  ASAN_DIR=${GPT_ASAN_BUILD_DIR:-build-asan}
+  if [ ! -f "$ASAN_DIR/build.ninja" ]; then
+    cmake -S . -B "$ASAN_DIR" "${SAN_CMAKE[@]}" -DGPT_SANITIZE=address,undefined -DGPT_FUZZ=ON
+  fi
+  cmake -S . -B "$ASAN_DIR" -DGPT_FUZZ_SECONDS="${GPT_FUZZ_SECONDS:-10}" >/dev/null
+  ASAN_TARGETS=(gpt_fuzz_targets test_fuzz_findings)
+  ASAN_TESTS='test_fuzz_findings|fuzz_replay_.*'
+  if [ "$SANITIZE" = all ]; then
+    ASAN_TARGETS+=(test_core test_config test_data_tokenizer test_data_indexed test_data_preprocess
+                   test_data_gpt_dataset test_ckpt_selection test_ckpt_roundtrip
+                   test_backend test_model test_optim)
+    ASAN_TESTS+='|test_core|test_config|test_data_(tokenizer|indexed|preprocess)|test_data_gpt_dataset\.np1'
+    ASAN_TESTS+='|test_ckpt_selection|test_ckpt_roundtrip\.np1|test_backend|test_model\.np1|test_optim'
+  fi
+  cmake --build "$ASAN_DIR" -j "$(nproc)" --target "${ASAN_TARGETS[@]}"
+  ctest --test-dir "$ASAN_DIR" --output-on-failure -j "$(nproc)" --timeout 900 "$@" -R "^($ASAN_TESTS)\$" || rc=$?
+  ctest --test-dir "$ASAN_DIR" -L '^fuzz$' --output-on-failure -j "$(nproc)" "$@" || rc=$?
+  if [ "$SANITIZE" = all ]; then
+    TSAN_DIR=${GPT_TSAN_BUILD_DIR:-build-tsan}
+    if [ ! -f "$TSAN_DIR/build.ninja" ]; then
+      cmake -S . -B "$TSAN_DIR" "${SAN_CMAKE[@]}" -DGPT_SANITIZE=thread
+    fi
+    cmake --build "$TSAN_DIR" -j "$(nproc)" --target test_data_preprocess test_backend
+    # libomp reports its own synchronisation to ThreadSanitizer through the Archer tool.
+    # test_ckpt_validation (the checksum worker) does not compile with clang 14 (a lambda
+    # captures a structured binding, C++20 that clang accepts from 16 on), and the
+    # file-size-limit test dies of SIGBUS under TSan (not yet understood): both left out.
+    GTEST_FILTER=-Preprocess.WriteErrorLeavesNoIndex OMP_NUM_THREADS=2 OMP_TOOL_LIBRARIES=$(clang -print-resource-dir)/../../libarcher.so \
+      ctest --test-dir "$TSAN_DIR" --output-on-failure -j 1 --timeout 900 "$@" \
+      -R '^(test_data_preprocess|test_backend)$' || rc=$?
+  fi
+  echo "sanitizer builds and runs ($SANITIZE): $((SECONDS - san_start)) s"
+fi
 exit $rc

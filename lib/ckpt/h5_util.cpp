@@ -142,6 +142,15 @@ herr_t read_one(hid_t obj, const char* name, const H5A_info_t*, void* data) {
     Handle a(attr, H5Aclose);
     Handle type(H5Aget_type(attr), H5Tclose);
     if (!type.valid()) return -1;
+    // Every attribute we store is one value; H5Aread would write an array (or an empty
+    // one's nothing) past the single value read below.
+    Handle space(H5Aget_space(attr), H5Sclose);
+    const hssize_t points = space.valid() ? H5Sget_simple_extent_npoints(space.get()) : -1;
+    if (points != 1) {
+        st.error = std::string("attribute '") + name + "' holds " + std::to_string(points) +
+                   " values; this reader stores single values";
+        return -1;
+    }
     const H5T_class_t cls = H5Tget_class(type.get());
     herr_t rc = 0;
     if (cls == H5T_INTEGER) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <functional>
-
 #include <climits>
 #include <fstream>
 #include <sstream>
@@ -108,8 +107,11 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocab_file, const std::stri
     // Merges: "#version" line, then "left right" per line in rank order.
     {
         std::string text = read_file(merge_file, "merge file");
+        // At most one slot per line: a file may hold more distinct merges than tokens (every
+        // split of a long token), and a full open-addressing table would never find a slot.
+        const std::size_t lines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
         std::size_t cap = 1;
-        while (cap < 2 * ids.size()) cap <<= 1;
+        while (cap < 2 * std::max(ids.size(), lines)) cap <<= 1;
         t.merges_.assign(cap, MergeSlot{});
         std::size_t pos = 0, line_no = 0;
         std::int32_t rank = 0;

@@ -288,7 +288,9 @@ void IndexedDataset::read(std::int64_t seq, std::int64_t offset, std::int64_t co
             for (std::int64_t k = 0; k < count; ++k) out[k] = load<std::uint16_t>(p + 2 * k);
             break;
         case TokenDType::I32:
-            std::memcpy(out, p, static_cast<std::size_t>(count) * 4);
+            // count may be 0 with out == nullptr (an empty sequence's vector): memcpy's
+            // pointers must be valid even then.
+            if (count > 0) std::memcpy(out, p, static_cast<std::size_t>(count) * 4);
             break;
         case TokenDType::U8:
             for (std::int64_t k = 0; k < count; ++k) out[k] = p[k];
