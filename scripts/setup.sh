@@ -54,7 +54,12 @@ if [ -f tests/peers/package.json ] && [ ! -d tests/peers/node_modules/tiktoken ]
 fi
 
 BUILD_DIR=${GPT_BUILD_DIR:-build}
+# ccache, when the machine has it, makes a rebuild in a fresh clone cost only what changed.
+LAUNCHER=()
+if command -v ccache >/dev/null 2>&1; then
+  LAUNCHER=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
 if [ ! -f "$BUILD_DIR/build.ninja" ] || [ $# -gt 0 ]; then
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "${LAUNCHER[@]}" "$@"
 fi
 cmake --build "$BUILD_DIR" -j "$(nproc)"

@@ -17,7 +17,8 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" --timeout 900 "$
 if [ "${GPT_TEST_EMU:-1}" != 0 ]; then
   EMU_DIR=${GPT_EMU_BUILD_DIR:-build-emu}
   if [ ! -f "$EMU_DIR/build.ninja" ]; then
-    cmake -S . -B "$EMU_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=OFF -DGPT_CUDA_EMU=ON
+    cmake -S . -B "$EMU_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=OFF -DGPT_CUDA_EMU=ON \
+      $(command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
   fi
   cmake --build "$EMU_DIR" -j "$(nproc)" --target gpt_gpu_tests
   ctest --test-dir "$EMU_DIR" -L gpu --output-on-failure -j "$(nproc)" --timeout 900 "$@" || rc=$?
