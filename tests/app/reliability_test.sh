@@ -9,13 +9,9 @@ if [ -z "${GPT_REL_IN_NS:-}" ]; then
   else exec env GPT_REL_IN_NS=1 unshare -rm --propagation private "$0" "$@"; fi
 fi
 bin=$1; mpiexec=$2; src=$3; tmp=$4; runs=${5:-5}
-rm -rf "$tmp" && mkdir -p "$tmp" && cd "$tmp" || exit 1
-ln -s "$src/configs" configs && ln -s "$src/data" data
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-small=(--config configs/gpt-tiny.ini --num-layers 2 --hidden-size 64 --num-attention-heads 2
-       --seq-length 64 --max-position-embeddings 64 --micro-batch-size 2 --global-batch-size 4
-       --lr-warmup-iters 1 --log-interval 1 --eval-iters 0 --mock-data --device cpu
-       --distributed-backend mpi)
+source "$src/tests/common/tiny_job.sh"
+tiny_job_setup "$tmp" "$src"
+small=("${TINY_ARGS[@]}" --lr-warmup-iters 1)
 fails=0
 pass() { echo "ok   $1"; }
 fail() { echo "FAIL $1"; shift; printf '%s\n' "$@" | tail -15; fails=$((fails+1)); }
@@ -74,7 +70,7 @@ ckbytes=$(du -sb ck/iter_0000002 | cut -f1)
 for n in 1 2; do
   for i in $(seq "$runs"); do
     rm -rf logs; mkdir -p "d$n.$i" && mount -t tmpfs -o size=$((ckbytes * 3 / 2)) tmpfs "d$n.$i"
-    reason "full-disk-save-$n-ranks run $i" 1 "gpt_pretrain: error( on rank [01])?: writing dataset .*model_optim.h5" logs -- \
+    reason "full-disk-save-$n-ranks run $i" 1 "gpt_pretrain: error( on rank [01])?: writing checkpoint file .*model_optim.h5 failed: No space left on device" logs -- \
       "$mpiexec" -n "$n" "$bin" "${small[@]}" --train-iters 2 --save-interval 1 --save "$tmp/d$n.$i" --log-dir logs
     umount "d$n.$i"
   done

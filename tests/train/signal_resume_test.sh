@@ -7,15 +7,10 @@
 set -uo pipefail
 bin=$1 mpiexec=$2 tmp=$3 src=$4
 fail() { echo "FAIL: $*"; exit 1; }
-rm -rf "$tmp" && mkdir -p "$tmp" && cd "$tmp" || fail "cannot use $tmp"
-ln -s "$src/configs" configs && ln -s "$src/data" data
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-args=(--config configs/gpt-tiny.ini --num-layers 2 --hidden-size 64 --num-attention-heads 2
-      --seq-length 64 --max-position-embeddings 64 --micro-batch-size 2 --global-batch-size 4
-      --lr 3e-3 --lr-warmup-iters 2 --log-interval 1 --eval-iters 0 --mock-data
-      --train-iters 400 --device cpu --distributed-backend mpi
+source "$src/tests/common/tiny_job.sh"
+tiny_job_setup "$tmp" "$src"
+args=("${TINY_ARGS[@]}" --lr 3e-3 --lr-warmup-iters 2 --train-iters 400
       --hidden-dropout 0.1 --attention-dropout 0.1)
-losses() { grep -oE "iteration +[0-9]+/.*lm loss: [0-9.E+-]+" "$1" | sed -E 's/^iteration +([0-9]+)\/.*lm loss: /\1 /'; }
 
 "$mpiexec" -n 2 "$bin" "${args[@]}" --save ck --load ck --exit-signal-handler > run1.log 2>&1 &
 pid=$!
