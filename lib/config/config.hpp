@@ -116,6 +116,12 @@ struct CheckpointConfig {
     bool load_fallback = false;
     int keep_last = 0;             // 0: keep all
     bool async_save = false;       // write checkpoints on a helper thread while training goes on
+    // Continued pretraining (Megatron's load_checkpoint): what of a loaded checkpoint is used.
+    bool finetune = false;         // parameters only: iteration, optimizer, scheduler, data start afresh
+    bool no_load_optim = false;    // keep the iteration; Adam state, LR scheduler and loss scale afresh
+    bool no_load_rng = false;      // dropout RNG position afresh
+    bool override_opt_param_scheduler = false;        // LR schedule from the flags, not the checkpoint
+    bool use_checkpoint_opt_param_scheduler = false;  // LR schedule from the checkpoint, not the flags
 };
 
 struct LoggingConfig {

@@ -175,6 +175,11 @@ private:
         add(ck, "load-fallback", &C::checkpoint, &CheckpointConfig::load_fallback, "fall back to the previous good checkpoint when the latest is damaged");
         add(ck, "keep-last", &C::checkpoint, &CheckpointConfig::keep_last, "keep only the newest N checkpoints (0: all)");
         add(ck, "async-save", &C::checkpoint, &CheckpointConfig::async_save, "write checkpoints in the background while training continues");
+        add(ck, "finetune", &C::checkpoint, &CheckpointConfig::finetune, "load the parameters only: iteration, optimizer, scheduler and data start afresh");
+        add(ck, "no-load-optim", &C::checkpoint, &CheckpointConfig::no_load_optim, "do not load the optimizer, scheduler and loss-scaler state");
+        add(ck, "no-load-rng", &C::checkpoint, &CheckpointConfig::no_load_rng, "do not load the dropout RNG position");
+        add(ck, "override-opt_param-scheduler", &C::checkpoint, &CheckpointConfig::override_opt_param_scheduler, "learning-rate schedule from the flags, not the checkpoint");
+        add(ck, "use-checkpoint-opt_param-scheduler", &C::checkpoint, &CheckpointConfig::use_checkpoint_opt_param_scheduler, "learning-rate schedule from the checkpoint, not the flags");
         groups.emplace_back("checkpointing", ck);
 
         po::options_description lg("logging");

@@ -1,8 +1,12 @@
 // The trainer's checkpoints: what is saved (docs/checkpoint-format.md, "Using it from the
 // trainer"), how it is loaded into any supported layout, and the end-of-iteration decision
 // to save and exit. Trainer members defined here keep trainer.cpp about the training loop.
+#include <algorithm>
 #include <cstring>
+#include <sstream>
+#include <stdexcept>
 
+#include "ckpt/args_check.hpp"
 #include "ckpt/checkpoint.hpp"
 #include "config/options.hpp"
 #include "core/errors.hpp"
@@ -202,18 +206,74 @@ void check_padded_vocab(const ckpt::CheckpointReader& r, const model::ParamLayou
                 "both layouts pad to ", saved, ", e.g. double it when halving TP");
 }
 
+// The checkpoint's learning-rate schedule, rebuilt from its arguments table as the saving
+// run built it (Megatron stores the scheduler's fields; we store the flags they come from).
+optim::LrScheduler saved_scheduler(const ckpt::CheckpointReader& r) {
+    const auto t = ckpt::parse_arguments_table(r.attribute_string("config"));
+    auto get = [&](const char* k) -> const std::string& {
+        const auto it = t.find(k);
+        GPT_REQUIRE(it != t.end(), DataError, "checkpoint ", r.file(), ": its arguments table lacks ", k,
+                    ", needed by --use-checkpoint-opt_param-scheduler");
+        return it->second;
+    };
+    try {
+        OptimizerConfig o;
+        o.lr = std::stod(get("lr"));
+        o.min_lr = std::stod(get("min_lr"));
+        o.lr_decay_style = get("lr_decay_style");
+        o.lr_decay_iters = std::stoll(get("lr_decay_iters"));
+        o.lr_decay_samples = std::stoll(get("lr_decay_samples"));
+        o.lr_warmup_iters = std::stoll(get("lr_warmup_iters"));
+        o.lr_warmup_samples = std::stoll(get("lr_warmup_samples"));
+        o.lr_warmup_fraction = std::stod(get("lr_warmup_fraction"));
+        return optim::LrScheduler::from_config(o, std::stoll(get("train_iters")), std::stoll(get("train_samples")),
+                                               std::stoll(get("global_batch_size")));
+    } catch (const std::logic_error& e) {  // stod / stoll on a malformed value
+        throw DataError(r.file() + ": malformed learning-rate argument in its arguments table (" + e.what() + ")");
+    }
+}
+
+// Megatron's OptimizerParamScheduler.load_state_dict compares the schedule's fields with the
+// checkpoint's. Differences, as one text ("" when none).
+std::string schedule_differences(const optim::LrScheduler& saved, const optim::LrScheduler& run) {
+    std::ostringstream os;
+    auto cmp = [&](const char* what, auto a, auto b) {
+        if (a != b) os << (os.tellp() > 0 ? "; " : "") << what << ": " << a << " in the checkpoint, " << b << " in this run";
+    };
+    cmp("max learning rate", saved.lr_at(saved.warmup_steps()), run.lr_at(run.warmup_steps()));
+    cmp("warm-up samples", saved.warmup_steps(), run.warmup_steps());
+    cmp("decay samples", saved.decay_steps(), run.decay_steps());
+    cmp("final learning rate", saved.lr_at(saved.decay_steps()), run.lr_at(run.decay_steps()));
+    // The decay style shows halfway (linear and cosine agree at both ends).
+    cmp("learning rate halfway through the decay", saved.lr_at((saved.warmup_steps() + saved.decay_steps()) / 2),
+        run.lr_at((run.warmup_steps() + run.decay_steps()) / 2));
+    return os.str();
+}
+
 }  // namespace
 
 std::optional<std::int64_t> Trainer::load_checkpoint() {
     const auto& ck = cfg_.checkpoint;
     open_saver();  // locks --save now: a second job on the folder is refused before training
     if (ck.load.empty()) return std::nullopt;
+    GPT_REQUIRE(!(ck.override_opt_param_scheduler && ck.use_checkpoint_opt_param_scheduler), UsageError,
+                "--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler exclude each other");
     const DType dt = chunks_->chunk(0).options().dtype;
     const ChunkRefs refs = chunk_refs(*chunks_);
     const model::ParamLayout full = whole_model_layout(chunks_->chunk(0));
     const std::vector<TensorBinding> tensors = bind(refs, full, groups_.coords());
     std::vector<ChunkHost> host = stage_on_host(be_, refs);
     SavedProgress p;
+    // Megatron's load_checkpoint: --finetune takes the parameters only; --no-load-optim
+    // drops the optimizer with its scheduler (and our loss scaler, part of its state);
+    // --no-load-rng the dropout position.
+    const bool load_optim = !ck.finetune && !ck.no_load_optim;
+    const bool load_rng = !ck.finetune && !ck.no_load_rng;
+    if (!load_optim)
+        for (ChunkHost& h : host) {
+            std::fill(h.exp_avg.begin(), h.exp_avg.end(), 0.0f);
+            std::fill(h.exp_avg_sq.begin(), h.exp_avg_sq.end(), 0.0f);
+        }
     ckpt::LoadRequest req(ck.load, ck.ckpt_step, ck.load_fallback);
     const ckpt::LoadResult res = ckpt::load_checkpoint(
         groups_.world_mpi(), req, [&](ckpt::CheckpointReader& r) {
@@ -223,11 +283,31 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
             // state is read in its own call, as the reader asks of sharded state.
             check_padded_vocab(r, full);
             ckpt::check_checkpoint_args(r, format_arguments(cfg_));
+            // --finetune / --no-load-optim: the fp32 main parameters only; the Adam moments
+            // stay those of a fresh run (zero), as Megatron's reload_model_params leaves them.
             std::vector<ckpt::TensorSliceOut> opt;
-            for (StateKind k : {StateKind::MainParam, StateKind::ExpAvg, StateKind::ExpAvgSq})
+            for (StateKind k : {StateKind::MainParam, StateKind::ExpAvg, StateKind::ExpAvgSq}) {
+                if (k != StateKind::MainParam && !load_optim) continue;
                 for (auto&& s : load_slices(tensors, host, k, dt)) opt.push_back(std::move(s));
+            }
             r.read(opt);
             p = read_progress(r, groups_.world_size(), groups_.rank());
+            // The schedule, as Megatron's --override-opt_param-scheduler (the flags') or
+            // --use-checkpoint-opt_param-scheduler (the checkpoint's) decide. Without either,
+            // Megatron refuses a difference; this project has always let the flags win, so it
+            // warns instead (docs/checkpoint-format.md).
+            if (load_optim && r.has_attribute("config") && !ck.override_opt_param_scheduler) {
+                const optim::LrScheduler saved = saved_scheduler(r);
+                const std::string diff = schedule_differences(saved, scheduler_);
+                if (ck.use_checkpoint_opt_param_scheduler) {
+                    scheduler_ = saved;
+                    if (!diff.empty()) GPT_LOG(info) << "using the checkpoint's learning-rate schedule: " << diff;
+                } else if (!diff.empty()) {
+                    GPT_LOG(warning) << "the learning-rate schedule differs from the checkpoint's (" << diff
+                                     << "): following this run's flags. HINT: --override-opt_param-scheduler "
+                                        "says so, --use-checkpoint-opt_param-scheduler takes the checkpoint's";
+                }
+            }
         });
     for (const auto& why : res.rejected) GPT_LOG(warning) << "rejected checkpoint: " << why;
     for (const auto& note : res.notes) GPT_LOG(warning) << note;
@@ -250,6 +330,18 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
         } else if (dt != DType::F32) {
             m.set_parameters(host[c].main.data());
         }
+    }
+    if (ck.finetune) {
+        // A new run on the loaded parameters: iteration, data position and counters at 0.
+        p.iteration = p.consumed_train = p.consumed_valid = p.skipped = 0;
+    }
+    if (!load_optim) {
+        p.optimizer_steps = p.scheduler_steps = 0;
+        p.dynamic_scaler = false;
+    }
+    if (!load_rng) {
+        p.have_rng = false;
+        p.dropout_micro_batches = 0;
     }
     const int dp = groups_.grid().dp_size();
     // This rank's own saved RNG position when the layout is the same; else the global one.
@@ -277,7 +369,11 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
                          << "; this run uses " << cfg_.training.seed
                          << ": dropout masks and data order follow the new seed";
     if (ck.save == ck.load) last_saved_iteration_ = iteration_;
-    GPT_LOG(info) << "successfully loaded checkpoint from " << ck.load << " at iteration " << iteration_;
+    GPT_LOG(info) << "successfully loaded checkpoint from " << ck.load << " at iteration " << iteration_
+                  << (ck.finetune ? " (--finetune: parameters only, starting at iteration 0)"
+                      : !load_optim ? " (--no-load-optim: optimizer, scheduler and loss scale start afresh)"
+                                    : "")
+                  << (load_rng || ck.finetune ? "" : " (--no-load-rng: dropout RNG starts afresh)");
     return iteration_;
 }
 
