@@ -124,6 +124,13 @@ std::int64_t JsonCursor::parse_int() {
 
 void JsonCursor::skip_value() { skip_value(0); }
 
+std::string_view JsonCursor::take_value() {
+    skip_ws();
+    const std::size_t begin = i_;
+    skip_value(0);
+    return s_.substr(begin, i_ - begin);
+}
+
 void JsonCursor::skip_value(int depth) {
     if (depth > kMaxDepth) fail("JSON nested too deeply");
     char c = peek();

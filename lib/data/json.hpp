@@ -26,6 +26,9 @@ public:
     bool consume(char c);              // consumes c when it is next
     void parse_string(std::string& out);   // appends the decoded (UTF-8) string; cursor at '"'
     void skip_value();
+    // Skips the next value and returns its source text (a number, literal, or nested
+    // value), for readers that interpret a few fields themselves (lib/hf's config.json).
+    std::string_view take_value();
     std::int64_t parse_int();
     [[noreturn]] void fail(std::string_view what) const;
 

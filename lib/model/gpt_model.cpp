@@ -242,6 +242,11 @@ double GptModel::forward(int slot, bool training, std::uint64_t dropout_stream) 
     return head_forward(c, head_params_, s, chunk_output(s));
 }
 
+const void* GptModel::logits() const {
+    GPT_ASSERT(chunk_.post_process && head_slot_ >= 0, "logits() without a forward of the last chunk");
+    return arena_ + plan_.workspace().logits;
+}
+
 void GptModel::backward(int slot, float dloss_per_token) {
     SlotState& st = slot_state_.at(static_cast<std::size_t>(slot));
     GPT_ASSERT(st.forwarded, "backward of slot ", slot, " without a forward");

@@ -108,6 +108,10 @@ public:
     void* output_grad();  // (hidden_rows, h)
     // (hidden_rows, h) dL/d input, after backward of a chunk without embeddings.
     void* input_grad();
+    // The last chunk's logits of the micro-batch whose forward ran last: (tokens(), V / tp)
+    // in the model dtype, this rank's vocabulary slice, valid until a backward turns them
+    // into their gradient (read by inference and the checkpoint converter's logit check).
+    const void* logits() const;
 
 private:
     PassContext context(int slot) const;

@@ -1,7 +1,6 @@
 // The trainer's checkpoints: what is saved (docs/checkpoint-format.md, "Using it from the
 // trainer"), how it is loaded into any supported layout, and the end-of-iteration decision
 // to save and exit. Trainer members defined here keep trainer.cpp about the training loop.
-#include <algorithm>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -269,11 +268,6 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
     // --no-load-rng the dropout position.
     const bool load_optim = !ck.finetune && !ck.no_load_optim;
     const bool load_rng = !ck.finetune && !ck.no_load_rng;
-    if (!load_optim)
-        for (ChunkHost& h : host) {
-            std::fill(h.exp_avg.begin(), h.exp_avg.end(), 0.0f);
-            std::fill(h.exp_avg_sq.begin(), h.exp_avg_sq.end(), 0.0f);
-        }
     ckpt::LoadRequest req(ck.load, ck.ckpt_step, ck.load_fallback);
     const ckpt::LoadResult res = ckpt::load_checkpoint(
         groups_.world_mpi(), req, [&](ckpt::CheckpointReader& r) {
@@ -284,7 +278,7 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
             check_padded_vocab(r, full);
             ckpt::check_checkpoint_args(r, format_arguments(cfg_));
             // --finetune / --no-load-optim: the fp32 main parameters only; the Adam moments
-            // stay those of a fresh run (zero), as Megatron's reload_model_params leaves them.
+            // stay this trainer's own (a fresh run's zeros), as Megatron leaves them.
             std::vector<ckpt::TensorSliceOut> opt;
             for (StateKind k : {StateKind::MainParam, StateKind::ExpAvg, StateKind::ExpAvgSq}) {
                 if (k != StateKind::MainParam && !load_optim) continue;

@@ -1,0 +1,49 @@
+// Our GPT as one fp32 rank, for the converter: its configuration rebuilt from a checkpoint's
+// arguments table (refusing what Hugging Face GPT-2 cannot express), and a one-rank trainer
+// whose loader reshards any saved layout into it and whose saver writes our checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "config/config.hpp"
+#include "dist/process_groups.hpp"
+#include "model/gpt_model.hpp"
+#include "train/trainer.hpp"
+
+namespace gpt::hf {
+
+// The model flags of the arguments table `table` of checkpoint `file` whose word embeddings
+// have `padded_rows` rows. Throws UsageError naming an architecture option HF GPT-2 lacks
+// (RMSNorm, rotary or no position embeddings, SwiGLU, grouped-query attention, untied
+// embeddings, no linear biases, ...), DataError for a malformed or incomplete table.
+ModelConfig model_config_from_table(const std::string& table, std::int64_t padded_rows, const std::string& file);
+
+// One rank (MPI_COMM_SELF), TP 1, PP 1, fp32, micro-batch 1, with the flags of `model` and
+// the tokenizer flags of `data`, loading and saving as `ck` says.
+struct OneRankModel {
+    OneRankModel(const ModelConfig& model, const DataConfig& data, const CheckpointConfig& ck = {});
+    dist::ProcessGroups groups{MPI_COMM_SELF, 1, 1};
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<train::Trainer> trainer;
+    Config config;  // as resolved
+    model::GptModel& model() { return trainer->chunks().chunk(0); }
+    std::vector<float> parameters();               // the flat fp32 buffer
+    void set_parameters(const std::vector<float>& flat);
+};
+
+// Our checkpoint at --load DIR [--ckpt-step N], opened once to read its arguments table and
+// the embedding rows, then loaded into a OneRankModel. Throws UsageError when DIR holds no
+// checkpoint.
+struct LoadedCheckpoint {
+    std::unique_ptr<OneRankModel> model;
+    std::int64_t iteration = 0;
+    std::string file;
+    DataConfig data;  // the tokenizer flags it was trained with
+};
+LoadedCheckpoint load_checkpoint_one_rank(const std::string& dir, std::int64_t ckpt_step);
+
+}  // namespace gpt::hf

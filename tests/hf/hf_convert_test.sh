@@ -1,0 +1,91 @@
+#!/bin/bash
+# convert_checkpoint end to end (lib/hf):
+#  1. A gpt-tiny run on 2 ranks with TP 2 (GPT-2 vocabulary) saves; --to hf exports it from
+#     one process (the resharding loader) and an independent PyTorch GPT-2 written from Hugging
+#     Face's conventions (gpt2_reference.py, reading the safetensors itself) gives our
+#     model's logits (--dump-logits) within the fp32 error bound derived there.
+#  2. --to megatron imports the export: every parameter dataset bit-identical to the original
+#     checkpoint's (compare_checkpoints.py), Adam moments zero, iteration 0; exporting the
+#     import gives a byte-identical model.safetensors; and gpt_pretrain --load it --finetune
+#     trains.
+#  3. Bad input: a missing, truncated or lying safetensors file, a config.json the weights
+#     disagree with (exit 1), a config.json of another architecture or an option GPT-2 has and
+#     we do not, an existing output folder (exit 2, usage): one line naming the fault, and no
+#     output folder left behind.
+#   hf_convert_test.sh GPT_PRETRAIN CONVERT MPIEXEC SCRATCH SOURCE_DIR
+set -uo pipefail
+bin=$1 conv=$2 mpiexec=$3 tmp=$4 src=$5
+fail() { echo "FAIL: $*"; exit 1; }
+source "$src/tests/common/tiny_job.sh"
+tiny_job_setup "$tmp" "$src"
+py=/usr/bin/python3
+args=("${TINY_ARGS[@]}" --lr 3e-3 --lr-warmup-iters 1 --train-iters 3 --ffn-hidden-size 96 --init-method-std 0.2)
+# "The quick brown fox jumps over the lazy dog." in GPT-2 BPE, and a few more ids.
+tokens=464,2068,7586,21831,18045,625,262,16931,3290,13,50256,0,1000,40000
+
+# 1. export and the reference forward
+"$mpiexec" -n 2 "$bin" "${args[@]}" --tensor-model-parallel-size 2 --save a > train.log 2>&1 \
+    || { cat train.log; fail "training failed"; }
+"$conv" --to hf --load a --output hf1 > export.log 2>&1 || { cat export.log; fail "export failed"; }
+for f in config.json generation_config.json model.safetensors vocab.json merges.txt tokenizer_config.json; do
+    [ -s hf1/$f ] || fail "export lacks $f"
+done
+cmp -s hf1/vocab.json data/gpt2/gpt2-vocab.json || fail "vocab.json is not the run's vocab file"
+grep -q '"n_inner": 96' hf1/config.json || fail "n_inner is not the run's ffn-hidden-size"
+grep -q '"activation_function": "gelu_new"' hf1/config.json || fail "the default GELU is not gelu_new"
+"$conv" --dump-logits ours.bin --load a --tokens $tokens > dump.log 2>&1 || { cat dump.log; fail "dump-logits failed"; }
+$py "$src/tests/hf/gpt2_reference.py" hf1 ours.bin $tokens || fail "logits differ from the PyTorch reference"
+
+# 2. import, the round trip, continued training
+"$conv" --to megatron --load-hf hf1 --save b > import.log 2>&1 || { cat import.log; fail "import failed"; }
+$py "$src/tests/hf/compare_checkpoints.py" a b 50257 || fail "export -> import changed parameters"
+"$conv" --to hf --load b --output hf2 > export2.log 2>&1 || { cat export2.log; fail "re-export failed"; }
+cmp hf1/model.safetensors hf2/model.safetensors || fail "re-export is not byte-identical"
+cmp hf1/config.json hf2/config.json || fail "re-export config.json differs"
+"$mpiexec" -n 1 "$bin" "${args[@]}" --ffn-hidden-size 96 --load b --finetune --train-iters 2 > ft.log 2>&1 \
+    || { cat ft.log; fail "finetune from the import failed"; }
+grep -q "successfully loaded checkpoint from b at iteration 0 (--finetune" ft.log || fail "finetune did not load b"
+
+# 3. bad input: one line, exit 1, nothing written
+expect_refused() {  # NAME FOLDER PATTERN [EXIT: 1 damaged input (default), 2 a model we cannot express]
+    local name=$1 dir=$2 pattern=$3 want=${4:-1}
+    "$conv" --to megatron --load-hf "$dir" --save "out_$name" > "$name.log" 2>&1
+    local rc=$?
+    [ $rc -eq "$want" ] || { cat "$name.log"; fail "$name: exit $rc, expected $want"; }
+    [ "$(wc -l < "$name.log")" -eq 1 ] || { cat "$name.log"; fail "$name: not one line"; }
+    grep -q "$pattern" "$name.log" || { cat "$name.log"; fail "$name: message lacks '$pattern'"; }
+    ls -d out_"$name"* > /dev/null 2>&1 && fail "$name: left output behind"
+    true
+}
+mkhf() { rm -rf "$1" && mkdir "$1" && cp hf1/config.json "$1"/; }
+mkhf missing
+expect_refused missing missing "cannot open missing/model.safetensors"
+mkhf truncated; head -c 100000 hf1/model.safetensors > truncated/model.safetensors
+expect_refused truncated truncated "past the end of the file"
+mkhf shortheader; head -c 5 hf1/model.safetensors > shortheader/model.safetensors
+expect_refused shortheader shortheader "shorter than the 8-byte header length"
+mkhf hugeheader; { printf '\xff\xff\xff\xff\x00\x00\x00\x00'; tail -c +9 hf1/model.safetensors; } > hugeheader/model.safetensors
+expect_refused hugeheader hugeheader "header length 4294967295 runs past the end"
+# An offset past the end: the header rewritten so the last tensor ends beyond the data.
+mkhf offset
+$py - hf1/model.safetensors offset/model.safetensors <<'PY' || fail "cannot make the offset case"
+import json, struct, sys
+blob = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", blob[:8]); h = json.loads(blob[8:8 + n])
+last = max((k for k in h if k != "__metadata__"), key=lambda k: h[k]["data_offsets"][1])
+h[last]["data_offsets"] = [h[last]["data_offsets"][0] + 64, h[last]["data_offsets"][1] + 64]
+t = json.dumps(h).encode(); t += b" " * ((8 - len(t) % 8) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + blob[8 + n:])
+PY
+expect_refused offset offset "past the end of the file's"
+mkdir -p llama && cp hf1/model.safetensors llama/ && sed 's/"model_type": "gpt2"/"model_type": "llama"/' hf1/config.json > llama/config.json
+expect_refused llama llama "model_type is 'llama', not 'gpt2'" 2
+mkdir -p shape && cp hf1/model.safetensors shape/ && sed 's/"n_inner": 96/"n_inner": 128/' hf1/config.json > shape/config.json
+expect_refused shape shape "has shape \[64, 96\] but config.json says \[64, 128\]"
+mkdir -p untied && cp hf1/model.safetensors untied/ && sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' hf1/config.json > untied/config.json
+expect_refused untied untied "untied output embeddings cannot be expressed" 2
+"$conv" --to hf --load a --output hf1 > exists.log 2>&1
+[ $? -eq 2 ] && grep -q "hf1 already exists: refusing to overwrite it" exists.log || { cat exists.log; fail "an existing output folder was not refused"; }
+cmp -s hf1/model.safetensors hf2/model.safetensors || fail "the refused export touched hf1"
+ls -d *.tmp.* > /dev/null 2>&1 && fail "staging folders left behind: $(ls -d *.tmp.*)"
+echo "PASS"
