@@ -180,22 +180,37 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     struct stat st {};
     GPT_REQUIRE(::fstat(fd, &st) == 0, IoError, "cannot stat ", path, ": ", std::strerror(errno));
     const auto size = static_cast<std::uint64_t>(st.st_size);
-    std::vector<char> all(size);
-    std::uint64_t got = 0;
-    while (got < size) {
-        const ssize_t r = ::read(fd, all.data() + got, size - got);
-        if (r < 0 && errno == EINTR) continue;
-        GPT_REQUIRE(r > 0, IoError, "cannot read ", path, ": ", r == 0 ? "file shrank" : std::strerror(errno));
-        got += static_cast<std::uint64_t>(r);
-    }
+    // Reads [offset, offset + n) of the file into dst (a file that shrank is an IoError).
+    auto read_at = [&](void* dst, std::uint64_t offset, std::uint64_t n) {
+        auto* p = static_cast<char*>(dst);
+        std::uint64_t got = 0;
+        while (got < n) {
+            const ssize_t r = ::pread(fd, p + got, n - got, static_cast<off_t>(offset + got));
+            if (r < 0 && errno == EINTR) continue;
+            GPT_REQUIRE(r > 0, IoError, "cannot read ", path, ": ", r == 0 ? "file shrank" : std::strerror(errno));
+            got += static_cast<std::uint64_t>(r);
+        }
+    };
+    // The header first (its length checked before anything that size is allocated), then
+    // the data section straight into its buffer: the file is held in memory once.
+    std::string prefix(std::min<std::uint64_t>(size, 8), '\0');
+    read_at(prefix.data(), 0, prefix.size());
     try {
-        header_ = parse_safetensors_header(std::string_view(all.data(), all.size()), size);
+        if (size >= 8) {
+            std::uint64_t n = 0;
+            std::memcpy(&n, prefix.data(), 8);
+            if (n <= size - 8 && n <= kMaxHeaderBytes) {
+                prefix.resize(8 + n);
+                read_at(prefix.data() + 8, 8, n);
+            }
+        }
+        header_ = parse_safetensors_header(prefix, size);
     } catch (const DataError& e) {
         throw DataError(path + ": " + e.what());
     }
     const std::uint64_t start = 8 + header_.header_bytes;
     data_.resize(size - start);
-    std::memcpy(data_.data(), all.data() + start, data_.size());
+    read_at(data_.data(), start, data_.size());
 }
 
 std::vector<float> SafetensorsFile::read(const std::string& name) const {

@@ -207,12 +207,12 @@ void check_padded_vocab(const ckpt::CheckpointReader& r, const model::ParamLayou
 
 // The checkpoint's learning-rate schedule, rebuilt from its arguments table as the saving
 // run built it (Megatron stores the scheduler's fields; we store the flags they come from).
-optim::LrScheduler saved_scheduler(const ckpt::CheckpointReader& r) {
+// nullopt: the table lacks a row or holds a value that does not parse (an older build).
+std::optional<optim::LrScheduler> saved_scheduler(const ckpt::CheckpointReader& r) {
     const auto t = ckpt::parse_arguments_table(r.attribute_string("config"));
     auto get = [&](const char* k) -> const std::string& {
         const auto it = t.find(k);
-        GPT_REQUIRE(it != t.end(), DataError, "checkpoint ", r.file(), ": its arguments table lacks ", k,
-                    ", needed by --use-checkpoint-opt_param-scheduler");
+        if (it == t.end()) throw std::invalid_argument(k);
         return it->second;
     };
     try {
@@ -227,8 +227,10 @@ optim::LrScheduler saved_scheduler(const ckpt::CheckpointReader& r) {
         o.lr_warmup_fraction = std::stod(get("lr_warmup_fraction"));
         return optim::LrScheduler::from_config(o, std::stoll(get("train_iters")), std::stoll(get("train_samples")),
                                                std::stoll(get("global_batch_size")));
-    } catch (const std::logic_error& e) {  // stod / stoll on a malformed value
-        throw DataError(r.file() + ": malformed learning-rate argument in its arguments table (" + e.what() + ")");
+    } catch (const std::logic_error&) {  // a missing row, or stod / stoll on a malformed value
+        return std::nullopt;
+    } catch (const UsageError&) {  // flags from_config refuses: not a schedule we can rebuild
+        return std::nullopt;
     }
 }
 
@@ -291,10 +293,13 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
             // Megatron refuses a difference; this project has always let the flags win, so it
             // warns instead (docs/checkpoint-format.md).
             if (load_optim && r.has_attribute("config") && !ck.override_opt_param_scheduler) {
-                const optim::LrScheduler saved = saved_scheduler(r);
-                const std::string diff = schedule_differences(saved, scheduler_);
+                const std::optional<optim::LrScheduler> saved = saved_scheduler(r);
+                GPT_REQUIRE(saved || !ck.use_checkpoint_opt_param_scheduler, UsageError, "checkpoint ", r.file(),
+                            " does not record a learning-rate schedule this build can rebuild: "
+                            "--use-checkpoint-opt_param-scheduler cannot be honoured; give the schedule's flags");
+                const std::string diff = saved ? schedule_differences(*saved, scheduler_) : std::string();
                 if (ck.use_checkpoint_opt_param_scheduler) {
-                    scheduler_ = saved;
+                    scheduler_ = *saved;
                     if (!diff.empty()) GPT_LOG(info) << "using the checkpoint's learning-rate schedule: " << diff;
                 } else if (!diff.empty()) {
                     GPT_LOG(warning) << "the learning-rate schedule differs from the checkpoint's (" << diff

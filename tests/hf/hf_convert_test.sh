@@ -1,7 +1,8 @@
 #!/bin/bash
 # convert_checkpoint end to end (lib/hf):
 #  1. A gpt-tiny run on 2 ranks with TP 2 (GPT-2 vocabulary) saves; --to hf exports it from
-#     one process (the resharding loader) and an independent PyTorch GPT-2 written from Hugging
+#     one process (the resharding loader; also a DP 2 distributed-optimizer bf16 run, whose
+#     export must be its fp32 main parameters) and an independent PyTorch GPT-2 written from Hugging
 #     Face's conventions (gpt2_reference.py, reading the safetensors itself) gives our
 #     model's logits (--dump-logits) within the fp32 error bound derived there.
 #  2. --to megatron imports the export: every parameter dataset bit-identical to the original
@@ -35,6 +36,29 @@ grep -q '"n_inner": 96' hf1/config.json || fail "n_inner is not the run's ffn-hi
 grep -q '"activation_function": "gelu_new"' hf1/config.json || fail "the default GELU is not gelu_new"
 "$conv" --dump-logits ours.bin --load a --tokens $tokens > dump.log 2>&1 || { cat dump.log; fail "dump-logits failed"; }
 $py "$src/tests/hf/gpt2_reference.py" hf1 ours.bin $tokens || fail "logits differ from the PyTorch reference"
+
+# 1b. another layout: DP 2 with the distributed optimizer (sharded state) in bf16; the export
+#     holds the fp32 main parameters, not their bf16 rounding.
+"$mpiexec" -n 2 "$bin" "${args[@]}" --use-distributed-optimizer --bf16 --save c > train_c.log 2>&1 \
+    || { cat train_c.log; fail "bf16 training failed"; }
+"$conv" --to hf --load c --output hf3 > export3.log 2>&1 || { cat export3.log; fail "bf16 export failed"; }
+$py - c hf3 <<'PY' || fail "the bf16 run's export is not its fp32 main parameters"
+import json, struct, sys, h5py, numpy as np
+it = int(open(sys.argv[1] + "/latest_checkpointed_iteration.txt").read())
+f = h5py.File("%s/iter_%07d/model_optim.h5" % (sys.argv[1], it), "r")
+blob = open(sys.argv[2] + "/model.safetensors", "rb").read()
+(n,) = struct.unpack("<Q", blob[:8]); h = json.loads(blob[8:8 + n])
+def hf(name):
+    b, e = h[name]["data_offsets"]
+    return np.frombuffer(blob[8 + n + b:8 + n + e], "<f4").reshape(h[name]["shape"])
+main = f["optimizer/main_param/language_model/embedding/word_embeddings/weight"][...][:50257]
+# The stored model weights are the bf16 rounding (kept in fp32 by HDF5): they must differ,
+# or this check could not tell the two apart.
+assert f["language_model/embedding/word_embeddings/weight"][...][:50257].tobytes() != main.tobytes()
+assert hf("transformer.wte.weight").tobytes() == main.tobytes()
+fc = f["optimizer/main_param/language_model/encoder/layers.1/mlp/dense_4h_to_h/weight"][...]
+assert hf("transformer.h.1.mlp.c_proj.weight").tobytes() == np.ascontiguousarray(fc.T).tobytes()
+PY
 
 # 2. import, the round trip, continued training
 "$conv" --to megatron --load-hf hf1 --save b > import.log 2>&1 || { cat import.log; fail "import failed"; }
