@@ -5,8 +5,28 @@
 
 namespace gpt::plan {
 
+std::string unmodelled_decoder_options(const ModelConfig& mc) {
+    std::string used;
+    auto note = [&](bool on, const char* flag) {
+        if (on) used += used.empty() ? flag : std::string(", ") + flag;
+    };
+    note(mc.rope(), "--position-embedding-type rope");
+    note(mc.rmsnorm(), "--normalization RMSNorm");
+    note(mc.swiglu, "--swiglu");
+    note(mc.group_query_attention, "--group-query-attention");
+    note(mc.untie_embeddings_and_output_weights, "--untie-embeddings-and-output-weights");
+    note(mc.disable_bias_linear, "--disable-bias-linear");
+    return used;
+}
+
 ModelShape model_shape_from_config(const Config& cfg) {
     const ModelConfig& mc = cfg.model;
+    // The memory and time models are written for GPT-2's layers; a plan for other shapes
+    // would be wrong, so it is refused rather than given.
+    const std::string unmodelled = unmodelled_decoder_options(mc);
+    GPT_REQUIRE(unmodelled.empty(), UsageError, "the planner does not model ", unmodelled,
+                " yet: give --tensor-model-parallel-size, --pipeline-model-parallel-size and "
+                "--micro-batch-size yourself (--plan-only and --max-global-batch-size need the planner)");
     ModelShape m;
     m.num_layers = mc.num_layers;
     m.hidden = mc.hidden_size;

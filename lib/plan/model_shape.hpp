@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/dtype.hpp"
 
 namespace gpt {
 struct Config;
+struct ModelConfig;
 }
 
 namespace gpt::plan {
@@ -25,7 +27,12 @@ struct ModelShape {
     bool flash_attention = false;
 };
 
-// Shape of cfg.model with cfg.training's precision. vocab 0 means GPT-2's 50257.
+// The flags of cfg.model the planner does not model (rope, RMSNorm, SwiGLU, grouped-query
+// attention, untied output, no linear biases), comma-separated; "" when none.
+std::string unmodelled_decoder_options(const ModelConfig& mc);
+
+// Shape of cfg.model with cfg.training's precision (UsageError for unmodelled options).
+// vocab 0 means GPT-2's 50257.
 ModelShape model_shape_from_config(const Config& cfg);
 
 // Vocabulary padded to a multiple of vocab_divisible_by x tp (Megatron's

@@ -1,6 +1,8 @@
 // Parameter counts against hand-computed GPT-2 / Megatron numbers.
 #include <gtest/gtest.h>
 
+#include "config/config.hpp"
+#include "core/errors.hpp"
 #include "plan/model_shape.hpp"
 #include "plan_fixtures.hpp"
 
@@ -61,6 +63,36 @@ TEST(ModelShape, StagesHoldEmbeddingsAndHead) {
     StageParams only = stage_params(m, 1, 1, 0);
     EXPECT_EQ(only.lm_head, 0);
     EXPECT_EQ(only.total(), total_params(m));
+}
+
+// The memory and time models are GPT-2's: a plan for the Llama-style options would be
+// wrong, so the planner refuses each of them, naming it.
+TEST(ModelShape, RefusesTheDecoderOptionsItDoesNotModel) {
+    Config base;
+    base.model.num_layers = 2;
+    base.model.hidden_size = 64;
+    base.model.num_attention_heads = 4;
+    base.model.seq_length = 32;
+    EXPECT_NO_THROW(model_shape_from_config(base));
+    const std::pair<void (*)(ModelConfig&), const char*> options[] = {
+        {[](ModelConfig& m) { m.position_embedding_type = "rope"; }, "--position-embedding-type rope"},
+        {[](ModelConfig& m) { m.normalization = "RMSNorm"; }, "--normalization RMSNorm"},
+        {[](ModelConfig& m) { m.swiglu = true; }, "--swiglu"},
+        {[](ModelConfig& m) { m.group_query_attention = true; }, "--group-query-attention"},
+        {[](ModelConfig& m) { m.untie_embeddings_and_output_weights = true; }, "--untie-embeddings-and-output-weights"},
+        {[](ModelConfig& m) { m.disable_bias_linear = true; }, "--disable-bias-linear"},
+    };
+    for (const auto& [set, flag] : options) {
+        Config c = base;
+        set(c.model);
+        try {
+            model_shape_from_config(c);
+            ADD_FAILURE() << "planned " << flag;
+        } catch (const UsageError& e) {
+            EXPECT_NE(std::string(e.what()).find(std::string("the planner does not model ") + flag),
+                      std::string::npos) << e.what();
+        }
+    }
 }
 
 }  // namespace
