@@ -150,8 +150,9 @@ TEST(ValidateRanges, DecoderOptionsAreCheckedNamingTheFlag) {
     };
     for (const auto& [extra, want] : cases) {
         const std::string got = rejection(extra);
-        EXPECT_NE(got.find(want), std::string::npos)
-            << extra[0] << " " << extra[1] << ": want '" << want << "', got '" << got << "'";
+        std::string flags;
+        for (const auto& a : extra) flags += a + " ";
+        EXPECT_NE(got.find(want), std::string::npos) << flags << ": want '" << want << "', got '" << got << "'";
     }
     EXPECT_EQ(rejection({"--position-embedding-type", "rope", "--rotary-percent", "0.5", "--rotary-interleaved",
                          "--normalization", "RMSNorm", "--norm-epsilon", "1e-6", "--swiglu",
