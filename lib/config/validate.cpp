@@ -271,6 +271,11 @@ void resolve_layout(Config& cfg, int world_size) {
         GPT_REQUIRE(m.seq_length % p.tensor_model_parallel_size == 0, UsageError,
                     "--sequence-parallel needs --seq-length ", m.seq_length,
                     " divisible by --tensor-model-parallel-size ", p.tensor_model_parallel_size);
+    // Grouped-query attention: every TP rank holds whole K/V groups (replicating K/V heads
+    // over TP when groups < TP is not supported).
+    GPT_REQUIRE(!m.group_query_attention || m.num_query_groups % tp == 0, UsageError,
+                "--num-query-groups ", m.num_query_groups, " is not divisible by --tensor-model-parallel-size ",
+                tp, " (K/V heads replicated over TP are not supported)");
     if (p.recompute_granularity == "full" && p.recompute_method == "uniform") {
         GPT_REQUIRE((m.num_layers / pp) % p.recompute_num_layers == 0 || p.recompute_num_layers >= m.num_layers / pp,
                     UsageError, "layers per stage ", m.num_layers / pp,
