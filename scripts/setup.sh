@@ -14,7 +14,7 @@ PACKAGES=(
   lua5.3 lua-filesystem lua-json lua-posix lua-term tcl
   slurmctld slurmd slurm-client munge
   python3-h5py python3-numpy  # tests/ckpt reads checkpoints back with h5py (system Python, tests only)
-  python3-torch  # tests/hf: an independent GPT-2 forward checks convert_checkpoint (tests only)
+  python3-torch  # independent PyTorch references: tests/hf (GPT-2 export), tests/model (Llama-style options); tests only
   # The sanitizer and fuzzing builds (scripts/test.sh): clang, its sanitizer and libFuzzer
   # run-times, its OpenMP runtime (with the Archer tool for TSan), llvm-symbolizer.
   clang libclang-rt-dev libomp-dev llvm

@@ -74,6 +74,24 @@ struct AttentionArgs {
     std::uint64_t offset = 0;
 };
 
+// Megatron's grouped fused QKV, per token [ng, np/ng + 2, hn] (each query group: its np/ng
+// queries, then its key, then its value; ng = np without grouped-query attention), turned
+// into the attention's [np, 3, hn] with every head's key and value copied from its group,
+// and rotary position embeddings applied to queries and keys. Rows are [s, b] order, so
+// row r is at position r / b. Rope (Megatron's): dims [0, rotary_dim) rotate in pairs by
+// angle pos * base^(-2i / rotary_dim); the pairs are (i, i + rotary_dim/2) ("rotate half"),
+// or (2i, 2i + 1) when interleaved; the angles are fp32, as Megatron's.
+struct QkvExpandArgs {
+    std::int64_t s = 0, b = 0;
+    std::int64_t groups = 0;           // query groups on this rank
+    std::int64_t heads_per_group = 1;  // np / ng
+    std::int64_t hn = 0;
+    std::int64_t rotary_dim = 0;       // 0: no rope
+    float rotary_base = 10000.0f;
+    bool rotary_interleaved = false;
+    DType dtype = DType::F32;
+};
+
 struct AdamArgs {
     float* main_param = nullptr;  // fp32 master weights [n]
     const float* grad = nullptr;  // fp32 gradients [n]
@@ -162,6 +180,31 @@ public:
     virtual void scale(void* x, float alpha, std::int64_t n, DType dtype) = 0;
     virtual void cast(const void* src, DType src_type, void* dst, DType dst_type,
                       std::int64_t n) = 0;
+
+    // ---- modern decoder ops (RMSNorm, SwiGLU, rope / grouped QKV) -------------------
+    // Backends that do not implement them say so here; the model refuses the options that
+    // need them at start-up (one clear line), so the defaults below are never reached there.
+    virtual bool has_decoder_ops() const { return false; }
+    // y = x / sqrt(mean(x^2) + eps) * gamma over the last dim; rstd [rows] fp32 saved.
+    virtual void rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
+                                 std::int64_t rows, std::int64_t cols, float eps, DType dtype);
+    // As layernorm_backward: dx = dRMSNorm + dresidual (nullable, dx may alias dy or
+    // dresidual), dgamma fp32 +=.
+    virtual void rmsnorm_backward(const void* dy, const void* x, const void* gamma,
+                                  const float* rstd, const void* dresidual, void* dx,
+                                  float* dgamma, std::int64_t rows, std::int64_t cols,
+                                  DType dtype);
+    // x [rows, 2 cols] = [gate, up] per row (Megatron's linear_fc1 output);
+    // y [rows, cols] = silu(gate) * up.
+    virtual void swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
+                                DType dtype);
+    // dx [rows, 2 cols] (overwritten; no aliasing) from dy [rows, cols] and x.
+    virtual void swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
+                                 std::int64_t cols, DType dtype);
+    // qkv [s, b, np, 3, hn] from qkv_grouped (see QkvExpandArgs).
+    virtual void qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped, void* qkv);
+    // dqkv_grouped (overwritten) from dqkv: the inverse rotation, K/V grads summed per group.
+    virtual void qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv, void* dqkv_grouped);
 
     // ---- attention ----------------------------------------------------------------
     virtual std::size_t attention_saved_bytes(const AttentionArgs& a) const = 0;

@@ -72,7 +72,7 @@ const std::vector<std::string>& meaning_arguments() {
         "kv_channels", "num_query_groups", "group_query_attention", "normalization", "position_embedding_type",
         "use_rotary_position_embeddings", "rotary_percent", "swiglu", "squared_relu", "add_bias_linear",
         "untie_embeddings_and_output_weights", "apply_residual_connection_post_layernorm", "qk_layernorm",
-        "apply_layernorm_1p"};
+        "apply_layernorm_1p", "disable_bias_linear", "rotary_base", "rotary_interleaved"};
     return names;
 }
 

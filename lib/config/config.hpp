@@ -28,6 +28,22 @@ struct ModelConfig {
     bool no_bias_gelu_fusion = false;
     bool tanh_gelu() const { return openai_gelu || !no_bias_gelu_fusion; }
 
+    // Modern decoder options (Megatron's flags and defaults; README "Llama-style models").
+    std::string position_embedding_type = "learned_absolute";  // or "rope" (no position table)
+    double rotary_percent = 1.0;       // fraction of each head's dims that rotate, in (0, 1]
+    double rotary_base = 10000.0;
+    bool rotary_interleaved = false;   // rotate pairs (2i, 2i+1) instead of halves
+    std::string normalization = "LayerNorm";  // or "RMSNorm" (weight only, no bias)
+    double norm_epsilon = 0.0;         // Megatron's newer name; 0: --layernorm-epsilon applies
+    bool swiglu = false;               // gated SiLU MLP: fc1 gives [gate, up], 2 x ffn rows
+    bool group_query_attention = false;
+    int num_query_groups = 1;          // K/V heads with --group-query-attention
+    bool untie_embeddings_and_output_weights = false;  // a separate output_layer
+    bool disable_bias_linear = false;  // no biases in the four linears of a layer
+    bool rope() const { return position_embedding_type == "rope"; }
+    bool rmsnorm() const { return normalization == "RMSNorm"; }
+    int query_groups() const { return group_query_attention ? num_query_groups : num_attention_heads; }
+
     int head_dim() const { return hidden_size / num_attention_heads; }
     int ffn() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
 };

@@ -94,6 +94,18 @@ private:
         add(model, "openai-gelu", &C::model, &ModelConfig::openai_gelu, "tanh-approximated GELU");
         add(model, "no-bias-gelu-fusion", &C::model, &ModelConfig::no_bias_gelu_fusion,
             "exact erf GELU (Megatron's default fused bias-GELU is the tanh approximation)");
+        // Modern decoder options (Megatron's names; checked in validate.cpp).
+        add(model, "position-embedding-type", &C::model, &ModelConfig::position_embedding_type, "learned_absolute or rope");
+        add(model, "rotary-percent", &C::model, &ModelConfig::rotary_percent, "fraction of each head's dims rotated by rope, in (0, 1]");
+        add(model, "rotary-base", &C::model, &ModelConfig::rotary_base, "rope base period");
+        add(model, "rotary-interleaved", &C::model, &ModelConfig::rotary_interleaved, "rope rotates interleaved pairs instead of halves");
+        add(model, "normalization", &C::model, &ModelConfig::normalization, "LayerNorm or RMSNorm");
+        add(model, "norm-epsilon", &C::model, &ModelConfig::norm_epsilon, "epsilon of the norms (0: --layernorm-epsilon)");
+        add(model, "swiglu", &C::model, &ModelConfig::swiglu, "gated SiLU MLP (fc1 gives gate and up, 2 x ffn-hidden-size)");
+        add(model, "group-query-attention", &C::model, &ModelConfig::group_query_attention, "grouped-query attention");
+        add(model, "num-query-groups", &C::model, &ModelConfig::num_query_groups, "key/value heads with --group-query-attention");
+        add(model, "untie-embeddings-and-output-weights", &C::model, &ModelConfig::untie_embeddings_and_output_weights, "a separate output layer instead of the word embeddings");
+        add(model, "disable-bias-linear", &C::model, &ModelConfig::disable_bias_linear, "no biases in the linear layers");
         groups.emplace_back("model", model);
 
         po::options_description par("distributed");

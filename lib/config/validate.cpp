@@ -46,6 +46,43 @@ void require_one_of(const std::string& v, std::initializer_list<const char*> all
     GPT_THROW(UsageError, "--", flag, " must be one of ", list, ", got '", v, "'");
 }
 
+// --position-embedding-type, --normalization, --swiglu, --group-query-attention and the
+// rest of the modern decoder options: what can be checked without the layout (the TP
+// divisibility of the query groups is checked with the other TP rules in make_model_dims).
+void validate_decoder_options(ModelConfig& m) {
+    require_one_of(m.position_embedding_type, {"learned_absolute", "rope"}, "position-embedding-type");
+    require_one_of(m.normalization, {"LayerNorm", "RMSNorm"}, "normalization");
+    require_finite(m.rotary_percent, "rotary-percent");
+    GPT_REQUIRE(m.rotary_percent > 0.0 && m.rotary_percent <= 1.0, UsageError,
+                "--rotary-percent must be in (0, 1], got ", m.rotary_percent);
+    require_finite(m.rotary_base, "rotary-base");
+    GPT_REQUIRE(m.rotary_base > 0.0, UsageError, "--rotary-base must be positive, got ", m.rotary_base);
+    if (m.rope() && m.hidden_size % m.num_attention_heads == 0) {
+        // Megatron: rotary_dim = int(kv_channels * rotary_percent); rope rotates pairs.
+        const int rot = static_cast<int>(m.head_dim() * m.rotary_percent);
+        GPT_REQUIRE(rot >= 2 && rot % 2 == 0, UsageError, "--rotary-percent ", m.rotary_percent,
+                    " of head dim ", m.head_dim(), " gives ", rot,
+                    " rotary dims; rope needs an even number >= 2");
+    }
+    GPT_REQUIRE(!m.rotary_interleaved || m.rope(), UsageError,
+                "--rotary-interleaved needs --position-embedding-type rope");
+    if (m.group_query_attention) {
+        require_positive(m.num_query_groups, "num-query-groups");
+        GPT_REQUIRE(m.num_attention_heads % m.num_query_groups == 0, UsageError,
+                    "--num-attention-heads ", m.num_attention_heads,
+                    " is not divisible by --num-query-groups ", m.num_query_groups);
+    }
+    require_finite(m.norm_epsilon, "norm-epsilon");
+    GPT_REQUIRE(m.norm_epsilon >= 0.0, UsageError, "--norm-epsilon must be positive, got ", m.norm_epsilon);
+    if (m.norm_epsilon > 0.0) {
+        // Both names set the one epsilon; two different values is a mistake, not a choice.
+        GPT_REQUIRE(m.layernorm_epsilon == 1e-5 || m.layernorm_epsilon == m.norm_epsilon, UsageError,
+                    "--norm-epsilon ", m.norm_epsilon, " and --layernorm-epsilon ",
+                    m.layernorm_epsilon, " disagree; give one");
+        m.layernorm_epsilon = m.norm_epsilon;
+    }
+}
+
 }  // namespace
 
 void validate_model_and_training(Config& cfg) {
@@ -64,6 +101,8 @@ void validate_model_and_training(Config& cfg) {
     if (m.max_position_embeddings == 0) m.max_position_embeddings = m.seq_length;
     GPT_REQUIRE(m.seq_length <= m.max_position_embeddings, UsageError, "seq-length ", m.seq_length,
                 " exceeds max-position-embeddings ", m.max_position_embeddings);
+    // Megatron's --swiglu default: 2/3 of 4h (two fc1 halves), down to a multiple of 64.
+    if (m.ffn_hidden_size == 0 && m.swiglu) m.ffn_hidden_size = 4 * m.hidden_size * 2 / 3 / 64 * 64;
     if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;
     require_positive(m.make_vocab_size_divisible_by, "make-vocab-size-divisible-by");
     GPT_REQUIRE(m.vocab_size >= 0, UsageError, "--vocab-size must not be negative");
@@ -74,6 +113,7 @@ void validate_model_and_training(Config& cfg) {
     require_finite(m.layernorm_epsilon, "layernorm-epsilon");
     GPT_REQUIRE(m.layernorm_epsilon > 0, UsageError, "--layernorm-epsilon must be positive, got ",
                 m.layernorm_epsilon);
+    validate_decoder_options(m);
     require_prob(m.hidden_dropout, "hidden-dropout");
     require_prob(m.attention_dropout, "attention-dropout");
 
@@ -231,6 +271,11 @@ void resolve_layout(Config& cfg, int world_size) {
         GPT_REQUIRE(m.seq_length % p.tensor_model_parallel_size == 0, UsageError,
                     "--sequence-parallel needs --seq-length ", m.seq_length,
                     " divisible by --tensor-model-parallel-size ", p.tensor_model_parallel_size);
+    // Grouped-query attention: every TP rank holds whole K/V groups (replicating K/V heads
+    // over TP when groups < TP is not supported).
+    GPT_REQUIRE(!m.group_query_attention || m.num_query_groups % tp == 0, UsageError,
+                "--num-query-groups ", m.num_query_groups, " is not divisible by --tensor-model-parallel-size ",
+                tp, " (K/V heads replicated over TP are not supported)");
     if (p.recompute_granularity == "full" && p.recompute_method == "uniform") {
         GPT_REQUIRE((m.num_layers / pp) % p.recompute_num_layers == 0 || p.recompute_num_layers >= m.num_layers / pp,
                     UsageError, "layers per stage ", m.num_layers / pp,

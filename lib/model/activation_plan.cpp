@@ -43,7 +43,7 @@ ActivationPlan::ActivationPlan(const ModelDims& d, const ChunkSpec& chunk, const
         ls.ln2_mean = take(R * f);
         ls.ln2_rstd = take(R * f);
         ls.ln2_out = take(R * h * e);
-        ls.fc1_pre = take(T * static_cast<std::size_t>(d.local_ffn()) * e);
+        ls.fc1_pre = take(T * static_cast<std::size_t>(d.local_fc1()) * e);
         ls.gelu_out = take(T * static_cast<std::size_t>(d.local_ffn()) * e);
         if (x_out) ls.x_out = take(R * h * e);
     };
@@ -54,7 +54,7 @@ ActivationPlan::ActivationPlan(const ModelDims& d, const ChunkSpec& chunk, const
     ws_.grad = take(R * h * e);
     ws_.tmp1 = take(T * h * e);
     ws_.tmp2 = take(T * h * e);
-    ws_.wide = take(T * static_cast<std::size_t>(std::max(d.local_qkv(), d.local_ffn())) * e);
+    ws_.wide = take(T * static_cast<std::size_t>(std::max(d.local_qkv(), d.local_fc1())) * e);
     if (sp) ws_.gathered = take(T * h * e);
     if (chunk.post_process) {
         ws_.logits = take(T * static_cast<std::size_t>(d.local_vocab()) * e);

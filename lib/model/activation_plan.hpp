@@ -30,7 +30,7 @@ struct LayerSaved {
     std::size_t x_mid;               // (R, h) residual stream after attention
     std::size_t ln2_mean, ln2_rstd;  // (R) fp32
     std::size_t ln2_out;             // (R, h)
-    std::size_t fc1_pre;             // (T, ffn/tp) pre-GELU
+    std::size_t fc1_pre;             // (T, ffn/tp) pre-GELU; (T, 2 ffn/tp) [gate, up] (SwiGLU)
     std::size_t gelu_out;            // (T, ffn/tp)
     std::size_t x_out;               // (R, h) layer output = next layer's input
 };
@@ -47,7 +47,7 @@ struct SlotSaved {
 struct Workspace {
     std::size_t grad;                // (R, h) gradient of the residual stream
     std::size_t tmp1, tmp2;          // (T, h)
-    std::size_t wide;                // (T, max(3h, ffn)/tp)
+    std::size_t wide;                // (T, max(3h, ffn or 2 ffn with SwiGLU)/tp)
     std::size_t gathered;            // (T, h) all-gathered layernorm output (sequence parallel)
     std::size_t logits;              // (T, V/tp)  overwritten in place by its gradient
     std::size_t row_max, sum_exp, target_logit, loss, dloss;  // (T) fp32

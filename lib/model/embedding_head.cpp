@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "model/linear.hpp"
+#include "model/norm.hpp"
 #include "model/sequence_parallel.hpp"
 #include "model/tp_mappings.hpp"
 
@@ -19,7 +20,8 @@ void embedding_forward(const PassContext& c, const EmbeddingParams& p, const std
                             d.vocab_start() + d.local_vocab(), t);
     // VocabParallelEmbedding: each rank contributes the rows of its vocab shard.
     reduce_from_tensor_model_parallel_region_forward(*c.tp, full, c.tokens * h, t);
-    c.be->position_embedding_forward(c.param(p.position), full, b, s, h, 0, t);
+    if (p.position >= 0)  // none with rotary embeddings
+        c.be->position_embedding_forward(c.param(p.position), full, b, s, h, 0, t);
     // scatter_to_sequence_parallel_region: forward keeps this rank's rows, no communication.
     if (c.sequence_parallel)
         c.be->copy(out, static_cast<std::byte*>(full) + c.first_row * h * dtype_size(t),
@@ -43,7 +45,8 @@ void embedding_backward(const PassContext& c, const EmbeddingParams& p,
         full = c.act(c.ws->gathered);
         scatter_to_sequence_parallel_region_backward(*c.tp, grad, full, c.rows * h, t);
     }
-    c.be->position_embedding_backward(full, c.grad(p.position), b, s, h, 0, t);
+    if (p.position >= 0)
+        c.be->position_embedding_backward(full, c.grad(p.position), b, s, h, 0, t);
     c.be->embedding_backward(tokens, full, c.grad(p.word), b, s, h, d.vocab_start(),
                              d.vocab_start() + d.local_vocab(), t);
 }
@@ -55,9 +58,8 @@ double head_forward(const PassContext& c, const HeadParams& p, const SlotSaved& 
     const DType t = c.opt->dtype;
     const std::int64_t T = c.tokens, h = d.hidden, V = d.local_vocab();
     const Workspace& ws = *c.ws;
-    be.layernorm_forward(x_final, c.param(p.ln_w), c.param(p.ln_b), c.act(s.lnf_out),
-                         c.actf(s.lnf_mean), c.actf(s.lnf_rstd), c.rows, h,
-                         c.opt->layernorm_eps, t);
+    norm_forward(c, x_final, p.ln_w, p.ln_b, c.act(s.lnf_out), c.actf(s.lnf_mean),
+                 c.actf(s.lnf_rstd), c.rows);
     // Logits (T, V/tp) of every token stay in the workspace and are turned into their own
     // gradient in place by head_backward.
     const void* x = column_parallel_input(c, c.act(s.lnf_out), c.act(ws.gathered));
@@ -101,8 +103,8 @@ void head_backward(const PassContext& c, const HeadParams& p, const SlotSaved& s
     void* tmp1 = c.act(ws.tmp1);
     linear_input_grad(be, logits, c.param(p.word), tmp1, T, h, V, t);
     const void* dln = column_parallel_input_grad(c, tmp1, c.act(ws.tmp2));
-    be.layernorm_backward(dln, x_final, c.param(p.ln_w), c.actf(s.lnf_mean), c.actf(s.lnf_rstd),
-                          nullptr, c.act(ws.grad), c.grad(p.ln_w), c.grad(p.ln_b), c.rows, h, t);
+    norm_backward(c, dln, x_final, p.ln_w, p.ln_b, c.actf(s.lnf_mean), c.actf(s.lnf_rstd),
+                  nullptr, c.act(ws.grad), c.rows);
 }
 
 }  // namespace gpt::model

@@ -10,10 +10,12 @@
 namespace gpt::model {
 
 struct EmbeddingParams {
-    std::int64_t word = 0, position = 0;
+    std::int64_t word = 0, position = 0;  // position -1: none (rotary embeddings)
 };
 struct HeadParams {
-    std::int64_t ln_w = 0, ln_b = 0, word = 0;  // word: the (tied) embedding used as the head
+    // word: the (tied) embedding used as the head, or the untied output_layer; ln_b -1
+    // under RMSNorm.
+    std::int64_t ln_w = 0, ln_b = 0, word = 0;
 };
 
 // out (R, h) = dropout(word[tokens] + position[s]), this rank's residual-stream rows (see

@@ -1,5 +1,6 @@
 #include "model/gpt_model.hpp"
 
+#include <string>
 #include <vector>
 
 #include "core/errors.hpp"
@@ -18,6 +19,22 @@ std::uint64_t mix64(std::uint64_t a, std::uint64_t b) {
 
 std::size_t attention_saved(Backend& be, const ModelDims& d, const ModelOptions& opt, int mb) {
     return be.attention_saved_bytes(attention_args(d, opt, mb));
+}
+
+// RMSNorm, SwiGLU, rope and grouped QKV need ops only some backends have: refuse the
+// options at start-up, naming them, rather than fail in the first step.
+void require_backend_ops(const Backend& be, const ModelDims& d) {
+    if (be.has_decoder_ops()) return;
+    std::string used;
+    auto note = [&](bool on, const char* flag) {
+        if (on) used += used.empty() ? flag : std::string(", ") + flag;
+    };
+    note(d.rmsnorm, "--normalization RMSNorm");
+    note(d.swiglu, "--swiglu");
+    note(d.rope, "--position-embedding-type rope");
+    note(d.groups() != d.heads, "--group-query-attention");
+    GPT_REQUIRE(used.empty(), UsageError, "the ", be.name(), " backend does not implement ", used,
+                " yet; run them with --device cpu");
 }
 
 const ModelOptions& validated(const ModelOptions& opt, const ModelDims& d) {
@@ -40,6 +57,7 @@ GptModel::GptModel(const ModelDims& dims, const ChunkSpec& chunk, const ModelOpt
       plan_(dims, chunk, opt, micro_batch, attention_saved(backend, dims, opt, micro_batch),
             num_slots, shared ? &shared->placement : nullptr),
       slot_state_(static_cast<std::size_t>(plan_.num_slots())) {
+    require_backend_ops(backend, dims);
     GPT_REQUIRE(tp.size() == dims.tp_size && tp.rank() == dims.tp_rank, InternalError,
                 "TP group ", tp.rank(), "/", tp.size(), " does not match the model's ",
                 dims.tp_rank, "/", dims.tp_size);
@@ -47,14 +65,17 @@ GptModel::GptModel(const ModelDims& dims, const ChunkSpec& chunk, const ModelOpt
         layer_params_.push_back(layer_offsets(layout_, chunk.first_layer + l));
     if (chunk.pre_process) {
         emb_params_.word = layout_.at(ParamLayout::word_embeddings()).offset;
-        emb_params_.position = layout_.at(ParamLayout::position_embeddings()).offset;
+        const ParamEntry* pos = layout_.find(ParamLayout::position_embeddings());
+        emb_params_.position = pos ? pos->offset : -1;  // none with rope
     }
     if (chunk.post_process) {
         head_params_.ln_w = layout_.at(ParamLayout::final_ln_weight()).offset;
-        head_params_.ln_b = layout_.at(ParamLayout::final_ln_bias()).offset;
+        const ParamEntry* ln_b = layout_.find(ParamLayout::final_ln_bias());
+        head_params_.ln_b = ln_b ? ln_b->offset : -1;  // none under RMSNorm
         head_params_.word = layout_
-                                .at(chunk.pre_process ? ParamLayout::word_embeddings()
-                                                      : ParamLayout::word_embeddings_for_head())
+                                .at(dims.untied_output ? ParamLayout::output_layer()
+                                    : chunk.pre_process ? ParamLayout::word_embeddings()
+                                                        : ParamLayout::word_embeddings_for_head())
                                 .offset;
     }
     if (sequence_parallel_active(opt_, dims_)) {

@@ -12,6 +12,43 @@ std::int64_t pad_vocab_size(std::int64_t vocab, int divisible_by, int tp_size) {
     return (vocab + multiple - 1) / multiple * multiple;
 }
 
+namespace {
+
+// The modern decoder options, with the rules that need the TP size (the rest are checked
+// in config/validate.cpp; repeated here where a test builds dims without it).
+void set_decoder_options(ModelDims& d, const ModelConfig& cfg) {
+    d.query_groups = cfg.query_groups();
+    GPT_REQUIRE(d.query_groups > 0 && d.heads % d.query_groups == 0, UsageError,
+                "--num-attention-heads ", d.heads, " is not divisible by --num-query-groups ",
+                d.query_groups);
+    // Megatron replicates K/V heads when groups < TP; we keep every rank's groups whole.
+    GPT_REQUIRE(d.query_groups % d.tp_size == 0, UsageError, "--num-query-groups ", d.query_groups,
+                " is not divisible by --tensor-model-parallel-size ", d.tp_size,
+                " (K/V heads replicated over TP are not supported)");
+    d.rope = cfg.rope();
+    GPT_REQUIRE(d.rope || cfg.position_embedding_type == "learned_absolute", UsageError,
+                "--position-embedding-type must be learned_absolute or rope, got '",
+                cfg.position_embedding_type, "'");
+    if (d.rope) {
+        GPT_REQUIRE(cfg.rotary_percent > 0.0 && cfg.rotary_percent <= 1.0, UsageError,
+                    "--rotary-percent must be in (0, 1], got ", cfg.rotary_percent);
+        d.rotary_dim = static_cast<int>(d.head_dim * cfg.rotary_percent);
+        GPT_REQUIRE(d.rotary_dim >= 2 && d.rotary_dim % 2 == 0, UsageError, "--rotary-percent ",
+                    cfg.rotary_percent, " of head dim ", d.head_dim, " gives ", d.rotary_dim,
+                    " rotary dims; rope needs an even number >= 2");
+        d.rotary_base = static_cast<float>(cfg.rotary_base);
+        d.rotary_interleaved = cfg.rotary_interleaved;
+    }
+    d.rmsnorm = cfg.rmsnorm();
+    GPT_REQUIRE(d.rmsnorm || cfg.normalization == "LayerNorm", UsageError,
+                "--normalization must be LayerNorm or RMSNorm, got '", cfg.normalization, "'");
+    d.swiglu = cfg.swiglu;
+    d.untied_output = cfg.untie_embeddings_and_output_weights;
+    d.linear_bias = !cfg.disable_bias_linear;
+}
+
+}  // namespace
+
 ModelDims make_model_dims(const ModelConfig& cfg, std::int64_t vocab_size, int tp_size,
                           int tp_rank) {
     GPT_REQUIRE(cfg.num_layers > 0, UsageError, "--num-layers must be positive");
@@ -41,6 +78,7 @@ ModelDims make_model_dims(const ModelConfig& cfg, std::int64_t vocab_size, int t
     d.vocab_padded = pad_vocab_size(vocab_size, cfg.make_vocab_size_divisible_by, tp_size);
     d.tp_size = tp_size;
     d.tp_rank = tp_rank;
+    set_decoder_options(d, cfg);
     return d;
 }
 

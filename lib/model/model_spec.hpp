@@ -32,9 +32,27 @@ struct ModelDims {
     std::int64_t vocab_padded = 0;  // global, divisible by make-vocab-size-divisible-by x TP
     int tp_size = 1;
     int tp_rank = 0;
+    // Modern decoder options (ModelConfig's; defaults are the GPT-2 architecture).
+    int query_groups = 0;            // K/V heads; 0 (or == heads): no grouped-query attention
+    bool rope = false;               // rotary embeddings, no position table
+    int rotary_dim = 0;              // rotated dims of each head (rope)
+    float rotary_base = 10000.0f;
+    bool rotary_interleaved = false;
+    bool rmsnorm = false;            // RMSNorm (weight only) instead of LayerNorm
+    bool swiglu = false;             // fc1 gives [gate, up]: 2 x ffn rows
+    bool untied_output = false;      // language_model/output_layer instead of the embeddings
+    bool linear_bias = true;         // false: --disable-bias-linear
 
     int local_heads() const { return heads / tp_size; }
+    int groups() const { return query_groups > 0 ? query_groups : heads; }
+    int local_groups() const { return groups() / tp_size; }
+    // The attention's expanded [np, 3, hn] width (every head its own K and V).
     int local_qkv() const { return 3 * hidden / tp_size; }
+    // The fused QKV linear's output width: Megatron's grouped [ng, np/ng + 2, hn].
+    int local_qkv_proj() const { return (heads + 2 * groups()) * head_dim / tp_size; }
+    // The QKV output needs regrouping / rotating before the attention kernel.
+    bool qkv_expanded() const { return rope || groups() != heads; }
+    int local_fc1() const { return (swiglu ? 2 : 1) * ffn / tp_size; }
     int local_hidden() const { return hidden / tp_size; }  // attention context width
     int local_ffn() const { return ffn / tp_size; }
     std::int64_t local_vocab() const { return vocab_padded / tp_size; }

@@ -49,16 +49,22 @@ void init_parameter(const ParamEntry& e, const ModelDims& dims, double init_std,
                                       ? std::string(ParamLayout::word_embeddings())
                                       : e.name;
     const std::uint64_t key = parameter_seed(seed, key_name);
-    GPT_ASSERT(e.global_shape.size() == 2, "normal init expects a matrix: ", e.name);
-    const std::int64_t rows = e.local_shape[0], cols = e.local_shape[1];
-    const std::int64_t gcols = e.global_shape[1];
-    const std::int64_t row0 = e.split_dim == 0 ? e.slice_start : 0;
-    const std::int64_t col0 = e.split_dim == 1 ? e.slice_start : 0;
+    GPT_ASSERT(e.global_shape.size() >= 2, "normal init expects a matrix: ", e.name);
+    // Element i of the local slice draws the number of its global (row-major) index, so
+    // the values do not depend on the TP layout. Matrices, and SwiGLU's [2, ffn, h] fc1.
+    const std::size_t nd = e.global_shape.size();
 #pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < rows; ++i)
-        for (std::int64_t j = 0; j < cols; ++j)
-            out[i * cols + j] = normal_at(
-                key, static_cast<std::uint64_t>((row0 + i) * gcols + col0 + j), stddev);
+    for (std::int64_t i = 0; i < e.numel; ++i) {
+        std::int64_t rest = i, global = 0, stride = 1;
+        for (std::size_t k = nd; k-- > 0;) {
+            std::int64_t idx = rest % e.local_shape[k];
+            rest /= e.local_shape[k];
+            if (static_cast<int>(k) == e.split_dim) idx += e.slice_start;
+            global += idx * stride;
+            stride *= e.global_shape[k];
+        }
+        out[i] = normal_at(key, static_cast<std::uint64_t>(global), stddev);
+    }
 }
 
 void init_parameters(const ParamLayout& layout, const ModelDims& dims, double init_std,

@@ -16,35 +16,56 @@ ParamLayout::ParamLayout(const ModelDims& d, const ChunkSpec& chunk) {
                 InternalError, "model chunk layers [", chunk.first_layer, ", ",
                 chunk.first_layer + chunk.num_layers, ") outside 0..", d.num_layers);
     const std::int64_t h = d.hidden, V = d.vocab_padded;
+    const bool bias = d.linear_bias;
     if (chunk.pre_process) {
         add(word_embeddings(), {V, h}, 0, ParamInit::Normal, -1, d);
-        add(position_embeddings(), {d.max_positions, h}, -1, ParamInit::Normal, -1, d);
+        if (!d.rope)  // rotary embeddings replace the learned position table
+            add(position_embeddings(), {d.max_positions, h}, -1, ParamInit::Normal, -1, d);
     }
+    // Megatron keeps the layernorm names for RMSNorm, which has no bias.
+    auto norm = [&](const std::string& name, int layer) {
+        add(name + "/weight", {h}, -1, ParamInit::One, layer, d);
+        if (!d.rmsnorm) add(name + "/bias", {h}, -1, ParamInit::Zero, layer, d);
+    };
+    const std::int64_t qkv_rows = static_cast<std::int64_t>(d.heads + 2 * d.groups()) * d.head_dim;
     for (int l = chunk.first_layer; l < chunk.first_layer + chunk.num_layers; ++l) {
         const std::string p = layer_prefix(l);
-        add(p + "input_layernorm/weight", {h}, -1, ParamInit::One, l, d);
-        add(p + "input_layernorm/bias", {h}, -1, ParamInit::Zero, l, d);
-        // Column parallel: output rows split. Megatron orders the fused QKV rows as
-        // [heads, 3, head_dim], so a contiguous row range is whole heads.
-        add(p + "self_attention/query_key_value/weight", {3 * h, h}, 0, ParamInit::Normal, l, d);
-        add(p + "self_attention/query_key_value/bias", {3 * h}, 0, ParamInit::Zero, l, d);
+        norm(p + "input_layernorm", l);
+        // Column parallel: output rows split. Megatron orders the fused QKV rows by query
+        // group, [ng, np/ng + 2, hn] (np/ng queries, the key, the value; ng = np without
+        // grouped-query attention, which is [np, 3, hn]), so a contiguous row range is
+        // whole groups.
+        add(p + "self_attention/query_key_value/weight", {qkv_rows, h}, 0, ParamInit::Normal, l, d);
+        if (bias) add(p + "self_attention/query_key_value/bias", {qkv_rows}, 0, ParamInit::Zero, l, d);
         // Row parallel: input columns split, bias added once after the reduction.
         add(p + "self_attention/dense/weight", {h, h}, 1, ParamInit::ScaledNormal, l, d);
-        add(p + "self_attention/dense/bias", {h}, -1, ParamInit::Zero, l, d);
-        add(p + "post_attention_layernorm/weight", {h}, -1, ParamInit::One, l, d);
-        add(p + "post_attention_layernorm/bias", {h}, -1, ParamInit::Zero, l, d);
-        add(p + "mlp/dense_h_to_4h/weight", {d.ffn, h}, 0, ParamInit::Normal, l, d);
-        add(p + "mlp/dense_h_to_4h/bias", {d.ffn}, 0, ParamInit::Zero, l, d);
+        if (bias) add(p + "self_attention/dense/bias", {h}, -1, ParamInit::Zero, l, d);
+        norm(p + "post_attention_layernorm", l);
+        if (d.swiglu) {
+            // [gate; up] (Megatron's linear_fc1 as a [2 ffn, h] tensor viewed as [2, ffn, h]):
+            // each TP rank holds its rows of both halves, so its local fc1 output is
+            // [gate_r, up_r] whatever the TP size, and checkpoints reshard by slicing dim 1.
+            add(p + "mlp/dense_h_to_4h/weight", {2, d.ffn, h}, 1, ParamInit::Normal, l, d);
+            if (bias) add(p + "mlp/dense_h_to_4h/bias", {2, d.ffn}, 1, ParamInit::Zero, l, d);
+        } else {
+            add(p + "mlp/dense_h_to_4h/weight", {d.ffn, h}, 0, ParamInit::Normal, l, d);
+            if (bias) add(p + "mlp/dense_h_to_4h/bias", {d.ffn}, 0, ParamInit::Zero, l, d);
+        }
         add(p + "mlp/dense_4h_to_h/weight", {h, d.ffn}, 1, ParamInit::ScaledNormal, l, d);
-        add(p + "mlp/dense_4h_to_h/bias", {h}, -1, ParamInit::Zero, l, d);
+        if (bias) add(p + "mlp/dense_4h_to_h/bias", {h}, -1, ParamInit::Zero, l, d);
     }
     if (chunk.post_process) {
         add(final_ln_weight(), {h}, -1, ParamInit::One, -1, d);
-        add(final_ln_bias(), {h}, -1, ParamInit::Zero, -1, d);
-        // The head is tied to the word embeddings; a stage without them keeps its own copy,
-        // initialised identically and kept equal by reducing its grad over the embedding group.
-        if (!chunk.pre_process)
+        if (!d.rmsnorm) add(final_ln_bias(), {h}, -1, ParamInit::Zero, -1, d);
+        if (d.untied_output) {
+            // Megatron's --untie-embeddings-and-output-weights: the head's own weight.
+            add(output_layer(), {V, h}, 0, ParamInit::Normal, -1, d);
+        } else if (!chunk.pre_process) {
+            // The head is tied to the word embeddings; a stage without them keeps its own
+            // copy, initialised identically and kept equal by reducing its grad over the
+            // embedding group.
             add(word_embeddings_for_head(), {V, h}, 0, ParamInit::Normal, -1, d);
+        }
     }
 }
 
@@ -65,7 +86,8 @@ void ParamLayout::add(std::string name, std::vector<std::int64_t> global_shape, 
     e.numel = 1;
     for (auto n : e.local_shape) e.numel *= n;
     e.init = init;
-    e.weight_decay = global_shape.size() > 1;
+    // Matrices decay; biases (SwiGLU's fc1 bias is [2, ffn]) and norms do not.
+    e.weight_decay = global_shape.size() > 1 && !e.name.ends_with("/bias");
     e.tp_duplicate = split_dim < 0 && d.tp_size > 1;
     e.layer = layer;
     e.offset = total_;
@@ -95,18 +117,23 @@ std::size_t ParamLayout::entry_index(std::int64_t offset) const {
 LayerParamOffsets layer_offsets(const ParamLayout& layout, int layer) {
     const std::string p = ParamLayout::layer_prefix(layer);
     auto o = [&](const char* n) { return layout.at(p + n).offset; };
+    // Absent parameters (RMSNorm's bias, --disable-bias-linear): -1.
+    auto opt = [&](const char* n) {
+        const ParamEntry* e = layout.find(p + n);
+        return e ? e->offset : std::int64_t{-1};
+    };
     return LayerParamOffsets{o("input_layernorm/weight"),
-                             o("input_layernorm/bias"),
+                             opt("input_layernorm/bias"),
                              o("self_attention/query_key_value/weight"),
-                             o("self_attention/query_key_value/bias"),
+                             opt("self_attention/query_key_value/bias"),
                              o("self_attention/dense/weight"),
-                             o("self_attention/dense/bias"),
+                             opt("self_attention/dense/bias"),
                              o("post_attention_layernorm/weight"),
-                             o("post_attention_layernorm/bias"),
+                             opt("post_attention_layernorm/bias"),
                              o("mlp/dense_h_to_4h/weight"),
-                             o("mlp/dense_h_to_4h/bias"),
+                             opt("mlp/dense_h_to_4h/bias"),
                              o("mlp/dense_4h_to_h/weight"),
-                             o("mlp/dense_4h_to_h/bias")};
+                             opt("mlp/dense_4h_to_h/bias")};
 }
 
 }  // namespace gpt::model

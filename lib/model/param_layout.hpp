@@ -57,6 +57,8 @@ public:
     // The last pipeline stage's copy of the tied word embeddings (Megatron's
     // word_embeddings_for_head) when it does not also hold the first stage.
     static const char* word_embeddings_for_head() { return "word_embeddings_for_head/weight"; }
+    // The untied head (--untie-embeddings-and-output-weights), Megatron's output_layer.
+    static const char* output_layer() { return "language_model/output_layer/weight"; }
 
 private:
     void add(std::string name, std::vector<std::int64_t> global_shape, int split_dim,
@@ -66,7 +68,8 @@ private:
     std::int64_t total_ = 0;
 };
 
-// Per-layer parameter pointers (in elements of the flat buffers), resolved once.
+// Per-layer parameter pointers (in elements of the flat buffers), resolved once; -1 for a
+// parameter the architecture does not have (biases under RMSNorm or --disable-bias-linear).
 struct LayerParamOffsets {
     std::int64_t ln1_w, ln1_b, qkv_w, qkv_b, dense_w, dense_b, ln2_w, ln2_b, fc1_w, fc1_b,
         fc2_w, fc2_b;

@@ -1,6 +1,7 @@
 #include "model/transformer_layer.hpp"
 
 #include "model/linear.hpp"
+#include "model/norm.hpp"
 #include "model/sequence_parallel.hpp"
 
 namespace gpt::model {
@@ -26,10 +27,31 @@ AttentionArgs pass_attention_args(const PassContext& c, int L) {
     aa.offset = dropout_site_offset(L, 0);
     return aa;
 }
+
+QkvExpandArgs qkv_expand_args(const PassContext& c) {
+    const ModelDims& d = *c.dims;
+    QkvExpandArgs q;
+    q.s = d.seq;
+    q.b = c.micro_batch;
+    q.groups = d.local_groups();
+    q.heads_per_group = d.heads / d.groups();
+    q.hn = d.head_dim;
+    q.rotary_dim = d.rope ? d.rotary_dim : 0;
+    q.rotary_base = d.rotary_base;
+    q.rotary_interleaved = d.rotary_interleaved;
+    q.dtype = c.opt->dtype;
+    return q;
+}
+
+// A parameter the architecture may lack (-1: none): its pointer or nullptr.
+const void* opt_param(const PassContext& c, std::int64_t off) { return off < 0 ? nullptr : c.param(off); }
+float* opt_grad(const PassContext& c, std::int64_t off) { return off < 0 ? nullptr : c.grad(off); }
+GemmEpilogue bias_epilogue(std::int64_t off) { return off < 0 ? GemmEpilogue::None : GemmEpilogue::Bias; }
+
 }  // namespace
 
-// The residual stream (x_in, x_mid, x_out, the layernorms and hidden dropout) has c.rows
-// rows; the TP region between column_parallel_input and row_parallel_output has all T.
+// The residual stream (x_in, x_mid, x_out, the norms and hidden dropout) has c.rows rows;
+// the TP region between column_parallel_input and row_parallel_output has all T.
 void transformer_layer_forward(const PassContext& c, const LayerParamOffsets& p,
                                const LayerSaved& s, const void* x_in, int L) {
     Backend& be = *c.be;
@@ -42,27 +64,45 @@ void transformer_layer_forward(const PassContext& c, const LayerParamOffsets& p,
     void* tmp2 = c.act(c.ws->tmp2);
 
     // --- self attention ---
-    be.layernorm_forward(x_in, c.param(p.ln1_w), c.param(p.ln1_b), c.act(s.ln1_out),
-                         c.actf(s.ln1_mean), c.actf(s.ln1_rstd), R, h, c.opt->layernorm_eps, t);
+    norm_forward(c, x_in, p.ln1_w, p.ln1_b, c.act(s.ln1_out), c.actf(s.ln1_mean),
+                 c.actf(s.ln1_rstd), R);
     const void* a = column_parallel_input(c, c.act(s.ln1_out), gathered);
-    linear_forward(be, a, c.param(p.qkv_w), c.act(s.qkv), T, h, d.local_qkv(), t,
-                   GemmEpilogue::Bias, c.param(p.qkv_b));
+    if (d.qkv_expanded()) {
+        // Grouped (and rotated) QKV: the linear's [ng, np/ng + 2, hn] rows go through the
+        // workspace into the attention's [np, 3, hn] (wide is free during forward).
+        void* proj = c.act(c.ws->wide);
+        linear_forward(be, a, c.param(p.qkv_w), proj, T, h, d.local_qkv_proj(), t,
+                       bias_epilogue(p.qkv_b), opt_param(c, p.qkv_b));
+        be.qkv_expand_forward(qkv_expand_args(c), proj, c.act(s.qkv));
+    } else {
+        linear_forward(be, a, c.param(p.qkv_w), c.act(s.qkv), T, h, d.local_qkv(), t,
+                       bias_epilogue(p.qkv_b), opt_param(c, p.qkv_b));
+    }
     be.attention_forward(pass_attention_args(c, L), c.act(s.qkv), c.act(s.ctx), c.act(s.attn));
     // Row parallel: partial sums, reduced before the bias is added once.
     linear_forward(be, c.act(s.ctx), c.param(p.dense_w), tmp1, T, d.local_hidden(), h, t);
     const void* proj = row_parallel_output(c, tmp1, tmp2);
-    be.bias_dropout_add(proj, c.param(p.dense_b), x_in, c.act(s.x_mid), R, h, p_hidden,
+    be.bias_dropout_add(proj, opt_param(c, p.dense_b), x_in, c.act(s.x_mid), R, h, p_hidden,
                         c.hidden_key, dropout_site_offset(L, 1) + c.shard_offset(), t);
 
     // --- MLP ---
-    be.layernorm_forward(c.act(s.x_mid), c.param(p.ln2_w), c.param(p.ln2_b), c.act(s.ln2_out),
-                         c.actf(s.ln2_mean), c.actf(s.ln2_rstd), R, h, c.opt->layernorm_eps, t);
+    norm_forward(c, c.act(s.x_mid), p.ln2_w, p.ln2_b, c.act(s.ln2_out), c.actf(s.ln2_mean),
+                 c.actf(s.ln2_rstd), R);
     const void* a2 = column_parallel_input(c, c.act(s.ln2_out), gathered);
-    linear_forward(be, a2, c.param(p.fc1_w), c.act(s.gelu_out), T, h, d.local_ffn(), t,
-                   GemmEpilogue::BiasGelu, c.param(p.fc1_b), c.act(s.fc1_pre), c.opt->tanh_gelu);
+    if (d.swiglu) {
+        linear_forward(be, a2, c.param(p.fc1_w), c.act(s.fc1_pre), T, h, d.local_fc1(), t,
+                       bias_epilogue(p.fc1_b), opt_param(c, p.fc1_b));
+        be.swiglu_forward(c.act(s.fc1_pre), c.act(s.gelu_out), T, d.local_ffn(), t);
+    } else if (p.fc1_b >= 0) {
+        linear_forward(be, a2, c.param(p.fc1_w), c.act(s.gelu_out), T, h, d.local_ffn(), t,
+                       GemmEpilogue::BiasGelu, c.param(p.fc1_b), c.act(s.fc1_pre), c.opt->tanh_gelu);
+    } else {
+        linear_forward(be, a2, c.param(p.fc1_w), c.act(s.fc1_pre), T, h, d.local_ffn(), t);
+        be.gelu_forward(c.act(s.fc1_pre), c.act(s.gelu_out), T * d.local_ffn(), c.opt->tanh_gelu, t);
+    }
     linear_forward(be, c.act(s.gelu_out), c.param(p.fc2_w), tmp1, T, d.local_ffn(), h, t);
     const void* fc2 = row_parallel_output(c, tmp1, tmp2);
-    be.bias_dropout_add(fc2, c.param(p.fc2_b), c.act(s.x_mid), c.act(s.x_out), R, h, p_hidden,
+    be.bias_dropout_add(fc2, opt_param(c, p.fc2_b), c.act(s.x_mid), c.act(s.x_out), R, h, p_hidden,
                         c.hidden_key, dropout_site_offset(L, 2) + c.shard_offset(), t);
 }
 
@@ -79,16 +119,16 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
     void* wide = c.act(c.ws->wide);
     void* gathered = c.act(c.ws->gathered);
     // d(x + b) of out = residual + dropout(x + b), and b's gradient, its column sum.
-    // Without dropout it is G itself (no copy; G is next written by a layernorm backward),
+    // Without dropout it is G itself (no copy; G is next written by a norm backward),
     // and the row-parallel weight-gradient GEMM, which reads the same rows when there is
-    // no sequence parallelism, sums it in its epilogue (gemm_dbias).
+    // no sequence parallelism, sums it in its epilogue (gemm_dbias). No bias: no sum.
     struct DropoutGrad {
         const void* dx;
         float* gemm_dbias;
     };
     auto dropout_grad = [&](float* dbias, std::uint64_t site) -> DropoutGrad {
         if (p_hidden == 0.0f) {
-            if (R == T) return {G, dbias};
+            if (R == T || dbias == nullptr) return {G, dbias};
             be.bias_grad(G, dbias, R, h, t);
             return {G, nullptr};
         }
@@ -98,23 +138,30 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
     };
 
     // --- MLP: x_out = x_mid + dropout(fc2 + b) ---
-    const DropoutGrad mlp = dropout_grad(c.grad(p.fc2_b), dropout_site_offset(L, 2));
+    const DropoutGrad mlp = dropout_grad(opt_grad(c, p.fc2_b), dropout_site_offset(L, 2));
     const void* dfc2 = row_parallel_output_grad(c, mlp.dx, gathered);
     linear_weight_grad(be, dfc2, c.act(s.gelu_out), c.grad(p.fc2_w), T, d.local_ffn(), h, t, mlp.gemm_dbias);
-    // d(fc1 output) = (dfc2 W2) * gelu'(fc1_pre), one GEMM with a GELU-gradient epilogue.
-    linear_input_grad(be, dfc2, c.param(p.fc2_w), wide, T, d.local_ffn(), h, t, c.act(s.fc1_pre),
-                      c.opt->tanh_gelu);
+    if (d.swiglu) {
+        // d(swiglu output) into the output's own buffer (read for the last time just above),
+        // then d[gate, up] into wide.
+        linear_input_grad(be, dfc2, c.param(p.fc2_w), c.act(s.gelu_out), T, d.local_ffn(), h, t);
+        be.swiglu_backward(c.act(s.gelu_out), c.act(s.fc1_pre), wide, T, d.local_ffn(), t);
+    } else {
+        // d(fc1 output) = (dfc2 W2) * gelu'(fc1_pre), one GEMM with a GELU-gradient epilogue.
+        linear_input_grad(be, dfc2, c.param(p.fc2_w), wide, T, d.local_ffn(), h, t, c.act(s.fc1_pre),
+                          c.opt->tanh_gelu);
+    }
     // Sequence parallel saves only the shard of LN2's output: gather it again (Megatron).
     const void* a2 = column_parallel_input(c, c.act(s.ln2_out), gathered);
-    linear_weight_grad(be, wide, a2, c.grad(p.fc1_w), T, h, d.local_ffn(), t, c.grad(p.fc1_b));
-    linear_input_grad(be, wide, c.param(p.fc1_w), tmp1, T, h, d.local_ffn(), t);
+    linear_weight_grad(be, wide, a2, c.grad(p.fc1_w), T, h, d.local_fc1(), t, opt_grad(c, p.fc1_b));
+    linear_input_grad(be, wide, c.param(p.fc1_w), tmp1, T, h, d.local_fc1(), t);
     const void* dln2 = column_parallel_input_grad(c, tmp1, tmp2);
     // dL/dx_mid = residual path (G) + LN2 path, in G.
-    be.layernorm_backward(dln2, c.act(s.x_mid), c.param(p.ln2_w), c.actf(s.ln2_mean),
-                          c.actf(s.ln2_rstd), G, G, c.grad(p.ln2_w), c.grad(p.ln2_b), R, h, t);
+    norm_backward(c, dln2, c.act(s.x_mid), p.ln2_w, p.ln2_b, c.actf(s.ln2_mean),
+                  c.actf(s.ln2_rstd), G, G, R);
 
     // --- attention: x_mid = x_in + dropout(dense + b) ---
-    const DropoutGrad attn = dropout_grad(c.grad(p.dense_b), dropout_site_offset(L, 1));
+    const DropoutGrad attn = dropout_grad(opt_grad(c, p.dense_b), dropout_site_offset(L, 1));
     const void* ddense = row_parallel_output_grad(c, attn.dx, gathered);
     linear_weight_grad(be, ddense, c.act(s.ctx), c.grad(p.dense_w), T, d.local_hidden(), h, t, attn.gemm_dbias);
     linear_input_grad(be, ddense, c.param(p.dense_w), tmp2, T, d.local_hidden(), h, t);
@@ -124,13 +171,21 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
     // with the values it already holds.
     if (c.recompute_attention) be.attention_forward(aa, c.act(s.qkv), c.act(s.ctx), c.act(s.attn));
     be.attention_backward(aa, c.act(s.qkv), c.act(s.ctx), c.act(s.attn), tmp2, wide);
+    const void* dqkv = wide;
+    std::int64_t qkv_width = d.local_qkv();
+    if (d.qkv_expanded()) {
+        // Back to the grouped layout, into the expanded QKV's own buffer (dead after the
+        // attention backward above).
+        be.qkv_expand_backward(qkv_expand_args(c), wide, c.act(s.qkv));
+        dqkv = c.act(s.qkv);
+        qkv_width = d.local_qkv_proj();
+    }
     const void* a = column_parallel_input(c, c.act(s.ln1_out), gathered);
-    linear_weight_grad(be, wide, a, c.grad(p.qkv_w), T, h, d.local_qkv(), t, c.grad(p.qkv_b));
-    linear_input_grad(be, wide, c.param(p.qkv_w), tmp1, T, h, d.local_qkv(), t);
+    linear_weight_grad(be, dqkv, a, c.grad(p.qkv_w), T, h, qkv_width, t, opt_grad(c, p.qkv_b));
+    linear_input_grad(be, dqkv, c.param(p.qkv_w), tmp1, T, h, qkv_width, t);
     const void* dln1 = column_parallel_input_grad(c, tmp1, tmp2);
     // dL/dx_in = residual path (G) + LN1 path, in G.
-    be.layernorm_backward(dln1, x_in, c.param(p.ln1_w), c.actf(s.ln1_mean), c.actf(s.ln1_rstd),
-                          G, G, c.grad(p.ln1_w), c.grad(p.ln1_b), R, h, t);
+    norm_backward(c, dln1, x_in, p.ln1_w, p.ln1_b, c.actf(s.ln1_mean), c.actf(s.ln1_rstd), G, G, R);
 }
 
 }  // namespace gpt::model

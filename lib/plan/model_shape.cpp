@@ -5,6 +5,20 @@
 
 namespace gpt::plan {
 
+std::string unmodelled_decoder_options(const ModelConfig& mc) {
+    std::string used;
+    auto note = [&](bool on, const char* flag) {
+        if (on) used += used.empty() ? flag : std::string(", ") + flag;
+    };
+    note(mc.rope(), "--position-embedding-type rope");
+    note(mc.rmsnorm(), "--normalization RMSNorm");
+    note(mc.swiglu, "--swiglu");
+    note(mc.group_query_attention, "--group-query-attention");
+    note(mc.untie_embeddings_and_output_weights, "--untie-embeddings-and-output-weights");
+    note(mc.disable_bias_linear, "--disable-bias-linear");
+    return used;
+}
+
 ModelShape model_shape_from_config(const Config& cfg) {
     const ModelConfig& mc = cfg.model;
     ModelShape m;
@@ -19,6 +33,12 @@ ModelShape model_shape_from_config(const Config& cfg) {
     m.vocab_divisible_by = mc.make_vocab_size_divisible_by;
     m.dtype = cfg.training.bf16 ? DType::BF16 : cfg.training.fp16 ? DType::F16 : DType::F32;
     m.flash_attention = cfg.parallel.use_flash_attn;
+    m.query_groups = mc.query_groups();
+    m.swiglu = mc.swiglu;
+    m.linear_bias = !mc.disable_bias_linear;
+    m.rmsnorm = mc.rmsnorm();
+    m.position_table = !mc.rope();
+    m.untied_output = mc.untie_embeddings_and_output_weights;
     GPT_REQUIRE(m.num_layers > 0 && m.hidden > 0 && m.heads > 0 && m.seq > 0, UsageError,
                 "the planner needs --num-layers, --hidden-size, --num-attention-heads and --seq-length (got ",
                 m.num_layers, ", ", m.hidden, ", ", m.heads, ", ", m.seq, ")");
@@ -33,12 +53,16 @@ std::int64_t padded_vocab(const ModelShape& m, int tp) {
 }
 
 std::int64_t layer_params_per_rank(const ModelShape& m, int tp) {
-    const std::int64_t h = m.hidden, f = m.ffn;
-    std::int64_t norms = 2 * (2 * h);
-    std::int64_t qkv = (3 * h * h + 3 * h) / tp;
-    std::int64_t dense = h * h / tp + h;
-    std::int64_t fc1 = (f * h + f) / tp;
-    std::int64_t fc2 = h * f / tp + h;
+    const std::int64_t h = m.hidden, f = m.ffn, a = m.heads;
+    const std::int64_t g = m.query_groups > 0 ? m.query_groups : a;
+    const std::int64_t qkv_rows = (a + 2 * g) * (h / a);  // 3h without grouped-query attention
+    const std::int64_t fc1_rows = (m.swiglu ? 2 : 1) * f;
+    const std::int64_t bias = m.linear_bias ? 1 : 0;
+    std::int64_t norms = 2 * (m.rmsnorm ? h : 2 * h);
+    std::int64_t qkv = (qkv_rows * h + bias * qkv_rows) / tp;
+    std::int64_t dense = h * h / tp + bias * h;
+    std::int64_t fc1 = (fc1_rows * h + bias * fc1_rows) / tp;
+    std::int64_t fc2 = h * f / tp + bias * h;
     return norms + qkv + dense + fc1 + fc2;
 }
 
@@ -48,19 +72,19 @@ StageParams stage_params(const ModelShape& m, int tp, int pp, int stage) {
     const std::int64_t word_shard = padded_vocab(m, tp) / tp * h;
     StageParams s;
     s.layers = std::int64_t(m.num_layers / pp) * layer_params_per_rank(m, tp);
-    if (stage == 0) s.embedding = word_shard + std::int64_t(m.max_positions) * h;
+    if (stage == 0) s.embedding = word_shard + (m.position_table ? std::int64_t(m.max_positions) * h : 0);
     if (stage == pp - 1) {
-        s.final_norm = 2 * h;
-        if (pp > 1) s.lm_head = word_shard;
+        s.final_norm = m.rmsnorm ? h : 2 * h;
+        if (pp > 1 || m.untied_output) s.lm_head = word_shard;
     }
     return s;
 }
 
 std::int64_t total_params(const ModelShape& m, int tp) {
-    const std::int64_t h = m.hidden, f = m.ffn;
-    std::int64_t layer = 4 * h + 3 * h * h + 3 * h + h * h + h + f * h + f + h * f + h;
-    return std::int64_t(m.num_layers) * layer + padded_vocab(m, tp) * h +
-           std::int64_t(m.max_positions) * h + 2 * h;
+    const std::int64_t h = m.hidden;
+    const std::int64_t vocab = padded_vocab(m, tp) * h;
+    return std::int64_t(m.num_layers) * layer_params_per_rank(m, 1) + vocab * (m.untied_output ? 2 : 1) +
+           (m.position_table ? std::int64_t(m.max_positions) * h : 0) + (m.rmsnorm ? h : 2 * h);
 }
 
 }  // namespace gpt::plan

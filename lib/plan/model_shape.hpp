@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/dtype.hpp"
 
 namespace gpt {
 struct Config;
+struct ModelConfig;
 }
 
 namespace gpt::plan {
@@ -23,7 +25,19 @@ struct ModelShape {
     int vocab_divisible_by = 128;
     DType dtype = DType::F32;  // parameter/activation type (fp16/bf16 train with fp32 main params)
     bool flash_attention = false;
+    // The Llama-style options (ModelConfig's): parameter counts follow them; the memory and
+    // time models do not yet (search_inputs_from_config refuses them).
+    int query_groups = 0;         // K/V heads; 0: heads
+    bool swiglu = false;          // fc1 holds 2 f rows
+    bool linear_bias = true;
+    bool rmsnorm = false;         // norms without bias
+    bool position_table = true;   // false with rope
+    bool untied_output = false;   // an output layer of V_pad x h besides the embeddings
 };
+
+// The flags of cfg.model the planner does not model (rope, RMSNorm, SwiGLU, grouped-query
+// attention, untied output, no linear biases), comma-separated; "" when none.
+std::string unmodelled_decoder_options(const ModelConfig& mc);
 
 // Shape of cfg.model with cfg.training's precision. vocab 0 means GPT-2's 50257.
 ModelShape model_shape_from_config(const Config& cfg);
@@ -45,7 +59,7 @@ struct StageParams {
     std::int64_t embedding = 0;   // word shard + position embeddings (stage 0)
     std::int64_t layers = 0;      // num_layers / pp transformer layers (all virtual chunks)
     std::int64_t final_norm = 0;  // last stage
-    std::int64_t lm_head = 0;     // last stage when pp > 1: tied copy of the word shard
+    std::int64_t lm_head = 0;     // last stage when pp > 1: tied copy of the word shard; or the untied output layer
     std::int64_t total() const { return embedding + layers + final_norm + lm_head; }
 };
 StageParams stage_params(const ModelShape& m, int tp, int pp, int stage);

@@ -128,7 +128,7 @@ std::unique_ptr<GradReducer> make_grad_reducer(const Config& cfg, dist::ProcessG
     o.shard_begin = optimizer.shard_begin();
     o.shard_size = optimizer.shard_size();
     std::vector<std::pair<std::int64_t, std::int64_t>> held;
-    if (groups.embedding().size() > 1)
+    if (groups.embedding().size() > 1 && !chunk.dims().untied_output)
         for (const char* name : {model::ParamLayout::word_embeddings(),
                                  model::ParamLayout::word_embeddings_for_head()})
             if (const auto* e = chunk.layout().find(name)) held.emplace_back(e->offset, e->offset + e->numel);

@@ -9,10 +9,16 @@ namespace gpt::train {
 double model_flops_per_iteration(const ModelConfig& m, std::int64_t V, std::int64_t batch) {
     // Megatron's formula: 3 (fwd + 2x bwd) x 2 (FMA) x 2 (QK^T and attn x V / both GEMMs)
     // over attention projections, attention scores, MLP and the LM head.
+    // As Megatron's num_floating_point_operations, grouped-query attention shrinks the K/V
+    // projections to groups/heads and SwiGLU's three MLP GEMMs are 3/2 of GELU's two.
     const double B = static_cast<double>(batch), s = m.seq_length, l = m.num_layers,
                  h = m.hidden_size, f = m.ffn();
+    const double kv = m.group_query_attention
+                          ? static_cast<double>(m.num_query_groups) / m.num_attention_heads
+                          : 1.0;
+    const double gated = m.swiglu ? 1.5 : 1.0;
     return 12.0 * B * s * l * h * h *
-           ((1.0 + 1.0 + s / h) + f / h + static_cast<double>(V) / (2.0 * l * h));
+           ((1.0 + kv + s / h) + f / h * gated + static_cast<double>(V) / (2.0 * l * h));
 }
 
 namespace {

@@ -202,7 +202,8 @@ void ModelChunks::finalize_grads() {
     // Tied embeddings: the first stage's word-embedding grad and the last stage's head copy
     // both become their sum, so the two copies take identical Adam steps (Megatron's
     // allreduce of word-embedding grads over the embedding group).
-    if (groups_.embedding().size() > 1) {
+    // Untied (--untie-embeddings-and-output-weights): two separate tensors, nothing to sum.
+    if (groups_.embedding().size() > 1 && !chunks_.front()->dims().untied_output) {
         model::GptModel* holder = nullptr;
         const char* name = nullptr;
         if (chunks_.front()->chunk().pre_process) {

@@ -38,6 +38,13 @@ one_line impossible-layout "world size 4 is not divisible by .* 3 x 1 = 3" -- "$
 one_line heads-vs-tp "num-attention-heads 63 is not divisible by tensor-model-parallel-size 2" -- "$mpiexec" -n 2 "$bin" --config configs/gpt22b.ini \
   --tensor-model-parallel-size 2 --num-attention-heads 63 --hidden-size 6174 --dry-run
 expect typo-suggests 2 'did you mean --num-layers' -- "$bin" --num-layres 4
+# The Llama-style configs parse and validate; K/V groups must split over TP.
+expect llama-tiny-dry-run 0 'num_query_groups \.+ 2' -- "$mpiexec" -n 2 "$bin" --config configs/llama-tiny.ini \
+  --tensor-model-parallel-size 2 --vocab-size 512 --dry-run
+expect llama-1b-dry-run 0 'swiglu \.+ True' -- "$mpiexec" -n 8 "$bin" --config configs/llama-style-1b.ini \
+  --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --vocab-size 32000 --dry-run
+one_line groups-vs-tp "num-query-groups 2 is not divisible by --tensor-model-parallel-size 4" -- "$mpiexec" -n 4 "$bin" \
+  --config configs/llama-tiny.ini --tensor-model-parallel-size 4 --vocab-size 512 --dry-run
 # gpt-tiny on 8 CPU ranks, TP 2 x PP 2 x DP 2 with the distributed
 # optimizer and sequence parallelism, trains (3 iterations here; mock data from the config).
 expect gpt-tiny-ptdp-8-ranks 0 'training done: 3 iterations, 0 skipped' -- \

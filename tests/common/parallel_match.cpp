@@ -26,16 +26,23 @@ void collect(model::GptModel& m, Run& run) {
 // The reference slice of a global tensor the rank holds: split_dim 0 rows or 1 columns.
 std::vector<float> reference_slice(const Run::Param& full, const Run::Param& local) {
     if (local.split_dim < 0) return full.values;
-    const std::int64_t cols = full.local_shape.size() > 1 ? full.local_shape[1] : 1;
-    const std::int64_t rows = local.local_shape[0];
-    const std::int64_t lcols = local.local_shape.size() > 1 ? local.local_shape[1] : 1;
-    std::vector<float> out;
-    for (std::int64_t i = 0; i < rows; ++i)
-        for (std::int64_t j = 0; j < lcols; ++j) {
-            const std::int64_t r = local.split_dim == 0 ? local.slice_start + i : i;
-            const std::int64_t c = local.split_dim == 1 ? local.slice_start + j : j;
-            out.push_back(full.values[static_cast<std::size_t>(r * cols + c)]);
+    // Any rank (SwiGLU's fc1 is [2, ffn, h] split along dim 1): each local element's index
+    // in the full tensor, dim by dim.
+    const std::size_t nd = local.local_shape.size();
+    std::int64_t n = 1;
+    for (auto d : local.local_shape) n *= d;
+    std::vector<float> out(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+        std::int64_t rest = i, at = 0, stride = 1;
+        for (std::size_t k = nd; k-- > 0;) {
+            std::int64_t idx = rest % local.local_shape[k];
+            rest /= local.local_shape[k];
+            if (static_cast<int>(k) == local.split_dim) idx += local.slice_start;
+            at += idx * stride;
+            stride *= full.local_shape[k];
         }
+        out[static_cast<std::size_t>(i)] = full.values[static_cast<std::size_t>(at)];
+    }
     return out;
 }
 
@@ -119,7 +126,9 @@ void expect_matches(const Run& ref, const Run& got, const Config& cfg, const std
     EXPECT_EQ(layers_here, cfg.model.num_layers / pp) << what;
     int copies = got.params.count(head_copy) > 0 ? 1 : 0, total = 0;
     MPI_Allreduce(&copies, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    EXPECT_EQ(total, pp > 1 ? world_size() / pp : 0) << "one head copy of the word embeddings per last stage";
+    // Untied: the last stage has its own output_layer instead, and no copy.
+    const bool tied = !cfg.model.untie_embeddings_and_output_weights;
+    EXPECT_EQ(total, pp > 1 && tied ? world_size() / pp : 0) << "one head copy of the word embeddings per last stage";
 }
 
 }  // namespace gpt::test

@@ -32,6 +32,19 @@ inline Config tiny_train_config() {
     return c;
 }
 
+// The Llama-style options on tiny_train_config's shape (hidden 32, 4 heads): rope, RMSNorm,
+// SwiGLU, two K/V groups (one per rank at TP 2), an untied output layer, no linear biases.
+inline void llama_style(ModelConfig& m) {
+    m.position_embedding_type = "rope";
+    m.normalization = "RMSNorm";
+    m.swiglu = true;
+    m.ffn_hidden_size = 48;
+    m.group_query_attention = true;
+    m.num_query_groups = 2;
+    m.untie_embeddings_and_output_weights = true;
+    m.disable_bias_linear = true;
+}
+
 // Sample i is a walk t -> (5 t + 3) mod V from a start that depends on i: the next token is
 // a function of the current one, so a working model drives the loss towards 0. Samples are
 // handed out like Megatron's sampler: each micro-step covers mbs x dp consecutive samples,

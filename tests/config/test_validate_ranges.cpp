@@ -130,3 +130,39 @@ TEST(OutputPaths, SaveNeedsRoomForOneCheckpoint) {
         EXPECT_NE(std::string(e.what()).find("one checkpoint of this model needs about"), std::string::npos) << e.what();
     }
 }
+
+// The Llama-style options (tiny: hidden 64, 4 heads of 16 dims): bad values and
+// combinations, one message naming the flag; good combinations pass, and Megatron's
+// derived defaults are applied.
+TEST(ValidateRanges, DecoderOptionsAreCheckedNamingTheFlag) {
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--position-embedding-type", "alibi"}, "--position-embedding-type must be one of learned_absolute, rope"},
+        {{"--normalization", "rmsnorm"}, "--normalization must be one of LayerNorm, RMSNorm"},
+        {{"--position-embedding-type", "rope", "--rotary-percent", "0"}, "--rotary-percent must be in (0, 1]"},
+        {{"--position-embedding-type", "rope", "--rotary-percent", "1.5"}, "--rotary-percent must be in (0, 1]"},
+        {{"--position-embedding-type", "rope", "--rotary-percent", "0.0625"}, "gives 1 rotary dims"},
+        {{"--position-embedding-type", "rope", "--rotary-base", "0"}, "--rotary-base must be positive"},
+        {{"--rotary-interleaved"}, "--rotary-interleaved needs --position-embedding-type rope"},
+        {{"--group-query-attention", "--num-query-groups", "3"}, "--num-attention-heads 4 is not divisible by --num-query-groups 3"},
+        {{"--group-query-attention", "--num-query-groups", "0"}, "--num-query-groups must be positive"},
+        {{"--norm-epsilon", "-1"}, "--norm-epsilon must be positive"},
+        {{"--norm-epsilon", "1e-6", "--layernorm-epsilon", "1e-4"}, "disagree"},
+    };
+    for (const auto& [extra, want] : cases) {
+        const std::string got = rejection(extra);
+        std::string flags;
+        for (const auto& a : extra) flags += a + " ";
+        EXPECT_NE(got.find(want), std::string::npos) << flags << ": want '" << want << "', got '" << got << "'";
+    }
+    EXPECT_EQ(rejection({"--position-embedding-type", "rope", "--rotary-percent", "0.5", "--rotary-interleaved",
+                         "--normalization", "RMSNorm", "--norm-epsilon", "1e-6", "--swiglu",
+                         "--group-query-attention", "--num-query-groups", "2",
+                         "--untie-embeddings-and-output-weights", "--disable-bias-linear"}),
+              "");
+    auto args = tiny_args();
+    for (const char* a : {"--swiglu", "--norm-epsilon", "1e-6"}) args.push_back(a);
+    Config cfg = parse_args(args).config;
+    validate(cfg, 1);
+    EXPECT_EQ(cfg.model.ffn_hidden_size, 128);  // Megatron: int(4h x 2/3 / 64) x 64 for h = 64
+    EXPECT_EQ(cfg.model.layernorm_epsilon, 1e-6);
+}

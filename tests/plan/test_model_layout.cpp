@@ -23,6 +23,12 @@ model::ModelDims dims_for(const ModelShape& m, int tp, int tp_rank) {
     d.vocab_padded = model::pad_vocab_size(m.vocab, m.vocab_divisible_by, tp);
     d.tp_size = tp;
     d.tp_rank = tp_rank;
+    d.query_groups = m.query_groups;
+    d.swiglu = m.swiglu;
+    d.linear_bias = m.linear_bias;
+    d.rmsnorm = m.rmsnorm;
+    d.rope = !m.position_table;
+    d.untied_output = m.untied_output;
     return d;
 }
 
@@ -49,10 +55,20 @@ Held model_layout_count(const ModelShape& m, int tp, int tp_rank, int pp, int vp
 }
 
 TEST(ModelLayout, StageParamsEqualTheModelsLayoutTable) {
-    const ModelShape shapes[] = {gpt22b(), gpt(48, 1600, 25, 1024), gpt(12, 768, 12, 1024), gpt(8, 256, 8, 128)};
+    // And a Llama-style shape: 4 K/V groups, SwiGLU, RMSNorm, rope, untied, no biases.
+    ModelShape llama = gpt(8, 256, 8, 128);
+    llama.query_groups = 4;
+    llama.swiglu = true;
+    llama.ffn = 688;
+    llama.linear_bias = false;
+    llama.rmsnorm = true;
+    llama.position_table = false;
+    llama.untied_output = true;
+    const ModelShape shapes[] = {gpt22b(), gpt(48, 1600, 25, 1024), gpt(12, 768, 12, 1024), gpt(8, 256, 8, 128),
+                                 llama};
     for (const ModelShape& m : shapes) {
         for (int tp : {1, 2, 4, 8}) {
-            if (m.heads % tp) continue;
+            if (m.heads % tp || (m.query_groups > 0 && m.query_groups % tp) || m.ffn % tp) continue;
             for (int pp : {1, 2, 3, 4}) {
                 if (m.num_layers % pp) continue;
                 for (int vp : {1, 2}) {

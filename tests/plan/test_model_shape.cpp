@@ -1,7 +1,10 @@
 // Parameter counts against hand-computed GPT-2 / Megatron numbers.
 #include <gtest/gtest.h>
 
+#include "config/config.hpp"
+#include "core/errors.hpp"
 #include "plan/model_shape.hpp"
+#include "plan/planner.hpp"
 #include "plan_fixtures.hpp"
 
 namespace gpt::plan::test {
@@ -61,6 +64,63 @@ TEST(ModelShape, StagesHoldEmbeddingsAndHead) {
     StageParams only = stage_params(m, 1, 1, 0);
     EXPECT_EQ(only.lm_head, 0);
     EXPECT_EQ(only.total(), total_params(m));
+}
+
+// TinyLlama 1.1B (rope, RMSNorm, SwiGLU, 4 K/V groups, untied, no biases): per layer
+// 2h + (a + 2g) hn h + h^2 + 2 f h + f h = 4096 + 5,242,880 + 4,194,304 + 23,068,672 +
+// 11,534,336 = 44,044,288; x 22 + 2 x 32000 x 2048 + 2048 = 1,100,048,384, its published count.
+TEST(ModelShape, TinyLlamaMatchesPublishedCount) {
+    Config c;
+    c.model.num_layers = 22;
+    c.model.hidden_size = 2048;
+    c.model.num_attention_heads = 32;
+    c.model.ffn_hidden_size = 5632;
+    c.model.seq_length = 2048;
+    c.model.vocab_size = 32000;
+    c.model.position_embedding_type = "rope";
+    c.model.normalization = "RMSNorm";
+    c.model.swiglu = true;
+    c.model.group_query_attention = true;
+    c.model.num_query_groups = 4;
+    c.model.untie_embeddings_and_output_weights = true;
+    c.model.disable_bias_linear = true;
+    const ModelShape m = model_shape_from_config(c);
+    EXPECT_EQ(total_params(m), 1100048384);
+    // Two stages at TP 2: the halves of every split tensor, the norms whole, the output
+    // layer on the last stage.
+    std::int64_t sum = 0;
+    for (int s = 0; s < 2; ++s) sum += stage_params(m, 2, 2, s).total();
+    EXPECT_EQ(sum, (1100048384 - 22 * 2 * 2048 - 2048) / 2 + 22 * 2 * 2048 + 2048);
+}
+
+// The memory and time models are GPT-2's: a plan for the Llama-style options would be
+// wrong, so the planner refuses each of them, naming it (parameter counts are right).
+TEST(ModelShape, RefusesTheDecoderOptionsItDoesNotModel) {
+    Config base;
+    base.model.num_layers = 2;
+    base.model.hidden_size = 64;
+    base.model.num_attention_heads = 4;
+    base.model.seq_length = 32;
+    EXPECT_NO_THROW(search_inputs_from_config(base, 8, 8, true));
+    const std::pair<void (*)(ModelConfig&), const char*> options[] = {
+        {[](ModelConfig& m) { m.position_embedding_type = "rope"; }, "--position-embedding-type rope"},
+        {[](ModelConfig& m) { m.normalization = "RMSNorm"; }, "--normalization RMSNorm"},
+        {[](ModelConfig& m) { m.swiglu = true; }, "--swiglu"},
+        {[](ModelConfig& m) { m.group_query_attention = true; }, "--group-query-attention"},
+        {[](ModelConfig& m) { m.untie_embeddings_and_output_weights = true; }, "--untie-embeddings-and-output-weights"},
+        {[](ModelConfig& m) { m.disable_bias_linear = true; }, "--disable-bias-linear"},
+    };
+    for (const auto& [set, flag] : options) {
+        Config c = base;
+        set(c.model);
+        try {
+            search_inputs_from_config(c, 8, 8, true);
+            ADD_FAILURE() << "planned " << flag;
+        } catch (const UsageError& e) {
+            EXPECT_NE(std::string(e.what()).find(std::string("the planner does not model ") + flag),
+                      std::string::npos) << e.what();
+        }
+    }
 }
 
 }  // namespace

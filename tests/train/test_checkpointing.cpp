@@ -137,12 +137,14 @@ struct CkptLayout {
     int tp = 1, pp = 1;
     bool distributed_optimizer = false;
     int layers_per_virtual_stage = 0;
+    void (*model)(ModelConfig&) = nullptr;  // another architecture for both runs (save's)
 };
 
 void check_reshard(const CkptLayout& save, const CkptLayout& load, const std::string& name) {
     Config cfg = small_config();
     cfg.model.num_layers = 4;
     cfg.training.micro_batch_size = 1;  // global batch 4 splits over up to 4 DP ranks
+    if (save.model) save.model(cfg.model);
     Config saving = cfg;
     saving.parallel.num_layers_per_virtual_pipeline_stage = save.layers_per_virtual_stage;
     saving.parallel.use_distributed_optimizer = save.distributed_optimizer;
@@ -182,6 +184,15 @@ TEST(Checkpointing, ReshardTensorParallelToOneRank) {
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
     // (TP2, DP1) -> (TP1, DP2) on the same world; TP1 DP1 is the 1-rank run of the others.
     check_reshard(2, 1, "reshard_tp2_dp2");
+}
+
+// The Llama-style tensors (grouped QKV split by query group, SwiGLU's [2, ffn, h] fc1 split
+// along ffn, the untied output layer; no biases, no position table) reshard like the rest.
+TEST(Checkpointing, ReshardLlamaStyleTensorParallelToOneRank) {
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    CkptLayout save{2, 1, false, 0};
+    save.model = test::llama_style;
+    check_reshard(save, CkptLayout{1, 1, false, 0}, "reshard_llama_tp2_dp2");
 }
 
 // Pipeline stages are just other selections of the same tensors: (PP 2) -> (TP 2), and the

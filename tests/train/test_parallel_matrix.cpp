@@ -85,6 +85,7 @@ struct Numerics {
     double dropout = 0.0;  // hidden dropout; attention dropout too where TP is 1
     double rel = 1e-5;
     double param_rel = 0.0;  // rel when 0
+    void (*model)(ModelConfig&) = nullptr;  // another architecture (the name says which)
 };
 
 Config with_numerics(Config c, const Numerics& n, int tp) {
@@ -95,6 +96,7 @@ Config with_numerics(Config c, const Numerics& n, int tp) {
     // Attention dropout is drawn per tensor-parallel rank by design (Megatron's model-parallel
     // RNG), so with TP > 1 it cannot follow one rank.
     c.model.attention_dropout = tp == 1 ? n.dropout : 0.0;
+    if (n.model) n.model(c.model);
     return c;
 }
 
@@ -218,6 +220,21 @@ TEST(ParallelMatrix, HalfPrecisionAndDropout) {
                              {"fp16", true, false, 0.0, 36 * u16, 72 * u16},
                              {"bf16", false, true, 0.0, 36 * ubf16, 72 * ubf16}};
     for (const Numerics& n : rows) run_layouts({{2, 1}, {1, 2}}, {v[0], v[3]}, n);
+}
+
+// The Llama-style architecture (rope, RMSNorm, SwiGLU, grouped-query attention with one
+// K/V group per TP rank, an untied output layer, no linear biases) on every 2-rank layout,
+// with sequence parallelism (RMSNorm weight grads summed over TP), the distributed
+// optimizer, interleaving and both recompute granularities.
+TEST(ParallelMatrix, LlamaStyleTwoRanks) {
+    if (test::world_size() != 2) GTEST_SKIP() << "needs 2 ranks (registered as .np2)";
+    const auto& v = variants();
+    // Parameters to 2e-5: SwiGLU's output multiplies two reordered sums (gate and up) where
+    // GELU transforms one, so each fc1 gradient element carries twice the reordered
+    // roundings (as the 4-way rows above). Losses and grad norms keep 1e-5.
+    Numerics n{"llama-style fp32", false, false, 0.0, 1e-5, 2e-5};
+    n.model = test::llama_style;
+    run_layouts({{2, 1}, {1, 2}, {1, 1}}, {v[0], v[2], v[3]}, n);
 }
 
 TEST(ParallelMatrix, EightRanks) {

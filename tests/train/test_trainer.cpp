@@ -222,6 +222,16 @@ TEST(IterationLog, FormatsMegatronsLines) {
     const double flops = model_flops_per_iteration(m, 50304, 8);
     const double formula = 72.0 * 8 * 256 * 4 * 256.0 * 256 * (1 + 256.0 / (6 * 256) + 50304.0 / (12 * 256 * 4));
     EXPECT_NEAR(flops, formula, 1e-9 * formula);
+    // Megatron's count with 2 K/V groups of 8 heads and SwiGLU (ffn 688): 12 B s l h^2
+    // ((1 + 2/8 + s/h) + 1.5 f/h + V/(2 l h)).
+    m.num_attention_heads = 8;
+    m.group_query_attention = true;
+    m.num_query_groups = 2;
+    m.swiglu = true;
+    m.ffn_hidden_size = 688;
+    const double llama = 12.0 * 8 * 256 * 4 * 256.0 * 256 *
+                         ((1 + 0.25 + 1) + 1.5 * 688 / 256.0 + 50304.0 / (2 * 4 * 256));
+    EXPECT_NEAR(model_flops_per_iteration(m, 50304, 8), llama, 1e-9 * llama);
 }
 
 TEST(Trainer, RejectsImpossibleCombinations) {

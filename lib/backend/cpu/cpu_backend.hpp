@@ -32,6 +32,19 @@ public:
 
     void gemm(const GemmArgs& g) override;
 
+    bool has_decoder_ops() const override { return true; }
+    void rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
+                         std::int64_t rows, std::int64_t cols, float eps, DType dtype) override;
+    void rmsnorm_backward(const void* dy, const void* x, const void* gamma, const float* rstd,
+                          const void* dresidual, void* dx, float* dgamma, std::int64_t rows,
+                          std::int64_t cols, DType dtype) override;
+    void swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
+                        DType dtype) override;
+    void swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
+                         std::int64_t cols, DType dtype) override;
+    void qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped, void* qkv) override;
+    void qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv, void* dqkv_grouped) override;
+
     void layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
                            float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
                            float eps, DType dtype) override;

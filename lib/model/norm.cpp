@@ -1,0 +1,28 @@
+#include "model/norm.hpp"
+
+namespace gpt::model {
+
+void norm_forward(const PassContext& c, const void* x, std::int64_t w, std::int64_t b, void* y,
+                  float* mean, float* rstd, std::int64_t rows) {
+    const DType t = c.opt->dtype;
+    const std::int64_t h = c.dims->hidden;
+    if (c.dims->rmsnorm)
+        c.be->rmsnorm_forward(x, c.param(w), y, rstd, rows, h, c.opt->layernorm_eps, t);
+    else
+        c.be->layernorm_forward(x, c.param(w), c.param(b), y, mean, rstd, rows, h,
+                                c.opt->layernorm_eps, t);
+}
+
+void norm_backward(const PassContext& c, const void* dy, const void* x, std::int64_t w,
+                   std::int64_t b, const float* mean, const float* rstd, const void* dresidual,
+                   void* dx, std::int64_t rows) {
+    const DType t = c.opt->dtype;
+    const std::int64_t h = c.dims->hidden;
+    if (c.dims->rmsnorm)
+        c.be->rmsnorm_backward(dy, x, c.param(w), rstd, dresidual, dx, c.grad(w), rows, h, t);
+    else
+        c.be->layernorm_backward(dy, x, c.param(w), mean, rstd, dresidual, dx, c.grad(w),
+                                 c.grad(b), rows, h, t);
+}
+
+}  // namespace gpt::model
