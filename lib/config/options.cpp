@@ -219,14 +219,9 @@ private:
 const std::map<std::string, std::string>& unsupported_flags() {
     static const std::map<std::string, std::string> m{
         {"tensorboard-dir", "TensorBoard logging is not built; use --metrics-file (JSON lines) for plots"},
-        {"untie-embeddings-and-output-weights", "the LM head is always tied to the word embeddings"},
         {"num-layers-per-virtual-pipeline-stage-auto", "not a Megatron flag"},
         {"use-mcore-models", "there is one model implementation; drop the flag"},
-        {"swiglu", "only GELU MLPs are implemented"},
-        {"position-embedding-type", "only learned absolute position embeddings are implemented"},
-        {"normalization", "only LayerNorm is implemented"},
-        {"num-query-groups", "grouped-query attention is not implemented"},
-        {"group-query-attention", "grouped-query attention is not implemented"},
+        {"apply-query-key-layer-scaling", "not implemented: query-key layer scaling stays off, Megatron's default"},
         {"context-parallel-size", "context parallelism is not implemented"},
         {"expert-model-parallel-size", "mixture of experts is not implemented"},
         {"num-experts", "mixture of experts is not implemented"},
