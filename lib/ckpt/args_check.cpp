@@ -59,6 +59,8 @@ std::string flag(std::string name) {
 
 }  // namespace
 
+std::map<std::string, std::string> parse_arguments_table(const std::string& table) { return parse_table(table); }
+
 const std::vector<std::string>& meaning_arguments() {
     static const std::vector<std::string> names = {
         "num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "max_position_embeddings",

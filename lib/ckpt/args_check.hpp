@@ -5,6 +5,7 @@
 // run's, argument by argument.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ class CheckpointReader;
 // parallel layout (TP, PP, DP, virtual stages, distributed optimizer), the precision
 // (fp32/fp16/bf16), batch sizes, the learning-rate schedule, dropout, recompute, intervals.
 const std::vector<std::string>& meaning_arguments();
+
+// The "  key ....... value" rows of a saved arguments table (format_arguments), by key.
+std::map<std::string, std::string> parse_arguments_table(const std::string& table);
 
 // Throws UsageError listing every compared argument whose values differ, both values and
 // the file named, e.g. "--num-attention-heads: 4 in the checkpoint, 8 in this run".
