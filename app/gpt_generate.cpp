@@ -9,7 +9,7 @@
 #include "core/errors.hpp"
 #include "dist/fatal.hpp"
 #include "dist/mpi_environment.hpp"
-#include "inference/generate_cli.hpp"
+#include "generation/generate_cli.hpp"
 
 namespace {
 constexpr int kUsageExit = 2;
@@ -17,11 +17,11 @@ constexpr int kErrorExit = 1;
 }  // namespace
 
 int main(int argc, char** argv) {
-    gpt::inference::GenerateOptions opts;
+    gpt::generation::GenerateOptions opts;
     try {
-        opts = gpt::inference::parse_generate_args(std::vector<std::string>(argv + 1, argv + argc));
+        opts = gpt::generation::parse_generate_args(std::vector<std::string>(argv + 1, argv + argc));
         if (opts.help) {
-            std::cout << gpt::inference::generate_usage();
+            std::cout << gpt::generation::generate_usage();
             return 0;
         }
     } catch (const gpt::Error& e) {
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
     }
     gpt::dist::MpiEnvironment mpi(&argc, &argv);
     try {
-        return gpt::inference::run_generate(opts, MPI_COMM_WORLD, std::cout, std::cerr);
+        return gpt::generation::run_generate(opts, MPI_COMM_WORLD, std::cout, std::cerr);
     } catch (const gpt::UsageError& e) {
         // Usage errors (flags, the checkpoint's arguments, a missing --load) are found alike
         // on every rank: each exits, rank 0 reports.

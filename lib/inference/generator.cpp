@@ -1,6 +1,7 @@
 #include "inference/generator.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/errors.hpp"
 
@@ -8,8 +9,12 @@ namespace gpt::inference {
 
 namespace {
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 void run_batch(KvModel& model, const GenerationRequest& rq, std::size_t first, std::size_t count,
-               std::vector<Generation>& out) {
+               std::vector<Generation>& out, GenerationStats& stats) {
     const int B = static_cast<int>(count);
     const int max_pos = model.dims().max_positions;
     const std::int64_t V = model.dims().vocab_padded;
@@ -36,13 +41,20 @@ void run_batch(KvModel& model, const GenerationRequest& rq, std::size_t first, s
     // Logits predicting position p, from a pass over positions [0, p) (cached or fresh).
     auto logits_for = [&](int p) {
         std::vector<std::int32_t> tok;
+        const auto t0 = std::chrono::steady_clock::now();
         if (!rq.use_cache || p == shortest) {
             model.start(B, rq.use_cache ? longest : p);
             for (std::size_t b = 0; b < count; ++b) tok.insert(tok.end(), seq[b].begin(), seq[b].begin() + p);
-            return model.forward(tok.data(), p);
+            std::vector<float> logits = model.forward(tok.data(), p);
+            stats.prefill_s += seconds_since(t0);
+            stats.prefill_tokens += static_cast<std::int64_t>(tok.size());
+            return logits;
         }
         for (std::size_t b = 0; b < count; ++b) tok.push_back(seq[b][static_cast<std::size_t>(p - 1)]);
-        return model.forward(tok.data(), 1);
+        std::vector<float> logits = model.forward(tok.data(), 1);
+        stats.decode_s += seconds_since(t0);
+        stats.decode_tokens += B;
+        return logits;
     };
     for (int p = shortest; !finished(p); ++p) {
         const std::vector<float> logits = logits_for(p);
@@ -64,14 +76,16 @@ void run_batch(KvModel& model, const GenerationRequest& rq, std::size_t first, s
 
 }  // namespace
 
-std::vector<Generation> generate(KvModel& model, const GenerationRequest& rq) {
+std::vector<Generation> generate(KvModel& model, const GenerationRequest& rq, GenerationStats* stats) {
     validate(rq.sampling);
     GPT_REQUIRE(rq.max_new_tokens >= 0, UsageError, "--max-new-tokens ", rq.max_new_tokens, " must be >= 0");
     GPT_REQUIRE(rq.batch_size > 0, UsageError, "--batch-size ", rq.batch_size, " must be positive");
     GPT_REQUIRE(rq.vocab > 0 && rq.vocab <= model.dims().vocab_padded, InternalError, "generate: vocab ", rq.vocab);
     std::vector<Generation> out(rq.prompts.size());
+    GenerationStats local;
     for (std::size_t first = 0; first < rq.prompts.size(); first += static_cast<std::size_t>(rq.batch_size))
-        run_batch(model, rq, first, std::min<std::size_t>(static_cast<std::size_t>(rq.batch_size), rq.prompts.size() - first), out);
+        run_batch(model, rq, first, std::min<std::size_t>(static_cast<std::size_t>(rq.batch_size), rq.prompts.size() - first), out,
+                  stats ? *stats : local);
     return out;
 }
 

@@ -31,7 +31,15 @@ struct Generation {
     bool eod = false;                  // stopped at EOD (else at max_new_tokens or the model's length)
 };
 
+// Where the model's time went (wall clock around KvModel::forward, logits on the host
+// included; sampling excluded): the prompt passes and the one-token steps.
+struct GenerationStats {
+    std::int64_t prefill_tokens = 0, decode_tokens = 0;  // tokens fed, summed over the batch
+    double prefill_s = 0.0, decode_s = 0.0;
+};
+
 // Collective over the model's TP group: every rank returns the same generations.
-std::vector<Generation> generate(KvModel& model, const GenerationRequest& request);
+std::vector<Generation> generate(KvModel& model, const GenerationRequest& request,
+                                 GenerationStats* stats = nullptr);
 
 }  // namespace gpt::inference

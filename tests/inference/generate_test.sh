@@ -72,4 +72,21 @@ mkdir -p empty
 expect_error "--load empty holds no checkpoint" gen --load empty --prompt x
 expect_error "tensor parallelism only" gen --load ck --prompt x --pipeline-model-parallel-size 2
 echo "ok: errors"
+# 5) Samples during training: the losses are bit-identical with and without them (the
+#    sample reads a copy of the parameters and no training RNG); TP 2 samples too; PP 2 is
+#    refused with the reason.
+tiny=("${TINY_ARGS[@]}" --lr-warmup-iters 0 --train-iters 6 --hidden-dropout 0.1 --attention-dropout 0.1)
+"$mpiexec" -n 1 "$app/gpt_pretrain" "${tiny[@]}" > plain.log 2>&1 || { tail plain.log; fail "training without samples"; }
+"$mpiexec" -n 1 "$app/gpt_pretrain" "${tiny[@]}" --sample-interval 2 --sample-prompt "The" --sample-tokens 8 \
+  > sampled.log 2>&1 || { tail sampled.log; fail "training with samples"; }
+[[ $(grep -c "sample at iteration" sampled.log) -eq 3 ]] || { cat sampled.log; fail "3 samples expected (iterations 2, 4, 6)"; }
+[[ -n "$(losses plain.log)" && "$(losses plain.log)" == "$(losses sampled.log)" ]] \
+  || fail "losses differ with --sample-interval: $(losses plain.log) vs $(losses sampled.log)"
+"$mpiexec" -n 2 "$app/gpt_pretrain" "${tiny[@]}" --tensor-model-parallel-size 2 --sample-interval 3 \
+  --sample-tokens 4 > tp2_sampled.log 2>&1 || { tail tp2_sampled.log; fail "TP 2 training with samples"; }
+[[ $(grep -c "sample at iteration" tp2_sampled.log) -eq 2 ]] || { cat tp2_sampled.log; fail "TP 2: 2 samples expected"; }
+"$mpiexec" -n 2 "$app/gpt_pretrain" "${tiny[@]}" --pipeline-model-parallel-size 2 --sample-interval 3 > pp2.log 2>&1 \
+  && fail "PP 2 with --sample-interval was accepted"
+grep -q -- "--sample-interval needs --pipeline-model-parallel-size 1" pp2.log || { cat pp2.log; fail "PP 2 refusal message"; }
+echo "ok: samples during training leave the losses bit-identical"
 echo PASS

@@ -6,9 +6,9 @@
 #include "ckpt/args_check.hpp"
 #include "config/options.hpp"
 #include "core/errors.hpp"
-#include "inference/checkpoint_args.hpp"
+#include "generation/checkpoint_args.hpp"
 
-namespace gpt::inference {
+namespace gpt::generation {
 namespace {
 
 std::map<std::string, std::string> saved_table() {
@@ -58,4 +58,4 @@ TEST(CheckpointArgs, TableWithoutTheModelIsADataError) {
 }
 
 }  // namespace
-}  // namespace gpt::inference
+}  // namespace gpt::generation

@@ -1,5 +1,6 @@
-#include "inference/generate_cli.hpp"
+#include "generation/generate_cli.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -9,12 +10,18 @@
 #include "core/strings.hpp"
 #include "data/gpt2_tokenizer.hpp"
 #include "dist/process_groups.hpp"
+#include "train/trainer.hpp"
 #include "inference/generator.hpp"
 #include "inference/kv_model.hpp"
-#include "inference/load_model.hpp"
+#include "generation/load_model.hpp"
 #include "inference/text.hpp"
 
-namespace gpt::inference {
+namespace gpt::generation {
+using inference::Generation;
+using inference::GenerationRequest;
+using inference::KvModel;
+
+
 
 namespace {
 
@@ -72,7 +79,7 @@ void write_jsonl(std::ostream& out, const std::string& prompt, const std::string
     lp << "[";
     for (std::size_t i = 0; i < g.log_probs.size(); ++i) lp << (i ? "," : "") << g.log_probs[i];
     lp << "]";
-    out << "{\"prompt\":" << json_string(prompt) << ",\"completion\":" << json_string(completion)
+    out << "{\"prompt\":" << inference::json_string(prompt) << ",\"completion\":" << inference::json_string(completion)
         << ",\"prompt_tokens\":" << ints(prompt_ids) << ",\"tokens\":" << ints(g.tokens)
         << ",\"log_probs\":" << lp.str() << ",\"finish_reason\":\"" << (g.eod ? "eod" : "length") << "\"}\n";
 }
@@ -135,7 +142,7 @@ GenerateOptions parse_generate_args(const std::vector<std::string>& args) {
                 o.output_format, ": expected text or jsonl");
     GPT_REQUIRE(o.max_new_tokens >= 0, UsageError, "--max-new-tokens ", o.max_new_tokens, " must be >= 0");
     GPT_REQUIRE(o.batch_size > 0, UsageError, "--batch-size ", o.batch_size, " must be positive");
-    validate(o.sampling);
+    inference::validate(o.sampling);
     return o;
 }
 
@@ -182,14 +189,21 @@ int run_generate(const GenerateOptions& o, MPI_Comm comm, std::ostream& out, std
     mo.tanh_gelu = cfg.model.tanh_gelu();
     mo.layernorm_eps = static_cast<float>(cfg.model.layernorm_epsilon);
     const std::unique_ptr<Backend> be = backend_for(cfg.parallel.device, groups.local_rank(), err, rank == 0);
-    KvModel model(lm.dims, mo, *be, groups.tp(), lm.params);
-    const std::vector<Generation> gens = generate(model, rq);
+    // The TP communicator for backend memory (NCCL or host-staged on a GPU), as training's.
+    const std::unique_ptr<dist::DataGroups> data = train::make_data_groups(cfg, groups, *be);
+    KvModel model(lm.dims, mo, *be, data->tp(), lm.params);
+    inference::GenerationStats stats;
+    const std::vector<Generation> gens = inference::generate(model, rq, &stats);
     if (rank != 0) return 0;
+    err << "gpt_generate: prefill " << stats.prefill_tokens << " tokens in " << stats.prefill_s << " s ("
+        << stats.prefill_tokens / std::max(stats.prefill_s, 1e-9) << " tokens/s), decode " << stats.decode_tokens
+        << " tokens in " << stats.decode_s << " s (" << stats.decode_tokens / std::max(stats.decode_s, 1e-9)
+        << " tokens/s)\n";
     for (std::size_t i = 0; i < gens.size(); ++i) {
         const Generation& g = gens[i];
         std::vector<std::int32_t> shown = g.tokens;
         if (g.eod && !shown.empty()) shown.pop_back();  // the EOD ends the text, it is not part of it
-        const std::string completion = utf8_replace_invalid(tok.decode(shown));
+        const std::string completion = inference::utf8_replace_invalid(tok.decode(shown));
         if (o.output_format == "jsonl")
             write_jsonl(out, texts[i], completion, rq.prompts[i], g);
         else
@@ -199,4 +213,4 @@ int run_generate(const GenerateOptions& o, MPI_Comm comm, std::ostream& out, std
     return 0;
 }
 
-}  // namespace gpt::inference
+}  // namespace gpt::generation

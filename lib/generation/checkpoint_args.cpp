@@ -1,4 +1,4 @@
-#include "inference/checkpoint_args.hpp"
+#include "generation/checkpoint_args.hpp"
 
 #include <algorithm>
 #include <set>
@@ -7,7 +7,7 @@
 #include "config/options.hpp"
 #include "core/errors.hpp"
 
-namespace gpt::inference {
+namespace gpt::generation {
 
 namespace {
 
@@ -83,4 +83,4 @@ Config config_from_checkpoint(const std::map<std::string, std::string>& saved,
     return parse_args(args).config;
 }
 
-}  // namespace gpt::inference
+}  // namespace gpt::generation

@@ -9,7 +9,7 @@
 
 #include "config/config.hpp"
 
-namespace gpt::inference {
+namespace gpt::generation {
 
 // The saved arguments that describe the model and its tokenizer (Megatron's names with
 // underscores), carried from the checkpoint into the generation run.
@@ -24,4 +24,4 @@ const std::vector<std::string>& carried_arguments();
 Config config_from_checkpoint(const std::map<std::string, std::string>& saved,
                               const std::vector<std::string>& flags, const std::string& file);
 
-}  // namespace gpt::inference
+}  // namespace gpt::generation

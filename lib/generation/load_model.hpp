@@ -13,7 +13,7 @@
 #include "config/config.hpp"
 #include "model/model_spec.hpp"
 
-namespace gpt::inference {
+namespace gpt::generation {
 
 struct LoadedModel {
     Config cfg;                 // the checkpoint's model arguments + the user's flags
@@ -29,4 +29,4 @@ struct LoadedModel {
 LoadedModel load_model(MPI_Comm comm, const std::string& dir, std::int64_t step,
                        const std::vector<std::string>& flags, int tp_rank, int tp_size);
 
-}  // namespace gpt::inference
+}  // namespace gpt::generation

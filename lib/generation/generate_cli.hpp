@@ -13,7 +13,7 @@
 
 #include "inference/sampling.hpp"
 
-namespace gpt::inference {
+namespace gpt::generation {
 
 struct GenerateOptions {
     std::string load;                  // --load DIR
@@ -21,7 +21,7 @@ struct GenerateOptions {
     std::vector<std::string> prompts;  // --prompt (repeatable)
     std::string prompt_file;           // --prompt-file F: one prompt per line
     int max_new_tokens = 64;
-    SamplingOptions sampling;
+    inference::SamplingOptions sampling;
     int batch_size = 8;
     std::string output_format = "text";  // text | jsonl
     bool help = false;
@@ -36,4 +36,4 @@ std::string generate_usage();
 // log lines go to err. Returns the exit code.
 int run_generate(const GenerateOptions& o, MPI_Comm comm, std::ostream& out, std::ostream& err);
 
-}  // namespace gpt::inference
+}  // namespace gpt::generation

@@ -1,15 +1,15 @@
-#include "inference/load_model.hpp"
+#include "generation/load_model.hpp"
 
 #include <filesystem>
 
 #include "ckpt/args_check.hpp"
 #include "ckpt/load.hpp"
 #include "core/errors.hpp"
-#include "inference/checkpoint_args.hpp"
+#include "generation/checkpoint_args.hpp"
 #include "model/param_layout.hpp"
 #include "train/checkpoint_slices.hpp"
 
-namespace gpt::inference {
+namespace gpt::generation {
 
 LoadedModel load_model(MPI_Comm comm, const std::string& dir, std::int64_t step,
                        const std::vector<std::string>& flags, int tp_rank, int tp_size) {
@@ -45,4 +45,4 @@ LoadedModel load_model(MPI_Comm comm, const std::string& dir, std::int64_t step,
     return m;
 }
 
-}  // namespace gpt::inference
+}  // namespace gpt::generation
