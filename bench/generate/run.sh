@@ -26,9 +26,10 @@ export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
 "$BUILD_DIR/app/gpt_pretrain" --config configs/gpt-tiny.ini $MODEL --micro-batch-size 1 --global-batch-size 1 \
   --train-iters 1 --lr-warmup-iters 0 --eval-iters 0 --mock-data --device cpu --distributed-backend mpi \
   --save "$tmp/ck" > "$tmp/train.log" 2>&1 || { tail "$tmp/train.log"; exit 1; }
-# BATCH prompts of exactly PROMPT tokens: " x" words are one GPT-2 token each.
-for b in $(seq "$BATCH"); do
-  printf 'w%d' "$b"; for _ in $(seq $((PROMPT - 1))); do printf ' x'; done; echo
+# BATCH prompts of exactly PROMPT tokens: each of these words (and " x") is one GPT-2 token.
+words=(The A In It He She We They)
+for b in $(seq 0 $((BATCH - 1))); do
+  printf '%s' "${words[b % 8]}"; for _ in $(seq $((PROMPT - 1))); do printf ' x'; done; echo
 done > "$tmp/prompts.txt"
 
 ours_pre=() ours_dec=() peer_pre=() peer_dec=()
