@@ -43,9 +43,11 @@ SamplingOptions greedy() {
 // The prompt pass over a whole sequence gives the logits whose loss the training forward
 // (GptModel, dropout off) computes: the inference forward is the training math.
 TEST(KvModel, PromptPassIsTheTrainingForward) {
-    for (bool flash : {false, true}) {
+    for (auto [flash, dtype] : {std::pair{false, DType::F32}, std::pair{true, DType::F32},
+                                std::pair{false, DType::BF16}, std::pair{true, DType::F16}}) {
         Fixture f;
         f.opt.flash_attention = flash;
+        f.opt.dtype = dtype;
         const int b = 2, s = f.dims.seq;
         model::GptModel gm(f.dims, model::ChunkSpec{0, f.dims.num_layers, true, true}, f.opt, b, *f.be, *f.tp);
         gm.set_parameters(f.params.data());
@@ -65,10 +67,10 @@ TEST(KvModel, PromptPassIsTheTrainingForward) {
                 const float* row = logits.data() + (static_cast<std::int64_t>(t) * b + i) * V;
                 loss -= log_prob(row, V, tokens[static_cast<std::size_t>(i * (s + 1) + t + 1)]);
             }
-        // Both fp32 with the same ops on the same logits; the training loss sums per-token
-        // fp32 losses (~4 each, rounding ~5e-7 relative each) over 16 tokens, ours in
-        // double: 1e-5 relative is ~20x that.
-        EXPECT_NEAR(loss, train_loss, 1e-5 * std::abs(train_loss)) << "flash " << flash;
+        // The same ops on the same (half-precision) parameters give the same logits; the
+        // training loss sums per-token fp32 losses (~4 each, rounding ~5e-7 relative each)
+        // over 16 tokens, ours in double: 1e-5 relative is ~20x that.
+        EXPECT_NEAR(loss, train_loss, 1e-5 * std::abs(train_loss)) << "flash " << flash << " " << dtype_name(dtype);
     }
 }
 
