@@ -59,9 +59,7 @@ std::string flag(std::string name) {
 
 }  // namespace
 
-std::map<std::string, std::string> parse_arguments_table(const std::string& table) {
-    return parse_table(table);
-}
+std::map<std::string, std::string> parse_arguments_table(const std::string& table) { return parse_table(table); }
 
 const std::vector<std::string>& meaning_arguments() {
     static const std::vector<std::string> names = {

@@ -22,11 +22,11 @@ class CheckpointReader;
 // (fp32/fp16/bf16), batch sizes, the learning-rate schedule, dropout, recompute, intervals.
 const std::vector<std::string>& meaning_arguments();
 
-// Throws UsageError listing every compared argument whose values differ, both values and
-// the file named, e.g. "--num-attention-heads: 4 in the checkpoint, 8 in this run".
-// The "key ... value" rows of an arguments table (format_arguments), by key.
+// The "  key ....... value" rows of a saved arguments table (format_arguments), by key.
 std::map<std::string, std::string> parse_arguments_table(const std::string& table);
 
+// Throws UsageError listing every compared argument whose values differ, both values and
+// the file named, e.g. "--num-attention-heads: 4 in the checkpoint, 8 in this run".
 void check_checkpoint_args(const std::string& saved_table, const std::string& run_table, const std::string& file);
 // The same with the reader's "config" attribute; a checkpoint without one is not checked.
 void check_checkpoint_args(const CheckpointReader& reader, const std::string& run_table);

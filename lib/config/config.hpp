@@ -158,6 +158,15 @@ struct PlanConfig {
     double plan_inter_node_gbps = 0.0;  // 0: the device preset's InfiniBand bandwidth
 };
 
+// Text samples during training (llm.c's periodic generation): every sample_interval
+// iterations rank 0 logs the model's greedy continuation of sample_prompt.
+struct SampleConfig {
+    int sample_interval = 0;       // 0: never
+    std::string sample_prompt = "<|endoftext|>";  // this exact text: start from EOD alone
+    int sample_tokens = 32;
+    std::int64_t sample_seed = -1; // -1: greedy; else top-k 40 draws with this seed
+};
+
 struct Config {
     ModelConfig model;
     ParallelConfig parallel;
@@ -167,6 +176,7 @@ struct Config {
     CheckpointConfig checkpoint;
     LoggingConfig logging;
     PlanConfig plan;
+    SampleConfig sample;
     std::string config_file;       // the --config INI, if any
 
     int padded_vocab_size() const;  // vocab padded to make-vocab-size-divisible-by x TP

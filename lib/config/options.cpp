@@ -211,6 +211,13 @@ private:
         add(pl, "plan-intra-node-gbps", &C::plan, &PlanConfig::plan_intra_node_gbps, "intra-node bandwidth per GPU in GB/s (0: preset)");
         add(pl, "plan-inter-node-gbps", &C::plan, &PlanConfig::plan_inter_node_gbps, "inter-node bandwidth per GPU in GB/s (0: preset)");
         groups.emplace_back("planner", pl);
+
+        po::options_description sm("text samples during training");
+        add(sm, "sample-interval", &C::sample, &SampleConfig::sample_interval, "iterations between logged text samples (0: none)");
+        add(sm, "sample-prompt", &C::sample, &SampleConfig::sample_prompt, "the samples' prompt (<|endoftext|>: none)");
+        add(sm, "sample-tokens", &C::sample, &SampleConfig::sample_tokens, "tokens per sample");
+        add(sm, "sample-seed", &C::sample, &SampleConfig::sample_seed, "-1: greedy samples; else top-k 40 draws with this seed");
+        groups.emplace_back("text samples during training", sm);
     }
 };
 

@@ -237,6 +237,20 @@ void validate_model_and_training(Config& cfg) {
         GPT_REQUIRE(!dp[i].empty(), UsageError, "--data-path has an empty prefix");
 }
 
+// --sample-interval: samples need the tokenizer and a model rank 0's pipeline stage holds whole.
+void validate_samples(const Config& cfg) {
+    const SampleConfig& s = cfg.sample;
+    require_non_negative(s.sample_interval, "sample-interval");
+    if (s.sample_interval == 0) return;
+    require_positive(s.sample_tokens, "sample-tokens");
+    GPT_REQUIRE(s.sample_seed >= -1, UsageError, "--sample-seed must be -1 (greedy) or a seed >= 0");
+    GPT_REQUIRE(!cfg.data.vocab_file.empty() && !cfg.data.merge_file.empty(), UsageError,
+                "--sample-interval needs the GPT-2 tokenizer: give --vocab-file and --merge-file");
+    GPT_REQUIRE(cfg.parallel.pipeline_model_parallel_size == 1, UsageError,
+                "--sample-interval needs --pipeline-model-parallel-size 1 (the sample runs the whole model "
+                "on each TP group); got ", cfg.parallel.pipeline_model_parallel_size);
+}
+
 void resolve_layout(Config& cfg, int world_size) {
     ModelConfig& m = cfg.model;
     ParallelConfig& p = cfg.parallel;
@@ -307,6 +321,7 @@ void resolve_layout(Config& cfg, int world_size) {
                     micro_batches, " micro-batches per iteration (global-batch-size / (micro-batch-size x DP)) to be a multiple of pipeline-model-parallel-size ",
                     pp);
     }
+    validate_samples(cfg);
 }
 
 void validate(Config& cfg, int world_size) {

@@ -16,6 +16,9 @@ void validate_model_and_training(Config& cfg);
 // when not given, global_batch_size. Throws UsageError.
 void resolve_layout(Config& cfg, int world_size);
 
+// --sample-interval and its flags (called by resolve_layout, once PP is known).
+void validate_samples(const Config& cfg);
+
 // Both of the above, in order.
 void validate(Config& cfg, int world_size);
 

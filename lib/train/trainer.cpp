@@ -207,6 +207,7 @@ void Trainer::train(MicroBatchSource& train_data, MicroBatchSource* valid, Micro
                   << groups_.coords().tp << ", " << groups_.coords().pp << "): " << num_params;
     GPT_LOG(info) << memory_line("after model and optimizer setup");
     ExitConditions exits(t, groups_.world());  // installs the signal handler first
+    if (cfg_.sample.sample_interval > 0) sampler_ = std::make_unique<TrainingSampler>(cfg_, groups_, data_->tp(), be_, chunks_->chunk(0));
     const double seq_tokens = static_cast<double>(global_batch_) * chunks_->chunk(0).dims().seq;
     while (iteration_ < train_iters_) {
         const IterationRecord rec = train_step(train_data);
@@ -236,6 +237,7 @@ void Trainer::train(MicroBatchSource& train_data, MicroBatchSource* valid, Micro
         if (logs() && iteration_ % every == 0) log_interval(rec);
         if (valid && t.eval_interval > 0 && t.eval_iters > 0 && iteration_ % t.eval_interval == 0)
             evaluate_and_print(*valid, "iteration " + std::to_string(iteration_), "valid");
+        if (sampler_) sampler_->after_iteration(iteration_, chunks_->chunk(0));
         // --save-interval, and --exit-* (saved first): Megatron exits right there, without
         // the final evaluation.
         if (end_of_iteration(exits)) return;

@@ -21,6 +21,7 @@
 #include "train/model_chunks.hpp"
 #include "train/run_config.hpp"
 #include "train/skip_watch.hpp"
+#include "train/train_sample.hpp"
 
 namespace gpt::train {
 
@@ -110,6 +111,7 @@ private:
     std::int64_t consumed_valid_samples_ = 0;  // validation data position (checkpointed)
     std::int64_t last_saved_iteration_ = -1;
     std::unique_ptr<ckpt::CheckpointSaver> saver_;  // with --save; owns a save in flight
+    std::unique_ptr<TrainingSampler> sampler_;      // with --sample-interval
     // The current logging interval.
     double interval_loss_ = 0.0, interval_ms_ = 0.0;
     std::int64_t interval_applied_ = 0, interval_iters_ = 0, interval_skipped_ = 0,

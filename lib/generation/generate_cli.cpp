@@ -1,0 +1,216 @@
+#include "generation/generate_cli.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "backend/backend.hpp"
+#include "config/options.hpp"
+#include "core/errors.hpp"
+#include "core/strings.hpp"
+#include "data/gpt2_tokenizer.hpp"
+#include "dist/process_groups.hpp"
+#include "train/trainer.hpp"
+#include "inference/generator.hpp"
+#include "inference/kv_model.hpp"
+#include "generation/load_model.hpp"
+#include "inference/text.hpp"
+
+namespace gpt::generation {
+using inference::Generation;
+using inference::GenerationRequest;
+using inference::KvModel;
+
+
+
+namespace {
+
+template <class T>
+T number(const std::string& flag, const std::string& v) {
+    try {
+        std::size_t used = 0;
+        T x;
+        if constexpr (std::is_floating_point_v<T>) x = static_cast<T>(std::stod(v, &used));
+        else x = static_cast<T>(std::stoll(v, &used));
+        if (used == v.size()) return x;
+    } catch (const std::exception&) {
+    }
+    GPT_THROW(UsageError, flag, ": '", v, "' is not a number");
+}
+
+std::vector<std::string> read_prompt_file(const std::string& path) {
+    std::ifstream in(path);
+    GPT_REQUIRE(in, UsageError, "--prompt-file ", path, ": cannot open it");
+    std::vector<std::string> out;
+    std::string line;
+    while (std::getline(in, line)) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        out.push_back(line);
+    }
+    return out;
+}
+
+std::unique_ptr<Backend> backend_for(const std::string& device, int local_rank, std::ostream& err, bool talk) {
+    if (device != "auto") return make_backend(device, local_rank);
+    if (GPT_HAVE_CUDA) {
+        try {
+            return make_backend("cuda", local_rank);
+        } catch (const UsageError& e) {
+            if (talk) err << "gpt_generate: --device auto: no usable GPU (" << e.what() << "); using the CPU\n";
+        }
+    }
+    return make_backend("cpu", local_rank);
+}
+
+void write_text(std::ostream& out, const std::string& prompt, const std::string& completion, bool last) {
+    out << prompt << completion << "\n";
+    if (!last) out << "----\n";
+}
+
+void write_jsonl(std::ostream& out, const std::string& prompt, const std::string& completion,
+                 const std::vector<std::int32_t>& prompt_ids, const Generation& g) {
+    auto ints = [](const std::vector<std::int32_t>& v) {
+        std::string s = "[";
+        for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+        return s + "]";
+    };
+    std::ostringstream lp;
+    lp.precision(9);
+    lp << "[";
+    for (std::size_t i = 0; i < g.log_probs.size(); ++i) lp << (i ? "," : "") << g.log_probs[i];
+    lp << "]";
+    out << "{\"prompt\":" << inference::json_string(prompt) << ",\"completion\":" << inference::json_string(completion)
+        << ",\"prompt_tokens\":" << ints(prompt_ids) << ",\"tokens\":" << ints(g.tokens)
+        << ",\"log_probs\":" << lp.str() << ",\"finish_reason\":\"" << (g.eod ? "eod" : "length") << "\"}\n";
+}
+
+}  // namespace
+
+std::string generate_usage() {
+    return "usage: [mpiexec -n T] gpt_generate --load DIR [--ckpt-step N] (--prompt TEXT ... | --prompt-file F)\n"
+           "                    [--max-new-tokens N] [--greedy | --temperature T --top-k K --top-p P --seed S]\n"
+           "                    [--batch-size B] [--output-format text|jsonl] [--device cpu|cuda|auto]\n"
+           "                    [--fp16 | --bf16] [--tensor-model-parallel-size T] [--use-flash-attn]\n"
+           "The model's shape, vocabulary and tokenizer come from the checkpoint's saved arguments.\n"
+           "  --prompt TEXT          a prompt (repeatable); --prompt-file F: one prompt per line\n"
+           "  --max-new-tokens N     tokens to generate per prompt at most (default 64); EOD (50256) ends one\n"
+           "  --greedy               argmax decoding (also what --top-k 1 gives)\n"
+           "  --temperature T        divides the logits before top-k/top-p (default 1.0)\n"
+           "  --top-k K              keep the K most likely tokens (0: off)\n"
+           "  --top-p P              keep the most likely tokens until their mass reaches P (0: off)\n"
+           "  --seed S               Philox seed of the draws (default 1234): same seed, same text\n"
+           "  --batch-size B         prompts run together (default 8)\n"
+           "  --output-format F      text (prompt + completion) or jsonl (prompt, completion, token ids,\n"
+           "                         log-probabilities of the chosen tokens, finish_reason)\n";
+}
+
+GenerateOptions parse_generate_args(const std::vector<std::string>& args) {
+    GenerateOptions o;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        std::string flag = args[i], value;
+        bool inline_value = false;
+        if (auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+            value = flag.substr(eq + 1);
+            flag.resize(eq);
+            inline_value = true;
+        }
+        auto take = [&]() -> std::string {
+            if (inline_value) return value;
+            GPT_REQUIRE(i + 1 < args.size(), UsageError, flag, " needs a value");
+            return args[++i];
+        };
+        if (flag == "--help" || flag == "-h") o.help = true;
+        else if (flag == "--load") o.load = take();
+        else if (flag == "--ckpt-step") o.ckpt_step = number<std::int64_t>(flag, take());
+        else if (flag == "--prompt") o.prompts.push_back(take());
+        else if (flag == "--prompt-file") o.prompt_file = take();
+        else if (flag == "--max-new-tokens") o.max_new_tokens = number<int>(flag, take());
+        else if (flag == "--temperature") o.sampling.temperature = number<float>(flag, take());
+        else if (flag == "--top-k") o.sampling.top_k = number<int>(flag, take());
+        else if (flag == "--top-p") o.sampling.top_p = number<float>(flag, take());
+        else if (flag == "--seed") o.sampling.seed = number<std::uint64_t>(flag, take());
+        else if (flag == "--greedy") o.sampling.greedy = true;
+        else if (flag == "--batch-size") o.batch_size = number<int>(flag, take());
+        else if (flag == "--output-format") o.output_format = take();
+        else o.other.push_back(args[i]);
+    }
+    if (o.help) return o;
+    GPT_REQUIRE(!o.load.empty(), UsageError, "--load DIR is required (a folder gpt_pretrain --save wrote)");
+    GPT_REQUIRE(o.prompts.empty() != o.prompt_file.empty(), UsageError,
+                "give the prompts with --prompt TEXT (repeatable) or --prompt-file F, one of the two");
+    GPT_REQUIRE(o.output_format == "text" || o.output_format == "jsonl", UsageError, "--output-format ",
+                o.output_format, ": expected text or jsonl");
+    GPT_REQUIRE(o.max_new_tokens >= 0, UsageError, "--max-new-tokens ", o.max_new_tokens, " must be >= 0");
+    GPT_REQUIRE(o.batch_size > 0, UsageError, "--batch-size ", o.batch_size, " must be positive");
+    inference::validate(o.sampling);
+    return o;
+}
+
+int run_generate(const GenerateOptions& o, MPI_Comm comm, std::ostream& out, std::ostream& err) {
+    int rank = 0, world = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &world);
+    // The layout asked for, before the checkpoint is read (the user's flags alone).
+    const Config asked = parse_args(o.other).config;
+    const int tp = asked.parallel.tensor_model_parallel_size;
+    GPT_REQUIRE(asked.parallel.pipeline_model_parallel_size == 1, UsageError,
+                "gpt_generate runs tensor parallelism only: --pipeline-model-parallel-size ",
+                asked.parallel.pipeline_model_parallel_size, " is not supported (any checkpoint layout loads "
+                "into TP ranks; use --tensor-model-parallel-size)");
+    GPT_REQUIRE(world == tp, UsageError, "gpt_generate runs tensor parallelism only: the ", world,
+                " ranks must equal --tensor-model-parallel-size ", tp, " (no data parallelism)");
+    dist::ProcessGroups groups(comm, tp, 1);
+    const LoadedModel lm = load_model(comm, o.load, o.ckpt_step, o.other, groups.tp().rank(), tp);
+    const Config& cfg = lm.cfg;
+    if (rank == 0) err << "gpt_generate: loaded " << lm.file << " (iteration " << lm.iteration << ")\n";
+    GPT_REQUIRE(!cfg.data.vocab_file.empty() && !cfg.data.merge_file.empty(), UsageError,
+                "the checkpoint names no GPT-2 tokenizer files: give --vocab-file and --merge-file");
+    const data::Gpt2Tokenizer tok = data::Gpt2Tokenizer::load(cfg.data.vocab_file, cfg.data.merge_file);
+    GPT_REQUIRE(tok.vocab_size() <= lm.dims.vocab_padded, UsageError, "the tokenizer's ", tok.vocab_size(),
+                " tokens do not fit the checkpoint's vocabulary of ", lm.dims.vocab_padded);
+
+    std::vector<std::string> texts = o.prompt_file.empty() ? o.prompts : read_prompt_file(o.prompt_file);
+    GPT_REQUIRE(!texts.empty(), UsageError, "--prompt-file ", o.prompt_file, " holds no prompt");
+    GenerationRequest rq;
+    for (const std::string& t : texts) {
+        rq.prompts.push_back(tok.encode(t));
+        // An empty prompt starts from <|endoftext|>, as GPT-2's unconditional samples do.
+        if (rq.prompts.back().empty()) rq.prompts.back().push_back(tok.eod());
+    }
+    rq.max_new_tokens = o.max_new_tokens;
+    rq.sampling = o.sampling;
+    rq.vocab = tok.vocab_size();
+    rq.eod = tok.eod();
+    rq.batch_size = o.batch_size;
+
+    model::ModelOptions mo;
+    mo.dtype = cfg.training.fp16 ? DType::F16 : (cfg.training.bf16 ? DType::BF16 : DType::F32);
+    mo.flash_attention = cfg.parallel.use_flash_attn;
+    mo.tanh_gelu = cfg.model.tanh_gelu();
+    mo.layernorm_eps = static_cast<float>(cfg.model.layernorm_epsilon);
+    const std::unique_ptr<Backend> be = backend_for(cfg.parallel.device, groups.local_rank(), err, rank == 0);
+    // The TP communicator for backend memory (NCCL or host-staged on a GPU), as training's.
+    const std::unique_ptr<dist::DataGroups> data = train::make_data_groups(cfg, groups, *be);
+    KvModel model(lm.dims, mo, *be, data->tp(), lm.params);
+    inference::GenerationStats stats;
+    const std::vector<Generation> gens = inference::generate(model, rq, &stats);
+    if (rank != 0) return 0;
+    err << "gpt_generate: prefill " << stats.prefill_tokens << " tokens in " << stats.prefill_s << " s ("
+        << stats.prefill_tokens / std::max(stats.prefill_s, 1e-9) << " tokens/s), decode " << stats.decode_tokens
+        << " tokens in " << stats.decode_s << " s (" << stats.decode_tokens / std::max(stats.decode_s, 1e-9)
+        << " tokens/s)\n";
+    for (std::size_t i = 0; i < gens.size(); ++i) {
+        const Generation& g = gens[i];
+        std::vector<std::int32_t> shown = g.tokens;
+        if (g.eod && !shown.empty()) shown.pop_back();  // the EOD ends the text, it is not part of it
+        const std::string completion = inference::utf8_replace_invalid(tok.decode(shown));
+        if (o.output_format == "jsonl")
+            write_jsonl(out, texts[i], completion, rq.prompts[i], g);
+        else
+            write_text(out, texts[i], completion, i + 1 == gens.size());
+    }
+    out.flush();
+    return 0;
+}
+
+}  // namespace gpt::generation

@@ -1,0 +1,48 @@
+#include "generation/load_model.hpp"
+
+#include <filesystem>
+
+#include "ckpt/args_check.hpp"
+#include "ckpt/load.hpp"
+#include "core/errors.hpp"
+#include "generation/checkpoint_args.hpp"
+#include "model/param_layout.hpp"
+#include "train/checkpoint_slices.hpp"
+
+namespace gpt::generation {
+
+LoadedModel load_model(MPI_Comm comm, const std::string& dir, std::int64_t step,
+                       const std::vector<std::string>& flags, int tp_rank, int tp_size) {
+    GPT_REQUIRE(!dir.empty(), UsageError, "--load DIR is required: the checkpoint folder gpt_pretrain --save wrote");
+    GPT_REQUIRE(std::filesystem::is_directory(dir), UsageError, "--load ", dir, ": no such folder");
+    LoadedModel m;
+    ckpt::LoadRequest req(dir, step, false);
+    const ckpt::LoadResult res = ckpt::load_checkpoint(comm, req, [&](ckpt::CheckpointReader& r) {
+        GPT_REQUIRE(r.has_attribute("config"), DataError, "checkpoint ", r.file(),
+                    " has no 'config' attribute (the arguments it was trained with): cannot tell its model");
+        m.cfg = config_from_checkpoint(ckpt::parse_arguments_table(r.attribute_string("config")), flags, r.file());
+        m.dims = model::make_model_dims(m.cfg.model, 1, tp_size, tp_rank);
+        // The padded vocabulary as stored (any TP size may have saved it); it must split
+        // evenly over this run's TP ranks.
+        const char* word = model::ParamLayout::word_embeddings();
+        const std::int64_t rows = r.tensor_info(word).shape.at(0);
+        GPT_REQUIRE(rows % tp_size == 0, UsageError, "checkpoint ", r.file(), " has a padded vocabulary of ", rows,
+                    " rows, which --tensor-model-parallel-size ", tp_size, " does not divide");
+        m.dims.vocab_padded = rows;
+        const model::ParamLayout layout(m.dims, model::ChunkSpec{0, m.dims.num_layers, true, true});
+        std::vector<train::ChunkHost> host(1);
+        host[0].layout = &layout;
+        host[0].main.assign(static_cast<std::size_t>(layout.total_elements()), 0.0f);
+        const auto tensors = train::bind_tensors(layout, {&layout}, tp_rank, 0);
+        // The fp32 main parameters: the model in any precision is their rounding.
+        r.read(train::load_slices(tensors, host, train::StateKind::MainParam, DType::F32));
+        m.params = std::move(host[0].main);
+        m.iteration = r.iteration();
+        m.file = r.file();
+    });
+    GPT_REQUIRE(res.iteration.has_value(), UsageError, "--load ", dir,
+                " holds no checkpoint (no latest_checkpointed_iteration.txt and no iter_* folder)");
+    return m;
+}
+
+}  // namespace gpt::generation
