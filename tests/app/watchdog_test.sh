@@ -39,6 +39,11 @@ hang_report() {
   if [ "$rc" -ne 3 ] || [ "$n" -ne 1 ] || ! grep -qE -- "$pattern" "$log"; then
     fail "$name: rc=$rc (want 3), $n error lines, want one matching '$pattern':" "$(cat "$log")"; return
   fi
+  # The report comes at the limit, not before it: the waited seconds it names reach 5.
+  waited=$(grep -oE "hang: waited [0-9]+" "$log" | grep -oE "[0-9]+$")
+  if [ "${waited:-0}" -lt 5 ]; then
+    fail "$name: the report came after $waited s of waiting, under the 5 s limit:" "$(grep "gpt_pretrain: error" "$log")"; return
+  fi
   if ! cat logs-"$name"/rank-*.log 2>/dev/null | grep -qE -- "$pattern"; then
     fail "$name: the report is not in the --log-dir files"; return
   fi
