@@ -1,7 +1,5 @@
 #include <cuda_runtime.h>
 
-#include <optional>
-
 #include "core/device_wait.hpp"
 #include "core/errors.hpp"
 #include "core/wait.hpp"
@@ -12,12 +10,7 @@ namespace gpt {
 void wait_for_cuda_event(void* event, const char* what) {
     auto ev = static_cast<cudaEvent_t>(event);
     // Named for the watchdog's report unless the caller (a communicator) recorded more.
-    std::optional<watchdog::OpScope> scope;
-    if (!watchdog::current()) {
-        watchdog::Op op;
-        op.name = what;
-        scope.emplace(op);
-    }
+    watchdog::LabelScope label(what);
     cudaError_t rc = cudaSuccess;
     poll_until(
         [&] {

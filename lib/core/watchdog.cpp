@@ -57,6 +57,13 @@ OpScope::~OpScope() {
     t_has_current = had_saved_;
 }
 
+LabelScope::LabelScope(const char* what) {
+    if (t_has_current) return;
+    Op op;
+    op.name = what;
+    scope_.emplace(op);
+}
+
 void set_iteration(std::int64_t iteration) { g_iteration.store(iteration, std::memory_order_relaxed); }
 void set_micro_batch(int micro_batch) { g_micro_batch.store(micro_batch, std::memory_order_relaxed); }
 

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace gpt::watchdog {
@@ -48,6 +49,18 @@ private:
     Op saved_;
     bool had_saved_;
     int uncaught_;
+};
+
+// Names a wait by its label (`what` of poll_until) for the report, unless a caller further
+// out recorded more (a communicator's OpScope with group, peer and bytes).
+class LabelScope {
+public:
+    explicit LabelScope(const char* what);
+    LabelScope(const LabelScope&) = delete;
+    LabelScope& operator=(const LabelScope&) = delete;
+
+private:
+    std::optional<OpScope> scope_;
 };
 
 // The training position, shared by the threads of the process (the main thread sets it).

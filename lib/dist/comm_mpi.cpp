@@ -6,7 +6,6 @@
 #include <thread>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <vector>
 
 #include "core/errors.hpp"
@@ -66,12 +65,7 @@ MpiCommunicator::~MpiCommunicator() {
 int wait_request(MPI_Request& req, const char* what) {
     // Callers without a communicator (start-up agreements, the index broadcast) are named
     // by their label; a caller that recorded more (MpiCommunicator::wait) keeps its record.
-    std::optional<watchdog::OpScope> scope;
-    if (!watchdog::current()) {
-        watchdog::Op op;
-        op.name = what;
-        scope.emplace(op);
-    }
+    watchdog::LabelScope label(what);
     int rc = MPI_SUCCESS;
     poll_until(
         [&] {

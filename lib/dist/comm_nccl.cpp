@@ -16,7 +16,6 @@
 
 #include "core/device_wait.hpp"
 #include "core/errors.hpp"
-#include "core/wait.hpp"
 #include "core/watchdog.hpp"
 
 namespace gpt::dist {
@@ -214,20 +213,13 @@ public:
     void wait() override {
         if (!ev_) return;
         // Polled, so the hang watchdog bounds a send to a peer that never receives.
-        cudaError_t rc = cudaSuccess;
-        {
-            watchdog::OpScope scope(op_);
-            poll_until(
-                [&] {
-                    rc = cudaEventQuery(ev_);
-                    return rc != cudaErrorNotReady;
-                },
-                op_.name);
-        }
-        cudaEventDestroy(ev_);
+        struct Destroy {
+            cudaEvent_t ev;
+            ~Destroy() { cudaEventDestroy(ev); }
+        } destroy{ev_};
         ev_ = nullptr;
-        if (rc != cudaSuccess)
-            GPT_THROW(CommError, "NCCL send failed while waiting: ", cudaGetErrorString(rc));
+        watchdog::OpScope scope(op_);
+        wait_for_cuda_event(destroy.ev, op_.name);
     }
     bool test() override {
         if (!ev_) return true;

@@ -130,3 +130,16 @@ TEST(OutputPaths, SaveNeedsRoomForOneCheckpoint) {
         EXPECT_NE(std::string(e.what()).find("one checkpoint of this model needs about"), std::string::npos) << e.what();
     }
 }
+
+// The hang watchdog's limit (core/watchdog.hpp): Megatron's whole minutes, default 10; a
+// limit of 0 or less would end every job at its first wait, so it is refused.
+TEST(ValidateRanges, DistributedTimeoutIsPositiveMinutes) {
+    auto args = tiny_args();
+    EXPECT_EQ(parse_args(args).config.parallel.distributed_timeout_minutes, 10);
+    args.insert(args.end(), {"--distributed-timeout-minutes", "3"});
+    EXPECT_EQ(parse_args(args).config.parallel.distributed_timeout_minutes, 3);
+    EXPECT_NE(rejection({"--distributed-timeout-minutes", "0"}).find("--distributed-timeout-minutes must be positive, got 0"),
+              std::string::npos);
+    EXPECT_NE(rejection({"--distributed-timeout-minutes", "-1"}).find("--distributed-timeout-minutes must be positive, got -1"),
+              std::string::npos);
+}

@@ -171,3 +171,14 @@ TEST(Watchdog, APollingWaitPastTheLimitEnds) {
     EXPECT_FALSE(poll_until([] { return false; }, "a stopped peer",
                             WaitClock::now() + std::chrono::milliseconds(1100)));
 }
+
+TEST(Watchdog, ALabelNamesAWaitOnlyWhenNothingMoreIsRecorded) {
+    Fresh f;
+    {
+        watchdog::LabelScope label("the index build's broadcast");
+        EXPECT_STREQ(watchdog::current()->name, "the index build's broadcast");
+    }
+    watchdog::OpScope scope(pipeline_recv());
+    watchdog::LabelScope label("recv");
+    EXPECT_EQ(watchdog::describe(*watchdog::current()), "recv of 4096 bytes from rank 8 on group 'pp' (ranks 0,4,8,12)");
+}
