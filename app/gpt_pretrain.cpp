@@ -13,6 +13,7 @@
 #include "config/validate.hpp"
 #include "core/environment.hpp"
 #include "core/errors.hpp"
+#include "core/watchdog.hpp"
 #include "dist/agreed.hpp"
 #include "dist/fatal.hpp"
 #include "dist/mpi_environment.hpp"
@@ -28,6 +29,23 @@ namespace {
 
 constexpr int kUsageExit = 2;
 constexpr int kErrorExit = 1;
+// A wait passed --distributed-timeout-minutes (core/watchdog.hpp): a hang, not an error of
+// the run itself, so slurm/run-training.sh requeues it like a crash.
+constexpr int kHangExit = 3;
+
+// Bounds every wait of this rank (core/watchdog.hpp); the report goes through fail_job,
+// whose agreement on the reporter is itself bounded, so a stopped peer cannot hold it up.
+void install_watchdog(const gpt::Config& cfg) {
+    double seconds = 60.0 * cfg.parallel.distributed_timeout_minutes;
+    std::string limit = "--distributed-timeout-minutes " + std::to_string(cfg.parallel.distributed_timeout_minutes);
+    if (const auto s = gpt::env::distributed_timeout_seconds()) {
+        seconds = *s;
+        limit = "GPT_DISTRIBUTED_TIMEOUT_SECONDS";
+    }
+    gpt::watchdog::install(seconds, limit, [](const std::string& line) {
+        gpt::dist::fail_job("gpt_pretrain", line, kHangExit);
+    });
+}
 
 int plan_only(gpt::Config& cfg) {
     gpt::validate_model_and_training(cfg);
@@ -69,6 +87,7 @@ int run(gpt::Config& cfg, const gpt::dist::MpiEnvironment& mpi, bool& ranks_dive
     gpt::log::init({mpi.rank(), mpi.size(), cfg.logging.log_level, cfg.logging.log_dir});
     const gpt::train::RunConfig run = gpt::train::resolve_run(cfg, mpi.size(), ranks_on_this_node(mpi));
     const auto& p = run.cfg.parallel;
+    install_watchdog(run.cfg);
     // Every output path is written once and the --save folder has room for a checkpoint,
     // before any iteration runs; the ranks agree, so one rank's failure stops them all.
     gpt::dist::run_agreed(MPI_COMM_WORLD, [&] {

@@ -10,6 +10,12 @@
 #   CHECKPOINTS=0    no --save/--load/--exit-signal-handler: USR1 is then only logged (the
 #                    ranks would die of it) and the job never requeues itself.
 #   NO_REQUEUE=1     checkpoint on USR1 and exit, but do not requeue.
+#   MAX_RESTARTS=N   (default 3; the templates' --max-restarts) requeue a job that died of a
+#                    fault - a crash or signal, a hang ended by the watchdog (exit 3), a node
+#                    failure - at most N times; it resumes from the newest complete
+#                    checkpoint. Exit 2 (a configuration error) is never retried. Only fault
+#                    restarts count: SLURM_RESTART_COUNT less this script's own requeues after
+#                    a checkpoint on USR1 (counted in RUN_DIR/logs/planned-requeues-JOBID).
 set -uo pipefail
 modules=$1 config=$2 run_dir=$3; shift 3
 launcher=${LAUNCHER:-srun}
@@ -38,6 +44,19 @@ command -v gpt_pretrain >/dev/null || { echo "gpt_pretrain is not on PATH (MODUL
 ckpt_dir=$run_dir/checkpoints
 log_dir=$run_dir/logs/${SLURM_JOB_ID:-local}
 mkdir -p "$ckpt_dir" "$log_dir"
+
+# Fault restarts so far: Slurm's restart count covers every requeue, this script's planned
+# ones (checkpoint before the time limit) are not faults. A node failure makes Slurm requeue
+# the job without this script, so the limit is checked here too, before training.
+max_restarts=${MAX_RESTARTS:-3}
+[[ $max_restarts =~ ^[0-9]+$ ]] || { echo "MAX_RESTARTS='$max_restarts' is not a number"; exit 2; }
+planned_file=$run_dir/logs/planned-requeues-${SLURM_JOB_ID:-local}
+planned=$(cat "$planned_file" 2>/dev/null || echo 0)
+faults=$(( ${SLURM_RESTART_COUNT:-0} - planned ))
+if ((faults > max_restarts)); then
+  echo "job ${SLURM_JOB_ID:-?} was restarted after $faults faults, more than MAX_RESTARTS=$max_restarts: not training again"
+  exit 1
+fi
 echo "job ${SLURM_JOB_ID:-?} (restart count ${SLURM_RESTART_COUNT:-0}) on ${SLURM_JOB_NODELIST:-$(hostname)}: $(command -v gpt_pretrain), launcher $launcher, checkpoints in $ckpt_dir, logs in $log_dir"
 
 args=(--config "$config" --log-dir "$log_dir")
@@ -84,6 +103,17 @@ if [ "$signalled" = 1 ] && [ "$rc" = 0 ] && [ -n "${SLURM_JOB_ID:-}" ] && [ "${N
   # The job must be submitted with --requeue (the templates are). The requeued job keeps its
   # id, appends to the same log (--open-mode=append) and resumes from $ckpt_dir.
   echo "checkpoint written before the time limit: requeueing job $SLURM_JOB_ID"
+  echo $((planned + 1)) > "$planned_file"
   scontrol requeue "$SLURM_JOB_ID" || { echo "scontrol requeue $SLURM_JOB_ID failed"; exit 1; }
+elif [ "$rc" != 0 ] && [ "$rc" != 2 ] && [ -n "${SLURM_JOB_ID:-}" ] && [ "$checkpoints" != 0 ]; then
+  # A fault (3: the watchdog ended a hang; a rank killed or crashed; a lost node): resume
+  # from the newest complete checkpoint (--load "$ckpt_dir"), up to MAX_RESTARTS times.
+  # Exit 2 is a configuration error, which the same job would meet again.
+  if ((faults < max_restarts)); then
+    echo "gpt_pretrain failed with $rc: requeueing job $SLURM_JOB_ID (fault restart $((faults + 1)) of MAX_RESTARTS=$max_restarts), resuming from $ckpt_dir"
+    scontrol requeue "$SLURM_JOB_ID" || { echo "scontrol requeue $SLURM_JOB_ID failed"; exit 1; }
+  else
+    echo "gpt_pretrain failed with $rc after $faults fault restarts (MAX_RESTARTS=$max_restarts): not requeueing"
+  fi
 fi
 exit "$rc"

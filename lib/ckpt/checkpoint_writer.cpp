@@ -112,7 +112,7 @@ CheckpointWriter::CheckpointWriter(MPI_Comm comm, const std::string& save_dir, s
     h5::silence_errors();
     MPI_Request dup = MPI_REQUEST_NULL;
     MPI_Comm_idup(comm, &s.comm, &dup);
-    wait_politely(dup, "MPI_Comm_idup");
+    wait_politely(dup, "the checkpoint writer's MPI_Comm_idup");
     MPI_Comm_rank(s.comm, &s.rank);
     MPI_Comm_size(s.comm, &s.size);
     s.root = save_dir;

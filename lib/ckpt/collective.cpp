@@ -4,6 +4,7 @@
 
 #include "ckpt/checksum.hpp"
 #include "core/errors.hpp"
+#include "core/watchdog.hpp"
 #include "dist/comm_mpi.hpp"
 
 namespace gpt::ckpt {
@@ -11,10 +12,25 @@ namespace gpt::ckpt {
 void wait_politely(MPI_Request& req, const char* what) {
     // Always yielding: a checkpoint's few collectives do not notice the latency, and this
     // needs no (collective) detection of an oversubscribed node.
-    if (dist::wait_request(req, true) != MPI_SUCCESS) throw CommError(std::string(what) + " failed");
+    if (dist::wait_request(req, what) != MPI_SUCCESS) throw CommError(std::string(what) + " failed");
 }
 
+namespace {
+// The watchdog's record of a checkpoint collective: which one, over how many ranks, how many
+// bytes this rank contributes (core/watchdog.hpp).
+watchdog::Op checkpoint_op(const char* name, MPI_Comm comm, int count, MPI_Datatype type) {
+    watchdog::Op op;
+    op.name = name;
+    MPI_Comm_size(comm, &op.nranks);
+    int size = 0;
+    MPI_Type_size(type, &size);
+    op.bytes = static_cast<std::int64_t>(count) * size;
+    return op;
+}
+}  // namespace
+
 void allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+    watchdog::OpScope scope(checkpoint_op("checkpoint all-reduce", comm, count, type));
     MPI_Request req = MPI_REQUEST_NULL;
     if (MPI_Iallreduce(send, recv, count, type, op, comm, &req) != MPI_SUCCESS)
         throw CommError("MPI_Iallreduce failed");
@@ -22,12 +38,14 @@ void allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_O
 }
 
 void bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+    watchdog::OpScope scope(checkpoint_op("checkpoint broadcast", comm, count, type));
     MPI_Request req = MPI_REQUEST_NULL;
     if (MPI_Ibcast(buf, count, type, root, comm, &req) != MPI_SUCCESS) throw CommError("MPI_Ibcast failed");
     wait_politely(req, "MPI_Ibcast");
 }
 
 void allgather(const void* send, void* recv, int count, MPI_Datatype type, MPI_Comm comm) {
+    watchdog::OpScope scope(checkpoint_op("checkpoint all-gather", comm, count, type));
     MPI_Request req = MPI_REQUEST_NULL;
     if (MPI_Iallgather(send, count, type, recv, count, type, comm, &req) != MPI_SUCCESS)
         throw CommError("MPI_Iallgather failed");

@@ -64,6 +64,9 @@ struct ParallelConfig {
     bool use_flash_attn = false;
     std::string distributed_backend = "nccl";        // "nccl" or "mpi" (CPU always uses MPI)
     std::string device = "auto";                     // "auto", "cuda" or "cpu"
+    // The hang watchdog (core/watchdog.hpp): no wait for another rank or the device lasts
+    // longer; GPT_DISTRIBUTED_TIMEOUT_SECONDS overrides it (tests need seconds).
+    int distributed_timeout_minutes = 10;
 
     // Which flags the user gave explicitly; the planner keeps those as constraints.
     bool tp_given = false;

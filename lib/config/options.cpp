@@ -124,6 +124,7 @@ private:
         add(par, "use-flash-attn", &C::parallel, &ParallelConfig::use_flash_attn, "tiled online-softmax attention");
         add(par, "distributed-backend", &C::parallel, &ParallelConfig::distributed_backend, "nccl or mpi");
         add(par, "device", &C::parallel, &ParallelConfig::device, "auto, cuda or cpu");
+        add(par, "distributed-timeout-minutes", &C::parallel, &ParallelConfig::distributed_timeout_minutes, "end the job (exit code 3) when a rank waits this long for another rank or its device");
         groups.emplace_back("distributed", par);
 
         po::options_description train("training");

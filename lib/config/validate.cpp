@@ -136,6 +136,7 @@ void validate_model_and_training(Config& cfg) {
     require_positive(t.loss_scale_window, "loss-scale-window");
     require_positive(t.hysteresis, "hysteresis");
     require_positive(t.eval_interval, "eval-interval");
+    require_positive(cfg.parallel.distributed_timeout_minutes, "distributed-timeout-minutes");
     GPT_REQUIRE(t.eval_iters >= 0, UsageError, "--eval-iters must not be negative");
     GPT_REQUIRE(!(t.train_iters > 0 && t.train_samples > 0), UsageError,
                 "give --train-iters or --train-samples, not both");

@@ -41,9 +41,30 @@ bool cuda_flash_simple() {
     return e && std::strcmp(e, "simple") == 0;
 }
 
+std::optional<double> distributed_timeout_seconds() {
+    const char* e = get("GPT_DISTRIBUTED_TIMEOUT_SECONDS");
+    if (!e) return std::nullopt;
+    char* end = nullptr;
+    const double v = std::strtod(e, &end);
+    GPT_REQUIRE(end && *end == '\0' && v > 0 && v < 1e9, UsageError, "GPT_DISTRIBUTED_TIMEOUT_SECONDS='", e,
+                "' is not a positive number of seconds");
+    return v;
+}
+
+std::optional<int> test_stall_before_save() {
+    const char* e = get("GPT_TEST_STALL_BEFORE_SAVE");
+    if (!e) return std::nullopt;
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    GPT_REQUIRE(end && *end == '\0' && v >= 0 && v < (1L << 20), UsageError, "GPT_TEST_STALL_BEFORE_SAVE='", e,
+                "' is not a rank");
+    return static_cast<int>(v);
+}
+
 std::vector<std::pair<std::string, std::string>> rows() {
     std::vector<std::pair<std::string, std::string>> r;
-    for (const char* name : {"DEVICE_MEMORY_GB", "GPT_CPU_CORES", "GPT_CUDA_FLASH"}) {
+    for (const char* name : {"DEVICE_MEMORY_GB", "GPT_CPU_CORES", "GPT_CUDA_FLASH", "GPT_DISTRIBUTED_TIMEOUT_SECONDS",
+                             "GPT_TEST_STALL_BEFORE_SAVE"}) {
         const char* v = std::getenv(name);
         r.emplace_back(name, v ? v : "None");
     }

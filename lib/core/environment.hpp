@@ -19,6 +19,15 @@ std::optional<int> cpu_cores();
 // GPT_CUDA_FLASH=simple: the CUDA backend's flash attention uses its CUDA-core kernels.
 bool cuda_flash_simple();
 
+// GPT_DISTRIBUTED_TIMEOUT_SECONDS: the hang watchdog's limit in seconds, overriding
+// --distributed-timeout-minutes (whose unit, as in Megatron, is a whole minute); for tests
+// and for jobs that want a limit under a minute (UsageError unless a positive number).
+std::optional<double> distributed_timeout_seconds();
+// GPT_TEST_STALL_BEFORE_SAVE=R: world rank R stops making progress (sleeps without waiting
+// on anyone) when it reaches a checkpoint save, so tests can check that the other ranks'
+// watchdog ends the job (UsageError unless a non-negative integer).
+std::optional<int> test_stall_before_save();
+
 // Every variable above as (name, value or "None"), for the printed arguments.
 std::vector<std::pair<std::string, std::string>> rows();
 

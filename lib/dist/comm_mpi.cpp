@@ -10,6 +10,7 @@
 
 #include "core/errors.hpp"
 #include "core/wait.hpp"
+#include "core/watchdog.hpp"
 #include "dist/mpi_reduce_ops.hpp"
 
 namespace gpt::dist {
@@ -38,6 +39,21 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name)
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    world_ranks_ = world_ranks_of(comm_);
+}
+
+std::vector<int> world_ranks_of(MPI_Comm comm) {
+    int size = 0;
+    MPI_Comm_size(comm, &size);
+    std::vector<int> mine(static_cast<std::size_t>(size)), world_ranks(mine.size());
+    for (int r = 0; r < size; ++r) mine[static_cast<std::size_t>(r)] = r;
+    MPI_Group group, world;
+    MPI_Comm_group(comm, &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_translate_ranks(group, size, mine.data(), world, world_ranks.data());
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    return world_ranks;
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -47,6 +63,9 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 int wait_request(MPI_Request& req, const char* what) {
+    // Callers without a communicator (start-up agreements, the index broadcast) are named
+    // by their label; a caller that recorded more (MpiCommunicator::wait) keeps its record.
+    watchdog::LabelScope label(what);
     int rc = MPI_SUCCESS;
     poll_until(
         [&] {
@@ -58,11 +77,15 @@ int wait_request(MPI_Request& req, const char* what) {
     return rc;
 }
 
-int wait_request(MPI_Request& req, bool /*yield: every wait yields now*/) {
-    return wait_request(req, "MPI request");
-}
-
-void MpiCommunicator::wait(MPI_Request& req, const char* what) {
+void MpiCommunicator::wait(MPI_Request& req, const char* what, std::int64_t bytes, int peer) {
+    watchdog::Op op;
+    op.name = what;
+    op.group = name_.c_str();
+    op.ranks = world_ranks_.data();
+    op.nranks = size_;
+    op.peer = peer >= 0 && peer < size_ ? world_ranks_[static_cast<std::size_t>(peer)] : -1;
+    op.bytes = bytes;
+    watchdog::OpScope scope(op);
     check(wait_request(req, what), what, name_);
 }
 
@@ -80,7 +103,7 @@ void MpiCommunicator::all_reduce(void* buf, std::int64_t count, CommType t, Redu
     check(MPI_Iallreduce(MPI_IN_PLACE, buf, checked_count(count), mpi_datatype(t), mpi_op(t, op),
                          comm_, &req),
           "all-reduce", name_);
-    wait(req, "all-reduce");
+    wait(req, "all-reduce", count * static_cast<std::int64_t>(comm_type_size(t)));
 }
 
 void MpiCommunicator::all_gather(const void* send, void* recv, std::int64_t count, CommType t) {
@@ -97,7 +120,7 @@ void MpiCommunicator::all_gather(const void* send, void* recv, std::int64_t coun
     check(MPI_Iallgather(src, checked_count(count), mpi_datatype(t), recv, checked_count(count),
                          mpi_datatype(t), comm_, &req),
           "all-gather", name_);
-    wait(req, "all-gather");
+    wait(req, "all-gather", static_cast<std::int64_t>(bytes));
 }
 
 void MpiCommunicator::reduce_scatter(const void* send, void* recv, std::int64_t count, CommType t,
@@ -112,7 +135,7 @@ void MpiCommunicator::reduce_scatter(const void* send, void* recv, std::int64_t 
     check(MPI_Ireduce_scatter_block(send, recv, checked_count(count), mpi_datatype(t),
                                     mpi_op(t, op), comm_, &req),
           "reduce-scatter", name_);
-    wait(req, "reduce-scatter");
+    wait(req, "reduce-scatter", static_cast<std::int64_t>(bytes) * size_);
 }
 
 void MpiCommunicator::broadcast(void* buf, std::int64_t count, CommType t, int root) {
@@ -120,31 +143,33 @@ void MpiCommunicator::broadcast(void* buf, std::int64_t count, CommType t, int r
     if (size_ == 1) return;
     MPI_Request req;
     check(MPI_Ibcast(buf, checked_count(count), mpi_datatype(t), root, comm_, &req), "broadcast", name_);
-    wait(req, "broadcast");
+    wait(req, "broadcast", count * static_cast<std::int64_t>(comm_type_size(t)));
 }
 
 void MpiCommunicator::send(const void* buf, std::int64_t count, CommType t, int peer, int tag) {
     this->count(CommOp::Send, count * comm_type_size(t));
     MPI_Request req;
     check(MPI_Isend(buf, checked_count(count), mpi_datatype(t), peer, tag, comm_, &req), "send", name_);
-    wait(req, "send");
+    wait(req, "send", count * static_cast<std::int64_t>(comm_type_size(t)), peer);
 }
 
 void MpiCommunicator::recv(void* buf, std::int64_t count, CommType t, int peer, int tag) {
     this->count(CommOp::Recv, count * comm_type_size(t));
     MPI_Request req;
     check(MPI_Irecv(buf, checked_count(count), mpi_datatype(t), peer, tag, comm_, &req), "recv", name_);
-    wait(req, "recv");
+    wait(req, "recv", count * static_cast<std::int64_t>(comm_type_size(t)), peer);
 }
 
 namespace {
 // One or more requests, completed together.
 class MpiPendingOp final : public PendingOp {
 public:
-    MpiPendingOp(MpiCommunicator& comm, std::vector<MPI_Request> reqs, const char* what)
-        : comm_(comm), reqs_(std::move(reqs)), what_(what) {}
-    MpiPendingOp(MpiCommunicator& comm, MPI_Request req, const char* what)
-        : MpiPendingOp(comm, std::vector<MPI_Request>{req}, what) {}
+    MpiPendingOp(MpiCommunicator& comm, std::vector<MPI_Request> reqs, const char* what,
+                 std::int64_t bytes, int peer = -1)
+        : comm_(comm), reqs_(std::move(reqs)), what_(what), bytes_(bytes), peer_(peer) {}
+    MpiPendingOp(MpiCommunicator& comm, MPI_Request req, const char* what, std::int64_t bytes,
+                 int peer = -1)
+        : MpiPendingOp(comm, std::vector<MPI_Request>{req}, what, bytes, peer) {}
     ~MpiPendingOp() override {
         // An operation must not outlive its wait: completing it here keeps the buffer contract.
         try {
@@ -154,7 +179,7 @@ public:
     }
     void wait() override {
         for (MPI_Request& r : reqs_)
-            if (r != MPI_REQUEST_NULL) comm_.wait(r, what_);
+            if (r != MPI_REQUEST_NULL) comm_.wait(r, what_, bytes_, peer_);
     }
     bool test() override {
         bool done = true;
@@ -166,6 +191,8 @@ private:
     MpiCommunicator& comm_;
     std::vector<MPI_Request> reqs_;
     const char* what_;
+    std::int64_t bytes_;  // for the watchdog's record
+    int peer_;
 };
 }  // namespace
 
@@ -177,7 +204,7 @@ std::unique_ptr<PendingOp> MpiCommunicator::iall_reduce(void* buf, std::int64_t 
         check(MPI_Iallreduce(MPI_IN_PLACE, buf, checked_count(count), mpi_datatype(t),
                              mpi_op(t, op), comm_, &req),
               "all-reduce", name_);
-    return std::make_unique<MpiPendingOp>(*this, req, "all-reduce");
+    return std::make_unique<MpiPendingOp>(*this, req, "all-reduce", count * static_cast<std::int64_t>(comm_type_size(t)));
 }
 
 std::unique_ptr<PendingOp> MpiCommunicator::ireduce_scatter_v(const void* send, void* recv,
@@ -206,7 +233,8 @@ std::unique_ptr<PendingOp> MpiCommunicator::ireduce_scatter_v(const void* send, 
               "reduce-scatter", name_);
         reqs.push_back(req);
     }
-    return std::make_unique<MpiPendingOp>(*this, std::move(reqs), "reduce-scatter");
+    return std::make_unique<MpiPendingOp>(*this, std::move(reqs), "reduce-scatter",
+                                          off * static_cast<std::int64_t>(es));
 }
 
 std::unique_ptr<PendingOp> MpiCommunicator::isend(const void* buf, std::int64_t count, CommType t,
@@ -214,7 +242,7 @@ std::unique_ptr<PendingOp> MpiCommunicator::isend(const void* buf, std::int64_t 
     this->count(CommOp::Send, count * comm_type_size(t));
     MPI_Request req;
     check(MPI_Isend(buf, checked_count(count), mpi_datatype(t), peer, tag, comm_, &req), "send", name_);
-    return std::make_unique<MpiPendingOp>(*this, req, "send");
+    return std::make_unique<MpiPendingOp>(*this, req, "send", count * static_cast<std::int64_t>(comm_type_size(t)), peer);
 }
 
 void MpiCommunicator::barrier() {
@@ -222,7 +250,7 @@ void MpiCommunicator::barrier() {
     if (size_ == 1) return;
     MPI_Request req;
     check(MPI_Ibarrier(comm_, &req), "barrier", name_);
-    wait(req, "barrier");
+    wait(req, "barrier", 0);
 }
 
 }  // namespace gpt::dist

@@ -3,7 +3,9 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dist/communicator.hpp"
 
@@ -14,8 +16,10 @@ namespace gpt::dist {
 // Returns MPI's error code. Every MPI wait of the project goes through here: MPI's own
 // blocking calls spin at 100% CPU, and a stopped peer would keep them spinning forever.
 int wait_request(MPI_Request& req, const char* what);
-// The former signature, kept for existing callers: every wait yields now.
-int wait_request(MPI_Request& req, bool yield);
+
+// The members of `comm` as MPI_COMM_WORLD ranks, in comm's order: the numbers the user
+// sees, for the watchdog's report.
+std::vector<int> world_ranks_of(MPI_Comm comm);
 
 class MpiCommunicator final : public Communicator {
 public:
@@ -44,10 +48,13 @@ public:
                                                  std::vector<std::int64_t> counts, CommType t,
                                                  ReduceOp op) override;
 
-    void wait(MPI_Request& req, const char* what);
+    // Completes req; the watchdog's record (core/watchdog.hpp) names `what` on this group
+    // with `bytes` of payload and, for point-to-point, the peer (group rank; -1: none).
+    void wait(MPI_Request& req, const char* what, std::int64_t bytes = -1, int peer = -1);
     bool test(MPI_Request& req, const char* what);  // true when complete
 
 private:
+    std::vector<int> world_ranks_;  // the group's members as MPI_COMM_WORLD ranks
 
     MPI_Comm comm_;
     std::string name_;

@@ -12,8 +12,11 @@
 #include <nccl.h>
 
 #include <cstring>
+#include <vector>
 
+#include "core/device_wait.hpp"
 #include "core/errors.hpp"
+#include "core/watchdog.hpp"
 
 namespace gpt::dist {
 
@@ -67,6 +70,7 @@ struct NcclCommunicator::Impl {
     cudaStream_t coll_stream = nullptr, up_stream = nullptr, down_stream = nullptr;
     cudaEvent_t ready = nullptr;  // recorded on the compute stream before each operation
     cudaEvent_t done = nullptr;   // recorded on an NCCL stream after a blocking operation
+    std::vector<int> world_ranks;  // the group's members as world ranks, for the watchdog
 };
 
 NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name)
@@ -75,6 +79,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name)
     MPI_Comm_dup(comm, &im.mpi);
     MPI_Comm_rank(im.mpi, &rank_);
     MPI_Comm_size(im.mpi, &size_);
+    im.world_ranks = world_ranks_of(im.mpi);
     ncclUniqueId ids[3];
     if (rank_ == 0)
         for (auto& id : ids) GPT_NCCL_CHECK(ncclGetUniqueId(&id), "get unique id", nullptr);
@@ -181,9 +186,23 @@ void NcclCommunicator::broadcast(void* buf, std::int64_t count, CommType t, int 
 }
 
 namespace {
+// What the watchdog reports when a wait on this group hangs (core/watchdog.hpp); `peer` is a
+// group rank, -1 for a collective.
+watchdog::Op wait_record(const char* what, const std::string& group, const std::vector<int>& world_ranks,
+                         std::int64_t bytes, int peer) {
+    watchdog::Op op;
+    op.name = what;
+    op.group = group.c_str();
+    op.ranks = world_ranks.data();
+    op.nranks = static_cast<int>(world_ranks.size());
+    op.bytes = bytes;
+    op.peer = peer >= 0 ? world_ranks[static_cast<std::size_t>(peer)] : -1;
+    return op;
+}
+
 class NcclPendingOp final : public PendingOp {
 public:
-    explicit NcclPendingOp(cudaEvent_t ev) : ev_(ev) {}
+    NcclPendingOp(cudaEvent_t ev, watchdog::Op op) : ev_(ev), op_(op) {}
     ~NcclPendingOp() override {
         // A send must not outlive its wait: completing it here keeps the buffer contract.
         if (ev_) {
@@ -193,11 +212,14 @@ public:
     }
     void wait() override {
         if (!ev_) return;
-        const cudaError_t rc = cudaEventSynchronize(ev_);
-        cudaEventDestroy(ev_);
+        // Polled, so the hang watchdog bounds a send to a peer that never receives.
+        struct Destroy {
+            cudaEvent_t ev;
+            ~Destroy() { cudaEventDestroy(ev); }
+        } destroy{ev_};
         ev_ = nullptr;
-        if (rc != cudaSuccess)
-            GPT_THROW(CommError, "NCCL send failed while waiting: ", cudaGetErrorString(rc));
+        watchdog::OpScope scope(op_);
+        wait_for_cuda_event(destroy.ev, op_.name);
     }
     bool test() override {
         if (!ev_) return true;
@@ -209,6 +231,7 @@ public:
 
 private:
     cudaEvent_t ev_;
+    watchdog::Op op_;  // what the watchdog reports if the wait hangs
 };
 }  // namespace
 
@@ -225,7 +248,8 @@ std::unique_ptr<PendingOp> NcclCommunicator::isend(const void* buf, std::int64_t
     cudaEvent_t ev = nullptr;
     GPT_NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "send event");
     GPT_NCCL_CUDA_CHECK(cudaEventRecord(ev, stream), "send event");
-    return std::make_unique<NcclPendingOp>(ev);
+    return std::make_unique<NcclPendingOp>(
+        ev, wait_record("NCCL send", name_, impl_->world_ranks, count * static_cast<std::int64_t>(comm_type_size(t)), peer));
 }
 
 namespace {
@@ -245,7 +269,9 @@ std::unique_ptr<PendingOp> NcclCommunicator::iall_reduce(void* buf, std::int64_t
         GPT_NCCL_CHECK(ncclAllReduce(buf, buf, static_cast<std::size_t>(count), nccl_type(t),
                                      nccl_op(op), impl_->coll, impl_->coll_stream),
                        "all-reduce", impl_->coll);
-    return std::make_unique<NcclPendingOp>(record_event(impl_->coll_stream, name_));
+    return std::make_unique<NcclPendingOp>(
+        record_event(impl_->coll_stream, name_),
+        wait_record("NCCL all-reduce", name_, impl_->world_ranks, count * static_cast<std::int64_t>(comm_type_size(t)), -1));
 }
 
 std::unique_ptr<PendingOp> NcclCommunicator::ireduce_scatter_v(const void* send, void* recv,
@@ -266,7 +292,9 @@ std::unique_ptr<PendingOp> NcclCommunicator::ireduce_scatter_v(const void* send,
         off += counts[static_cast<std::size_t>(r)];
     }
     GPT_NCCL_CHECK(ncclGroupEnd(), "group end", impl_->coll);
-    return std::make_unique<NcclPendingOp>(record_event(impl_->coll_stream, name_));
+    return std::make_unique<NcclPendingOp>(
+        record_event(impl_->coll_stream, name_),
+        wait_record("NCCL reduce-scatter", name_, impl_->world_ranks, -1, -1));
 }
 
 void NcclCommunicator::send(const void* buf, std::int64_t count, CommType t, int peer, int tag) {
@@ -289,7 +317,10 @@ void NcclCommunicator::recv(void* buf, std::int64_t count, CommType t, int peer,
 
 void NcclCommunicator::barrier() {
     this->count(CommOp::Barrier, 0);
-    // Device work this rank issued is finished, then the ranks meet on the host.
+    // Device work this rank issued is finished, then the ranks meet on the host. Polled
+    // stream by stream, so the hang watchdog bounds it (core/device_wait.hpp).
+    for (cudaStream_t st : {static_cast<cudaStream_t>(nullptr), impl_->coll_stream, impl_->up_stream, impl_->down_stream})
+        wait_for_cuda_stream(st, "device work before an NCCL barrier");
     GPT_NCCL_CUDA_CHECK(cudaDeviceSynchronize(), "barrier");
     if (size_ == 1) return;
     MPI_Request req = MPI_REQUEST_NULL;

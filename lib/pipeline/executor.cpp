@@ -6,6 +6,7 @@
 
 #include "core/errors.hpp"
 #include "core/timer.hpp"
+#include "core/watchdog.hpp"
 
 namespace gpt::pipeline {
 
@@ -104,7 +105,12 @@ PipelineTiming run_pipeline(const PipelineShape& sh, dist::Communicator& pp, con
     // buffer. (One stage with several chunks passes activations to itself.)
     Buffer recv_buf(space, p * v > 1 ? bytes : 0);
     PipelineTiming timing;
+    // The watchdog's report names the micro-batch a stuck rank was at (core/watchdog.hpp).
+    struct MicroBatchMark {
+        ~MicroBatchMark() { watchdog::set_micro_batch(-1); }
+    } mark;
     for (const Action& a : schedule) {
+        watchdog::set_micro_batch(a.microbatch);
         const int vstage = a.chunk * p + s;
         const bool first = vstage == 0, last = vstage == p * v - 1;
         if (a.pass == Pass::Forward) {
@@ -143,6 +149,7 @@ PipelineTiming run_pipeline(const PipelineShape& sh, dist::Communicator& pp, con
                                          tag(Pass::Backward, a.chunk, a.microbatch)));
         }
     }
+    watchdog::set_micro_batch(-1);
     Stopwatch w;
     pool.drain();
     timing.wait_seconds += w.seconds();

@@ -6,6 +6,7 @@
 #include "core/device_info.hpp"
 #include "core/errors.hpp"
 #include "core/timer.hpp"
+#include "core/watchdog.hpp"
 #include "log/log.hpp"
 #include "train/chunk_layout.hpp"
 #include "train/exit_conditions.hpp"
@@ -127,6 +128,7 @@ std::string Trainer::memory_line(const std::string& when) const {
 }
 
 IterationRecord Trainer::train_step(MicroBatchSource& data) {
+    watchdog::set_iteration(iteration_ + 1);  // named in the hang watchdog's report
     Stopwatch sw;
     const int dp = groups_.grid().dp_size();
     const double scale = scaler_.scale();

@@ -1,13 +1,17 @@
 // The trainer's checkpoints: what is saved (docs/checkpoint-format.md, "Using it from the
 // trainer"), how it is loaded into any supported layout, and the end-of-iteration decision
 // to save and exit. Trainer members defined here keep trainer.cpp about the training loop.
+#include <chrono>
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "ckpt/args_check.hpp"
 #include "ckpt/checkpoint.hpp"
 #include "config/options.hpp"
+#include "core/environment.hpp"
 #include "core/errors.hpp"
 #include "log/log.hpp"
 #include "train/checkpoint_slices.hpp"
@@ -83,11 +87,22 @@ model::ParamLayout whole_model_layout(const model::GptModel& m) {
     return model::ParamLayout(m.dims(), model::ChunkSpec{0, m.dims().num_layers, true, true});
 }
 
+// GPT_TEST_STALL_BEFORE_SAVE (core/environment.hpp): this rank never reaches the save, as
+// a rank stuck in a file system or a kernel would; only the other ranks' watchdog can end
+// the job. Sleeping (no wait of ours) keeps this rank's own watchdog out of it.
+void stall_if_asked(int world_rank) {
+    const std::optional<int> rank = env::test_stall_before_save();
+    if (!rank || *rank != world_rank) return;
+    GPT_LOG(warning) << "GPT_TEST_STALL_BEFORE_SAVE: rank " << world_rank << " stalls before the save";
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
 }  // namespace
 
 void Trainer::save_checkpoint() {
     const std::string& dir = cfg_.checkpoint.save;
     GPT_REQUIRE(!dir.empty(), InternalError, "save_checkpoint without --save");
+    stall_if_asked(groups_.rank());
     // A run resumed from DIR that stops at once would write the same iteration again.
     std::int64_t latest = -1;
     if (groups_.rank() == 0) latest = ckpt::read_tracker_if_valid(dir).value_or(-1);

@@ -166,3 +166,16 @@ TEST(ValidateRanges, DecoderOptionsAreCheckedNamingTheFlag) {
     EXPECT_EQ(cfg.model.ffn_hidden_size, 128);  // Megatron: int(4h x 2/3 / 64) x 64 for h = 64
     EXPECT_EQ(cfg.model.layernorm_epsilon, 1e-6);
 }
+
+// The hang watchdog's limit (core/watchdog.hpp): Megatron's whole minutes, default 10; a
+// limit of 0 or less would end every job at its first wait, so it is refused.
+TEST(ValidateRanges, DistributedTimeoutIsPositiveMinutes) {
+    auto args = tiny_args();
+    EXPECT_EQ(parse_args(args).config.parallel.distributed_timeout_minutes, 10);
+    args.insert(args.end(), {"--distributed-timeout-minutes", "3"});
+    EXPECT_EQ(parse_args(args).config.parallel.distributed_timeout_minutes, 3);
+    EXPECT_NE(rejection({"--distributed-timeout-minutes", "0"}).find("--distributed-timeout-minutes must be positive, got 0"),
+              std::string::npos);
+    EXPECT_NE(rejection({"--distributed-timeout-minutes", "-1"}).find("--distributed-timeout-minutes must be positive, got -1"),
+              std::string::npos);
+}

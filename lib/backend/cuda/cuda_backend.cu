@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/gemm_engine.hpp"
 #include "core/device_info.hpp"
+#include "core/device_wait.hpp"
 
 #if defined(GPT_CUDA_EMU)
 #include <gpt_emu/memory.hpp>
@@ -101,7 +102,11 @@ void CudaBackend::copy_to_device(void* dst, const void* host_src, std::size_t by
 }
 void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
     // Synchronous on the legacy stream: the host sees the result of every op issued before.
-    if (bytes) GPT_CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "copy_to_host");
+    // The work queued before it is waited for first by polling, which the hang watchdog
+    // bounds (a blocking cudaMemcpy behind a stuck NCCL kernel could not be ended).
+    if (!bytes) return;
+    wait_for_cuda_stream(nullptr, "device work before a copy to the host");
+    GPT_CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "copy_to_host");
 }
 void CudaBackend::copy(void* dst, const void* src, std::size_t bytes) {
     if (bytes && dst != src)
@@ -110,7 +115,12 @@ void CudaBackend::copy(void* dst, const void* src, std::size_t bytes) {
 void CudaBackend::zero(void* p, std::size_t bytes) {
     if (bytes) GPT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, kStream), "zero");
 }
-void CudaBackend::synchronize() { GPT_CUDA_CHECK(cudaDeviceSynchronize(), "synchronize"); }
+void CudaBackend::synchronize() {
+    // The backend computes on the legacy stream, which waits for every blocking stream:
+    // polling its completion is a device synchronisation the hang watchdog can bound.
+    wait_for_cuda_stream(nullptr, "device synchronize");
+    GPT_CUDA_CHECK(cudaDeviceSynchronize(), "synchronize");
+}
 
 std::size_t CudaBackend::bytes_in_use() const {
     std::lock_guard lock(mem_mutex_);

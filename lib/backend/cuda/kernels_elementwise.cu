@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/vec_access.cuh"
+#include "core/device_wait.hpp"
 #include "core/philox.hpp"
 
 namespace gpt::cuda {
@@ -457,6 +458,7 @@ std::pair<double, bool> reduce(void* partials, const float* x, std::int64_t n, b
     GPT_CUDA_LAUNCH_CHECK(op);
     std::vector<double> hp(blocks);
     std::vector<int> hf(blocks);
+    wait_for_cuda_stream(kStream, op);  // bounded by the hang watchdog, unlike cudaMemcpy
     GPT_CUDA_CHECK(cudaMemcpy(hp.data(), part, blocks * sizeof(double), cudaMemcpyDeviceToHost), op);
     GPT_CUDA_CHECK(cudaMemcpy(hf.data(), fin, blocks * sizeof(int), cudaMemcpyDeviceToHost), op);
     double total = 0.0;
