@@ -191,6 +191,8 @@ void for_each_tik_piece(std::string_view s, TikPattern pattern, Fn&& piece) {
         if (after_newline) end = after_newline;        // \s*[\r\n]+
         else if (j == n || count == 1) end = j;        // \s+(?!\S) at the end, or \s+
         else end = last;                               // \s+(?!\S): all but the last
+        // Only reachable with inconsistent tables (a letter in none of U and W): make progress.
+        if (count == 0) end = i + len0;
         piece(i, end);
         i = end;
     }

@@ -49,6 +49,7 @@ std::vector<std::string> adversarial_texts() {
         // scripts and case
         "Ελληνικά Кириллица العربية עברית हिन्दी ไทย 中文字符 日本語のテキスト 한국어 ქართული",
         "camelCaseWord XMLHttpRequest iPhone ÉCOLE École ǅungla ǈubljana ᾈᾉ",  // Lt titlecase letters
+        "aǅ dǅb ǈǈǈ helloǅWorld xᾈy ᾈᾈ ǅ'S ǅ'll",  // Lt after lower case: a split in o200k only
         "ʰʲʷ ˈstress ゝゞ 々 ー カタカナー",  // Lm modifier letters
         // combining marks (M is neither L nor N), alone, leading, after digits and spaces
         "e\u0301 \u0301start a\u0301\u0302\u0303 1\u0301 \u0301\u0301 x \u20DD Z\u0308A\u0308\u0301 ",
@@ -97,6 +98,40 @@ TEST(TikTokenizer, Cl100kIdsEqualTiktoken) { expect_same_as_tiktoken("cl100k_bas
 TEST(TikTokenizer, O200kIdsEqualTiktoken) { expect_same_as_tiktoken("o200k_base", "o200k_base", ""); }
 TEST(TikTokenizer, MegatronV1IdsEqualTiktoken) { expect_same_as_tiktoken("cl100k_base", "v1", "v1"); }
 TEST(TikTokenizer, MegatronV2IdsEqualTiktoken) { expect_same_as_tiktoken("cl100k_base", "v2", "v2"); }
+
+// The pieces themselves against node's regex engine (whose Unicode tables generated ours):
+// BPE often gives the same ids for different splits, so ids alone miss splitter mistakes.
+void expect_same_pieces(const std::string& pattern) {
+    const std::vector<std::string> texts = all_texts();
+    const std::string dir = gpt::test::scratch_dir("tiktoken_pieces_" + pattern);
+    std::string body;
+    for (const auto& t : texts) body += json_string(t) + "\n";
+    write_file(dir + "/in.jsonl", body);
+    std::string log;
+    ASSERT_EQ(run_command("node '" + gpt::test::source_dir() + "/tests/peers/split_pieces.js' '" + dir + "/in.jsonl' " +
+                              pattern + " > '" + dir + "/out.jsonl'", log), 0) << log;
+    const std::string out = read_file(dir + "/out.jsonl");
+    std::size_t pos = 0;
+    int mismatches = 0;
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+        const std::size_t eol = out.find('\n', pos);
+        ASSERT_NE(eol, std::string::npos) << "node gave " << i << " of " << texts.size() << " lines";
+        std::string want = out.substr(pos, eol - pos), got = "[";
+        pos = eol + 1;
+        for_each_tik_piece(texts[i], TikTokenizer::parse_pattern(pattern), [&](std::size_t b, std::size_t e) {
+            got += (got.size() > 1 ? "," : "") + std::to_string(e - b);
+        });
+        got += "]";
+        if (got != want && ++mismatches <= 5)
+            ADD_FAILURE() << pattern << " text " << i << " " << json_string(texts[i]) << ": piece lengths " << got
+                          << ", node's regex " << want;
+    }
+    EXPECT_EQ(mismatches, 0);
+}
+
+TEST(TikTokenizer, Cl100kPiecesEqualRegex) { expect_same_pieces("cl100k_base"); }
+TEST(TikTokenizer, O200kPiecesEqualRegex) { expect_same_pieces("o200k_base"); }
+TEST(TikTokenizer, MegatronV2PiecesEqualRegex) { expect_same_pieces("v2"); }
 
 TEST(TikTokenizer, ShortAndHeapBpeAgree) {
     // The heap path (pieces above 64 bytes) must make tiktoken's leftmost-lowest merges too.
