@@ -65,6 +65,10 @@ Args parse(int argc, char** argv) {
         GPT_THROW(UsageError, "--tokenizer-type ", a.tokenizer_type, " is not supported (GPT2BPETokenizer or TikTokenizer)");
     if (a.tokenizer_type == "GPT2BPETokenizer" && (a.vocab_file.empty() || a.merge_file.empty()))
         GPT_THROW(UsageError, "--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file");
+    if (a.tokenizer_type == "TikTokenizer") {
+        data::TikTokenizer::parse_pattern(a.tik.pattern);  // before any output: a usage error
+        if (a.tik.path.empty()) GPT_THROW(UsageError, "--tokenizer-type TikTokenizer needs --tokenizer-model (a tiktoken rank file)");
+    }
     if (vm.count("dataset-impl") && a.dataset_impl != "mmap")
         GPT_THROW(UsageError, "--dataset-impl ", a.dataset_impl, " is not supported (only mmap)");
     if (a.split_sentences || a.keep_newlines)

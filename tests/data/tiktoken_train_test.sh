@@ -77,4 +77,22 @@ if [ "$rc" -ne 2 ] || ! grep -qE "tokenizer-type: TikTokenizer in the checkpoint
   echo "FAIL: a GPT-2 run loaded a TikTokenizer checkpoint (rc=$rc)"; echo "$out" | tail -10; exit 1
 fi
 echo "ok   GPT2BPETokenizer run refuses the TikTokenizer checkpoint"
+# Usage errors are one line on stderr and exit code 2, and write no dataset.
+one_line() {  # one_line NAME PATTERN -- command...
+  local name=$1 pattern=$2; shift 3
+  local out rc
+  set +e; out=$("$@" 2>&1 >/dev/null); rc=$?; set -e
+  if [ "$rc" -ne 2 ] || [ "$(grep -c . <<<"$out")" -ne 1 ] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: rc=$rc, want 2 and one line matching '$pattern':"; echo "$out"; exit 1
+  fi
+  echo "ok   $name: $out"
+}
+one_line no-pattern "--tiktoken-pattern is required" -- "$build/app/preprocess_data" --input "$work/corpus.jsonl" \
+  --output-prefix "$work/x" --tokenizer-type TikTokenizer --tokenizer-model "$ranks"
+one_line too-few-special "--tiktoken-num-special-tokens 2 is fewer than the 3 special tokens" -- "$build/app/preprocess_data" \
+  --input "$work/corpus.jsonl" --output-prefix "$work/x" --tokenizer-type TikTokenizer --tokenizer-model "$ranks" \
+  --tiktoken-pattern v2 --tiktoken-num-special-tokens 2
+one_line train-no-model "needs --tokenizer-model" -- env OMP_NUM_THREADS=1 "$mpiexec" -n 1 "$build/app/gpt_pretrain" \
+  "${common[@]}" --tokenizer-type TikTokenizer --tiktoken-pattern cl100k_base
+[ ! -e "$work/x_text_document.idx" ] || { echo "FAIL: a refused run wrote a dataset"; exit 1; }
 echo PASS
