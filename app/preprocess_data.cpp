@@ -6,6 +6,7 @@
 #include "core/errors.hpp"
 #include "core/timer.hpp"
 #include "data/gpt2_tokenizer.hpp"
+#include "data/tiktoken_tokenizer.hpp"
 #include "data/preprocess.hpp"
 #include "data/temp_files.hpp"
 
@@ -18,6 +19,7 @@ namespace {
 
 struct Args {
     data::PreprocessOptions opt;
+    data::TikTokenizerOptions tik;
     std::string vocab_file, merge_file, tokenizer_type, dataset_impl;
     int make_vocab_size_divisible_by = 128;
     int tensor_model_parallel_size = 1;
@@ -33,9 +35,14 @@ Args parse(int argc, char** argv) {
         ("input", po::value(&a.opt.inputs)->multitoken()->required(), "input JSON-lines file(s) or glob pattern(s)")
         ("json-keys", po::value(&a.opt.json_keys)->multitoken()->default_value({"text"}, "text"), "keys to extract")
         ("output-prefix", po::value(&a.opt.output_prefix)->required(), "writes <prefix>_<key>_document.bin/.idx")
-        ("tokenizer-type", po::value(&a.tokenizer_type)->default_value("GPT2BPETokenizer"), "only GPT2BPETokenizer")
-        ("vocab-file", po::value(&a.vocab_file)->required(), "GPT-2 vocab (encoder.json), e.g. data/gpt2/gpt2-vocab.json")
-        ("merge-file", po::value(&a.merge_file)->required(), "GPT-2 merges (vocab.bpe), e.g. data/gpt2/gpt2-merges.txt")
+        ("tokenizer-type", po::value(&a.tokenizer_type)->default_value("GPT2BPETokenizer"), "GPT2BPETokenizer or TikTokenizer")
+        ("vocab-file", po::value(&a.vocab_file), "GPT-2 vocab (encoder.json), e.g. data/gpt2/gpt2-vocab.json")
+        ("merge-file", po::value(&a.merge_file), "GPT-2 merges (vocab.bpe), e.g. data/gpt2/gpt2-merges.txt")
+        ("tokenizer-model", po::value(&a.tik.path), "TikTokenizer: rank file (.tiktoken, or Megatron's JSON list)")
+        ("tiktoken-pattern", po::value(&a.tik.pattern), "TikTokenizer: v1, v2 (Megatron's), cl100k_base (= Llama 3's), o200k_base")
+        ("tiktoken-num-special-tokens", po::value(&a.tik.num_special_tokens)->default_value(1000), "TikTokenizer: special ids before the ranks")
+        ("tiktoken-special-tokens", po::value(&a.tik.special_tokens)->multitoken(), "TikTokenizer: special tokens (must include <unk> <s> </s>)")
+        ("vocab-size", po::value(&a.tik.vocab_size)->default_value(0), "TikTokenizer: whole vocab; the ranks are cut to it (0: all ranks + special)")
         ("append-eod", po::bool_switch(&a.opt.append_eod), "append <|endoftext|> to each non-empty document")
         ("workers", po::value(&a.opt.workers)->default_value(1), "encoder threads")
         ("chunk-size", po::value(&a.opt.chunk_size)->default_value(64), "lines per task handed to a worker")
@@ -54,8 +61,14 @@ Args parse(int argc, char** argv) {
         std::exit(vm.count("help") ? 0 : 2);
     }
     po::notify(vm);
-    if (a.tokenizer_type != "GPT2BPETokenizer")
-        GPT_THROW(UsageError, "--tokenizer-type ", a.tokenizer_type, " is not supported (only GPT2BPETokenizer)");
+    if (a.tokenizer_type != "GPT2BPETokenizer" && a.tokenizer_type != "TikTokenizer")
+        GPT_THROW(UsageError, "--tokenizer-type ", a.tokenizer_type, " is not supported (GPT2BPETokenizer or TikTokenizer)");
+    if (a.tokenizer_type == "GPT2BPETokenizer" && (a.vocab_file.empty() || a.merge_file.empty()))
+        GPT_THROW(UsageError, "--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file");
+    if (a.tokenizer_type == "TikTokenizer") {
+        data::TikTokenizer::parse_pattern(a.tik.pattern);  // before any output: a usage error
+        if (a.tik.path.empty()) GPT_THROW(UsageError, "--tokenizer-type TikTokenizer needs --tokenizer-model (a tiktoken rank file)");
+    }
     if (vm.count("dataset-impl") && a.dataset_impl != "mmap")
         GPT_THROW(UsageError, "--dataset-impl ", a.dataset_impl, " is not supported (only mmap)");
     if (a.split_sentences || a.keep_newlines)
@@ -72,8 +85,13 @@ int run(int argc, char** argv) {
     Stopwatch startup;
     if (!a.dataset_impl.empty())
         std::cout << "note: --dataset-impl mmap is the only format; the flag is accepted and ignored" << std::endl;
-    std::cout << "> building GPT2BPETokenizer tokenizer ..." << std::endl;
-    const auto tok = data::Gpt2Tokenizer::load(a.vocab_file, a.merge_file);
+    std::cout << "> building " << a.tokenizer_type << " tokenizer ..." << std::endl;
+    std::unique_ptr<data::TextTokenizer> owned;
+    if (a.tokenizer_type == "TikTokenizer")
+        owned = std::make_unique<data::TikTokenizer>(data::TikTokenizer::load(a.tik));
+    else
+        owned = std::make_unique<data::Gpt2Tokenizer>(data::Gpt2Tokenizer::load(a.vocab_file, a.merge_file));
+    const data::TextTokenizer& tok = *owned;
     const int multiple = a.make_vocab_size_divisible_by * a.tensor_model_parallel_size;
     const int padded = (tok.vocab_size() + multiple - 1) / multiple * multiple;
     std::cout << " > padded vocab (size: " << tok.vocab_size() << ") with " << padded - tok.vocab_size()

@@ -125,6 +125,12 @@ struct DataConfig {
     std::string tokenizer_type = "GPT2BPETokenizer";
     std::string data_cache_path;          // "": next to the data
     bool mock_data = false;               // synthetic tokens, no files (Megatron's --mock-data)
+    // TikTokenizer (Megatron's --tokenizer-model / --tiktoken-*): a tiktoken rank file, the
+    // split pattern (v1 | v2 | cl100k_base | o200k_base) and the special tokens put before it.
+    std::string tokenizer_model;
+    std::string tiktoken_pattern;
+    int tiktoken_num_special_tokens = 1000;
+    std::vector<std::string> tiktoken_special_tokens;  // empty: <unk> <s> </s>
 };
 
 struct CheckpointConfig {

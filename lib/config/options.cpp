@@ -178,6 +178,10 @@ private:
         add(data, "tokenizer-type", &C::data, &DataConfig::tokenizer_type, "GPT2BPETokenizer");
         add(data, "data-cache-path", &C::data, &DataConfig::data_cache_path, "folder for index caches (default: next to the data)");
         add(data, "mock-data", &C::data, &DataConfig::mock_data, "synthetic data, no files (used when no --data-path is given)");
+        add(data, "tokenizer-model", &C::data, &DataConfig::tokenizer_model, "TikTokenizer rank file (.tiktoken lines 'base64 rank', or Megatron's JSON list)");
+        add(data, "tiktoken-pattern", &C::data, &DataConfig::tiktoken_pattern, "TikTokenizer split pattern: v1, v2 (Megatron's), cl100k_base, o200k_base");
+        add(data, "tiktoken-num-special-tokens", &C::data, &DataConfig::tiktoken_num_special_tokens, "TikTokenizer: ids below this are special tokens; rank r gets id r + this");
+        add(data, "tiktoken-special-tokens", &C::data, &DataConfig::tiktoken_special_tokens, "TikTokenizer special tokens (must include <unk> <s> </s>)");
         groups.emplace_back("data", data);
 
         po::options_description ck("checkpointing");

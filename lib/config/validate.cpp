@@ -198,7 +198,7 @@ void validate_model_and_training(Config& cfg) {
     GPT_REQUIRE(ck.ckpt_step >= -1, UsageError, "--ckpt-step must be an iteration (>= 0), or -1 for the latest; got ",
                 ck.ckpt_step);
 
-    require_one_of(cfg.data.tokenizer_type, {"GPT2BPETokenizer"}, "tokenizer-type");
+    require_one_of(cfg.data.tokenizer_type, {"GPT2BPETokenizer", "TikTokenizer"}, "tokenizer-type");
     require_one_of(cfg.plan.plan_format, {"table", "json"}, "plan-format");
     require_one_of(cfg.plan.plan_device, {"auto", "a100-40gb", "a100-80gb", "h100-80gb", "h200", "cpu"}, "plan-device");
     require_non_negative(cfg.plan.world_size, "world-size");

@@ -14,58 +14,50 @@
 #include <string_view>
 #include <vector>
 
+#include "data/bpe_ranks.hpp"
+#include "data/text_tokenizer.hpp"
+
 namespace gpt::data {
 
-class Gpt2Tokenizer {
+class Gpt2Tokenizer : public TextTokenizer {
 public:
     // Throws IoError when a file cannot be read and DataError (naming the file and line) when
     // it is malformed or the two files do not belong together.
     static Gpt2Tokenizer load(const std::string& vocab_file, const std::string& merge_file);
 
-    int vocab_size() const { return static_cast<int>(id_to_bytes_.size()); }  // unpadded: 50257
-    std::int32_t eod() const { return eod_; }                                // <|endoftext|>
+    int vocab_size() const override { return static_cast<int>(id_to_bytes_.size()); }  // unpadded: 50257
+    std::int32_t eod() const override { return eod_; }                                // <|endoftext|>
 
     // Convenience encode without a persistent cache; use Gpt2Encoder in loops.
     std::vector<std::int32_t> encode(std::string_view text) const;
+    std::unique_ptr<TextEncoder> make_encoder() const override;
     // The bytes the ids stand for; an id outside the vocabulary is a DataError.
     std::string decode(std::span<const std::int32_t> ids) const;
     const std::string& token_bytes(std::int32_t id) const { return id_to_bytes_.at(static_cast<std::size_t>(id)); }
 
     // BPE of one pre-token (its raw bytes); appends the ids to out.
-    void bpe(std::string_view piece, std::vector<std::int32_t>& out) const;
-    // bpe's heap-based path, used above kShortPiece bytes; public so tests can compare the
-    // two paths on the same pieces.
-    void bpe_long(std::string_view piece, std::vector<std::int32_t>& out) const;
-    static constexpr std::size_t kShortPiece = 64;
+    void bpe(std::string_view piece, std::vector<std::int32_t>& out) const { merges_.bpe(piece, out); }
+    // bpe's heap-based path (tests compare the two paths on the same pieces).
+    void bpe_long(std::string_view piece, std::vector<std::int32_t>& out) const { merges_.bpe_long(piece, out); }
+    static constexpr std::size_t kShortPiece = BpeRanks::kShortPiece;
 
 private:
-    struct MergeSlot {
-        std::uint64_t pair = kEmpty;  // (left id << 32) | right id
-        std::int32_t rank = 0;
-        std::int32_t merged = 0;
-    };
-    static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
-
-    const MergeSlot* find_merge(std::int32_t left, std::int32_t right) const;
-    void add_merge(std::int32_t left, std::int32_t right, std::int32_t rank, std::int32_t merged);
-
     std::vector<std::string> id_to_bytes_;
-    std::int32_t byte_token_[256] = {};
-    std::vector<MergeSlot> merges_;  // open addressing, power-of-two size
+    BpeRanks merges_;
     std::int32_t eod_ = -1;
 };
 
 // Encodes with a per-thread cache of pre-token -> ids (natural text repeats its words, so
 // most pieces skip BPE). Not thread-safe: give each thread its own. The cache is bounded
 // (cleared when it holds max_entries) so memory does not grow with the corpus.
-class Gpt2Encoder {
+class Gpt2Encoder : public TextEncoder {
 public:
     explicit Gpt2Encoder(const Gpt2Tokenizer& tok, std::size_t max_entries = 1u << 20);
     ~Gpt2Encoder();
     Gpt2Encoder(const Gpt2Encoder&) = delete;
     Gpt2Encoder& operator=(const Gpt2Encoder&) = delete;
 
-    void encode(std::string_view text, std::vector<std::int32_t>& out);  // appends
+    void encode(std::string_view text, std::vector<std::int32_t>& out) override;  // appends
 
 private:
     struct Cache;

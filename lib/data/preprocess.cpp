@@ -14,7 +14,7 @@
 #include "core/wait.hpp"
 #include "core/timer.hpp"
 #include "data/corpus_reader.hpp"
-#include "data/gpt2_tokenizer.hpp"
+#include "data/text_tokenizer.hpp"
 #include "data/indexed_dataset.hpp"
 #include "data/json.hpp"
 #include "data/utf8.hpp"
@@ -50,7 +50,7 @@ bool is_blank(std::string_view line) {
 // Encodes one batch; per-line problems become Bad entries, never exceptions.
 class BatchEncoder {
 public:
-    BatchEncoder(const Gpt2Tokenizer& tok, const PreprocessOptions& opt) : tok_(tok), opt_(opt), enc_(tok) {}
+    BatchEncoder(const TextTokenizer& tok, const PreprocessOptions& opt) : tok_(tok), opt_(opt), enc_(tok.make_encoder()) {}
 
     void encode(const LineBatch& in, EncodedBatch& out) {
         out.seq = in.seq;
@@ -91,7 +91,7 @@ private:
             std::uint32_t seqs = 0;
             for (std::size_t p = 0; p < fields_[k].count; ++p) {
                 std::size_t before = key.ids.size();
-                enc_.encode(fields_[k].parts[p], key.ids);
+                enc_->encode(fields_[k].parts[p], key.ids);
                 if (key.ids.size() > before) {
                     key.seq_lengths.push_back(static_cast<std::int32_t>(key.ids.size() - before));
                     ++seqs;
@@ -107,9 +107,9 @@ private:
         return {};
     }
 
-    const Gpt2Tokenizer& tok_;
+    const TextTokenizer& tok_;
     const PreprocessOptions& opt_;
-    Gpt2Encoder enc_;
+    std::unique_ptr<TextEncoder> enc_;
     std::vector<TextField> fields_;
 };
 
@@ -147,7 +147,7 @@ std::string output_prefix_for_key(const std::string& prefix, const std::string& 
     return prefix + "_" + key + "_document";
 }
 
-PreprocessResult preprocess_corpus(const PreprocessOptions& opt, const Gpt2Tokenizer& tok, const PreprocessLog& log) {
+PreprocessResult preprocess_corpus(const PreprocessOptions& opt, const TextTokenizer& tok, const PreprocessLog& log) {
     if (opt.workers < 1) GPT_THROW(UsageError, "--workers must be >= 1, got ", opt.workers);
     if (opt.chunk_size < 1) GPT_THROW(UsageError, "--chunk-size must be >= 1, got ", opt.chunk_size);
     if (opt.json_keys.empty()) GPT_THROW(UsageError, "--json-keys needs at least one key");

@@ -9,7 +9,7 @@
 
 namespace gpt::data {
 
-class Gpt2Tokenizer;
+class TextTokenizer;
 
 struct PreprocessOptions {
     std::vector<std::string> inputs;                 // files or glob patterns, in order
@@ -46,7 +46,7 @@ std::string output_prefix_for_key(const std::string& prefix, const std::string& 
 // UTF-8) throws DataError "<file>:<line>: <what>" unless skip_bad_lines; I/O failures throw
 // IoError. On any error no output .idx is left behind (only complete datasets are renamed
 // into place), and worker threads are stopped and joined before the exception leaves.
-PreprocessResult preprocess_corpus(const PreprocessOptions& options, const Gpt2Tokenizer& tokenizer,
+PreprocessResult preprocess_corpus(const PreprocessOptions& options, const TextTokenizer& tokenizer,
                                    const PreprocessLog& log);
 
 }  // namespace gpt::data

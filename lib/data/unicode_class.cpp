@@ -1,6 +1,5 @@
-// Two-stage lookup table over the generated category ranges: 4352 blocks of 256 code
-// points, identical blocks shared, so a lookup is two loads and the table stays ~40 KB.
-#include <array>
+// Two-stage lookup tables over the generated category ranges: 4352 blocks of 256 code
+// points, identical blocks shared, so a lookup is two loads and a table stays ~40 KB.
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -24,22 +23,15 @@ bool is_white_space(std::uint32_t cp) {
            cp == 0x205F || cp == 0x3000;
 }
 
+// One byte per code point, compressed; built from a flat array filled by `fill`.
 struct Table {
     std::vector<std::uint16_t> block_of;   // [kNumBlocks]: index into blocks
     std::vector<std::uint8_t> blocks;      // [num_unique_blocks * kBlockSize]
 
-    Table() {
-        std::vector<std::uint8_t> flat(kMaxCodePoint + 1, static_cast<std::uint8_t>(CharClass::Other));
-        auto paint = [&](const CodePointRange* r, std::size_t n, CharClass c) {
-            for (std::size_t i = 0; i < n; ++i)
-                for (std::uint32_t cp = r[i].first; cp <= r[i].last; ++cp)
-                    flat[cp] = static_cast<std::uint8_t>(c);
-        };
-        paint(kLetterRanges, kLetterRanges_count, CharClass::Letter);
-        paint(kNumberRanges, kNumberRanges_count, CharClass::Number);
-        for (std::uint32_t cp = 0; cp <= 0x3000; ++cp)
-            if (is_white_space(cp)) flat[cp] = static_cast<std::uint8_t>(CharClass::Space);
-
+    template <typename Fill>
+    explicit Table(Fill&& fill) {
+        std::vector<std::uint8_t> flat(kMaxCodePoint + 1, 0);
+        fill(flat);
         block_of.resize(kNumBlocks);
         std::unordered_map<std::string, std::uint16_t> seen;
         for (std::uint32_t b = 0; b < kNumBlocks; ++b) {
@@ -49,20 +41,50 @@ struct Table {
             block_of[b] = it->second;
         }
     }
+
+    std::uint8_t at(std::uint32_t cp) const {
+        if (cp > kMaxCodePoint) return 0;
+        return blocks[(static_cast<std::size_t>(block_of[cp >> kBlockBits]) << kBlockBits) | (cp & (kBlockSize - 1))];
+    }
 };
 
-const Table& table() {
-    static const Table t;
+// Sets (or ors in) value for every code point of the ranges.
+void paint(std::vector<std::uint8_t>& flat, const CodePointRange* r, std::size_t n, std::uint8_t value, bool or_in) {
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::uint32_t cp = r[i].first; cp <= r[i].last; ++cp) flat[cp] = or_in ? (flat[cp] | value) : value;
+}
+
+const Table& class_table() {
+    static const Table t([](std::vector<std::uint8_t>& flat) {
+        paint(flat, kLetterRanges, kLetterRanges_count, static_cast<std::uint8_t>(CharClass::Letter), false);
+        paint(flat, kNumberRanges, kNumberRanges_count, static_cast<std::uint8_t>(CharClass::Number), false);
+        for (std::uint32_t cp = 0; cp <= 0x3000; ++cp)
+            if (is_white_space(cp)) flat[cp] = static_cast<std::uint8_t>(CharClass::Space);
+    });
+    return t;
+}
+
+const Table& tik_table() {
+    static const Table t([](std::vector<std::uint8_t>& flat) {
+        paint(flat, kLetterRanges, kLetterRanges_count, kTikL, true);
+        paint(flat, kNumberRanges, kNumberRanges_count, kTikN, true);
+        for (std::uint32_t cp = 0; cp <= 0x3000; ++cp)
+            if (is_white_space(cp)) flat[cp] |= kTikSpace;
+        const std::uint8_t both = kTikUpper | kTikLower;
+        paint(flat, kLuRanges, kLuRanges_count, kTikUpper, true);
+        paint(flat, kLtRanges, kLtRanges_count, kTikUpper, true);
+        paint(flat, kLlRanges, kLlRanges_count, kTikLower, true);
+        paint(flat, kLmRanges, kLmRanges_count, both, true);
+        paint(flat, kLoRanges, kLoRanges_count, both, true);
+        paint(flat, kMRanges, kMRanges_count, both, true);
+    });
     return t;
 }
 
 }  // namespace
 
-CharClass classify(std::uint32_t cp) {
-    if (cp > kMaxCodePoint) return CharClass::Other;
-    const Table& t = table();
-    return static_cast<CharClass>(t.blocks[(static_cast<std::size_t>(t.block_of[cp >> kBlockBits]) << kBlockBits) |
-                                           (cp & (kBlockSize - 1))]);
-}
+CharClass classify(std::uint32_t cp) { return static_cast<CharClass>(class_table().at(cp)); }
+
+std::uint8_t tik_bits(std::uint32_t cp) { return tik_table().at(cp); }
 
 }  // namespace gpt::data::unicode

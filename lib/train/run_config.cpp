@@ -6,6 +6,7 @@
 #include "core/device_info.hpp"
 #include "core/errors.hpp"
 #include "data/gpt2_tokenizer.hpp"
+#include "data/tiktoken_tokenizer.hpp"
 #include "dist/rank_grid.hpp"
 #include "plan/model_shape.hpp"
 #include "plan/planner.hpp"
@@ -13,6 +14,16 @@
 namespace gpt::train {
 
 void resolve_vocab(Config& cfg) {
+    if (cfg.data.tokenizer_type == "TikTokenizer") {
+        // Megatron's TikTokenizer: --vocab-size (all ids, special tokens included; the rank
+        // file is cut to it) or, unlike Megatron's 2^17 fallback, the file's ranks + special
+        // tokens. Loading checks the flags and the file on every rank before training starts.
+        data::TikTokenizerOptions o{cfg.data.tokenizer_model, cfg.data.tiktoken_pattern,
+                                    cfg.data.tiktoken_num_special_tokens, cfg.data.tiktoken_special_tokens,
+                                    cfg.model.vocab_size};
+        cfg.model.vocab_size = data::TikTokenizer::load(o).vocab_size();
+        return;
+    }
     if (cfg.model.vocab_size > 0) return;
     if (!cfg.data.vocab_file.empty()) {
         cfg.model.vocab_size =

@@ -4,9 +4,12 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <random>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "data/json.hpp"
+#include "data/utf8.hpp"
 #include "test_env.hpp"
 
 namespace gpt::data::test {
@@ -71,14 +74,15 @@ int run_command(const std::string& command, std::string& output) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-std::vector<std::vector<std::int32_t>> tiktoken_ids(const std::vector<std::string>& texts, const std::string& scratch) {
+std::vector<std::vector<std::int32_t>> tiktoken_ids(const std::vector<std::string>& texts, const std::string& scratch,
+                                                    const std::string& encoding, const std::string& megatron_pattern) {
     const std::string in = scratch + "/tiktoken_in.jsonl", out = scratch + "/tiktoken_out.jsonl";
     std::string body;
     for (const auto& t : texts) body += json_string(t) + "\n";
     write_file(in, body);
     const std::string script = gpt::test::source_dir() + "/tests/peers/tiktoken_encode.js";
     std::string log;
-    int rc = run_command("node '" + script + "' '" + in + "' > '" + out + "'", log);
+    int rc = run_command("node '" + script + "' '" + in + "' " + encoding + " " + megatron_pattern + " > '" + out + "'", log);
     if (rc != 0)
         throw std::runtime_error("the reference tokenizer failed (exit " + std::to_string(rc) +
                                  "): node and tests/peers/node_modules/tiktoken are required; run scripts/setup.sh. " + log);
@@ -100,6 +104,44 @@ std::vector<std::vector<std::int32_t>> tiktoken_ids(const std::vector<std::strin
     if (ids.size() != texts.size())
         throw std::runtime_error("tiktoken returned " + std::to_string(ids.size()) + " lines for " + std::to_string(texts.size()) + " texts");
     return ids;
+}
+
+std::string tiktoken_rank_file(const std::string& encoding) {
+    const std::string dir = gpt::test::binary_dir() + "/tiktoken_ranks";
+    const std::string path = dir + "/" + encoding + ".tiktoken";
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0) return path;
+    ::mkdir(dir.c_str(), 0755);
+    const std::string script = gpt::test::source_dir() + "/tests/peers/tiktoken_ranks.js";
+    std::string log;
+    // The script writes a temporary file and renames it: concurrent tests never see half a file.
+    if (run_command("node '" + script + "' " + encoding + " '" + path + "'", log) != 0)
+        throw std::runtime_error("cannot write the " + encoding + " rank file from npm tiktoken: node and "
+                                 "tests/peers/node_modules/tiktoken are required; run scripts/setup.sh. " + log);
+    return path;
+}
+
+std::vector<std::string> random_texts(std::size_t count, std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    const std::vector<std::pair<std::uint32_t, std::uint32_t>> pools = {
+        {'a', 'z'}, {'A', 'Z'}, {'0', '9'}, {' ', ' '}, {' ', ' '}, {'\'', '\''}, {'!', '/'}, {0x09, 0x0D},
+        {0x00, 0x1F}, {0xA0, 0xFF}, {0x300, 0x36F}, {0x400, 0x4FF}, {0x4E00, 0x4FFF}, {0x3040, 0x30FF},
+        {0xAC00, 0xACFF}, {0x600, 0x6FF}, {0x900, 0x97F}, {0x1F300, 0x1F6FF}, {0x200B, 0x200D}, {0xFE00, 0xFE0F},
+        {0x2000, 0x206F}, {0x3000, 0x3000}, {0x85, 0x85}, {0x10000, 0x10FFFF}, {0x80, 0xFFFF}};
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < count; ++i) {
+        std::string s;
+        const int len = static_cast<int>(rng() % 60) + 1;
+        for (int k = 0; k < len; ++k) {
+            const auto& [lo, hi] = pools[rng() % pools.size()];
+            std::uint32_t cp = lo + rng() % (hi - lo + 1);
+            if (cp >= 0xD800 && cp <= 0xDFFF) cp = 'x';
+            int repeat = rng() % 4 == 0 ? static_cast<int>(rng() % 5) + 1 : 1;
+            while (repeat--) utf8::append(s, cp);
+        }
+        out.push_back(s);
+    }
+    return out;
 }
 
 }  // namespace gpt::data::test

@@ -147,3 +147,28 @@ TEST(IndexedDataset, AbandonedWriterLeavesNothing) {
     std::vector<std::int32_t> too_big{70000};
     EXPECT_THROW(w.add_sequence(too_big), gpt::DataError);
 }
+
+// TikTokenizer vocabularies (cl100k_base + 1000 special tokens: 101256 ids) need 32 bits:
+// the .bin holds little-endian int32 (Megatron's dtype code 4) and reads back unchanged.
+TEST(IndexedDataset, Int32TokensAbove65535) {
+    const std::string prefix = gpt::test::scratch_dir("idx_int32") + "/big";
+    const std::vector<std::int32_t> ids{65535, 65536, 101255, 0x01020304, 0x7FFFFFFF};
+    {
+        IndexedDatasetWriter w(prefix, best_fitting_dtype(101256));
+        w.add_sequence(ids);
+        w.end_document();
+        w.finalize();
+    }
+    const std::string idx = read_file(prefix + ".idx"), bin = read_file(prefix + ".bin");
+    EXPECT_EQ(at<std::uint8_t>(idx, 17), 4);  // after magic (9) and version (8)
+    ASSERT_EQ(bin.size(), 4 * ids.size());
+    EXPECT_EQ(bin.substr(12, 4), std::string("\x04\x03\x02\x01", 4));  // little-endian
+    for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(at<std::int32_t>(bin, 4 * i), ids[i]);
+    IndexedDataset d(prefix);
+    EXPECT_EQ(d.dtype(), TokenDType::I32);
+    EXPECT_EQ(d.sequence(0), ids);
+    std::int32_t two[2];
+    d.read(0, 1, 2, two);
+    EXPECT_EQ(two[0], 65536);
+    EXPECT_EQ(two[1], 101255);
+}

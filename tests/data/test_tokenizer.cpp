@@ -22,31 +22,6 @@ const Gpt2Tokenizer& tokenizer() {
     return tok;
 }
 
-// Random text that stresses the pre-tokeniser: every class boundary, apostrophes, all
-// whitespace kinds, combining marks, emoji sequences and arbitrary code points.
-std::vector<std::string> random_texts(std::size_t count, std::uint32_t seed) {
-    std::mt19937 rng(seed);
-    const std::vector<std::pair<std::uint32_t, std::uint32_t>> pools = {
-        {'a', 'z'}, {'A', 'Z'}, {'0', '9'}, {' ', ' '}, {' ', ' '}, {'\'', '\''}, {'!', '/'}, {0x09, 0x0D},
-        {0x00, 0x1F}, {0xA0, 0xFF}, {0x300, 0x36F}, {0x400, 0x4FF}, {0x4E00, 0x4FFF}, {0x3040, 0x30FF},
-        {0xAC00, 0xACFF}, {0x600, 0x6FF}, {0x900, 0x97F}, {0x1F300, 0x1F6FF}, {0x200B, 0x200D}, {0xFE00, 0xFE0F},
-        {0x2000, 0x206F}, {0x3000, 0x3000}, {0x85, 0x85}, {0x10000, 0x10FFFF}, {0x80, 0xFFFF}};
-    std::vector<std::string> out;
-    for (std::size_t i = 0; i < count; ++i) {
-        std::string s;
-        const int len = static_cast<int>(rng() % 60) + 1;
-        for (int k = 0; k < len; ++k) {
-            const auto& [lo, hi] = pools[rng() % pools.size()];
-            std::uint32_t cp = lo + rng() % (hi - lo + 1);
-            if (cp >= 0xD800 && cp <= 0xDFFF) cp = 'x';
-            int repeat = rng() % 4 == 0 ? static_cast<int>(rng() % 5) + 1 : 1;
-            while (repeat--) utf8::append(s, cp);
-        }
-        out.push_back(s);
-    }
-    return out;
-}
-
 void expect_same_as_tiktoken(const std::vector<std::string>& texts, const std::string& scratch_name) {
     const auto expected = tiktoken_ids(texts, gpt::test::scratch_dir(scratch_name));
     Gpt2Encoder enc(tokenizer());
