@@ -345,7 +345,10 @@ ParsedArgs parse_args(const std::vector<std::string>& raw_args) {
     for (const auto& s : cfg.data.data_path)
         for (auto& t : split_whitespace(s)) tokens.push_back(t);
     cfg.data.data_path = tokens;
-    cfg.data.split_given = given("split");
+    // On the command line only: a config file's split is a default that per-split paths override.
+    cfg.data.split_given = std::any_of(args.begin(), args.end(), [](const std::string& a) {
+        return a == "--split" || a.rfind("--split=", 0) == 0;
+    });
     for (auto* paths : {&cfg.data.train_data_path, &cfg.data.valid_data_path, &cfg.data.test_data_path}) {
         std::vector<std::string> words;
         for (const auto& s : *paths)
