@@ -98,6 +98,8 @@ struct TrainingConfig {
     std::int64_t exit_interval = 0;
     double exit_duration_in_mins = 0.0;
     bool exit_signal_handler = false;
+    // Megatron's --skip-train: load (--load), evaluate on the validation and test sets, exit.
+    bool skip_train = false;
 };
 
 struct OptimizerConfig {
@@ -131,6 +133,14 @@ struct DataConfig {
     std::string tiktoken_pattern;
     int tiktoken_num_special_tokens = 1000;
     std::vector<std::string> tiktoken_special_tokens;  // empty: <unk> <s> </s>
+    // Per-split data (Megatron's --train/valid/test-data-path), instead of --data-path and
+    // --split; each a prefix or "w1 p1 w2 p2 ...". split_given: --split was on the command line.
+    std::vector<std::string> train_data_path, valid_data_path, test_data_path;
+    bool multiple_validation_sets = false;  // each --valid-data-path prefix is its own set
+    bool split_given = false;
+    bool per_split() const {
+        return !train_data_path.empty() || !valid_data_path.empty() || !test_data_path.empty();
+    }
 };
 
 struct CheckpointConfig {
@@ -155,6 +165,16 @@ struct LoggingConfig {
     std::string log_dir;
     std::string metrics_file;      // JSON lines per iteration; "": none
     bool dry_run = false;          // validate, print arguments and rank layout, exit
+    // TensorBoard (Megatron's flags): event files in tensorboard_dir, written by the last rank.
+    std::string tensorboard_dir;   // "": none
+    int tensorboard_log_interval = 1;
+    int tensorboard_queue_size = 1000;  // accepted; we flush every log interval instead
+    bool log_timers_to_tensorboard = false;
+    bool log_validation_ppl_to_tensorboard = false;
+    bool log_memory_to_tensorboard = false;
+    bool log_world_size_to_tensorboard = false;
+    bool no_log_loss_scale_to_tensorboard = false;
+    bool no_log_learning_rate_to_tensorboard = false;
 };
 
 struct PlanConfig {

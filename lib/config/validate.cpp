@@ -236,6 +236,7 @@ void validate_model_and_training(Config& cfg) {
     }
     for (std::size_t i = dp.size() > 1 ? 1 : 0; i < dp.size(); i += dp.size() > 1 ? 2 : 1)
         GPT_REQUIRE(!dp[i].empty(), UsageError, "--data-path has an empty prefix");
+    validate_eval_and_tensorboard(cfg);
 }
 
 // --sample-interval: samples need the tokenizer and a model rank 0's pipeline stage holds whole.

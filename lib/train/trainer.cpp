@@ -99,6 +99,8 @@ Trainer::Trainer(const RunConfig& run, dist::ProcessGroups& groups, Backend& bac
     chunks_ = std::make_unique<ModelChunks>(run, groups, *data_, be_);
     if (!cfg_.logging.metrics_file.empty() && logs())
         metrics_ = std::make_unique<MetricsFile>(cfg_.logging.metrics_file);
+    // Megatron writes no TensorBoard scalars for --skip-train's evaluation.
+    if (!cfg_.training.skip_train) tb_ = TensorboardLog::open(cfg_.logging, groups_.rank(), groups_.world_size());
 }
 
 Trainer::~Trainer() = default;
@@ -170,14 +172,25 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
 double Trainer::evaluate(MicroBatchSource& data, int iters) { return chunks_->evaluate(data, iters); }
 
 void Trainer::evaluate_and_print(MicroBatchSource& data, const std::string& prefix,
-                                 const std::string& split) {
+                                 const std::string& split, const std::string& name) {
     const double loss = evaluate(data, cfg_.training.eval_iters);
-    // The validation loader's position, which a checkpoint saves (Megatron's
-    // consumed_valid_samples); the test set is read from its start each time.
-    if (split == "valid") consumed_valid_samples_ += std::int64_t{cfg_.training.eval_iters} * global_batch_;
+    if (tb_) tb_->evaluation(split, name, iteration_, consumed_samples_, loss);
     if (!logs()) return;
-    GPT_LOG(info) << "\n" << format_validation_block(prefix, loss);
-    if (metrics_) metrics_->write_eval(iteration_, split, loss);
+    GPT_LOG(info) << "\n" << format_validation_block(name.empty() ? prefix : prefix + " (" + name + ")", loss);
+    if (metrics_) metrics_->write_eval(iteration_, split, loss, name);
+}
+
+void Trainer::evaluate_validation(const std::vector<EvalSet>& valid, const std::string& prefix) {
+    for (const EvalSet& v : valid) evaluate_and_print(*v.source, prefix, "valid", v.name);
+    // The validation loaders' position, which a checkpoint saves (Megatron's
+    // consumed_valid_samples); the test set is read from its start each time.
+    if (!valid.empty()) consumed_valid_samples_ += std::int64_t{cfg_.training.eval_iters} * global_batch_;
+}
+
+void Trainer::evaluate_only(const std::vector<EvalSet>& valid, MicroBatchSource* test) {
+    const std::string at = "iteration " + std::to_string(iteration_);
+    evaluate_validation(valid, at + " on validation set");
+    if (test) evaluate_and_print(*test, at + " on test set", "test");
 }
 
 void Trainer::log_interval(const IterationRecord& last) {
@@ -201,6 +214,12 @@ void Trainer::log_interval(const IterationRecord& last) {
 }
 
 void Trainer::train(MicroBatchSource& train_data, MicroBatchSource* valid, MicroBatchSource* test) {
+    std::vector<EvalSet> sets;
+    if (valid) sets.push_back({"", valid});
+    train(train_data, sets, test);
+}
+
+void Trainer::train(MicroBatchSource& train_data, const std::vector<EvalSet>& valid, MicroBatchSource* test) {
     const auto& t = cfg_.training;
     const int every = std::max(1, cfg_.logging.log_interval);
     std::int64_t num_params = 0;
@@ -236,9 +255,27 @@ void Trainer::train(MicroBatchSource& train_data, MicroBatchSource* valid, Micro
             m.skipped = rec.skipped;
             metrics_->write(m);
         }
-        if (logs() && iteration_ % every == 0) log_interval(rec);
-        if (valid && t.eval_interval > 0 && t.eval_iters > 0 && iteration_ % t.eval_interval == 0)
-            evaluate_and_print(*valid, "iteration " + std::to_string(iteration_), "valid");
+        if (tb_) {
+            TensorboardIteration ti;
+            ti.iteration = rec.iteration;
+            ti.consumed_samples = consumed_samples_;
+            ti.lm_loss = rec.lm_loss;
+            ti.learning_rate = rec.lr;
+            ti.loss_scale = rec.loss_scale;
+            ti.grad_norm = rec.grad_norm;
+            ti.skipped = rec.skipped;
+            ti.batch_size = global_batch_;
+            ti.world_size = groups_.world_size();
+            tb_->iteration(ti, be_);
+            if (iteration_ % every == 0) tb_->iteration_time(iteration_, interval_ms_ * 1e-3 / interval_iters_);
+        }
+        if (iteration_ % every == 0) {
+            if (logs()) log_interval(rec);
+            interval_loss_ = interval_ms_ = 0.0;  // every rank (the last one times for TensorBoard)
+            interval_applied_ = interval_iters_ = interval_skipped_ = interval_nan_ = 0;
+        }
+        if (!valid.empty() && t.eval_interval > 0 && t.eval_iters > 0 && iteration_ % t.eval_interval == 0)
+            evaluate_validation(valid, "iteration " + std::to_string(iteration_));
         if (sampler_) sampler_->after_iteration(iteration_, chunks_->chunk(0));
         // --save-interval, and --exit-* (saved first): Megatron exits right there, without
         // the final evaluation.
@@ -247,7 +284,7 @@ void Trainer::train(MicroBatchSource& train_data, MicroBatchSource* valid, Micro
     save_at_end();
     if (t.eval_iters > 0) {
         const std::string at = "iteration " + std::to_string(iteration_);
-        if (valid) evaluate_and_print(*valid, at + " on validation set", "valid");
+        evaluate_validation(valid, at + " on validation set");
         if (test) evaluate_and_print(*test, at + " on test set", "test");
     }
 }
