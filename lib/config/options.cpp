@@ -194,6 +194,20 @@ private:
         add(pl, "plan-intra-node-gbps", &C::plan, &PlanConfig::plan_intra_node_gbps, "intra-node bandwidth per GPU in GB/s (0: preset)");
         add(pl, "plan-inter-node-gbps", &C::plan, &PlanConfig::plan_inter_node_gbps, "inter-node bandwidth per GPU in GB/s (0: preset)");
         groups.emplace_back("planner", pl);
+
+        po::options_description mon("monitoring");
+        add(mon, "timing-log-level", &C::monitor, &MonitorConfig::timing_log_level, "per-phase timers to print: 0 none, 1 the iteration's phases, 2 also per micro-batch compute and pipeline sends/receives");
+        add(mon, "timing-log-option", &C::monitor, &MonitorConfig::timing_log_option, "timer figures across ranks: minmax, max or all");
+        add(mon, "log-straggler", &C::monitor, &MonitorConfig::log_straggler, "every log interval, the ranks whose compute time is furthest above the median, with their hosts");
+        add(mon, "profile", &C::monitor, &MonitorConfig::profile, "CUDA build: cudaProfilerStart/Stop around --profile-step-start..--profile-step-end on rank 0");
+        add(mon, "profile-step-start", &C::monitor, &MonitorConfig::profile_step_start, "iteration the profiler starts at");
+        add(mon, "profile-step-end", &C::monitor, &MonitorConfig::profile_step_end, "iteration the profiler stops at");
+        add(mon, "no-check-for-nan-in-loss-and-grad", &C::monitor, &MonitorConfig::no_check_for_nan_in_loss_and_grad, "do not stop on a NaN/Inf loss or gradient (bf16/fp32)");
+        add(mon, "check-for-spiky-loss", &C::monitor, &MonitorConfig::check_for_spiky_loss, "skip the update of a step whose loss spikes; stop after --spiky-loss-max-consecutive in a row");
+        add(mon, "spiky-loss-window", &C::monitor, &MonitorConfig::spiky_loss_window, "accepted losses the spike z-score is measured against");
+        add(mon, "spiky-loss-zscore", &C::monitor, &MonitorConfig::spiky_loss_zscore, "a loss this many standard deviations above the window's mean is a spike");
+        add(mon, "spiky-loss-max-consecutive", &C::monitor, &MonitorConfig::spiky_loss_max_consecutive, "spiky steps in a row that stop training");
+        groups.emplace_back("monitoring", mon);
     }
 };
 

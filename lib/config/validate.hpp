@@ -16,6 +16,10 @@ void validate_model_and_training(Config& cfg);
 // when not given, global_batch_size. Throws UsageError.
 void resolve_layout(Config& cfg, int world_size);
 
+// The monitoring flags (timers, straggler report, profiler window, NaN and spike guards):
+// values in range. validate_model_and_training calls it. Throws UsageError.
+void validate_monitor(const MonitorConfig& m);
+
 // Both of the above, in order.
 void validate(Config& cfg, int world_size);
 
