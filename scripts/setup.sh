@@ -14,6 +14,8 @@ PACKAGES=(
   lua5.3 lua-filesystem lua-json lua-posix lua-term tcl
   slurmctld slurmd slurm-client munge
   python3-h5py python3-numpy  # tests/ckpt reads checkpoints back with h5py (system Python, tests only)
+  python3-protobuf  # tests/app/tensorboard_reader.py reads event files back (tests only)
+  gnuplot-nox  # scripts/plot_metrics (optional tool; its test)
   # The sanitizer and fuzzing builds (scripts/test.sh): clang, its sanitizer and libFuzzer
   # run-times, its OpenMP runtime (with the Archer tool for TSan), llvm-symbolizer.
   clang libclang-rt-dev libomp-dev llvm

@@ -79,6 +79,8 @@ struct TrainingConfig {
     std::int64_t exit_interval = 0;
     double exit_duration_in_mins = 0.0;
     bool exit_signal_handler = false;
+    // Megatron's --skip-train: load (--load), evaluate on the validation and test sets, exit.
+    bool skip_train = false;
 };
 
 struct OptimizerConfig {
@@ -106,6 +108,14 @@ struct DataConfig {
     std::string tokenizer_type = "GPT2BPETokenizer";
     std::string data_cache_path;          // "": next to the data
     bool mock_data = false;               // synthetic tokens, no files (Megatron's --mock-data)
+    // Per-split data (Megatron's --train/valid/test-data-path), instead of --data-path and
+    // --split; each a prefix or "w1 p1 w2 p2 ...". split_given: --split was on the command line.
+    std::vector<std::string> train_data_path, valid_data_path, test_data_path;
+    bool multiple_validation_sets = false;  // each --valid-data-path prefix is its own set
+    bool split_given = false;
+    bool per_split() const {
+        return !train_data_path.empty() || !valid_data_path.empty() || !test_data_path.empty();
+    }
 };
 
 struct CheckpointConfig {
@@ -124,6 +134,16 @@ struct LoggingConfig {
     std::string log_dir;
     std::string metrics_file;      // JSON lines per iteration; "": none
     bool dry_run = false;          // validate, print arguments and rank layout, exit
+    // TensorBoard (Megatron's flags): event files in tensorboard_dir, written by the last rank.
+    std::string tensorboard_dir;   // "": none
+    int tensorboard_log_interval = 1;
+    int tensorboard_queue_size = 1000;  // accepted; we flush every log interval instead
+    bool log_timers_to_tensorboard = false;
+    bool log_validation_ppl_to_tensorboard = false;
+    bool log_memory_to_tensorboard = false;
+    bool log_world_size_to_tensorboard = false;
+    bool no_log_loss_scale_to_tensorboard = false;
+    bool no_log_learning_rate_to_tensorboard = false;
 };
 
 struct PlanConfig {
@@ -141,7 +161,6 @@ struct PlanConfig {
 struct MonitorConfig {
     int timing_log_level = 0;                  // 0, 1 or 2: the timers printed
     std::string timing_log_option = "minmax";  // minmax, max or all (across ranks)
-    bool log_timers_to_tensorboard = false;    // no flag until TensorBoard logging is built
     bool log_straggler = false;                // the slowest ranks' compute time
     bool profile = false;                      // cudaProfilerStart/Stop (CUDA build)
     std::int64_t profile_step_start = 10;

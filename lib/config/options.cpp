@@ -208,6 +208,26 @@ private:
         add(mon, "spiky-loss-zscore", &C::monitor, &MonitorConfig::spiky_loss_zscore, "a loss this many standard deviations above the window's mean is a spike");
         add(mon, "spiky-loss-max-consecutive", &C::monitor, &MonitorConfig::spiky_loss_max_consecutive, "spiky steps in a row that stop training");
         groups.emplace_back("monitoring", mon);
+
+        po::options_description tb("tensorboard");
+        add(tb, "tensorboard-dir", &C::logging, &LoggingConfig::tensorboard_dir, "write TensorBoard event files here (from the last rank)");
+        add(tb, "tensorboard-log-interval", &C::logging, &LoggingConfig::tensorboard_log_interval, "iterations between TensorBoard scalars");
+        add(tb, "tensorboard-queue-size", &C::logging, &LoggingConfig::tensorboard_queue_size, "accepted for Megatron compatibility; events are flushed every log interval");
+        add(tb, "log-timers-to-tensorboard", &C::logging, &LoggingConfig::log_timers_to_tensorboard, "write iteration-time, and with --timing-log-level 1 or 2 each timer as <name>-time (per log interval)");
+        add(tb, "log-validation-ppl-to-tensorboard", &C::logging, &LoggingConfig::log_validation_ppl_to_tensorboard, "write validation perplexity");
+        add(tb, "log-memory-to-tensorboard", &C::logging, &LoggingConfig::log_memory_to_tensorboard, "write memory use");
+        add(tb, "log-world-size-to-tensorboard", &C::logging, &LoggingConfig::log_world_size_to_tensorboard, "write the world size");
+        add(tb, "no-log-loss-scale-to-tensorboard", &C::logging, &LoggingConfig::no_log_loss_scale_to_tensorboard, "do not write the loss scale");
+        add(tb, "no-log-learning-rate-to-tensorboard", &C::logging, &LoggingConfig::no_log_learning_rate_to_tensorboard, "do not write the learning rate");
+        groups.emplace_back("tensorboard", tb);
+
+        po::options_description ev("evaluation and per-split data");
+        add(ev, "train-data-path", &C::data, &DataConfig::train_data_path, "training data: a prefix or weights and prefixes (instead of --data-path/--split)");
+        add(ev, "valid-data-path", &C::data, &DataConfig::valid_data_path, "validation data: a prefix or weights and prefixes");
+        add(ev, "test-data-path", &C::data, &DataConfig::test_data_path, "test data: a prefix or weights and prefixes");
+        add(ev, "multiple-validation-sets", &C::data, &DataConfig::multiple_validation_sets, "each --valid-data-path prefix is a validation set of its own, reported by name");
+        add(ev, "skip-train", &C::training, &TrainingConfig::skip_train, "load the checkpoint, evaluate on the validation and test sets, and exit");
+        groups.emplace_back("evaluation", ev);
     }
 };
 
@@ -215,7 +235,6 @@ private:
 // a message saying so, rather than as unknown typos.
 const std::map<std::string, std::string>& unsupported_flags() {
     static const std::map<std::string, std::string> m{
-        {"tensorboard-dir", "TensorBoard logging is not built; use --metrics-file (JSON lines) for plots"},
         {"untie-embeddings-and-output-weights", "the LM head is always tied to the word embeddings"},
         {"num-layers-per-virtual-pipeline-stage-auto", "not a Megatron flag"},
         {"use-mcore-models", "there is one model implementation; drop the flag"},
@@ -340,6 +359,16 @@ ParsedArgs parse_args(const std::vector<std::string>& raw_args) {
     for (const auto& s : cfg.data.data_path)
         for (auto& t : split_whitespace(s)) tokens.push_back(t);
     cfg.data.data_path = tokens;
+    // On the command line only: a config file's split is a default that per-split paths override.
+    cfg.data.split_given = std::any_of(args.begin(), args.end(), [](const std::string& a) {
+        return a == "--split" || a.rfind("--split=", 0) == 0;
+    });
+    for (auto* paths : {&cfg.data.train_data_path, &cfg.data.valid_data_path, &cfg.data.test_data_path}) {
+        std::vector<std::string> words;
+        for (const auto& s : *paths)
+            for (auto& w : split_whitespace(s)) words.push_back(w);
+        *paths = words;
+    }
     return out;
 }
 

@@ -65,6 +65,7 @@ std::string gib(std::uint64_t bytes) {
 void check_output_paths(const Config& cfg, std::uint64_t checkpoint_bytes, int rank) {
     check_folder(cfg.logging.log_dir, "log-dir", rank);
     check_folder(cfg.data.data_cache_path, "data-cache-path", rank);
+    check_folder(cfg.logging.tensorboard_dir, "tensorboard-dir", rank);
     const std::string& mf = cfg.logging.metrics_file;
     if (!mf.empty()) {
         std::error_code ec;

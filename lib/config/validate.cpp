@@ -196,6 +196,7 @@ void validate_model_and_training(Config& cfg) {
     }
     for (std::size_t i = dp.size() > 1 ? 1 : 0; i < dp.size(); i += dp.size() > 1 ? 2 : 1)
         GPT_REQUIRE(!dp[i].empty(), UsageError, "--data-path has an empty prefix");
+    validate_eval_and_tensorboard(cfg);
 }
 
 void resolve_layout(Config& cfg, int world_size) {

@@ -11,6 +11,10 @@ namespace gpt {
 // Model shape, precision and schedule checks that do not depend on the world size.
 void validate_model_and_training(Config& cfg);
 
+// --tensorboard-*, --train/valid/test-data-path with --data-path/--split, --multiple-validation-sets,
+// --skip-train (validate_eval.cpp); called by validate_model_and_training.
+void validate_eval_and_tensorboard(const Config& cfg);
+
 // Layout checks for `world_size` ranks: TP x PP divides the world, heads % TP, layers % PP
 // (and virtual stages), global batch % (micro-batch x DP); fills data_parallel_size and,
 // when not given, global_batch_size. Throws UsageError.

@@ -32,9 +32,11 @@ void MetricsFile::write(const IterationMetrics& m) {
     GPT_REQUIRE(out_.good(), IoError, "writing --metrics-file ", path_, " failed");
 }
 
-void MetricsFile::write_eval(std::int64_t iteration, const std::string& split, double lm_loss) {
-    out_ << "{\"iteration\": " << iteration << ", \"split\": \"" << split
-         << "\", \"lm_loss\": " << num(lm_loss)
+void MetricsFile::write_eval(std::int64_t iteration, const std::string& split, double lm_loss,
+                             const std::string& name) {
+    out_ << "{\"iteration\": " << iteration << ", \"split\": \"" << split << "\", ";
+    if (!name.empty()) out_ << "\"set\": \"" << name << "\", ";
+    out_ << "\"lm_loss\": " << num(lm_loss)
          << ", \"ppl\": " << num(std::exp(std::min(20.0, lm_loss))) << "}\n";
     out_.flush();
     GPT_REQUIRE(out_.good(), IoError, "writing --metrics-file ", path_, " failed");

@@ -24,7 +24,9 @@ public:
     // Truncates `path`; throws IoError when it cannot be written.
     explicit MetricsFile(const std::string& path);
     void write(const IterationMetrics& m);
-    void write_eval(std::int64_t iteration, const std::string& split, double lm_loss);
+    // `name`: the validation set's name with --multiple-validation-sets ("": one set).
+    void write_eval(std::int64_t iteration, const std::string& split, double lm_loss,
+                    const std::string& name = "");
 
 private:
     std::ofstream out_;

@@ -6,6 +6,7 @@
 #include "backend/backend.hpp"
 #include "core/errors.hpp"
 #include "data/gpt_dataset.hpp"
+#include "data/split_datasets.hpp"
 #include "log/log.hpp"
 #include "train/exit_conditions.hpp"
 #include "train/trainer.hpp"
@@ -61,23 +62,38 @@ int pretrain(const RunConfig& run, dist::ProcessGroups& groups) {
                                               static_cast<std::int64_t>(t.eval_iters) * gbs};
     GPT_LOG(info) << "> building train, validation, and test datasets (samples: " << samples[0]
                   << ", " << samples[1] << ", " << samples[2] << ")";
-    data::GptDatasets ds = data::build_gpt_datasets(cfg.data, cfg.model.seq_length, t.seed,
-                                                    samples, groups.world_mpi(),
-                                                    static_cast<int>(cfg.model.vocab_size));
+    data::SplitDatasets ds = data::build_split_datasets(cfg.data, cfg.model.seq_length, t.seed,
+                                                        samples, groups.world_mpi(),
+                                                        static_cast<int>(cfg.model.vocab_size));
     if (cfg.data.data_path.empty() && cfg.data.mock_data)
         GPT_LOG(info) << "> data: --mock-data (synthetic tokens); give --data-path to train on a corpus";
-    GPT_REQUIRE(ds.train != nullptr, UsageError, "no training data: the --split gives train 0");
     const int dp = groups.grid().dp_size(), dp_rank = groups.coords().dp;
-    LoaderSource train_src(*ds.train, t.micro_batch_size, dp_rank, dp, trainer.consumed_train_samples());
-    std::unique_ptr<LoaderSource> valid_src, test_src;
-    if (ds.valid) valid_src = std::make_unique<LoaderSource>(*ds.valid, t.micro_batch_size, dp_rank, dp,
-                                                              trainer.consumed_valid_samples());
+    // Every validation set starts at the checkpoint's validation position (Megatron's
+    // consumed_valid_samples); the test set at its start.
+    std::vector<std::unique_ptr<LoaderSource>> valid_srcs;
+    std::vector<EvalSet> valid_sets;
+    for (const auto& v : ds.valid) {
+        valid_srcs.push_back(std::make_unique<LoaderSource>(*v.data, t.micro_batch_size, dp_rank, dp,
+                                                            trainer.consumed_valid_samples()));
+        valid_sets.push_back({v.name, valid_srcs.back().get()});
+    }
+    std::unique_ptr<LoaderSource> test_src;
     if (ds.test) test_src = std::make_unique<LoaderSource>(*ds.test, t.micro_batch_size, dp_rank, dp, 0);
+    if (t.skip_train) {
+        GPT_LOG(info) << "> --skip-train: evaluating at iteration " << trainer.iteration()
+                      << " without training or saving";
+        trainer.evaluate_only(valid_sets, test_src.get());
+        log::flush();
+        return 0;
+    }
+    GPT_REQUIRE(ds.train != nullptr, UsageError,
+                "no training data: the --split gives train 0 (or give --train-data-path)");
+    LoaderSource train_src(*ds.train, t.micro_batch_size, dp_rank, dp, trainer.consumed_train_samples());
 
     GPT_LOG(info) << "> training for " << iters << " iterations of " << gbs << " samples ("
                   << trainer.num_micro_batches() << " micro-batches of " << t.micro_batch_size
                   << " per data-parallel rank)";
-    trainer.train(train_src, valid_src.get(), test_src.get());
+    trainer.train(train_src, valid_sets, test_src.get());
     GPT_LOG(info) << "> training done: " << trainer.iteration() << " iterations, "
                   << trainer.skipped_iterations() << " skipped";
     log::flush();

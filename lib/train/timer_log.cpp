@@ -74,6 +74,18 @@ std::string format_timers(const TimerTable& table, int log_level, const std::str
     return any ? os.str() : "";
 }
 
+std::vector<std::pair<Phase, double>> timer_maxima(const TimerTable& table, int log_level, double normalizer) {
+    std::vector<std::pair<Phase, double>> out;
+    for (int i = 0; i < kNumPhases; ++i) {
+        const auto p = static_cast<Phase>(i);
+        if (phase_level(p) > log_level) continue;
+        double hi = 0.0;
+        for (int r = 0; r < table.ranks; ++r) hi = std::max(hi, table.at(r, p));
+        if (hi > 0.0) out.emplace_back(p, hi / normalizer);
+    }
+    return out;
+}
+
 double median(std::vector<double> v) {
     if (v.empty()) return 0.0;
     std::sort(v.begin(), v.end());

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/timers.hpp"
@@ -33,6 +34,10 @@ TimerTable gather_timers(const Timers& timers, dist::Communicator& world);
 // a "  <name>:" line then "     rank  r: t" per rank). "" when nothing is printed.
 std::string format_timers(const TimerTable& table, int log_level, const std::string& option,
                           double normalizer);
+
+// Megatron's timers.write (--log-timers-to-tensorboard): for each phase up to `log_level`
+// that some rank ran, its maximum over ranks in seconds divided by `normalizer`.
+std::vector<std::pair<Phase, double>> timer_maxima(const TimerTable& table, int log_level, double normalizer);
 
 struct Straggler {
     int rank = 0;

@@ -124,6 +124,8 @@ Trainer::Trainer(const RunConfig& run, dist::ProcessGroups& groups, Backend& bac
     chunks_->set_timers(timers_.get());
     if (mon.check_for_spiky_loss) spikes_ = std::make_unique<SpikeGuard>(mon);
     hosts_ = gather_hostnames(groups_.world());
+    // Megatron writes no TensorBoard scalars for --skip-train's evaluation.
+    if (!cfg_.training.skip_train) tb_ = TensorboardLog::open(cfg_.logging, groups_.rank(), groups_.world_size());
 }
 
 Trainer::~Trainer() = default;
@@ -248,8 +250,15 @@ void Trainer::log_timers() {
     if (mon.timing_log_level == 0 && !mon.log_straggler) return;  // nothing measured
     const TimerTable t = gather_timers(*timers_, groups_.world());
     timers_->reset();
-    if (!logs()) return;
     const double per = static_cast<double>(std::max(1, cfg_.logging.log_interval));
+    // Megatron's timers.write: "<name>-time", the maximum over ranks in seconds per
+    // iteration, from the rank that holds the event file (the last).
+    if (tb_ && cfg_.logging.log_timers_to_tensorboard) {
+        for (const auto& [p, s] : timer_maxima(t, mon.timing_log_level, per))
+            tb_->writer().add_scalar(std::string(phase_name(p)) + "-time", s, iteration_);
+        tb_->writer().flush();
+    }
+    if (!logs()) return;
     if (mon.timing_log_level > 0)
         if (const std::string block = format_timers(t, mon.timing_log_level, mon.timing_log_option, per);
             !block.empty())
@@ -268,14 +277,25 @@ void Trainer::log_timers() {
 double Trainer::evaluate(MicroBatchSource& data, int iters) { return chunks_->evaluate(data, iters); }
 
 void Trainer::evaluate_and_print(MicroBatchSource& data, const std::string& prefix,
-                                 const std::string& split) {
+                                 const std::string& split, const std::string& name) {
     const double loss = evaluate(data, cfg_.training.eval_iters);
-    // The validation loader's position, which a checkpoint saves (Megatron's
-    // consumed_valid_samples); the test set is read from its start each time.
-    if (split == "valid") consumed_valid_samples_ += std::int64_t{cfg_.training.eval_iters} * global_batch_;
+    if (tb_) tb_->evaluation(split, name, iteration_, consumed_samples_, loss);
     if (!logs()) return;
-    GPT_LOG(info) << "\n" << format_validation_block(prefix, loss);
-    if (metrics_) metrics_->write_eval(iteration_, split, loss);
+    GPT_LOG(info) << "\n" << format_validation_block(name.empty() ? prefix : prefix + " (" + name + ")", loss);
+    if (metrics_) metrics_->write_eval(iteration_, split, loss, name);
+}
+
+void Trainer::evaluate_validation(const std::vector<EvalSet>& valid, const std::string& prefix) {
+    for (const EvalSet& v : valid) evaluate_and_print(*v.source, prefix, "valid", v.name);
+    // The validation loaders' position, which a checkpoint saves (Megatron's
+    // consumed_valid_samples); the test set is read from its start each time.
+    if (!valid.empty()) consumed_valid_samples_ += std::int64_t{cfg_.training.eval_iters} * global_batch_;
+}
+
+void Trainer::evaluate_only(const std::vector<EvalSet>& valid, MicroBatchSource* test) {
+    const std::string at = "iteration " + std::to_string(iteration_);
+    evaluate_validation(valid, at + " on validation set");
+    if (test) evaluate_and_print(*test, at + " on test set", "test");
 }
 
 void Trainer::log_interval(const IterationRecord& last) {
@@ -299,6 +319,12 @@ void Trainer::log_interval(const IterationRecord& last) {
 }
 
 void Trainer::train(MicroBatchSource& train_data, MicroBatchSource* valid, MicroBatchSource* test) {
+    std::vector<EvalSet> sets;
+    if (valid) sets.push_back({"", valid});
+    train(train_data, sets, test);
+}
+
+void Trainer::train(MicroBatchSource& train_data, const std::vector<EvalSet>& valid, MicroBatchSource* test) {
     const auto& t = cfg_.training;
     const int every = std::max(1, cfg_.logging.log_interval);
     std::int64_t num_params = 0;
@@ -335,13 +361,29 @@ void Trainer::train(MicroBatchSource& train_data, MicroBatchSource* valid, Micro
             m.skipped = rec.skipped;
             metrics_->write(m);
         }
+        if (tb_) {
+            TensorboardIteration ti;
+            ti.iteration = rec.iteration;
+            ti.consumed_samples = consumed_samples_;
+            ti.lm_loss = rec.lm_loss;
+            ti.learning_rate = rec.lr;
+            ti.loss_scale = rec.loss_scale;
+            ti.grad_norm = rec.grad_norm;
+            ti.skipped = rec.skipped;
+            ti.batch_size = global_batch_;
+            ti.world_size = groups_.world_size();
+            tb_->iteration(ti, be_);
+            if (iteration_ % every == 0) tb_->iteration_time(iteration_, interval_ms_ * 1e-3 / interval_iters_);
+        }
         if (iteration_ % every == 0) {
             if (logs()) log_interval(rec);
+            interval_loss_ = interval_ms_ = 0.0;  // every rank (the last one times for TensorBoard)
+            interval_applied_ = interval_iters_ = interval_skipped_ = interval_nan_ = 0;
             log_timers();  // after the iteration line, as Megatron prints them
         }
         profile_edges(false);
-        if (valid && t.eval_interval > 0 && t.eval_iters > 0 && iteration_ % t.eval_interval == 0)
-            evaluate_and_print(*valid, "iteration " + std::to_string(iteration_), "valid");
+        if (!valid.empty() && t.eval_interval > 0 && t.eval_iters > 0 && iteration_ % t.eval_interval == 0)
+            evaluate_validation(valid, "iteration " + std::to_string(iteration_));
         // --save-interval, and --exit-* (saved first): Megatron exits right there, without
         // the final evaluation.
         if (end_of_iteration(exits)) return;
@@ -349,7 +391,7 @@ void Trainer::train(MicroBatchSource& train_data, MicroBatchSource* valid, Micro
     save_at_end();
     if (t.eval_iters > 0) {
         const std::string at = "iteration " + std::to_string(iteration_);
-        if (valid) evaluate_and_print(*valid, at + " on validation set", "valid");
+        evaluate_validation(valid, at + " on validation set");
         if (test) evaluate_and_print(*test, at + " on test set", "test");
     }
 }

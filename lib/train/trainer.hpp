@@ -23,6 +23,7 @@
 #include "train/skip_watch.hpp"
 #include "train/spike_guard.hpp"
 #include "core/timers.hpp"
+#include "train/tensorboard_log.hpp"
 
 namespace gpt::train {
 
@@ -48,6 +49,13 @@ std::unique_ptr<dist::DataGroups> make_data_groups(const Config& cfg, dist::Proc
 // Rejects flags this build cannot honour yet, with a message naming them (UsageError).
 void check_supported(const Config& cfg, const dist::ProcessGroups& groups);
 
+// One validation set: `name` is "" for the single set, the prefix's file name with
+// --multiple-validation-sets.
+struct EvalSet {
+    std::string name;
+    MicroBatchSource* source = nullptr;
+};
+
 class Trainer {
 public:
     // run: resolved (train::resolve_run). Builds and initialises the model, optimizer,
@@ -60,6 +68,13 @@ public:
     // Runs iterations until --train-iters (or --exit-interval / --exit-duration-in-mins).
     // valid / test may be null (no evaluation).
     void train(MicroBatchSource& train_data, MicroBatchSource* valid, MicroBatchSource* test);
+    // The same with every validation set (--multiple-validation-sets: each by its name).
+    void train(MicroBatchSource& train_data, const std::vector<EvalSet>& valid, MicroBatchSource* test);
+    // --skip-train: Megatron's evaluation after training, at the loaded iteration, without
+    // training: "validation loss at iteration N on validation set | ..." and the test set's.
+    void evaluate_only(const std::vector<EvalSet>& valid, MicroBatchSource* test);
+    // The TensorBoard scalars this rank writes (the last rank with --tensorboard-dir), else null.
+    TensorboardLog* tensorboard() { return tb_.get(); }
     // Mean lm loss over `iters` global batches, dropout off.
     double evaluate(MicroBatchSource& data, int iters);
     // One iteration (public for tests and the benchmark).
@@ -101,7 +116,9 @@ private:
     [[noreturn]] void stop_on_non_finite(bool loss_is_bad, double loss);
     void log_interval(const IterationRecord& last);
     void evaluate_and_print(MicroBatchSource& data, const std::string& prefix,
-                            const std::string& split);
+                            const std::string& split, const std::string& name = "");
+    // Every validation set once, then the validation position advances (one round).
+    void evaluate_validation(const std::vector<EvalSet>& valid, const std::string& prefix);
     // After each iteration: saves on --save-interval or before an exit; true: stop now.
     bool end_of_iteration(ExitConditions& exits);
     void save_at_end();  // after the last iteration, unless just saved
@@ -125,6 +142,7 @@ private:
     std::unique_ptr<SpikeGuard> spikes_;  // with --check-for-spiky-loss
     std::vector<std::string> hosts_;      // every rank's host name, by world rank
     std::int64_t start_iteration_ = 0;    // where train() began (the loaded checkpoint's)
+    std::unique_ptr<TensorboardLog> tb_;  // --tensorboard-dir, on the last rank
     std::vector<IterationRecord> history_;
     std::int64_t total_skipped_ = 0;
     std::int64_t consumed_valid_samples_ = 0;  // validation data position (checkpointed)

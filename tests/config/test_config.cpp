@@ -110,7 +110,7 @@ TEST(ConfigParse, UnknownIniKeyNamesFileAndSuggests) {
 }
 
 TEST(ConfigParse, UnsupportedMegatronFlagSaysSo) {
-    std::string m = usage_error([] { parse_args({"--tensorboard-dir", "tb"}); });
+    std::string m = usage_error([] { parse_args({"--swiglu"}); });
     EXPECT_NE(m.find("not supported"), std::string::npos) << m;
 }
 

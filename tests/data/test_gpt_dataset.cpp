@@ -12,6 +12,7 @@
 #include "data/gpt_dataset.hpp"
 #include "data/gpt_indices.hpp"
 #include "data/indexed_dataset.hpp"
+#include "data/split_datasets.hpp"
 #include "data_test_util.hpp"
 #include "test_env.hpp"
 
@@ -248,4 +249,72 @@ TEST(MicroBatchLoader, RanksTakeTheirSliceAndResumeExactly) {
     EXPECT_EQ(a, b);
     MicroBatchLoader end(ds, mbs, 0, dp, 60);
     EXPECT_THROW(end.next(a.data()), gpt::DataError);
+}
+
+namespace {
+
+// Every sample of a and b agrees (both non-null, same size).
+void expect_same_samples(const SampleDataset* a, const SampleDataset* b, const std::string& what) {
+    ASSERT_TRUE(a && b) << what;
+    ASSERT_EQ(a->size(), b->size()) << what;
+    std::vector<std::int32_t> x(a->seq_length() + 1), y(b->seq_length() + 1);
+    for (std::int64_t i = 0; i < a->size(); ++i) {
+        a->sample(i, x.data());
+        b->sample(i, y.data());
+        ASSERT_EQ(x, y) << what << ": sample " << i;
+    }
+}
+
+}  // namespace
+
+// --train/valid/test-data-path read what --data-path X --split giving that split everything
+// reads (Megatron's blend_per_split), blends included; --multiple-validation-sets gives one set
+// per prefix, named by its file name, each the single set of that prefix.
+TEST(GptDataset, PerSplitPathsMatchDataPathAndSplit) {
+    const std::string dir = gpt::test::scratch_dir("gpt_per_split");
+    const std::string a = make_dataset(dir, "a", 120, 1), b = make_dataset(dir, "b", 80, 2);
+    gpt::DataConfig ref;
+    ref.data_cache_path = dir + "/cache";
+    gpt::DataConfig per = ref;
+    per.train_data_path = {"0.3", a, "0.7", b};
+    per.valid_data_path = {a};
+    per.test_data_path = {b};
+    const std::array<std::int64_t, 3> n{200, 40, 20};
+    SplitDatasets got = build_split_datasets(per, 12, 42, n, MPI_COMM_WORLD);
+
+    ref.data_path = per.train_data_path;
+    ref.split = "100,0,0";
+    GptDatasets want = build_gpt_datasets(ref, 12, 42, n, MPI_COMM_WORLD);
+    expect_same_samples(got.train.get(), want.train.get(), "train blend");
+    ref.data_path = {a};
+    ref.split = "0,100,0";
+    want = build_gpt_datasets(ref, 12, 42, n, MPI_COMM_WORLD);
+    ASSERT_EQ(got.valid.size(), 1u);
+    EXPECT_EQ(got.valid[0].name, "");
+    expect_same_samples(got.valid[0].data.get(), want.valid.get(), "valid");
+    ref.data_path = {b};
+    ref.split = "0,0,100";
+    want = build_gpt_datasets(ref, 12, 42, n, MPI_COMM_WORLD);
+    expect_same_samples(got.test.get(), want.test.get(), "test");
+
+    // Several validation sets, each by name.
+    per.multiple_validation_sets = true;
+    per.valid_data_path = {a, b};
+    got = build_split_datasets(per, 12, 42, n, MPI_COMM_WORLD);
+    ASSERT_EQ(got.valid.size(), 2u);
+    EXPECT_EQ(got.valid[0].name, "a");
+    EXPECT_EQ(got.valid[1].name, "b");
+    ref.data_path = {b};
+    ref.split = "0,100,0";
+    want = build_gpt_datasets(ref, 12, 42, n, MPI_COMM_WORLD);
+    expect_same_samples(got.valid[1].data.get(), want.valid.get(), "valid set b");
+
+    // Without per-split paths: exactly build_gpt_datasets.
+    ref.data_path = {a};
+    ref.split = "8,1,1";
+    got = build_split_datasets(ref, 12, 42, n, MPI_COMM_WORLD);
+    want = build_gpt_datasets(ref, 12, 42, n, MPI_COMM_WORLD);
+    expect_same_samples(got.train.get(), want.train.get(), "data-path train");
+    ASSERT_EQ(got.valid.size(), 1u);
+    expect_same_samples(got.valid[0].data.get(), want.valid.get(), "data-path valid");
 }

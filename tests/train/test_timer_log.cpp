@@ -65,6 +65,22 @@ TEST(TimerLog, GatherGivesEveryRanksTimes) {
     EXPECT_NE(block.find("embedding-grads-all-reduce .....................: (3.00, 3.00)"), std::string::npos) << block;
 }
 
+// --log-timers-to-tensorboard: the maximum over ranks in seconds per iteration, phases up
+// to the level that some rank ran.
+TEST(TimerLog, TensorboardValuesAreTheMaximaPerIteration) {
+    const TimerTable t = table(3, {{Phase::ForwardBackward, {0.2468, 0.2512, 0.25}},
+                                   {Phase::ForwardRecv, {0.0, 0.01, 0.03}},
+                                   {Phase::Optimizer, {0.02, 0.0, 0.04}}});
+    const auto m = timer_maxima(t, 1, 20.0);
+    ASSERT_EQ(m.size(), 2u);
+    EXPECT_EQ(m[0].first, Phase::ForwardBackward);
+    EXPECT_DOUBLE_EQ(m[0].second, 0.2512 / 20.0);
+    EXPECT_EQ(m[1].first, Phase::Optimizer);
+    EXPECT_DOUBLE_EQ(m[1].second, 0.04 / 20.0);
+    EXPECT_EQ(timer_maxima(t, 2, 20.0).size(), 3u);
+    EXPECT_TRUE(timer_maxima(t, 0, 20.0).empty());
+}
+
 TEST(TimerLog, StragglersAreTheSlowestAboveTheMedian) {
     EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2.0);
     EXPECT_DOUBLE_EQ(median({4, 1, 2, 3}), 2.5);
