@@ -196,6 +196,24 @@ struct SampleConfig {
     std::int64_t sample_seed = -1; // -1: greedy; else top-k 40 draws with this seed
 };
 
+// Watching a long run (Megatron's names): the per-phase timers, the straggler report, the
+// profiler window, and the guards against non-finite values and loss spikes.
+struct MonitorConfig {
+    int timing_log_level = 0;                  // 0, 1 or 2: the timers printed
+    std::string timing_log_option = "minmax";  // minmax, max or all (across ranks)
+    bool log_straggler = false;                // the slowest ranks' compute time
+    bool profile = false;                      // cudaProfilerStart/Stop (CUDA build)
+    std::int64_t profile_step_start = 10;
+    std::int64_t profile_step_end = 12;
+    // Megatron's flag is the negative one: the check is on by default.
+    bool no_check_for_nan_in_loss_and_grad = false;
+    bool check_for_nan_in_loss_and_grad() const { return !no_check_for_nan_in_loss_and_grad; }
+    bool check_for_spiky_loss = false;
+    int spiky_loss_window = 100;               // accepted losses the z-score is taken over
+    double spiky_loss_zscore = 6.0;            // a loss this many std above the mean spikes
+    int spiky_loss_max_consecutive = 3;        // spikes in a row that stop the run
+};
+
 struct Config {
     ModelConfig model;
     ParallelConfig parallel;
@@ -206,6 +224,7 @@ struct Config {
     LoggingConfig logging;
     PlanConfig plan;
     SampleConfig sample;
+    MonitorConfig monitor;
     std::string config_file;       // the --config INI, if any
 
     int padded_vocab_size() const;  // vocab padded to make-vocab-size-divisible-by x TP

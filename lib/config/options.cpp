@@ -224,11 +224,25 @@ private:
         add(sm, "sample-seed", &C::sample, &SampleConfig::sample_seed, "-1: greedy samples; else top-k 40 draws with this seed");
         groups.emplace_back("text samples during training", sm);
 
+        po::options_description mon("monitoring");
+        add(mon, "timing-log-level", &C::monitor, &MonitorConfig::timing_log_level, "per-phase timers to print: 0 none, 1 the iteration's phases, 2 also per micro-batch compute and pipeline sends/receives");
+        add(mon, "timing-log-option", &C::monitor, &MonitorConfig::timing_log_option, "timer figures across ranks: minmax, max or all");
+        add(mon, "log-straggler", &C::monitor, &MonitorConfig::log_straggler, "every log interval, the ranks whose compute time is furthest above the median, with their hosts");
+        add(mon, "profile", &C::monitor, &MonitorConfig::profile, "CUDA build: cudaProfilerStart/Stop around --profile-step-start..--profile-step-end on rank 0");
+        add(mon, "profile-step-start", &C::monitor, &MonitorConfig::profile_step_start, "iteration the profiler starts at");
+        add(mon, "profile-step-end", &C::monitor, &MonitorConfig::profile_step_end, "iteration the profiler stops at");
+        add(mon, "no-check-for-nan-in-loss-and-grad", &C::monitor, &MonitorConfig::no_check_for_nan_in_loss_and_grad, "do not stop on a NaN/Inf loss or gradient (bf16/fp32)");
+        add(mon, "check-for-spiky-loss", &C::monitor, &MonitorConfig::check_for_spiky_loss, "skip the update of a step whose loss spikes; stop after --spiky-loss-max-consecutive in a row");
+        add(mon, "spiky-loss-window", &C::monitor, &MonitorConfig::spiky_loss_window, "accepted losses the spike z-score is measured against");
+        add(mon, "spiky-loss-zscore", &C::monitor, &MonitorConfig::spiky_loss_zscore, "a loss this many standard deviations above the window's mean is a spike");
+        add(mon, "spiky-loss-max-consecutive", &C::monitor, &MonitorConfig::spiky_loss_max_consecutive, "spiky steps in a row that stop training");
+        groups.emplace_back("monitoring", mon);
+
         po::options_description tb("tensorboard");
         add(tb, "tensorboard-dir", &C::logging, &LoggingConfig::tensorboard_dir, "write TensorBoard event files here (from the last rank)");
         add(tb, "tensorboard-log-interval", &C::logging, &LoggingConfig::tensorboard_log_interval, "iterations between TensorBoard scalars");
         add(tb, "tensorboard-queue-size", &C::logging, &LoggingConfig::tensorboard_queue_size, "accepted for Megatron compatibility; events are flushed every log interval");
-        add(tb, "log-timers-to-tensorboard", &C::logging, &LoggingConfig::log_timers_to_tensorboard, "write iteration-time (per log interval)");
+        add(tb, "log-timers-to-tensorboard", &C::logging, &LoggingConfig::log_timers_to_tensorboard, "write iteration-time, and with --timing-log-level 1 or 2 each timer as <name>-time (per log interval)");
         add(tb, "log-validation-ppl-to-tensorboard", &C::logging, &LoggingConfig::log_validation_ppl_to_tensorboard, "write validation perplexity");
         add(tb, "log-memory-to-tensorboard", &C::logging, &LoggingConfig::log_memory_to_tensorboard, "write memory use");
         add(tb, "log-world-size-to-tensorboard", &C::logging, &LoggingConfig::log_world_size_to_tensorboard, "write the world size");

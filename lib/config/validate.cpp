@@ -215,6 +215,7 @@ void validate_model_and_training(Config& cfg) {
                 "--plan-intra-node-gbps / --plan-inter-node-gbps must not be negative");
     require_one_of(cfg.logging.log_level, {"trace", "debug", "info", "warning", "error"}, "log-level");
     require_positive(cfg.logging.log_interval, "log-interval");
+    validate_monitor(cfg.monitor);
 
     // Blend weights: "prefix" or "w1 p1 w2 p2 ...".
     const auto& dp = cfg.data.data_path;

@@ -22,6 +22,9 @@ void resolve_layout(Config& cfg, int world_size);
 
 // --sample-interval and its flags (called by resolve_layout, once PP is known).
 void validate_samples(const Config& cfg);
+// The monitoring flags (timers, straggler report, profiler window, NaN and spike guards):
+// values in range. validate_model_and_training calls it. Throws UsageError.
+void validate_monitor(const MonitorConfig& m);
 
 // Both of the above, in order.
 void validate(Config& cfg, int world_size);

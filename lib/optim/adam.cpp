@@ -145,25 +145,31 @@ StepResult AdamOptimizer::step(double lr, double loss_scale, const GradNorm& nor
     ++step_;
     const DType mdt = model_.options().dtype;
     auto* model_params = static_cast<std::byte*>(model_.params());
-    for (const Range& e : update_ranges_) {
-        const std::int64_t local = e.begin - shard_begin_;  // into the shard-sized state
-        AdamArgs a;
-        a.main_param = main_ + local;
-        a.grad = model_.grads() + e.begin;
-        a.exp_avg = exp_avg_ + local;
-        a.exp_avg_sq = exp_avg_sq_ + local;
-        a.model_param = own_main_ ? model_params + e.begin * dtype_size(mdt) : nullptr;
-        a.model_dtype = mdt;
-        a.n = e.end - e.begin;
-        a.lr = static_cast<float>(lr);
-        a.beta1 = static_cast<float>(cfg_.adam_beta1);
-        a.beta2 = static_cast<float>(cfg_.adam_beta2);
-        a.eps = static_cast<float>(cfg_.adam_eps);
-        a.weight_decay = e.weight_decay ? static_cast<float>(cfg_.weight_decay) : 0.0f;
-        a.step = step_;
-        a.grad_scale = static_cast<float>(clip / loss_scale);
-        be_.adam_step(a);
+    {
+        Timers::Scope inner(timers_, Phase::OptimizerInnerStep);
+        for (const Range& e : update_ranges_) {
+            const std::int64_t local = e.begin - shard_begin_;  // into the shard-sized state
+            AdamArgs a;
+            a.main_param = main_ + local;
+            a.grad = model_.grads() + e.begin;
+            a.exp_avg = exp_avg_ + local;
+            a.exp_avg_sq = exp_avg_sq_ + local;
+            a.model_param = own_main_ ? model_params + e.begin * dtype_size(mdt) : nullptr;
+            a.model_dtype = mdt;
+            a.n = e.end - e.begin;
+            a.lr = static_cast<float>(lr);
+            a.beta1 = static_cast<float>(cfg_.adam_beta1);
+            a.beta2 = static_cast<float>(cfg_.adam_beta2);
+            a.eps = static_cast<float>(cfg_.adam_eps);
+            a.weight_decay = e.weight_decay ? static_cast<float>(cfg_.weight_decay) : 0.0f;
+            a.step = step_;
+            a.grad_scale = static_cast<float>(clip / loss_scale);
+            be_.adam_step(a);
+        }
     }
+    // Only the distributed optimizer gathers; a replicated one has no such phase.
+    if (!dp_) return r;
+    Timers::Scope gather(timers_, Phase::ParamsAllGather);
     gather_model_params();
     return r;
 }

@@ -18,6 +18,7 @@
 
 #include "backend/backend.hpp"
 #include "config/config.hpp"
+#include "core/timers.hpp"
 #include "dist/communicator.hpp"
 #include "model/gpt_model.hpp"
 
@@ -73,6 +74,8 @@ public:
     std::int64_t steps() const { return step_; }
     void set_steps(std::int64_t s) { step_ = s; }
     dist::Communicator& norm_group() { return norm_; }
+    // Megatron's optimizer-inner-step and params-all-gather phases go to `t` (may be null).
+    void set_timers(Timers* t) { timers_ = t; }
     // The distributed optimizer: state sharded over a data-parallel group of > 1 ranks.
     bool distributed() const { return dp_ != nullptr; }
     // The flat elements this rank's optimizer state covers: [0, layout.total_elements())
@@ -114,6 +117,7 @@ private:
     float* exp_avg_ = nullptr;
     float* exp_avg_sq_ = nullptr;
     std::int64_t step_ = 0;
+    Timers* timers_ = nullptr;
 };
 
 }  // namespace gpt::optim

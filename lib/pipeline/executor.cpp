@@ -84,7 +84,7 @@ private:
 }  // namespace
 
 PipelineTiming run_pipeline(const PipelineShape& sh, dist::Communicator& pp, const StageFunctions& fn,
-                            const BufferSpace& space) {
+                            const BufferSpace& space, Timers* timers) {
     const int p = sh.pp_size, s = sh.stage, m = sh.num_microbatches, v = sh.num_chunks;
     GPT_ASSERT(pp.size() == p && pp.rank() == s, "pipeline group does not match the shape");
     const std::vector<Action> schedule =
@@ -117,6 +117,7 @@ PipelineTiming run_pipeline(const PipelineShape& sh, dist::Communicator& pp, con
             const void* in = nullptr;
             if (!first) {
                 Stopwatch w;
+                Timers::Scope phase(timers, Phase::ForwardRecv);
                 // Chunk c's input comes from stage s-1 (same chunk) or, on stage 0, from the
                 // last stage's chunk c-1: both are `prev` with the sender's own chunk id.
                 const int src_chunk = s == 0 ? a.chunk - 1 : a.chunk;
@@ -125,28 +126,39 @@ PipelineTiming run_pipeline(const PipelineShape& sh, dist::Communicator& pp, con
                 in = recv_buf.data();
             }
             Buffer* out = last ? nullptr : &pool.take();
-            Stopwatch c;
-            fn.forward(a.microbatch, a.chunk, in, out ? out->data() : nullptr);
-            timing.compute_seconds += c.seconds();
-            if (out)
+            {
+                Stopwatch c;
+                Timers::Scope phase(timers, Phase::ForwardCompute);
+                fn.forward(a.microbatch, a.chunk, in, out ? out->data() : nullptr);
+                timing.compute_seconds += c.seconds();
+            }
+            if (out) {
+                Timers::Scope phase(timers, Phase::ForwardSend);
                 pool.sent(*out, pp.isend(out->data(), sh.activation_count, sh.type, next,
                                          tag(Pass::Forward, a.chunk, a.microbatch)));
+            }
         } else {
             const void* grad_out = nullptr;
             if (!last) {
                 Stopwatch w;
+                Timers::Scope phase(timers, Phase::BackwardRecv);
                 const int src_chunk = s == p - 1 ? a.chunk + 1 : a.chunk;
                 pp.recv(recv_buf.data(), sh.activation_count, sh.type, next, tag(Pass::Backward, src_chunk, a.microbatch));
                 timing.wait_seconds += w.seconds();
                 grad_out = recv_buf.data();
             }
             Buffer* gin = first ? nullptr : &pool.take();
-            Stopwatch c;
-            fn.backward(a.microbatch, a.chunk, grad_out, gin ? gin->data() : nullptr);
-            timing.compute_seconds += c.seconds();
-            if (gin)
+            {
+                Stopwatch c;
+                Timers::Scope phase(timers, Phase::BackwardCompute);
+                fn.backward(a.microbatch, a.chunk, grad_out, gin ? gin->data() : nullptr);
+                timing.compute_seconds += c.seconds();
+            }
+            if (gin) {
+                Timers::Scope phase(timers, Phase::BackwardSend);
                 pool.sent(*gin, pp.isend(gin->data(), sh.activation_count, sh.type, prev,
                                          tag(Pass::Backward, a.chunk, a.microbatch)));
+            }
         }
     }
     watchdog::set_micro_batch(-1);

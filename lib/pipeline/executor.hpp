@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "core/timers.hpp"
 #include "dist/communicator.hpp"
 #include "pipeline/schedule.hpp"
 
@@ -47,8 +48,10 @@ struct PipelineTiming {
 };
 
 // Runs the whole schedule of one iteration on this stage. `pp` is the pipeline group
-// (group rank == stage).
+// (group rank == stage). timers: Megatron's forward-compute / backward-compute and
+// forward-/backward-recv / -send phases (the sends: posting the non-blocking send).
 PipelineTiming run_pipeline(const PipelineShape& shape, dist::Communicator& pp,
-                            const StageFunctions& fn, const BufferSpace& space = {});
+                            const StageFunctions& fn, const BufferSpace& space = {},
+                            Timers* timers = nullptr);
 
 }  // namespace gpt::pipeline

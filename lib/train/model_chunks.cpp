@@ -172,7 +172,10 @@ double ModelChunks::forward_backward(MicroBatchSource& data, float dloss,
     const pipeline::PipelineShape sh = shape(false);
     const std::size_t act_bytes =
         static_cast<std::size_t>(sh.activation_count) * dist::comm_type_size(sh.type);
-    read_batch(data);
+    {
+        Timers::Scope phase(timers_, Phase::BatchGenerator);
+        read_batch(data);
+    }
     reset_slots();
     for (auto& m : chunks_) m->zero_grads();
     double loss = 0.0;
@@ -193,9 +196,10 @@ double ModelChunks::forward_backward(MicroBatchSource& data, float dloss,
         m.backward(slot, dloss);
         if (grad_in) to_boundary(grad_in, m.input_grad(), act_bytes);
     };
-    timing_ = pipeline::run_pipeline(sh, data_.pp(), fn, space_);
+    timing_ = pipeline::run_pipeline(sh, data_.pp(), fn, space_, timers_);
     finalize_grads();
-    return global_mean(loss / static_cast<double>(num_micro_batches_));
+    local_loss_ = loss / static_cast<double>(num_micro_batches_);
+    return global_mean(local_loss_);
 }
 
 void ModelChunks::finalize_grads() {
@@ -204,6 +208,7 @@ void ModelChunks::finalize_grads() {
     // allreduce of word-embedding grads over the embedding group).
     // Untied (--untie-embeddings-and-output-weights): two separate tensors, nothing to sum.
     if (groups_.embedding().size() > 1 && !chunks_.front()->dims().untied_output) {
+        Timers::Scope phase(timers_, Phase::EmbeddingGradsAllReduce);
         model::GptModel* holder = nullptr;
         const char* name = nullptr;
         if (chunks_.front()->chunk().pre_process) {
@@ -218,22 +223,51 @@ void ModelChunks::finalize_grads() {
         data_.embedding().all_reduce(holder->grads() + e.offset, e.numel, dist::CommType::F32,
                                      dist::ReduceOp::Sum);
     }
-    for (auto& r : reducers_) r->finish();
+    {
+        Timers::Scope phase(timers_, Phase::AllGradsSync);
+        for (auto& r : reducers_) r->finish();
+    }
     // Sequence parallelism leaves each TP rank a partial sum of the layernorm and
     // row-parallel bias grads.
+    // (Timed only where the phase exists: sequence parallelism over more than one TP rank.)
+    const bool sp = groups_.grid().tp_size() > 1 && chunks_.front()->options().sequence_parallel;
+    Timers::Scope phase(sp ? timers_ : nullptr, Phase::LayernormGradsAllReduce);
     for (auto& m : chunks_) m->reduce_sequence_parallel_grads();
 }
 
-optim::StepResult ModelChunks::step(double lr, double loss_scale) {
-    std::array<double, 2> stats{0.0, 0.0};
-    for (auto& o : optimizers_) {
-        const auto s = o->local_grad_stats();
-        stats[0] += s[0];
-        stats[1] += s[1];
+void ModelChunks::set_timers(Timers* t) {
+    timers_ = t;
+    for (auto& o : optimizers_) o->set_timers(t);
+}
+
+std::string ModelChunks::first_non_finite_grad() {
+    for (std::size_t c = 0; c < chunks_.size(); ++c) {
+        model::GptModel& m = *chunks_[c];
+        const optim::AdamOptimizer& o = *optimizers_[c];
+        const std::int64_t lo = o.shard_begin(), hi = o.shard_begin() + o.shard_size();
+        for (const auto& e : m.layout().entries()) {
+            const std::int64_t b = std::max(lo, e.offset), end = std::min(hi, e.offset + e.numel);
+            if (b < end && !be_.grad_stats(m.grads() + b, end - b).finite) return e.name;
+        }
     }
-    auto& mp = optimizers_.front()->norm_group();
-    if (mp.size() > 1) mp.all_reduce(stats.data(), 2, dist::CommType::F64, dist::ReduceOp::Sum);
-    const optim::GradNorm norm = optim::AdamOptimizer::finish_grad_norm(stats, loss_scale);
+    return "";
+}
+
+optim::StepResult ModelChunks::step(double lr, double loss_scale) {
+    optim::GradNorm norm;
+    {
+        // The grad norm clipping needs; the overflow check rides in the same pass.
+        Timers::Scope phase(timers_, Phase::OptimizerClipMainGrad);
+        std::array<double, 2> stats{0.0, 0.0};
+        for (auto& o : optimizers_) {
+            const auto s = o->local_grad_stats();
+            stats[0] += s[0];
+            stats[1] += s[1];
+        }
+        auto& mp = optimizers_.front()->norm_group();
+        if (mp.size() > 1) mp.all_reduce(stats.data(), 2, dist::CommType::F64, dist::ReduceOp::Sum);
+        norm = optim::AdamOptimizer::finish_grad_norm(stats, loss_scale);
+    }
     optim::StepResult r;
     for (auto& o : optimizers_) r = o->step(lr, loss_scale, norm);
     return r;

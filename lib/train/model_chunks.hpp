@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -65,6 +66,17 @@ public:
     MemoryReport memory() const;
     // Compute and receive-wait time of the last forward_backward (wait = the bubble).
     const pipeline::PipelineTiming& last_timing() const { return timing_; }
+    // Megatron's per-phase timers of the step (batch-generator, the pipeline's phases,
+    // finalize_grads' and the optimizer's) go to `t` (null: none).
+    void set_timers(Timers* t);
+    // This rank's own lm loss of the last forward_backward, before any reduction: the mean
+    // over its micro-batches on the last pipeline stage, 0 elsewhere.
+    double last_local_loss() const { return local_loss_; }
+    // The first parameter (layout order, every chunk) whose gradient on this rank is not
+    // finite, as "<name>"; "" when all are finite. Reads only the elements this rank's
+    // optimizer steps (its shard with the distributed optimizer). For error reports: one
+    // pass over the gradients.
+    std::string first_non_finite_grad();
 
 private:
     struct Slots {
@@ -109,6 +121,8 @@ private:
     std::vector<std::int32_t> tokens_;  // the iteration's micro-batches, back to back
     std::size_t sample_elems_ = 0;      // int32 per micro-batch
     pipeline::PipelineTiming timing_;
+    Timers* timers_ = nullptr;
+    double local_loss_ = 0.0;
 };
 
 }  // namespace gpt::train

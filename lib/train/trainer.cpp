@@ -3,14 +3,20 @@
 #include <cmath>
 #include <sstream>
 
+#include <functional>
+
+#include "ckpt/checkpoint_dir.hpp"
 #include "core/device_info.hpp"
 #include "core/errors.hpp"
+#include "core/profiler.hpp"
 #include "core/timer.hpp"
 #include "core/watchdog.hpp"
 #include "log/log.hpp"
 #include "train/chunk_layout.hpp"
 #include "train/exit_conditions.hpp"
 #include "train/iteration_log.hpp"
+#include "train/nan_check.hpp"
+#include "train/timer_log.hpp"
 
 namespace gpt::train {
 
@@ -52,6 +58,8 @@ std::unique_ptr<dist::DataGroups> make_data_groups(const Config& cfg, dist::Proc
 }
 
 namespace {
+
+constexpr std::size_t kStragglersReported = 3;  // --log-straggler: the slowest ranks shown
 
 std::int64_t resolve_train_iters(const TrainingConfig& t) {
     if (t.train_iters > 0) return t.train_iters;
@@ -99,6 +107,24 @@ Trainer::Trainer(const RunConfig& run, dist::ProcessGroups& groups, Backend& bac
     chunks_ = std::make_unique<ModelChunks>(run, groups, *data_, be_);
     if (!cfg_.logging.metrics_file.empty() && logs())
         metrics_ = std::make_unique<MetricsFile>(cfg_.logging.metrics_file);
+
+    // Monitoring: Megatron's timers (and NVTX ranges), the straggler report, the profiler
+    // window, the spike guard; host names for the reports that name a rank.
+    const MonitorConfig& mon = cfg_.monitor;
+    GPT_REQUIRE(!mon.profile || (be_.name() == "cuda" && profiler::available()), UsageError,
+                "--profile starts and stops the CUDA profiler (cudaProfilerStart/Stop), which the ",
+                be_.name(), " backend of this build does not have. HINT: drop --profile; on the CPU "
+                "backend profile the whole run (perf record), and read the phases with --timing-log-level 2");
+    std::function<void()> sync;
+    if (!be_.host_memory()) sync = [this] { be_.synchronize(); };
+    timers_ = std::make_unique<Timers>(mon.timing_log_level, std::move(sync));
+    if (mon.log_straggler) {
+        timers_->always_measure(Phase::ForwardCompute);
+        timers_->always_measure(Phase::BackwardCompute);
+    }
+    chunks_->set_timers(timers_.get());
+    if (mon.check_for_spiky_loss) spikes_ = std::make_unique<SpikeGuard>(mon);
+    hosts_ = gather_hostnames(groups_.world());
     // Megatron writes no TensorBoard scalars for --skip-train's evaluation.
     if (!cfg_.training.skip_train) tb_ = TensorboardLog::open(cfg_.logging, groups_.rank(), groups_.world_size());
 }
@@ -138,35 +164,116 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
     // The objective is the mean token loss over the global batch, times the loss scale;
     // 1/dp is folded in here so the data-parallel reduction is a plain sum.
     const float dloss = static_cast<float>(scale / (T * static_cast<double>(num_micro_batches_) * dp));
-    const double loss = chunks_->forward_backward(data, dloss, micro_batches_done_);
+    double loss = 0.0;
+    {
+        Timers::Scope phase(timers_.get(), Phase::ForwardBackward);
+        loss = chunks_->forward_backward(data, dloss, micro_batches_done_);
+    }
     micro_batches_done_ += static_cast<std::uint64_t>(num_micro_batches_);
     ++iteration_;
-    GPT_REQUIRE(!std::isnan(loss), NumericError, "NaN loss at iteration ", iteration_,
-                " (Megatron's NaN check). HINT: lower --lr, use --bf16, or check the data");
+    // Megatron's NaN check. With fp16 an infinite loss is an overflow the scaler skips.
+    const bool check = cfg_.monitor.check_for_nan_in_loss_and_grad();
+    if (check && (std::isnan(loss) || (std::isinf(loss) && !skip_on_overflow_))) stop_on_non_finite(true, loss);
 
     IterationRecord rec;
     rec.iteration = iteration_;
     rec.lm_loss = loss;
     rec.lr = scheduler_.lr();
     rec.loss_scale = scale;
-    const optim::StepResult r = chunks_->step(rec.lr, scale);
-    if (r.skipped) {
-        GPT_REQUIRE(skip_on_overflow_, NumericError, "gradients are not finite at iteration ",
-                    iteration_, " (loss ", loss, "). HINT: lower --lr or use --fp16 with loss scaling");
+    const std::int64_t first_sample = consumed_samples_;
+    consumed_samples_ += global_batch_;
+    if (spikes_ && std::isfinite(loss) &&
+        spikes_->skip(loss, iteration_, first_sample, global_batch_, last_good_checkpoint())) {
+        // No update: parameters, optimizer state, LR schedule and loss scale stay as they were.
+        rec.skipped = rec.spiky = true;
+        rec.grad_norm = std::nan("");
         ++total_skipped_;
     } else {
-        scheduler_.step(global_batch_);
+        optim::StepResult r;
+        {
+            Timers::Scope phase(timers_.get(), Phase::Optimizer);
+            r = chunks_->step(rec.lr, scale);
+        }
+        if (r.skipped) {
+            // Without a loss scaler a non-finite gradient is no overflow: stop (the check),
+            // or skip the step like an overflow (--no-check-for-nan-in-loss-and-grad).
+            if (!skip_on_overflow_ && check) stop_on_non_finite(false, loss);
+            ++total_skipped_;
+        } else {
+            scheduler_.step(global_batch_);
+        }
+        scaler_.update(r.skipped);
+        if (const std::string w = skip_watch_.record(r.skipped, iteration_, scale); !w.empty())
+            GPT_LOG(warning) << w;
+        rec.skipped = r.skipped;
+        rec.grad_norm = r.skipped ? std::nan("") : r.grad.norm;
     }
-    scaler_.update(r.skipped);
-    if (const std::string w = skip_watch_.record(r.skipped, iteration_, scale); !w.empty())
-        GPT_LOG(warning) << w;
-    rec.skipped = r.skipped;
-    rec.grad_norm = r.skipped ? std::nan("") : r.grad.norm;
-    consumed_samples_ += global_batch_;
     be_.synchronize();
     rec.elapsed_ms = sw.seconds() * 1000.0;
     history_.push_back(rec);
     return rec;
+}
+
+void Trainer::stop_on_non_finite(bool loss_is_bad, double loss) {
+    // Collective: every rank reaches here together (the loss and the overflow flag are
+    // global) and throws the same line.
+    throw NumericError(loss_is_bad
+                           ? non_finite_loss_report(chunks_->last_local_loss(), loss, iteration_, groups_, hosts_)
+                           : non_finite_grad_report(*chunks_, iteration_, groups_, hosts_));
+}
+
+std::string Trainer::last_good_checkpoint() const {
+    const auto& ck = cfg_.checkpoint;
+    if (last_saved_iteration_ >= 0 && !ck.save.empty())
+        return ck.save + "/" + ckpt::iteration_dir_name(last_saved_iteration_);
+    if (start_iteration_ > 0 && !ck.load.empty())
+        return ck.load + "/" + ckpt::iteration_dir_name(start_iteration_);
+    return "none (this run has neither saved nor loaded one)";
+}
+
+void Trainer::profile_edges(bool before_step) {
+    // Megatron: start before the step when profile-step-start iterations are done, stop
+    // after the one that completes profile-step-end; on rank 0 (its --profile-ranks default).
+    const MonitorConfig& mon = cfg_.monitor;
+    if (!mon.profile || groups_.rank() != 0) return;
+    if (before_step && iteration_ == mon.profile_step_start) {
+        be_.synchronize();
+        profiler::start();
+        GPT_LOG(info) << "profiler started before iteration " << iteration_ + 1;
+    } else if (!before_step && iteration_ == mon.profile_step_end) {
+        be_.synchronize();
+        profiler::stop();
+        GPT_LOG(info) << "profiler stopped after iteration " << iteration_;
+    }
+}
+
+void Trainer::log_timers() {
+    const MonitorConfig& mon = cfg_.monitor;
+    if (mon.timing_log_level == 0 && !mon.log_straggler) return;  // nothing measured
+    const TimerTable t = gather_timers(*timers_, groups_.world());
+    timers_->reset();
+    const double per = static_cast<double>(std::max(1, cfg_.logging.log_interval));
+    // Megatron's timers.write: "<name>-time", the maximum over ranks in seconds per
+    // iteration, from the rank that holds the event file (the last).
+    if (tb_ && cfg_.logging.log_timers_to_tensorboard) {
+        for (const auto& [p, s] : timer_maxima(t, mon.timing_log_level, per))
+            tb_->writer().add_scalar(std::string(phase_name(p)) + "-time", s, iteration_);
+        tb_->writer().flush();
+    }
+    if (!logs()) return;
+    if (mon.timing_log_level > 0)
+        if (const std::string block = format_timers(t, mon.timing_log_level, mon.timing_log_option, per);
+            !block.empty())
+            GPT_LOG(info) << block;
+    if (mon.log_straggler) {
+        std::vector<double> ms(static_cast<std::size_t>(t.ranks));
+        for (int r = 0; r < t.ranks; ++r)
+            ms[static_cast<std::size_t>(r)] =
+                (t.at(r, Phase::ForwardCompute) + t.at(r, Phase::BackwardCompute)) * 1000.0 / per;
+        const double med = median(ms);
+        for (const Straggler& st : select_stragglers(ms, kStragglersReported))
+            GPT_LOG(info) << format_straggler(st, hosts_.at(static_cast<std::size_t>(st.rank)), med);
+    }
 }
 
 double Trainer::evaluate(MicroBatchSource& data, int iters) { return chunks_->evaluate(data, iters); }
@@ -230,7 +337,9 @@ void Trainer::train(MicroBatchSource& train_data, const std::vector<EvalSet>& va
     ExitConditions exits(t, groups_.world());  // installs the signal handler first
     if (cfg_.sample.sample_interval > 0) sampler_ = std::make_unique<TrainingSampler>(cfg_, groups_, data_->tp(), be_, chunks_->chunk(0));
     const double seq_tokens = static_cast<double>(global_batch_) * chunks_->chunk(0).dims().seq;
+    start_iteration_ = iteration_;
     while (iteration_ < train_iters_) {
+        profile_edges(true);
         const IterationRecord rec = train_step(train_data);
         if (iteration_ == 1) GPT_LOG(info) << memory_line("after the first iteration");
         interval_ms_ += rec.elapsed_ms;
@@ -273,7 +382,9 @@ void Trainer::train(MicroBatchSource& train_data, const std::vector<EvalSet>& va
             if (logs()) log_interval(rec);
             interval_loss_ = interval_ms_ = 0.0;  // every rank (the last one times for TensorBoard)
             interval_applied_ = interval_iters_ = interval_skipped_ = interval_nan_ = 0;
+            log_timers();  // after the iteration line, as Megatron prints them
         }
+        profile_edges(false);
         if (!valid.empty() && t.eval_interval > 0 && t.eval_iters > 0 && iteration_ % t.eval_interval == 0)
             evaluate_validation(valid, "iteration " + std::to_string(iteration_));
         if (sampler_) sampler_->after_iteration(iteration_, chunks_->chunk(0));

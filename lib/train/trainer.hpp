@@ -22,6 +22,8 @@
 #include "train/run_config.hpp"
 #include "train/skip_watch.hpp"
 #include "train/train_sample.hpp"
+#include "train/spike_guard.hpp"
+#include "core/timers.hpp"
 #include "train/tensorboard_log.hpp"
 
 namespace gpt::train {
@@ -36,6 +38,7 @@ struct IterationRecord {
     double grad_norm = 0.0;     // NaN when skipped
     double loss_scale = 1.0;    // the scale this step used
     bool skipped = false;
+    bool spiky = false;         // skipped by --check-for-spiky-loss
     double elapsed_ms = 0.0;
 };
 
@@ -96,9 +99,22 @@ public:
     const optim::LossScaler& loss_scaler() const { return scaler_; }
     MemoryReport memory() const;
     std::string memory_line(const std::string& when) const;
+    // Megatron's per-phase timers of this rank (measured up to --timing-log-level).
+    Timers& timers() { return *timers_; }
+    // Steps --check-for-spiky-loss skipped so far in this run.
+    std::int64_t spiky_iterations() const { return spikes_ ? spikes_->total() : 0; }
 
 private:
     bool logs() const;  // this rank prints the iteration line and writes metrics
+    // Every log interval with --timing-log-level > 0 or --log-straggler (collective): the
+    // timer block and the straggler lines, printed by rank 0; resets the timers.
+    void log_timers();
+    // --check-for-spiky-loss's "last good checkpoint": saved or loaded by this run.
+    std::string last_good_checkpoint() const;
+    // --profile: cudaProfilerStart/Stop on rank 0 at the window's edges.
+    void profile_edges(bool before_step);
+    // A non-finite loss or gradient (bf16/fp32 with the check on): collective, throws.
+    [[noreturn]] void stop_on_non_finite(bool loss_is_bad, double loss);
     void log_interval(const IterationRecord& last);
     void evaluate_and_print(MicroBatchSource& data, const std::string& prefix,
                             const std::string& split, const std::string& name = "");
@@ -123,6 +139,10 @@ private:
     std::int64_t iteration_ = 0, consumed_samples_ = 0;
     std::uint64_t micro_batches_done_ = 0;  // global micro-batch count: dropout streams
     std::unique_ptr<MetricsFile> metrics_;
+    std::unique_ptr<Timers> timers_;
+    std::unique_ptr<SpikeGuard> spikes_;  // with --check-for-spiky-loss
+    std::vector<std::string> hosts_;      // every rank's host name, by world rank
+    std::int64_t start_iteration_ = 0;    // where train() began (the loaded checkpoint's)
     std::unique_ptr<TensorboardLog> tb_;  // --tensorboard-dir, on the last rank
     std::vector<IterationRecord> history_;
     std::int64_t total_skipped_ = 0;

@@ -101,6 +101,8 @@ def main():
     ap.add_argument("--memory", action="store_true")
     ap.add_argument("--world-size-tag", action="store_true")
     ap.add_argument("--timers", action="store_true")
+    # With --timing-log-level: the phases expected as "<name>-time" at each log interval.
+    ap.add_argument("--timer-tags", default="")
     ap.add_argument("--no-loss-scale", action="store_true")
     ap.add_argument("--no-learning-rate", action="store_true")
     a = ap.parse_args()
@@ -157,6 +159,8 @@ def main():
             continue
         if it % a.log_interval == 0 and a.timers:
             put(("iteration-time", it), None)  # timed on the writing rank: present and positive
+            for t in filter(None, a.timer_tags.split(",")):
+                put((t + "-time", it), None)  # the maximum over ranks: present and positive
         if it % a.tensorboard_log_interval:
             continue
         if not a.no_learning_rate:

@@ -1,0 +1,29 @@
+// Range checks of the monitoring flags (see MonitorConfig).
+#include <cmath>
+
+#include "config/validate.hpp"
+#include "core/errors.hpp"
+
+namespace gpt {
+
+void validate_monitor(const MonitorConfig& m) {
+    GPT_REQUIRE(m.timing_log_level >= 0 && m.timing_log_level <= 2, UsageError,
+                "--timing-log-level must be 0, 1 or 2, got ", m.timing_log_level);
+    GPT_REQUIRE(m.timing_log_option == "minmax" || m.timing_log_option == "max" ||
+                    m.timing_log_option == "all",
+                UsageError, "--timing-log-option must be minmax, max or all, got '",
+                m.timing_log_option, "'");
+    if (m.profile)
+        GPT_REQUIRE(m.profile_step_start >= 0 && m.profile_step_start < m.profile_step_end,
+                    UsageError, "--profile-step-start ", m.profile_step_start,
+                    " must be >= 0 and before --profile-step-end ", m.profile_step_end);
+    // A z-score needs a spread: three losses are the fewest that give one worth the name.
+    GPT_REQUIRE(m.spiky_loss_window >= 3, UsageError, "--spiky-loss-window must be at least 3, got ",
+                m.spiky_loss_window);
+    GPT_REQUIRE(std::isfinite(m.spiky_loss_zscore) && m.spiky_loss_zscore > 0, UsageError,
+                "--spiky-loss-zscore must be a positive number, got ", m.spiky_loss_zscore);
+    GPT_REQUIRE(m.spiky_loss_max_consecutive >= 1, UsageError,
+                "--spiky-loss-max-consecutive must be at least 1, got ", m.spiky_loss_max_consecutive);
+}
+
+}  // namespace gpt
