@@ -70,7 +70,10 @@ const std::vector<std::string>& meaning_arguments() {
         "kv_channels", "num_query_groups", "group_query_attention", "normalization", "position_embedding_type",
         "use_rotary_position_embeddings", "rotary_percent", "swiglu", "squared_relu", "add_bias_linear",
         "untie_embeddings_and_output_weights", "apply_residual_connection_post_layernorm", "qk_layernorm",
-        "apply_layernorm_1p", "disable_bias_linear", "rotary_base", "rotary_interleaved"};
+        "apply_layernorm_1p", "disable_bias_linear", "rotary_base", "rotary_interleaved",
+        // TikTokenizer: the split pattern and the special tokens placed before the ranks change
+        // which id a text maps to (the rank file's path may move, so it is not compared).
+        "tiktoken_pattern", "tiktoken_num_special_tokens", "tiktoken_special_tokens"};
     return names;
 }
 

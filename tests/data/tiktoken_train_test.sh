@@ -77,6 +77,16 @@ if [ "$rc" -ne 2 ] || ! grep -qE "tokenizer-type: TikTokenizer in the checkpoint
   echo "FAIL: a GPT-2 run loaded a TikTokenizer checkpoint (rc=$rc)"; echo "$out" | tail -10; exit 1
 fi
 echo "ok   GPT2BPETokenizer run refuses the TikTokenizer checkpoint"
+# Another split pattern maps the same text to other ids: refused too.
+set +e
+out=$(env OMP_NUM_THREADS=1 "$mpiexec" -n 1 "$build/app/gpt_pretrain" "${common[@]}" --load "$work/ckpt" --train-iters 4 \
+  --tokenizer-type TikTokenizer --tokenizer-model "$ranks" --tiktoken-pattern o200k_base 2>&1)
+rc=$?
+set -e
+if [ "$rc" -ne 2 ] || ! grep -qE "tiktoken-pattern: cl100k_base in the checkpoint, o200k_base in this run" <<<"$out"; then
+  echo "FAIL: a run with another --tiktoken-pattern loaded the checkpoint (rc=$rc)"; echo "$out" | tail -10; exit 1
+fi
+echo "ok   another --tiktoken-pattern refuses the checkpoint"
 # Usage errors are one line on stderr and exit code 2, and write no dataset.
 one_line() {  # one_line NAME PATTERN -- command...
   local name=$1 pattern=$2; shift 3
