@@ -249,6 +249,21 @@ void validate_samples(const Config& cfg) {
     GPT_REQUIRE(s.sample_seed >= -1, UsageError, "--sample-seed must be -1 (greedy) or a seed >= 0");
     GPT_REQUIRE(!cfg.data.vocab_file.empty() && !cfg.data.merge_file.empty(), UsageError,
                 "--sample-interval needs the GPT-2 tokenizer: give --vocab-file and --merge-file");
+    GPT_REQUIRE(cfg.data.tokenizer_type == "GPT2BPETokenizer", UsageError,
+                "--sample-interval decodes with the GPT-2 tokenizer; this run uses --tokenizer-type ",
+                cfg.data.tokenizer_type);
+    // The sampler's cached forward is the GPT-2 layer (lib/inference): refused here, before
+    // training starts, rather than at the first sample.
+    const ModelConfig& m = cfg.model;
+    const char* arch = m.rope()                                  ? "--position-embedding-type rope"
+                       : m.rmsnorm()                             ? "--normalization RMSNorm"
+                       : m.swiglu                                ? "--swiglu"
+                       : m.group_query_attention                 ? "--group-query-attention"
+                       : m.untie_embeddings_and_output_weights   ? "--untie-embeddings-and-output-weights"
+                       : m.disable_bias_linear                   ? "--disable-bias-linear"
+                                                                 : nullptr;
+    GPT_REQUIRE(arch == nullptr, UsageError, "--sample-interval does not run ", arch,
+                " models yet (generation implements the GPT-2 layer only)");
     GPT_REQUIRE(cfg.parallel.pipeline_model_parallel_size == 1, UsageError,
                 "--sample-interval needs --pipeline-model-parallel-size 1 (the sample runs the whole model "
                 "on each TP group); got ", cfg.parallel.pipeline_model_parallel_size);

@@ -29,6 +29,7 @@ const std::vector<ArchRow>& arch_rows() {
         {"group_query_attention", {"False"}},
         {"untie_embeddings_and_output_weights", {"False"}},
         {"add_bias_linear", {"True"}},
+        {"disable_bias_linear", {"False"}},
         {"apply_residual_connection_post_layernorm", {"False"}},
         {"qk_layernorm", {"False"}},
         {"apply_layernorm_1p", {"False"}},
@@ -69,13 +70,10 @@ ModelConfig model_config_from_table(const std::string& table, std::int64_t padde
     m.max_position_embeddings = static_cast<int>(get_int("max_position_embeddings"));
     m.vocab_size = static_cast<int>(get_int("vocab_size"));
     GPT_REQUIRE(m.vocab_size > 0, DataError, file, ": its arguments table has no vocabulary size");
-    for (const char* k : {"num_query_groups", "kv_channels"}) {
-        const auto it = t.find(k);
-        if (it == t.end() || it->second == "None" || it->second == "0") continue;
-        const long long want = std::string(k) == "kv_channels" ? m.hidden_size / m.num_attention_heads : m.num_attention_heads;
-        GPT_REQUIRE(it->second == std::to_string(want), UsageError, file, ": --", k, " is ", it->second,
-                    ", which Hugging Face GPT-2 cannot express");
-    }
+    // --num-query-groups only counts with --group-query-attention, which the rows above refuse.
+    if (const auto it = t.find("kv_channels"); it != t.end() && it->second != "None" && it->second != "0")
+        GPT_REQUIRE(it->second == std::to_string(m.hidden_size / m.num_attention_heads), UsageError, file,
+                    ": --kv_channels is ", it->second, ", which Hugging Face GPT-2 cannot express");
     try {
         m.layernorm_epsilon = std::stod(get("layernorm_epsilon"));
     } catch (const std::logic_error&) {

@@ -110,8 +110,10 @@ TEST(ConfigParse, UnknownIniKeyNamesFileAndSuggests) {
 }
 
 TEST(ConfigParse, UnsupportedMegatronFlagSaysSo) {
-    std::string m = usage_error([] { parse_args({"--swiglu"}); });
+    std::string m = usage_error([] { parse_args({"--context-parallel-size", "2"}); });
     EXPECT_NE(m.find("not supported"), std::string::npos) << m;
+    m = usage_error([] { parse_args({"--apply-query-key-layer-scaling"}); });
+    EXPECT_NE(m.find("query-key layer scaling stays off"), std::string::npos) << m;
 }
 
 TEST(ConfigParse, MissingConfigFileAndBadValue) {

@@ -167,6 +167,25 @@ TEST(ValidateRanges, DecoderOptionsAreCheckedNamingTheFlag) {
     EXPECT_EQ(cfg.model.layernorm_epsilon, 1e-6);
 }
 
+// Samples during training run lib/inference's GPT-2 layer: a Llama-style model is refused
+// before training starts, naming the option.
+TEST(ValidateRanges, SamplesRefuseLlamaStyleModels) {
+    const std::vector<std::string> sample = {"--sample-interval", "2", "--vocab-file", "v.json", "--merge-file", "m.txt"};
+    EXPECT_EQ(rejection(sample), "");
+    for (const auto& [opt, name] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+             {{"--swiglu"}, "--swiglu"},
+             {{"--normalization", "RMSNorm"}, "--normalization RMSNorm"},
+             {{"--position-embedding-type", "rope"}, "--position-embedding-type rope"},
+             {{"--group-query-attention", "--num-query-groups", "2"}, "--group-query-attention"},
+             {{"--untie-embeddings-and-output-weights"}, "--untie-embeddings-and-output-weights"},
+             {{"--disable-bias-linear"}, "--disable-bias-linear"}}) {
+        auto args = sample;
+        args.insert(args.end(), opt.begin(), opt.end());
+        EXPECT_NE(rejection(args).find("--sample-interval does not run " + name + " models yet"), std::string::npos)
+            << name << ": " << rejection(args);
+    }
+}
+
 // The hang watchdog's limit (core/watchdog.hpp): Megatron's whole minutes, default 10; a
 // limit of 0 or less would end every job at its first wait, so it is refused.
 TEST(ValidateRanges, DistributedTimeoutIsPositiveMinutes) {
