@@ -343,7 +343,7 @@ probe tp2pp2 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
   # launch ("already killed, do not launch batch job"): wait for the first run's processes
   # and the node's completing state to be gone first.
   wait_for 60 "the first run of job $id to be cleaned up" \
-    bash -c "! pgrep -f 'runs/[r]esume' >/dev/null && ! sinfo -h -o %T | grep -qi completing"
+    bash -c "! pgrep -f '$work/runs/[r]esume' >/dev/null && ! sinfo -h -o %T | grep -qi completing"
   sleep 2
   scontrol update jobid="$id" StartTime=now 2>/dev/null || true
   expect_done "$id" 300 COMPLETED 0:0
@@ -390,7 +390,7 @@ probe tp2pp2 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
     || fail "no checkpoint at iteration 4 or later in $ckpt before the kill"
   victim=
   for p in $(pgrep -x gpt_pretrain); do  # a rank (not srun, whose command line is alike)
-    tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q "runs/kill9/logs/$id " && victim=$p
+    tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q "$work/runs/kill9/logs/$id " && victim=$p
   done
   [ -n "$victim" ] || fail "no rank of job $id found to kill"
   kill -9 "$victim"
@@ -404,7 +404,7 @@ probe tp2pp2 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
   release_or_done() {
     job_done "$id" && return
     if ((SECONDS - requeued_at > 70)) && [ "$(job_field "$id" JobState)" = PENDING ] &&
-       ! pgrep -f 'runs/[k]ill9' >/dev/null && ! sinfo -h -o %T | grep -qi completing; then
+       ! pgrep -f "$work/runs/[k]ill9" >/dev/null && ! sinfo -h -o %T | grep -qi completing; then
       scontrol update jobid="$id" StartTime=now 2>/dev/null || true
     fi
     return 1

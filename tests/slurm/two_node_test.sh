@@ -240,7 +240,7 @@ want 4 && {
   [[ $saved =~ ^[0-9]+$ ]] && ((saved >= seen && saved < iters)) || fail "usr1: tracker '$saved', USR1 sent after iteration $seen"
   wait_for 60 "job $id to be requeued" bash -c "[ \"\$('$cluster' exec '$cdir' gpt-ctl scontrol show job -o $id | grep -o 'Restarts=[0-9]*')\" = Restarts=1 ]"
   wait_for 60 "the first run of job $id to be cleaned up" \
-    bash -c "! pgrep -f 'runs/[u]sr1' >/dev/null && ! '$cluster' exec '$cdir' gpt-ctl sinfo -h -o %T | grep -qi completing"
+    bash -c "! pgrep -f '$work/runs/[u]sr1' >/dev/null && ! '$cluster' exec '$cdir' gpt-ctl sinfo -h -o %T | grep -qi completing"
   sleep 2
   on gpt-ctl scontrol update jobid="$id" StartTime=now 2>/dev/null || true
   expect_done "$id" 600 COMPLETED 0:0
