@@ -121,6 +121,48 @@ TEST(Generate, GreedyWithCacheIsArgmaxOfFreshPasses) {
     }
 }
 
+// The same in half precision, where the cached step (attention by GEMMs over the cache) and
+// the fresh pass (the attention op) round differently: each greedy token chosen with the
+// cache is the argmax of a fresh pass over the prefix in the same precision, except where
+// that pass's top two logits lie within rounding (2 tol, test::rounding_tolerance) of each
+// other; enough steps must be decided (bf16's margins are often within its rounding), or the
+// check would be vacuous.
+TEST(Generate, HalfPrecisionGreedyWithCacheIsArgmaxOfFreshPasses) {
+    for (DType t : {DType::F16, DType::BF16}) {
+        Fixture f;
+        f.opt.dtype = t;
+        KvModel cached = f.make(), fresh = f.make();
+        const GenerationRequest rq = request(14, greedy());
+        const auto with = generate(cached, rq);
+        const std::int64_t V = f.dims.vocab_padded;
+        int decided = 0, ties = 0;
+        for (std::size_t i = 0; i < with.size(); ++i) {
+            std::vector<std::int32_t> seq = rq.prompts[i];
+            for (std::size_t k = 0; k < with[i].tokens.size(); ++k) {
+                const int n = static_cast<int>(seq.size());
+                fresh.start(1, n);
+                const std::vector<float> logits = fresh.forward(seq.data(), n);
+                const double tol = test::rounding_tolerance(t, test::max_abs(logits));
+                const std::int32_t chosen = with[i].tokens[k];
+                if (test::top2_margin(logits.data(), rq.vocab) > 2.0 * tol) {
+                    ++decided;
+                    EXPECT_EQ(chosen, test::argmax(logits.data(), rq.vocab))
+                        << dtype_name(t) << " prompt " << i << " token " << k;
+                } else {
+                    ++ties;  // either of the near-equal tokens is a correct greedy choice
+                    EXPECT_GE(logits[static_cast<std::size_t>(chosen)] + 2.0 * tol,
+                              logits[static_cast<std::size_t>(test::argmax(logits.data(), rq.vocab))])
+                        << dtype_name(t) << " prompt " << i << " token " << k;
+                }
+                EXPECT_NEAR(with[i].log_probs[k], log_prob(logits.data(), V, chosen), 2.0 * tol)
+                    << dtype_name(t) << " prompt " << i << " token " << k;
+                seq.push_back(chosen);
+            }
+        }
+        EXPECT_GE(decided, 15) << dtype_name(t) << ": " << ties << " near ties, " << decided << " decided";
+    }
+}
+
 TEST(Generate, TopK1IsGreedy) {
     Fixture f;
     KvModel m = f.make();
