@@ -39,6 +39,7 @@ struct ActivationInputs {
     bool flash_attention = false;
     DType dtype = DType::F16;
     std::int64_t f = 0;
+    std::int64_t fc1 = 0;  // fc1's output width before the TP split (0: f; 2f with SwiGLU)
 };
 
 // What lib/model/activation_plan.cpp keeps per layer and micro-batch (R = sb rows, sb/t
@@ -49,6 +50,12 @@ struct ActivationInputs {
 //   LayerNorm mean and 1/std, fp32, both LayerNorms:          16 R
 //   tensor-parallel side (T rows, split by t): fused QKV 3h, context (dense input) h,
 //     fc1 output (GELU input) f, GELU output (fc2 input) f:   T (4h + 2f) e / t
+//     With SwiGLU fc1's output is [gate, up], 2f wide (T (4h + 3f) e / t). With grouped-
+//     query attention or rope the saved QKV is still 3h: lib/model expands the grouped
+//     projection into the attention's [np, 3, hn] (the projection itself passes through the
+//     workspace's wide buffer), so GQA saves no activation memory here, only parameters.
+//     RMSNorm keeps both statistics buffers (its mean one unused); rope and bias-free
+//     linears save nothing extra.
 //   attention core: the fp32 softmax probabilities a s^2 b 4 / t (plain), or only the fp32
 //     row log-sum-exp a s b 4 / t (flash attention); both backends keep fp32 statistics.
 //   no dropout masks: they are regenerated from the counter-based RNG in backward.

@@ -5,19 +5,12 @@
 
 namespace gpt::plan {
 
-std::string unmodelled_decoder_options(const ModelConfig& mc) {
-    std::string used;
-    auto note = [&](bool on, const char* flag) {
-        if (on) used += used.empty() ? flag : std::string(", ") + flag;
-    };
-    note(mc.rope(), "--position-embedding-type rope");
-    note(mc.rmsnorm(), "--normalization RMSNorm");
-    note(mc.swiglu, "--swiglu");
-    note(mc.group_query_attention, "--group-query-attention");
-    note(mc.untie_embeddings_and_output_weights, "--untie-embeddings-and-output-weights");
-    note(mc.disable_bias_linear, "--disable-bias-linear");
-    return used;
+std::int64_t qkv_rows(const ModelShape& m) {
+    const std::int64_t g = m.query_groups > 0 ? m.query_groups : m.heads;
+    return (m.heads + 2 * g) * (m.hidden / m.heads);
 }
+
+std::int64_t fc1_rows(const ModelShape& m) { return (m.swiglu ? 2 : 1) * std::int64_t(m.ffn); }
 
 ModelShape model_shape_from_config(const Config& cfg) {
     const ModelConfig& mc = cfg.model;
@@ -53,15 +46,13 @@ std::int64_t padded_vocab(const ModelShape& m, int tp) {
 }
 
 std::int64_t layer_params_per_rank(const ModelShape& m, int tp) {
-    const std::int64_t h = m.hidden, f = m.ffn, a = m.heads;
-    const std::int64_t g = m.query_groups > 0 ? m.query_groups : a;
-    const std::int64_t qkv_rows = (a + 2 * g) * (h / a);  // 3h without grouped-query attention
-    const std::int64_t fc1_rows = (m.swiglu ? 2 : 1) * f;
+    const std::int64_t h = m.hidden, f = m.ffn;
+    const std::int64_t qkv_out = qkv_rows(m), fc1_out = fc1_rows(m);
     const std::int64_t bias = m.linear_bias ? 1 : 0;
     std::int64_t norms = 2 * (m.rmsnorm ? h : 2 * h);
-    std::int64_t qkv = (qkv_rows * h + bias * qkv_rows) / tp;
+    std::int64_t qkv = (qkv_out * h + bias * qkv_out) / tp;
     std::int64_t dense = h * h / tp + bias * h;
-    std::int64_t fc1 = (fc1_rows * h + bias * fc1_rows) / tp;
+    std::int64_t fc1 = (fc1_out * h + bias * fc1_out) / tp;
     std::int64_t fc2 = h * f / tp + bias * h;
     return norms + qkv + dense + fc1 + fc2;
 }

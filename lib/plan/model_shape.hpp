@@ -25,8 +25,8 @@ struct ModelShape {
     int vocab_divisible_by = 128;
     DType dtype = DType::F32;  // parameter/activation type (fp16/bf16 train with fp32 main params)
     bool flash_attention = false;
-    // The Llama-style options (ModelConfig's): parameter counts follow them; the memory and
-    // time models do not yet (search_inputs_from_config refuses them).
+    // The Llama-style options (ModelConfig's): the parameter counts, the memory model (fc1's
+    // width) and the time model (QKV and fc1 GEMM widths) follow them.
     int query_groups = 0;         // K/V heads; 0: heads
     bool swiglu = false;          // fc1 holds 2 f rows
     bool linear_bias = true;
@@ -35,9 +35,10 @@ struct ModelShape {
     bool untied_output = false;   // an output layer of V_pad x h besides the embeddings
 };
 
-// The flags of cfg.model the planner does not model (rope, RMSNorm, SwiGLU, grouped-query
-// attention, untied output, no linear biases), comma-separated; "" when none.
-std::string unmodelled_decoder_options(const ModelConfig& mc);
+// Output rows of the fused QKV linear, (a + 2 g) h / a (3h without grouped-query attention),
+// and of fc1 (2f with SwiGLU's gate and up), before the TP split.
+std::int64_t qkv_rows(const ModelShape& m);
+std::int64_t fc1_rows(const ModelShape& m);
 
 // Shape of cfg.model with cfg.training's precision. vocab 0 means GPT-2's 50257.
 ModelShape model_shape_from_config(const Config& cfg);

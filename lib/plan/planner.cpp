@@ -23,12 +23,6 @@ std::string default_device(const Config& cfg, bool plan_only) {
 }  // namespace
 
 SearchInputs search_inputs_from_config(const Config& cfg, int world_size, int local_world_size, bool plan_only) {
-    // The memory and time models are written for GPT-2's layers (activation buffers,
-    // FLOPs); a plan for the Llama-style options would be wrong, so it is refused.
-    const std::string unmodelled = unmodelled_decoder_options(cfg.model);
-    GPT_REQUIRE(unmodelled.empty(), UsageError, "the planner does not model ", unmodelled,
-                " yet: give --tensor-model-parallel-size, --pipeline-model-parallel-size and "
-                "--micro-batch-size yourself (--plan-only and --max-global-batch-size need the planner)");
     SearchInputs in;
     in.model = model_shape_from_config(cfg);
     in.device = find_device_preset(default_device(cfg, plan_only));

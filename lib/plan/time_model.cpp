@@ -35,9 +35,10 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
 
     // GEMMs of one layer per rank (each is split t ways); backward runs two GEMMs of the same
     // size per forward GEMM (data gradient and weight gradient).
-    const double bs = b * s;
-    double gemm_fwd = gemm_seconds(2 * bs * h * 3 * h / t, peak, dev) + gemm_seconds(2 * bs * h * h / t, peak, dev) +
-                      2 * gemm_seconds(2 * bs * h * f / t, peak, dev);
+    // QKV is (a + 2g) h / a wide with grouped-query attention, fc1 2f with SwiGLU.
+    const double bs = b * s, qkv = double(qkv_rows(m)), fc1 = double(fc1_rows(m));
+    double gemm_fwd = gemm_seconds(2 * bs * h * qkv / t, peak, dev) + gemm_seconds(2 * bs * h * h / t, peak, dev) +
+                      gemm_seconds(2 * bs * h * fc1 / t, peak, dev) + gemm_seconds(2 * bs * h * f / t, peak, dev);
     double attn_eff = m.flash_attention ? dev.flash_attention_efficiency : dev.attention_efficiency;
     double attn_fwd = 4 * b * s * s * h / t / (peak * attn_eff);
     // Element-wise traffic per layer (bytes): LayerNorms and the two bias-dropout-add
@@ -47,7 +48,11 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
     double sp_div = l.sequence_parallel ? t : 1.0;
     double sbh = bs * h;
     double elem_core = m.flash_attention ? 0.0 : (8 * e + 1) * a * s * s * b / t;
-    double elem_fwd = (22 * e * sbh / sp_div + 16 * e * sbh / t * (f / (4 * h)) + elem_core) / hbm;
+    // SwiGLU reads 2f and writes f where bias-GELU reads and writes f: 3/2 the traffic; the
+    // grouped/rotated QKV's expansion reads the projection and writes 3h (rope or GQA).
+    double act_traffic = 16 * e * sbh / t * (f / (4 * h)) * (m.swiglu ? 1.5 : 1.0);
+    double expand = (m.position_table && qkv == 3 * h) ? 0.0 : 2 * e * bs * (qkv + 3 * h) / t;
+    double elem_fwd = (22 * e * sbh / sp_div + act_traffic + expand + elem_core) / hbm;
     double core_fwd = attn_fwd + elem_core / hbm;
 
     double fwd = gemm_fwd + attn_fwd + elem_fwd;
@@ -104,7 +109,7 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
 
 double layer_gemm_flops(const ModelShape& m, int micro_batch) {
     const double bs = double(micro_batch) * m.seq, h = m.hidden, f = m.ffn;
-    return 2 * bs * (3 * h * h + h * h + 2 * h * f);
+    return 2 * bs * h * (double(qkv_rows(m)) + h + double(fc1_rows(m)) + f);
 }
 
 double layer_attention_flops(const ModelShape& m, int micro_batch) {

@@ -11,7 +11,8 @@
 namespace gpt::plan {
 
 // Forward FLOPs of one transformer layer for one micro-batch, whole model (not per rank):
-// GEMMs 2bs(3h^2 + h^2 + 2hf) (QKV, dense, fc1, fc2) and attention 4bs^2h (QK^T and AV),
+// GEMMs 2bsh(q + h + f1 + f) (QKV q = 3h, or (a + 2g) h / a with grouped-query attention; dense;
+// fc1 f1 = f, or 2f with SwiGLU; fc2) and attention 4bs^2h (QK^T and AV),
 // which for f = 4h is Narayanan et al. 2021's 24bsh^2(1 + s/(6h)).
 double layer_gemm_flops(const ModelShape& m, int micro_batch);
 double layer_attention_flops(const ModelShape& m, int micro_batch);

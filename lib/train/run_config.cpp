@@ -88,10 +88,6 @@ std::string describe_layout(const RunConfig& run) {
 }
 
 std::string check_run_memory(const RunConfig& run) {
-    // Said, not skipped silently: the memory model does not cover these layers yet.
-    const std::string unmodelled = plan::unmodelled_decoder_options(run.cfg.model);
-    if (!unmodelled.empty())
-        return "> predicted memory: not checked; the planner does not model " + unmodelled + " yet";
     Config planned = run.cfg;
     if (planned.plan.plan_device == "auto" &&
         (planned.parallel.device == "cpu" || visible_gpu_count() == 0))

@@ -93,34 +93,31 @@ TEST(ModelShape, TinyLlamaMatchesPublishedCount) {
     EXPECT_EQ(sum, (1100048384 - 22 * 2 * 2048 - 2048) / 2 + 22 * 2 * 2048 + 2048);
 }
 
-// The memory and time models are GPT-2's: a plan for the Llama-style options would be
-// wrong, so the planner refuses each of them, naming it (parameter counts are right).
-TEST(ModelShape, RefusesTheDecoderOptionsItDoesNotModel) {
-    Config base;
-    base.model.num_layers = 2;
-    base.model.hidden_size = 64;
-    base.model.num_attention_heads = 4;
-    base.model.seq_length = 32;
-    EXPECT_NO_THROW(search_inputs_from_config(base, 8, 8, true));
-    const std::pair<void (*)(ModelConfig&), const char*> options[] = {
-        {[](ModelConfig& m) { m.position_embedding_type = "rope"; }, "--position-embedding-type rope"},
-        {[](ModelConfig& m) { m.normalization = "RMSNorm"; }, "--normalization RMSNorm"},
-        {[](ModelConfig& m) { m.swiglu = true; }, "--swiglu"},
-        {[](ModelConfig& m) { m.group_query_attention = true; }, "--group-query-attention"},
-        {[](ModelConfig& m) { m.untie_embeddings_and_output_weights = true; }, "--untie-embeddings-and-output-weights"},
-        {[](ModelConfig& m) { m.disable_bias_linear = true; }, "--disable-bias-linear"},
-    };
-    for (const auto& [set, flag] : options) {
-        Config c = base;
-        set(c.model);
-        try {
-            search_inputs_from_config(c, 8, 8, true);
-            ADD_FAILURE() << "planned " << flag;
-        } catch (const UsageError& e) {
-            EXPECT_NE(std::string(e.what()).find(std::string("the planner does not model ") + flag),
-                      std::string::npos) << e.what();
-        }
-    }
+// The planner models the Llama-style options (the memory model byte for byte against real
+// runs: tests/train/test_memory_prediction's llama rows): each is planned, and the shape
+// carries the widths the memory and time models read.
+TEST(ModelShape, PlansTheDecoderOptions) {
+    Config c;
+    c.model.num_layers = 2;
+    c.model.hidden_size = 64;
+    c.model.num_attention_heads = 4;
+    c.model.seq_length = 32;
+    const SearchInputs gpt = search_inputs_from_config(c, 8, 8, true);
+    EXPECT_EQ(qkv_rows(gpt.model), 3 * 64);
+    EXPECT_EQ(fc1_rows(gpt.model), 4 * 64);
+    c.model.position_embedding_type = "rope";
+    c.model.normalization = "RMSNorm";
+    c.model.swiglu = true;
+    c.model.ffn_hidden_size = 160;
+    c.model.group_query_attention = true;
+    c.model.num_query_groups = 2;
+    c.model.untie_embeddings_and_output_weights = true;
+    c.model.disable_bias_linear = true;
+    const SearchInputs llama = search_inputs_from_config(c, 8, 8, true);
+    EXPECT_EQ(qkv_rows(llama.model), (4 + 2 * 2) * 16);
+    EXPECT_EQ(fc1_rows(llama.model), 2 * 160);
+    EXPECT_FALSE(llama.model.position_table);
+    EXPECT_TRUE(llama.model.rmsnorm && llama.model.untied_output && !llama.model.linear_bias);
 }
 
 }  // namespace

@@ -47,6 +47,7 @@ struct Case {
     int recompute_layers = 1;
     bool fp16 = false;
     bool flash = false;
+    bool llama = false;  // rope, RMSNorm, SwiGLU (ffn 768), 2 query groups, untied, no biases
 };
 
 const std::vector<Case>& cases() {
@@ -66,6 +67,8 @@ const std::vector<Case>& cases() {
         {"PP2 DP2 distopt", 4, 1, 2, false, true},
         {"PP2 VP2", 4, 1, 2, false, false, true},
         {"TP2 SP PP2 selective", 4, 2, 2, true, false, false, "selective"},
+        {"llama", 1, 1, 1, false, false, false, "", 1, false, false, true},
+        {"llama TP2 SP PP2", 4, 2, 2, true, false, false, "", 1, false, false, true},
     };
     return c;
 }
@@ -84,6 +87,16 @@ Config case_config(const Case& k) {
     // Dropout on: its masks are regenerated, so it must not cost memory.
     c.model.hidden_dropout = 0.1;
     c.model.attention_dropout = 0.1;
+    if (k.llama) {  // every width stays a multiple of 64 elements (see above)
+        c.model.position_embedding_type = "rope";
+        c.model.normalization = "RMSNorm";
+        c.model.swiglu = true;
+        c.model.ffn_hidden_size = 768;
+        c.model.group_query_attention = true;
+        c.model.num_query_groups = 2;
+        c.model.untie_embeddings_and_output_weights = true;
+        c.model.disable_bias_linear = true;
+    }
     c.training.micro_batch_size = 2;
     const int dp = k.ranks / (k.tp * k.pp);
     c.training.global_batch_size = 4 * c.training.micro_batch_size * dp;  // 4 micro-batches per replica
