@@ -138,23 +138,29 @@ __global__ void rms_dx_kernel(const T* dy, const T* x, const T* gamma, const flo
 
 __device__ __forceinline__ float sigmoid_f(float v) { return 1.0f / (1.0f + expf(-v)); }
 
-// x [rows, 2 cols] = [gate, up]; y [rows, cols] = silu(gate) up. blockIdx.y strides rows,
-// x-threads stride the row's units (no 64-bit division per element).
+// f(r, u) for every row r and unit u < units of a row: blockIdx.y strides rows, x-threads
+// stride the row's units (no 64-bit division per element).
+template <typename F>
+__device__ __forceinline__ void for_row_units(std::int64_t rows, std::int64_t units, F&& f) {
+    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+        for (std::int64_t u = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; u < units;
+             u += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+            f(r, u);
+}
+
+// x [rows, 2 cols] = [gate, up]; y [rows, cols] = silu(gate) up.
 template <typename T, bool kVecRows>
 __global__ void swiglu_fwd_kernel(const T* x, T* y, std::int64_t rows, std::int64_t cols) {
     using A = RowAccess<T, kVecRows>;
     constexpr int V = A::V;
-    const std::int64_t units = cols / V;
-    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y)
-        for (std::int64_t u = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; u < units;
-             u += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-            float g[V], up[V];
-            A::load(x + r * 2 * cols + u * V, g);
-            A::load(x + r * 2 * cols + cols + u * V, up);
+    for_row_units(rows, cols / V, [&](std::int64_t r, std::int64_t u) {
+        float g[V], up[V];
+        A::load(x + r * 2 * cols + u * V, g);
+        A::load(x + r * 2 * cols + cols + u * V, up);
 #pragma unroll
-            for (int i = 0; i < V; ++i) g[i] = g[i] * sigmoid_f(g[i]) * up[i];
-            A::store(y + r * cols + u * V, g);
-        }
+        for (int i = 0; i < V; ++i) g[i] = g[i] * sigmoid_f(g[i]) * up[i];
+        A::store(y + r * cols + u * V, g);
+    });
 }
 
 // dgate = dy up silu'(gate), silu'(g) = s (1 + g (1 - s)); dup = dy silu(gate).
@@ -162,24 +168,21 @@ template <typename T, bool kVecRows>
 __global__ void swiglu_bwd_kernel(const T* dy, const T* x, T* dx, std::int64_t rows, std::int64_t cols) {
     using A = RowAccess<T, kVecRows>;
     constexpr int V = A::V;
-    const std::int64_t units = cols / V;
-    for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y)
-        for (std::int64_t u = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; u < units;
-             u += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-            float d[V], g[V], up[V];
-            A::load(dy + r * cols + u * V, d);
-            A::load(x + r * 2 * cols + u * V, g);
-            A::load(x + r * 2 * cols + cols + u * V, up);
+    for_row_units(rows, cols / V, [&](std::int64_t r, std::int64_t u) {
+        float d[V], g[V], up[V];
+        A::load(dy + r * cols + u * V, d);
+        A::load(x + r * 2 * cols + u * V, g);
+        A::load(x + r * 2 * cols + cols + u * V, up);
 #pragma unroll
-            for (int i = 0; i < V; ++i) {
-                const float s = sigmoid_f(g[i]);
-                const float dg = d[i] * up[i] * s * (1.0f + g[i] * (1.0f - s));
-                up[i] = d[i] * g[i] * s;
-                g[i] = dg;
-            }
-            A::store(dx + r * 2 * cols + u * V, g);
-            A::store(dx + r * 2 * cols + cols + u * V, up);
+        for (int i = 0; i < V; ++i) {
+            const float s = sigmoid_f(g[i]);
+            const float dg = d[i] * up[i] * s * (1.0f + g[i] * (1.0f - s));
+            up[i] = d[i] * g[i] * s;
+            g[i] = dg;
         }
+        A::store(dx + r * 2 * cols + u * V, g);
+        A::store(dx + r * 2 * cols + cols + u * V, up);
+    });
 }
 
 // Calls f(std::bool_constant<vectorized>) for rows of `cols` over these pointers.
