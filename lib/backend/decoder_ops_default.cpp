@@ -8,7 +8,7 @@ namespace gpt {
 namespace {
 [[noreturn]] void missing(const Backend& be, const char* op) {
     GPT_THROW(UsageError, "the ", be.name(), " backend does not implement ", op,
-              " (RMSNorm, SwiGLU, rope and grouped-query attention run on --device cpu only)");
+              " (RMSNorm, SwiGLU, rope and grouped-query attention run on --device cpu and cuda)");
 }
 }  // namespace
 

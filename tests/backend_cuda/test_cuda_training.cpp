@@ -1,7 +1,8 @@
 // The whole model on the GPU: 5 fp16/bf16 training iterations on the CUDA backend follow the
-// CPU backend's losses within half-precision tolerance (plain and flash attention), and
-// 2-rank runs follow the 1-rank GPU run: sharing one GPU (--distributed-backend mpi,
-// host-staged communication) and with a GPU each (nccl). Skips without a GPU.
+// CPU backend's losses within half-precision tolerance (plain and flash attention; the GPT-2
+// and the Llama-style model), and 2-rank runs follow the 1-rank GPU run: sharing one GPU
+// (--distributed-backend mpi, host-staged communication) and with a GPU each (nccl). Skips
+// without a GPU.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -68,6 +69,24 @@ TEST(CudaTraining, FiveIterationsFollowTheCpuBackend) {
             const test::Run gpu = test::train_run(cfg, MPI_COMM_SELF, "cuda");
             expect_close(cpu, gpu, bf16 ? 2e-2 : 5e-3, what);
         }
+}
+
+// The Llama-style architecture (rope, RMSNorm, SwiGLU, 2 query groups of 2 heads, untied
+// output, no biases) on the GPU: RMSNorm, SwiGLU and the rope/grouped-QKV expansion run as
+// CUDA kernels, the bias-free linears and the untied output layer on the GEMMs the GPT
+// model uses. Half the GPT run's depth and sequence (the emulator's time), bf16 with flash
+// attention; the bound is the GPT bf16 run's above (same width, dtype and steps).
+TEST(CudaTraining, LlamaStyleFollowsTheCpuBackend) {
+    if (!have_gpu()) GTEST_SKIP() << "no GPU visible";
+    if (test::world_size() != 1) GTEST_SKIP() << "one rank";
+    Config cfg = gpu_config(/*flash=*/true, /*bf16=*/true);
+    cfg.model.num_layers = 2;
+    cfg.model.seq_length = 64;
+    test::llama_style(cfg.model);
+    cfg.model.ffn_hidden_size = 512;
+    const test::Run cpu = test::train_run(cfg, MPI_COMM_SELF, "cpu");
+    const test::Run gpu = test::train_run(cfg, MPI_COMM_SELF, "cuda");
+    expect_close(cpu, gpu, 2e-2, "llama-style bf16 flash");
 }
 
 struct Layout {

@@ -4,12 +4,13 @@
 
 #include "backend/cpu/common.hpp"
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/decoder_ops_common.hpp"
 
 namespace gpt::cpu {
 
 void CpuBackend::rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
                                  std::int64_t rows, std::int64_t cols, float eps, DType dtype) {
-    GPT_REQUIRE(rows >= 0 && cols > 0, UsageError, "rmsnorm_forward: bad shape ", rows, "x", cols);
+    check_decoder_rows(rows, cols, "rmsnorm_forward");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         std::vector<float> g32(cols);
@@ -39,7 +40,7 @@ void CpuBackend::rmsnorm_backward(const void* dy, const void* x, const void* gam
                                   const float* rstd, const void* dresidual, void* dx,
                                   float* dgamma, std::int64_t rows, std::int64_t cols,
                                   DType dtype) {
-    GPT_REQUIRE(rows >= 0 && cols > 0, UsageError, "rmsnorm_backward: bad shape ", rows, "x", cols);
+    check_decoder_rows(rows, cols, "rmsnorm_backward");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         std::vector<float> g32(cols);
@@ -90,7 +91,7 @@ inline float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
 void CpuBackend::swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
                                 DType dtype) {
-    GPT_REQUIRE(rows >= 0 && cols > 0, UsageError, "swiglu_forward: bad shape ", rows, "x", cols);
+    check_decoder_rows(rows, cols, "swiglu_forward");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         for_row_chunks(rows, cols, [&](std::int64_t r, std::int64_t c0, std::int64_t len) {
@@ -106,7 +107,7 @@ void CpuBackend::swiglu_forward(const void* x, void* y, std::int64_t rows, std::
 
 void CpuBackend::swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
                                  std::int64_t cols, DType dtype) {
-    GPT_REQUIRE(rows >= 0 && cols > 0, UsageError, "swiglu_backward: bad shape ", rows, "x", cols);
+    check_decoder_rows(rows, cols, "swiglu_backward");
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         for_row_chunks(rows, cols, [&](std::int64_t r, std::int64_t c0, std::int64_t len) {
@@ -138,8 +139,7 @@ struct Rope {
 
     Rope(const QkvExpandArgs& a) : dim(a.rotary_dim), interleaved(a.rotary_interleaved) {
         for (std::int64_t i = 0; i < dim / 2; ++i)
-            inv_freq.push_back(1.0f / std::pow(a.rotary_base, static_cast<float>(2 * i) /
-                                                                  static_cast<float>(dim)));
+            inv_freq.push_back(rope_inv_freq(a.rotary_base, dim, i));
     }
     void apply(float* v, std::int64_t pos, float sign) const {
         const std::int64_t half = dim / 2;
@@ -155,17 +155,10 @@ struct Rope {
     }
 };
 
-void check(const QkvExpandArgs& a, const char* op) {
-    GPT_REQUIRE(a.s > 0 && a.b > 0 && a.groups > 0 && a.heads_per_group > 0 && a.hn > 0 &&
-                    a.rotary_dim >= 0 && a.rotary_dim <= a.hn && a.rotary_dim % 2 == 0,
-                UsageError, op, ": bad shape s=", a.s, " b=", a.b, " groups=", a.groups,
-                " heads/group=", a.heads_per_group, " hn=", a.hn, " rotary_dim=", a.rotary_dim);
-}
-
 }  // namespace
 
 void CpuBackend::qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped, void* qkv) {
-    check(a, "qkv_expand_forward");
+    check_qkv_expand(a, "qkv_expand_forward");
     const std::int64_t rows = a.s * a.b, hn = a.hn, qpg = a.heads_per_group;
     const std::int64_t in_row = a.groups * (qpg + 2) * hn, out_row = a.groups * qpg * 3 * hn;
     const Rope rope(a);
@@ -193,7 +186,7 @@ void CpuBackend::qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grou
 }
 
 void CpuBackend::qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv, void* dqkv_grouped) {
-    check(a, "qkv_expand_backward");
+    check_qkv_expand(a, "qkv_expand_backward");
     const std::int64_t rows = a.s * a.b, hn = a.hn, qpg = a.heads_per_group;
     const std::int64_t in_row = a.groups * (qpg + 2) * hn, out_row = a.groups * qpg * 3 * hn;
     const Rope rope(a);

@@ -70,6 +70,20 @@ public:
     void cast(const void* src, DType src_type, void* dst, DType dst_type,
               std::int64_t n) override;
 
+    // RMSNorm, SwiGLU (decoder_ops.cu), grouped QKV with rope (qkv_expand.cu).
+    bool has_decoder_ops() const override { return true; }
+    void rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd, std::int64_t rows,
+                         std::int64_t cols, float eps, DType dtype) override;
+    void rmsnorm_backward(const void* dy, const void* x, const void* gamma, const float* rstd,
+                          const void* dresidual, void* dx, float* dgamma, std::int64_t rows,
+                          std::int64_t cols, DType dtype) override;
+    void swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
+                        DType dtype) override;
+    void swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
+                         std::int64_t cols, DType dtype) override;
+    void qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped, void* qkv) override;
+    void qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv, void* dqkv_grouped) override;
+
     std::size_t attention_saved_bytes(const AttentionArgs& a) const override;
     void attention_forward(const AttentionArgs& a, const void* qkv, void* out,
                            void* saved) override;
