@@ -31,3 +31,11 @@ bench_summary() {
     END { med = NR % 2 ? s[(NR + 1) / 2] : (s[NR / 2] + s[NR / 2 + 1]) / 2
           printf "%-46s %10d %9.3f %8.3f %8.3f %11.0f\n", name, tok, med, s[1], s[NR], tok / med }'
 }
+
+# bench_ratio OURS_FILE TIK_FILE LABEL: tiktoken's seconds / ours, per alternating run pair
+# (lines "tokens seconds" in both files): median and min-max.
+bench_ratio() {
+  paste -d' ' "$1" "$2" | awk '{ print $4 / $2 }' | sort -g | awk -v name="$3" '
+    { r[NR] = $1 } END { m = NR % 2 ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2
+      printf "%-46s median %6.2fx   min-max %.2f-%.2fx\n", name, m, r[1], r[NR] }'
+}

@@ -48,16 +48,10 @@ printf "%-46s %10s %9s %8s %8s %11s\n" "tool (gpt2 BPE)" "tokens" "median s" "mi
 bench_summary "preprocess_data --workers 1" "$WORK/w1"
 bench_summary "preprocess_data --workers $WALL" "$WORK/wall"
 bench_summary "npm tiktoken $TIKTOKEN_VERSION (node, 1 thread, encode only)" "$WORK/tik"
-# ratio of tiktoken's seconds to ours within each run (the same text; EODs left out)
-ratio() {
-  paste -d' ' "$1" "$WORK/tik" | awk '{ print $4 / $2 }' | sort -g | awk -v name="$2" '
-    { r[NR] = $1 } END { m = NR % 2 ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2
-      printf "%-46s median %6.2fx   min-max %.2f-%.2fx\n", name, m, r[1], r[NR] }'
-}
 echo
 echo "speed relative to tiktoken (its seconds / ours, per alternating run):"
-ratio "$WORK/w1" "per worker (--workers 1 vs 1 thread)"
-ratio "$WORK/wall" "whole tool (--workers $WALL vs tiktoken)"
+bench_ratio "$WORK/w1" "$WORK/tik" "per worker (--workers 1 vs 1 thread)"
+bench_ratio "$WORK/wall" "$WORK/tik" "whole tool (--workers $WALL vs tiktoken)"
 echo "Our token count is tiktoken's plus one end-of-document token per document ($CORPUS_DOCS)."
 echo "preprocess_data's seconds include reading, JSON parsing and writing .bin/.idx; tiktoken's"
 echo "only encoding (JSON parsed before its clock starts). Load average now: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -28,7 +28,7 @@ bench_summary "preprocess_data TikTokenizer --workers 1" "$WORK/ours"
 bench_summary "npm tiktoken $TIKTOKEN_VERSION (node, 1 thread, encode only)" "$WORK/tik"
 read -r otok _ < "$WORK/ours"; read -r ttok _ < "$WORK/tik"
 [ "$otok" = "$ttok" ] || { echo "bench: token counts differ: $otok vs $ttok" >&2; exit 1; }
-paste -d' ' "$WORK/ours" "$WORK/tik" | awk '{ print $4 / $2 }' | sort -g | awk '
-  { r[NR] = $1 } END { m = NR % 2 ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2
-    printf "per worker (--workers 1 vs 1 thread): median %.2fx, min-max %.2f-%.2fx (tiktoken seconds / ours, per run pair)\n", m, r[1], r[NR] }'
+echo
+echo "speed relative to tiktoken (its seconds / ours, per alternating run):"
+bench_ratio "$WORK/ours" "$WORK/tik" "per worker (--workers 1 vs 1 thread)"
 echo "preprocess_data's seconds include reading, JSON parsing and writing .bin/.idx; tiktoken's only encoding."
