@@ -3,7 +3,7 @@
 # the same work (/work/shared/peers/peer_torch_cpu.py: fp32, AdamW + clipping, no dropout),
 # each with its fastest OpenBLAS kernel set, alternating RUNS times in one command.
 #
-#   bench/train_cpu/run.sh                      # 2 threads, 5 runs each, alternating (~4 min idle)
+#   bench/train_cpu/run.sh                      # 2 threads, 5 runs each, alternating (~4-5 min idle)
 #   RUNS=3 THREADS=2 bench/train_cpu/run.sh
 #   CORETYPE=SkylakeX bench/train_cpu/run.sh    # skip the probe: one OPENBLAS_CORETYPE for both
 #   bench/train_cpu/run.sh --use-flash-attn     # extra flags go to bench_train_cpu
@@ -78,11 +78,11 @@ if [ -n "${CORETYPE:-}" ]; then
   our_core=$CORETYPE peer_core=$CORETYPE
 else
   echo
-  echo "step 1: OpenBLAS kernel set per implementation (one short run each: ours $OUR_WARMUP+4 iterations, the peer's 1+1)"
+  echo "step 1: OpenBLAS kernel set per implementation (one short run each: ours 1+3 iterations, the peer's 1+1)"
   printf '%-12s %-22s %12s %-22s %12s\n' "CORETYPE" "ours: kernels" "tokens/s" "PyTorch: kernels" "tokens/s"
   best_o=0 best_p=0
   for core in $CORETYPES; do
-    o=$(ours "$core" "$OUR_WARMUP" 4 "$@" 2>/dev/null)
+    o=$(ours "$core" 1 3 "$@" 2>/dev/null)
     p=$(peer "$core" 1 1)
     ot=$(field "$o" tokens_per_s) pt=$(field "$p" tokens_per_s)
     printf '%-12s %-22s %12s %-22s %12s\n' "$core" "$(field "$o" blas_core)" "$ot" "$(field "$p" blas_core)" "$pt"
