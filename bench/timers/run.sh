@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The cost of Megatron's per-phase timers (--timing-log-level 0, 1, 2, log interval 1) on a
+# The cost of Megatron's per-phase timers (--timing-log-level 0, 1, 2, log interval 1, and with
+# TensorBoard event files with the timers in them at levels 0 and 2) on a
 # small CPU model, beside the same training with the step's phase hooks removed. One
 # thread, the variants alternating within each run; prints the table of bench_timers.
 #
-#   bench/timers/run.sh                   # 5 runs x 19 timed iterations
+#   bench/timers/run.sh                   # 7 runs x 39 timed iterations (about a minute idle)
 #   bench/timers/run.sh --runs 9 --iters 40
 #
 # Other processes on the machine distort the figures: run it on an idle machine.

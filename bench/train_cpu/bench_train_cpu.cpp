@@ -12,6 +12,7 @@
 #include <string>
 
 #include "backend/backend.hpp"
+#include "backend/cpu/blas.hpp"
 #include "common/random_tokens.hpp"
 #include "common/timed_backend.hpp"
 #include "core/timer.hpp"
@@ -120,12 +121,14 @@ int main(int argc, char** argv) {
                     "\"layers\": %d, \"hidden\": %d, \"heads\": %d, \"seq\": %d, \"micro_batch\": %d, "
                     "\"dtype\": \"%s\", \"flash\": %s, \"ms_per_iter\": %.1f, \"tokens_per_s\": %.0f, "
                     "\"model_gflops\": %.1f, \"peak_backend_mib\": %.1f, \"max_rss_mib\": %.1f, "
-                    "\"loss\": %.3f}\n",
+                    "\"loss\": %.3f, \"blas_core\": \"%s\"}\n",
                     threads ? threads : "default", m.num_layers, m.hidden_size, m.num_attention_heads,
                     m.seq_length, cfg.training.micro_batch_size,
                     cfg.training.fp16 ? "fp16" : (cfg.training.bf16 ? "bf16" : "fp32"),
                     cfg.parallel.use_flash_attn ? "true" : "false", dt * 1000, B * m.seq_length / dt,
-                    flops / dt / 1e9, be->peak_bytes() / 1048576.0, ru.ru_maxrss / 1024.0, loss);
+                    flops / dt / 1e9, be->peak_bytes() / 1048576.0, ru.ru_maxrss / 1024.0, loss,
+                    // The OpenBLAS kernel set the backend ended up with (run.sh picks the fastest).
+                    gpt::cpu::ensure_blas_kernels().c_str());
         if (timed) {
             std::fprintf(stderr, "per-op time over %d iterations:\n", steps);
             timed->print(stderr);
