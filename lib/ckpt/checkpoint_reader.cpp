@@ -281,6 +281,7 @@ CheckpointReader::~CheckpointReader() {
         (void)impl_->file.release_without_close();
         return;
     }
+    PhaseTimer t(Phase::LoadClose);
     impl_->dxpl_collective.close();
     impl_->dxpl_independent.close();
     impl_->file.close();

@@ -33,6 +33,7 @@ enum class Phase {
     LoadVerifyWait, // main thread waiting for the checksum worker to catch up
     LoadScatter,    // copies out of staging buffers and type conversion
     LoadAgree,      // checksum reductions and error agreement between ranks
+    LoadClose,      // H5Fclose of the reader (collective)
     kCount
 };
 
