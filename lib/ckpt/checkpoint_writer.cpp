@@ -109,6 +109,13 @@ MPI_Info writer_hints(MPI_Info user) {
 CheckpointWriter::CheckpointWriter(MPI_Comm comm, const std::string& save_dir, std::int64_t iteration,
                                    const WriterOptions& options)
     : impl_(std::make_unique<Impl>()) {
+    // Collective I/O needs every rank in MPI-IO calls together; a background save writes
+    // from a helper thread with no MPI at all, so the two cannot be combined. (Auto mode's
+    // collective I/O for strided tensors across nodes becomes independent pwrites there.)
+    // Checked first: every rank has the same options, so every rank throws, before any MPI.
+    GPT_REQUIRE(!(options.background && options.io_mode == IoMode::Collective), UsageError,
+                "collective checkpoint I/O cannot be combined with --async-save: the background writer "
+                "writes each rank's pieces independently; use independent or automatic I/O");
     Impl& s = *impl_;
     h5::silence_errors();
     MPI_Request dup = MPI_REQUEST_NULL;
