@@ -115,12 +115,15 @@ void DirectReads::run(std::vector<std::uint64_t>* sums, ChecksumWorker* worker) 
     std::uint64_t hinted_bytes = 0, done_bytes = 0;
     for (const Read& rd : reads) {
         // Keep readahead_ bytes of this rank's coming pieces on their way from the disk.
+        // (WILLNEED submits the reads and may wait for the disk's queue: counted as reading.)
+        PhaseTimer hint_timer(Phase::LoadRead);
         while (readahead_ > 0 && hinted < reads.size() && hinted_bytes < done_bytes + readahead_) {
             (void)::posix_fadvise(fd, static_cast<off_t>(reads[hinted].offset),
                                   static_cast<off_t>(reads[hinted].bytes), POSIX_FADV_WILLNEED);
             hinted_bytes += reads[hinted].bytes;
             ++hinted;
         }
+        hint_timer.stop();
         if (rd.first == rd.last) {
             const Run& r = runs[rd.first];
             unsigned char* dest = r.dest + rd.in_run;
@@ -174,6 +177,7 @@ void DirectReads::checksum_range(const std::string& name, std::uint64_t file_off
     for (std::uint64_t done = 0, k = 0; done < bytes; done += kIoChunkBytes, ++k) {
         const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kIoChunkBytes, bytes - done));
         if (readahead_ > 0 && hinted < std::min(bytes, done + readahead_)) {
+            PhaseTimer t(Phase::LoadRead);
             const std::uint64_t to = std::min(bytes, done + readahead_);
             (void)::posix_fadvise(fd, static_cast<off_t>(file_offset + hinted), static_cast<off_t>(to - hinted),
                                   POSIX_FADV_WILLNEED);
