@@ -3,11 +3,16 @@
 // shards), saved with CheckpointWriter and loaded with CheckpointReader in the same layout.
 //   mpiexec -n N ckpt_bench DIR LAYERS HIDDEN [auto|collective|independent]
 // Rank 0 prints one line: "RESULT ranks=.. bytes=<payload> save_s=.. load_s=.. load_noverify_s=..
-// save_cpu_s=.. checksum_s=.. async_stall_s=.. async_total_s=..": the CPU time (user+sys,
-// getrusage, the slowest rank) of the synchronous save, the time one core takes to checksum
-// this rank's bytes (max over ranks), and for an --async-save style save (CheckpointSaver)
-// the time until commit() returned (the training stall) and until it was published while
-// the caller "trains" (polls every millisecond).
+// load_h5_s=.. save_cpu_s=.. checksum_s=.. async_stall_s=.. async_total_s=.. host_copy_s=..
+// host_copy_bytes=..": the CPU time (user+sys, getrusage, the slowest rank) of the synchronous
+// save, the time one core takes to checksum this rank's bytes (max over ranks), the load
+// through H5Dread instead of pread (ReaderOptions::direct_reads = false), and for an
+// --async-save style save (CheckpointSaver) the time until commit() returned (the training
+// stall, the host copy included) and until it was published while the caller "trains" (polls
+// every millisecond); the host copy is what the trainer's is: every byte of the rank's state
+// copied into freshly allocated host memory (host_copy_bytes: the largest rank's).
+// Then "PROFILE op=save|load ranks=.. <phase>=<s> ..." lines: ckpt/profile.hpp's per-phase
+// seconds of the synchronous save and the verified load, the slowest rank's for each phase.
 // Before each load, one rank per node evicts the file from the page cache (fadvise
 // DONTNEED on the fsynced file, what `dd iflag=nocache` does), so loads read the disk
 // like a fresh job would: root cannot drop_caches here, and need not.
@@ -20,11 +25,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/checksum.hpp"
+#include "ckpt/profile.hpp"
 #include "core/errors.hpp"
 
 namespace {
@@ -121,6 +128,18 @@ double max_over_ranks(double v) {
     return m;
 }
 
+// The slowest rank's seconds per phase since the last reset, as "name=s ..." (rank 0).
+std::string profile_line(Phase first, Phase last) {
+    std::string out;
+    for (int p = static_cast<int>(first); p <= static_cast<int>(last); ++p) {
+        const double v = max_over_ranks(phase_times().seconds(static_cast<Phase>(p)));
+        char buf[64];
+        std::snprintf(buf, sizeof buf, " %s=%.3f", phase_name(static_cast<Phase>(p)), v);
+        out += buf;
+    }
+    return out;
+}
+
 void evict_from_page_cache(const std::string& file) {
     MPI_Comm node = MPI_COMM_NULL;
     int rank = 0, node_rank = 0;
@@ -163,6 +182,7 @@ int main(int argc, char** argv) {
         for (const auto& b : L.buffers) sink ^= checksum_bytes(0, b.data(), b.size());
         checksum_s = max_over_ranks(now() - checksum_s + (sink == 42 ? 1e-12 : 0.0));
         MPI_Barrier(MPI_COMM_WORLD);
+        phase_times().reset();
         const double cpu0 = cpu_seconds();
         double t0 = now(), commit_s = 0;
         {
@@ -178,31 +198,41 @@ int main(int argc, char** argv) {
         MPI_Barrier(MPI_COMM_WORLD);
         const double save_s = now() - t0;
         const double save_cpu_s = max_over_ranks(cpu_seconds() - cpu0);
+        const std::string save_profile = profile_line(Phase::SaveCreate, Phase::SaveCollective);
         const std::string file = checkpoint_file(dir, 1).string();
 
-        double load_s[2];
-        for (int verify = 1; verify >= 0; --verify) {
+        // 0: verified (the default), 1: not verified, 2: verified through H5Dread.
+        double load_s[3];
+        std::string load_profile;
+        for (int kind = 0; kind < 3; ++kind) {
             evict_from_page_cache(file);
             for (auto& b : L.buffers) std::memset(b.data(), 0, b.size());
             MPI_Barrier(MPI_COMM_WORLD);
+            phase_times().reset();
             t0 = now();
             {
                 ReaderOptions ro;
-                ro.verify_checksums = verify == 1;
+                ro.verify_checksums = kind != 1;
+                ro.direct_reads = kind != 2;
                 ro.io_mode = mode;
                 CheckpointReader reader(MPI_COMM_WORLD, file, ro);
                 reader.read(L.in);
             }
             MPI_Barrier(MPI_COMM_WORLD);
-            load_s[verify] = now() - t0;
+            load_s[kind] = now() - t0;
+            if (kind == 0) load_profile = profile_line(Phase::LoadOpen, Phase::LoadClose);
             // The data came back: spot-check the first bytes of every buffer.
             for (std::size_t i = 0; i < L.buffers.size(); ++i)
                 if (!L.buffers[i].empty())
                     GPT_REQUIRE(L.buffers[i][1] == static_cast<unsigned char>(131 + r), DataError,
                                 "bench: tensor ", L.in[i].name, " did not load back");
         }
-        // The same save through the asynchronous saver, as gpt_pretrain --async-save does.
-        double stall_s = 0, async_s = 0;
+        // The same save through the asynchronous saver, as gpt_pretrain --async-save does:
+        // the state is copied to fresh host memory first (the trainer's stage_on_host).
+        double stall_s = 0, async_s = 0, copy_s = 0;
+        double copy_bytes = 0;
+        for (const auto& b : L.buffers) copy_bytes += static_cast<double>(b.size());
+        copy_bytes = max_over_ranks(copy_bytes);
         {
             SaverOptions so;
             so.async = true;
@@ -211,17 +241,29 @@ int main(int argc, char** argv) {
             MPI_Barrier(MPI_COMM_WORLD);
             t0 = now();
             CheckpointWriter& w = saver.begin(2);
-            w.write(L.out);
-            saver.commit(nullptr);  // L outlives the save
+            auto copy = std::make_shared<std::vector<std::vector<unsigned char>>>();
+            std::vector<TensorSlice> out = L.out;
+            copy_s = now();
+            for (std::size_t i = 0; i < L.buffers.size(); ++i) {
+                copy->emplace_back(L.buffers[i]);
+                out[i].data = copy->back().data();
+            }
+            copy_s = max_over_ranks(now() - copy_s);
+            w.write(out);
+            saver.commit(copy);  // the saver keeps the copy until published
             stall_s = max_over_ranks(now() - t0);
             while (!saver.poll()) ::usleep(1000);
             async_s = now() - t0;
         }
-        if (r == 0)
+        if (r == 0) {
             std::printf("RESULT mode=%s ranks=%d bytes=%lld tensors=%zu save_s=%.3f load_s=%.3f load_noverify_s=%.3f "
-                        "commit_s=%.3f save_cpu_s=%.3f checksum_s=%.3f async_stall_s=%.3f async_total_s=%.3f\n",
-                        mode_name.c_str(), p, static_cast<long long>(L.file_bytes), L.out.size(), save_s, load_s[1],
-                        load_s[0], commit_s, save_cpu_s, checksum_s, stall_s, async_s);
+                        "load_h5_s=%.3f commit_s=%.3f save_cpu_s=%.3f checksum_s=%.3f async_stall_s=%.3f "
+                        "async_total_s=%.3f host_copy_s=%.3f host_copy_bytes=%.0f\n",
+                        mode_name.c_str(), p, static_cast<long long>(L.file_bytes), L.out.size(), save_s, load_s[0],
+                        load_s[1], load_s[2], commit_s, save_cpu_s, checksum_s, stall_s, async_s, copy_s, copy_bytes);
+            std::printf("PROFILE op=save ranks=%d%s\n", p, save_profile.c_str());
+            std::printf("PROFILE op=load ranks=%d%s\n", p, load_profile.c_str());
+        }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "ckpt_bench rank %d: %s\n", r, e.what());
         MPI_Abort(MPI_COMM_WORLD, 1);

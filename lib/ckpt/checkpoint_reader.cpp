@@ -11,9 +11,11 @@
 #include "ckpt/checksum_worker.hpp"
 #include "ckpt/collective.hpp"
 #include "ckpt/dataset_io.hpp"
+#include "ckpt/direct_reads.hpp"
 #include "ckpt/format.hpp"
 #include "ckpt/h5_util.hpp"
 #include "ckpt/manifest.hpp"
+#include "ckpt/profile.hpp"
 #include "core/half.hpp"
 
 namespace gpt::ckpt {
@@ -33,6 +35,10 @@ struct CheckpointReader::Impl {
     // Per manifest entry: its checksum has been checked over the whole dataset (by read()
     // or a full pass). verify_unread() checks the rest.
     std::vector<char> verified;
+    // Per manifest entry: the file offset of its contiguous data (H5Dget_offset), or
+    // kNoOffset where reads must go through HDF5 (another layout, a user block, empty).
+    static constexpr std::uint64_t kNoOffset = ~std::uint64_t{0};
+    std::vector<std::uint64_t> offsets;
 
     std::string where(const std::string& name) const { return "dataset '" + name + "' of checkpoint " + path; }
     const ManifestEntry& entry(const std::string& name) const {
@@ -57,6 +63,19 @@ std::string hex(std::uint64_t v) {
     char buf[24];
     std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
     return buf;
+}
+
+// Where a dataset's elements start in the file, when they lie there as one plain run of
+// bytes (contiguous layout, no external storage, allocated); else kNoOffset.
+std::uint64_t contiguous_offset(hid_t dset) {
+    constexpr std::uint64_t none = ~std::uint64_t{0};
+    const hid_t dcpl = H5Dget_create_plist(dset);
+    if (dcpl < 0) return none;
+    const bool plain = H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5Pget_external_count(dcpl) == 0;
+    H5Pclose(dcpl);
+    const haddr_t addr = plain ? H5Dget_offset(dset) : HADDR_UNDEF;
+    H5Eclear2(H5E_DEFAULT);
+    return addr == HADDR_UNDEF ? none : static_cast<std::uint64_t>(addr);
 }
 }  // namespace
 
@@ -108,6 +127,13 @@ void CheckpointReader::Impl::open_and_validate() {
                 DataError, mwhere, " does not match its checksum (the file is damaged)");
     manifest = parse_manifest(text, path);
 
+    hsize_t userblock = 0;
+    {
+        h5::Handle fcpl(h5::check<DataError>(H5Fget_create_plist(file.get()), "the creation properties of " + path),
+                        H5Pclose);
+        h5::check_status<DataError>(H5Pget_userblock(fcpl.get(), &userblock), "the user block of " + path);
+    }
+    offsets.clear();
     for (std::size_t i = 0; i < manifest.size(); ++i) {
         const ManifestEntry& e = manifest[i];
         index[e.name] = i;
@@ -132,6 +158,7 @@ void CheckpointReader::Impl::open_and_validate() {
         h5::Handle type(h5::check<DataError>(H5Dget_type(d.get()), w), H5Tclose);
         GPT_REQUIRE(h5::type_matches(type.get(), e.type), DataError, w, " does not hold ", h5::stored_name(e.type),
                     " elements as the manifest says");
+        offsets.push_back(userblock == 0 ? contiguous_offset(d.get()) : kNoOffset);
     }
     h5::Handle root(h5::check<DataError>(H5Gopen2(file.get(), "/", H5P_DEFAULT), "opening / of " + path), H5Gclose);
     attrs = h5::read_attributes(root.get(), "/ of checkpoint " + path);
@@ -160,6 +187,7 @@ void CheckpointReader::Impl::read_open(hid_t dset, const ManifestEntry& e, const
     h5::Handle msel = memory_selection(n, w);
     unsigned char dummy = 0;
     collective = collective || opts.io_mode == IoMode::Collective;
+    PhaseTimer t(Phase::LoadRead);
     h5::check_status<DataError>(H5Dread(dset, ftype.get(), msel.get(), fsel.get(),
                                         collective ? dxpl_collective.get() : dxpl_independent.get(),
                                         n > 0 ? out : &dummy),
@@ -182,11 +210,21 @@ void CheckpointReader::Impl::verify_entries(const std::vector<std::size_t>& whic
     // the partial sums add up to each dataset's checksum (see checksum.hpp).
     std::vector<std::uint64_t> partial(which.size(), 0);
     std::vector<unsigned char> buf;
+    // Contiguous datasets: pread through a ring of buffers, summed by the worker meanwhile.
+    ChecksumWorker worker(Phase::LoadVerify);
+    DirectReads direct(path, opts.readahead_bytes);
     for (std::size_t k = 0; k < which.size(); ++k) {
         const ManifestEntry& e = manifest[which[k]];
         const std::int64_t n = num_elements(e.shape);
         const std::size_t esize = h5::stored_size(e.type);
         const std::int64_t lo = n * rank / size, hi = n * (rank + 1) / size;
+        if (opts.direct_reads && offsets[which[k]] != kNoOffset) {
+            const std::uint64_t a = static_cast<std::uint64_t>(lo) * esize, b = static_cast<std::uint64_t>(hi) * esize;
+            direct.checksum_range(e.name, offsets[which[k]] + a, a, b - a, &partial[k], worker);
+            continue;
+        }
+        // HDF5 reads: the same number of rounds on every rank (the dataset opens in
+        // read_raw are collective metadata operations).
         const std::int64_t per_rank_max = (n + size - 1) / size;
         const std::int64_t chunk = std::max<std::int64_t>(1, static_cast<std::int64_t>(opts.verify_chunk_bytes / esize));
         const std::int64_t rounds = (per_rank_max + chunk - 1) / chunk;
@@ -194,10 +232,12 @@ void CheckpointReader::Impl::verify_entries(const std::vector<std::size_t>& whic
             const std::int64_t a = std::min(hi, lo + r * chunk), b = std::min(hi, a + chunk);
             buf.resize(static_cast<std::size_t>(b - a) * esize);
             read_raw(e, Selection::flat(a, b - a), buf.data());
+            PhaseTimer t(Phase::LoadVerify);
             if (b > a)
                 partial[k] = checksum_add(partial[k], checksum_bytes(static_cast<std::uint64_t>(a) * esize, buf.data(), buf.size()));
         }
     }
+    PhaseTimer agree_timer(Phase::LoadAgree);
     const std::vector<std::uint64_t> total = allreduce_checksums(comm, partial);
     std::string bad;
     int nbad = 0;
@@ -223,7 +263,9 @@ CheckpointReader::CheckpointReader(MPI_Comm comm, const std::string& file, const
     try {
         // Metadata is read collectively (rank 0 reads, all receive), so every rank meets
         // the same problem at the same step; agreeing once at the end is enough.
+        PhaseTimer t(Phase::LoadOpen);
         collectively(s.comm, [&] { s.open_and_validate(); });
+        t.stop();
         if (s.opts.verify_all_at_open) verify_all();
     } catch (...) {
         s.file.close();
@@ -239,6 +281,7 @@ CheckpointReader::~CheckpointReader() {
         (void)impl_->file.release_without_close();
         return;
     }
+    PhaseTimer t(Phase::LoadClose);
     impl_->dxpl_collective.close();
     impl_->dxpl_independent.close();
     impl_->file.close();
@@ -352,14 +395,28 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
     std::vector<std::int64_t> counted(slices.size(), 0), covered(slices.size(), 0);
     // As in the writer: open everything (collective metadata), read the collective-I/O
     // tensors, then each rank reads its independent pieces without waiting for the others.
+    auto collective_io = [&](std::size_t i) {
+        return s.opts.io_mode == IoMode::Collective || (s.strided_collective && any_strided[i]);
+    };
+    // Independent reads of contiguous datasets bypass HDF5 (DirectReads); the rest go through
+    // H5Dread. The same choice on every rank: it depends on the file and the options only.
+    std::vector<char> direct(slices.size(), 0);
+    for (std::size_t i = 0; i < slices.size(); ++i)
+        direct[i] = s.opts.direct_reads && !collective_io(i) && s.offsets[s.index.at(slices[i].name)] != Impl::kNoOffset;
     std::vector<h5::Handle> dsets(slices.size());
     collectively(s.comm, [&] {
-        for (std::size_t i = 0; i < slices.size(); ++i) dsets[i] = s.open_dataset(s.entry(slices[i].name));
+        for (std::size_t i = 0; i < slices.size(); ++i)
+            if (!direct[i]) dsets[i] = s.open_dataset(s.entry(slices[i].name));
     });
     std::vector<unsigned char> staging;
     // Pieces read independently into their final buffers are summed on a helper thread
     // while the next piece is read (1 rank: the checksum no longer adds to the load time).
-    ChecksumWorker worker;
+    ChecksumWorker worker(Phase::LoadVerify);
+    const bool verifying = s.opts.verify_checksums && leader;
+    auto convert = [&](std::size_t i, std::size_t n) {
+        PhaseTimer t(Phase::LoadScatter);
+        convert_elements(stored[i], staging.data(), slices[i].dtype, slices[i].data, n);
+    };
     auto read_one = [&](std::size_t i, bool collective) {
         const TensorSliceOut& t = slices[i];
         const ManifestEntry& e = s.entry(t.name);
@@ -372,42 +429,79 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
             staging.resize(n * esize);
             dest = staging.data();
         }
-        const bool verify = s.opts.verify_checksums && leader && n > 0;
+        const bool verify = verifying && n > 0;
         // Independent reads go in cache-sized pieces, each checksummed while still cached:
         // by the worker, unless the piece lands in the staging buffer the next tensor reuses.
         const bool to_worker = !collective && dest == t.data;
         auto io = [&](const Selection& piece, std::size_t mem_offset) {
             s.read_open(dsets[i].get(), e, piece, dest + mem_offset, collective);
             if (!verify) return;
-            if (to_worker) worker.add(&partial[i], e.shape, piece, esize, dest + mem_offset);
-            else partial[i] = checksum_add(partial[i], checksum_selection(e.shape, piece, esize, dest + mem_offset));
+            if (to_worker) {
+                worker.add(&partial[i], e.shape, piece, esize, dest + mem_offset);
+            } else {
+                PhaseTimer tv(Phase::LoadVerify);
+                partial[i] = checksum_add(partial[i], checksum_selection(e.shape, piece, esize, dest + mem_offset));
+            }
         };
         if (collective) io(t.selection, 0);
         else for_each_piece(e.shape, t.selection, esize, io);
         if (verify) counted[i] = static_cast<std::int64_t>(n);
-        if (stored[i] != t.dtype) convert_elements(stored[i], staging.data(), t.dtype, t.data, n);
+        if (stored[i] != t.dtype) convert(i, n);
     };
-    auto collective_io = [&](std::size_t i) {
-        return s.opts.io_mode == IoMode::Collective || (s.strided_collective && any_strided[i]);
+    // This rank's runs of tensor i (row-major inside each box: the packed order) into dest.
+    auto add_runs = [&](DirectReads& reads, std::size_t i, unsigned char* dest) {
+        const TensorSliceOut& t = slices[i];
+        const ManifestEntry& e = s.entry(t.name);
+        const std::size_t esize = h5::stored_size(e.type);
+        const std::uint64_t base = s.offsets[s.index.at(t.name)];
+        for (const Box& b : t.selection.boxes(e.shape))
+            for_each_run(e.shape, b, [&](std::int64_t start, std::int64_t len) {
+                const std::uint64_t off = static_cast<std::uint64_t>(start) * esize;
+                const std::size_t bytes = static_cast<std::size_t>(len) * esize;
+                reads.add(i, &e.name, base + off, off, dest, bytes);
+                dest += bytes;
+            });
+        if (verifying) counted[i] = t.selection.num_elements(e.shape);
     };
     for (std::size_t i = 0; i < slices.size(); ++i)
         if (collective_io(i)) collectively(s.comm, [&] { read_one(i, true); });
     std::exception_ptr err;
     try {
+        // All of this rank's direct pieces in one sweep over the file, straight into the
+        // caller's buffers; tensors stored in another type one by one through staging.
+        DirectReads reads(s.path, s.opts.readahead_bytes);
+        std::vector<std::size_t> converted;
+        for (std::size_t i = 0; i < slices.size(); ++i) {
+            if (!direct[i] || slices[i].selection.num_elements(slices[i].global_shape) == 0) continue;
+            if (stored[i] != slices[i].dtype) converted.push_back(i);
+            else add_runs(reads, i, static_cast<unsigned char*>(slices[i].data));
+        }
+        reads.run(verifying ? &partial : nullptr, &worker);
+        for (std::size_t i : converted) {
+            const auto n = static_cast<std::size_t>(slices[i].selection.num_elements(slices[i].global_shape));
+            staging.resize(n * h5::stored_size(s.entry(slices[i].name).type));
+            add_runs(reads, i, staging.data());
+            reads.run(verifying ? &partial : nullptr, nullptr);  // summed before staging is reused
+            convert(i, n);
+        }
         for (std::size_t i = 0; i < slices.size(); ++i)
-            if (!collective_io(i)) read_one(i, false);
+            if (!collective_io(i) && !direct[i]) read_one(i, false);
+        PhaseTimer t(Phase::LoadVerifyWait);
         worker.finish();
     } catch (...) {
         err = std::current_exception();
     }
+    PhaseTimer agree_timer(Phase::LoadAgree);
     agree_on_error(s.comm, err);
     collectively(s.comm, [&] {
-        for (auto& d : dsets) h5::check_status(d.close(), "closing a dataset of " + s.path);
+        for (auto& d : dsets)
+            if (d.valid()) h5::check_status(d.close(), "closing a dataset of " + s.path);
     });
     if (!s.opts.verify_checksums || slices.empty()) return;
     const int m = static_cast<int>(slices.size());
     const std::vector<std::uint64_t> sums = allreduce_checksums(s.comm, partial);
     allreduce(counted.data(), covered.data(), m, MPI_INT64_T, MPI_SUM, s.comm);
+    agree_timer.stop();
     // Tensors read partly or with overlapping non-identical selections, and any mismatch
     // (which overlapping leaders could also cause), get an authoritative full pass.
     std::vector<std::size_t> recheck;

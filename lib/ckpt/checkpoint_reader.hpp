@@ -29,6 +29,11 @@ struct ReaderOptions {
     std::size_t verify_chunk_bytes = std::size_t(64) << 20;  // per-rank read size of a full pass
     IoMode io_mode = IoMode::Auto;
     MPI_Info info = MPI_INFO_NULL;
+    // Independent reads of contiguous datasets go through pread() at the offsets HDF5
+    // reports (DirectReads: file order, read-ahead, no staging copy); false: H5Dread, as
+    // collective reads and datasets of other layouts always do (bench/checkpoint compares).
+    bool direct_reads = true;
+    std::uint64_t readahead_bytes = std::uint64_t{16} << 20;  // kept in flight per rank
 };
 
 struct TensorInfo {

@@ -14,6 +14,12 @@ namespace {
 double since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
+std::string gigabytes(std::uint64_t bytes) {
+    std::ostringstream os;
+    os.precision(3);
+    os << static_cast<double>(bytes) / 1e9;
+    return os.str();
+}
 }  // namespace
 
 CheckpointSaver::CheckpointSaver(MPI_Comm comm, std::string dir, SaverOptions options, LogFn log)
@@ -52,16 +58,20 @@ CheckpointWriter& CheckpointSaver::begin(std::int64_t iteration) {
     return *writer_;
 }
 
-std::optional<SaveResult> CheckpointSaver::commit(std::shared_ptr<const void> keep_alive) {
+std::optional<SaveResult> CheckpointSaver::commit(std::shared_ptr<const void> keep_alive,
+                                                   std::uint64_t keep_alive_bytes) {
     GPT_REQUIRE(writer_ != nullptr, InternalError, "CheckpointSaver::commit without begin");
     keep_alive_ = std::move(keep_alive);
     writer_->commit_in_background(opts_.keep_last);
     stall_ = since(started_);
+    allreduce(&keep_alive_bytes, &copy_max_, 1, MPI_UINT64_T, MPI_MAX, comm_);
+    allreduce(&keep_alive_bytes, &copy_total_, 1, MPI_UINT64_T, MPI_SUM, comm_);
     if (opts_.async) {
         if (log_ && rank_ == 0) {
             std::ostringstream os;
             os << "checkpoint at iteration " << writer_->iteration() << " is being written in the background"
-               << " (--async-save; training stalled " << stall_ << " s)";
+               << " (--async-save; training stalled " << stall_ << " s; host copy held until published: "
+               << gigabytes(copy_max_) << " GB on the largest rank, " << gigabytes(copy_total_) << " GB in all)";
             log_(os.str());
         }
         return std::nullopt;
@@ -107,6 +117,8 @@ SaveResult CheckpointSaver::publish() {
     latest_ = r.iteration;
     r.stall_seconds = stall_ + (opts_.async ? since(t0) : 0.0);
     r.total_seconds = since(started_);
+    r.host_copy_bytes_max = copy_max_;
+    r.host_copy_bytes_total = copy_total_;
     if (log_ && rank_ == 0) {
         std::ostringstream os;
         os << "successfully saved checkpoint at iteration " << r.iteration << " to " << dir_ << " ("

@@ -39,6 +39,7 @@ struct SaveResult {
     CommitResult commit;
     double stall_seconds = 0;  // begin() .. commit() returned, plus the publish in poll()/wait()
     double total_seconds = 0;  // begin() to published
+    std::uint64_t host_copy_bytes_max = 0, host_copy_bytes_total = 0;  // commit()'s keep_alive_bytes
 };
 
 class CheckpointSaver {
@@ -59,8 +60,10 @@ public:
     // Collective. keep_alive owns the buffers passed to write(): with --async-save they are
     // written after this returns, and released once the save is published or abandoned.
     // Synchronous: publishes and returns the result. Asynchronous: starts the background
-    // writes and returns nullopt.
-    std::optional<SaveResult> commit(std::shared_ptr<const void> keep_alive);
+    // writes and returns nullopt. keep_alive_bytes: the memory keep_alive holds on this rank
+    // (the host copy), which an asynchronous save keeps until published: logged (largest
+    // rank, all ranks) so the user sees what --async-save costs.
+    std::optional<SaveResult> commit(std::shared_ptr<const void> keep_alive, std::uint64_t keep_alive_bytes = 0);
     // Collective; once per iteration. Publishes a background save that every rank has
     // finished writing (one small allreduce while one is in flight, nothing otherwise).
     std::optional<SaveResult> poll();
@@ -84,6 +87,7 @@ private:
     std::shared_ptr<const void> keep_alive_;
     std::chrono::steady_clock::time_point started_;
     double stall_ = 0;
+    std::uint64_t copy_max_ = 0, copy_total_ = 0;
     std::int64_t latest_ = -1;
 };
 

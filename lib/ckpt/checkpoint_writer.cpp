@@ -21,6 +21,7 @@
 #include "ckpt/format.hpp"
 #include "ckpt/h5_util.hpp"
 #include "ckpt/manifest.hpp"
+#include "ckpt/profile.hpp"
 
 namespace gpt::ckpt {
 
@@ -108,6 +109,13 @@ MPI_Info writer_hints(MPI_Info user) {
 CheckpointWriter::CheckpointWriter(MPI_Comm comm, const std::string& save_dir, std::int64_t iteration,
                                    const WriterOptions& options)
     : impl_(std::make_unique<Impl>()) {
+    // Collective I/O needs every rank in MPI-IO calls together; a background save writes
+    // from a helper thread with no MPI at all, so the two cannot be combined. (Auto mode's
+    // collective I/O for strided tensors across nodes becomes independent pwrites there.)
+    // Checked first: every rank has the same options, so every rank throws, before any MPI.
+    GPT_REQUIRE(!(options.background && options.io_mode == IoMode::Collective), UsageError,
+                "collective checkpoint I/O cannot be combined with --async-save: the background writer "
+                "writes each rank's pieces independently; use independent or automatic I/O");
     Impl& s = *impl_;
     h5::silence_errors();
     MPI_Request dup = MPI_REQUEST_NULL;
@@ -136,6 +144,7 @@ CheckpointWriter::CheckpointWriter(MPI_Comm comm, const std::string& save_dir, s
         fs::create_directory(s.tmp, ec);
         if (ec) GPT_THROW(IoError, "cannot create ", s.tmp.string(), ": ", ec.message());
     });
+    PhaseTimer create_timer(Phase::SaveCreate);
     collectively(s.comm, [&] {
         h5::Handle fapl = h5::make_plist(H5P_FILE_ACCESS);
         MPI_Info info = writer_hints(s.opts.info);
@@ -197,6 +206,7 @@ void CheckpointWriter::set_attribute(const std::string& name, AttributeValue val
 void CheckpointWriter::Impl::write_batch(const std::vector<Item>& items) {
     std::vector<h5::Handle> dsets(items.size());
     std::vector<h5::Handle> ftypes(items.size());
+    PhaseTimer create_timer(Phase::SaveCreate);
     collectively(comm, [&] {
         h5::Handle lcpl = h5::make_plist(H5P_LINK_CREATE);
         h5::check_status(H5Pset_create_intermediate_group(lcpl.get(), 1), "H5Pset_create_intermediate_group");
@@ -217,6 +227,7 @@ void CheckpointWriter::Impl::write_batch(const std::vector<Item>& items) {
             h5::write_attribute(dsets[i].get(), "dtype", std::string(h5::stored_name(it.type)), what);
         }
     });
+    create_timer.stop();
     const std::size_t first_entry = manifest.size();
     for (const Item& it : items) manifest.push_back({it.name, it.type, it.shape, 0});
     local_sums.resize(manifest.size(), 0);
@@ -227,6 +238,7 @@ void CheckpointWriter::Impl::write_batch(const std::vector<Item>& items) {
         for (std::size_t i = 0; i < items.size(); ++i) {
             const Item& it = items[i];
             if (!it.collective) continue;
+            PhaseTimer t(Phase::SaveCollective);
             collectively(comm, [&] {
                 const std::string what = where(it.name);
                 const std::size_t esize = h5::stored_size(it.type);
@@ -263,8 +275,9 @@ void CheckpointWriter::Impl::write_batch(const std::vector<Item>& items) {
         // Synchronous: written now, while the caller's buffers are valid; a helper thread
         // checksums each piece while this one writes the next.
         if (!opts.background) {
-            ChecksumWorker worker;
+            ChecksumWorker worker(Phase::SaveChecksum);
             direct->run(local_sums, false, {}, &worker);
+            PhaseTimer t(Phase::SaveChecksumWait);
             worker.finish();
         }
     } catch (...) {
@@ -414,7 +427,10 @@ void CheckpointWriter::commit_in_background(int keep_last) {
     auto body = [&s](std::stop_token stop) {
         try {
             // durable: this rank's part is on disk before finish_commit() publishes anything.
-            s.direct->run(s.local_sums, true, stop);
+            // The worker sums while this thread writes, as in a synchronous save.
+            ChecksumWorker worker(Phase::SaveChecksum);
+            s.direct->run(s.local_sums, true, stop, &worker);
+            worker.finish();
         } catch (...) {
             s.background_error = std::current_exception();
         }
@@ -441,6 +457,7 @@ CommitResult CheckpointWriter::finish_commit() {
     if (s.background.joinable()) s.background.join();
     try {
         agree_on_error(s.comm, s.background_error);
+        PhaseTimer t(Phase::SaveMetadata);
         s.finish_file();
         collectively(s.comm, [&] { h5::check_status(s.file.close(), "closing checkpoint file " + s.file_path); });
     } catch (...) {
@@ -458,9 +475,13 @@ CommitResult CheckpointWriter::finish_commit() {
     // Every node flushes what its ranks wrote before the folder becomes visible: after a
     // crash the renamed folder must never hold a file whose data is still in page caches.
     // (The data's write-back started as it was written; this waits for it and the metadata.)
-    collectively(s.comm, [&] {
-        if (s.node_rank == 0) fsync_path(s.file_path);
-    });
+    {
+        PhaseTimer t(Phase::SaveFsync);
+        collectively(s.comm, [&] {
+            if (s.node_rank == 0) fsync_path(s.file_path);
+        });
+    }
+    PhaseTimer publish_timer(Phase::SavePublish);
     CommitResult result;
     result.path = s.final_dir.string();
     collectively(s.comm, [&] {

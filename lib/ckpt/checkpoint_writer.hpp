@@ -29,7 +29,8 @@ struct WriterOptions {
     // commit_in_background() writes them on a helper thread (no MPI, no HDF5 there), and
     // finish_commit() publishes. The buffers given to write() must then stay valid and
     // unchanged until finish_commit() returns (or the writer is destroyed). No collective
-    // data I/O in this mode: every piece is written independently.
+    // data I/O in this mode: every piece is written independently, and io_mode Collective
+    // is refused (UsageError from the constructor).
     bool background = false;
 };
 

@@ -8,7 +8,7 @@
 
 namespace gpt::ckpt {
 
-ChecksumWorker::ChecksumWorker() {
+ChecksumWorker::ChecksumWorker(Phase phase) : phase_(phase) {
     try {
         thread_ = std::jthread([this](std::stop_token stop) { loop(stop); });
     } catch (const std::system_error&) {
@@ -24,7 +24,8 @@ ChecksumWorker::~ChecksumWorker() {
     }
 }
 
-void ChecksumWorker::run(const Job& j) {
+void ChecksumWorker::run(const Job& j) const {
+    PhaseTimer t(phase_);
     *j.sum = checksum_add(*j.sum, checksum_selection(*j.global, j.piece, j.esize, j.data));
 }
 
@@ -59,6 +60,13 @@ void ChecksumWorker::loop(std::stop_token stop) {
         busy_ = false;
         cv_.notify_all();
     }
+}
+
+void ChecksumWorker::wait_pending(std::size_t max_outstanding) {
+    if (!thread_.joinable()) return;
+    std::unique_lock lock(mutex_);
+    wait_cv(cv_, lock, [&] { return jobs_.size() + (busy_ ? 1 : 0) <= max_outstanding; },
+            "the checkpoint checksum worker");
 }
 
 void ChecksumWorker::finish() {

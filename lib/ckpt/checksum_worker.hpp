@@ -14,13 +14,15 @@
 #include <mutex>
 #include <thread>
 
+#include "ckpt/profile.hpp"
 #include "ckpt/selection.hpp"
 
 namespace gpt::ckpt {
 
 class ChecksumWorker {
 public:
-    ChecksumWorker();
+    // phase: where the worker's seconds are counted (Phase::SaveChecksum or LoadVerify).
+    explicit ChecksumWorker(Phase phase);
     ~ChecksumWorker();  // stops and joins; pending pieces are dropped
     ChecksumWorker(const ChecksumWorker&) = delete;
     ChecksumWorker& operator=(const ChecksumWorker&) = delete;
@@ -32,6 +34,9 @@ public:
              const void* data);
     // Waits until every queued piece is summed; rethrows the worker's error, if any.
     void finish();
+    // Waits until at most `max_outstanding` pieces are queued or being summed (pieces are
+    // summed in the order they were added), so the caller may reuse an older piece's buffer.
+    void wait_pending(std::size_t max_outstanding);
 
 private:
     struct Job {
@@ -41,9 +46,10 @@ private:
         std::size_t esize;
         const void* data;
     };
-    static void run(const Job& j);
+    void run(const Job& j) const;
     void loop(std::stop_token stop);
 
+    Phase phase_;
     std::mutex mutex_;
     std::condition_variable_any cv_;
     std::deque<Job> jobs_;

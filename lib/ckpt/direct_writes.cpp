@@ -12,6 +12,7 @@
 #include "ckpt/checksum.hpp"
 #include "ckpt/checksum_worker.hpp"
 #include "ckpt/dataset_io.hpp"
+#include "ckpt/profile.hpp"
 #include "core/errors.hpp"
 
 namespace gpt::ckpt {
@@ -58,8 +59,11 @@ void DirectWrites::run(std::vector<std::uint64_t>& sums, bool durable, std::stop
                 worker->add(&sums[r.entry], kBytes,
                             Selection::flat(static_cast<std::int64_t>(r.data_offset + done), static_cast<std::int64_t>(n)),
                             1, p);
-            else
+            else {
+                PhaseTimer t(Phase::SaveChecksum);
                 sums[r.entry] = checksum_add(sums[r.entry], checksum_bytes(r.data_offset + done, p, n));
+            }
+            PhaseTimer tw(Phase::SaveWrite);
             for (std::size_t w = 0; w < n;) {
                 const ssize_t k = ::pwrite(fd, p + w, n - w, static_cast<off_t>(r.file_offset + done + w));
                 if (k < 0 && errno == EINTR) continue;
@@ -69,11 +73,17 @@ void DirectWrites::run(std::vector<std::uint64_t>& sums, bool durable, std::stop
                               r.file_offset + done + w, ")");
                 w += static_cast<std::size_t>(k);
             }
+            tw.stop();
+            PhaseTimer twb(Phase::SaveWriteback);
             writeback.start(r.file_offset + done, n);
             done += n;
         }
     }
-    writeback.flush();
+    {
+        PhaseTimer t(Phase::SaveWriteback);
+        writeback.flush();
+    }
+    PhaseTimer t(Phase::SaveFsync);
     // Delayed allocation can report a full disk only here.
     if (durable && ::fdatasync(fd) != 0)
         GPT_THROW(IoError, "flushing checkpoint file ", file_, " to disk failed: ", std::strerror(errno));

@@ -153,7 +153,10 @@ void Trainer::save_checkpoint() {
     rng.dp_rank = c.dp;
     rng.dp_size = dp;
     w.write_rank_blob(kRngBlob, &rng, sizeof rng);
-    saver_->commit(host);  // logs "successfully saved ..." when published
+    std::uint64_t host_bytes = 0;  // what --async-save holds until published (logged)
+    for (const ChunkHost& h : *host)
+        host_bytes += h.params.size() + (h.main.size() + h.exp_avg.size() + h.exp_avg_sq.size()) * sizeof(float);
+    saver_->commit(host, host_bytes);  // logs "successfully saved ..." when published
     last_saved_iteration_ = iteration_;
 }
 

@@ -248,7 +248,9 @@ TEST(CkptIntegrity, AsyncSavePublishesOnlyWhenEveryRankIsDone) {
     for (std::int64_t it : {10, 20, 30}) {
         auto b = fill(it);
         write_all(saver.begin(it), *b, it);
-        EXPECT_FALSE(saver.commit(b).has_value());  // the helper thread writes
+        // The host copy's size per rank, as the trainer passes it: reported max and sum.
+        const std::uint64_t copy_bytes = 1000 * static_cast<std::uint64_t>(comm_rank(MPI_COMM_WORLD) + 1);
+        EXPECT_FALSE(saver.commit(b, copy_bytes).has_value());  // the helper thread writes
         b.reset();                                  // the saver keeps the buffers alive
         EXPECT_TRUE(saver.in_flight());
         // Not published before the background part finished and poll()/wait() ran.
@@ -260,6 +262,9 @@ TEST(CkptIntegrity, AsyncSavePublishesOnlyWhenEveryRankIsDone) {
         }
         ASSERT_TRUE(done.has_value());
         EXPECT_EQ(done->iteration, it);
+        const auto p = static_cast<std::uint64_t>(comm_size(MPI_COMM_WORLD));
+        EXPECT_EQ(done->host_copy_bytes_max, 1000 * p);
+        EXPECT_EQ(done->host_copy_bytes_total, 1000 * p * (p + 1) / 2);
         EXPECT_EQ(read_tracker(dir), it);
         EXPECT_FALSE(saver.in_flight());
     }
@@ -283,6 +288,25 @@ TEST(CkptIntegrity, AsyncSavePublishesOnlyWhenEveryRankIsDone) {
     saver.commit(b2);
     ASSERT_TRUE(saver.wait().has_value());
     EXPECT_EQ(read_tracker(dir), 50);
+}
+
+TEST(CkptIntegrity, AsyncSaveRefusesCollectiveIo) {
+    // The background writer has no MPI on its thread: collective I/O is refused up front on
+    // every rank, with a message naming both, and nothing is created.
+    const std::string dir = gpt::test::scratch_dir("ckpt_int_async_coll");
+    SaverOptions so;
+    so.async = true;
+    so.writer.io_mode = IoMode::Collective;
+    CheckpointSaver saver(MPI_COMM_WORLD, dir, so);
+    try {
+        saver.begin(10);
+        ADD_FAILURE() << "collective I/O with an asynchronous save was accepted";
+    } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("--async-save"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("collective"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(saver.in_flight());
+    EXPECT_TRUE(list_iterations(dir).empty());
 }
 
 // Makes writes of this process fail beyond `bytes` in a folder: a tiny tmpfs mounted over

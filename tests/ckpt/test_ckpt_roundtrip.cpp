@@ -193,7 +193,7 @@ TEST(CkptRoundTrip, DistributedOptimizerShardsOfTensorParallelSlices) {
     EXPECT_EQ(own, packed_values(s.id, s.shape, shard, 2));
 }
 
-TEST(CkptRoundTrip, EveryIoModeWritesAndReadsTheSameData) {
+TEST(CkptRoundTrip, EveryIoModeAndReadPathWritesAndReadsTheSameData) {
     const int r = comm_rank(MPI_COMM_WORLD), p = comm_size(MPI_COMM_WORLD);
     const std::vector<Selection> sels{split_dim(model()[0].shape, 1, r, p), split_dim(model()[1].shape, 0, r, p),
                                       Selection::all(), split_dim(model()[3].shape, 2, r, p)};
@@ -202,14 +202,18 @@ TEST(CkptRoundTrip, EveryIoModeWritesAndReadsTheSameData) {
         WriterOptions wo;
         wo.io_mode = save_mode;
         save_model(MPI_COMM_WORLD, dir, 14, wo);
-        for (IoMode load_mode : {IoMode::Auto, IoMode::Collective, IoMode::Independent}) {
-            ReaderOptions ro;
-            ro.io_mode = load_mode;
-            CheckpointReader reader(MPI_COMM_WORLD, file_of(dir, 14), ro);
-            expect_weights(reader, sels, {DType::BF16, DType::F16, DType::F32, DType::F32});
-            auto [lo, hi] = split_range(flat_total(), p - 1 - r, p);
-            expect_optimizer(reader, lo, hi);
-        }
+        // Independent reads through pread at HDF5's offsets (the default) and through H5Dread.
+        for (IoMode load_mode : {IoMode::Auto, IoMode::Collective, IoMode::Independent})
+            for (bool direct : {true, false}) {
+                ReaderOptions ro;
+                ro.io_mode = load_mode;
+                ro.direct_reads = direct;
+                CheckpointReader reader(MPI_COMM_WORLD, file_of(dir, 14), ro);
+                expect_weights(reader, sels, {DType::BF16, DType::F16, DType::F32, DType::F32});
+                auto [lo, hi] = split_range(flat_total(), p - 1 - r, p);
+                expect_optimizer(reader, lo, hi);
+                reader.verify_all();  // the full pass, through either path
+            }
     }
 }
 

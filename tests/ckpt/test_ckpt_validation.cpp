@@ -394,7 +394,7 @@ TEST(CkptValidation, ChecksumWorkerSumsPiecesLikeTheWhole) {
         std::uint64_t sum = 0;
         int pieces = 0;
         {
-            ChecksumWorker worker;
+            ChecksumWorker worker(Phase::LoadVerify);
             for_each_piece(shape, sel, 4, [&](const Selection& piece, std::size_t mem_offset) {
                 worker.add(&sum, shape, piece, 4, packed.data() + mem_offset);
                 ++pieces;
