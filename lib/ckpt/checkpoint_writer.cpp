@@ -21,6 +21,7 @@
 #include "ckpt/format.hpp"
 #include "ckpt/h5_util.hpp"
 #include "ckpt/manifest.hpp"
+#include "core/watchdog_deadline.hpp"
 
 namespace gpt::ckpt {
 
@@ -153,6 +154,9 @@ CheckpointWriter::CheckpointWriter(MPI_Comm comm, const std::string& save_dir, s
         h5::check_status(H5Pset_coll_metadata_write(fapl.get(), collective_io), "H5Pset_coll_metadata_write");
         // Rank 0 reads metadata for everyone instead of every rank touching it.
         h5::check_status(H5Pset_all_coll_metadata_ops(fapl.get(), true), "H5Pset_all_coll_metadata_ops");
+        // Collective inside HDF5's MPI-IO driver (MPI_File_open, metadata): cannot be
+        // polled, so the watchdog's deadline monitor bounds it.
+        watchdog::BlockedScope blocked("H5Fcreate of the checkpoint file (MPI-IO, collective)");
         s.file = h5::Handle(h5::check(H5Fcreate(s.file_path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()),
                                       "cannot create checkpoint file " + s.file_path),
                             H5Fclose);
@@ -442,7 +446,11 @@ CommitResult CheckpointWriter::finish_commit() {
     try {
         agree_on_error(s.comm, s.background_error);
         s.finish_file();
-        collectively(s.comm, [&] { h5::check_status(s.file.close(), "closing checkpoint file " + s.file_path); });
+        collectively(s.comm, [&] {
+            // The collective metadata write and MPI_File_close happen inside H5Fclose.
+            watchdog::BlockedScope blocked("H5Fclose of the checkpoint file (MPI-IO, collective metadata write)");
+            h5::check_status(s.file.close(), "closing checkpoint file " + s.file_path);
+        });
     } catch (...) {
         // Every rank is here (each step above agrees on its errors). Abandon the file: its
         // data is useless now, and truncating it first gives HDF5's metadata flush room on a
