@@ -202,6 +202,8 @@ void CheckpointWriter::Impl::write_batch(const std::vector<Item>& items) {
     std::vector<h5::Handle> dsets(items.size());
     std::vector<h5::Handle> ftypes(items.size());
     collectively(comm, [&] {
+        // Dataset creation is collective in parallel HDF5 (metadata, early allocation).
+        watchdog::BlockedScope blocked("H5Dcreate2 of the checkpoint's datasets (MPI-IO, collective metadata)");
         h5::Handle lcpl = h5::make_plist(H5P_LINK_CREATE);
         h5::check_status(H5Pset_create_intermediate_group(lcpl.get(), 1), "H5Pset_create_intermediate_group");
         h5::Handle dcpl = h5::make_plist(H5P_DATASET_CREATE);
@@ -242,6 +244,8 @@ void CheckpointWriter::Impl::write_batch(const std::vector<Item>& items) {
                         local_sums[first_entry + i], checksum_selection(it.shape, it.sel, esize, it.data));
                 static const unsigned char dummy = 0;  // HDF5 wants a buffer even for an empty selection
                 // Memory type == file type: no conversion, which would turn collective I/O independent.
+                // Two-phase I/O exchanges data between the ranks inside MPI-IO.
+                watchdog::BlockedScope blocked("H5Dwrite of a collective tensor (MPI-IO two-phase I/O)");
                 h5::check_status(H5Dwrite(dsets[i].get(), ftypes[i].get(), msel.get(), fsel.get(), dxpl(true),
                                           n > 0 ? it.data : &dummy),
                                  "writing " + what);
