@@ -14,6 +14,7 @@
 #include "core/environment.hpp"
 #include "core/errors.hpp"
 #include "core/watchdog.hpp"
+#include "core/watchdog_deadline.hpp"
 #include "dist/agreed.hpp"
 #include "dist/fatal.hpp"
 #include "dist/mpi_environment.hpp"
@@ -33,15 +34,27 @@ constexpr int kErrorExit = 1;
 // the run itself, so slurm/run-training.sh requeues it like a crash.
 constexpr int kHangExit = 3;
 
+// The watchdog's limit and where it came from.
+std::pair<double, std::string> watchdog_limit(const gpt::Config& cfg) {
+    if (const auto s = gpt::env::distributed_timeout_seconds()) return {*s, "GPT_DISTRIBUTED_TIMEOUT_SECONDS"};
+    return {60.0 * cfg.parallel.distributed_timeout_minutes,
+            "--distributed-timeout-minutes " + std::to_string(cfg.parallel.distributed_timeout_minutes)};
+}
+
+// Bounds the calls that block inside MPI or HDF5 (MPI_Init, communicator creation,
+// MPI_Finalize, H5Fcreate/H5Fopen/H5Fclose): core/watchdog_deadline.hpp. Armed before
+// MPI_Init; the monitor thread may not call MPI, so the rank reports itself and exits.
+void arm_deadlines(const gpt::Config& cfg) {
+    const auto [seconds, limit] = watchdog_limit(cfg);
+    gpt::watchdog::arm_deadlines(seconds, limit, [](const std::string& line, int code) {
+        gpt::dist::end_rank_now("gpt_pretrain", line, code);
+    });
+}
+
 // Bounds every wait of this rank (core/watchdog.hpp); the report goes through fail_job,
 // whose agreement on the reporter is itself bounded, so a stopped peer cannot hold it up.
 void install_watchdog(const gpt::Config& cfg) {
-    double seconds = 60.0 * cfg.parallel.distributed_timeout_minutes;
-    std::string limit = "--distributed-timeout-minutes " + std::to_string(cfg.parallel.distributed_timeout_minutes);
-    if (const auto s = gpt::env::distributed_timeout_seconds()) {
-        seconds = *s;
-        limit = "GPT_DISTRIBUTED_TIMEOUT_SECONDS";
-    }
+    const auto [seconds, limit] = watchdog_limit(cfg);
     gpt::watchdog::install(seconds, limit, [](const std::string& line) {
         gpt::dist::fail_job("gpt_pretrain", line, kHangExit);
     });
@@ -57,6 +70,7 @@ int plan_only(gpt::Config& cfg) {
 
 int ranks_on_this_node(const gpt::dist::MpiEnvironment& mpi) {
     MPI_Comm node;
+    gpt::watchdog::BlockedScope blocked("MPI_Comm_split_type (counting the ranks of this node)");
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, mpi.rank(), MPI_INFO_NULL, &node);
     int local = 1;
     MPI_Comm_size(node, &local);
@@ -142,16 +156,20 @@ int main(int argc, char** argv) {
         return kErrorExit;
     }
 
+    arm_deadlines(args.config);
     gpt::dist::MpiEnvironment mpi(&argc, &argv);
     bool ranks_diverged = false;
     try {
-        return run(args.config, mpi, ranks_diverged);
+        const int rc = run(args.config, mpi, ranks_diverged);
+        mpi.set_exit_code(rc);
+        return rc;
     } catch (const gpt::UsageError& e) {
         if (ranks_diverged) gpt::dist::fail_job("gpt_pretrain", e.what(), kUsageExit);
         // Configuration errors are found identically on every rank before any rank waits
         // on another, so each rank may exit on its own; rank 0 reports.
         gpt::log::append_to_rank_file(std::string("gpt_pretrain: error: ") + e.what() + "\n");
         if (mpi.rank() == 0) std::cerr << "gpt_pretrain: error: " << e.what() << "\n";
+        mpi.set_exit_code(kUsageExit);
         return kUsageExit;
     } catch (const std::exception& e) {
         // Anything else may have hit one rank only: report with the rank and take every

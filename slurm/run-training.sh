@@ -16,6 +16,8 @@
 #                    checkpoint. Exit 2 (a configuration error) is never retried. Only fault
 #                    restarts count: SLURM_RESTART_COUNT less this script's own requeues after
 #                    a checkpoint on USR1 (counted in RUN_DIR/logs/planned-requeues-JOBID).
+# A rank killed by the kernel's OOM killer (the memory cgroup's oom_kill counter rose during
+# the run) is named in one "out of memory: ..." line and never requeued: it would recur.
 set -uo pipefail
 modules=$1 config=$2 run_dir=$3; shift 3
 launcher=${LAUNCHER:-srun}
@@ -59,6 +61,49 @@ if ((faults > max_restarts)); then
 fi
 echo "job ${SLURM_JOB_ID:-?} (restart count ${SLURM_RESTART_COUNT:-0}) on ${SLURM_JOB_NODELIST:-$(hostname)}: $(command -v gpt_pretrain), launcher $launcher, checkpoints in $ckpt_dir, logs in $log_dir"
 
+# The kernel's OOM killer ends a rank with SIGKILL, and all the user sees is the launcher's
+# "KILLED BY SIGNAL: 9" (mpirun) or a task killed (srun). The memory cgroup counts its OOM
+# kills: this job's cgroup (Slurm's job_<id> with task/cgroup, else this script's own, where
+# the ranks also run) is read before the launch and after, and a rise is named in one line.
+#   cgroup v2: memory.events "oom_kill N", limit memory.max; v1: memory.oom_control
+#   "oom_kill N", limit memory.limit_in_bytes (CGROUP_FS=/sys/fs/cgroup by default).
+cgroup_fs=${CGROUP_FS:-/sys/fs/cgroup}
+memcg=""
+memcg_find() {
+  local path
+  path=$(sed -n 's/^[0-9]*:\([^:]*,\)\{0,1\}memory\(,[^:]*\)\{0,1\}:\(.*\)$/\3/p' /proc/self/cgroup | head -1)
+  if [ -n "$path" ] && [ -f "$cgroup_fs/memory$path/memory.oom_control" ]; then
+    memcg=$cgroup_fs/memory$path
+  else
+    path=$(sed -n 's/^0::\(.*\)$/\1/p' /proc/self/cgroup | head -1)
+    local m
+    for m in "$cgroup_fs" "$cgroup_fs/unified"; do
+      [ -n "$path" ] && [ -f "$m$path/memory.events" ] && { memcg=$m$path; break; }
+    done
+  fi
+  [ -n "$memcg" ] || return 0
+  # Slurm's cgroup plugins put the batch step under job_<id>, which also holds the ranks' steps.
+  local d=$memcg
+  while [ "$d" != / ] && [ "$d" != . ] && [ "${#d}" -gt "${#cgroup_fs}" ]; do
+    if [ -n "${SLURM_JOB_ID:-}" ] && [ "$(basename "$d")" = "job_$SLURM_JOB_ID" ]; then memcg=$d; break; fi
+    d=$(dirname "$d")
+  done
+}
+oom_kills() {
+  [ -n "$memcg" ] || { echo 0; return; }
+  local f=$memcg/memory.events; [ -f "$f" ] || f=$memcg/memory.oom_control
+  awk '$1 == "oom_kill" { print $2; found = 1 } END { if (!found) print 0 }' "$f" 2>/dev/null || echo 0
+}
+oom_limit() {
+  local v
+  v=$(cat "$memcg/memory.max" 2>/dev/null || cat "$memcg/memory.limit_in_bytes" 2>/dev/null || echo max)
+  # v1 writes "no limit" as a page-rounded 2^63 - 1.
+  if [[ $v =~ ^[0-9]+$ ]] && ((v < 1 << 60)); then awk -v b="$v" 'BEGIN { printf "%.2f GiB", b / 1073741824 }'
+  else echo "none of its own"; fi
+}
+memcg_find
+oom_before=$(oom_kills)
+
 args=(--config "$config" --log-dir "$log_dir")
 if [ "$checkpoints" != 0 ]; then
   # --load on the checkpoint folder: a requeued job resumes where the last one saved; the
@@ -98,6 +143,11 @@ while true; do
   [ "$interrupted" = 1 ] || break
 done
 echo "$(date -Is) gpt_pretrain exited with $rc"
+oom=0
+if [ "$rc" != 0 ] && (( $(oom_kills) > oom_before )); then
+  oom=1
+  echo "out of memory: the kernel's OOM killer killed $(( $(oom_kills) - oom_before )) process(es) of this job (memory cgroup ${memcg#"$cgroup_fs"}, limit $(oom_limit)); a rank needs more memory than it has: use more ranks or nodes (--tensor/--pipeline-model-parallel-size), --use-distributed-optimizer, --recompute-activations or a smaller --micro-batch-size, or ask Slurm for more (--mem)"
+fi
 
 if [ "$signalled" = 1 ] && [ "$rc" = 0 ] && [ -n "${SLURM_JOB_ID:-}" ] && [ "${NO_REQUEUE:-0}" != 1 ]; then
   # The job must be submitted with --requeue (the templates are). The requeued job keeps its
@@ -105,6 +155,9 @@ if [ "$signalled" = 1 ] && [ "$rc" = 0 ] && [ -n "${SLURM_JOB_ID:-}" ] && [ "${N
   echo "checkpoint written before the time limit: requeueing job $SLURM_JOB_ID"
   echo $((planned + 1)) > "$planned_file"
   scontrol requeue "$SLURM_JOB_ID" || { echo "scontrol requeue $SLURM_JOB_ID failed"; exit 1; }
+elif [ "$oom" = 1 ]; then
+  # The same layout would be killed again: not a fault a requeue can fix.
+  [ -z "${SLURM_JOB_ID:-}" ] || echo "not requeueing job $SLURM_JOB_ID: an out-of-memory kill recurs with the same layout"
 elif [ "$rc" != 0 ] && [ "$rc" != 2 ] && [ -n "${SLURM_JOB_ID:-}" ] && [ "$checkpoints" != 0 ]; then
   # A fault (3: the watchdog ended a hang; a rank killed or crashed; a lost node): resume
   # from the newest complete checkpoint (--load "$ckpt_dir"), up to MAX_RESTARTS times.

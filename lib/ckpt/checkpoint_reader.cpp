@@ -17,6 +17,7 @@
 #include "ckpt/manifest.hpp"
 #include "ckpt/profile.hpp"
 #include "core/half.hpp"
+#include "core/watchdog_deadline.hpp"
 
 namespace gpt::ckpt {
 
@@ -85,8 +86,14 @@ void CheckpointReader::Impl::open_and_validate() {
     h5::check_status(H5Pset_fapl_mpio(fapl.get(), comm, opts.info), "H5Pset_fapl_mpio");
     // Rank 0 reads each piece of metadata and broadcasts it, instead of N ranks asking.
     h5::check_status(H5Pset_all_coll_metadata_ops(fapl.get(), true), "H5Pset_all_coll_metadata_ops");
-    file = h5::Handle(h5::check<DataError>(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()),
-                                           "checkpoint " + path + " is not a readable HDF5 file (truncated or damaged?)"),
+    // HDF5's MPI-IO driver opens the file and reads its metadata collectively inside the
+    // call: bounded by the watchdog's deadline monitor, not by a polled wait.
+    hid_t opened = -1;
+    {
+        watchdog::BlockedScope blocked("H5Fopen of the checkpoint file (MPI-IO, collective metadata reads)");
+        opened = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
+    }
+    file = h5::Handle(h5::check<DataError>(opened, "checkpoint " + path + " is not a readable HDF5 file (truncated or damaged?)"),
                       H5Fclose);
     dxpl_collective = h5::make_plist(H5P_DATASET_XFER);
     h5::check_status(H5Pset_dxpl_mpio(dxpl_collective.get(), H5FD_MPIO_COLLECTIVE), "H5Pset_dxpl_mpio");
@@ -254,7 +261,10 @@ CheckpointReader::CheckpointReader(MPI_Comm comm, const std::string& file, const
     : impl_(std::make_unique<Impl>()) {
     Impl& s = *impl_;
     h5::silence_errors();
-    MPI_Comm_dup(comm, &s.comm);
+    {
+        watchdog::BlockedScope blocked("MPI_Comm_dup (the checkpoint reader's communicator)");
+        MPI_Comm_dup(comm, &s.comm);
+    }
     MPI_Comm_rank(s.comm, &s.rank);
     MPI_Comm_size(s.comm, &s.size);
     s.path = file;

@@ -7,6 +7,7 @@
 #include "ckpt/collective.hpp"
 #include "ckpt/save_lock.hpp"
 #include "core/errors.hpp"
+#include "core/watchdog_deadline.hpp"
 
 namespace gpt::ckpt {
 
@@ -24,7 +25,10 @@ std::string gigabytes(std::uint64_t bytes) {
 
 CheckpointSaver::CheckpointSaver(MPI_Comm comm, std::string dir, SaverOptions options, LogFn log)
     : dir_(std::move(dir)), opts_(std::move(options)), log_(std::move(log)) {
-    MPI_Comm_dup(comm, &comm_);
+    {
+        watchdog::BlockedScope blocked("MPI_Comm_dup (the checkpoint saver's communicator)");
+        MPI_Comm_dup(comm, &comm_);
+    }
     MPI_Comm_rank(comm_, &rank_);
     opts_.writer.background = opts_.async;
     std::exception_ptr err;

@@ -22,6 +22,7 @@
 #include "ckpt/h5_util.hpp"
 #include "ckpt/manifest.hpp"
 #include "ckpt/profile.hpp"
+#include "core/watchdog_deadline.hpp"
 
 namespace gpt::ckpt {
 
@@ -162,6 +163,9 @@ CheckpointWriter::CheckpointWriter(MPI_Comm comm, const std::string& save_dir, s
         h5::check_status(H5Pset_coll_metadata_write(fapl.get(), collective_io), "H5Pset_coll_metadata_write");
         // Rank 0 reads metadata for everyone instead of every rank touching it.
         h5::check_status(H5Pset_all_coll_metadata_ops(fapl.get(), true), "H5Pset_all_coll_metadata_ops");
+        // Collective inside HDF5's MPI-IO driver (MPI_File_open, metadata): cannot be
+        // polled, so the watchdog's deadline monitor bounds it.
+        watchdog::BlockedScope blocked("H5Fcreate of the checkpoint file (MPI-IO, collective)");
         s.file = h5::Handle(h5::check(H5Fcreate(s.file_path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.get()),
                                       "cannot create checkpoint file " + s.file_path),
                             H5Fclose);
@@ -208,6 +212,8 @@ void CheckpointWriter::Impl::write_batch(const std::vector<Item>& items) {
     std::vector<h5::Handle> ftypes(items.size());
     PhaseTimer create_timer(Phase::SaveCreate);
     collectively(comm, [&] {
+        // Dataset creation is collective in parallel HDF5 (metadata, early allocation).
+        watchdog::BlockedScope blocked("H5Dcreate2 of the checkpoint's datasets (MPI-IO, collective metadata)");
         h5::Handle lcpl = h5::make_plist(H5P_LINK_CREATE);
         h5::check_status(H5Pset_create_intermediate_group(lcpl.get(), 1), "H5Pset_create_intermediate_group");
         h5::Handle dcpl = h5::make_plist(H5P_DATASET_CREATE);
@@ -250,6 +256,8 @@ void CheckpointWriter::Impl::write_batch(const std::vector<Item>& items) {
                         local_sums[first_entry + i], checksum_selection(it.shape, it.sel, esize, it.data));
                 static const unsigned char dummy = 0;  // HDF5 wants a buffer even for an empty selection
                 // Memory type == file type: no conversion, which would turn collective I/O independent.
+                // Two-phase I/O exchanges data between the ranks inside MPI-IO.
+                watchdog::BlockedScope blocked("H5Dwrite of a collective tensor (MPI-IO two-phase I/O)");
                 h5::check_status(H5Dwrite(dsets[i].get(), ftypes[i].get(), msel.get(), fsel.get(), dxpl(true),
                                           n > 0 ? it.data : &dummy),
                                  "writing " + what);
@@ -459,7 +467,11 @@ CommitResult CheckpointWriter::finish_commit() {
         agree_on_error(s.comm, s.background_error);
         PhaseTimer t(Phase::SaveMetadata);
         s.finish_file();
-        collectively(s.comm, [&] { h5::check_status(s.file.close(), "closing checkpoint file " + s.file_path); });
+        collectively(s.comm, [&] {
+            // The collective metadata write and MPI_File_close happen inside H5Fclose.
+            watchdog::BlockedScope blocked("H5Fclose of the checkpoint file (MPI-IO, collective metadata write)");
+            h5::check_status(s.file.close(), "closing checkpoint file " + s.file_path);
+        });
     } catch (...) {
         // Every rank is here (each step above agrees on its errors). Abandon the file: its
         // data is useless now, and truncating it first gives HDF5's metadata flush room on a

@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -27,6 +28,13 @@ struct Channel {
     bool open = false;
 };
 Channel g_channel;
+// This rank and the world's size, for end_rank_now, which must not call MPI; -1: unknown.
+std::atomic<int> g_rank{-1}, g_size{-1};
+
+int env_int(const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::atoi(v) : -1;
+}
 
 bool mpi_running() {
     int initialized = 0, finalized = 0;
@@ -73,6 +81,10 @@ void open_fatal_channel() {
     MPI_Comm_dup(MPI_COMM_WORLD, &g_channel.comm);
     MPI_Comm_set_errhandler(g_channel.comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(g_channel.comm, &rank);
+    int size = 1;
+    MPI_Comm_size(g_channel.comm, &size);
+    g_rank = rank;
+    g_size = size;
     const MPI_Aint bytes = rank == 0 ? static_cast<MPI_Aint>(sizeof(int)) : 0;
     if (MPI_Win_allocate(bytes, sizeof(int), MPI_INFO_NULL, g_channel.comm, &g_channel.slot,
                          &g_channel.win) != MPI_SUCCESS)
@@ -113,6 +125,19 @@ bool report_failure(const char* program, const std::string& message) {
     if (before > 0) return false;  // another rank reports; our reason is in our log file
     write_fully(STDERR_FILENO, line.data(), line.size());
     return true;
+}
+
+void end_rank_now(const char* program, const std::string& message, int code) {
+    int rank = g_rank.load(), size = g_size.load();
+    // Before MPI_Init returned: Hydra sets PMI_RANK/PMI_SIZE, srun SLURM_PROCID/SLURM_NTASKS.
+    if (rank < 0) rank = env_int("PMI_RANK") >= 0 ? env_int("PMI_RANK") : env_int("SLURM_PROCID");
+    if (size < 0) size = env_int("PMI_SIZE") >= 0 ? env_int("PMI_SIZE") : env_int("SLURM_NTASKS");
+    std::string line = std::string(program) + (code == 0 ? ": note" : ": error");
+    if (size > 1 && rank >= 0) line += " on rank " + std::to_string(rank);
+    line += ": " + message + "\n";
+    log::append_to_rank_file("[rank " + std::to_string(rank) + "] " + (code == 0 ? "note: " : "fatal: ") + line);
+    write_fully(STDERR_FILENO, line.data(), line.size());
+    ::_exit(code);
 }
 
 void fail_job(const char* program, const std::string& message, int code) {

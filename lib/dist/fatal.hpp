@@ -28,6 +28,15 @@ void close_fatal_channel();
 // in a 1-rank job) and terminates every rank with `code`. Never returns.
 [[noreturn]] void fail_job(const char* program, const std::string& message, int code);
 
+// Ends this rank at once from a thread that must not call MPI (the deadline monitor of
+// core/watchdog_deadline.hpp, while the main thread is blocked inside MPI or HDF5): the
+// line, formatted as fail_job's (code 0: "<program>: note on rank R: ..."), goes to the
+// rank's --log-dir file and to stderr in one write each, then _exit(code). No claim and
+// no MPI_Abort: every rank whose deadline passes reports itself, and the launcher (srun
+// --kill-on-bad-exit, Hydra) ends the other ranks when one exits with a non-zero code.
+// The rank comes from MPI once known, else from the launcher's environment.
+[[noreturn]] void end_rank_now(const char* program, const std::string& message, int code);
+
 // The reporting part of fail_job without the abort, for tests: returns true when this rank
 // won the claim (or could not reach rank 0) and wrote the line to stderr.
 bool report_failure(const char* program, const std::string& message);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/errors.hpp"
+#include "core/watchdog_deadline.hpp"
 #include "dist/comm_mpi.hpp"
 
 namespace gpt::dist {
@@ -15,6 +16,8 @@ MPI_Comm split_by(MPI_Comm world, const std::vector<int>& members, int rank) {
     const int color = *std::min_element(members.begin(), members.end());
     const int key = static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin());
     MPI_Comm out = MPI_COMM_NULL;
+    // Collective and blocking inside MPI: bounded by the watchdog's deadline monitor.
+    watchdog::BlockedScope blocked("MPI_Comm_split (building the process groups)");
     if (MPI_Comm_split(world, color, key, &out) != MPI_SUCCESS)
         GPT_THROW(CommError, "MPI_Comm_split failed while building process groups");
     return out;
@@ -29,7 +32,10 @@ ProcessGroups::ProcessGroups(MPI_Comm world, int tp_size, int pp_size)
           return RankGrid(size, tp_size, pp_size);
       }()) {
     MPI_Comm_rank(world, &rank_);
-    MPI_Comm_dup(world, &world_mpi_);
+    {
+        watchdog::BlockedScope blocked("MPI_Comm_dup (the world group)");
+        MPI_Comm_dup(world, &world_mpi_);
+    }
     world_comm_ = std::make_unique<MpiCommunicator>(world_mpi_, "world");
     tp_ = std::make_unique<MpiCommunicator>(split_by(world, grid_.tp_group(rank_), rank_), "tp");
     dp_mpi_ = split_by(world, grid_.dp_group(rank_), rank_);
@@ -45,7 +51,10 @@ ProcessGroups::ProcessGroups(MPI_Comm world, int tp_size, int pp_size)
         split_by(world, member ? emb : std::vector<int>{rank_}, rank_), "embedding");
 
     MPI_Comm node = MPI_COMM_NULL;
-    MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+    {
+        watchdog::BlockedScope blocked("MPI_Comm_split_type (the ranks of this node)");
+        MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+    }
     MPI_Comm_rank(node, &local_rank_);
     MPI_Comm_size(node, &local_size_);
     MPI_Comm_free(&node);
