@@ -75,7 +75,7 @@ Gpt2Config parse_config_json(const std::string& text, const std::string& path) {
     const std::vector<std::string>& architectures = f.architectures();
     const std::string type = string_of("model_type", "");
     GPT_REQUIRE(type == "gpt2", UsageError, path, ": model_type is '", type,
-                "', not 'gpt2': only Hugging Face GPT-2 checkpoints convert to this model");
+                "', not 'gpt2' or 'llama': only Hugging Face GPT-2 and Llama checkpoints convert to this model");
     if (!architectures.empty()) {
         bool ok = false;
         for (const auto& a : architectures) ok |= a == "GPT2LMHeadModel" || a == "GPT2Model";
