@@ -1,4 +1,5 @@
-// convert_checkpoint: our checkpoints to and from Hugging Face GPT-2 folders (lib/hf).
+// convert_checkpoint: our checkpoints to and from Hugging Face GPT-2 and Llama (LlamaForCausalLM)
+// folders (lib/hf): the checkpoint's options, or config.json's model_type, choose which.
 //   convert_checkpoint --to hf --load DIR [--ckpt-step N] --output HF_DIR
 //   convert_checkpoint --to megatron --load-hf HF_DIR --save DIR
 //   convert_checkpoint --dump-logits FILE --load DIR --tokens 1,2,3   (the reference test's path)
@@ -42,7 +43,7 @@ int run(int argc, char** argv) {
     std::string to, load, load_hf, save, output, vocab, merges, dump, tokens;
     std::int64_t step = -1;
     po::options_description desc(
-        "convert_checkpoint: our checkpoints to and from Hugging Face GPT-2 (config.json + model.safetensors)");
+        "convert_checkpoint: our checkpoints to and from Hugging Face GPT-2 or Llama (config.json + model.safetensors)");
     desc.add_options()
         ("help,h", "show this help")
         ("to", po::value(&to), "hf (our checkpoint -> Hugging Face) or megatron (Hugging Face -> our checkpoint)")
@@ -51,7 +52,7 @@ int run(int argc, char** argv) {
         ("output", po::value(&output), "--to hf: the Hugging Face folder to create")
         ("vocab-file", po::value(&vocab), "--to hf: GPT-2 vocab file to copy (default: the checkpoint's)")
         ("merge-file", po::value(&merges), "--to hf: GPT-2 merges file to copy (default: the checkpoint's)")
-        ("load-hf", po::value(&load_hf), "--to megatron: the Hugging Face GPT-2 folder to read")
+        ("load-hf", po::value(&load_hf), "--to megatron: the Hugging Face GPT-2 or Llama folder to read")
         ("save", po::value(&save), "--to megatron: our checkpoint folder to create (iteration 0)")
         ("dump-logits", po::value(&dump), "write fp32 logits (tokens x vocabulary) of our forward to this file")
         ("tokens", po::value(&tokens), "--dump-logits: comma-separated token ids");

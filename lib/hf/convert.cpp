@@ -11,8 +11,11 @@
 
 #include "core/errors.hpp"
 #include "core/fd_write.hpp"
+#include "hf/folder_io.hpp"
 #include "hf/gpt2_mapping.hpp"
 #include "hf/hf_config.hpp"
+#include "hf/llama_config.hpp"
+#include "hf/llama_convert.hpp"
 #include "hf/one_rank_model.hpp"
 #include "hf/safetensors.hpp"
 #include "hf/staging_dir.hpp"
@@ -22,15 +25,6 @@ namespace gpt::hf {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    GPT_REQUIRE(in, IoError, "cannot open ", path, ": ", std::strerror(errno));
-    std::ostringstream all;
-    all << in.rdbuf();
-    GPT_REQUIRE(!in.bad(), IoError, "cannot read ", path);
-    return all.str();
-}
 
 Gpt2Config gpt2_config_of(const ModelConfig& m) {
     Gpt2Config c;
@@ -69,6 +63,7 @@ std::string export_to_hf(const ExportOptions& o) {
     StagingDir out(o.output);  // refuses an existing folder before the work
     LoadedCheckpoint ck = load_checkpoint_one_rank(o.load, o.ckpt_step);
     const ModelConfig& m = ck.model->config.model;
+    if (hf_architecture(m, ck.file) == HfArchitecture::Llama) return export_llama(o, ck, out);
     const Gpt2Config hc = gpt2_config_of(m);
     GPT_REQUIRE(m.seq_length <= hc.n_positions, UsageError, "checkpoint seq-length ", m.seq_length,
                 " exceeds its max-position-embeddings ", hc.n_positions);
@@ -84,20 +79,7 @@ std::string export_to_hf(const ExportOptions& o) {
             GPT_REQUIRE(fs::exists(f), UsageError, "tokenizer file ", f, " (from ", ck.file,
                         ") does not exist here. HINT: give --vocab-file and --merge-file");
     const std::vector<float> flat = ck.model->parameters();
-    const std::vector<NamedTensor> tensors =
-        megatron_to_hf(ck.model->model().dims(), ck.model->model().layout(), flat.data(), m.vocab_size);
-    {
-        const std::string p = out.path() + "/model.safetensors";
-        const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        GPT_REQUIRE(fd >= 0, IoError, "cannot create ", p, ": ", std::strerror(errno));
-        try {
-            write_safetensors(fd, p, tensors);
-        } catch (...) {
-            ::close(fd);
-            throw;
-        }
-        ::close(fd);  // publish() fsyncs the whole folder
-    }
+    write_model_file(out, megatron_to_hf(ck.model->model().dims(), ck.model->model().layout(), flat.data(), m.vocab_size));
     out.write_file("config.json", config_json(hc));
     out.write_file("generation_config.json", generation_config_json(hc));
     if (with_tokenizer) {
@@ -116,7 +98,9 @@ std::string export_to_hf(const ExportOptions& o) {
 std::string import_from_hf(const ImportOptions& o) {
     GPT_REQUIRE(!o.load_hf.empty() && !o.save.empty(), UsageError, "--to megatron needs --load-hf and --save");
     const std::string config_path = o.load_hf + "/config.json";
-    const Gpt2Config hc = parse_config_json(read_text(config_path), config_path);
+    const std::string config_text = read_text(config_path);
+    if (config_model_type(config_text, config_path) == "llama") return import_llama(o, config_text, config_path);
+    const Gpt2Config hc = parse_config_json(config_text, config_path);
     const SafetensorsFile weights(o.load_hf + "/model.safetensors");
     StagingDir out(o.save);
     DataConfig data;

@@ -1,5 +1,5 @@
 // convert_checkpoint's operations: our checkpoint (any saved layout: TP/PP/DP, distributed
-// optimizer, any precision) to a Hugging Face GPT-2 folder, a Hugging Face GPT-2 folder to
+// optimizer, any precision) to a Hugging Face GPT-2 or Llama folder, such a folder to
 // our checkpoint at iteration 0, and the logits of our model's forward on given tokens (the
 // reference check of tests/hf). Each runs in one process: the checkpoint is read through the
 // trainer's resharding loader into a one-rank fp32 model, and written by the trainer's saver.
@@ -23,7 +23,8 @@ struct ExportOptions {
 
 // Writes config.json, generation_config.json, model.safetensors (fp32: the fp32 main
 // parameters, whatever the training precision), and with the GPT-2 BPE tokenizer vocab.json,
-// merges.txt and tokenizer_config.json. Refuses (UsageError) models HF GPT-2 cannot express.
+// merges.txt and tokenizer_config.json; a Llama-style checkpoint goes to export_llama
+// (llama_convert.hpp). Refuses (UsageError) models neither HF GPT-2 nor Llama can express.
 // Returns a line describing what was written.
 std::string export_to_hf(const ExportOptions& o);
 

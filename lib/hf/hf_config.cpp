@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/errors.hpp"
+#include "hf/config_fields.hpp"
 #include "data/json.hpp"
 
 namespace gpt::hf {
@@ -67,63 +68,14 @@ std::string tokenizer_config_json(const Gpt2Config& c) {
 }
 
 Gpt2Config parse_config_json(const std::string& text, const std::string& path) {
-    std::map<std::string, std::string> raw;  // top-level key -> its JSON source text
-    std::vector<std::string> architectures;
-    try {
-        data::JsonCursor j(text);
-        if (j.peek() != '{') j.fail("not a JSON object");
-        j.for_each_member([&](const std::string& key) {
-            if (key == "architectures" && j.peek() == '[') {
-                j.expect('[');
-                if (!j.consume(']')) {
-                    do {
-                        if (j.peek() != '"') j.fail("architectures holds a non-string");
-                        j.parse_string(architectures.emplace_back());
-                    } while (j.consume(','));
-                    j.expect(']');
-                }
-                return;
-            }
-            raw[key] = std::string(j.take_value());
-        });
-        GPT_REQUIRE(j.at_end(), DataError, "trailing text after the JSON object");
-    } catch (const DataError& e) {
-        throw DataError(path + ": " + e.what());
-    }
-    auto string_of = [&](const char* key, const std::string& def) {
-        const auto it = raw.find(key);
-        if (it == raw.end() || it->second == "null") return def;
-        std::string s;
-        data::JsonCursor j(it->second);
-        GPT_REQUIRE(j.peek() == '"', DataError, path, ": ", key, " is not a string");
-        j.parse_string(s);
-        return s;
-    };
-    auto int_of = [&](const char* key, std::int64_t def, bool required) -> std::int64_t {
-        const auto it = raw.find(key);
-        if (it == raw.end() || it->second == "null") {
-            GPT_REQUIRE(!required, DataError, path, ": ", key, " is missing");
-            return def;
-        }
-        try {
-            data::JsonCursor j(it->second);
-            const std::int64_t v = j.parse_int();
-            GPT_REQUIRE(j.at_end() && v > 0 && v <= (1LL << 31), DataError, "");
-            return v;
-        } catch (const DataError&) {
-            GPT_THROW(DataError, path, ": ", key, " is ", it->second, ", not a positive integer");
-        }
-    };
-    auto bool_of = [&](const char* key, bool def) {
-        const auto it = raw.find(key);
-        if (it == raw.end() || it->second == "null") return def;
-        GPT_REQUIRE(it->second == "true" || it->second == "false", DataError, path, ": ", key, " is ",
-                    it->second, ", not true or false");
-        return it->second == "true";
-    };
+    const ConfigFields f(text, path);
+    auto string_of = [&](const char* k, const std::string& def) { return f.string_of(k, def); };
+    auto int_of = [&](const char* k, std::int64_t def, bool required) { return f.int_of(k, def, required); };
+    auto bool_of = [&](const char* k, bool def) { return f.bool_of(k, def); };
+    const std::vector<std::string>& architectures = f.architectures();
     const std::string type = string_of("model_type", "");
     GPT_REQUIRE(type == "gpt2", UsageError, path, ": model_type is '", type,
-                "', not 'gpt2': only Hugging Face GPT-2 checkpoints convert to this model");
+                "', not 'gpt2' or 'llama': only Hugging Face GPT-2 and Llama checkpoints convert to this model");
     if (!architectures.empty()) {
         bool ok = false;
         for (const auto& a : architectures) ok |= a == "GPT2LMHeadModel" || a == "GPT2Model";
@@ -141,14 +93,7 @@ Gpt2Config parse_config_json(const std::string& text, const std::string& path) {
                 c.n_head);
     c.bos_token_id = int_of("bos_token_id", 50256, false);
     c.eos_token_id = int_of("eos_token_id", 50256, false);
-    if (raw.count("layer_norm_epsilon")) {
-        const std::string& t = raw["layer_norm_epsilon"];
-        double v = 0.0;
-        const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
-        GPT_REQUIRE(r.ec == std::errc() && r.ptr == t.data() + t.size() && v > 0.0, DataError, path,
-                    ": layer_norm_epsilon is ", t, ", not a positive number");
-        c.layer_norm_epsilon = v;
-    }
+    c.layer_norm_epsilon = f.positive_of("layer_norm_epsilon", c.layer_norm_epsilon);
     const std::string act = string_of("activation_function", "gelu_new");
     GPT_REQUIRE(act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu", UsageError, path,
                 ": activation_function ", act, " cannot be expressed (this model has GELU: gelu_new or gelu)");

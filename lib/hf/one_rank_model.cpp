@@ -12,27 +12,19 @@ namespace {
 
 bool is_false(const std::string& v) { return v == "False" || v == "false" || v == "0"; }
 
-// Architecture options of Megatron (and of later builds of ours) that GPT-2 cannot express:
-// the row and the values that are GPT-2's. A table without the row is GPT-2's.
+// Architecture options of Megatron that neither Hugging Face GPT-2 nor Llama can express,
+// with the values that are theirs.
 struct ArchRow {
     const char* key;
-    std::vector<std::string> gpt2_values;
+    const char* value;
 };
 
 const std::vector<ArchRow>& arch_rows() {
     static const std::vector<ArchRow> rows = {
-        {"normalization", {"LayerNorm"}},
-        {"position_embedding_type", {"learned_absolute"}},
-        {"use_rotary_position_embeddings", {"False"}},
-        {"swiglu", {"False"}},
-        {"squared_relu", {"False"}},
-        {"group_query_attention", {"False"}},
-        {"untie_embeddings_and_output_weights", {"False"}},
-        {"add_bias_linear", {"True"}},
-        {"disable_bias_linear", {"False"}},
-        {"apply_residual_connection_post_layernorm", {"False"}},
-        {"qk_layernorm", {"False"}},
-        {"apply_layernorm_1p", {"False"}},
+        {"squared_relu", "False"},
+        {"apply_residual_connection_post_layernorm", "False"},
+        {"qk_layernorm", "False"},
+        {"apply_layernorm_1p", "False"},
     };
     return rows;
 }
@@ -55,12 +47,26 @@ ModelConfig model_config_from_table(const std::string& table, std::int64_t padde
     };
     for (const ArchRow& a : arch_rows()) {
         const auto it = t.find(a.key);
-        if (it == t.end()) continue;
-        bool ok = false;
-        for (const auto& v : a.gpt2_values) ok |= it->second == v || (v == "False" && is_false(it->second));
-        GPT_REQUIRE(ok, UsageError, file, ": --", a.key, " is ", it->second,
-                    ", which Hugging Face GPT-2 cannot express");
+        GPT_REQUIRE(it == t.end() || is_false(it->second), UsageError, file, ": --", a.key, " is ", it->second,
+                    ", which neither Hugging Face GPT-2 nor Llama can express");
     }
+    auto flag = [&](const char* k) {
+        const auto it = t.find(k);
+        return it != t.end() && it->second != "None" && !is_false(it->second);
+    };
+    auto text = [&](const char* k, const char* def) {
+        const auto it = t.find(k);
+        return it == t.end() || it->second == "None" ? std::string(def) : it->second;
+    };
+    auto number = [&](const char* k, double def) {
+        const std::string v = text(k, "");
+        if (v.empty()) return def;
+        try {
+            return std::stod(v);
+        } catch (const std::logic_error&) {
+            GPT_THROW(DataError, file, ": argument ", k, " is '", v, "', not a number");
+        }
+    };
     ModelConfig m;
     m.num_layers = static_cast<int>(get_int("num_layers"));
     m.hidden_size = static_cast<int>(get_int("hidden_size"));
@@ -70,10 +76,21 @@ ModelConfig model_config_from_table(const std::string& table, std::int64_t padde
     m.max_position_embeddings = static_cast<int>(get_int("max_position_embeddings"));
     m.vocab_size = static_cast<int>(get_int("vocab_size"));
     GPT_REQUIRE(m.vocab_size > 0, DataError, file, ": its arguments table has no vocabulary size");
-    // --num-query-groups only counts with --group-query-attention, which the rows above refuse.
+    // The Llama-style options (absent in older tables: GPT-2's values).
+    m.normalization = text("normalization", "LayerNorm");
+    m.position_embedding_type = flag("use_rotary_position_embeddings") ? "rope" : text("position_embedding_type", "learned_absolute");
+    m.rotary_percent = number("rotary_percent", 1.0);
+    m.rotary_base = number("rotary_base", 10000.0);
+    m.rotary_interleaved = flag("rotary_interleaved");
+    m.norm_epsilon = number("norm_epsilon", 0.0);
+    m.swiglu = flag("swiglu");
+    m.group_query_attention = flag("group_query_attention");
+    if (m.group_query_attention) m.num_query_groups = static_cast<int>(get_int("num_query_groups"));
+    m.untie_embeddings_and_output_weights = flag("untie_embeddings_and_output_weights");
+    m.disable_bias_linear = flag("disable_bias_linear") || (t.count("add_bias_linear") && is_false(t.at("add_bias_linear")));
     if (const auto it = t.find("kv_channels"); it != t.end() && it->second != "None" && it->second != "0")
         GPT_REQUIRE(it->second == std::to_string(m.hidden_size / m.num_attention_heads), UsageError, file,
-                    ": --kv_channels is ", it->second, ", which Hugging Face GPT-2 cannot express");
+                    ": --kv_channels is ", it->second, ", which Hugging Face GPT-2 and Llama cannot express");
     try {
         m.layernorm_epsilon = std::stod(get("layernorm_epsilon"));
     } catch (const std::logic_error&) {
@@ -154,6 +171,24 @@ LoadedCheckpoint load_checkpoint_one_rank(const std::string& dir, std::int64_t c
     out.iteration = *loaded;
     out.file = peek.file;
     return out;
+}
+
+HfArchitecture hf_architecture(const ModelConfig& m, const std::string& file) {
+    const bool gpt2 = !m.rope() && !m.rmsnorm() && !m.swiglu && !m.group_query_attention &&
+                      !m.untie_embeddings_and_output_weights && !m.disable_bias_linear;
+    if (gpt2) return HfArchitecture::Gpt2;
+    // Not GPT-2: every option Llama needs, the first one missing named.
+    auto need = [&](bool ok, const char* what) {
+        GPT_REQUIRE(ok, UsageError, file, ": a Llama-style model (it has rope, RMSNorm, SwiGLU, grouped-query attention, "
+                    "an untied output layer or no linear biases) but ", what,
+                    ", which Hugging Face Llama (LlamaForCausalLM) cannot express");
+    };
+    need(m.rmsnorm(), "--normalization is LayerNorm");
+    need(m.rope(), "--position-embedding-type is learned_absolute");
+    need(m.rotary_percent == 1.0, "--rotary-percent is below 1 (partial rotary)");
+    need(m.swiglu, "the MLP is GELU (no --swiglu)");
+    need(m.disable_bias_linear, "the linear layers have biases (no --disable-bias-linear)");
+    return HfArchitecture::Llama;
 }
 
 }  // namespace gpt::hf

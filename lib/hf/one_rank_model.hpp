@@ -1,5 +1,5 @@
 // Our GPT as one fp32 rank, for the converter: its configuration rebuilt from a checkpoint's
-// arguments table (refusing what Hugging Face GPT-2 cannot express), and a one-rank trainer
+// arguments table, and a one-rank trainer
 // whose loader reshards any saved layout into it and whose saver writes our checkpoint.
 #pragma once
 
@@ -17,10 +17,16 @@
 namespace gpt::hf {
 
 // The model flags of the arguments table `table` of checkpoint `file` whose word embeddings
-// have `padded_rows` rows. Throws UsageError naming an architecture option HF GPT-2 lacks
-// (RMSNorm, rotary or no position embeddings, SwiGLU, grouped-query attention, untied
-// embeddings, no linear biases, ...), DataError for a malformed or incomplete table.
+// have `padded_rows` rows. Throws UsageError naming an architecture option that neither HF
+// GPT-2 nor Llama has (squared ReLU, post-LN residual, QK layernorm, layernorm 1p, other
+// kv-channels), DataError for a malformed or incomplete table.
 ModelConfig model_config_from_table(const std::string& table, std::int64_t padded_rows, const std::string& file);
+
+// Which Hugging Face architecture expresses `m`: GPT-2 (all of GPT-2's options) or Llama
+// (RMSNorm, full rope, SwiGLU, no linear biases; grouped-query attention and an untied output
+// layer optional). Throws UsageError naming the first option that fits neither.
+enum class HfArchitecture { Gpt2, Llama };
+HfArchitecture hf_architecture(const ModelConfig& m, const std::string& file);
 
 // One rank (MPI_COMM_SELF), TP 1, PP 1, fp32, micro-batch 1, with the flags of `model` and
 // the tokenizer flags of `data`, loading and saving as `ck` says.

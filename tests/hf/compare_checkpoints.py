@@ -1,7 +1,8 @@
 """Export -> import round trip: the parameters of checkpoint A (any iteration, fp32 run) and of
 the checkpoint B that convert_checkpoint --to megatron made from A's Hugging Face export must
 be bit-identical, dataset by dataset (h5py), except the vocabulary padding rows, which the
-export drops and the import fills with copies of the last real row (A's padding follows its
+export drops and the import fills with copies of the last real row (embeddings and an untied
+output layer) (A's padding follows its
 TP size, B's TP 1); B's Adam moments are
 zero and its iteration 0.
 
@@ -37,7 +38,7 @@ with latest(a_dir) as a, latest(b_dir) as b:
         if "exp_avg" in n:
             assert not y.any(), "%s: import left non-zero Adam moments" % n
             continue
-        if "word_embeddings" in n:
+        if "word_embeddings" in n or "output_layer" in n:
             # A's rows are padded for its TP size, B's for TP 1: the real rows must agree.
             assert (y[vocab:] == y[vocab - 1]).all(), "%s: padding rows are not copies of the last row" % n
             x, y = x[:vocab], y[:vocab]

@@ -20,29 +20,12 @@ largest ratio of the observed error to it.
 """
 import json
 import math
-import struct
 import sys
 
 import numpy as np
 import torch
 
-DTYPES = {"F32": np.float32, "F16": np.float16}
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        blob = f.read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n].decode("utf-8"))
-    data = blob[8 + n:]
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        b, end = e["data_offsets"]
-        arr = np.frombuffer(data[b:end], dtype=DTYPES[e["dtype"]]).reshape(e["shape"])
-        out[name] = torch.from_numpy(arr.astype(np.float64))
-    return header, out
+from safetensors_read import read_safetensors
 
 
 def forward(cfg, w, tokens, dtype):

@@ -102,8 +102,8 @@ t = json.dumps(h).encode(); t += b" " * ((8 - len(t) % 8) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + blob[8 + n:])
 PY
 expect_refused offset offset "past the end of the file's"
-mkdir -p llama && cp hf1/model.safetensors llama/ && sed 's/"model_type": "gpt2"/"model_type": "llama"/' hf1/config.json > llama/config.json
-expect_refused llama llama "model_type is 'llama', not 'gpt2'" 2
+mkdir -p mistral && cp hf1/model.safetensors mistral/ && sed 's/"model_type": "gpt2"/"model_type": "mistral"/' hf1/config.json > mistral/config.json
+expect_refused mistral mistral "model_type is 'mistral', not 'gpt2' or 'llama'" 2
 mkdir -p shape && cp hf1/model.safetensors shape/ && sed 's/"n_inner": 96/"n_inner": 128/' hf1/config.json > shape/config.json
 expect_refused shape shape "has shape \[64, 96\] but config.json says \[64, 128\]"
 mkdir -p untied && cp hf1/model.safetensors untied/ && sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' hf1/config.json > untied/config.json
