@@ -8,8 +8,10 @@
 #include "data/gpt2_tokenizer.hpp"
 #include "data/tiktoken_tokenizer.hpp"
 #include "dist/rank_grid.hpp"
+#include "log/log.hpp"
 #include "plan/model_shape.hpp"
 #include "plan/planner.hpp"
+#include "train/checkpoint_vocab.hpp"
 
 namespace gpt::train {
 
@@ -46,6 +48,9 @@ RunConfig resolve_run(Config cfg, int world_size, int local_world_size) {
         GPT_THROW(UsageError, "--micro-batch-size auto needs the planner and --max-global-batch-size");
     resolve_layout(cfg, world_size);
     resolve_vocab(cfg);
+    // A resumed run keeps its checkpoint's padded vocabulary when the TP size changed.
+    const std::string vocab_note = adopt_checkpoint_vocab(cfg);
+    if (!vocab_note.empty()) GPT_LOG(info) << vocab_note;
     const dist::RankGrid grid(world_size, cfg.parallel.tensor_model_parallel_size,
                               cfg.parallel.pipeline_model_parallel_size);
     RunConfig run = derive_run(cfg, grid, local_world_size);

@@ -217,7 +217,8 @@ void check_padded_vocab(const ckpt::CheckpointReader& r, const model::ParamLayou
     GPT_REQUIRE(saved == now, UsageError, "checkpoint ", r.file(), " has a padded vocabulary of ",
                 saved, " rows but this run pads it to ", now, " (--make-vocab-size-divisible-by x "
                 "--tensor-model-parallel-size). HINT: pick --make-vocab-size-divisible-by so that "
-                "both layouts pad to ", saved, ", e.g. double it when halving TP");
+                "both layouts pad to ", saved, ", e.g. double it when halving TP (gpt_pretrain adopts "
+                "the padded vocabulary of the checkpoint --load names first when the TP size divides it)");
 }
 
 // The checkpoint's learning-rate schedule, rebuilt from its arguments table as the saving

@@ -16,6 +16,7 @@
 #include "core/half.hpp"
 #include "test_env.hpp"
 #include "train/exit_conditions.hpp"
+#include "train/run_config.hpp"
 #include "train/trainer.hpp"
 #include "trainer_test_util.hpp"
 
@@ -247,7 +248,8 @@ TEST(Checkpointing, ReshardingMatrixOnFourRanks) {
     check_reshard({1, 1, true}, {1, 2, true, 1}, "reshard_114_distopt_122_interleaved_distopt");
 }
 
-// Another TP size can pad the vocabulary to another row count: refused, with the fix.
+// A trainer built without resolve_run (no look at the checkpoint first) whose padding
+// differs from the checkpoint's: refused at load, with the fix.
 TEST(Checkpointing, DifferentVocabPaddingIsRefused) {
     Config cfg = small_config();
     const std::string dir = test::scratch_dir("vocab_padding");
@@ -257,6 +259,74 @@ TEST(Checkpointing, DifferentVocabPaddingIsRefused) {
     cfg.checkpoint.load = dir;
     cfg.model.make_vocab_size_divisible_by = 128;  // 64 rows saved, 128 now
     EXPECT_THROW(train_for(cfg, 1, 0, false), UsageError);
+}
+
+// --load adopts the checkpoint's padded vocabulary when the new TP size divides it (issue
+// #19): saved at TP 1 with --make-vocab-size-divisible-by 64 (61 -> 64 rows), resumed at TP
+// `tp` with the same flag, which alone would pad to 64 x tp rows. The resumed run trains on
+// and follows the straight TP 1 run as any reshard does.
+void check_adopted_vocab(int tp, const std::string& name) {
+    Config cfg = small_config();
+    cfg.training.micro_batch_size = 1;  // global batch 4 splits over up to 4 DP ranks
+    cfg.model.make_vocab_size_divisible_by = 64;
+    const int n = 3;
+    const RunResult straight = train_for(cfg, 1, 2 * n, false);
+    const std::string dir = test::scratch_dir(name);
+    Config saving = cfg;
+    saving.checkpoint.save = dir;
+    train_for(saving, 1, n, true);
+    cfg.checkpoint.load = dir;
+    cfg.parallel.tensor_model_parallel_size = tp;
+    cfg.parallel.tp_given = true;
+    const RunConfig run = resolve_run(cfg, world_size(), 1);
+    EXPECT_EQ(run.padded_vocab_size, 64);
+    EXPECT_EQ(run.cfg.model.make_vocab_size_divisible_by, 64 / tp);
+    const RunResult resumed = train_for(run.cfg, tp, n, false);
+    ASSERT_EQ(resumed.records.size(), static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) {
+        const auto& a = straight.records[static_cast<std::size_t>(n + i)];
+        const auto& b = resumed.records[static_cast<std::size_t>(i)];
+        EXPECT_EQ(a.iteration, b.iteration);
+        EXPECT_NEAR(a.lm_loss, b.lm_loss, 2e-5 * a.lm_loss) << name << " iteration " << a.iteration;
+        EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-4 * a.grad_norm) << name << " iteration " << a.iteration;
+    }
+    // A fresh run (no checkpoint in --load) keeps Megatron's padding.
+    Config fresh = cfg;
+    fresh.checkpoint.load = test::scratch_dir(name + "_empty");
+    EXPECT_EQ(resolve_run(fresh, world_size(), 1).padded_vocab_size, 64 * tp);
+}
+
+TEST(Checkpointing, LoadAdoptsTheCheckpointsPaddedVocabulary) {
+    if (world_size() != 2) GTEST_SKIP() << "needs 2 ranks (TP 2)";
+    check_adopted_vocab(2, "adopt_vocab_tp2");
+}
+
+TEST(Checkpointing, LoadAdoptsThePaddedVocabularyOnFourRanks) {
+    if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks (registered as .np4)";
+    check_adopted_vocab(4, "adopt_vocab_tp4");
+}
+
+// Saved rows that the new TP size does not divide: one line naming both numbers. The look
+// at the checkpoint needs no other rank, so any world resolves a TP 2 run of 2 ranks.
+TEST(Checkpointing, PaddedVocabularyTheTpSizeDoesNotDivideIsRefused) {
+    Config cfg = small_config();
+    cfg.model.make_vocab_size_divisible_by = 1;  // 61 rows, odd
+    cfg.training.micro_batch_size = 1;           // global batch 4 splits over up to 4 DP ranks
+    const std::string dir = test::scratch_dir("adopt_vocab_odd");
+    cfg.checkpoint.save = dir;
+    train_for(cfg, 1, 1, true);
+    cfg.checkpoint.save.clear();
+    cfg.checkpoint.load = dir;
+    cfg.parallel.tensor_model_parallel_size = 2;
+    cfg.parallel.tp_given = true;
+    try {
+        resolve_run(cfg, 2, 1);
+        ADD_FAILURE() << "a padded vocabulary of 61 rows was accepted at TP 2";
+    } catch (const UsageError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("padded vocabulary of 61 rows"), std::string::npos) << what;
+        EXPECT_NE(what.find("--tensor-model-parallel-size 2 does not divide"), std::string::npos) << what;
+    }
 }
 
 // fp16 -> fp32 and bf16: the fp32 main params carry over bit for bit, the bf16 model params
