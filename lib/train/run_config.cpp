@@ -66,12 +66,7 @@ RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_wo
     const auto& t = cfg.training;
     run.padded_vocab_size = cfg.padded_vocab_size();
     run.dtype = t.fp16 ? DType::F16 : (t.bf16 ? DType::BF16 : DType::F32);
-    const int dp = grid.dp_size();
-    const std::int64_t per_step = std::int64_t{t.micro_batch_size} * dp;
-    GPT_REQUIRE(t.global_batch_size % per_step == 0, UsageError, "--global-batch-size ",
-                t.global_batch_size, " is not a multiple of --micro-batch-size x data-parallel size (",
-                t.micro_batch_size, " x ", dp, ")");
-    run.num_micro_batches = t.global_batch_size / per_step;
+    run.num_micro_batches = micro_batches_per_iteration(t, grid.dp_size());
     return run;
 }
 
