@@ -14,6 +14,7 @@
 #include "ckpt/checkpoint.hpp"
 #include "core/errors.hpp"
 #include "core/half.hpp"
+#include "h5_damage.hpp"
 #include "test_env.hpp"
 #include "train/exit_conditions.hpp"
 #include "train/run_config.hpp"
@@ -27,15 +28,6 @@ namespace fs = std::filesystem;
 
 using test::world_rank;
 using test::world_size;
-
-Config small_config() {
-    Config c = test::tiny_train_config();
-    c.training.train_iters = 8;
-    c.training.eval_iters = 0;
-    c.optimizer.lr_warmup_iters = 2;
-    c.logging.log_interval = 1000;
-    return c;
-}
 
 struct RunResult {
     std::vector<IterationRecord> records;  // this run's iterations only
@@ -97,7 +89,7 @@ void expect_identical(const std::vector<IterationRecord>& a, const std::vector<I
 // (a small initial scale and window, so steps are both skipped and applied, and the scale
 // both halves and grows, around the restart).
 void check_exact_restart(int tp, const std::string& name) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     cfg.model.hidden_dropout = 0.1;
     cfg.model.attention_dropout = 0.1;
     cfg.training.fp16 = true;
@@ -142,7 +134,7 @@ struct CkptLayout {
 };
 
 void check_reshard(const CkptLayout& save, const CkptLayout& load, const std::string& name) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     cfg.model.num_layers = 4;
     cfg.training.micro_batch_size = 1;  // global batch 4 splits over up to 4 DP ranks
     if (save.model) save.model(cfg.model);
@@ -221,7 +213,7 @@ TEST(Checkpointing, DistributedOptimizerReshards) {
 
 TEST(Checkpointing, ExactRestartDistributedOptimizer) {
     if (world_size() != 2) GTEST_SKIP() << "needs 2 ranks";
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     cfg.parallel.use_distributed_optimizer = true;
     cfg.training.fp16 = true;
     cfg.training.initial_loss_scale = 65536.0;
@@ -251,7 +243,7 @@ TEST(Checkpointing, ReshardingMatrixOnFourRanks) {
 // A trainer built without resolve_run (no look at the checkpoint first) whose padding
 // differs from the checkpoint's: refused at load, with the fix.
 TEST(Checkpointing, DifferentVocabPaddingIsRefused) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     const std::string dir = test::scratch_dir("vocab_padding");
     cfg.checkpoint.save = dir;
     train_for(cfg, 1, 1, true);
@@ -266,7 +258,7 @@ TEST(Checkpointing, DifferentVocabPaddingIsRefused) {
 // `tp` with the same flag, which alone would pad to 64 x tp rows. The resumed run trains on
 // and follows the straight TP 1 run as any reshard does.
 void check_adopted_vocab(int tp, const std::string& name) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     cfg.training.micro_batch_size = 1;  // global batch 4 splits over up to 4 DP ranks
     cfg.model.make_vocab_size_divisible_by = 64;
     const int n = 3;
@@ -309,7 +301,7 @@ TEST(Checkpointing, LoadAdoptsThePaddedVocabularyOnFourRanks) {
 // Saved rows that the new TP size does not divide: one line naming both numbers. The look
 // at the checkpoint needs no other rank, so any world resolves a TP 2 run of 2 ranks.
 TEST(Checkpointing, PaddedVocabularyTheTpSizeDoesNotDivideIsRefused) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     cfg.model.make_vocab_size_divisible_by = 1;  // 61 rows, odd
     cfg.training.micro_batch_size = 1;           // global batch 4 splits over up to 4 DP ranks
     const std::string dir = test::scratch_dir("adopt_vocab_odd");
@@ -332,7 +324,7 @@ TEST(Checkpointing, PaddedVocabularyTheTpSizeDoesNotDivideIsRefused) {
 // fp16 -> fp32 and bf16: the fp32 main params carry over bit for bit, the bf16 model params
 // are their rounding, and the run continues close to the fp16 one.
 TEST(Checkpointing, PrecisionChangeOnLoad) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     cfg.training.fp16 = true;
     cfg.training.loss_scale = 1024.0;
     const std::string dir = test::scratch_dir("precision");
@@ -360,26 +352,12 @@ TEST(Checkpointing, PrecisionChangeOnLoad) {
 }
 
 void flip_dataset_byte(const std::string& file, const char* dataset) {
-    if (world_rank() == 0) {
-        hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-        hid_t d = H5Dopen2(f, dataset, H5P_DEFAULT);
-        const haddr_t off = H5Dget_offset(d);
-        H5Dclose(d);
-        H5Fclose(f);
-        ASSERT_NE(off, HADDR_UNDEF);
-        std::fstream s(file, std::ios::in | std::ios::out | std::ios::binary);
-        s.seekg(static_cast<std::streamoff>(off) + 40);
-        char c = 0;
-        s.read(&c, 1);
-        c ^= 0x10;
-        s.seekp(static_cast<std::streamoff>(off) + 40);
-        s.write(&c, 1);
-    }
+    if (world_rank() == 0) test::flip_dataset_bits(file, dataset, 40, 0x10);
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST(Checkpointing, DamagedCheckpointIsRejectedAndFallbackLoadsThePreviousOne) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     const std::string dir = test::scratch_dir("damaged");
     cfg.checkpoint.save = dir;
     const RunResult at2 = train_for(cfg, 1, 2, true);
@@ -400,7 +378,7 @@ TEST(Checkpointing, DamagedCheckpointIsRejectedAndFallbackLoadsThePreviousOne) {
 }
 
 TEST(Checkpointing, EmptyLoadFolderIsAFreshStartAndKeepLastRetains) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     const std::string dir = test::scratch_dir("fresh_keep");
     cfg.checkpoint.save = dir;
     cfg.checkpoint.load = dir;
@@ -449,7 +427,7 @@ TrainRun run_train(const Config& cfg, int signal_at) {
 }
 
 TEST(Checkpointing, SignalSavesAndExitsThenTheRunResumesExactly) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     cfg.model.hidden_dropout = 0.1;
     const TrainRun straight = run_train(cfg, -1);
     ASSERT_EQ(straight.iteration, 8);
@@ -479,7 +457,7 @@ TEST(Checkpointing, SignalSavesAndExitsThenTheRunResumesExactly) {
 }
 
 TEST(Checkpointing, ExitIntervalSavesThenStops) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     const std::string dir = test::scratch_dir("exit_interval");
     cfg.checkpoint.save = dir;
     cfg.training.exit_interval = 5;
