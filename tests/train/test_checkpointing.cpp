@@ -133,6 +133,21 @@ struct CkptLayout {
     void (*model)(ModelConfig&) = nullptr;  // another architecture for both runs (save's)
 };
 
+// A run resumed on another layout, `resumed` (n iterations), against iterations n+1..2n of
+// the uninterrupted `straight` run: equal up to another layout's reduction order.
+void expect_follows(const RunResult& straight, const RunResult& resumed, int n, const std::string& name) {
+    ASSERT_EQ(resumed.records.size(), static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) {
+        const auto& a = straight.records[static_cast<std::size_t>(n + i)];
+        const auto& b = resumed.records[static_cast<std::size_t>(i)];
+        EXPECT_EQ(a.iteration, b.iteration);
+        EXPECT_NEAR(a.lm_loss, b.lm_loss, 2e-5 * a.lm_loss) << name << " iteration " << a.iteration;
+        EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-4 * a.grad_norm) << name << " iteration " << a.iteration;
+        EXPECT_EQ(a.lr, b.lr);
+    }
+    EXPECT_NEAR(straight.eval, resumed.eval, 2e-5 * straight.eval) << name;
+}
+
 void check_reshard(const CkptLayout& save, const CkptLayout& load, const std::string& name) {
     Config cfg = test::short_train_config();
     cfg.model.num_layers = 4;
@@ -150,16 +165,7 @@ void check_reshard(const CkptLayout& save, const CkptLayout& load, const std::st
     train_for(saving, save.tp, n, true, save.pp);
     cfg.checkpoint.load = dir;
     const RunResult resumed = train_for(cfg, load.tp, n, false, load.pp);
-    ASSERT_EQ(resumed.records.size(), static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) {
-        const auto& a = straight.records[static_cast<std::size_t>(n + i)];
-        const auto& b = resumed.records[static_cast<std::size_t>(i)];
-        EXPECT_EQ(a.iteration, b.iteration);
-        EXPECT_NEAR(a.lm_loss, b.lm_loss, 2e-5 * a.lm_loss) << name << " iteration " << a.iteration;
-        EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-4 * a.grad_norm) << name << " iteration " << a.iteration;
-        EXPECT_EQ(a.lr, b.lr);
-    }
-    EXPECT_NEAR(straight.eval, resumed.eval, 2e-5 * straight.eval) << name;
+    expect_follows(straight, resumed, n, name);
 }
 
 void check_reshard(int tp_save, int tp_load, const std::string& name, int pp_save = 1,
@@ -274,14 +280,7 @@ void check_adopted_vocab(int tp, const std::string& name) {
     EXPECT_EQ(run.padded_vocab_size, 64);
     EXPECT_EQ(run.cfg.model.make_vocab_size_divisible_by, 64 / tp);
     const RunResult resumed = train_for(run.cfg, tp, n, false);
-    ASSERT_EQ(resumed.records.size(), static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) {
-        const auto& a = straight.records[static_cast<std::size_t>(n + i)];
-        const auto& b = resumed.records[static_cast<std::size_t>(i)];
-        EXPECT_EQ(a.iteration, b.iteration);
-        EXPECT_NEAR(a.lm_loss, b.lm_loss, 2e-5 * a.lm_loss) << name << " iteration " << a.iteration;
-        EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-4 * a.grad_norm) << name << " iteration " << a.iteration;
-    }
+    expect_follows(straight, resumed, n, name);
     // A fresh run (no checkpoint in --load) keeps Megatron's padding.
     Config fresh = cfg;
     fresh.checkpoint.load = test::scratch_dir(name + "_empty");
