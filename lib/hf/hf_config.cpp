@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/errors.hpp"
-#include "data/json.hpp"
+#include "text/json.hpp"
 
 namespace gpt::hf {
 

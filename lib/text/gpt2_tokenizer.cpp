@@ -1,4 +1,4 @@
-#include "data/gpt2_tokenizer.hpp"
+#include "text/gpt2_tokenizer.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -6,9 +6,9 @@
 #include <unordered_map>
 
 #include "core/errors.hpp"
-#include "data/json.hpp"
-#include "data/text_lines.hpp"
-#include "data/utf8.hpp"
+#include "text/json.hpp"
+#include "text/text_lines.hpp"
+#include "text/utf8.hpp"
 
 namespace gpt::data {
 

@@ -1,13 +1,13 @@
-#include "data/tiktoken_tokenizer.hpp"
+#include "text/tiktoken_tokenizer.hpp"
 
 #include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "core/errors.hpp"
-#include "data/json.hpp"
-#include "data/piece_cache.hpp"
-#include "data/text_lines.hpp"
+#include "text/json.hpp"
+#include "text/piece_cache.hpp"
+#include "text/text_lines.hpp"
 
 namespace gpt::data {
 
