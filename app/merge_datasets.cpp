@@ -1,4 +1,4 @@
-// merge_datasets: Megatron's tools/merge_datasets.py; see lib/data/merge.hpp.
+// merge_datasets: Megatron's tools/merge_datasets.py; see lib/text/merge.hpp.
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -6,7 +6,7 @@
 
 #include "core/errors.hpp"
 #include "data/indexed_dataset.hpp"
-#include "data/merge.hpp"
+#include "text/merge.hpp"
 
 #include "tool_main.hpp"
 

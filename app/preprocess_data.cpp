@@ -1,13 +1,13 @@
-// preprocess_data: Megatron's tools/preprocess_data.py flags; see lib/data/preprocess.hpp.
+// preprocess_data: Megatron's tools/preprocess_data.py flags; see lib/text/preprocess.hpp.
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
 
 #include "core/errors.hpp"
 #include "core/timer.hpp"
-#include "data/gpt2_tokenizer.hpp"
-#include "data/tiktoken_tokenizer.hpp"
-#include "data/preprocess.hpp"
+#include "text/gpt2_tokenizer.hpp"
+#include "text/tiktoken_tokenizer.hpp"
+#include "text/preprocess.hpp"
 #include "data/temp_files.hpp"
 
 #include "tool_main.hpp"

@@ -5,7 +5,7 @@
 #   DEMO_ITERS=200 scripts/demo.sh  # train longer (default 60 iterations, a few minutes)
 #   scripts/demo.sh --use-flash-attn --log-interval 5   # extra gpt_pretrain flags (both phases)
 #   FIRST_LAYOUT="--tensor-model-parallel-size 2 --sequence-parallel" SECOND_LAYOUT="--tensor-model-parallel-size 2" \
-#     scripts/demo.sh               # other layouts (both must pad the vocabulary alike)
+#     scripts/demo.sh               # other layouts (phase 2 keeps phase 1's padded vocabulary)
 #
 # Training runs in two phases on RANKS (default 2) ranks, as a preempted job would: the
 # first half data-parallel with the distributed optimizer (ZeRO-1), saving a checkpoint as

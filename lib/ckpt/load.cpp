@@ -130,4 +130,12 @@ LoadResult load_checkpoint(MPI_Comm comm, const LoadRequest& request,
     GPT_THROW(DataError, "no loadable checkpoint in ", request.dir, "; rejected:", os.str());
 }
 
+std::optional<std::int64_t> first_candidate(const LoadRequest& request) {
+    std::vector<std::string> notes;
+    std::int64_t tracked = -1;
+    const std::vector<std::int64_t> list = candidates(request, notes, tracked);
+    if (list.empty()) return std::nullopt;
+    return list.front();
+}
+
 }  // namespace gpt::ckpt

@@ -45,4 +45,9 @@ struct LoadResult {
 LoadResult load_checkpoint(MPI_Comm comm, const LoadRequest& request,
                            const std::function<void(CheckpointReader&)>& load_fn);
 
+// Not collective: the checkpoint load_checkpoint tries first (none: a fresh start), for a
+// look before the ranks build anything (the padded vocabulary a resumed run adopts). The
+// same errors as load_checkpoint's for a --ckpt-step or tracker it cannot follow.
+std::optional<std::int64_t> first_candidate(const LoadRequest& request);
+
 }  // namespace gpt::ckpt

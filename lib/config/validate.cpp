@@ -1,4 +1,5 @@
 #include "config/validate.hpp"
+#include "config/vocab_padding.hpp"
 
 #include <cmath>
 
@@ -15,8 +16,8 @@ constexpr int kMaxLocalWorldSize = 1024;
 int Config::padded_vocab_size() const {
     // Megatron pads so that every tensor-parallel shard of the vocab is a multiple of
     // make-vocab-size-divisible-by.
-    const int multiple = model.make_vocab_size_divisible_by * parallel.tensor_model_parallel_size;
-    return (model.vocab_size + multiple - 1) / multiple * multiple;
+    return static_cast<int>(pad_vocab(model.vocab_size, model.make_vocab_size_divisible_by,
+                                      parallel.tensor_model_parallel_size));
 }
 
 namespace {
@@ -330,16 +331,21 @@ void resolve_layout(Config& cfg, int world_size) {
     GPT_REQUIRE(t.max_global_batch_size == 0 || t.global_batch_size <= t.max_global_batch_size,
                 UsageError, "global-batch-size ", t.global_batch_size,
                 " exceeds max-global-batch-size ", t.max_global_batch_size);
-    GPT_REQUIRE(t.global_batch_size % (mbs * dp) == 0, UsageError, "global-batch-size ",
-                t.global_batch_size, " is not divisible by micro-batch-size x DP = ", mbs, " x ",
-                dp, " = ", mbs * dp);
+    const std::int64_t micro_batches = micro_batches_per_iteration(t, dp);
     if (p.num_layers_per_virtual_pipeline_stage > 0) {
-        const int micro_batches = t.global_batch_size / (mbs * dp);
         GPT_REQUIRE(micro_batches % pp == 0, UsageError, "the interleaved schedule needs the ",
                     micro_batches, " micro-batches per iteration (global-batch-size / (micro-batch-size x DP)) to be a multiple of pipeline-model-parallel-size ",
                     pp);
     }
     validate_samples(cfg);
+}
+
+std::int64_t micro_batches_per_iteration(const TrainingConfig& t, int dp) {
+    const std::int64_t per_step = std::int64_t{t.micro_batch_size} * dp;
+    GPT_REQUIRE(per_step > 0 && t.global_batch_size % per_step == 0, UsageError, "global-batch-size ",
+                t.global_batch_size, " is not divisible by micro-batch-size x DP = ", t.micro_batch_size,
+                " x ", dp, " = ", per_step);
+    return t.global_batch_size / per_step;
 }
 
 void validate(Config& cfg, int world_size) {

@@ -20,6 +20,10 @@ void validate_eval_and_tensorboard(const Config& cfg);
 // when not given, global_batch_size. Throws UsageError.
 void resolve_layout(Config& cfg, int world_size);
 
+// Micro-batches per iteration and data-parallel rank: global batch / (micro-batch x DP),
+// the one computation of it. UsageError when the layout cannot split the global batch.
+std::int64_t micro_batches_per_iteration(const TrainingConfig& t, int dp);
+
 // --sample-interval and its flags (called by resolve_layout, once PP is known).
 void validate_samples(const Config& cfg);
 // The monitoring flags (timers, straggler report, profiler window, NaN and spike guards):

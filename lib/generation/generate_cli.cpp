@@ -8,7 +8,7 @@
 #include "config/options.hpp"
 #include "core/errors.hpp"
 #include "core/strings.hpp"
-#include "data/gpt2_tokenizer.hpp"
+#include "text/gpt2_tokenizer.hpp"
 #include "dist/process_groups.hpp"
 #include "train/trainer.hpp"
 #include "inference/generator.hpp"

@@ -3,7 +3,7 @@
 #include <charconv>
 
 #include "core/errors.hpp"
-#include "data/json.hpp"
+#include "text/json.hpp"
 
 namespace gpt::hf {
 

@@ -7,7 +7,7 @@
 
 #include "core/errors.hpp"
 #include "hf/config_fields.hpp"
-#include "data/json.hpp"
+#include "text/json.hpp"
 
 namespace gpt::hf {
 

@@ -13,7 +13,7 @@
 #include "core/errors.hpp"
 #include "core/fd_write.hpp"
 #include "core/half.hpp"
-#include "data/json.hpp"
+#include "text/json.hpp"
 
 namespace gpt::hf {
 

@@ -1,5 +1,6 @@
 #include "model/model_spec.hpp"
 
+#include "config/vocab_padding.hpp"
 #include "core/errors.hpp"
 
 namespace gpt::model {
@@ -8,8 +9,7 @@ std::int64_t pad_vocab_size(std::int64_t vocab, int divisible_by, int tp_size) {
     GPT_REQUIRE(vocab > 0, UsageError, "vocab size must be positive (got ", vocab, ")");
     GPT_REQUIRE(divisible_by > 0, UsageError,
                 "--make-vocab-size-divisible-by must be positive (got ", divisible_by, ")");
-    const std::int64_t multiple = static_cast<std::int64_t>(divisible_by) * tp_size;
-    return (vocab + multiple - 1) / multiple * multiple;
+    return pad_vocab(vocab, divisible_by, tp_size);
 }
 
 namespace {

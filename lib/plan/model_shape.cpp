@@ -1,6 +1,7 @@
 #include "plan/model_shape.hpp"
 
 #include "config/config.hpp"
+#include "config/vocab_padding.hpp"
 #include "core/errors.hpp"
 
 namespace gpt::plan {
@@ -41,8 +42,7 @@ ModelShape model_shape_from_config(const Config& cfg) {
 }
 
 std::int64_t padded_vocab(const ModelShape& m, int tp) {
-    std::int64_t multiple = std::int64_t(m.vocab_divisible_by > 0 ? m.vocab_divisible_by : 1) * tp;
-    return (std::int64_t(m.vocab) + multiple - 1) / multiple * multiple;
+    return pad_vocab(m.vocab, m.vocab_divisible_by > 0 ? m.vocab_divisible_by : 1, tp);
 }
 
 std::int64_t layer_params_per_rank(const ModelShape& m, int tp) {

@@ -5,6 +5,7 @@
 
 #include "core/errors.hpp"
 #include "train/chunk_layout.hpp"
+#include "train/saved_progress.hpp"
 
 namespace gpt::train {
 
@@ -183,7 +184,7 @@ double ModelChunks::forward_backward(MicroBatchSource& data, float dloss,
     fn.forward = [&](int mb, int c, const void* in, void* out) {
         // Streams follow the global batch order, so a run's dropout masks depend neither on
         // how the batch is split over data-parallel ranks nor on the pipeline layout.
-        const std::uint64_t stream = (first_stream + static_cast<std::uint64_t>(mb)) * dp + dp_rank;
+        const std::uint64_t stream = dropout_stream(first_stream + static_cast<std::uint64_t>(mb), dp, dp_rank);
         loss += stage_forward(mb, c, take_slot(c, mb), in, out, act_bytes, true, stream);
     };
     fn.backward = [&](int mb, int c, const void* grad_out, void* grad_in) {

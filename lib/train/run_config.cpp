@@ -5,11 +5,13 @@
 #include "config/validate.hpp"
 #include "core/device_info.hpp"
 #include "core/errors.hpp"
-#include "data/gpt2_tokenizer.hpp"
-#include "data/tiktoken_tokenizer.hpp"
+#include "text/gpt2_tokenizer.hpp"
+#include "text/tiktoken_tokenizer.hpp"
 #include "dist/rank_grid.hpp"
+#include "log/log.hpp"
 #include "plan/model_shape.hpp"
 #include "plan/planner.hpp"
+#include "train/checkpoint_vocab.hpp"
 
 namespace gpt::train {
 
@@ -46,6 +48,9 @@ RunConfig resolve_run(Config cfg, int world_size, int local_world_size) {
         GPT_THROW(UsageError, "--micro-batch-size auto needs the planner and --max-global-batch-size");
     resolve_layout(cfg, world_size);
     resolve_vocab(cfg);
+    // A resumed run keeps its checkpoint's padded vocabulary when the TP size changed.
+    const std::string vocab_note = adopt_checkpoint_vocab(cfg);
+    if (!vocab_note.empty()) GPT_LOG(info) << vocab_note;
     const dist::RankGrid grid(world_size, cfg.parallel.tensor_model_parallel_size,
                               cfg.parallel.pipeline_model_parallel_size);
     RunConfig run = derive_run(cfg, grid, local_world_size);
@@ -61,12 +66,7 @@ RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_wo
     const auto& t = cfg.training;
     run.padded_vocab_size = cfg.padded_vocab_size();
     run.dtype = t.fp16 ? DType::F16 : (t.bf16 ? DType::BF16 : DType::F32);
-    const int dp = grid.dp_size();
-    const std::int64_t per_step = std::int64_t{t.micro_batch_size} * dp;
-    GPT_REQUIRE(t.global_batch_size % per_step == 0, UsageError, "--global-batch-size ",
-                t.global_batch_size, " is not a multiple of --micro-batch-size x data-parallel size (",
-                t.micro_batch_size, " x ", dp, ")");
-    run.num_micro_batches = t.global_batch_size / per_step;
+    run.num_micro_batches = micro_batches_per_iteration(t, grid.dp_size());
     return run;
 }
 

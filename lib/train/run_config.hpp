@@ -30,7 +30,8 @@ void resolve_vocab(Config& cfg);
 
 // Validates cfg, lets the planner choose the layout when the user left it open (no TP/PP
 // given and --max-global-batch-size or --micro-batch-size auto), resolves the layout for
-// world_size ranks (local_world_size per node) and the vocabulary. Throws UsageError.
+// world_size ranks (local_world_size per node) and the vocabulary; with --load, the padded
+// vocabulary of the checkpoint to load (train/checkpoint_vocab.hpp). Throws UsageError.
 RunConfig resolve_run(Config cfg, int world_size, int local_world_size);
 
 // The numbers derived from a resolved cfg on the ranks of `grid` (the tail of resolve_run;

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/errors.hpp"
-#include "data/gpt2_tokenizer.hpp"
+#include "text/gpt2_tokenizer.hpp"
 #include "inference/generator.hpp"
 #include "inference/text.hpp"
 #include "log/log.hpp"

@@ -16,21 +16,12 @@
 #include "log/log.hpp"
 #include "train/checkpoint_slices.hpp"
 #include "train/exit_conditions.hpp"
+#include "train/saved_progress.hpp"
 #include "train/trainer.hpp"
 
 namespace gpt::train {
 
 namespace {
-
-const char* kRngBlob = "rng_state";
-
-// A rank's dropout RNG position: Philox keyed by the seed, the stream of its next
-// micro-batch (the trainer's global micro-batch counter, see Trainer::train_step).
-struct RngState {
-    std::uint64_t seed = 0;
-    std::uint64_t next_stream = 0;  // micro_batches_done * dp + dp_rank
-    std::int32_t dp_rank = 0, dp_size = 1;
-};
 
 std::string dtype_label(DType t) { return t == DType::F16 ? "fp16" : t == DType::BF16 ? "bf16" : "fp32"; }
 
@@ -128,31 +119,31 @@ void Trainer::save_checkpoint() {
         for (auto&& s : save_slices(tensors, *host, k, dt)) slices.push_back(std::move(s));
     w.write(slices);
     const int dp = groups_.grid().dp_size();
-    w.set_attribute("iteration", iteration_);
-    w.set_attribute("consumed_samples", consumed_samples_);  // the training data position
-    w.set_attribute("consumed_train_samples", consumed_samples_);
-    w.set_attribute("consumed_valid_samples", consumed_valid_samples_);
-    w.set_attribute("skipped_iterations", total_skipped_);
-    w.set_attribute("optimizer_steps", chunks_->optimizer(0).steps());
-    w.set_attribute("lr_scheduler_num_steps", scheduler_.num_steps());
-    w.set_attribute("loss_scaler_dynamic", std::int64_t{scaler_.is_dynamic() ? 1 : 0});
-    w.set_attribute("loss_scale", scaler_.scale());
-    w.set_attribute("loss_scale_growth_tracker", std::int64_t{scaler_.growth_tracker()});
-    w.set_attribute("loss_scale_hysteresis_tracker", std::int64_t{scaler_.hysteresis_tracker()});
+    SavedProgress p;
+    p.iteration = iteration_;
+    p.consumed_train = consumed_samples_;
+    p.consumed_valid = consumed_valid_samples_;
+    p.skipped = total_skipped_;
+    p.optimizer_steps = chunks_->optimizer(0).steps();
+    p.scheduler_steps = scheduler_.num_steps();
+    p.dynamic_scaler = scaler_.is_dynamic();
+    p.scale = scaler_.scale();
+    p.growth = scaler_.growth_tracker();
+    p.hysteresis = scaler_.hysteresis_tracker();
     // Layout-free dropout position: the global micro-batch index (micro-batches x DP).
-    w.set_attribute("dropout_micro_batches", static_cast<std::int64_t>(micro_batches_done_) * dp);
-    w.set_attribute("seed", static_cast<std::int64_t>(cfg_.training.seed));
+    p.dropout_micro_batches = static_cast<std::int64_t>(micro_batches_done_) * dp;
+    p.seed = static_cast<std::int64_t>(cfg_.training.seed);
+    p.rng.seed = cfg_.training.seed;
+    p.rng.next_stream = dropout_stream(micro_batches_done_, dp, c.dp);
+    p.rng.dp_rank = c.dp;
+    p.rng.dp_size = dp;
+    p.write_attributes(w);
     w.set_attribute("params_dtype", dtype_label(dt));
     w.set_attribute("tensor_model_parallel_size", std::int64_t{groups_.grid().tp_size()});
     w.set_attribute("pipeline_model_parallel_size", std::int64_t{groups_.grid().pp_size()});
     w.set_attribute("data_parallel_size", std::int64_t{dp});
     w.set_attribute("config", format_arguments(cfg_));
-    RngState rng;
-    rng.seed = cfg_.training.seed;
-    rng.next_stream = micro_batches_done_ * static_cast<std::uint64_t>(dp) + static_cast<std::uint64_t>(c.dp);
-    rng.dp_rank = c.dp;
-    rng.dp_size = dp;
-    w.write_rank_blob(kRngBlob, &rng, sizeof rng);
+    p.write_rng(w);
     std::uint64_t host_bytes = 0;  // what --async-save holds until published (logged)
     for (const ChunkHost& h : *host)
         host_bytes += h.params.size() + (h.main.size() + h.exp_avg.size() + h.exp_avg_sq.size()) * sizeof(float);
@@ -171,43 +162,6 @@ void Trainer::open_saver() {
 
 namespace {
 
-// Everything a checkpoint holds besides the tensors.
-struct SavedProgress {
-    std::int64_t iteration = 0, consumed_train = 0, consumed_valid = 0, skipped = 0;
-    std::int64_t optimizer_steps = 0, scheduler_steps = 0, dropout_micro_batches = 0, seed = 0;
-    bool dynamic_scaler = false;
-    double scale = 1.0;
-    int growth = 0, hysteresis = 0;
-    bool have_rng = false;
-    RngState rng;
-};
-
-SavedProgress read_progress(ckpt::CheckpointReader& r, int world_size, int rank) {
-    SavedProgress p;
-    p.iteration = r.attribute_int("iteration");
-    p.consumed_train = r.attribute_int("consumed_train_samples");
-    p.consumed_valid = r.attribute_int("consumed_valid_samples");
-    p.skipped = r.attribute_int("skipped_iterations");
-    p.optimizer_steps = r.attribute_int("optimizer_steps");
-    p.scheduler_steps = r.attribute_int("lr_scheduler_num_steps");
-    p.dropout_micro_batches = r.attribute_int("dropout_micro_batches");
-    p.seed = r.attribute_int("seed");
-    p.dynamic_scaler = r.attribute_int("loss_scaler_dynamic") != 0;
-    p.scale = r.attribute_double("loss_scale");
-    p.growth = static_cast<int>(r.attribute_int("loss_scale_growth_tracker"));
-    p.hysteresis = static_cast<int>(r.attribute_int("loss_scale_hysteresis_tracker"));
-    // Per-rank RNG positions mean something only to the same ranks (Megatron loads them
-    // when the world size matches); otherwise the layout-free counter above is used.
-    if (r.saved_world_size() == world_size && r.has_rank_blob(kRngBlob)) {
-        const auto blob = r.read_rank_blob(kRngBlob, rank);
-        GPT_REQUIRE(blob.size() == sizeof(RngState), DataError, r.file(), ": rank blob '", kRngBlob,
-                    "' of rank ", rank, " has ", blob.size(), " bytes, expected ", sizeof(RngState));
-        std::memcpy(&p.rng, blob.data(), sizeof(RngState));
-        p.have_rng = true;
-    }
-    return p;
-}
-
 // The vocabulary is padded to a multiple of --make-vocab-size-divisible-by x TP, so a
 // checkpoint from another TP size may have more or fewer embedding rows. The padding rows
 // take part in the softmax, so cutting or adding them would change the model: refuse,
@@ -220,7 +174,8 @@ void check_padded_vocab(const ckpt::CheckpointReader& r, const model::ParamLayou
     GPT_REQUIRE(saved == now, UsageError, "checkpoint ", r.file(), " has a padded vocabulary of ",
                 saved, " rows but this run pads it to ", now, " (--make-vocab-size-divisible-by x "
                 "--tensor-model-parallel-size). HINT: pick --make-vocab-size-divisible-by so that "
-                "both layouts pad to ", saved, ", e.g. double it when halving TP");
+                "both layouts pad to ", saved, ", e.g. double it when halving TP (gpt_pretrain adopts "
+                "the padded vocabulary of the checkpoint --load names first when the TP size divides it)");
 }
 
 // The checkpoint's learning-rate schedule, rebuilt from its arguments table as the saving
@@ -305,7 +260,7 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
                 for (auto&& s : load_slices(tensors, host, k, dt)) opt.push_back(std::move(s));
             }
             r.read(opt);
-            p = read_progress(r, groups_.world_size(), groups_.rank());
+            p = SavedProgress::read(r, groups_.world_size(), groups_.rank());
             // The schedule, as Megatron's --override-opt_param-scheduler (the flags') or
             // --use-checkpoint-opt_param-scheduler (the checkpoint's) decide. Without either,
             // Megatron refuses a difference; this project has always let the flags win, so it
@@ -362,8 +317,7 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
     }
     const int dp = groups_.grid().dp_size();
     // This rank's own saved RNG position when the layout is the same; else the global one.
-    const bool own_rng = p.have_rng && p.rng.dp_size == dp && p.rng.dp_rank == groups_.coords().dp;
-    if (!own_rng && p.dropout_micro_batches % dp != 0)
+    if (!p.own_rng(dp, groups_.coords().dp) && p.dropout_micro_batches % dp != 0)
         GPT_LOG(warning) << "checkpoint " << res.file << " stopped after " << p.dropout_micro_batches
                          << " micro-batches, not a multiple of the data-parallel size " << dp
                          << " (was --micro-batch-size changed?): dropout masks will not continue the saved run's";
@@ -376,11 +330,7 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
     // A checkpoint of a bf16/fp32 run holds no dynamic scaler state: an fp16 run from it
     // starts its scaler afresh, as Megatron does when the checkpoint has none.
     if (scaler_.is_dynamic() && p.dynamic_scaler) scaler_.restore(p.scale, p.growth, p.hysteresis);
-    if (own_rng)
-        micro_batches_done_ = (p.rng.next_stream - static_cast<std::uint64_t>(p.rng.dp_rank)) /
-                              static_cast<std::uint64_t>(dp);
-    else
-        micro_batches_done_ = static_cast<std::uint64_t>(p.dropout_micro_batches / dp);
+    micro_batches_done_ = p.micro_batches_done(dp, groups_.coords().dp);
     if (p.seed != static_cast<std::int64_t>(cfg_.training.seed))
         GPT_LOG(warning) << "checkpoint " << res.file << " was trained with --seed " << p.seed
                          << "; this run uses " << cfg_.training.seed

@@ -26,6 +26,7 @@
 #include "config/config.hpp"
 #include "config/options.hpp"
 #include "core/errors.hpp"
+#include "h5_damage.hpp"
 #include "test_env.hpp"
 
 namespace gpt::ckpt {
@@ -87,19 +88,8 @@ void on_rank0(Fn&& fn) {
 }
 
 void flip_byte(const std::string& file, const char* dataset, std::int64_t byte) {
-    hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    hid_t d = H5Dopen2(f, dataset, H5P_DEFAULT);
-    const haddr_t off = H5Dget_offset(d);
-    H5Dclose(d);
-    H5Fclose(f);
-    ASSERT_NE(off, HADDR_UNDEF);
-    std::fstream s(file, std::ios::in | std::ios::out | std::ios::binary);
-    s.seekg(static_cast<std::streamoff>(off + byte));
-    char c = 0;
-    s.read(&c, 1);
-    c ^= 0x01;  // the lowest mantissa bit of an fp16 value: a "plausible" weight
-    s.seekp(static_cast<std::streamoff>(off + byte));
-    s.write(&c, 1);
+    // The lowest mantissa bit of an fp16 value: a "plausible" weight.
+    gpt::test::flip_dataset_bits(file, dataset, byte, 0x01);
 }
 
 template <typename E, typename Fn>

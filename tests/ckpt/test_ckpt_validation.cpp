@@ -15,6 +15,7 @@
 #include "ckpt/collective.hpp"
 #include "ckpt_test_util.hpp"
 #include "core/errors.hpp"
+#include "h5_damage.hpp"
 #include "test_env.hpp"
 
 namespace gpt::ckpt {
@@ -57,25 +58,8 @@ void on_rank0(Fn&& fn) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
-haddr_t dataset_offset(const std::string& file, const char* name) {
-    hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
-    const haddr_t off = H5Dget_offset(d);
-    H5Dclose(d);
-    H5Fclose(f);
-    return off;
-}
-
 void flip_byte(const std::string& file, const char* dataset, std::int64_t byte) {
-    const haddr_t off = dataset_offset(file, dataset);
-    ASSERT_NE(off, HADDR_UNDEF);
-    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(off + byte);
-    char c = 0;
-    f.read(&c, 1);
-    c ^= 0x10;
-    f.seekp(off + byte);
-    f.write(&c, 1);
+    gpt::test::flip_dataset_bits(file, dataset, byte, 0x10);
 }
 
 void h5_edit(const std::string& file, void (*edit)(hid_t)) {

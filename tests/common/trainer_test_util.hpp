@@ -32,6 +32,17 @@ inline Config tiny_train_config() {
     return c;
 }
 
+// tiny_train_config for checkpoint tests: 8 iterations, no evaluation, a short warm-up,
+// quiet logs (runs save and load a few iterations apart).
+inline Config short_train_config() {
+    Config c = tiny_train_config();
+    c.training.train_iters = 8;
+    c.training.eval_iters = 0;
+    c.optimizer.lr_warmup_iters = 2;
+    c.logging.log_interval = 1000;
+    return c;
+}
+
 // The Llama-style options on tiny_train_config's shape (hidden 32, 4 heads): rope, RMSNorm,
 // SwiGLU, two K/V groups (one per rank at TP 2), an untied output layer, no linear biases.
 inline void llama_style(ModelConfig& m) {

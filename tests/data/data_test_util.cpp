@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "data/json.hpp"
-#include "data/utf8.hpp"
+#include "text/json.hpp"
+#include "text/utf8.hpp"
 #include "test_env.hpp"
 
 namespace gpt::data::test {

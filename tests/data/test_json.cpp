@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/errors.hpp"
-#include "data/json.hpp"
+#include "text/json.hpp"
 
 using namespace gpt::data;
 

@@ -6,11 +6,11 @@
 #include <cstring>
 #include <filesystem>
 
-#include "data/gpt2_tokenizer.hpp"
+#include "text/gpt2_tokenizer.hpp"
 #include "data/indexed_dataset.hpp"
-#include "data/json.hpp"
-#include "data/merge.hpp"
-#include "data/preprocess.hpp"
+#include "text/json.hpp"
+#include "text/merge.hpp"
+#include "text/preprocess.hpp"
 #include "data_test_util.hpp"
 #include "test_env.hpp"
 

@@ -7,8 +7,8 @@
 #include <memory>
 
 #include "core/errors.hpp"
-#include "data/tiktoken_tokenizer.hpp"
-#include "data/utf8.hpp"
+#include "text/tiktoken_tokenizer.hpp"
+#include "text/utf8.hpp"
 #include "data_test_util.hpp"
 #include "test_env.hpp"
 

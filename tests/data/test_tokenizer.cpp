@@ -5,10 +5,10 @@
 #include <random>
 
 #include "core/errors.hpp"
-#include "data/gpt2_tokenizer.hpp"
-#include "data/json.hpp"
-#include "data/pretokenize.hpp"
-#include "data/utf8.hpp"
+#include "text/gpt2_tokenizer.hpp"
+#include "text/json.hpp"
+#include "text/pretokenize.hpp"
+#include "text/utf8.hpp"
 #include "data_test_util.hpp"
 #include "test_env.hpp"
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/gpt2_tokenizer.hpp"
+#include "text/gpt2_tokenizer.hpp"
 #include "fuzz_util.hpp"
 
 using gpt::data::Gpt2Encoder;

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/errors.hpp"
-#include "data/gpt2_tokenizer.hpp"
+#include "text/gpt2_tokenizer.hpp"
 #include "fuzz_util.hpp"
 
 using gpt::data::Gpt2Tokenizer;

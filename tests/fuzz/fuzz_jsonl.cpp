@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "core/errors.hpp"
-#include "data/corpus_reader.hpp"
-#include "data/json.hpp"
-#include "data/utf8.hpp"
+#include "text/corpus_reader.hpp"
+#include "text/json.hpp"
+#include "text/utf8.hpp"
 #include "fuzz_util.hpp"
 
 using namespace gpt::data;

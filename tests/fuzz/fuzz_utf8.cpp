@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "data/utf8.hpp"
+#include "text/utf8.hpp"
 #include "fuzz_util.hpp"
 
 namespace {

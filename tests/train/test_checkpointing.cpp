@@ -14,8 +14,10 @@
 #include "ckpt/checkpoint.hpp"
 #include "core/errors.hpp"
 #include "core/half.hpp"
+#include "h5_damage.hpp"
 #include "test_env.hpp"
 #include "train/exit_conditions.hpp"
+#include "train/run_config.hpp"
 #include "train/trainer.hpp"
 #include "trainer_test_util.hpp"
 
@@ -26,15 +28,6 @@ namespace fs = std::filesystem;
 
 using test::world_rank;
 using test::world_size;
-
-Config small_config() {
-    Config c = test::tiny_train_config();
-    c.training.train_iters = 8;
-    c.training.eval_iters = 0;
-    c.optimizer.lr_warmup_iters = 2;
-    c.logging.log_interval = 1000;
-    return c;
-}
 
 struct RunResult {
     std::vector<IterationRecord> records;  // this run's iterations only
@@ -96,7 +89,7 @@ void expect_identical(const std::vector<IterationRecord>& a, const std::vector<I
 // (a small initial scale and window, so steps are both skipped and applied, and the scale
 // both halves and grows, around the restart).
 void check_exact_restart(int tp, const std::string& name) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     cfg.model.hidden_dropout = 0.1;
     cfg.model.attention_dropout = 0.1;
     cfg.training.fp16 = true;
@@ -140,8 +133,23 @@ struct CkptLayout {
     void (*model)(ModelConfig&) = nullptr;  // another architecture for both runs (save's)
 };
 
+// A run resumed on another layout, `resumed` (n iterations), against iterations n+1..2n of
+// the uninterrupted `straight` run: equal up to another layout's reduction order.
+void expect_follows(const RunResult& straight, const RunResult& resumed, int n, const std::string& name) {
+    ASSERT_EQ(resumed.records.size(), static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) {
+        const auto& a = straight.records[static_cast<std::size_t>(n + i)];
+        const auto& b = resumed.records[static_cast<std::size_t>(i)];
+        EXPECT_EQ(a.iteration, b.iteration);
+        EXPECT_NEAR(a.lm_loss, b.lm_loss, 2e-5 * a.lm_loss) << name << " iteration " << a.iteration;
+        EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-4 * a.grad_norm) << name << " iteration " << a.iteration;
+        EXPECT_EQ(a.lr, b.lr);
+    }
+    EXPECT_NEAR(straight.eval, resumed.eval, 2e-5 * straight.eval) << name;
+}
+
 void check_reshard(const CkptLayout& save, const CkptLayout& load, const std::string& name) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     cfg.model.num_layers = 4;
     cfg.training.micro_batch_size = 1;  // global batch 4 splits over up to 4 DP ranks
     if (save.model) save.model(cfg.model);
@@ -157,16 +165,7 @@ void check_reshard(const CkptLayout& save, const CkptLayout& load, const std::st
     train_for(saving, save.tp, n, true, save.pp);
     cfg.checkpoint.load = dir;
     const RunResult resumed = train_for(cfg, load.tp, n, false, load.pp);
-    ASSERT_EQ(resumed.records.size(), static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) {
-        const auto& a = straight.records[static_cast<std::size_t>(n + i)];
-        const auto& b = resumed.records[static_cast<std::size_t>(i)];
-        EXPECT_EQ(a.iteration, b.iteration);
-        EXPECT_NEAR(a.lm_loss, b.lm_loss, 2e-5 * a.lm_loss) << name << " iteration " << a.iteration;
-        EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-4 * a.grad_norm) << name << " iteration " << a.iteration;
-        EXPECT_EQ(a.lr, b.lr);
-    }
-    EXPECT_NEAR(straight.eval, resumed.eval, 2e-5 * straight.eval) << name;
+    expect_follows(straight, resumed, n, name);
 }
 
 void check_reshard(int tp_save, int tp_load, const std::string& name, int pp_save = 1,
@@ -220,7 +219,7 @@ TEST(Checkpointing, DistributedOptimizerReshards) {
 
 TEST(Checkpointing, ExactRestartDistributedOptimizer) {
     if (world_size() != 2) GTEST_SKIP() << "needs 2 ranks";
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     cfg.parallel.use_distributed_optimizer = true;
     cfg.training.fp16 = true;
     cfg.training.initial_loss_scale = 65536.0;
@@ -247,9 +246,10 @@ TEST(Checkpointing, ReshardingMatrixOnFourRanks) {
     check_reshard({1, 1, true}, {1, 2, true, 1}, "reshard_114_distopt_122_interleaved_distopt");
 }
 
-// Another TP size can pad the vocabulary to another row count: refused, with the fix.
+// A trainer built without resolve_run (no look at the checkpoint first) whose padding
+// differs from the checkpoint's: refused at load, with the fix.
 TEST(Checkpointing, DifferentVocabPaddingIsRefused) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     const std::string dir = test::scratch_dir("vocab_padding");
     cfg.checkpoint.save = dir;
     train_for(cfg, 1, 1, true);
@@ -259,10 +259,71 @@ TEST(Checkpointing, DifferentVocabPaddingIsRefused) {
     EXPECT_THROW(train_for(cfg, 1, 0, false), UsageError);
 }
 
+// --load adopts the checkpoint's padded vocabulary when the new TP size divides it (issue
+// #19): saved at TP 1 with --make-vocab-size-divisible-by 64 (61 -> 64 rows), resumed at TP
+// `tp` with the same flag, which alone would pad to 64 x tp rows. The resumed run trains on
+// and follows the straight TP 1 run as any reshard does.
+void check_adopted_vocab(int tp, const std::string& name) {
+    Config cfg = test::short_train_config();
+    cfg.training.micro_batch_size = 1;  // global batch 4 splits over up to 4 DP ranks
+    cfg.model.make_vocab_size_divisible_by = 64;
+    const int n = 3;
+    const RunResult straight = train_for(cfg, 1, 2 * n, false);
+    const std::string dir = test::scratch_dir(name);
+    Config saving = cfg;
+    saving.checkpoint.save = dir;
+    train_for(saving, 1, n, true);
+    cfg.checkpoint.load = dir;
+    cfg.parallel.tensor_model_parallel_size = tp;
+    cfg.parallel.tp_given = true;
+    const RunConfig run = resolve_run(cfg, world_size(), 1);
+    EXPECT_EQ(run.padded_vocab_size, 64);
+    EXPECT_EQ(run.cfg.model.make_vocab_size_divisible_by, 64 / tp);
+    const RunResult resumed = train_for(run.cfg, tp, n, false);
+    expect_follows(straight, resumed, n, name);
+    // A fresh run (no checkpoint in --load) keeps Megatron's padding.
+    Config fresh = cfg;
+    fresh.checkpoint.load = test::scratch_dir(name + "_empty");
+    EXPECT_EQ(resolve_run(fresh, world_size(), 1).padded_vocab_size, 64 * tp);
+}
+
+TEST(Checkpointing, LoadAdoptsTheCheckpointsPaddedVocabulary) {
+    if (world_size() != 2) GTEST_SKIP() << "needs 2 ranks (TP 2)";
+    check_adopted_vocab(2, "adopt_vocab_tp2");
+}
+
+TEST(Checkpointing, LoadAdoptsThePaddedVocabularyOnFourRanks) {
+    if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks (registered as .np4)";
+    check_adopted_vocab(4, "adopt_vocab_tp4");
+}
+
+// Saved rows that the new TP size does not divide: one line naming both numbers. The look
+// at the checkpoint needs no other rank, so any world resolves a TP 2 run of 2 ranks.
+TEST(Checkpointing, PaddedVocabularyTheTpSizeDoesNotDivideIsRefused) {
+    Config cfg = test::short_train_config();
+    cfg.model.make_vocab_size_divisible_by = 1;  // 61 rows, odd
+    cfg.training.micro_batch_size = 1;           // global batch 4 splits over up to 4 DP ranks
+    const std::string dir = test::scratch_dir("adopt_vocab_odd");
+    cfg.checkpoint.save = dir;
+    train_for(cfg, 1, 1, true);
+    cfg.checkpoint.save.clear();
+    cfg.checkpoint.load = dir;
+    cfg.parallel.tensor_model_parallel_size = 2;
+    cfg.parallel.tp_given = true;
+    try {
+        resolve_run(cfg, 2, 1);
+        ADD_FAILURE() << "a padded vocabulary of 61 rows was accepted at TP 2";
+    } catch (const UsageError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("padded vocabulary of 61 rows"), std::string::npos) << what;
+        EXPECT_NE(what.find("--tensor-model-parallel-size 2 does not divide"), std::string::npos) << what;
+    }
+}
+
 // fp16 -> fp32 and bf16: the fp32 main params carry over bit for bit, the bf16 model params
 // are their rounding, and the run continues close to the fp16 one.
 TEST(Checkpointing, PrecisionChangeOnLoad) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     cfg.training.fp16 = true;
     cfg.training.loss_scale = 1024.0;
     const std::string dir = test::scratch_dir("precision");
@@ -290,26 +351,12 @@ TEST(Checkpointing, PrecisionChangeOnLoad) {
 }
 
 void flip_dataset_byte(const std::string& file, const char* dataset) {
-    if (world_rank() == 0) {
-        hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-        hid_t d = H5Dopen2(f, dataset, H5P_DEFAULT);
-        const haddr_t off = H5Dget_offset(d);
-        H5Dclose(d);
-        H5Fclose(f);
-        ASSERT_NE(off, HADDR_UNDEF);
-        std::fstream s(file, std::ios::in | std::ios::out | std::ios::binary);
-        s.seekg(static_cast<std::streamoff>(off) + 40);
-        char c = 0;
-        s.read(&c, 1);
-        c ^= 0x10;
-        s.seekp(static_cast<std::streamoff>(off) + 40);
-        s.write(&c, 1);
-    }
+    if (world_rank() == 0) test::flip_dataset_bits(file, dataset, 40, 0x10);
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST(Checkpointing, DamagedCheckpointIsRejectedAndFallbackLoadsThePreviousOne) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     const std::string dir = test::scratch_dir("damaged");
     cfg.checkpoint.save = dir;
     const RunResult at2 = train_for(cfg, 1, 2, true);
@@ -330,7 +377,7 @@ TEST(Checkpointing, DamagedCheckpointIsRejectedAndFallbackLoadsThePreviousOne) {
 }
 
 TEST(Checkpointing, EmptyLoadFolderIsAFreshStartAndKeepLastRetains) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     const std::string dir = test::scratch_dir("fresh_keep");
     cfg.checkpoint.save = dir;
     cfg.checkpoint.load = dir;
@@ -379,7 +426,7 @@ TrainRun run_train(const Config& cfg, int signal_at) {
 }
 
 TEST(Checkpointing, SignalSavesAndExitsThenTheRunResumesExactly) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     cfg.model.hidden_dropout = 0.1;
     const TrainRun straight = run_train(cfg, -1);
     ASSERT_EQ(straight.iteration, 8);
@@ -409,7 +456,7 @@ TEST(Checkpointing, SignalSavesAndExitsThenTheRunResumesExactly) {
 }
 
 TEST(Checkpointing, ExitIntervalSavesThenStops) {
-    Config cfg = small_config();
+    Config cfg = test::short_train_config();
     const std::string dir = test::scratch_dir("exit_interval");
     cfg.checkpoint.save = dir;
     cfg.training.exit_interval = 5;

@@ -18,15 +18,6 @@
 namespace gpt::train {
 namespace {
 
-Config base_config() {
-    Config c = test::tiny_train_config();
-    c.training.train_iters = 8;
-    c.training.eval_iters = 0;
-    c.optimizer.lr_warmup_iters = 2;
-    c.logging.log_interval = 1000;
-    return c;
-}
-
 // One single-process run: optionally loads cfg.checkpoint.load, optionally sets the
 // parameters first (a "fresh run from these parameters"), trains `iters`, optionally saves.
 struct Job {
@@ -82,7 +73,7 @@ Saved save_after_four(const std::string& name, Config cfg) {
 }
 
 TEST(ContinuedPretraining, FinetuneIsAFreshRunFromTheParameters) {
-    const Config cfg = base_config();
+    const Config cfg = test::short_train_config();
     const Saved s = save_after_four("finetune", cfg);
     Config ft = cfg;
     ft.checkpoint.load = s.dir;
@@ -110,7 +101,7 @@ TEST(ContinuedPretraining, FinetuneIsAFreshRunFromTheParameters) {
 }
 
 TEST(ContinuedPretraining, NoLoadOptimKeepsIterationAndDataButResetsAdamAndSchedule) {
-    const Config cfg = base_config();
+    const Config cfg = test::short_train_config();
     const Saved s = save_after_four("no_load_optim", cfg);
     Config c = cfg;
     c.checkpoint.load = s.dir;
@@ -139,7 +130,7 @@ TEST(ContinuedPretraining, NoLoadOptimKeepsIterationAndDataButResetsAdamAndSched
 }
 
 TEST(ContinuedPretraining, NoLoadRngRestartsTheDropoutStreamOnly) {
-    Config cfg = base_config();
+    Config cfg = test::short_train_config();
     cfg.model.hidden_dropout = 0.1;
     cfg.model.attention_dropout = 0.1;
     const Saved s = save_after_four("no_load_rng", cfg);
@@ -160,7 +151,7 @@ TEST(ContinuedPretraining, NoLoadRngRestartsTheDropoutStreamOnly) {
 }
 
 TEST(ContinuedPretraining, SchedulerFromTheFlagsOrTheCheckpoint) {
-    const Config cfg = base_config();
+    const Config cfg = test::short_train_config();
     const Saved s = save_after_four("scheduler", cfg);
     Job straight(cfg);
     straight.train(5);

@@ -1,4 +1,4 @@
-// Training on real English text through lib/data's GPT-2 tokenizer: the loss must fall
+// Training on real English text through lib/text's GPT-2 tokenizer: the loss must fall
 // far below the uniform ln(50304) on held-out text. The text is the GPL-3 licence that
 // every Debian system ships (base-files), so the test needs no download.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "data/gpt2_tokenizer.hpp"
+#include "text/gpt2_tokenizer.hpp"
 #include "test_env.hpp"
 #include "train/trainer.hpp"
 #include "trainer_test_util.hpp"

@@ -1,4 +1,4 @@
-#include "data/bpe_ranks.hpp"
+#include "text/bpe_ranks.hpp"
 
 #include <algorithm>
 #include <climits>

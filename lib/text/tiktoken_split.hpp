@@ -27,8 +27,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "data/unicode_tables.hpp"
-#include "data/utf8.hpp"
+#include "text/unicode_tables.hpp"
+#include "text/utf8.hpp"
 
 namespace gpt::data {
 

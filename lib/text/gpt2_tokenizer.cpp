@@ -1,4 +1,4 @@
-#include "data/gpt2_tokenizer.hpp"
+#include "text/gpt2_tokenizer.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -6,8 +6,9 @@
 #include <unordered_map>
 
 #include "core/errors.hpp"
-#include "data/json.hpp"
-#include "data/utf8.hpp"
+#include "text/json.hpp"
+#include "text/text_lines.hpp"
+#include "text/utf8.hpp"
 
 namespace gpt::data {
 
@@ -102,18 +103,14 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocab_file, const std::stri
         // split of a long token), and a full open-addressing table would never find a slot.
         const std::size_t lines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
         t.merges_.reset(std::max(ids.size(), lines), BpeRanks::Rule::AllOccurrences);
-        std::size_t pos = 0, line_no = 0;
+        TextLines reader(text);
+        std::string_view line;
         std::int32_t rank = 0;
-        while (pos < text.size()) {
-            std::size_t eol = text.find('\n', pos);
-            if (eol == std::string::npos) eol = text.size();
-            std::string_view line(text.data() + pos, eol - pos);
-            pos = eol + 1;
-            ++line_no;
-            if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        while (reader.next(line)) {
+            const std::size_t line_no = reader.line_no();
             if (line_no == 1 && line.starts_with("#version")) continue;
             if (line.empty()) {
-                if (pos >= text.size()) break;  // the file's final newline
+                if (reader.at_end()) break;  // the file's final newline
                 GPT_THROW(DataError, "merge file '", merge_file, "' line ", line_no, ": empty line");
             }
             std::size_t sp = line.find(' ');

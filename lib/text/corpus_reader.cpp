@@ -1,4 +1,4 @@
-#include "data/corpus_reader.hpp"
+#include "text/corpus_reader.hpp"
 
 #include <algorithm>
 #include <cerrno>

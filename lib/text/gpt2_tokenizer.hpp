@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "data/bpe_ranks.hpp"
-#include "data/text_tokenizer.hpp"
+#include "text/bpe_ranks.hpp"
+#include "text/text_tokenizer.hpp"
 
 namespace gpt::data {
 

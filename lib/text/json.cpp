@@ -1,9 +1,9 @@
-#include "data/json.hpp"
+#include "text/json.hpp"
 
 #include <cstring>
 
 #include "core/errors.hpp"
-#include "data/utf8.hpp"
+#include "text/utf8.hpp"
 
 namespace gpt::data {
 

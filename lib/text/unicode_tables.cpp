@@ -2,7 +2,7 @@
 // (Unicode 17.0); do not edit. Inclusive code point ranges of the general
 // categories L (Lu Ll Lt Lm Lo) and N (Nd Nl No), and of Lu Ll Lt Lm Lo M (Mn Mc Me) each,
 // sorted and disjoint.
-#include "data/unicode_tables.hpp"
+#include "text/unicode_tables.hpp"
 
 namespace gpt::data::unicode {
 

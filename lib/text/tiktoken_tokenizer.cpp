@@ -1,12 +1,13 @@
-#include "data/tiktoken_tokenizer.hpp"
+#include "text/tiktoken_tokenizer.hpp"
 
 #include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "core/errors.hpp"
-#include "data/json.hpp"
-#include "data/piece_cache.hpp"
+#include "text/json.hpp"
+#include "text/piece_cache.hpp"
+#include "text/text_lines.hpp"
 
 namespace gpt::data {
 
@@ -53,14 +54,9 @@ bool base64_decode(std::string_view in, std::string& out) {
 // tiktoken's text format: "base64 rank" per line. Returns (bytes, rank) in file order.
 std::vector<std::pair<std::string, std::int64_t>> parse_tiktoken_text(const std::string& path, const std::string& text) {
     std::vector<std::pair<std::string, std::int64_t>> out;
-    std::size_t pos = 0, line_no = 0;
-    while (pos < text.size()) {
-        std::size_t eol = text.find('\n', pos);
-        if (eol == std::string::npos) eol = text.size();
-        std::string_view line(text.data() + pos, eol - pos);
-        pos = eol + 1;
-        ++line_no;
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    TextLines lines(text);
+    std::string_view line;
+    while (lines.next(line)) {
         if (line.empty()) continue;
         const std::size_t sp = line.find(' ');
         std::string bytes;
@@ -76,7 +72,7 @@ std::vector<std::pair<std::string, std::int64_t>> parse_tiktoken_text(const std:
             }
         }
         if (rank < 0)
-            GPT_THROW(DataError, "--tokenizer-model '", path, "' line ", line_no,
+            GPT_THROW(DataError, "--tokenizer-model '", path, "' line ", lines.line_no(),
                       ": expected 'base64-token rank' (tiktoken's .tiktoken format), got '", line.substr(0, 80), "'");
         out.emplace_back(std::move(bytes), rank);
     }

@@ -1,4 +1,4 @@
-#include "data/piece_cache.hpp"
+#include "text/piece_cache.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "data/unicode_tables.hpp"
+#include "text/unicode_tables.hpp"
 
 namespace gpt::data::unicode {
 

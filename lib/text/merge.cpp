@@ -1,4 +1,4 @@
-#include "data/merge.hpp"
+#include "text/merge.hpp"
 
 #include <algorithm>
 #include <filesystem>

@@ -1,8 +1,8 @@
 // Gpt2Encoder: pre-tokenise, then look each piece up in the piece cache before falling back
 // to BPE.
-#include "data/gpt2_tokenizer.hpp"
-#include "data/piece_cache.hpp"
-#include "data/pretokenize.hpp"
+#include "text/gpt2_tokenizer.hpp"
+#include "text/piece_cache.hpp"
+#include "text/pretokenize.hpp"
 
 namespace gpt::data {
 

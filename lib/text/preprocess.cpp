@@ -1,4 +1,4 @@
-#include "data/preprocess.hpp"
+#include "text/preprocess.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -13,11 +13,11 @@
 #include "core/errors.hpp"
 #include "core/wait.hpp"
 #include "core/timer.hpp"
-#include "data/corpus_reader.hpp"
-#include "data/text_tokenizer.hpp"
+#include "text/corpus_reader.hpp"
+#include "text/text_tokenizer.hpp"
 #include "data/indexed_dataset.hpp"
-#include "data/json.hpp"
-#include "data/utf8.hpp"
+#include "text/json.hpp"
+#include "text/utf8.hpp"
 
 namespace gpt::data {
 

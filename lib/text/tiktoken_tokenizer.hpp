@@ -17,9 +17,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "data/bpe_ranks.hpp"
-#include "data/text_tokenizer.hpp"
-#include "data/tiktoken_split.hpp"
+#include "text/bpe_ranks.hpp"
+#include "text/text_tokenizer.hpp"
+#include "text/tiktoken_split.hpp"
 
 namespace gpt::data {
 
