@@ -7,9 +7,8 @@
 
 namespace gpt::cpu {
 
-void CpuBackend::rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
-                                 std::int64_t rows, std::int64_t cols, float eps, DType dtype) {
-    GPT_REQUIRE(rows >= 0 && cols > 0, UsageError, "rmsnorm_forward: bad shape ", rows, "x", cols);
+void CpuBackend::do_rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
+                                    std::int64_t rows, std::int64_t cols, float eps, DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         std::vector<float> g32(cols);
@@ -35,11 +34,10 @@ void CpuBackend::rmsnorm_forward(const void* x, const void* gamma, void* y, floa
     });
 }
 
-void CpuBackend::rmsnorm_backward(const void* dy, const void* x, const void* gamma,
-                                  const float* rstd, const void* dresidual, void* dx,
-                                  float* dgamma, std::int64_t rows, std::int64_t cols,
-                                  DType dtype) {
-    GPT_REQUIRE(rows >= 0 && cols > 0, UsageError, "rmsnorm_backward: bad shape ", rows, "x", cols);
+void CpuBackend::do_rmsnorm_backward(const void* dy, const void* x, const void* gamma,
+                                     const float* rstd, const void* dresidual, void* dx,
+                                     float* dgamma, std::int64_t rows, std::int64_t cols,
+                                     DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         std::vector<float> g32(cols);
@@ -88,9 +86,8 @@ namespace {
 inline float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 }  // namespace
 
-void CpuBackend::swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
-                                DType dtype) {
-    GPT_REQUIRE(rows >= 0 && cols > 0, UsageError, "swiglu_forward: bad shape ", rows, "x", cols);
+void CpuBackend::do_swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
+                                   DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         for_row_chunks(rows, cols, [&](std::int64_t r, std::int64_t c0, std::int64_t len) {
@@ -104,9 +101,8 @@ void CpuBackend::swiglu_forward(const void* x, void* y, std::int64_t rows, std::
     });
 }
 
-void CpuBackend::swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
-                                 std::int64_t cols, DType dtype) {
-    GPT_REQUIRE(rows >= 0 && cols > 0, UsageError, "swiglu_backward: bad shape ", rows, "x", cols);
+void CpuBackend::do_swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
+                                    std::int64_t cols, DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         for_row_chunks(rows, cols, [&](std::int64_t r, std::int64_t c0, std::int64_t len) {
@@ -155,17 +151,9 @@ struct Rope {
     }
 };
 
-void check(const QkvExpandArgs& a, const char* op) {
-    GPT_REQUIRE(a.s > 0 && a.b > 0 && a.groups > 0 && a.heads_per_group > 0 && a.hn > 0 &&
-                    a.rotary_dim >= 0 && a.rotary_dim <= a.hn && a.rotary_dim % 2 == 0,
-                UsageError, op, ": bad shape s=", a.s, " b=", a.b, " groups=", a.groups,
-                " heads/group=", a.heads_per_group, " hn=", a.hn, " rotary_dim=", a.rotary_dim);
-}
-
 }  // namespace
 
-void CpuBackend::qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped, void* qkv) {
-    check(a, "qkv_expand_forward");
+void CpuBackend::do_qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped, void* qkv) {
     const std::int64_t rows = a.s * a.b, hn = a.hn, qpg = a.heads_per_group;
     const std::int64_t in_row = a.groups * (qpg + 2) * hn, out_row = a.groups * qpg * 3 * hn;
     const Rope rope(a);
@@ -192,8 +180,7 @@ void CpuBackend::qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grou
     });
 }
 
-void CpuBackend::qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv, void* dqkv_grouped) {
-    check(a, "qkv_expand_backward");
+void CpuBackend::do_qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv, void* dqkv_grouped) {
     const std::int64_t rows = a.s * a.b, hn = a.hn, qpg = a.heads_per_group;
     const std::int64_t in_row = a.groups * (qpg + 2) * hn, out_row = a.groups * qpg * 3 * hn;
     const Rope rope(a);
