@@ -18,6 +18,7 @@
 #include <string>
 
 #include "core/dtype.hpp"
+#include "core/stream.hpp"
 
 namespace gpt {
 
@@ -112,6 +113,13 @@ struct GradStats {
     bool finite = true;
 };
 
+// The ops below are checked once, here: each public op validates its arguments (shapes,
+// sizes, probabilities, the pointers an op needs) and throws InternalError on misuse -- the
+// model and optimizer compute every argument, so a bad one is a bug of ours, never a user's
+// mistake -- then calls the device implementation, the protected do_* of the same name,
+// which may assume valid arguments. Ops that are compositions of others (the backward of
+// bias-dropout-add, dropout with p = 0, a cast to the same type) are composed here too,
+// so every backend computes them alike. Implemented in backend/checked_ops.cpp.
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -129,148 +137,230 @@ public:
     // Bytes currently allocated and the high-water mark (for memory accounting).
     virtual std::size_t bytes_in_use() const = 0;
     virtual std::size_t peak_bytes() const = 0;
+    // The stream every op of this backend is queued on, in call order (the host for host
+    // memory). Communicators of this backend's buffers are given it (dist/data_groups.hpp).
+    virtual Stream stream() const = 0;
 
     // ---- dense math ---------------------------------------------------------------
-    virtual void gemm(const GemmArgs& g) = 0;
+    void gemm(const GemmArgs& g);
 
     // y = LN(x) * gamma + beta over the last dim; mean/rstd [rows] fp32 saved for backward.
-    virtual void layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
-                                   float* mean, float* rstd, std::int64_t rows,
-                                   std::int64_t cols, float eps, DType dtype) = 0;
+    void layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
+                           float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
+                           float eps, DType dtype);
     // dx = dLN + dresidual (overwritten; dresidual nullable, dx may alias dy or dresidual);
     // dgamma, dbeta fp32 += (accumulated). dresidual is the gradient the residual path
     // brings to the same x: adding it here saves the separate add pass over [rows, cols].
-    virtual void layernorm_backward(const void* dy, const void* x, const void* gamma,
-                                    const float* mean, const float* rstd,
-                                    const void* dresidual, void* dx,
-                                    float* dgamma, float* dbeta, std::int64_t rows,
-                                    std::int64_t cols, DType dtype) = 0;
+    void layernorm_backward(const void* dy, const void* x, const void* gamma, const float* mean,
+                            const float* rstd, const void* dresidual, void* dx, float* dgamma,
+                            float* dbeta, std::int64_t rows, std::int64_t cols, DType dtype);
 
-    virtual void gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
-                              DType dtype) = 0;
+    void gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype);
     // dx = dy * gelu'(x)  (dx may alias dy)
-    virtual void gelu_backward(const void* dy, const void* x, void* dx, std::int64_t n,
-                               bool tanh_approx, DType dtype) = 0;
+    void gelu_backward(const void* dy, const void* x, void* dx, std::int64_t n,
+                       bool tanh_approx, DType dtype);
 
     // x[rows, cols] += bias[cols]
-    virtual void bias_add(void* x, const void* bias, std::int64_t rows, std::int64_t cols,
-                          DType dtype) = 0;
+    void bias_add(void* x, const void* bias, std::int64_t rows, std::int64_t cols, DType dtype);
     // dbias[cols] (fp32) += sum over rows of dy[rows, cols]
-    virtual void bias_grad(const void* dy, float* dbias, std::int64_t rows, std::int64_t cols,
-                           DType dtype) = 0;
+    void bias_grad(const void* dy, float* dbias, std::int64_t rows, std::int64_t cols,
+                   DType dtype);
 
     // out = residual + dropout(x + bias)  (bias may be nullptr; p = 0 disables dropout).
     // out may alias residual. Elements use philox(seed, offset + i).
-    virtual void bias_dropout_add(const void* x, const void* bias, const void* residual,
-                                  void* out, std::int64_t rows, std::int64_t cols, float p,
-                                  std::uint64_t seed, std::uint64_t offset, DType dtype) = 0;
+    void bias_dropout_add(const void* x, const void* bias, const void* residual, void* out,
+                          std::int64_t rows, std::int64_t cols, float p, std::uint64_t seed,
+                          std::uint64_t offset, DType dtype);
     // dx = dropout_mask(dout) / (1-p) with the same seed/offset; dbias (fp32, nullable) +=.
-    virtual void bias_dropout_add_backward(const void* dout, void* dx, float* dbias,
-                                           std::int64_t rows, std::int64_t cols, float p,
-                                           std::uint64_t seed, std::uint64_t offset,
-                                           DType dtype) = 0;
+    // A composition: dropout_forward, then bias_grad of dx as stored.
+    void bias_dropout_add_backward(const void* dout, void* dx, float* dbias, std::int64_t rows,
+                                   std::int64_t cols, float p, std::uint64_t seed,
+                                   std::uint64_t offset, DType dtype);
     // y = dropout(x) (y may alias x) / backward.
-    virtual void dropout_forward(const void* x, void* y, std::int64_t n, float p,
-                                 std::uint64_t seed, std::uint64_t offset, DType dtype) = 0;
+    void dropout_forward(const void* x, void* y, std::int64_t n, float p, std::uint64_t seed,
+                         std::uint64_t offset, DType dtype);
 
     // y = a + b elementwise (y may alias a or b)
-    virtual void add(const void* a, const void* b, void* y, std::int64_t n, DType dtype) = 0;
+    void add(const void* a, const void* b, void* y, std::int64_t n, DType dtype);
     // y += x  (x of type dtype, y fp32) -- accumulate a half activation grad into fp32
-    virtual void accumulate_f32(const void* x, float* y, std::int64_t n, DType dtype) = 0;
-    virtual void scale(void* x, float alpha, std::int64_t n, DType dtype) = 0;
-    virtual void cast(const void* src, DType src_type, void* dst, DType dst_type,
-                      std::int64_t n) = 0;
+    void accumulate_f32(const void* x, float* y, std::int64_t n, DType dtype);
+    void scale(void* x, float alpha, std::int64_t n, DType dtype);
+    void cast(const void* src, DType src_type, void* dst, DType dst_type, std::int64_t n);
 
     // ---- modern decoder ops (RMSNorm, SwiGLU, rope / grouped QKV) -------------------
     // Backends that do not implement them say so here; the model refuses the options that
-    // need them at start-up (one clear line), so the defaults below are never reached there.
+    // need them at start-up (one clear line), so the do_* defaults are never reached there.
     virtual bool has_decoder_ops() const { return false; }
     // y = x / sqrt(mean(x^2) + eps) * gamma over the last dim; rstd [rows] fp32 saved.
-    virtual void rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
-                                 std::int64_t rows, std::int64_t cols, float eps, DType dtype);
+    void rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
+                         std::int64_t rows, std::int64_t cols, float eps, DType dtype);
     // As layernorm_backward: dx = dRMSNorm + dresidual (nullable, dx may alias dy or
     // dresidual), dgamma fp32 +=.
-    virtual void rmsnorm_backward(const void* dy, const void* x, const void* gamma,
-                                  const float* rstd, const void* dresidual, void* dx,
-                                  float* dgamma, std::int64_t rows, std::int64_t cols,
-                                  DType dtype);
+    void rmsnorm_backward(const void* dy, const void* x, const void* gamma, const float* rstd,
+                          const void* dresidual, void* dx, float* dgamma, std::int64_t rows,
+                          std::int64_t cols, DType dtype);
     // x [rows, 2 cols] = [gate, up] per row (Megatron's linear_fc1 output);
     // y [rows, cols] = silu(gate) * up.
-    virtual void swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
-                                DType dtype);
+    void swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
+                        DType dtype);
     // dx [rows, 2 cols] (overwritten; no aliasing) from dy [rows, cols] and x.
-    virtual void swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
-                                 std::int64_t cols, DType dtype);
+    void swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
+                         std::int64_t cols, DType dtype);
     // qkv [s, b, np, 3, hn] from qkv_grouped (see QkvExpandArgs).
-    virtual void qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped, void* qkv);
+    void qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped, void* qkv);
     // dqkv_grouped (overwritten) from dqkv: the inverse rotation, K/V grads summed per group.
-    virtual void qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv, void* dqkv_grouped);
+    void qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv, void* dqkv_grouped);
 
     // ---- attention ----------------------------------------------------------------
-    virtual std::size_t attention_saved_bytes(const AttentionArgs& a) const = 0;
-    virtual void attention_forward(const AttentionArgs& a, const void* qkv, void* out,
-                                   void* saved) = 0;
+    std::size_t attention_saved_bytes(const AttentionArgs& a) const;
+    void attention_forward(const AttentionArgs& a, const void* qkv, void* out, void* saved);
     // dqkv is overwritten.
-    virtual void attention_backward(const AttentionArgs& a, const void* qkv, const void* out,
-                                    const void* saved, const void* dout, void* dqkv) = 0;
+    void attention_backward(const AttentionArgs& a, const void* qkv, const void* out,
+                            const void* saved, const void* dout, void* dqkv);
 
     // ---- embeddings (vocab-parallel: this rank holds rows [vocab_start, vocab_end)) ----
     // tokens [b, s] int32; out [s, b, h] = table[token - vocab_start], or 0 outside the shard.
-    virtual void embedding_forward(const std::int32_t* tokens, const void* table, void* out,
-                                   std::int64_t b, std::int64_t s, std::int64_t h,
-                                   std::int64_t vocab_start, std::int64_t vocab_end,
-                                   DType dtype) = 0;
+    void embedding_forward(const std::int32_t* tokens, const void* table, void* out,
+                           std::int64_t b, std::int64_t s, std::int64_t h,
+                           std::int64_t vocab_start, std::int64_t vocab_end, DType dtype);
     // dtable (fp32) += scatter of dout [s, b, h] by token (rows outside the shard skipped).
-    virtual void embedding_backward(const std::int32_t* tokens, const void* dout, float* dtable,
-                                    std::int64_t b, std::int64_t s, std::int64_t h,
-                                    std::int64_t vocab_start, std::int64_t vocab_end,
-                                    DType dtype) = 0;
+    void embedding_backward(const std::int32_t* tokens, const void* dout, float* dtable,
+                            std::int64_t b, std::int64_t s, std::int64_t h,
+                            std::int64_t vocab_start, std::int64_t vocab_end, DType dtype);
     // out[s, b, h] += table[first_position + s_index]
-    virtual void position_embedding_forward(const void* table, void* out, std::int64_t b,
-                                            std::int64_t s, std::int64_t h,
-                                            std::int64_t first_position, DType dtype) = 0;
+    void position_embedding_forward(const void* table, void* out, std::int64_t b,
+                                    std::int64_t s, std::int64_t h, std::int64_t first_position,
+                                    DType dtype);
     // dtable[pos] (fp32) += sum over b of dout[s, b, :]
-    virtual void position_embedding_backward(const void* dout, float* dtable, std::int64_t b,
-                                             std::int64_t s, std::int64_t h,
-                                             std::int64_t first_position, DType dtype) = 0;
+    void position_embedding_backward(const void* dout, float* dtable, std::int64_t b,
+                                     std::int64_t s, std::int64_t h,
+                                     std::int64_t first_position, DType dtype);
 
     // ---- cross-entropy from per-shard pieces (vocab-parallel = same calls + reductions) ---
     // logits [rows, v] over vocab ids [vocab_start, vocab_start+v); targets [rows] int32.
     // 1) row_max[rows] = max over the shard
-    virtual void cross_entropy_max(const void* logits, float* row_max, std::int64_t rows,
-                                   std::int64_t v, DType dtype) = 0;
+    void cross_entropy_max(const void* logits, float* row_max, std::int64_t rows,
+                           std::int64_t v, DType dtype);
     // 2) given the global max: sum_exp[rows] = sum exp(l - max), target_logit[rows] = the
     //    target's logit if it is in this shard, else 0.
-    virtual void cross_entropy_sums(const void* logits, const std::int32_t* targets,
-                                    const float* row_max, float* sum_exp, float* target_logit,
-                                    std::int64_t rows, std::int64_t v, std::int64_t vocab_start,
-                                    DType dtype) = 0;
+    void cross_entropy_sums(const void* logits, const std::int32_t* targets,
+                            const float* row_max, float* sum_exp, float* target_logit,
+                            std::int64_t rows, std::int64_t v, std::int64_t vocab_start,
+                            DType dtype);
     // 1+2 in one pass (online softmax): local_max[rows] = max over the shard, sum_exp[rows] =
     //    sum exp(l - local_max), target_logit as in 2). Vocab-parallel callers all-reduce the
     //    max, rescale sum_exp by exp(local_max - max), then sum-reduce sum_exp and
     //    target_logit; with one shard local_max is the max and no rescaling is needed.
-    virtual void cross_entropy_stats(const void* logits, const std::int32_t* targets,
-                                     float* local_max, float* sum_exp, float* target_logit,
-                                     std::int64_t rows, std::int64_t v,
-                                     std::int64_t vocab_start, DType dtype) = 0;
+    void cross_entropy_stats(const void* logits, const std::int32_t* targets, float* local_max,
+                             float* sum_exp, float* target_logit, std::int64_t rows,
+                             std::int64_t v, std::int64_t vocab_start, DType dtype);
     // 3) loss[rows] = log(sum_exp) + max - target_logit (after the reductions), on host-side
     //    arrays of this backend's memory.
-    virtual void cross_entropy_loss(const float* row_max, const float* sum_exp,
-                                    const float* target_logit, float* loss,
-                                    std::int64_t rows) = 0;
+    void cross_entropy_loss(const float* row_max, const float* sum_exp,
+                            const float* target_logit, float* loss, std::int64_t rows);
     // 4) dlogits = (softmax - onehot(target)) * dloss[row]; dlogits may alias logits.
-    virtual void cross_entropy_backward(const void* logits, const std::int32_t* targets,
-                                        const float* row_max, const float* sum_exp,
-                                        const float* dloss, void* dlogits, std::int64_t rows,
-                                        std::int64_t v, std::int64_t vocab_start,
-                                        DType dtype) = 0;
+    void cross_entropy_backward(const void* logits, const std::int32_t* targets,
+                                const float* row_max, const float* sum_exp, const float* dloss,
+                                void* dlogits, std::int64_t rows, std::int64_t v,
+                                std::int64_t vocab_start, DType dtype);
 
     // ---- optimizer ----------------------------------------------------------------
-    virtual void adam_step(const AdamArgs& a) = 0;
+    void adam_step(const AdamArgs& a);
     // Sum of squares of an fp32 gradient range and whether every element is finite.
-    virtual GradStats grad_stats(const float* g, std::int64_t n) = 0;
+    GradStats grad_stats(const float* g, std::int64_t n);
     // Sum of x[i] over an fp32 array (losses)
-    virtual double sum(const float* x, std::int64_t n) = 0;
+    double sum(const float* x, std::int64_t n);
+
+protected:
+    // The device implementations of the public ops above, called with checked arguments.
+    // do_dropout_forward is called with p > 0 only, do_cast with two different types.
+    virtual void do_gemm(const GemmArgs& g) = 0;
+    virtual void do_layernorm_forward(const void* x, const void* gamma, const void* beta,
+                                      void* y, float* mean, float* rstd, std::int64_t rows,
+                                      std::int64_t cols, float eps, DType dtype) = 0;
+    virtual void do_layernorm_backward(const void* dy, const void* x, const void* gamma,
+                                       const float* mean, const float* rstd,
+                                       const void* dresidual, void* dx, float* dgamma,
+                                       float* dbeta, std::int64_t rows, std::int64_t cols,
+                                       DType dtype) = 0;
+    virtual void do_gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
+                                 DType dtype) = 0;
+    virtual void do_gelu_backward(const void* dy, const void* x, void* dx, std::int64_t n,
+                                  bool tanh_approx, DType dtype) = 0;
+    virtual void do_bias_add(void* x, const void* bias, std::int64_t rows, std::int64_t cols,
+                             DType dtype) = 0;
+    virtual void do_bias_grad(const void* dy, float* dbias, std::int64_t rows,
+                              std::int64_t cols, DType dtype) = 0;
+    virtual void do_bias_dropout_add(const void* x, const void* bias, const void* residual,
+                                     void* out, std::int64_t rows, std::int64_t cols, float p,
+                                     std::uint64_t seed, std::uint64_t offset,
+                                     DType dtype) = 0;
+    virtual void do_dropout_forward(const void* x, void* y, std::int64_t n, float p,
+                                    std::uint64_t seed, std::uint64_t offset, DType dtype) = 0;
+    virtual void do_add(const void* a, const void* b, void* y, std::int64_t n, DType dtype) = 0;
+    virtual void do_accumulate_f32(const void* x, float* y, std::int64_t n, DType dtype) = 0;
+    virtual void do_scale(void* x, float alpha, std::int64_t n, DType dtype) = 0;
+    virtual void do_cast(const void* src, DType src_type, void* dst, DType dst_type,
+                         std::int64_t n) = 0;
+    // Decoder ops: the defaults (decoder_ops_default.cpp) name the backend that lacks them.
+    virtual void do_rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
+                                    std::int64_t rows, std::int64_t cols, float eps,
+                                    DType dtype);
+    virtual void do_rmsnorm_backward(const void* dy, const void* x, const void* gamma,
+                                     const float* rstd, const void* dresidual, void* dx,
+                                     float* dgamma, std::int64_t rows, std::int64_t cols,
+                                     DType dtype);
+    virtual void do_swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
+                                   DType dtype);
+    virtual void do_swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
+                                    std::int64_t cols, DType dtype);
+    virtual void do_qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped,
+                                       void* qkv);
+    virtual void do_qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv,
+                                        void* dqkv_grouped);
+    // Limits of a device's attention kernels beyond the checks every backend shares (a
+    // device error naming what to change); called before saved_bytes, forward, backward.
+    virtual void check_attention_limits(const AttentionArgs&) const {}
+    virtual void do_attention_forward(const AttentionArgs& a, const void* qkv, void* out,
+                                      void* saved) = 0;
+    virtual void do_attention_backward(const AttentionArgs& a, const void* qkv,
+                                       const void* out, const void* saved, const void* dout,
+                                       void* dqkv) = 0;
+    virtual void do_embedding_forward(const std::int32_t* tokens, const void* table, void* out,
+                                      std::int64_t b, std::int64_t s, std::int64_t h,
+                                      std::int64_t vocab_start, std::int64_t vocab_end,
+                                      DType dtype) = 0;
+    virtual void do_embedding_backward(const std::int32_t* tokens, const void* dout,
+                                       float* dtable, std::int64_t b, std::int64_t s,
+                                       std::int64_t h, std::int64_t vocab_start,
+                                       std::int64_t vocab_end, DType dtype) = 0;
+    virtual void do_position_embedding_forward(const void* table, void* out, std::int64_t b,
+                                               std::int64_t s, std::int64_t h,
+                                               std::int64_t first_position, DType dtype) = 0;
+    virtual void do_position_embedding_backward(const void* dout, float* dtable,
+                                                std::int64_t b, std::int64_t s, std::int64_t h,
+                                                std::int64_t first_position, DType dtype) = 0;
+    virtual void do_cross_entropy_max(const void* logits, float* row_max, std::int64_t rows,
+                                      std::int64_t v, DType dtype) = 0;
+    virtual void do_cross_entropy_sums(const void* logits, const std::int32_t* targets,
+                                       const float* row_max, float* sum_exp,
+                                       float* target_logit, std::int64_t rows, std::int64_t v,
+                                       std::int64_t vocab_start, DType dtype) = 0;
+    virtual void do_cross_entropy_stats(const void* logits, const std::int32_t* targets,
+                                        float* local_max, float* sum_exp, float* target_logit,
+                                        std::int64_t rows, std::int64_t v,
+                                        std::int64_t vocab_start, DType dtype) = 0;
+    virtual void do_cross_entropy_loss(const float* row_max, const float* sum_exp,
+                                       const float* target_logit, float* loss,
+                                       std::int64_t rows) = 0;
+    virtual void do_cross_entropy_backward(const void* logits, const std::int32_t* targets,
+                                           const float* row_max, const float* sum_exp,
+                                           const float* dloss, void* dlogits, std::int64_t rows,
+                                           std::int64_t v, std::int64_t vocab_start,
+                                           DType dtype) = 0;
+    virtual void do_adam_step(const AdamArgs& a) = 0;
+    virtual GradStats do_grad_stats(const float* g, std::int64_t n) = 0;
+    virtual double do_sum(const float* x, std::int64_t n) = 0;
 };
 
 // Factory: "cpu" always; "cuda" when built with CUDA and a GPU is visible.

@@ -1,5 +1,6 @@
 // The Backend's defaults for the modern decoder ops: a backend without them names itself.
-// The model checks has_decoder_ops() at start-up, so a run never gets here mid-step.
+// The model checks has_decoder_ops() at start-up (a UsageError naming the flags), so getting
+// here is a bug of ours: InternalError.
 #include "backend/backend.hpp"
 #include "core/errors.hpp"
 
@@ -7,29 +8,29 @@ namespace gpt {
 
 namespace {
 [[noreturn]] void missing(const Backend& be, const char* op) {
-    GPT_THROW(UsageError, "the ", be.name(), " backend does not implement ", op,
+    GPT_THROW(InternalError, "the ", be.name(), " backend does not implement ", op,
               " (RMSNorm, SwiGLU, rope and grouped-query attention run on --device cpu and cuda)");
 }
 }  // namespace
 
-void Backend::rmsnorm_forward(const void*, const void*, void*, float*, std::int64_t,
-                              std::int64_t, float, DType) {
+void Backend::do_rmsnorm_forward(const void*, const void*, void*, float*, std::int64_t,
+                                 std::int64_t, float, DType) {
     missing(*this, "rmsnorm_forward");
 }
-void Backend::rmsnorm_backward(const void*, const void*, const void*, const float*, const void*,
-                               void*, float*, std::int64_t, std::int64_t, DType) {
+void Backend::do_rmsnorm_backward(const void*, const void*, const void*, const float*, const void*,
+                                  void*, float*, std::int64_t, std::int64_t, DType) {
     missing(*this, "rmsnorm_backward");
 }
-void Backend::swiglu_forward(const void*, void*, std::int64_t, std::int64_t, DType) {
+void Backend::do_swiglu_forward(const void*, void*, std::int64_t, std::int64_t, DType) {
     missing(*this, "swiglu_forward");
 }
-void Backend::swiglu_backward(const void*, const void*, void*, std::int64_t, std::int64_t, DType) {
+void Backend::do_swiglu_backward(const void*, const void*, void*, std::int64_t, std::int64_t, DType) {
     missing(*this, "swiglu_backward");
 }
-void Backend::qkv_expand_forward(const QkvExpandArgs&, const void*, void*) {
+void Backend::do_qkv_expand_forward(const QkvExpandArgs&, const void*, void*) {
     missing(*this, "qkv_expand_forward");
 }
-void Backend::qkv_expand_backward(const QkvExpandArgs&, const void*, void*) {
+void Backend::do_qkv_expand_backward(const QkvExpandArgs&, const void*, void*) {
     missing(*this, "qkv_expand_backward");
 }
 

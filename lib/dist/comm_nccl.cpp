@@ -67,15 +67,19 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 struct NcclCommunicator::Impl {
     MPI_Comm mpi = MPI_COMM_NULL;
     ncclComm_t coll = nullptr, up = nullptr, down = nullptr;
+    cudaStream_t compute = nullptr;  // the backend's (not owned)
     cudaStream_t coll_stream = nullptr, up_stream = nullptr, down_stream = nullptr;
     cudaEvent_t ready = nullptr;  // recorded on the compute stream before each operation
     cudaEvent_t done = nullptr;   // recorded on an NCCL stream after a blocking operation
     std::vector<int> world_ranks;  // the group's members as world ranks, for the watchdog
 };
 
-NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name)
+NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name, Stream compute)
     : name_(std::move(name)), impl_(std::make_unique<Impl>()) {
     Impl& im = *impl_;
+    GPT_REQUIRE(!compute.on_host(), InternalError, "NCCL group '", name_,
+                "': needs the CUDA backend's compute stream");
+    im.compute = static_cast<cudaStream_t>(compute.native());
     MPI_Comm_dup(comm, &im.mpi);
     MPI_Comm_rank(im.mpi, &rank_);
     MPI_Comm_size(im.mpi, &size_);
@@ -101,19 +105,20 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name)
 }
 
 void NcclCommunicator::after_compute(void* stream) {
-    // The CUDA backend computes on the legacy default stream (backend/cuda/cuda_common.cuh):
-    // the buffers of this operation are final once the work issued there so far is done.
-    GPT_NCCL_CUDA_CHECK(cudaEventRecord(impl_->ready, cudaStreamLegacy), "event record");
+    // The buffers of this operation are final once the work issued so far to the backend's
+    // compute stream is done.
+    GPT_NCCL_CUDA_CHECK(cudaEventRecord(impl_->ready, impl_->compute), "event record");
     GPT_NCCL_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), impl_->ready, 0),
                         "stream wait");
 }
 
 void NcclCommunicator::before_compute(void* stream) {
-    // Work issued to the compute stream from now on, and host copies (cudaMemcpy runs on
-    // it), wait on the device for this operation: the host goes on issuing kernels instead
-    // of draining the GPU's queue at every tensor-parallel collective.
+    // Work issued to the compute stream from now on, and host copies (cudaMemcpy on the
+    // legacy stream waits for the blocking compute stream), wait on the device for this
+    // operation: the host goes on issuing kernels instead of draining the GPU's queue at
+    // every tensor-parallel collective.
     GPT_NCCL_CUDA_CHECK(cudaEventRecord(impl_->done, static_cast<cudaStream_t>(stream)), "event record");
-    GPT_NCCL_CUDA_CHECK(cudaStreamWaitEvent(cudaStreamLegacy, impl_->done, 0), "stream wait");
+    GPT_NCCL_CUDA_CHECK(cudaStreamWaitEvent(impl_->compute, impl_->done, 0), "stream wait");
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -319,7 +324,7 @@ void NcclCommunicator::barrier() {
     this->count(CommOp::Barrier, 0);
     // Device work this rank issued is finished, then the ranks meet on the host. Polled
     // stream by stream, so the hang watchdog bounds it (core/device_wait.hpp).
-    for (cudaStream_t st : {static_cast<cudaStream_t>(nullptr), impl_->coll_stream, impl_->up_stream, impl_->down_stream})
+    for (cudaStream_t st : {impl_->compute, impl_->coll_stream, impl_->up_stream, impl_->down_stream})
         wait_for_cuda_stream(st, "device work before an NCCL barrier");
     GPT_NCCL_CUDA_CHECK(cudaDeviceSynchronize(), "barrier");
     if (size_ == 1) return;

@@ -11,12 +11,13 @@
 #include <memory>
 #include <string>
 
+#include "core/stream.hpp"
 #include "dist/communicator.hpp"
 
 namespace gpt::dist {
 
 // Semantics as MpiCommunicator, on device pointers: each operation starts after the CUDA
-// backend's work issued so far (an event on its stream), and every call but isend and the
+// backend's work issued so far (an event on its compute stream, given at construction), and every call but isend and the
 // i-collectives leaves its result in place for all later backend work and device-to-host
 // copies (the backend's stream waits for it on the device, as Megatron's collectives on the
 // current stream do), so callers need no stream handling and the host never stalls on a
@@ -24,8 +25,9 @@ namespace gpt::dist {
 // order they are posted (as pipeline schedules post them); `tag` is ignored.
 class NcclCommunicator final : public Communicator {
 public:
-    // Duplicates `comm` (the caller keeps its own); collective over `comm`.
-    NcclCommunicator(MPI_Comm comm, std::string name);
+    // Duplicates `comm` (the caller keeps its own); collective over `comm`. `compute` is the
+    // CUDA backend's stream (Backend::stream()), which this communicator orders against.
+    NcclCommunicator(MPI_Comm comm, std::string name, Stream compute);
     ~NcclCommunicator() override;
 
     const std::string& name() const override { return name_; }

@@ -11,16 +11,16 @@ namespace gpt::dist {
 namespace {
 
 #if GPT_HAVE_CUDA
-std::unique_ptr<Communicator> nccl_twin(Communicator& host) {
+std::unique_ptr<Communicator> nccl_twin(Communicator& host, Stream compute) {
     auto* mpi = dynamic_cast<MpiCommunicator*>(&host);
     GPT_REQUIRE(mpi != nullptr, InternalError, "group '", host.name(), "' is not over MPI");
-    return std::make_unique<NcclCommunicator>(mpi->comm(), host.name());
+    return std::make_unique<NcclCommunicator>(mpi->comm(), host.name(), compute);
 }
 #endif
 
 }  // namespace
 
-DataGroups::DataGroups(ProcessGroups& groups, Kind kind, DeviceCopy copy)
+DataGroups::DataGroups(ProcessGroups& groups, Kind kind, DeviceCopy copy, Stream compute)
     : groups_(groups), kind_(kind) {
     switch (kind) {
         case Kind::Host: break;
@@ -36,11 +36,12 @@ DataGroups::DataGroups(ProcessGroups& groups, Kind kind, DeviceCopy copy)
 #if GPT_HAVE_CUDA
             // Every rank creates the groups in the same order, so no NCCL initialisation
             // waits for a peer that is busy creating another group.
-            tp_ = nccl_twin(groups.tp());
-            dp_ = nccl_twin(groups.dp());
-            pp_ = nccl_twin(groups.pp());
-            embedding_ = nccl_twin(groups.embedding());
+            tp_ = nccl_twin(groups.tp(), compute);
+            dp_ = nccl_twin(groups.dp(), compute);
+            pp_ = nccl_twin(groups.pp(), compute);
+            embedding_ = nccl_twin(groups.embedding(), compute);
 #else
+            (void)compute;
             GPT_THROW(UsageError, "NCCL communicators need a build with CUDA");
 #endif
             break;

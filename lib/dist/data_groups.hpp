@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "core/stream.hpp"
 #include "dist/comm_staged.hpp"
 #include "dist/communicator.hpp"
 #include "dist/process_groups.hpp"
@@ -17,8 +18,9 @@ class DataGroups {
 public:
     enum class Kind { Host, Staged, Nccl };
     // Collective over every group (NCCL communicators are created here). `copy` is used by
-    // Kind::Staged only.
-    DataGroups(ProcessGroups& groups, Kind kind, DeviceCopy copy = {});
+    // Kind::Staged only; `compute`, the backend's stream the NCCL communicators order
+    // against, by Kind::Nccl only.
+    DataGroups(ProcessGroups& groups, Kind kind, DeviceCopy copy = {}, Stream compute = {});
     ~DataGroups();
     DataGroups(const DataGroups&) = delete;
     DataGroups& operator=(const DataGroups&) = delete;

@@ -44,7 +44,7 @@ std::unique_ptr<dist::DataGroups> make_data_groups(const Config& cfg, dist::Proc
         GPT_REQUIRE(groups.local_size() <= gpus, UsageError, groups.local_size(),
                     " ranks on this node share ", gpus, " GPU(s): NCCL needs one GPU per rank. "
                     "HINT: start one rank per GPU, or use --distributed-backend mpi");
-        data = std::make_unique<dist::DataGroups>(groups, Kind::Nccl);
+        data = std::make_unique<dist::DataGroups>(groups, Kind::Nccl, dist::DeviceCopy{}, backend.stream());
     } else {
         dist::DeviceCopy copy;
         copy.to_host = [&backend](void* h, const void* d, std::size_t n) { backend.copy_to_host(h, d, n); };

@@ -194,26 +194,26 @@ TEST(Gemm, RejectsBadArguments) {
     Buf a(*be, DType::F32, 16), b(*be, DType::F32, 16), c(*be, DType::F32, 16);
     GemmArgs g = row_major_gemm(4, 4, 4, a.p(), b.p(), c.p(), DType::F32);
     g.epilogue = GemmEpilogue::Bias;
-    EXPECT_THROW(be->gemm(g), UsageError);  // no bias
+    EXPECT_THROW(be->gemm(g), InternalError);  // no bias
     g.epilogue = GemmEpilogue::None;
     g.lda = 3;
-    EXPECT_THROW(be->gemm(g), UsageError);
+    EXPECT_THROW(be->gemm(g), InternalError);
     g.lda = 4;
     Buf dbias(*be, DType::F32, 4);
     g.bias_grad = static_cast<float*>(dbias.p());
-    EXPECT_THROW(be->gemm(g), UsageError);  // the fused bias gradient needs op(A) = A^T
+    EXPECT_THROW(be->gemm(g), InternalError);  // the fused bias gradient needs op(A) = A^T
     g.trans_a = true;
     g.lda = 8;
-    EXPECT_THROW(be->gemm(g), UsageError);  // ... and A contiguous
+    EXPECT_THROW(be->gemm(g), InternalError);  // ... and A contiguous
     g = row_major_gemm(4, 4, 4, a.p(), b.p(), c.p(), DType::F32);
     g.epilogue = GemmEpilogue::GeluGrad;
-    EXPECT_THROW(be->gemm(g), UsageError);  // no pre-activation
+    EXPECT_THROW(be->gemm(g), InternalError);  // no pre-activation
     g.aux = a.p();
     g.ldc = 5;
-    EXPECT_THROW(be->gemm(g), UsageError);  // C not contiguous
+    EXPECT_THROW(be->gemm(g), InternalError);  // C not contiguous
     g.ldc = 4;
     g.beta = 1.0f;
-    EXPECT_THROW(be->gemm(g), UsageError);  // epilogues overwrite C
+    EXPECT_THROW(be->gemm(g), InternalError);  // epilogues overwrite C
 }
 
 // GeluGrad is the GEMM rounded to C's type followed by GELU's backward, exactly.

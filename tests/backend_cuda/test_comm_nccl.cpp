@@ -40,7 +40,7 @@ protected:
             GTEST_SKIP() << why;
         }
         be_ = make_backend("cuda", local);
-        comm_ = std::make_unique<dist::NcclCommunicator>(MPI_COMM_WORLD, "world");
+        comm_ = std::make_unique<dist::NcclCommunicator>(MPI_COMM_WORLD, "world", be_->stream());
     }
     // Host floats -> device, operation, device -> host floats.
     void* upload(const std::vector<float>& v) {

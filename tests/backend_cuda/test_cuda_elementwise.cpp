@@ -165,7 +165,7 @@ TEST_F(CudaElementwise, BiasDropoutAddForwardBackward) {
 
 TEST_F(CudaElementwise, RejectsBadDropoutProbability) {
     Twin x(cpu(), gpu(), DType::F32, 4);
-    EXPECT_THROW(gpu().dropout_forward(x.g(), x.g(), 4, 1.0f, 0, 0, DType::F32), UsageError);
+    EXPECT_THROW(gpu().dropout_forward(x.g(), x.g(), 4, 1.0f, 0, 0, DType::F32), InternalError);
 }
 
 }  // namespace

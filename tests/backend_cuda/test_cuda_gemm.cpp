@@ -318,19 +318,19 @@ TEST_F(CudaGemm, RejectsBadArguments) {
     g.lda = g.ldb = g.ldc = 4;
     g.a = g.b = g.c = x.g();
     g.epilogue = GemmEpilogue::Bias;  // without a bias
-    EXPECT_THROW(gpu().gemm(g), UsageError);
+    EXPECT_THROW(gpu().gemm(g), InternalError);
     g.epilogue = GemmEpilogue::None;
     g.lda = 2;
-    EXPECT_THROW(gpu().gemm(g), UsageError);
+    EXPECT_THROW(gpu().gemm(g), InternalError);
     g.lda = 4;
     g.bias_grad = x.gf();  // op(A) must be A^T for a fused bias gradient
-    EXPECT_THROW(gpu().gemm(g), UsageError);
+    EXPECT_THROW(gpu().gemm(g), InternalError);
     g.bias_grad = nullptr;
     g.epilogue = GemmEpilogue::GeluGrad;  // without the pre-activation
-    EXPECT_THROW(gpu().gemm(g), UsageError);
+    EXPECT_THROW(gpu().gemm(g), InternalError);
     g.aux = x.g();
     g.ldc = 8;  // C must be contiguous
-    EXPECT_THROW(gpu().gemm(g), UsageError);
+    EXPECT_THROW(gpu().gemm(g), InternalError);
 }
 
 }  // namespace

@@ -305,7 +305,7 @@ cublasStatus_t check(const char* fn, cublasLtMatmulDesc_t op, cublasLtMatrixLayo
 //    an empty heuristic result as an error: the query succeeds on its A100/H100 CI.
 // So the query fails (NOT_SUPPORTED, found = 0) only for an operand promised less alignment
 // than its element size, which no kernel can load; fp8's hard 16-byte rules are not emulated.
-// Consequence: gemm_cublaslt.cu's fallback kernel is not reached on a GPU for its operands.
+// Consequence: gemm.cu's fallback kernel is not reached on a GPU for its operands.
 // GPT_EMU_CUBLASLT_ALIGN=<power of two> emulates a stricter library, where an operand whose pointer
 // promise, leading dimension or batch stride in bytes is not a multiple of <bytes> has no
 // algorithm, so tests can still exercise that fallback.

@@ -7,10 +7,7 @@
 
 namespace gpt::cpu {
 
-void CpuBackend::adam_step(const AdamArgs& a) {
-    GPT_REQUIRE(a.n >= 0 && a.step >= 1, UsageError, "adam_step: n=", a.n, " step=", a.step);
-    GPT_REQUIRE(a.n == 0 || (a.main_param && a.grad && a.exp_avg && a.exp_avg_sq), UsageError,
-                "adam_step: null buffer");
+void CpuBackend::do_adam_step(const AdamArgs& a) {
     const float b1 = a.beta1, b2 = a.beta2, eps = a.eps, gs = a.grad_scale;
     // Bias corrections in double: beta^step for large steps loses digits in fp32.
     const double bc1 = 1.0 - std::pow(static_cast<double>(b1), static_cast<double>(a.step));
@@ -54,8 +51,7 @@ void CpuBackend::adam_step(const AdamArgs& a) {
     });
 }
 
-GradStats CpuBackend::grad_stats(const float* g, std::int64_t n) {
-    GPT_REQUIRE(n >= 0, UsageError, "grad_stats: negative size");
+GradStats CpuBackend::do_grad_stats(const float* g, std::int64_t n) {
     const std::int64_t nchunks = (n + kChunk - 1) / kChunk;
     double total = 0.0;
     bool finite = true;
@@ -79,8 +75,7 @@ GradStats CpuBackend::grad_stats(const float* g, std::int64_t n) {
     return GradStats{total, finite};
 }
 
-double CpuBackend::sum(const float* x, std::int64_t n) {
-    GPT_REQUIRE(n >= 0, UsageError, "sum: negative size");
+double CpuBackend::do_sum(const float* x, std::int64_t n) {
     double total = 0.0;
     for (std::int64_t i = 0; i < n; ++i) total += x[i];
     return total;

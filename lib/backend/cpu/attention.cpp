@@ -1,4 +1,4 @@
-// Attention entry points: argument checks, fp32 staging of 16-bit tensors, kernel choice.
+// Attention entry points: fp32 staging of 16-bit tensors, kernel choice.
 #include <cmath>
 
 #include "backend/cpu/attention.hpp"
@@ -14,13 +14,6 @@ AttnShape::AttnShape(const AttentionArgs& a)
       dropout(a.dropout), seed(a.seed), offset(a.offset) {}
 
 namespace {
-void validate(const AttentionArgs& a) {
-    GPT_REQUIRE(a.s > 0 && a.b > 0 && a.np > 0 && a.hn > 0, UsageError,
-                "attention: bad shape s=", a.s, " b=", a.b, " np=", a.np, " hn=", a.hn);
-    GPT_REQUIRE(a.dropout >= 0.0f && a.dropout < 1.0f, UsageError,
-                "attention: dropout probability ", a.dropout, " must be in [0, 1)");
-}
-
 std::size_t f32_elems(const AttentionArgs& a, bool qkv) {
     return static_cast<std::size_t>(a.s * a.b * a.np * a.hn * (qkv ? 3 : 1));
 }
@@ -46,17 +39,8 @@ void from_f32(const float* src, DType t, void* dst, std::size_t n) {
 }
 }  // namespace
 
-std::size_t CpuBackend::attention_saved_bytes(const AttentionArgs& a) const {
-    validate(a);
-    // fp32 whatever the activation dtype: the backward pass of both kernels needs the
-    // softmax statistics at full precision to agree with each other.
-    const std::size_t rows = static_cast<std::size_t>(a.b * a.np * a.s);
-    return sizeof(float) * (a.flash ? rows : rows * static_cast<std::size_t>(a.s));
-}
-
-void CpuBackend::attention_forward(const AttentionArgs& a, const void* qkv, void* out,
-                                   void* saved) {
-    validate(a);
+void CpuBackend::do_attention_forward(const AttentionArgs& a, const void* qkv, void* out,
+                                      void* saved) {
     const AttnShape sh(a);
     const bool f32 = a.dtype == DType::F32;
     const float* q32 = static_cast<const float*>(qkv);
@@ -74,9 +58,8 @@ void CpuBackend::attention_forward(const AttentionArgs& a, const void* qkv, void
     if (!f32) from_f32(o32, a.dtype, out, f32_elems(a, false));
 }
 
-void CpuBackend::attention_backward(const AttentionArgs& a, const void* qkv, const void* out,
-                                    const void* saved, const void* dout, void* dqkv) {
-    validate(a);
+void CpuBackend::do_attention_backward(const AttentionArgs& a, const void* qkv, const void* out,
+                                       const void* saved, const void* dout, void* dqkv) {
     const AttnShape sh(a);
     const bool f32 = a.dtype == DType::F32;
     const float* q32 = static_cast<const float*>(qkv);

@@ -31,15 +31,10 @@ inline float chunk_max(const float* l, std::int64_t n) {
     for (; i < n; ++i) m = l[i] > m ? l[i] : m;
     return m;
 }
-
-void check_shape(std::int64_t rows, std::int64_t v, const char* op) {
-    GPT_REQUIRE(rows >= 0 && v > 0, UsageError, op, ": bad shape ", rows, "x", v);
-}
 }  // namespace
 
-void CpuBackend::cross_entropy_max(const void* logits, float* row_max, std::int64_t rows,
-                                   std::int64_t v, DType dtype) {
-    check_shape(rows, v, "cross_entropy_max");
+void CpuBackend::do_cross_entropy_max(const void* logits, float* row_max, std::int64_t rows,
+                                      std::int64_t v, DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
 #pragma omp parallel for schedule(static) if (rows * v >= kParallelMin)
@@ -55,11 +50,10 @@ void CpuBackend::cross_entropy_max(const void* logits, float* row_max, std::int6
     });
 }
 
-void CpuBackend::cross_entropy_sums(const void* logits, const std::int32_t* targets,
-                                    const float* row_max, float* sum_exp, float* target_logit,
-                                    std::int64_t rows, std::int64_t v, std::int64_t vocab_start,
-                                    DType dtype) {
-    check_shape(rows, v, "cross_entropy_sums");
+void CpuBackend::do_cross_entropy_sums(const void* logits, const std::int32_t* targets,
+                                       const float* row_max, float* sum_exp, float* target_logit,
+                                       std::int64_t rows, std::int64_t v, std::int64_t vocab_start,
+                                       DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
 #pragma omp parallel for schedule(static) if (rows * v >= kParallelMin)
@@ -81,11 +75,10 @@ void CpuBackend::cross_entropy_sums(const void* logits, const std::int32_t* targ
     });
 }
 
-void CpuBackend::cross_entropy_stats(const void* logits, const std::int32_t* targets,
-                                     float* local_max, float* sum_exp, float* target_logit,
-                                     std::int64_t rows, std::int64_t v, std::int64_t vocab_start,
-                                     DType dtype) {
-    check_shape(rows, v, "cross_entropy_stats");
+void CpuBackend::do_cross_entropy_stats(const void* logits, const std::int32_t* targets,
+                                        float* local_max, float* sum_exp, float* target_logit,
+                                        std::int64_t rows, std::int64_t v, std::int64_t vocab_start,
+                                        DType dtype) {
     // One read of the logits from memory: each chunk (in L1) gives its max, the running sum
     // is rescaled to the new max, then the chunk's exps are added.
     dispatch(dtype, [&](auto tag) {
@@ -114,19 +107,17 @@ void CpuBackend::cross_entropy_stats(const void* logits, const std::int32_t* tar
     });
 }
 
-void CpuBackend::cross_entropy_loss(const float* row_max, const float* sum_exp,
-                                    const float* target_logit, float* loss, std::int64_t rows) {
-    GPT_REQUIRE(rows >= 0, UsageError, "cross_entropy_loss: negative rows");
+void CpuBackend::do_cross_entropy_loss(const float* row_max, const float* sum_exp,
+                                       const float* target_logit, float* loss, std::int64_t rows) {
     for (std::int64_t r = 0; r < rows; ++r)
         loss[r] = std::log(sum_exp[r]) + row_max[r] - target_logit[r];
 }
 
-void CpuBackend::cross_entropy_backward(const void* logits, const std::int32_t* targets,
-                                        const float* row_max, const float* sum_exp,
-                                        const float* dloss, void* dlogits, std::int64_t rows,
-                                        std::int64_t v, std::int64_t vocab_start,
-                                        DType dtype) {
-    check_shape(rows, v, "cross_entropy_backward");
+void CpuBackend::do_cross_entropy_backward(const void* logits, const std::int32_t* targets,
+                                           const float* row_max, const float* sum_exp,
+                                           const float* dloss, void* dlogits, std::int64_t rows,
+                                           std::int64_t v, std::int64_t vocab_start,
+                                           DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
 #pragma omp parallel for schedule(static) if (rows * v >= kParallelMin)

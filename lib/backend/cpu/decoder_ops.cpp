@@ -8,9 +8,8 @@
 
 namespace gpt::cpu {
 
-void CpuBackend::rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
-                                 std::int64_t rows, std::int64_t cols, float eps, DType dtype) {
-    check_decoder_rows(rows, cols, "rmsnorm_forward");
+void CpuBackend::do_rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
+                                    std::int64_t rows, std::int64_t cols, float eps, DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         std::vector<float> g32(cols);
@@ -36,11 +35,10 @@ void CpuBackend::rmsnorm_forward(const void* x, const void* gamma, void* y, floa
     });
 }
 
-void CpuBackend::rmsnorm_backward(const void* dy, const void* x, const void* gamma,
-                                  const float* rstd, const void* dresidual, void* dx,
-                                  float* dgamma, std::int64_t rows, std::int64_t cols,
-                                  DType dtype) {
-    check_decoder_rows(rows, cols, "rmsnorm_backward");
+void CpuBackend::do_rmsnorm_backward(const void* dy, const void* x, const void* gamma,
+                                     const float* rstd, const void* dresidual, void* dx,
+                                     float* dgamma, std::int64_t rows, std::int64_t cols,
+                                     DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         std::vector<float> g32(cols);
@@ -89,9 +87,8 @@ namespace {
 inline float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 }  // namespace
 
-void CpuBackend::swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
-                                DType dtype) {
-    check_decoder_rows(rows, cols, "swiglu_forward");
+void CpuBackend::do_swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
+                                   DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         for_row_chunks(rows, cols, [&](std::int64_t r, std::int64_t c0, std::int64_t len) {
@@ -105,9 +102,8 @@ void CpuBackend::swiglu_forward(const void* x, void* y, std::int64_t rows, std::
     });
 }
 
-void CpuBackend::swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
-                                 std::int64_t cols, DType dtype) {
-    check_decoder_rows(rows, cols, "swiglu_backward");
+void CpuBackend::do_swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
+                                    std::int64_t cols, DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         for_row_chunks(rows, cols, [&](std::int64_t r, std::int64_t c0, std::int64_t len) {
@@ -157,8 +153,7 @@ struct Rope {
 
 }  // namespace
 
-void CpuBackend::qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped, void* qkv) {
-    check_qkv_expand(a, "qkv_expand_forward");
+void CpuBackend::do_qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped, void* qkv) {
     const std::int64_t rows = a.s * a.b, hn = a.hn, qpg = a.heads_per_group;
     const std::int64_t in_row = a.groups * (qpg + 2) * hn, out_row = a.groups * qpg * 3 * hn;
     const Rope rope(a);
@@ -185,8 +180,7 @@ void CpuBackend::qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grou
     });
 }
 
-void CpuBackend::qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv, void* dqkv_grouped) {
-    check_qkv_expand(a, "qkv_expand_backward");
+void CpuBackend::do_qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv, void* dqkv_grouped) {
     const std::int64_t rows = a.s * a.b, hn = a.hn, qpg = a.heads_per_group;
     const std::int64_t in_row = a.groups * (qpg + 2) * hn, out_row = a.groups * qpg * 3 * hn;
     const Rope rope(a);

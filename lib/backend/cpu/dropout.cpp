@@ -59,21 +59,8 @@ void dropout_multipliers(std::uint64_t seed, std::uint64_t first, std::int64_t n
     }
 }
 
-namespace {
-void check_p(float p, const char* op) {
-    GPT_REQUIRE(p >= 0.0f && p < 1.0f, UsageError, op, ": dropout probability ", p,
-                " must be in [0, 1)");
-}
-}  // namespace
-
-void CpuBackend::dropout_forward(const void* x, void* y, std::int64_t n, float p,
-                                 std::uint64_t seed, std::uint64_t offset, DType dtype) {
-    check_p(p, "dropout_forward");
-    GPT_REQUIRE(n >= 0, UsageError, "dropout_forward: negative size");
-    if (p == 0.0f) {
-        copy(y, x, static_cast<std::size_t>(n) * dtype_size(dtype));
-        return;
-    }
+void CpuBackend::do_dropout_forward(const void* x, void* y, std::int64_t n, float p,
+                                    std::uint64_t seed, std::uint64_t offset, DType dtype) {
     const std::uint32_t thr = dropout_threshold(p);
     const float keep_scale = 1.0f / (1.0f - p);
     dispatch(dtype, [&](auto tag) {
@@ -90,11 +77,9 @@ void CpuBackend::dropout_forward(const void* x, void* y, std::int64_t n, float p
     });
 }
 
-void CpuBackend::bias_dropout_add(const void* x, const void* bias, const void* residual,
-                                  void* out, std::int64_t rows, std::int64_t cols, float p,
-                                  std::uint64_t seed, std::uint64_t offset, DType dtype) {
-    check_p(p, "bias_dropout_add");
-    GPT_REQUIRE(rows >= 0 && cols >= 0, UsageError, "bias_dropout_add: bad shape");
+void CpuBackend::do_bias_dropout_add(const void* x, const void* bias, const void* residual,
+                                     void* out, std::int64_t rows, std::int64_t cols, float p,
+                                     std::uint64_t seed, std::uint64_t offset, DType dtype) {
     const std::uint32_t thr = dropout_threshold(p);
     const float keep_scale = 1.0f / (1.0f - p);
     dispatch(dtype, [&](auto tag) {
@@ -119,17 +104,6 @@ void CpuBackend::bias_dropout_add(const void* x, const void* bias, const void* r
             store<T>(bo, out, i0, len);
         });
     });
-}
-
-void CpuBackend::bias_dropout_add_backward(const void* dout, void* dx, float* dbias,
-                                           std::int64_t rows, std::int64_t cols, float p,
-                                           std::uint64_t seed, std::uint64_t offset,
-                                           DType dtype) {
-    check_p(p, "bias_dropout_add_backward");
-    GPT_REQUIRE(rows >= 0 && cols >= 0, UsageError, "bias_dropout_add_backward: bad shape");
-    dropout_forward(dout, dx, rows * cols, p, seed, offset, dtype);
-    // The bias gradient is the column sum of dx as stored (what autograd would see).
-    if (dbias) bias_grad(dx, dbias, rows, cols, dtype);
 }
 
 }  // namespace gpt::cpu

@@ -6,9 +6,8 @@
 
 namespace gpt::cpu {
 
-void CpuBackend::bias_add(void* x, const void* bias, std::int64_t rows, std::int64_t cols,
-                          DType dtype) {
-    GPT_REQUIRE(rows >= 0 && cols >= 0, UsageError, "bias_add: bad shape");
+void CpuBackend::do_bias_add(void* x, const void* bias, std::int64_t rows, std::int64_t cols,
+                             DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         std::vector<float> b32(cols);
@@ -26,9 +25,8 @@ void CpuBackend::bias_add(void* x, const void* bias, std::int64_t rows, std::int
     });
 }
 
-void CpuBackend::bias_grad(const void* dy, float* dbias, std::int64_t rows, std::int64_t cols,
-                           DType dtype) {
-    GPT_REQUIRE(rows >= 0 && cols >= 0, UsageError, "bias_grad: bad shape");
+void CpuBackend::do_bias_grad(const void* dy, float* dbias, std::int64_t rows, std::int64_t cols,
+                              DType dtype) {
     // Threads own column blocks and walk all rows: no reduction between threads, and the
     // summation order (row order) is the same for any thread count.
     dispatch(dtype, [&](auto tag) {
@@ -51,8 +49,7 @@ void CpuBackend::bias_grad(const void* dy, float* dbias, std::int64_t rows, std:
     });
 }
 
-void CpuBackend::add(const void* a, const void* b, void* y, std::int64_t n, DType dtype) {
-    GPT_REQUIRE(n >= 0, UsageError, "add: negative size");
+void CpuBackend::do_add(const void* a, const void* b, void* y, std::int64_t n, DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         for_chunks(n, [&](std::int64_t i0, std::int64_t len) {
@@ -67,8 +64,7 @@ void CpuBackend::add(const void* a, const void* b, void* y, std::int64_t n, DTyp
     });
 }
 
-void CpuBackend::accumulate_f32(const void* x, float* y, std::int64_t n, DType dtype) {
-    GPT_REQUIRE(n >= 0, UsageError, "accumulate_f32: negative size");
+void CpuBackend::do_accumulate_f32(const void* x, float* y, std::int64_t n, DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         for_chunks(n, [&](std::int64_t i0, std::int64_t len) {
@@ -81,8 +77,7 @@ void CpuBackend::accumulate_f32(const void* x, float* y, std::int64_t n, DType d
     });
 }
 
-void CpuBackend::scale(void* x, float alpha, std::int64_t n, DType dtype) {
-    GPT_REQUIRE(n >= 0, UsageError, "scale: negative size");
+void CpuBackend::do_scale(void* x, float alpha, std::int64_t n, DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         for_chunks(n, [&](std::int64_t i0, std::int64_t len) {
@@ -96,13 +91,8 @@ void CpuBackend::scale(void* x, float alpha, std::int64_t n, DType dtype) {
     });
 }
 
-void CpuBackend::cast(const void* src, DType src_type, void* dst, DType dst_type,
-                      std::int64_t n) {
-    GPT_REQUIRE(n >= 0, UsageError, "cast: negative size");
-    if (src_type == dst_type) {
-        copy(dst, src, static_cast<std::size_t>(n) * dtype_size(src_type));
-        return;
-    }
+void CpuBackend::do_cast(const void* src, DType src_type, void* dst, DType dst_type,
+                         std::int64_t n) {
     // Through fp32: exact for 16-bit -> fp32, and one correctly rounded step otherwise
     // (fp16 <-> bf16 goes through fp32 exactly, then rounds once).
     dispatch(src_type, [&](auto stag) {

@@ -6,12 +6,10 @@
 
 namespace gpt::cpu {
 
-void CpuBackend::embedding_forward(const std::int32_t* tokens, const void* table, void* out,
-                                   std::int64_t b, std::int64_t s, std::int64_t h,
-                                   std::int64_t vocab_start, std::int64_t vocab_end,
-                                   DType dtype) {
-    GPT_REQUIRE(b >= 0 && s >= 0 && h > 0 && vocab_end >= vocab_start, UsageError,
-                "embedding_forward: bad shape");
+void CpuBackend::do_embedding_forward(const std::int32_t* tokens, const void* table, void* out,
+                                      std::int64_t b, std::int64_t s, std::int64_t h,
+                                      std::int64_t vocab_start, std::int64_t vocab_end,
+                                      DType dtype) {
     const std::size_t row_bytes = static_cast<std::size_t>(h) * dtype_size(dtype);
     const char* tab = static_cast<const char*>(table);
     char* o = static_cast<char*>(out);
@@ -27,12 +25,10 @@ void CpuBackend::embedding_forward(const std::int32_t* tokens, const void* table
     }
 }
 
-void CpuBackend::embedding_backward(const std::int32_t* tokens, const void* dout, float* dtable,
-                                    std::int64_t b, std::int64_t s, std::int64_t h,
-                                    std::int64_t vocab_start, std::int64_t vocab_end,
-                                    DType dtype) {
-    GPT_REQUIRE(b >= 0 && s >= 0 && h > 0 && vocab_end >= vocab_start, UsageError,
-                "embedding_backward: bad shape");
+void CpuBackend::do_embedding_backward(const std::int32_t* tokens, const void* dout, float* dtable,
+                                       std::int64_t b, std::int64_t s, std::int64_t h,
+                                       std::int64_t vocab_start, std::int64_t vocab_end,
+                                       DType dtype) {
     // Repeated tokens hit the same table row, so threads split the hidden dim instead of the
     // tokens: no two threads touch one element, and tokens are added in a fixed order.
     const std::int64_t block = std::min<std::int64_t>(
@@ -57,11 +53,9 @@ void CpuBackend::embedding_backward(const std::int32_t* tokens, const void* dout
     });
 }
 
-void CpuBackend::position_embedding_forward(const void* table, void* out, std::int64_t b,
-                                            std::int64_t s, std::int64_t h,
-                                            std::int64_t first_position, DType dtype) {
-    GPT_REQUIRE(b >= 0 && s >= 0 && h > 0 && first_position >= 0, UsageError,
-                "position_embedding_forward: bad shape");
+void CpuBackend::do_position_embedding_forward(const void* table, void* out, std::int64_t b,
+                                               std::int64_t s, std::int64_t h,
+                                               std::int64_t first_position, DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         for_row_chunks(s * b, h, [&](std::int64_t t, std::int64_t c0, std::int64_t len) {
@@ -77,11 +71,9 @@ void CpuBackend::position_embedding_forward(const void* table, void* out, std::i
     });
 }
 
-void CpuBackend::position_embedding_backward(const void* dout, float* dtable, std::int64_t b,
-                                             std::int64_t s, std::int64_t h,
-                                             std::int64_t first_position, DType dtype) {
-    GPT_REQUIRE(b >= 0 && s >= 0 && h > 0 && first_position >= 0, UsageError,
-                "position_embedding_backward: bad shape");
+void CpuBackend::do_position_embedding_backward(const void* dout, float* dtable, std::int64_t b,
+                                                std::int64_t s, std::int64_t h,
+                                                std::int64_t first_position, DType dtype) {
     // One sequence position per row of the table: rows are independent across threads.
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);

@@ -5,9 +5,8 @@
 
 namespace gpt::cpu {
 
-void CpuBackend::gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
-                              DType dtype) {
-    GPT_REQUIRE(n >= 0, UsageError, "gelu_forward: negative size ", n);
+void CpuBackend::do_gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
+                                 DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         for_chunks(n, [&](std::int64_t i0, std::int64_t len) {
@@ -26,9 +25,8 @@ void CpuBackend::gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_
     });
 }
 
-void CpuBackend::gelu_backward(const void* dy, const void* x, void* dx, std::int64_t n,
-                               bool tanh_approx, DType dtype) {
-    GPT_REQUIRE(n >= 0, UsageError, "gelu_backward: negative size ", n);
+void CpuBackend::do_gelu_backward(const void* dy, const void* x, void* dx, std::int64_t n,
+                                  bool tanh_approx, DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         for_chunks(n, [&](std::int64_t i0, std::int64_t len) {

@@ -7,11 +7,9 @@
 
 namespace gpt::cpu {
 
-void CpuBackend::layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
-                                   float* mean, float* rstd, std::int64_t rows,
-                                   std::int64_t cols, float eps, DType dtype) {
-    GPT_REQUIRE(rows >= 0 && cols > 0, UsageError, "layernorm_forward: bad shape ", rows, "x",
-                cols);
+void CpuBackend::do_layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
+                                      float* mean, float* rstd, std::int64_t rows,
+                                      std::int64_t cols, float eps, DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         std::vector<float> g32(cols), b32(cols);
@@ -44,12 +42,10 @@ void CpuBackend::layernorm_forward(const void* x, const void* gamma, const void*
     });
 }
 
-void CpuBackend::layernorm_backward(const void* dy, const void* x, const void* gamma,
-                                    const float* mean, const float* rstd, const void* dresidual,
-                                    void* dx, float* dgamma, float* dbeta, std::int64_t rows,
-                                    std::int64_t cols, DType dtype) {
-    GPT_REQUIRE(rows >= 0 && cols > 0, UsageError, "layernorm_backward: bad shape ", rows, "x",
-                cols);
+void CpuBackend::do_layernorm_backward(const void* dy, const void* x, const void* gamma,
+                                       const float* mean, const float* rstd, const void* dresidual,
+                                       void* dx, float* dgamma, float* dbeta, std::int64_t rows,
+                                       std::int64_t cols, DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         std::vector<float> g32(cols);

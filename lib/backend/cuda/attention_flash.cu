@@ -238,14 +238,16 @@ bool flash_uses_tensor_cores(const AttentionArgs& a, std::initializer_list<const
     return true;
 }
 
-void flash_forward(const AttentionArgs& a, const void* qkv, void* out, float* lse) {
+void flash_forward(const AttentionArgs& a, const void* qkv, void* out, float* lse,
+                   const Stream& stream) {
+    const cudaStream_t st = cuda_stream(stream);
     const FlashParams P = flash_params(a);
     if (flash_uses_tensor_cores(a, {qkv, out})) {
-        flash_forward_sm80(P, a.dtype, qkv, out, lse);
+        flash_forward_sm80(P, a.dtype, qkv, out, lse, st);
     } else {
         dispatch(a.dtype, [&](auto tag) {
             using T = decltype(tag);
-            flash_fwd_kernel<T><<<grid_of(P), kRows, 0, kStream>>>(P, static_cast<const T*>(qkv),
+            flash_fwd_kernel<T><<<grid_of(P), kRows, 0, st>>>(P, static_cast<const T*>(qkv),
                                                                   static_cast<T*>(out), lse);
         });
     }
@@ -253,22 +255,24 @@ void flash_forward(const AttentionArgs& a, const void* qkv, void* out, float* ls
 }
 
 void flash_backward(const AttentionArgs& a, const void* qkv, const void* out, const float* lse,
-                    const void* dout, void* dqkv, float* delta, float* dq_acc) {
+                    const void* dout, void* dqkv, float* delta, float* dq_acc,
+                    const Stream& stream) {
+    const cudaStream_t st = cuda_stream(stream);
     const FlashParams P = flash_params(a);
     const bool mma = flash_uses_tensor_cores(a, {qkv, out, dout, dqkv});
     GPT_REQUIRE(!mma || dq_acc != nullptr, InternalError, "flash backward on tensor cores needs its dQ scratch");
     const dim3 grid = grid_of(P);
     dispatch(a.dtype, [&](auto tag) {
         using T = decltype(tag);
-        flash_delta_kernel<T><<<grid_for(P.pairs * P.s * 32), kThreads, 0, kStream>>>(
+        flash_delta_kernel<T><<<grid_for(P.pairs * P.s * 32), kThreads, 0, st>>>(
             P, static_cast<const T*>(out), static_cast<const T*>(dout), delta);
         if (mma) return;
-        flash_dkdv_kernel<T><<<grid, kRows, 0, kStream>>>(
+        flash_dkdv_kernel<T><<<grid, kRows, 0, st>>>(
             P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse, delta, static_cast<T*>(dqkv));
-        flash_dq_kernel<T><<<grid, kRows, 0, kStream>>>(
+        flash_dq_kernel<T><<<grid, kRows, 0, st>>>(
             P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse, delta, static_cast<T*>(dqkv));
     });
-    if (mma) flash_backward_sm80(P, a.dtype, qkv, dout, lse, delta, dqkv, dq_acc);
+    if (mma) flash_backward_sm80(P, a.dtype, qkv, dout, lse, delta, dqkv, dq_acc, st);
     GPT_CUDA_LAUNCH_CHECK("attention_backward (flash)");
 }
 

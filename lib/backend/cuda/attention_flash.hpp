@@ -19,10 +19,12 @@ void set_flash_kernel(FlashKernel k);
 bool flash_uses_tensor_cores(const AttentionArgs& a, std::initializer_list<const void*> tensors);
 
 // lse [b, np, s] fp32.
-void flash_forward(const AttentionArgs& a, const void* qkv, void* out, float* lse);
+void flash_forward(const AttentionArgs& a, const void* qkv, void* out, float* lse,
+                   const Stream& stream);
 // delta: fp32 scratch of b*np*s elements; dq_acc: fp32 scratch of s*b*np*hn elements when
 // flash_uses_tensor_cores(a, {qkv, out, dout, dqkv}), else unused. dqkv is overwritten.
 void flash_backward(const AttentionArgs& a, const void* qkv, const void* out, const float* lse,
-                    const void* dout, void* dqkv, float* delta, float* dq_acc);
+                    const void* dout, void* dqkv, float* delta, float* dq_acc,
+                    const Stream& stream);
 
 }  // namespace gpt::cuda

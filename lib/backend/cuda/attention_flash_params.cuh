@@ -36,8 +36,9 @@ __device__ __forceinline__ float dropout_mult(const FlashParams& P, std::int64_t
 // Tensor-core kernels (sm_80+ mma.sync): head dims with a kernel, and the launches. D is
 // rowsum(dO * O) per query row; dq_acc an fp32 scratch of s*pairs*hn elements.
 bool flash_sm80_head_dim(std::int64_t hn);
-void flash_forward_sm80(const FlashParams& P, DType t, const void* qkv, void* out, float* lse);
+void flash_forward_sm80(const FlashParams& P, DType t, const void* qkv, void* out, float* lse,
+                        cudaStream_t stream);
 void flash_backward_sm80(const FlashParams& P, DType t, const void* qkv, const void* dout, const float* lse,
-                         const float* D, void* dqkv, float* dq_acc);
+                         const float* D, void* dqkv, float* dq_acc, cudaStream_t stream);
 
 }  // namespace gpt::cuda

@@ -471,7 +471,8 @@ bool flash_sm80_head_dim(std::int64_t hn) {
     return with_head_dim(hn, [](auto) {});
 }
 
-void flash_forward_sm80(const FlashParams& P, DType dt, const void* qkv, void* out, float* lse) {
+void flash_forward_sm80(const FlashParams& P, DType dt, const void* qkv, void* out, float* lse,
+                        cudaStream_t stream) {
     with_variant(P, dt, [&](auto tag, auto hn, auto drop) {
         using T = decltype(tag);
         const auto kernel = &flash_fwd_sm80<decltype(hn)::value, decltype(drop)::value, T>;
@@ -479,13 +480,13 @@ void flash_forward_sm80(const FlashParams& P, DType dt, const void* qkv, void* o
         static const bool once = (allow_smem(kernel, bytes, "attention_forward (flash)"), true);
         (void)once;
         const dim3 grid(blocks_of(P.s, kFwdRows), static_cast<unsigned>(P.pairs));
-        kernel<<<grid, kBlockThreads, bytes, kStream>>>(P, static_cast<const T*>(qkv), static_cast<T*>(out), lse);
+        kernel<<<grid, kBlockThreads, bytes, stream>>>(P, static_cast<const T*>(qkv), static_cast<T*>(out), lse);
     });
 }
 
 void flash_backward_sm80(const FlashParams& P, DType dt, const void* qkv, const void* dout, const float* lse,
-                         const float* D, void* dqkv, float* dq_acc) {
-    GPT_CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, static_cast<std::size_t>(P.s * P.pairs * P.hn) * sizeof(float), kStream),
+                         const float* D, void* dqkv, float* dq_acc, cudaStream_t stream) {
+    GPT_CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, static_cast<std::size_t>(P.s * P.pairs * P.hn) * sizeof(float), stream),
                    "attention_backward (flash)");
     with_variant(P, dt, [&](auto tag, auto hn, auto drop) {
         using T = decltype(tag);
@@ -494,10 +495,10 @@ void flash_backward_sm80(const FlashParams& P, DType dt, const void* qkv, const 
         static const bool once = (allow_smem(kernel, bytes, "attention_backward (flash)"), true);
         (void)once;
         const dim3 grid(blocks_of(P.s, kBwdKeys), static_cast<unsigned>(P.pairs));
-        kernel<<<grid, kBlockThreads, bytes, kStream>>>(P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse,
+        kernel<<<grid, kBlockThreads, bytes, stream>>>(P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse,
                                                         D, static_cast<T*>(dqkv), dq_acc);
         constexpr int HN = decltype(hn)::value;
-        flash_dq_store<HN, T><<<grid_for(P.s * P.pairs * HN / 8), kThreads, 0, kStream>>>(P, dq_acc, static_cast<T*>(dqkv));
+        flash_dq_store<HN, T><<<grid_for(P.s * P.pairs * HN / 8), kThreads, 0, stream>>>(P, dq_acc, static_cast<T*>(dqkv));
     });
 }
 

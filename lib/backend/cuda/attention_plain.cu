@@ -25,17 +25,6 @@ struct Shape {
           scale(a.softmax_scale != 0.0f ? a.softmax_scale : 1.0f / std::sqrt(static_cast<float>(a.hn))) {}
 };
 
-void validate(const AttentionArgs& a) {
-    GPT_REQUIRE(a.s > 0 && a.b > 0 && a.np > 0 && a.hn > 0, UsageError,
-                "attention: bad shape s=", a.s, " b=", a.b, " np=", a.np, " hn=", a.hn);
-    GPT_REQUIRE(a.dropout >= 0.0f && a.dropout < 1.0f, UsageError,
-                "attention: dropout probability ", a.dropout, " must be in [0, 1)");
-    GPT_REQUIRE(!a.flash || a.hn <= kMaxFlashHeadDim, DeviceError,
-                "not implemented on CUDA: flash attention with head dim ", a.hn, " (at most ",
-                kMaxFlashHeadDim, "). HINT: run without --use-flash-attn; the plain CUDA "
-                "attention computes the same result with O(s^2) memory");
-}
-
 // Calls f(j, mult) for every causal column j <= i of row i, mult the dropout multiplier of
 // element (row_base + j); threads of the block split the row by Philox block (4 elements),
 // so each 10-round Philox is evaluated once.
@@ -130,18 +119,17 @@ inline unsigned rows_grid(std::int64_t rows) {
 
 }  // namespace
 
-std::size_t CudaBackend::attention_saved_bytes(const AttentionArgs& a) const {
-    validate(a);
-    // fp32 whatever the activation dtype, as the CPU backend: row log-sum-exp (flash) or
-    // the probabilities (plain).
-    const std::size_t rows = static_cast<std::size_t>(a.b * a.np * a.s);
-    return sizeof(float) * (a.flash ? rows : rows * static_cast<std::size_t>(a.s));
+// A valid configuration can reach this limit (--kv-channels), so it names the option.
+void CudaBackend::check_attention_limits(const AttentionArgs& a) const {
+    GPT_REQUIRE(!a.flash || a.hn <= kMaxFlashHeadDim, DeviceError,
+                "not implemented on CUDA: flash attention with head dim ", a.hn, " (at most ",
+                kMaxFlashHeadDim, "). HINT: run without --use-flash-attn; the plain CUDA "
+                "attention computes the same result with O(s^2) memory");
 }
 
-void CudaBackend::attention_forward(const AttentionArgs& a, const void* qkv, void* out, void* saved) {
-    validate(a);
+void CudaBackend::do_attention_forward(const AttentionArgs& a, const void* qkv, void* out, void* saved) {
     if (a.flash) {
-        flash_forward(a, qkv, out, static_cast<float*>(saved));
+        flash_forward(a, qkv, out, static_cast<float*>(saved), stream());
         return;
     }
     const Shape sh(a);
@@ -165,7 +153,7 @@ void CudaBackend::attention_forward(const AttentionArgs& a, const void* qkv, voi
     const bool drop = a.dropout > 0.0f;
     dispatch(a.dtype, [&](auto tag) {
         using T = decltype(tag);
-        softmax_fwd_kernel<T><<<rows_grid(rows), 128, 0, kStream>>>(
+        softmax_fwd_kernel<T><<<rows_grid(rows), 128, 0, cuda_stream(stream())>>>(
             probs, pd.as<T>(), sh.s, rows, drop, dropout_threshold(a.dropout),
             drop ? 1.0f / (1.0f - a.dropout) : 1.0f, a.seed, a.offset);
     });
@@ -182,15 +170,14 @@ void CudaBackend::attention_forward(const AttentionArgs& a, const void* qkv, voi
     gemm(o);
 }
 
-void CudaBackend::attention_backward(const AttentionArgs& a, const void* qkv, const void* out,
-                                     const void* saved, const void* dout, void* dqkv) {
-    validate(a);
+void CudaBackend::do_attention_backward(const AttentionArgs& a, const void* qkv, const void* out,
+                                        const void* saved, const void* dout, void* dqkv) {
     if (a.flash) {
         Scratch delta(*this, static_cast<std::size_t>(a.b * a.np * a.s) * sizeof(float));
         const bool tc = flash_uses_tensor_cores(a, {qkv, out, dout, dqkv});
         Scratch dq(*this, tc ? static_cast<std::size_t>(a.s * a.b * a.np * a.hn) * sizeof(float) : 0);
         flash_backward(a, qkv, out, static_cast<const float*>(saved), dout, dqkv, delta.as<float>(),
-                       tc ? dq.as<float>() : nullptr);
+                       tc ? dq.as<float>() : nullptr, stream());
         return;
     }
     const Shape sh(a);
@@ -223,7 +210,7 @@ void CudaBackend::attention_backward(const AttentionArgs& a, const void* qkv, co
     Scratch pd(*this, ss * esz);
     dispatch(a.dtype, [&](auto tag) {
         using T = decltype(tag);
-        softmax_bwd_kernel<T><<<rows_grid(rows), 128, 0, kStream>>>(
+        softmax_bwd_kernel<T><<<rows_grid(rows), 128, 0, cuda_stream(stream())>>>(
             static_cast<const float*>(saved), dp.as<float>(), static_cast<T*>(ds), pd.as<T>(), sh.s,
             rows, drop, dropout_threshold(a.dropout), drop ? 1.0f / (1.0f - a.dropout) : 1.0f,
             a.seed, a.offset);

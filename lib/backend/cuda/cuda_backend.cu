@@ -34,7 +34,12 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     // One backend per rank and per thread: the device chosen here stays current for every
     // later call of this process's thread.
     GPT_CUDA_CHECK(cudaSetDevice(device_), "CudaBackend");
-    gemm_ = std::make_unique<GemmEngine>();
+    // A blocking stream: work on the legacy default stream (synchronous cudaMemcpy, the
+    // staged communicator's copies) still waits for it and it for that work, as before.
+    cudaStream_t s = nullptr;
+    GPT_CUDA_CHECK(cudaStreamCreate(&s), "CudaBackend");
+    stream_ = s;
+    gemm_ = std::make_unique<GemmEngine>(s);
     GPT_CUDA_CHECK(cudaMalloc(&reduce_partials_, kReduceBlocks * (sizeof(double) + sizeof(int))),
                    "CudaBackend");
 }
@@ -44,6 +49,7 @@ CudaBackend::~CudaBackend() {
     cudaDeviceSynchronize();
     gemm_.reset();
     cudaFree(reduce_partials_);
+    cudaStreamDestroy(cuda_stream(stream()));
     for (auto& [p, blk] : live_) cudaFree(p);
     for (auto& [size, p] : cache_) cudaFree(p);
 }
@@ -101,23 +107,25 @@ void CudaBackend::copy_to_device(void* dst, const void* host_src, std::size_t by
     if (bytes) GPT_CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice), "copy_to_device");
 }
 void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
-    // Synchronous on the legacy stream: the host sees the result of every op issued before.
-    // The work queued before it is waited for first by polling, which the hang watchdog
-    // bounds (a blocking cudaMemcpy behind a stuck NCCL kernel could not be ended).
+    // Synchronous on the legacy stream, which waits for the (blocking) compute stream: the
+    // host sees the result of every op issued before. That work is waited for first by
+    // polling, which the hang watchdog bounds (a blocking cudaMemcpy behind a stuck NCCL
+    // kernel could not be ended).
     if (!bytes) return;
-    wait_for_cuda_stream(nullptr, "device work before a copy to the host");
+    wait_for_cuda_stream(stream_, "device work before a copy to the host");
     GPT_CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "copy_to_host");
 }
 void CudaBackend::copy(void* dst, const void* src, std::size_t bytes) {
     if (bytes && dst != src)
-        GPT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, kStream), "copy");
+        GPT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda_stream(stream())), "copy");
 }
 void CudaBackend::zero(void* p, std::size_t bytes) {
-    if (bytes) GPT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, kStream), "zero");
+    if (bytes) GPT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, cuda_stream(stream())), "zero");
 }
 void CudaBackend::synchronize() {
-    // The backend computes on the legacy stream, which waits for every blocking stream:
-    // polling its completion is a device synchronisation the hang watchdog can bound.
+    // Polling the compute stream's and then the legacy stream's completion (which waits for
+    // every blocking stream) bounds the wait by the hang watchdog before the device sync.
+    wait_for_cuda_stream(stream_, "device synchronize");
     wait_for_cuda_stream(nullptr, "device synchronize");
     GPT_CUDA_CHECK(cudaDeviceSynchronize(), "synchronize");
 }
@@ -131,7 +139,7 @@ std::size_t CudaBackend::peak_bytes() const {
     return peak_;
 }
 
-void CudaBackend::gemm(const GemmArgs& g) { gemm_->run(*this, g); }
+void CudaBackend::do_gemm(const GemmArgs& g) { gemm_->run(*this, g); }
 
 std::unique_ptr<Backend> make_cuda_backend(int local_rank) {
     const int n = visible_gpu_count();

@@ -14,7 +14,7 @@
 
 namespace gpt::cuda {
 
-class GemmEngine;  // gemm_cublaslt.cu
+class GemmEngine;  // gemm.cu
 
 class CudaBackend final : public Backend {
 public:
@@ -34,100 +34,12 @@ public:
     void synchronize() override;
     std::size_t bytes_in_use() const override;
     std::size_t peak_bytes() const override;
-
-    void gemm(const GemmArgs& g) override;
-
-    void layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
-                           float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
-                           float eps, DType dtype) override;
-    void layernorm_backward(const void* dy, const void* x, const void* gamma, const float* mean,
-                            const float* rstd, const void* dresidual, void* dx, float* dgamma,
-                            float* dbeta, std::int64_t rows, std::int64_t cols,
-                            DType dtype) override;
-
-    void gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
-                      DType dtype) override;
-    void gelu_backward(const void* dy, const void* x, void* dx, std::int64_t n,
-                       bool tanh_approx, DType dtype) override;
-
-    void bias_add(void* x, const void* bias, std::int64_t rows, std::int64_t cols,
-                  DType dtype) override;
-    void bias_grad(const void* dy, float* dbias, std::int64_t rows, std::int64_t cols,
-                   DType dtype) override;
-
-    void bias_dropout_add(const void* x, const void* bias, const void* residual, void* out,
-                          std::int64_t rows, std::int64_t cols, float p, std::uint64_t seed,
-                          std::uint64_t offset, DType dtype) override;
-    void bias_dropout_add_backward(const void* dout, void* dx, float* dbias, std::int64_t rows,
-                                   std::int64_t cols, float p, std::uint64_t seed,
-                                   std::uint64_t offset, DType dtype) override;
-    void dropout_forward(const void* x, void* y, std::int64_t n, float p, std::uint64_t seed,
-                         std::uint64_t offset, DType dtype) override;
-
-    void add(const void* a, const void* b, void* y, std::int64_t n, DType dtype) override;
-    void accumulate_f32(const void* x, float* y, std::int64_t n, DType dtype) override;
-    void scale(void* x, float alpha, std::int64_t n, DType dtype) override;
-    void cast(const void* src, DType src_type, void* dst, DType dst_type,
-              std::int64_t n) override;
-
+    Stream stream() const override { return Stream(stream_); }
     // RMSNorm, SwiGLU (decoder_ops.cu), grouped QKV with rope (qkv_expand.cu).
     bool has_decoder_ops() const override { return true; }
-    void rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd, std::int64_t rows,
-                         std::int64_t cols, float eps, DType dtype) override;
-    void rmsnorm_backward(const void* dy, const void* x, const void* gamma, const float* rstd,
-                          const void* dresidual, void* dx, float* dgamma, std::int64_t rows,
-                          std::int64_t cols, DType dtype) override;
-    void swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
-                        DType dtype) override;
-    void swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
-                         std::int64_t cols, DType dtype) override;
-    void qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped, void* qkv) override;
-    void qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv, void* dqkv_grouped) override;
-
-    std::size_t attention_saved_bytes(const AttentionArgs& a) const override;
-    void attention_forward(const AttentionArgs& a, const void* qkv, void* out,
-                           void* saved) override;
-    void attention_backward(const AttentionArgs& a, const void* qkv, const void* out,
-                            const void* saved, const void* dout, void* dqkv) override;
-
-    void embedding_forward(const std::int32_t* tokens, const void* table, void* out,
-                           std::int64_t b, std::int64_t s, std::int64_t h,
-                           std::int64_t vocab_start, std::int64_t vocab_end,
-                           DType dtype) override;
-    void embedding_backward(const std::int32_t* tokens, const void* dout, float* dtable,
-                            std::int64_t b, std::int64_t s, std::int64_t h,
-                            std::int64_t vocab_start, std::int64_t vocab_end,
-                            DType dtype) override;
-    void position_embedding_forward(const void* table, void* out, std::int64_t b,
-                                    std::int64_t s, std::int64_t h, std::int64_t first_position,
-                                    DType dtype) override;
-    void position_embedding_backward(const void* dout, float* dtable, std::int64_t b,
-                                     std::int64_t s, std::int64_t h,
-                                     std::int64_t first_position, DType dtype) override;
-
-    void cross_entropy_max(const void* logits, float* row_max, std::int64_t rows,
-                           std::int64_t v, DType dtype) override;
-    void cross_entropy_sums(const void* logits, const std::int32_t* targets,
-                            const float* row_max, float* sum_exp, float* target_logit,
-                            std::int64_t rows, std::int64_t v, std::int64_t vocab_start,
-                            DType dtype) override;
-    void cross_entropy_stats(const void* logits, const std::int32_t* targets, float* local_max,
-                             float* sum_exp, float* target_logit, std::int64_t rows,
-                             std::int64_t v, std::int64_t vocab_start, DType dtype) override;
-    void cross_entropy_loss(const float* row_max, const float* sum_exp,
-                            const float* target_logit, float* loss,
-                            std::int64_t rows) override;
-    void cross_entropy_backward(const void* logits, const std::int32_t* targets,
-                                const float* row_max, const float* sum_exp, const float* dloss,
-                                void* dlogits, std::int64_t rows, std::int64_t v,
-                                std::int64_t vocab_start, DType dtype) override;
-
-    void adam_step(const AdamArgs& a) override;
-    GradStats grad_stats(const float* g, std::int64_t n) override;
-    double sum(const float* x, std::int64_t n) override;
 
     // Device scratch from the caching allocator, released when the guard dies. Kernels are
-    // stream-ordered on one stream, so a block freed after its last launch can be handed
+    // stream-ordered on one stream (stream()), so a block freed after its last launch can be handed
     // out again at once.
     class Scratch {
     public:
@@ -144,6 +56,94 @@ public:
         void* p_;
     };
 
+protected:
+    // The ops, called by Backend's public ops with checked arguments (backend.hpp).
+    void do_gemm(const GemmArgs& g) override;
+    void do_layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
+                              float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
+                              float eps, DType dtype) override;
+    void do_layernorm_backward(const void* dy, const void* x, const void* gamma, const float* mean,
+                               const float* rstd, const void* dresidual, void* dx, float* dgamma,
+                               float* dbeta, std::int64_t rows, std::int64_t cols,
+                               DType dtype) override;
+
+    void do_gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
+                         DType dtype) override;
+    void do_gelu_backward(const void* dy, const void* x, void* dx, std::int64_t n,
+                          bool tanh_approx, DType dtype) override;
+
+    void do_bias_add(void* x, const void* bias, std::int64_t rows, std::int64_t cols,
+                     DType dtype) override;
+    void do_bias_grad(const void* dy, float* dbias, std::int64_t rows, std::int64_t cols,
+                      DType dtype) override;
+
+    void do_bias_dropout_add(const void* x, const void* bias, const void* residual, void* out,
+                             std::int64_t rows, std::int64_t cols, float p, std::uint64_t seed,
+                             std::uint64_t offset, DType dtype) override;
+    void do_dropout_forward(const void* x, void* y, std::int64_t n, float p, std::uint64_t seed,
+                            std::uint64_t offset, DType dtype) override;
+
+    void do_add(const void* a, const void* b, void* y, std::int64_t n, DType dtype) override;
+    void do_accumulate_f32(const void* x, float* y, std::int64_t n, DType dtype) override;
+    void do_scale(void* x, float alpha, std::int64_t n, DType dtype) override;
+    void do_cast(const void* src, DType src_type, void* dst, DType dst_type,
+                 std::int64_t n) override;
+
+    void check_attention_limits(const AttentionArgs& a) const override;
+    void do_attention_forward(const AttentionArgs& a, const void* qkv, void* out,
+                              void* saved) override;
+    void do_attention_backward(const AttentionArgs& a, const void* qkv, const void* out,
+                               const void* saved, const void* dout, void* dqkv) override;
+
+    void do_embedding_forward(const std::int32_t* tokens, const void* table, void* out,
+                              std::int64_t b, std::int64_t s, std::int64_t h,
+                              std::int64_t vocab_start, std::int64_t vocab_end,
+                              DType dtype) override;
+    void do_embedding_backward(const std::int32_t* tokens, const void* dout, float* dtable,
+                               std::int64_t b, std::int64_t s, std::int64_t h,
+                               std::int64_t vocab_start, std::int64_t vocab_end,
+                               DType dtype) override;
+    void do_position_embedding_forward(const void* table, void* out, std::int64_t b,
+                                       std::int64_t s, std::int64_t h, std::int64_t first_position,
+                                       DType dtype) override;
+    void do_position_embedding_backward(const void* dout, float* dtable, std::int64_t b,
+                                        std::int64_t s, std::int64_t h,
+                                        std::int64_t first_position, DType dtype) override;
+
+    void do_cross_entropy_max(const void* logits, float* row_max, std::int64_t rows,
+                              std::int64_t v, DType dtype) override;
+    void do_cross_entropy_sums(const void* logits, const std::int32_t* targets,
+                               const float* row_max, float* sum_exp, float* target_logit,
+                               std::int64_t rows, std::int64_t v, std::int64_t vocab_start,
+                               DType dtype) override;
+    void do_cross_entropy_stats(const void* logits, const std::int32_t* targets, float* local_max,
+                                float* sum_exp, float* target_logit, std::int64_t rows,
+                                std::int64_t v, std::int64_t vocab_start, DType dtype) override;
+    void do_cross_entropy_loss(const float* row_max, const float* sum_exp,
+                               const float* target_logit, float* loss,
+                               std::int64_t rows) override;
+    void do_cross_entropy_backward(const void* logits, const std::int32_t* targets,
+                                   const float* row_max, const float* sum_exp, const float* dloss,
+                                   void* dlogits, std::int64_t rows, std::int64_t v,
+                                   std::int64_t vocab_start, DType dtype) override;
+
+    void do_adam_step(const AdamArgs& a) override;
+    GradStats do_grad_stats(const float* g, std::int64_t n) override;
+    double do_sum(const float* x, std::int64_t n) override;
+    void do_rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
+                            std::int64_t rows, std::int64_t cols, float eps, DType dtype) override;
+    void do_rmsnorm_backward(const void* dy, const void* x, const void* gamma, const float* rstd,
+                             const void* dresidual, void* dx, float* dgamma, std::int64_t rows,
+                             std::int64_t cols, DType dtype) override;
+    void do_swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
+                           DType dtype) override;
+    void do_swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
+                            std::int64_t cols, DType dtype) override;
+    void do_qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped,
+                               void* qkv) override;
+    void do_qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv,
+                                void* dqkv_grouped) override;
+
 private:
     // Column sums of a rows x cols matrix (fp32 partials per row chunk, then an in-order
     // sum), so bias and layernorm parameter gradients are deterministic.
@@ -155,6 +155,9 @@ private:
     void* reduce_partials_ = nullptr;
 
     int device_;
+    // The compute stream (a cudaStream_t), created here: every kernel, copy and cuBLASLt
+    // call of this backend is queued on it, and the NCCL communicators order against it.
+    void* stream_ = nullptr;
     std::unique_ptr<GemmEngine> gemm_;
 
     // Caching allocator: freed blocks wait in cache_ (keyed by rounded size) for the next

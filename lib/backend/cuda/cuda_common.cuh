@@ -12,6 +12,7 @@
 
 #include "core/dtype.hpp"
 #include "core/errors.hpp"
+#include "core/stream.hpp"
 
 // GPT_CUDA_CHECK(cudaMemcpy(...), "copy_to_host")
 #define GPT_CUDA_CHECK(expr, op)                                                              \
@@ -28,9 +29,8 @@
 
 namespace gpt::cuda {
 
-// Every op runs on the legacy default stream: it orders all backend work with no stream
-// plumbing; the NCCL communicator (dist/comm_nccl.cpp) orders its streams with events.
-constexpr cudaStream_t kStream = 0;
+// The CUDA handle of a backend's stream (CudaBackend::stream(); core/stream.hpp).
+inline cudaStream_t cuda_stream(const Stream& s) { return static_cast<cudaStream_t>(s.native()); }
 
 constexpr int kThreads = 256;
 // Blocks of the two-stage reductions (grad_stats, sum): partials are summed on the host in
@@ -42,6 +42,20 @@ inline unsigned grid_for(std::int64_t n, int threads = kThreads) {
     std::int64_t b = (n + threads - 1) / threads;
     return static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(b, 8192)));
 }
+
+// Grid-stride loop over [0, n): any n fits the grid grid_for gives.
+#define GPT_GRID_STRIDE(i, n)                                                                \
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; \
+         i < (n); i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+
+// Rows go to blocks in a grid-stride loop, so any row count fits the grid limits.
+#define GPT_ROW_LOOP(r, rows) \
+    for (std::int64_t r = blockIdx.x; r < (rows); r += gridDim.x)
+
+inline unsigned row_grid(std::int64_t rows) {
+    return static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(rows, 65535)));
+}
+
 
 // Rows per chunk of the two-stage column reductions (bias and layernorm parameter
 // gradients: fp32 partials per chunk, then added in chunk order): at least 16 rows and at

@@ -202,16 +202,15 @@ dim3 swiglu_grid(std::int64_t rows, std::int64_t units) {
 
 }  // namespace
 
-void CudaBackend::rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
+void CudaBackend::do_rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
                                   std::int64_t rows, std::int64_t cols, float eps, DType dtype) {
-    check_decoder_rows(rows, cols, "rmsnorm_forward");
     if (rows == 0) return;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         with_row_access<T>(cols, {x, gamma, y}, [&](auto vec) {
             constexpr bool V = decltype(vec)::value;
             const int threads = row_threads(V ? cols / kVec<T> : cols, 1);
-            rms_fwd_kernel<T, V><<<rows_grid(rows), threads, 0, kStream>>>(
+            rms_fwd_kernel<T, V><<<rows_grid(rows), threads, 0, cuda_stream(stream())>>>(
                 static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<T*>(y), rstd,
                 rows, cols, eps);
         });
@@ -219,11 +218,10 @@ void CudaBackend::rmsnorm_forward(const void* x, const void* gamma, void* y, flo
     GPT_CUDA_LAUNCH_CHECK("rmsnorm_forward");
 }
 
-void CudaBackend::rmsnorm_backward(const void* dy, const void* x, const void* gamma,
+void CudaBackend::do_rmsnorm_backward(const void* dy, const void* x, const void* gamma,
                                    const float* rstd, const void* dresidual, void* dx,
                                    float* dgamma, std::int64_t rows, std::int64_t cols,
                                    DType dtype) {
-    check_decoder_rows(rows, cols, "rmsnorm_backward");
     if (rows == 0) return;
     const std::int64_t rpc = rows_per_chunk(rows);
     const std::int64_t chunks = (rows + rpc - 1) / rpc;
@@ -237,10 +235,10 @@ void CudaBackend::rmsnorm_backward(const void* dy, const void* x, const void* ga
             const int pthreads = row_threads(units, 1);
             const dim3 pgrid(static_cast<unsigned>((units + pthreads - 1) / pthreads),
                              static_cast<unsigned>(chunks));
-            rms_param_partials_kernel<T, V><<<pgrid, pthreads, 0, kStream>>>(
+            rms_param_partials_kernel<T, V><<<pgrid, pthreads, 0, cuda_stream(stream())>>>(
                 static_cast<const T*>(dy), static_cast<const T*>(x), rstd, partial.as<float>(),
                 rows, cols, rpc);
-            rms_dx_kernel<T, V><<<rows_grid(rows), row_threads(units, 1), 0, kStream>>>(
+            rms_dx_kernel<T, V><<<rows_grid(rows), row_threads(units, 1), 0, cuda_stream(stream())>>>(
                 static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma),
                 rstd, static_cast<const T*>(dresidual), static_cast<T*>(dx), rows, cols);
         });
@@ -249,30 +247,28 @@ void CudaBackend::rmsnorm_backward(const void* dy, const void* x, const void* ga
     add_chunk_sums(partial.as<float>(), dgamma, chunks, cols);
 }
 
-void CudaBackend::swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
+void CudaBackend::do_swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
                                  DType dtype) {
-    check_decoder_rows(rows, cols, "swiglu_forward");
     if (rows == 0) return;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         with_row_access<T>(cols, {x, y}, [&](auto vec) {
             constexpr bool V = decltype(vec)::value;
-            swiglu_fwd_kernel<T, V><<<swiglu_grid(rows, V ? cols / kVec<T> : cols), kThreads, 0, kStream>>>(
+            swiglu_fwd_kernel<T, V><<<swiglu_grid(rows, V ? cols / kVec<T> : cols), kThreads, 0, cuda_stream(stream())>>>(
                 static_cast<const T*>(x), static_cast<T*>(y), rows, cols);
         });
     });
     GPT_CUDA_LAUNCH_CHECK("swiglu_forward");
 }
 
-void CudaBackend::swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
+void CudaBackend::do_swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
                                   std::int64_t cols, DType dtype) {
-    check_decoder_rows(rows, cols, "swiglu_backward");
     if (rows == 0) return;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         with_row_access<T>(cols, {dy, x, dx}, [&](auto vec) {
             constexpr bool V = decltype(vec)::value;
-            swiglu_bwd_kernel<T, V><<<swiglu_grid(rows, V ? cols / kVec<T> : cols), kThreads, 0, kStream>>>(
+            swiglu_bwd_kernel<T, V><<<swiglu_grid(rows, V ? cols / kVec<T> : cols), kThreads, 0, cuda_stream(stream())>>>(
                 static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<T*>(dx), rows, cols);
         });
     });

@@ -17,7 +17,7 @@ class CudaBackend;
 
 class GemmEngine {
 public:
-    GemmEngine();
+    explicit GemmEngine(cudaStream_t stream);  // the backend's compute stream
     ~GemmEngine();
     GemmEngine(const GemmEngine&) = delete;
     GemmEngine& operator=(const GemmEngine&) = delete;
@@ -38,6 +38,7 @@ private:
     // epilogue returns false and the caller computes the pieces separately.
     bool matmul(const GemmArgs& g, void* d, const Fused& f);
 
+    cudaStream_t stream_;
     cublasLtHandle_t handle_ = nullptr;
     void* workspace_ = nullptr;
     std::unordered_map<std::string, cublasLtMatmulAlgo_t> algos_;

@@ -143,25 +143,23 @@ unsigned token_grid(std::int64_t rows) {
 
 }  // namespace
 
-void CudaBackend::qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped, void* qkv) {
-    check_qkv_expand(a, "qkv_expand_forward");
+void CudaBackend::do_qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped, void* qkv) {
     const ExpandShape sh = expand_shape(a);
     const RopeParams rp = rope_params(a);
     dispatch(a.dtype, [&](auto tag) {
         using T = decltype(tag);
-        qkv_expand_fwd_kernel<T><<<token_grid(sh.rows), kThreads, 0, kStream>>>(
+        qkv_expand_fwd_kernel<T><<<token_grid(sh.rows), kThreads, 0, cuda_stream(stream())>>>(
             static_cast<const T*>(qkv_grouped), static_cast<T*>(qkv), sh, rp);
     });
     GPT_CUDA_LAUNCH_CHECK("qkv_expand_forward");
 }
 
-void CudaBackend::qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv, void* dqkv_grouped) {
-    check_qkv_expand(a, "qkv_expand_backward");
+void CudaBackend::do_qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv, void* dqkv_grouped) {
     const ExpandShape sh = expand_shape(a);
     const RopeParams rp = rope_params(a);
     dispatch(a.dtype, [&](auto tag) {
         using T = decltype(tag);
-        qkv_expand_bwd_kernel<T><<<token_grid(sh.rows), kThreads, 0, kStream>>>(
+        qkv_expand_bwd_kernel<T><<<token_grid(sh.rows), kThreads, 0, cuda_stream(stream())>>>(
             static_cast<const T*>(dqkv), static_cast<T*>(dqkv_grouped), sh, rp);
     });
     GPT_CUDA_LAUNCH_CHECK("qkv_expand_backward");

@@ -1,5 +1,5 @@
 // Emulated cuBLASLt (tests/cuda_emu): the subset of the real API our CUDA backend calls,
-// computed on the CPU over the emulator's device arena, so lib/backend/cuda/gemm_cublaslt.cu
+// computed on the CPU over the emulator's device arena, so lib/backend/cuda/gemm.cu
 // runs unchanged and can be checked against the CPU backend.
 //
 // What it emulates: D = epilogue(alpha * op(A) op(B) + beta * C [+ bias]) on column-major

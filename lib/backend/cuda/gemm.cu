@@ -8,7 +8,6 @@
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/gemm_engine.hpp"
-#include "backend/gemm_args.hpp"
 
 namespace gpt::cuda {
 
@@ -68,8 +67,8 @@ void set_batch(cublasLtMatrixLayout_t l, std::int64_t batch, std::int64_t stride
                                                       &stride, sizeof(stride)), "gemm");
 }
 
+// The device limits of cuBLASLt (arguments are checked by Backend::gemm).
 void validate(const GemmArgs& g) {
-    validate_gemm_args(g);
     GPT_REQUIRE(g.batch <= INT32_MAX, UsageError, "gemm: batch ", g.batch, " too large");
 }
 
@@ -123,25 +122,25 @@ __global__ void fallback_gemm_kernel(GemmArgs g, const TC* bias) {
 }
 
 template <typename T, typename TC>
-void launch_fallback(const GemmArgs& g, void* d, const void* bias) {
+void launch_fallback(const GemmArgs& g, void* d, const void* bias, cudaStream_t stream) {
     GemmArgs x = g;
     x.c = d;
     const dim3 grid(static_cast<unsigned>((g.n + kFb - 1) / kFb), static_cast<unsigned>((g.m + kFb - 1) / kFb),
                     static_cast<unsigned>(g.batch));
-    fallback_gemm_kernel<T, TC><<<grid, dim3(kFb, kFb), 0, kStream>>>(x, static_cast<const TC*>(bias));
+    fallback_gemm_kernel<T, TC><<<grid, dim3(kFb, kFb), 0, stream>>>(x, static_cast<const TC*>(bias));
     GPT_CUDA_LAUNCH_CHECK("gemm (fallback kernel)");
 }
 
-void fallback_gemm(const GemmArgs& g, void* d, const void* bias) {
+void fallback_gemm(const GemmArgs& g, void* d, const void* bias, cudaStream_t stream) {
     GPT_REQUIRE(g.m <= 65535L * kFb && g.batch <= 65535, DeviceError,
                 "gemm: no cuBLASLt algorithm and the shape exceeds the fallback kernel's grid (m=",
                 g.m, " batch=", g.batch, ")");
     dispatch(g.dtype, [&](auto tag) {
         using T = decltype(tag);
         if (g.c_dtype == DType::F32)
-            launch_fallback<T, float>(g, d, bias);
+            launch_fallback<T, float>(g, d, bias, stream);
         else if (g.c_dtype == g.dtype)
-            launch_fallback<T, T>(g, d, bias);
+            launch_fallback<T, T>(g, d, bias, stream);
         else
             GPT_THROW(UsageError, "gemm: output type ", dtype_name(g.c_dtype), " with operands ",
                       dtype_name(g.dtype), " (expected the same type or fp32)");
@@ -150,7 +149,7 @@ void fallback_gemm(const GemmArgs& g, void* d, const void* bias) {
 
 }  // namespace
 
-GemmEngine::GemmEngine() {
+GemmEngine::GemmEngine(cudaStream_t stream) : stream_(stream) {
     GPT_CUBLAS_CHECK(cublasLtCreate(&handle_), "GemmEngine");
     GPT_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes), "GemmEngine workspace");
 }
@@ -219,7 +218,7 @@ bool GemmEngine::matmul(const GemmArgs& g, void* d, const Fused& f) {
         static_cast<int>(epi), ',', reinterpret_cast<std::uintptr_t>(aux) % 256);
     if (no_algo_.count(key)) {
         if (fused) return false;
-        fallback_gemm(g, d, bias);
+        fallback_gemm(g, d, bias, stream_);
         return true;
     }
     auto it = algos_.find(key);
@@ -240,14 +239,14 @@ bool GemmEngine::matmul(const GemmArgs& g, void* d, const Fused& f) {
         if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
             no_algo_.insert(key);
             if (fused) return false;
-            fallback_gemm(g, d, bias);
+            fallback_gemm(g, d, bias, stream_);
             return true;
         }
         it = algos_.emplace(key, result.algo).first;
     }
     GPT_CUBLAS_CHECK(cublasLtMatmul(handle_, ds.op, &g.alpha, g.b, ds.a, g.a, ds.b, &g.beta, d,
                                     ds.c, d, ds.c, &it->second, workspace_, kWorkspaceBytes,
-                                    kStream), "gemm");
+                                    stream_), "gemm");
     return true;
 }
 
@@ -313,7 +312,7 @@ void GemmEngine::run(CudaBackend& be, const GemmArgs& g) {
         char* out = static_cast<char*>(g.c) + t * g.stride_c * csz;
         dispatch(g.c_dtype, [&](auto tag) {
             using T = decltype(tag);
-            gelu_2d_kernel<T><<<grid_for(g.m * g.n), kThreads, 0, kStream>>>(
+            gelu_2d_kernel<T><<<grid_for(g.m * g.n), kThreads, 0, stream_>>>(
                 reinterpret_cast<const T*>(pre), reinterpret_cast<T*>(out), g.m, g.n, g.ldc,
                 g.tanh_gelu);
         });
