@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -188,6 +190,9 @@ inline ::testing::AssertionResult within_bound(const std::vector<double>& actual
             worst_at = i;
         }
     }
+    // GPT_TEST_SHOW_BOUNDS=1 prints how much of each bound a passing result uses.
+    if (bad == 0 && std::getenv("GPT_TEST_SHOW_BOUNDS"))
+        std::printf("within_bound: worst error %.3g of its bound (n=%zu)\n", worst, actual.size());
     if (bad == 0) return ::testing::AssertionSuccess() << "worst error " << worst << " of its bound";
     return ::testing::AssertionFailure()
            << bad << " of " << actual.size() << " elements beyond their error bound; first at "

@@ -2,6 +2,7 @@
 // saved statistics and gradients, with and without dropout (identical Philox masks),
 // Megatron's head dims.
 #include "backend/cuda/attention_flash.hpp"
+#include "attention_bounds.hpp"
 #include "cuda_test_util.hpp"
 
 namespace gpt::test {
@@ -33,21 +34,67 @@ void run_attention(Backend& cpu, Backend& gpu, const Shape& sh, DType t, float p
     const std::int64_t nqkv = sh.s * sh.b * sh.np * 3 * sh.hn, nout = sh.s * sh.b * sh.np * sh.hn;
     ASSERT_EQ(gpu.attention_saved_bytes(a), cpu.attention_saved_bytes(a));
     const std::size_t nsaved = cpu.attention_saved_bytes(a) / 4;
-    Twin qkv(cpu, gpu, t, random_vec(nqkv, 80, -2.0, 2.0));
+    const auto qkv_v = rounded(t, random_vec(nqkv, 80, -2.0, 2.0));
+    const auto dout_v = rounded(t, random_vec(nout, 81));
+    const AttnExact x = attention_exact(a, qkv_v, dout_v);
+    Twin qkv(cpu, gpu, t, qkv_v);
     Twin out(cpu, gpu, t, nout);
     Twin saved(cpu, gpu, DType::F32, nsaved);
     cpu.attention_forward(a, qkv.c(), out.c(), saved.c());
     gpu.attention_forward(a, qkv.g(), out.g(), saved.g());
-    // The plain GPU kernel rounds the probabilities to the activation type before the
-    // context GEMM; saved data (probabilities or log-sum-exp) is fp32 from exact products.
-    EXPECT_TRUE(out.close(tol_for(t, 2.0)));
-    EXPECT_TRUE(saved.close(tol_for(t == DType::F32 ? DType::F32 : DType::F16, 2.0)));
+    // Both backends against the fp64 result within the bounds of attention_bounds.hpp.
+    EXPECT_TRUE(within_bound(out.gpu_vals(), x.out, x.out_bound)) << "GPU out";
+    EXPECT_TRUE(within_bound(out.cpu_vals(), x.out, x.out_bound)) << "CPU out";
+    const auto& sv = flash ? x.lse : x.probs;
+    const auto& sb = flash ? x.lse_bound : x.probs_bound;
+    EXPECT_TRUE(within_bound(saved.gpu_vals(), sv, sb)) << (flash ? "GPU lse" : "GPU probabilities");
+    EXPECT_TRUE(within_bound(saved.cpu_vals(), sv, sb)) << (flash ? "CPU lse" : "CPU probabilities");
 
-    Twin dout(cpu, gpu, t, random_vec(nout, 81));
+    Twin dout(cpu, gpu, t, dout_v);
     Twin dqkv(cpu, gpu, t, nqkv);
     cpu.attention_backward(a, qkv.c(), out.c(), saved.c(), dout.c(), dqkv.c());
     gpu.attention_backward(a, qkv.g(), out.g(), saved.g(), dout.g(), dqkv.g());
-    EXPECT_TRUE(dqkv.close(tol_for(t, 4.0 * std::max(1.0, std::sqrt(sh.s / 16.0)))));
+    EXPECT_TRUE(within_bound(dqkv.gpu_vals(), x.dqkv, x.dqkv_bound)) << "GPU dqkv";
+    EXPECT_TRUE(within_bound(dqkv.cpu_vals(), x.dqkv, x.dqkv_bound)) << "CPU dqkv";
+}
+
+// The bounds can fail: what a kernel with a missing scale, the causal mask off by one, the
+// softmax backward's rowsum term dropped or the dropout mask ignored computes is far outside
+// them, in every type (the same fp64 code with the fault, so only the fault differs).
+TEST_F(CudaAttention, BoundsRejectWrongResults) {
+    const Shape sh{37, 2, 3, 64};
+    for (DType t : kAllTypes) {
+        SCOPED_TRACE(dname(t));
+        AttentionArgs a;
+        a.s = sh.s; a.b = sh.b; a.np = sh.np; a.hn = sh.hn;
+        a.dtype = t;
+        a.dropout = 0.1f;
+        a.seed = 77;
+        a.offset = 5;
+        const std::int64_t nqkv = sh.s * sh.b * sh.np * 3 * sh.hn, nout = sh.s * sh.b * sh.np * sh.hn;
+        const auto qkv_v = rounded(t, random_vec(nqkv, 80, -2.0, 2.0));
+        const auto dout_v = rounded(t, random_vec(nout, 81));
+        const AttnExact x = attention_exact(a, qkv_v, dout_v);
+        Twin qkv(cpu(), gpu(), t, qkv_v), out(cpu(), gpu(), t, nout), dout(cpu(), gpu(), t, dout_v);
+        Twin saved(cpu(), gpu(), DType::F32, gpu().attention_saved_bytes(a) / 4), dqkv(cpu(), gpu(), t, nqkv);
+        gpu().attention_forward(a, qkv.g(), out.g(), saved.g());
+        gpu().attention_backward(a, qkv.g(), out.g(), saved.g(), dout.g(), dqkv.g());
+        ASSERT_TRUE(within_bound(out.gpu_vals(), x.out, x.out_bound));
+        ASSERT_TRUE(within_bound(dqkv.gpu_vals(), x.dqkv, x.dqkv_bound));
+        AttnFault no_scale, skip_diag, no_rowsum, no_dropout;
+        no_scale.no_scale = true;
+        skip_diag.skip_diagonal = true;
+        no_rowsum.no_rowsum = true;
+        no_dropout.no_dropout = true;
+        for (auto [fault, what] : {std::pair{no_scale, "missing scale"}, {skip_diag, "causal mask off by one"},
+                                   {no_dropout, "dropout mask ignored"}}) {
+            const AttnExact w = attention_exact(a, qkv_v, dout_v, fault);
+            EXPECT_FALSE(within_bound(w.out, x.out, x.out_bound)) << what << " (out)";
+            EXPECT_FALSE(within_bound(w.dqkv, x.dqkv, x.dqkv_bound)) << what << " (dqkv)";
+        }
+        const AttnExact w = attention_exact(a, qkv_v, dout_v, no_rowsum);
+        EXPECT_FALSE(within_bound(w.dqkv, x.dqkv, x.dqkv_bound)) << "softmax backward without its rowsum";
+    }
 }
 
 TEST_F(CudaAttention, PlainMatchesCpu) {

@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "parallel_match.hpp"
@@ -58,6 +59,71 @@ void expect_close(const test::Run& ref, const test::Run& got, double rel, const 
     EXPECT_NEAR(got.eval_loss, ref.eval_loss, rel * ref.eval_loss) << what;
 }
 
+// The final parameters of the two backends' runs, element by element. Derivation:
+//  - AdamW's step is u_t = mh_t / (sqrt(vh_t) + eps) with bias-corrected averages
+//    mh = sum_k a_k g_k, vh = sum_k b_k g_k^2 (a_k = (1-b1) b1^(t-k) / (1-b1^t), b_k likewise
+//    with b2). Cauchy-Schwarz: |mh| <= C_t sqrt(vh), C_t = sqrt(sum_k a_k^2 / b_k), so
+//    |u_t| <= C_t (1.0 at step 1, 1.01 at step 5 for 0.9/0.999).
+//  - If every gradient element of the two runs differs by at most delta relative, mh differs
+//    by at most delta C_t sqrt(vh) and sqrt(vh) by delta sqrt(vh): u_t by 2 delta C_t.
+//  - delta: both backends round the same activations and gradients to the 16-bit type (unit
+//    roundoff u16) from fp32 values that differ in summation order and exp/log ulps, so each
+//    rounding can land one ulp (2 u16) apart. Along a layer's gradient chain: 10 rounded
+//    tensors forward (layernorm out, qkv, context, projection, residual, layernorm out,
+//    fc1, gelu, fc2, residual) and their 10 gradients, plus the embedding and logits:
+//    delta = 2 (20 L + 4) u16 (L = 4: 0.082 fp16, 0.66 bf16).
+//  - The parameters differ by the sum of lr_t |du_t| <= sum_t lr_t 2 delta C_t (weight
+//    decay's lr wd |dp| is second order); the differences of the parameters feed back into
+//    the gradients by far less than delta over 5 steps (|dp| / |p| below 1e-2 here).
+//  - The key bias has an exactly zero gradient (softmax ignores a shift shared by all keys):
+//    its steps are round-off divided by round-off, any sign, so there only |u_t| <= C_t holds:
+//    the bound is sum_t lr_t 2 C_t.
+// A wrong optimizer (no bias correction: u_1 = 3.16 instead of 1; lr off by a factor) moves
+// every parameter by O(sum lr_t), beyond this bound in fp16.
+void expect_parameters_within_adam_bound(const Config& cfg, const test::Run& cpu, const test::Run& gpu,
+                                         double u16, const std::string& what) {
+    const double b1 = cfg.optimizer.adam_beta1, b2 = cfg.optimizer.adam_beta2;
+    const double delta = 2.0 * (20.0 * cfg.model.num_layers + 4.0) * u16;
+    double sum_lr_c = 0.0;
+    for (std::size_t t = 1; t <= gpu.records.size(); ++t) {
+        if (gpu.records[t - 1].skipped) continue;
+        double c2 = 0.0;
+        for (std::size_t k = 1; k <= t; ++k) {
+            const double a = (1 - b1) * std::pow(b1, double(t - k)) / (1 - std::pow(b1, double(t)));
+            const double b = (1 - b2) * std::pow(b2, double(t - k)) / (1 - std::pow(b2, double(t)));
+            c2 += a * a / b;
+        }
+        sum_lr_c += gpu.records[t - 1].lr * std::sqrt(c2);
+    }
+    const int head_dim = cfg.model.hidden_size / cfg.model.num_attention_heads;
+    ASSERT_EQ(gpu.params.size(), cpu.params.size()) << what;
+    double worst = 0.0;
+    std::string worst_name;
+    for (const auto& [name, p] : gpu.params) {
+        const auto& want = cpu.params.at(name).values;
+        ASSERT_EQ(want.size(), p.values.size()) << what << " " << name;
+        const bool qkv_bias = name.find("query_key_value/bias") != std::string::npos;
+        int bad = 0;
+        std::size_t first = 0;
+        for (std::size_t i = 0; i < want.size(); ++i) {
+            const std::int64_t row = p.slice_start + static_cast<std::int64_t>(i);
+            const bool key = qkv_bias && row % (3 * head_dim) >= head_dim && row % (3 * head_dim) < 2 * head_dim;
+            const double bound = 2.0 * sum_lr_c * (key ? 1.0 : delta);
+            const double r = std::abs(double(p.values[i]) - want[i]) / bound;
+            if (!(r <= 1.0) && bad++ == 0) first = i;
+            if (!(r <= worst)) {
+                worst = r;
+                worst_name = name;
+            }
+        }
+        EXPECT_EQ(bad, 0) << what << " " << name << ": " << bad << " of " << want.size()
+                          << " elements beyond the AdamW bound; first " << first << ": "
+                          << p.values[first] << " vs " << want[first];
+    }
+    std::printf("%s: parameters within %.3g of their AdamW bound (worst: %s)\n", what.c_str(), worst,
+                worst_name.c_str());
+}
+
 TEST(CudaTraining, FiveIterationsFollowTheCpuBackend) {
     if (!have_gpu()) GTEST_SKIP() << "no GPU visible";
     if (test::world_size() != 1) GTEST_SKIP() << "one rank";
@@ -68,6 +134,8 @@ TEST(CudaTraining, FiveIterationsFollowTheCpuBackend) {
             const test::Run cpu = test::train_run(cfg, MPI_COMM_SELF, "cpu");
             const test::Run gpu = test::train_run(cfg, MPI_COMM_SELF, "cuda");
             expect_close(cpu, gpu, bf16 ? 2e-2 : 5e-3, what);
+            EXPECT_LT(gpu.records.back().lm_loss, gpu.records.front().lm_loss) << what << ": the loss falls";
+            expect_parameters_within_adam_bound(cfg, cpu, gpu, std::ldexp(1.0, bf16 ? -8 : -11), what);
         }
 }
 

@@ -1,4 +1,4 @@
-// The SIMT emulator's scheduler: blocks run in order, a block's threads are fibers that
+// The SIMT emulator's scheduler: blocks run one at a time in an order the schedule picks, a block's threads are fibers that
 // switch at barriers (see include/gpt_emu/simt.hpp for the model and its limits).
 #include "gpt_emu/simt.hpp"
 
@@ -388,6 +388,36 @@ std::uint32_t warp_gather(const void* mine, std::size_t bytes, void* all) {
 AsyncCopies& current_async_copies() { return g_run->cur->copies; }
 bool async_copies_land_at_issue() { return schedule() == Schedule::Warps; }
 
+// The order a grid's blocks run in (each runs to completion before the next starts; CUDA
+// promises no order): in index order under the forward schedule, last to first under
+// reverse, and under warps a permutation k -> (a k + c) mod n that changes with every
+// launch, so a kernel that reads what another block of the same launch writes, without an
+// atomic handshake (a "last block" reduction that assumes the highest index runs last),
+// computes a different result.
+class BlockOrder {
+public:
+    explicit BlockOrder(std::uint64_t n) : n_(n) {
+        static std::uint64_t launches = 0;
+        ++launches;
+        if (schedule() != Schedule::Warps || n < 2) return;
+        // a: a prime that does not divide n (a prime below 2^31 divides it or is coprime).
+        for (std::uint64_t p : {2654435761u, 2246822519u, 3266489917u, 668265263u, 374761393u})
+            if (n % p != 0) {
+                a_ = p;
+                break;
+            }
+        c_ = (launches * 40503u) % n;
+    }
+    std::uint64_t operator()(std::uint64_t k) const {
+        if (schedule() == Schedule::Reverse) return n_ - 1 - k;
+        if (a_ == 0) return k;
+        return static_cast<std::uint64_t>((static_cast<unsigned __int128>(a_) * k + c_) % n_);
+    }
+
+private:
+    std::uint64_t n_, a_ = 0, c_ = 0;
+};
+
 void launch_kernel(const void* kernel, dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
                    const std::function<void()>& body) {
     std::lock_guard lock(g_launch_mutex);
@@ -422,26 +452,29 @@ void launch_kernel(const void* kernel, dim3 grid, dim3 block, std::size_t smem, 
     const unsigned char* smem_zone = aligned + smem;
     g_grid_dim = grid;
     g_block_dim = block;
-    for (unsigned z = 0; z < grid.z; ++z)
-        for (unsigned y = 0; y < grid.y; ++y)
-            for (unsigned x = 0; x < grid.x; ++x) {
-                g_block_idx = uint3{x, y, z};
-                g_dynamic_smem = aligned;
-                if (smem) std::fill(aligned, aligned + smem, static_cast<unsigned char>(0xff));
-                const std::string err = run_block(block, body);
-                if (!err.empty()) {
-                    set_error(cudaErrorLaunchFailure, ("kernel failed: " + err).c_str());
-                    return;
-                }
-                for (std::size_t i = 0; i < kSmemRedZone; ++i)
-                    if (smem_zone[i] != 0xff) {
-                        std::ostringstream m;
-                        m << "kernel wrote out of bounds: byte " << i << " past the end of its " << smem
-                          << " bytes of dynamic shared memory (block " << x << "," << y << "," << z << ")";
-                        set_error(cudaErrorLaunchFailure, m.str().c_str());
-                        return;
-                    }
+    const std::uint64_t nblocks = std::uint64_t{grid.x} * grid.y * grid.z;
+    const BlockOrder order(nblocks);
+    for (std::uint64_t k = 0; k < nblocks; ++k) {
+        const std::uint64_t b = order(k);
+        const unsigned x = static_cast<unsigned>(b % grid.x), y = static_cast<unsigned>(b / grid.x % grid.y),
+                       z = static_cast<unsigned>(b / (std::uint64_t{grid.x} * grid.y));
+        g_block_idx = uint3{x, y, z};
+        g_dynamic_smem = aligned;
+        if (smem) std::fill(aligned, aligned + smem, static_cast<unsigned char>(0xff));
+        const std::string err = run_block(block, body);
+        if (!err.empty()) {
+            set_error(cudaErrorLaunchFailure, ("kernel failed: " + err).c_str());
+            return;
+        }
+        for (std::size_t i = 0; i < kSmemRedZone; ++i)
+            if (smem_zone[i] != 0xff) {
+                std::ostringstream m;
+                m << "kernel wrote out of bounds: byte " << i << " past the end of its " << smem
+                  << " bytes of dynamic shared memory (block " << x << "," << y << "," << z << ")";
+                set_error(cudaErrorLaunchFailure, m.str().c_str());
+                return;
             }
+    }
     const std::string overflow = red_zone_violation();
     if (!overflow.empty())
         set_error(cudaErrorLaunchFailure, ("kernel wrote out of bounds: " + overflow).c_str());

@@ -180,6 +180,19 @@ struct Device {
     }
 };
 
+// Block b writes partial[b] = b + 1, then one block sums the partials into *out: the
+// highest-index block (wrong: CUDA runs blocks in no promised order), or the block that
+// takes the last ticket of an atomic counter (right in every order).
+__global__ void last_block_sum_kernel(float* partial, unsigned* tickets, float* out, bool ticketed) {
+    if (threadIdx.x != 0) return;
+    partial[blockIdx.x] = static_cast<float>(blockIdx.x + 1);
+    const bool last = ticketed ? atomicAdd(tickets, 1u) == gridDim.x - 1 : blockIdx.x == gridDim.x - 1;
+    if (!last) return;
+    float s = 0.0f;
+    for (unsigned b = 0; b < gridDim.x; ++b) s += partial[b];
+    *out = s;
+}
+
 TEST(CudaEmulator, ShufflesAndBarriersSumABlock) {
     const int blocks = 3, threads = 128;
     std::vector<float> x(blocks * threads);
@@ -327,7 +340,8 @@ TEST(CudaEmulator, KernelWritingPastItsDynamicSharedMemoryFailsTheLaunch) {
     const cudaError_t err = cudaGetLastError();
     EXPECT_EQ(err, cudaErrorLaunchFailure);
     const std::string msg = cudaGetErrorString(err);
-    EXPECT_NE(msg.find("byte 0 past the end of its 128 bytes of dynamic shared memory (block 0,0,0)"),
+    // Whichever block runs first under the schedule (BlockOrderFollowsTheSchedule) reports it.
+    EXPECT_NE(msg.find("byte 0 past the end of its 128 bytes of dynamic shared memory (block "),
               std::string::npos) << msg;
 }
 
@@ -447,6 +461,33 @@ TEST(CudaEmulatorPtx, MisalignedCpAsyncFailsTheLaunch) {
     EXPECT_EQ(err, cudaErrorLaunchFailure);
     EXPECT_NE(std::string(cudaGetErrorString(err)).find("cp.async: destination"), std::string::npos)
         << cudaGetErrorString(err);
+}
+
+// Blocks run in index order only under the default schedule; reverse runs them last to
+// first and warps in a permutation that changes per launch, so a kernel that assumes the
+// highest-index block runs last reads partials not yet written there.
+TEST(CudaEmulator, BlockOrderFollowsTheSchedule) {
+    const char* order = std::getenv("GPT_EMU_SCHEDULE");
+    const bool in_order = !order || std::string(order) == "forward";
+    const unsigned blocks = 37;
+    const float want = blocks * (blocks + 1) / 2.0f;
+    int wrong = 0;
+    for (bool ticketed : {true, false})
+        for (int launch = 0; launch < 3; ++launch) {
+            Buffer<float> partial(std::vector<float>(blocks, 0.0f)), out(std::vector<float>(1, 0.0f));
+            Buffer<unsigned> tickets(std::vector<unsigned>(1, 0u));
+            last_block_sum_kernel<<<blocks, 32>>>(partial.p, tickets.p, out.p, ticketed);
+            ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+            const float got = out.get(1)[0];
+            if (ticketed)
+                EXPECT_EQ(got, want) << "atomic ticket, launch " << launch;
+            else
+                wrong += got != want;
+        }
+    if (in_order)
+        EXPECT_EQ(wrong, 0) << "blocks in index order";
+    else
+        EXPECT_GT(wrong, 0) << "under " << order << " the highest-index block ran last in every launch";
 }
 
 }  // namespace

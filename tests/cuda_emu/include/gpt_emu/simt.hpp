@@ -9,7 +9,8 @@
 // memory is one buffer; both are poisoned (0xff) for each block so unwritten reads show as NaN.
 //
 // The order fibers run between barriers is one CUDA allows; GPT_EMU_SCHEDULE=reverse and
-// =warps (simt.cpp) choose others, so a missing barrier shows as a different result.
+// =warps (simt.cpp) choose others, so a missing barrier shows as a different result; they
+// also run a grid's blocks last to first (reverse) or in a per-launch permutation (warps).
 #pragma once
 
 #include <cstddef>
