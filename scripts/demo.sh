@@ -86,11 +86,15 @@ echo "demo: phase 2: resume from $CKPT, iterations $((HALF + 1))-$DEMO_ITERS: $S
 train "$DEMO_DIR/metrics-2.jsonl" $SECOND_LAYOUT "$@"
 
 # 5. The evidence: the first and last training losses, and the resumed run continuing.
-loss() { grep -v '"split"' "$1" | "$2" -1 | sed 's/.*"lm_loss": \([^,]*\),.*/\1/'; }
-iter() { grep -v '"split"' "$1" | "$2" -1 | sed 's/.*"iteration": \([0-9]*\).*/\1/'; }
-first=$(loss "$DEMO_DIR/metrics-1.jsonl" head)
-last=$(loss "$DEMO_DIR/metrics-2.jsonl" tail)
-resumed_at=$(iter "$DEMO_DIR/metrics-2.jsonl" head)
+# The first or last training record of a metrics file. No reader may stop early here: under
+# pipefail a `grep | head -1` fails with SIGPIPE (exit 141) whenever grep writes twice.
+first_record() { awk '!/"split"/ { print; exit }' "$1"; }
+last_record() { awk '!/"split"/ { line = $0 } END { print line }' "$1"; }
+loss() { "$2" "$1" | sed 's/.*"lm_loss": \([^,]*\),.*/\1/'; }
+iter() { "$2" "$1" | sed 's/.*"iteration": \([0-9]*\).*/\1/'; }
+first=$(loss "$DEMO_DIR/metrics-1.jsonl" first_record)
+last=$(loss "$DEMO_DIR/metrics-2.jsonl" last_record)
+resumed_at=$(iter "$DEMO_DIR/metrics-2.jsonl" first_record)
 echo "demo: lm loss went from $first (iteration 1) to $last (iteration $DEMO_ITERS); phase 2 resumed at iteration $resumed_at; metrics in $DEMO_DIR/metrics-{1,2}.jsonl"
 [ "$resumed_at" = "$((HALF + 1))" ] || { echo "demo: phase 2 did not resume at iteration $((HALF + 1))" >&2; exit 1; }
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' || { echo "demo: the loss did not go down" >&2; exit 1; }
