@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/errors.hpp"
+#include "inference/kv_cache_layout.hpp"
 #include "model/linear.hpp"
 #include "model/tp_mappings.hpp"
 #include "model/transformer_layer.hpp"
@@ -14,7 +15,8 @@ namespace {
 
 // Scratch buffers, by role; each grows to the largest pass seen.
 enum Scratch { kTokens, kX, kMid, kLn, kCtx, kTmp, kAux, kGelu, kMean, kRstd, kSaved, kScores, kProbs,
-               kTargets, kOnes, kMax, kSum, kTarget, kLogits, kLogits32, kGathered, kNumScratch };
+               kTargets, kOnes, kMax, kSum, kTarget, kLogits, kLogits32, kGathered, kProj, kExpanded,
+               kProj32, kRot32, kRot, kRope, kKeyRows, kValueRows, kNumScratch };
 
 constexpr std::size_t kF = sizeof(float);
 
@@ -24,17 +26,6 @@ KvModel::KvModel(const model::ModelDims& dims, const model::ModelOptions& opt, B
                  dist::Communicator& tp, const std::vector<float>& host_params)
     : dims_(dims), opt_(opt), be_(be), tp_(tp),
       layout_(dims, model::ChunkSpec{0, dims.num_layers, true, true}) {
-    // The cached forward is written for the GPT-2 layer; running a Llama-style model through it
-    // would silently compute another function, so those options are refused by name.
-    const char* unsupported = dims.rope                           ? "--position-embedding-type rope"
-                              : dims.rmsnorm                      ? "--normalization RMSNorm"
-                              : dims.swiglu                       ? "--swiglu"
-                              : dims.groups() != dims.heads       ? "--group-query-attention"
-                              : dims.untied_output                ? "--untie-embeddings-and-output-weights"
-                              : !dims.linear_bias                 ? "--disable-bias-linear"
-                                                                  : nullptr;
-    GPT_REQUIRE(unsupported == nullptr, UsageError, "generation (gpt_generate, --sample-interval) does not run ",
-                unsupported, " models yet: it implements the GPT-2 layer only");
     GPT_REQUIRE(static_cast<std::int64_t>(host_params.size()) == layout_.total_elements(), InternalError,
                 "KvModel: ", host_params.size(), " parameters given, the layout has ", layout_.total_elements());
     for (int l = 0; l < dims.num_layers; ++l) layers_.push_back(model::layer_offsets(layout_, l));
@@ -49,7 +40,8 @@ KvModel::KvModel(const model::ModelDims& dims, const model::ModelOptions& opt, B
 }
 
 KvModel::~KvModel() {
-    for (void* c : cache_) be_.free(c);
+    for (void* c : k_cache_) be_.free(c);
+    for (void* c : v_cache_) be_.free(c);
     for (auto& [p, n] : scratch_)
         if (p) be_.free(p);
     be_.free(params_);
@@ -66,6 +58,7 @@ void* KvModel::buf(int id, std::size_t bytes) {
 }
 
 void* KvModel::param(std::int64_t off) const {
+    if (off < 0) return nullptr;  // a parameter the architecture lacks (a bias)
     return static_cast<std::byte*>(params_) + off * static_cast<std::int64_t>(dtype_size(opt_.dtype));
 }
 
@@ -73,35 +66,98 @@ void KvModel::start(int batch, int max_len) {
     GPT_REQUIRE(batch > 0 && max_len > 0, InternalError, "KvModel::start(", batch, ", ", max_len, ")");
     GPT_REQUIRE(max_len <= dims_.max_positions, UsageError, "a sequence of ", max_len,
                 " tokens is longer than the model's --max-position-embeddings ", dims_.max_positions);
-    const std::size_t bytes = static_cast<std::size_t>(max_len) * batch * dims_.local_qkv() * dtype_size(opt_.dtype);
+    const std::size_t bytes = static_cast<std::size_t>(max_len) * batch * dims_.local_groups() * dims_.head_dim *
+                              dtype_size(opt_.dtype);
     if (batch != batch_ || max_len != max_len_) {
-        for (void* c : cache_) be_.free(c);
-        cache_.clear();
-        for (int l = 0; l < dims_.num_layers; ++l) cache_.push_back(be_.alloc(bytes));
+        for (auto* cache : {&k_cache_, &v_cache_}) {
+            for (void* c : *cache) be_.free(c);
+            cache->clear();
+            for (int l = 0; l < dims_.num_layers; ++l) cache->push_back(be_.alloc(bytes));
+        }
     }
     batch_ = batch;
     max_len_ = max_len;
     pos_ = 0;
 }
 
-// One query per sequence and head at position pos_ against the cached keys [0, pos_]:
-// batched over (sequence, head), whose q, K and V sit at a fixed stride in the cache.
-void KvModel::attention_step(int /*layer*/, void* cache, void* ctx) {
+// The model's normalization (model/norm.cpp's choice), b = -1 under RMSNorm.
+void KvModel::norm(const void* x, std::int64_t w, std::int64_t b, void* y, std::int64_t rows) {
+    auto* mean = static_cast<float*>(buf(kMean, static_cast<std::size_t>(rows) * kF));
+    auto* rstd = static_cast<float*>(buf(kRstd, static_cast<std::size_t>(rows) * kF));
+    if (dims_.rmsnorm)
+        be_.rmsnorm_forward(x, param(w), y, rstd, rows, dims_.hidden, opt_.layernorm_eps, opt_.dtype);
+    else
+        be_.layernorm_forward(x, param(w), param(b), y, mean, rstd, rows, dims_.hidden, opt_.layernorm_eps,
+                              opt_.dtype);
+}
+
+// The grouped projection proj [rows, ng, hpg + 2, hn] of one position (pos_ > 0) with its
+// queries and keys rotated to pos_ (the value rows are rotated too, and never read from the
+// result: one GEMM over all rows costs less than picking the others out). fp32 GEMM with the fp32 rotation, rounded once to the storage type as the expand
+// op rounds its fp32 result.
+const void* KvModel::rotate_step(const void* proj, std::int64_t rows) {
     const DType t = opt_.dtype;
-    const std::int64_t np = dims_.local_heads(), hn = dims_.head_dim, B = batch_;
-    const std::int64_t heads = B * np, L = pos_ + 1;
-    const std::int64_t row = B * np * 3 * hn;  // elements per cached position
+    const std::int64_t hn = dims_.head_dim, n = rows * dims_.local_qkv_proj();
+    const std::vector<float> m = rope_matrix(hn, dims_.rotary_dim, dims_.rotary_base, dims_.rotary_interleaved, pos_);
+    void* rope = buf(kRope, m.size() * kF);
+    be_.copy_to_device(rope, m.data(), m.size() * kF);
+    const void* in = proj;
+    if (t != DType::F32) {
+        void* p32 = buf(kProj32, static_cast<std::size_t>(n) * kF);
+        be_.cast(proj, t, p32, DType::F32, n);
+        in = p32;
+    }
+    void* out = buf(t == DType::F32 ? kRot : kRot32, static_cast<std::size_t>(n) * kF);
+    GemmArgs g;
+    g.m = n / hn, g.n = hn, g.k = hn;
+    g.a = in, g.lda = hn;
+    g.b = rope, g.ldb = hn;
+    g.c = out, g.ldc = hn;
+    g.dtype = DType::F32, g.c_dtype = DType::F32;
+    be_.gemm(g);
+    if (t == DType::F32) return out;
+    void* rot = buf(kRot, static_cast<std::size_t>(n) * dtype_size(t));
+    be_.cast(out, DType::F32, rot, t, n);
+    return rot;
+}
+
+// Copies rows key_rows of keys and the rows after them (the values) of values, each viewed as
+// a table of table_rows hn-wide rows, into the cache at position pos_: exact row gathers.
+void KvModel::append_kv(int layer, const void* keys, const void* values, const std::vector<std::int32_t>& key_rows,
+                        std::int64_t table_rows) {
+    const DType t = opt_.dtype;
+    const std::int64_t hn = dims_.head_dim, count = static_cast<std::int64_t>(key_rows.size());
+    const std::int64_t at = static_cast<std::int64_t>(pos_) * batch_ * dims_.local_groups() * hn *
+                            static_cast<std::int64_t>(dtype_size(t));
+    const std::vector<std::int32_t> value_rows = next_rows(key_rows);
+    auto* k = static_cast<std::int32_t*>(buf(kKeyRows, key_rows.size() * 4));
+    auto* v = static_cast<std::int32_t*>(buf(kValueRows, value_rows.size() * 4));
+    be_.copy_to_device(k, key_rows.data(), key_rows.size() * 4);
+    be_.copy_to_device(v, value_rows.data(), value_rows.size() * 4);
+    const auto l = static_cast<std::size_t>(layer);
+    be_.embedding_forward(k, keys, static_cast<std::byte*>(k_cache_[l]) + at, 1, count, hn, 0, table_rows, t);
+    be_.embedding_forward(v, values, static_cast<std::byte*>(v_cache_[l]) + at, 1, count, hn, 0, table_rows, t);
+}
+
+// One query per sequence and head at position pos_ against the cached keys [0, pos_]:
+// batched over (sequence, group); a group's hpg queries are consecutive rows of the grouped
+// projection, its keys and values rows of the cache at a fixed stride.
+void KvModel::attention_step(int layer, const void* grouped, void* ctx) {
+    const DType t = opt_.dtype;
+    const std::int64_t ng = dims_.local_groups(), hpg = dims_.heads / dims_.groups(), hn = dims_.head_dim;
+    const std::int64_t B = batch_, L = pos_ + 1, groups = B * ng, heads = groups * hpg;
+    const std::int64_t row = B * ng * hn;  // elements per cached position
     const std::size_t es = dtype_size(t);
-    auto at = [&](std::int64_t elements) { return static_cast<std::byte*>(cache) + elements * static_cast<std::int64_t>(es); };
+    const auto l = static_cast<std::size_t>(layer);
     auto* scores = static_cast<float*>(buf(kScores, static_cast<std::size_t>(heads * L) * kF));
     GemmArgs s;
     s.trans_b = true;
-    s.m = 1, s.n = L, s.k = hn;
-    s.a = at(pos_ * row), s.lda = hn, s.stride_a = 3 * hn;      // q of the new position
-    s.b = at(hn), s.ldb = row, s.stride_b = 3 * hn;             // K of positions [0, L)
-    s.c = scores, s.ldc = L, s.stride_c = L;
-    s.alpha = 1.0f / std::sqrt(static_cast<float>(hn));        // Megatron's 1/sqrt(hn)
-    s.dtype = t, s.c_dtype = DType::F32, s.batch = heads;
+    s.m = hpg, s.n = L, s.k = hn;
+    s.a = grouped, s.lda = hn, s.stride_a = (hpg + 2) * hn;  // the group's queries
+    s.b = k_cache_[l], s.ldb = row, s.stride_b = hn;         // its keys of positions [0, L)
+    s.c = scores, s.ldc = L, s.stride_c = hpg * L;
+    s.alpha = 1.0f / std::sqrt(static_cast<float>(hn));    // Megatron's 1/sqrt(hn)
+    s.dtype = t, s.c_dtype = DType::F32, s.batch = groups;
     be_.gemm(s);
     // softmax(x) = d/dx of the cross-entropy against no target: the backend's softmax over
     // rows, in fp32, with the training loss's own max-subtracted exponentials.
@@ -125,11 +181,11 @@ void KvModel::attention_step(int /*layer*/, void* cache, void* ctx) {
         probs = p;
     }
     GemmArgs o;
-    o.m = 1, o.n = hn, o.k = L;
-    o.a = probs, o.lda = L, o.stride_a = L;
-    o.b = at(2 * hn), o.ldb = row, o.stride_b = 3 * hn;  // V of positions [0, L)
-    o.c = ctx, o.ldc = hn, o.stride_c = hn;               // ctx [1, b, np, hn]
-    o.dtype = t, o.c_dtype = t, o.batch = heads;
+    o.m = hpg, o.n = hn, o.k = L;
+    o.a = probs, o.lda = L, o.stride_a = hpg * L;
+    o.b = v_cache_[l], o.ldb = row, o.stride_b = hn;  // the group's values of positions [0, L)
+    o.c = ctx, o.ldc = hn, o.stride_c = hpg * hn;      // ctx [1, b, np, hn], head g hpg + i
+    o.dtype = t, o.c_dtype = t, o.batch = groups;
     be_.gemm(o);
 }
 
@@ -142,48 +198,78 @@ std::vector<float> KvModel::forward(const std::int32_t* tokens, int n, bool all_
     const std::size_t es = dtype_size(t);
     const model::ModelDims& d = dims_;
     const std::int64_t B = batch_, T = static_cast<std::int64_t>(n) * B, h = d.hidden;
+    const std::int64_t ng = d.local_groups(), hpg = d.heads / d.groups(), hn = d.head_dim;
     auto* tok = static_cast<std::int32_t*>(buf(kTokens, static_cast<std::size_t>(T) * 4));
     be_.copy_to_device(tok, tokens, static_cast<std::size_t>(T) * 4);
     void* x = buf(kX, static_cast<std::size_t>(T * h) * es);
     void* mid = buf(kMid, static_cast<std::size_t>(T * h) * es);
     void* ln = buf(kLn, static_cast<std::size_t>(T * h) * es);
+    void* proj = buf(kProj, static_cast<std::size_t>(T * d.local_qkv_proj()) * es);
     void* ctx = buf(kCtx, static_cast<std::size_t>(T * d.local_hidden()) * es);
     void* tmp = buf(kTmp, static_cast<std::size_t>(T * h) * es);
-    void* aux = buf(kAux, static_cast<std::size_t>(T * d.local_ffn()) * es);
-    void* gelu = buf(kGelu, static_cast<std::size_t>(T * d.local_ffn()) * es);
-    auto* mean = static_cast<float*>(buf(kMean, static_cast<std::size_t>(T) * kF));
-    auto* rstd = static_cast<float*>(buf(kRstd, static_cast<std::size_t>(T) * kF));
+    void* aux = buf(kAux, static_cast<std::size_t>(T * d.local_fc1()) * es);
+    void* act = buf(kGelu, static_cast<std::size_t>(T * d.local_ffn()) * es);
 
-    // Embedding (model/embedding_head.cpp without dropout): vocab-parallel rows, summed.
-    const model::ParamEntry& word = layout_.at(model::ParamLayout::word_embeddings());
-    const model::ParamEntry& position = layout_.at(model::ParamLayout::position_embeddings());
-    be_.embedding_forward(tok, param(word.offset), x, B, n, h, d.vocab_start(), d.vocab_start() + d.local_vocab(), t);
+    // Embedding (model/embedding_head.cpp without dropout): vocab-parallel rows, summed; the
+    // learned positions of this pass's positions (none with rope).
+    be_.embedding_forward(tok, param(layout_.at(model::ParamLayout::word_embeddings()).offset), x, B, n, h,
+                          d.vocab_start(), d.vocab_start() + d.local_vocab(), t);
     model::reduce_from_tensor_model_parallel_region_forward(tp_, x, T * h, t);
-    be_.position_embedding_forward(param(position.offset), x, B, n, h, pos_, t);
+    if (const model::ParamEntry* position = layout_.find(model::ParamLayout::position_embeddings()))
+        be_.position_embedding_forward(param(position->offset), x, B, n, h, pos_, t);
 
+    // The prompt pass runs the training attention op on the expanded [n, b, np, 3, hn]; a
+    // step reads its queries from the (rotated) grouped projection.
+    const bool prompt = pos_ == 0;
     AttentionArgs aa = model::attention_args(d, opt_, B);
     aa.s = n;
     aa.dropout = 0.0f;
-    void* saved = pos_ == 0 ? buf(kSaved, be_.attention_saved_bytes(aa)) : nullptr;
-    const float eps = opt_.layernorm_eps;
+    QkvExpandArgs qa;
+    qa.s = n, qa.b = B, qa.groups = ng, qa.heads_per_group = hpg, qa.hn = hn;
+    qa.rotary_dim = d.rope ? d.rotary_dim : 0;
+    qa.rotary_base = d.rotary_base;
+    qa.rotary_interleaved = d.rotary_interleaved;
+    qa.dtype = t;
+    void* saved = prompt ? buf(kSaved, be_.attention_saved_bytes(aa)) : nullptr;
+    void* expanded = prompt && d.qkv_expanded() ? buf(kExpanded, static_cast<std::size_t>(T * d.local_qkv()) * es)
+                                                : nullptr;
+    const std::vector<std::int32_t> key_rows = prompt ? expanded_key_rows(T, ng, hpg) : grouped_key_rows(B, ng, hpg);
     for (int l = 0; l < d.num_layers; ++l) {
         const model::LayerParamOffsets& p = layers_[static_cast<std::size_t>(l)];
         // The layer of model/transformer_layer.cpp, dropout off, in the same op order.
-        be_.layernorm_forward(x, param(p.ln1_w), param(p.ln1_b), ln, mean, rstd, T, h, eps, t);
-        void* qkv = static_cast<std::byte*>(cache_[static_cast<std::size_t>(l)]) +
-                    static_cast<std::int64_t>(pos_) * B * d.local_qkv() * static_cast<std::int64_t>(es);
-        model::linear_forward(be_, ln, param(p.qkv_w), qkv, T, h, d.local_qkv(), t, GemmEpilogue::Bias, param(p.qkv_b));
-        if (pos_ == 0)
+        norm(x, p.ln1_w, p.ln1_b, ln, T);
+        model::linear_forward(be_, ln, param(p.qkv_w), proj, T, h, d.local_qkv_proj(), t,
+                              p.qkv_b < 0 ? GemmEpilogue::None : GemmEpilogue::Bias, param(p.qkv_b));
+        if (prompt) {
+            const void* qkv = proj;  // [n, b, np, 3, hn] already without groups or rope
+            if (expanded) {
+                be_.qkv_expand_forward(qa, proj, expanded);
+                qkv = expanded;
+            }
             be_.attention_forward(aa, qkv, ctx, saved);
-        else
-            attention_step(l, cache_[static_cast<std::size_t>(l)], ctx);
+            append_kv(l, qkv, qkv, key_rows, T * d.local_qkv() / hn);
+        } else {
+            // Queries and keys rotated to this position; the values as projected.
+            const void* grouped = d.rope ? rotate_step(proj, B) : proj;
+            append_kv(l, grouped, proj, key_rows, B * d.local_qkv_proj() / hn);
+            attention_step(l, grouped, ctx);
+        }
         model::linear_forward(be_, ctx, param(p.dense_w), tmp, T, d.local_hidden(), h, t);
         model::reduce_from_tensor_model_parallel_region_forward(tp_, tmp, T * h, t);
         be_.bias_dropout_add(tmp, param(p.dense_b), x, mid, T, h, 0.0f, 0, 0, t);
-        be_.layernorm_forward(mid, param(p.ln2_w), param(p.ln2_b), ln, mean, rstd, T, h, eps, t);
-        model::linear_forward(be_, ln, param(p.fc1_w), gelu, T, h, d.local_ffn(), t, GemmEpilogue::BiasGelu,
-                              param(p.fc1_b), aux, opt_.tanh_gelu);
-        model::linear_forward(be_, gelu, param(p.fc2_w), tmp, T, d.local_ffn(), h, t);
+        norm(mid, p.ln2_w, p.ln2_b, ln, T);
+        if (d.swiglu) {
+            model::linear_forward(be_, ln, param(p.fc1_w), aux, T, h, d.local_fc1(), t,
+                                  p.fc1_b < 0 ? GemmEpilogue::None : GemmEpilogue::Bias, param(p.fc1_b));
+            be_.swiglu_forward(aux, act, T, d.local_ffn(), t);
+        } else if (p.fc1_b >= 0) {
+            model::linear_forward(be_, ln, param(p.fc1_w), act, T, h, d.local_ffn(), t, GemmEpilogue::BiasGelu,
+                                  param(p.fc1_b), aux, opt_.tanh_gelu);
+        } else {
+            model::linear_forward(be_, ln, param(p.fc1_w), aux, T, h, d.local_ffn(), t);
+            be_.gelu_forward(aux, act, T * d.local_ffn(), opt_.tanh_gelu, t);
+        }
+        model::linear_forward(be_, act, param(p.fc2_w), tmp, T, d.local_ffn(), h, t);
         model::reduce_from_tensor_model_parallel_region_forward(tp_, tmp, T * h, t);
         be_.bias_dropout_add(tmp, param(p.fc2_b), mid, x, T, h, 0.0f, 0, 0, t);
     }
@@ -193,21 +279,18 @@ std::vector<float> KvModel::forward(const std::int32_t* tokens, int n, bool all_
     return head(static_cast<std::byte*>(x) + (T - rows) * h * static_cast<std::int64_t>(es), rows);
 }
 
-// Final layernorm and the LM head tied to the word embeddings; the vocab shards' logits
-// are gathered, so the result is (rows, padded vocab) on every TP rank.
+// Final norm and the LM head (the word embeddings, or the untied output layer); the vocab
+// shards' logits are gathered, so the result is (rows, padded vocab) on every TP rank.
 std::vector<float> KvModel::head(const void* x, std::int64_t rows) {
     const DType t = opt_.dtype;
     const std::size_t es = dtype_size(t);
     const std::int64_t h = dims_.hidden, V = dims_.local_vocab(), tp = tp_.size();
     void* ln = buf(kLn, static_cast<std::size_t>(rows * h) * es);
-    auto* mean = static_cast<float*>(buf(kMean, static_cast<std::size_t>(rows) * kF));
-    auto* rstd = static_cast<float*>(buf(kRstd, static_cast<std::size_t>(rows) * kF));
-    be_.layernorm_forward(x, param(layout_.at(model::ParamLayout::final_ln_weight()).offset),
-                          param(layout_.at(model::ParamLayout::final_ln_bias()).offset), ln, mean, rstd, rows, h,
-                          opt_.layernorm_eps, t);
+    const model::ParamEntry* ln_b = layout_.find(model::ParamLayout::final_ln_bias());
+    norm(x, layout_.at(model::ParamLayout::final_ln_weight()).offset, ln_b ? ln_b->offset : -1, ln, rows);
+    const char* weight = dims_.untied_output ? model::ParamLayout::output_layer() : model::ParamLayout::word_embeddings();
     void* logits = buf(kLogits, static_cast<std::size_t>(rows * V) * es);
-    model::linear_forward(be_, ln, param(layout_.at(model::ParamLayout::word_embeddings()).offset), logits, rows, h,
-                          V, t);
+    model::linear_forward(be_, ln, param(layout_.at(weight).offset), logits, rows, h, V, t);
     auto* l32 = static_cast<float*>(buf(kLogits32, static_cast<std::size_t>(rows * V) * kF));
     be_.cast(logits, t, l32, DType::F32, rows * V);
     std::vector<float> shards(static_cast<std::size_t>(tp * rows * V));

@@ -1,17 +1,23 @@
 // Inference forward of the GPT with a KV cache, over lib/model's parameter layout and the
 // Backend's ops: the same layer math as the training forward (model/transformer_layer.cpp)
-// with dropout off, run on a growing prefix instead of a fixed sequence.
+// with dropout off, run on a growing prefix instead of a fixed sequence. Every architecture
+// option of the model runs: LayerNorm or RMSNorm, learned positions or rope (rotary-percent,
+// interleaved), GELU or SwiGLU, grouped-query attention, tied or untied output, with or
+// without linear biases.
 //
-// The cache of each layer is that layer's whole QKV activation, [max_len, b, np, 3, hn] as
-// the training forward lays it out, so the QKV projection writes new positions straight
-// into it and the prompt's pass is the training attention op over a prefix of it; one
-// cached position costs 1.5x what K and V alone would (Q kept beside them).
-//   prompt pass (first position 0, n tokens):  attention_forward over the n positions,
-//                                                exactly the training op
-//   one-token step (position p > 0):            scores = q K^T / sqrt(hn) over positions
-//                                                [0, p], softmax, P V: batched GEMMs on
-//                                                the cache's strided K and V
-// Tensor parallel: each rank holds its heads' cache and its vocabulary shard; the logits
+// The cache of each layer holds one key and one value per query group (not per head), K and
+// V each [max_len, b, ng, hn] (layout and the gathers that fill it: kv_cache_layout.hpp):
+//   prompt pass (first position 0, n tokens):  QKV projection, qkv_expand (rope at
+//                                                positions 0..n-1) and attention_forward over
+//                                                the n positions, exactly the training ops;
+//                                                then each group's K/V rows copied in
+//   one-token step (position p > 0):            the projection's rows rotated to position p
+//                                                (one GEMM with rope_matrix(p)); K/V
+//                                                appended; per group, its heads' queries
+//                                                against the group's cached keys [0, p]:
+//                                                scores = q K^T / sqrt(hn), softmax, P V as
+//                                                batched GEMMs over (sequence, group)
+// Tensor parallel: each rank holds its groups' cache and its vocabulary shard; the logits
 // are gathered so every rank sees the whole vocabulary.
 #pragma once
 
@@ -56,7 +62,11 @@ private:
     struct Buffer;
     void* buf(int id, std::size_t bytes);
     void* param(std::int64_t off) const;
-    void attention_step(int layer, void* qkv_cache, void* ctx);
+    void norm(const void* x, std::int64_t w, std::int64_t b, void* y, std::int64_t rows);
+    const void* rotate_step(const void* proj, std::int64_t rows);
+    void append_kv(int layer, const void* keys, const void* values, const std::vector<std::int32_t>& key_rows,
+                   std::int64_t table_rows);
+    void attention_step(int layer, const void* grouped, void* ctx);
     std::vector<float> head(const void* x, std::int64_t rows);
 
     model::ModelDims dims_;
@@ -66,7 +76,7 @@ private:
     model::ParamLayout layout_;
     std::vector<model::LayerParamOffsets> layers_;
     void* params_ = nullptr;
-    std::vector<void*> cache_;  // per layer, [max_len, batch, np, 3, hn]
+    std::vector<void*> k_cache_, v_cache_;  // per layer, [max_len, batch, ng, hn]
     std::vector<std::pair<void*, std::size_t>> scratch_;
     int batch_ = 0, max_len_ = 0, pos_ = 0;
 };

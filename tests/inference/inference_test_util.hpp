@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "../model/model_test_util.hpp"
@@ -13,10 +14,36 @@
 
 namespace gpt::test {
 
-inline model::ModelDims inference_dims(int tp_size = 1, int tp_rank = 0) {
+// The architectures generation runs: "gpt" (GPT-2's layer), "llama" (rope, RMSNorm, SwiGLU,
+// 4 heads in 2 K/V groups, untied output, no linear biases) and "llama_partial" (the same
+// with biases, rope on half of each head's dims, interleaved pairs, and one K/V group).
+// Rotary base 100: every rotary pair turns noticeably within the 24 positions.
+
+inline ModelConfig inference_config(const std::string& arch) {
     ModelConfig c = tiny_model_config();
     c.max_position_embeddings = 24;
-    return model::make_model_dims(c, 50, tp_size, tp_rank);  // vocab 50, padded to 64 (x TP)
+    if (arch == "gpt") return c;
+    c.num_attention_heads = 4;
+    c.ffn_hidden_size = 24;
+    c.position_embedding_type = "rope";
+    c.rotary_base = 100.0;
+    c.normalization = "RMSNorm";
+    c.swiglu = true;
+    c.group_query_attention = true;
+    c.num_query_groups = 2;
+    c.untie_embeddings_and_output_weights = true;
+    c.disable_bias_linear = true;
+    if (arch == "llama_partial") {
+        c.disable_bias_linear = false;
+        c.rotary_percent = 0.5;
+        c.rotary_interleaved = true;
+        c.num_query_groups = 1;
+    }
+    return c;
+}
+
+inline model::ModelDims inference_dims(int tp_size = 1, int tp_rank = 0, const std::string& arch = "gpt") {
+    return model::make_model_dims(inference_config(arch), 50, tp_size, tp_rank);  // vocab 50, padded to 64 (x TP)
 }
 
 inline std::vector<float> inference_params(const model::ModelDims& d, unsigned seed) {
@@ -43,8 +70,13 @@ inline std::vector<float> inference_params(const model::ModelDims& d, unsigned s
 // <= 2 exp(-lambda^2 / 2)) gives lambda sqrt(r) u max|logit| = 15 u max|logit| with
 // lambda = 3. (Measured: fp16 0.34 u max|logit|, bf16 0.6 u max|logit|.) In fp32 the
 // outputs are the sums' own rounding: test_kv_model.cpp's 1e-4 on |logits| ~ 5 applies.
-inline double rounding_tolerance(DType t, double max_abs_logit) {
-    const double lambda_sqrt_r = 3.0 * 5.0;
+// The Llama-style layer rounds 13 times (RMSNorm, QKV, the rotated expand, scores,
+// probabilities, context, dense, residual add, RMSNorm, fc1, SwiGLU, fc2, residual add):
+// r = 1 + 2 x 13 + 2 = 29 (roundings_of).
+inline int roundings_of(const model::ModelDims& d) { return d.rope || d.swiglu ? 29 : 25; }
+
+inline double rounding_tolerance(DType t, double max_abs_logit, int roundings = 25) {
+    const double lambda_sqrt_r = 3.0 * std::sqrt(static_cast<double>(roundings));
     switch (t) {
         case DType::F16: return lambda_sqrt_r * std::ldexp(1.0, -11) * max_abs_logit;
         case DType::BF16: return lambda_sqrt_r * std::ldexp(1.0, -8) * max_abs_logit;

@@ -41,21 +41,23 @@ inline std::vector<std::int32_t> random_tokens(int b, int s, int vocab, unsigned
 }
 
 // This rank's slice of every parameter of `part`, taken from the 1-rank buffer `src` laid
-// out as `full` (same names; split entries sliced along their split dim).
+// out as `full` (same names; split entries sliced along their split dim, of any rank: a
+// SwiGLU fc1 is [2, ffn, h] split along dim 1).
 inline std::vector<float> take_slices(const model::ParamLayout& full, const std::vector<float>& src,
                                       const model::ParamLayout& part) {
     std::vector<float> out(static_cast<std::size_t>(part.total_elements()), 0.0f);
     for (const auto& e : part.entries()) {
         const model::ParamEntry& g = full.at(e.name);
-        const std::int64_t cols = e.local_shape.size() == 2 ? e.local_shape[1] : 1;
-        const std::int64_t gcols = g.local_shape.size() == 2 ? g.local_shape[1] : 1;
-        for (std::int64_t i = 0; i < e.numel; ++i) {
-            std::int64_t row = i / cols, col = i % cols;
-            if (e.split_dim == 0) row += e.slice_start;
-            if (e.split_dim == 1) col += e.slice_start;
+        // [outer, split, inner] around the split dim (a replicated entry: one block).
+        const std::size_t dim = e.split_dim < 0 ? 0 : static_cast<std::size_t>(e.split_dim);
+        std::int64_t inner = 1;
+        for (std::size_t k = dim + 1; k < e.local_shape.size(); ++k) inner *= e.local_shape[k];
+        const std::int64_t local = e.split_dim < 0 ? e.numel : e.local_shape[dim] * inner;
+        const std::int64_t global = e.split_dim < 0 ? g.numel : g.local_shape[dim] * inner;
+        const std::int64_t first = e.split_dim < 0 ? 0 : e.slice_start * inner;
+        for (std::int64_t i = 0; i < e.numel; ++i)
             out[static_cast<std::size_t>(e.offset + i)] =
-                src[static_cast<std::size_t>(g.offset + row * gcols + col)];
-        }
+                src[static_cast<std::size_t>(g.offset + (i / local) * global + first + i % local)];
     }
     return out;
 }
