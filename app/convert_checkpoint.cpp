@@ -2,7 +2,7 @@
 // folders (lib/hf): the checkpoint's options, or config.json's model_type, choose which.
 //   convert_checkpoint --to hf --load DIR [--ckpt-step N] --output HF_DIR
 //   convert_checkpoint --to megatron --load-hf HF_DIR --save DIR
-//   convert_checkpoint --dump-logits FILE --load DIR --tokens 1,2,3   (the reference test's path)
+//   convert_checkpoint --dump-logits FILE --load DIR --tokens 1,2,3 [--kv-cache]   (the reference tests' path)
 // One process (it initialises a one-rank MPI world itself; mpiexec -n 1 works too).
 #include <boost/program_options.hpp>
 #include <cstdio>
@@ -55,7 +55,8 @@ int run(int argc, char** argv) {
         ("load-hf", po::value(&load_hf), "--to megatron: the Hugging Face GPT-2 or Llama folder to read")
         ("save", po::value(&save), "--to megatron: our checkpoint folder to create (iteration 0)")
         ("dump-logits", po::value(&dump), "write fp32 logits (tokens x vocabulary) of our forward to this file")
-        ("tokens", po::value(&tokens), "--dump-logits: comma-separated token ids");
+        ("tokens", po::value(&tokens), "--dump-logits: comma-separated token ids")
+        ("kv-cache", "--dump-logits: from the generation path's KV cache (a prompt pass over the first half, then one cached step per token)");
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);
     if (vm.count("help") || argc == 1) {
@@ -69,7 +70,7 @@ int run(int argc, char** argv) {
     if (!dump.empty()) {
         GPT_REQUIRE(to.empty() && !load.empty() && !tokens.empty(), UsageError,
                     "--dump-logits goes with --load and --tokens, without --to");
-        hf::dump_logits(load, step, parse_tokens(tokens), dump);
+        hf::dump_logits(load, step, parse_tokens(tokens), dump, vm.count("kv-cache") > 0);
         return 0;
     }
     if (to == "hf") {

@@ -19,6 +19,7 @@
 #include "hf/one_rank_model.hpp"
 #include "hf/safetensors.hpp"
 #include "hf/staging_dir.hpp"
+#include "inference/kv_model.hpp"
 
 namespace gpt::hf {
 
@@ -134,8 +135,28 @@ std::string import_from_hf(const ImportOptions& o) {
     return os.str();
 }
 
+namespace {
+
+// The logits of the KV-cached generation path (lib/inference): a prompt pass over the first
+// half of the tokens, then one cached step per token, so the rows after the first half come
+// from rotary embeddings at cached positions and keys read from the cache.
+std::vector<float> cached_logits(OneRankModel& one, const std::vector<std::int32_t>& tokens) {
+    model::GptModel& m = one.model();
+    inference::KvModel kv(m.dims(), m.options(), *one.backend, one.groups.tp(), one.parameters());
+    const int n = static_cast<int>(tokens.size()), prompt = (n + 1) / 2;
+    kv.start(1, n);
+    std::vector<float> rows = kv.forward(tokens.data(), prompt, true);
+    for (int i = prompt; i < n; ++i) {
+        const std::vector<float> step = kv.forward(tokens.data() + i, 1);
+        rows.insert(rows.end(), step.begin(), step.end());
+    }
+    return rows;
+}
+
+}  // namespace
+
 void dump_logits(const std::string& load, std::int64_t ckpt_step, const std::vector<std::int32_t>& tokens,
-                 const std::string& output) {
+                 const std::string& output, bool kv_cache) {
     LoadedCheckpoint ck = load_checkpoint_one_rank(load, ckpt_step);
     model::GptModel& m = ck.model->model();
     const int seq = m.dims().seq;
@@ -144,13 +165,20 @@ void dump_logits(const std::string& load, std::int64_t ckpt_step, const std::vec
                 tokens.size(), " tokens; the model takes 1 to ", seq);
     for (std::int32_t t : tokens)
         GPT_REQUIRE(t >= 0 && t < vocab, UsageError, "token ", t, " outside the vocabulary of ", vocab);
-    // Causal attention: positions past the given tokens (filled with token 0) do not reach
-    // the given positions' logits. The targets (the input shifted) only feed the loss.
-    std::vector<std::int32_t> batch(static_cast<std::size_t>(seq) + 1, 0);
-    std::copy(tokens.begin(), tokens.end(), batch.begin());
-    m.set_batch(0, batch.data());
-    m.forward(0, false, 0);
-    const auto* logits = static_cast<const float*>(m.logits());  // fp32 model: (seq, padded)
+    std::vector<float> cached;
+    const float* logits = nullptr;  // fp32 (rows >= tokens, padded)
+    if (kv_cache) {
+        cached = cached_logits(*ck.model, tokens);
+        logits = cached.data();
+    } else {
+        // Causal attention: positions past the given tokens (filled with token 0) do not reach
+        // the given positions' logits. The targets (the input shifted) only feed the loss.
+        std::vector<std::int32_t> batch(static_cast<std::size_t>(seq) + 1, 0);
+        std::copy(tokens.begin(), tokens.end(), batch.begin());
+        m.set_batch(0, batch.data());
+        m.forward(0, false, 0);
+        logits = static_cast<const float*>(m.logits());  // fp32 model: (seq, padded)
+    }
     std::vector<float> out;
     out.reserve(tokens.size() * static_cast<std::size_t>(vocab));
     for (std::size_t i = 0; i < tokens.size(); ++i)

@@ -40,8 +40,10 @@ std::string import_from_hf(const ImportOptions& o);
 
 // Our model's forward on `tokens` (at most the checkpoint's seq-length) from our checkpoint:
 // writes (tokens.size(), vocab) fp32 little-endian logits to `output`, the padding columns
-// of the vocabulary dropped.
+// of the vocabulary dropped. kv_cache: from the generation path's KV-cached forward (a
+// prompt pass over the first half, then one cached step per token) instead of the training
+// forward.
 void dump_logits(const std::string& load, std::int64_t ckpt_step, const std::vector<std::int32_t>& tokens,
-                 const std::string& output);
+                 const std::string& output, bool kv_cache = false);
 
 }  // namespace gpt::hf

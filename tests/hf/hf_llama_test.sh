@@ -3,12 +3,14 @@
 #  1. llama-tiny shrunk (rope, RMSNorm, SwiGLU, 4 heads in 2 K/V groups, untied output, no
 #     biases) trained on 2 ranks with TP 2; --to hf writes LlamaForCausalLM; an independent
 #     PyTorch Llama written from HF's conventions (llama_reference.py) gives our logits
-#     (--dump-logits) within the fp32 error bound derived there; the same export with gate
+#     (--dump-logits, and the generation path's KV-cached ones, --kv-cache) within the fp32
+#     error bound derived there; the same export with gate
 #     and up swapped, or k_proj's rows moved by a rope half, is refused by that reference.
 #  2. --to megatron imports it: every parameter bit-identical (compare_checkpoints.py), the
 #     re-export byte-identical, gpt_pretrain --finetune trains from it.
 #  3. --rotary-interleaved with tied embeddings on 1 rank: the export permutes q/k rows to
-#     rotate_half, the reference agrees; import -> export reproduces the safetensors.
+#     rotate_half, the reference agrees (also with the KV cache); import -> export reproduces
+#     the safetensors.
 #  4. Refused: a partial-rotary checkpoint (exit 2, one error line naming --rotary-percent), a
 #     config.json with rope_scaling or attention_bias (exit 2), a missing lm_head (exit 1).
 #   hf_llama_test.sh GPT_PRETRAIN CONVERT MPIEXEC SCRATCH SOURCE_DIR
@@ -40,6 +42,10 @@ for kv in '"architectures": \["LlamaForCausalLM"\]' '"num_key_value_heads": 2' '
 done
 "$conv" --dump-logits ours.bin --load a --tokens $tokens > dump.log 2>&1 || { cat dump.log; fail "dump-logits failed"; }
 $py "$src/tests/hf/llama_reference.py" hf1 ours.bin $tokens || fail "logits differ from the PyTorch reference"
+# The generation path: the second half of the positions from KV-cached steps (rope at the
+# cached position, K/V per group), within the same bound.
+"$conv" --dump-logits ours_kv.bin --kv-cache --load a --tokens $tokens > dump_kv.log 2>&1 || { cat dump_kv.log; fail "dump-logits --kv-cache failed"; }
+$py "$src/tests/hf/llama_reference.py" hf1 ours_kv.bin $tokens || fail "KV-cached logits differ from the PyTorch reference"
 # The reference must notice a wrong mapping: gate/up swapped, or k rows by half a head.
 plant() {  # FOLDER PYTHON-EXPRESSION on the tensor dict t
     rm -rf "$1" && cp -r hf1 "$1"
@@ -80,6 +86,8 @@ grep -q "q/k rows permuted" export3.log || { cat export3.log; fail "interleaved 
 grep -q '"tie_word_embeddings": true' hf3/config.json || fail "tied model not tie_word_embeddings true"
 "$conv" --dump-logits ours3.bin --load c --tokens $tokens > dump3.log 2>&1 || { cat dump3.log; fail "dump-logits c failed"; }
 $py "$src/tests/hf/llama_reference.py" hf3 ours3.bin $tokens || fail "interleaved logits differ from the reference"
+"$conv" --dump-logits ours3_kv.bin --kv-cache --load c --tokens $tokens > dump3_kv.log 2>&1 || { cat dump3_kv.log; fail "dump-logits --kv-cache c failed"; }
+$py "$src/tests/hf/llama_reference.py" hf3 ours3_kv.bin $tokens || fail "interleaved KV-cached logits differ from the reference"
 "$conv" --to megatron --load-hf hf3 --save d > import3.log 2>&1 || { cat import3.log; fail "import of hf3 failed"; }
 "$conv" --to hf --load d --output hf4 > export4.log 2>&1 || { cat export4.log; fail "re-export of d failed"; }
 cmp hf3/model.safetensors hf4/model.safetensors || fail "interleaved: import -> export is not byte-identical"
