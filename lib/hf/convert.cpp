@@ -103,27 +103,9 @@ std::string import_from_hf(const ImportOptions& o) {
     if (config_model_type(config_text, config_path) == "llama") return import_llama(o, config_text, config_path);
     const Gpt2Config hc = parse_config_json(config_text, config_path);
     const SafetensorsFile weights(o.load_hf + "/model.safetensors");
-    StagingDir out(o.save);
-    DataConfig data;
-    // The tokenizer files travel as arguments (the checkpoint records them, and an export
-    // of this checkpoint finds them there).
-    const std::string vocab = o.load_hf + "/vocab.json", merges = o.load_hf + "/merges.txt";
-    if (fs::exists(vocab) && fs::exists(merges)) {
-        data.vocab_file = fs::absolute(vocab).lexically_normal().string();
-        data.merge_file = fs::absolute(merges).lexically_normal().string();
-    }
-    CheckpointConfig ck;
-    ck.save = out.path();
-    {
-        OneRankModel model(model_config_of(hc), data, ck);
-        // Initialised as a fresh run, then every parameter replaced: the fresh optimizer
-        // (zero moments, step 0) holds the fp32 parameters as its main parameters.
-        std::vector<float> flat = model.parameters();
-        hf_to_megatron(weights, model.model().dims(), model.model().layout(), hc.vocab_size, flat.data());
-        model.set_parameters(flat);
-        model.trainer->save_checkpoint();  // iteration 0, synchronous
-    }
-    out.publish();
+    const DataConfig data = save_imported_checkpoint(o.load_hf, o.save, model_config_of(hc), [&](const model::GptModel& m, float* flat) {
+        hf_to_megatron(weights, m.dims(), m.layout(), hc.vocab_size, flat);
+    });
     std::ostringstream os;
     os << "wrote checkpoint at iteration 0 to " << o.save << " from " << o.load_hf
        << ". Continue training with: --load " << o.save << " --finetune --num-layers " << hc.n_layer

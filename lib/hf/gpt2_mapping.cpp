@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/errors.hpp"
+#include "hf/hf_tensors.hpp"
 
 namespace gpt::hf {
 
@@ -80,17 +81,6 @@ void for_each_element(const Pair& p, const model::ModelDims& d, Fn&& fn) {
     }
 }
 
-std::int64_t numel(const std::vector<std::int64_t>& s) {
-    std::int64_t n = 1;
-    for (auto x : s) n *= x;
-    return n;
-}
-
-std::string shape_text(const std::vector<std::int64_t>& s) {
-    std::string t = "[";
-    for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-    return t + "]";
-}
 
 }  // namespace
 
@@ -101,7 +91,7 @@ std::vector<NamedTensor> megatron_to_hf(const model::ModelDims& d, const model::
     std::vector<NamedTensor> out;
     for (const Pair& p : pairs(d, vocab)) {
         const float* src = flat + layout.at(p.megatron).offset;
-        NamedTensor t{"transformer." + p.hf, p.hf_shape, std::vector<float>(static_cast<std::size_t>(numel(p.hf_shape)))};
+        NamedTensor t{"transformer." + p.hf, p.hf_shape, std::vector<float>(static_cast<std::size_t>(element_count(p.hf_shape)))};
         for_each_element(p, d, [&](std::int64_t hi, std::int64_t mi) { t.values[static_cast<std::size_t>(hi)] = src[mi]; });
         out.push_back(std::move(t));
     }
@@ -118,15 +108,11 @@ void hf_to_megatron(const SafetensorsFile& f, const model::ModelDims& d, const m
         const std::string name = prefix + p.hf;
         GPT_REQUIRE(f.has(name), DataError, f.path(), ": no tensor named ", name, " (a GPT-2 of ", d.num_layers,
                     " layers needs it)");
-        const auto& shape = f.header().tensors.at(name).shape;
-        GPT_REQUIRE(shape == p.hf_shape, DataError, f.path(), ": tensor ", name, " has shape ", shape_text(shape),
-                    " but config.json says ", shape_text(p.hf_shape));
-        const std::vector<float> v = f.read(name);
+        const std::vector<float> v = read_with_shape(f, name, p.hf_shape);
         float* dst = flat + layout.at(p.megatron).offset;
         for_each_element(p, d, [&](std::int64_t hi, std::int64_t mi) { dst[mi] = v[static_cast<std::size_t>(hi)]; });
         if (p.kind == Kind::Vocab)  // padding rows: copies of the last real row
-            for (std::int64_t r = vocab; r < d.vocab_padded; ++r)
-                std::memcpy(dst + r * d.hidden, dst + (vocab - 1) * d.hidden, sizeof(float) * static_cast<std::size_t>(d.hidden));
+            fill_padding_rows(dst, vocab, d.vocab_padded, d.hidden);
         used.insert(name);
     }
     for (const auto& [name, e] : f.header().tensors) {

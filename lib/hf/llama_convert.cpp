@@ -102,23 +102,9 @@ std::string export_llama(const ExportOptions& o, LoadedCheckpoint& ck, StagingDi
 std::string import_llama(const ImportOptions& o, const std::string& text, const std::string& config_path) {
     const LlamaConfig c = parse_llama_config_json(text, config_path);
     const SafetensorsFile weights(o.load_hf + "/model.safetensors");
-    StagingDir out(o.save);
-    DataConfig data;
-    const std::string vocab = o.load_hf + "/vocab.json", merges = o.load_hf + "/merges.txt";
-    if (fs::exists(vocab) && fs::exists(merges)) {
-        data.vocab_file = fs::absolute(vocab).lexically_normal().string();
-        data.merge_file = fs::absolute(merges).lexically_normal().string();
-    }
-    CheckpointConfig ck;
-    ck.save = out.path();
-    {
-        OneRankModel model(model_config_of(c), data, ck);
-        std::vector<float> flat = model.parameters();  // a fresh run's, every parameter replaced
-        llama_to_megatron(weights, model.model().dims(), model.model().layout(), c.vocab_size, flat.data());
-        model.set_parameters(flat);
-        model.trainer->save_checkpoint();
-    }
-    out.publish();
+    const DataConfig data = save_imported_checkpoint(o.load_hf, o.save, model_config_of(c), [&](const model::GptModel& m, float* flat) {
+        llama_to_megatron(weights, m.dims(), m.layout(), c.vocab_size, flat);
+    });
     std::ostringstream os;
     os << "wrote checkpoint at iteration 0 to " << o.save << " from " << o.load_hf
        << ". Continue training with: --load " << o.save << " --finetune --num-layers " << c.num_hidden_layers

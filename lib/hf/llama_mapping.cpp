@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/errors.hpp"
+#include "hf/hf_tensors.hpp"
 
 namespace gpt::hf {
 
@@ -20,17 +21,6 @@ struct Piece {
     bool vocab = false;  // padded rows to fill on import
 };
 
-std::int64_t numel(const std::vector<std::int64_t>& s) {
-    std::int64_t n = 1;
-    for (auto x : s) n *= x;
-    return n;
-}
-
-std::string shape_text(const std::vector<std::int64_t>& s) {
-    std::string t = "[";
-    for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-    return t + "]";
-}
 
 std::vector<Piece> pieces(const model::ModelDims& d, std::int64_t vocab) {
     using L = model::ParamLayout;
@@ -85,8 +75,8 @@ std::vector<NamedTensor> megatron_to_llama(const model::ModelDims& d, const mode
     std::vector<NamedTensor> out;
     for (const Piece& p : pieces(d, vocab)) {
         const float* src = flat + layout.at(p.megatron).offset;
-        NamedTensor t{p.hf, p.hf_shape, std::vector<float>(static_cast<std::size_t>(numel(p.hf_shape)))};
-        for (std::int64_t i = 0; i < numel(p.hf_shape); ++i) t.values[static_cast<std::size_t>(i)] = src[p.megatron_index(i)];
+        NamedTensor t{p.hf, p.hf_shape, std::vector<float>(static_cast<std::size_t>(element_count(p.hf_shape)))};
+        for (std::int64_t i = 0; i < element_count(p.hf_shape); ++i) t.values[static_cast<std::size_t>(i)] = src[p.megatron_index(i)];
         out.push_back(std::move(t));
     }
     return out;
@@ -103,15 +93,11 @@ void llama_to_megatron(const SafetensorsFile& f, const model::ModelDims& d, cons
         const std::string name = stored(p.hf);
         GPT_REQUIRE(f.has(name), DataError, f.path(), ": no tensor named ", name, " (this Llama of ", d.num_layers,
                     " layers", d.untied_output ? ", untied," : "", " needs it)");
-        const auto& shape = f.header().tensors.at(name).shape;
-        GPT_REQUIRE(shape == p.hf_shape, DataError, f.path(), ": tensor ", name, " has shape ", shape_text(shape),
-                    " but config.json says ", shape_text(p.hf_shape));
-        const std::vector<float> v = f.read(name);
+        const std::vector<float> v = read_with_shape(f, name, p.hf_shape);
         float* dst = flat + layout.at(p.megatron).offset;
-        for (std::int64_t i = 0; i < numel(p.hf_shape); ++i) dst[p.megatron_index(i)] = v[static_cast<std::size_t>(i)];
+        for (std::int64_t i = 0; i < element_count(p.hf_shape); ++i) dst[p.megatron_index(i)] = v[static_cast<std::size_t>(i)];
         if (p.vocab)  // padding rows: copies of the last real row
-            for (std::int64_t r = vocab; r < d.vocab_padded; ++r)
-                std::memcpy(dst + r * d.hidden, dst + (vocab - 1) * d.hidden, sizeof(float) * static_cast<std::size_t>(d.hidden));
+            fill_padding_rows(dst, vocab, d.vocab_padded, d.hidden);
         used.insert(name);
     }
     for (const auto& [name, e] : f.header().tensors) {

@@ -1,9 +1,11 @@
 #include "hf/one_rank_model.hpp"
 
+#include <filesystem>
 #include <map>
 
 #include "ckpt/checkpoint.hpp"
 #include "core/errors.hpp"
+#include "hf/staging_dir.hpp"
 #include "train/run_config.hpp"
 
 namespace gpt::hf {
@@ -189,6 +191,29 @@ HfArchitecture hf_architecture(const ModelConfig& m, const std::string& file) {
     need(m.swiglu, "the MLP is GELU (no --swiglu)");
     need(m.disable_bias_linear, "the linear layers have biases (no --disable-bias-linear)");
     return HfArchitecture::Llama;
+}
+
+DataConfig save_imported_checkpoint(const std::string& load_hf, const std::string& save, const ModelConfig& model,
+                                    const std::function<void(const model::GptModel&, float*)>& fill) {
+    namespace fs = std::filesystem;
+    StagingDir out(save);
+    DataConfig data;
+    const std::string vocab = load_hf + "/vocab.json", merges = load_hf + "/merges.txt";
+    if (fs::exists(vocab) && fs::exists(merges)) {
+        data.vocab_file = fs::absolute(vocab).lexically_normal().string();
+        data.merge_file = fs::absolute(merges).lexically_normal().string();
+    }
+    CheckpointConfig ck;
+    ck.save = out.path();
+    {
+        OneRankModel one(model, data, ck);
+        std::vector<float> flat = one.parameters();
+        fill(one.model(), flat.data());
+        one.set_parameters(flat);
+        one.trainer->save_checkpoint();  // iteration 0, synchronous
+    }
+    out.publish();
+    return data;
 }
 
 }  // namespace gpt::hf

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,5 +52,13 @@ struct LoadedCheckpoint {
     DataConfig data;  // the tokenizer flags it was trained with
 };
 LoadedCheckpoint load_checkpoint_one_rank(const std::string& dir, std::int64_t ckpt_step);
+
+// An import's checkpoint at iteration 0 in `save` (staged, published only when whole): a
+// fresh one-rank run of `model`, whose fp32 parameters fill(model, flat) replaces, so the
+// fresh optimizer (zero moments, step 0) holds them as its main parameters. The Hugging Face
+// folder's GPT-2 tokenizer files (vocab.json + merges.txt), when present, travel as its
+// arguments (an export of it finds them there); returns the data flags recorded.
+DataConfig save_imported_checkpoint(const std::string& load_hf, const std::string& save, const ModelConfig& model,
+                                    const std::function<void(const model::GptModel&, float*)>& fill);
 
 }  // namespace gpt::hf

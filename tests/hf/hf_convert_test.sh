@@ -18,6 +18,7 @@ set -uo pipefail
 bin=$1 conv=$2 mpiexec=$3 tmp=$4 src=$5
 fail() { echo "FAIL: $*"; exit 1; }
 source "$src/tests/common/tiny_job.sh"
+source "$src/tests/hf/hf_test_lib.sh"
 tiny_job_setup "$tmp" "$src"
 py=/usr/bin/python3
 args=("${TINY_ARGS[@]}" --lr 3e-3 --lr-warmup-iters 1 --train-iters 3 --ffn-hidden-size 96 --init-method-std 0.2)
@@ -61,26 +62,9 @@ assert hf("transformer.h.1.mlp.c_proj.weight").tobytes() == np.ascontiguousarray
 PY
 
 # 2. import, the round trip, continued training
-"$conv" --to megatron --load-hf hf1 --save b > import.log 2>&1 || { cat import.log; fail "import failed"; }
-$py "$src/tests/hf/compare_checkpoints.py" a b 50257 || fail "export -> import changed parameters"
-"$conv" --to hf --load b --output hf2 > export2.log 2>&1 || { cat export2.log; fail "re-export failed"; }
-cmp hf1/model.safetensors hf2/model.safetensors || fail "re-export is not byte-identical"
-cmp hf1/config.json hf2/config.json || fail "re-export config.json differs"
-"$mpiexec" -n 1 "$bin" "${args[@]}" --ffn-hidden-size 96 --load b --finetune --train-iters 2 > ft.log 2>&1 \
-    || { cat ft.log; fail "finetune from the import failed"; }
-grep -q "successfully loaded checkpoint from b at iteration 0 (--finetune" ft.log || fail "finetune did not load b"
+round_trip a hf1 "${args[@]}" --ffn-hidden-size 96
 
 # 3. bad input: one line, exit 1, nothing written
-expect_refused() {  # NAME FOLDER PATTERN [EXIT: 1 damaged input (default), 2 a model we cannot express]
-    local name=$1 dir=$2 pattern=$3 want=${4:-1}
-    "$conv" --to megatron --load-hf "$dir" --save "out_$name" > "$name.log" 2>&1
-    local rc=$?
-    [ $rc -eq "$want" ] || { cat "$name.log"; fail "$name: exit $rc, expected $want"; }
-    [ "$(wc -l < "$name.log")" -eq 1 ] || { cat "$name.log"; fail "$name: not one line"; }
-    grep -q "$pattern" "$name.log" || { cat "$name.log"; fail "$name: message lacks '$pattern'"; }
-    ls -d out_"$name"* > /dev/null 2>&1 && fail "$name: left output behind"
-    true
-}
 mkhf() { rm -rf "$1" && mkdir "$1" && cp hf1/config.json "$1"/; }
 mkhf missing
 expect_refused missing missing "cannot open missing/model.safetensors"

@@ -4,7 +4,10 @@ num_key_value_heads K/V heads shared by repeat_kv, rotate_half rope with inv_fre
 rope_theta^(-2i/head_dim) and cos/sin of cat(freqs, freqs), RMSNorm x rsqrt(mean(x^2) + eps) w,
 SwiGLU down(silu(gate(x)) * up(x)), model.norm, lm_head or the tied embed_tokens), reading
 the exported folder itself (config.json; model.safetensors through struct/json/numpy),
-compared with our model's logits from `convert_checkpoint --dump-logits`.
+compared with our model's logits from `convert_checkpoint --dump-logits` (the training
+forward, or with --kv-cache the generation path's cached steps: there rope is a GEMM with
+the position's rotation matrix, two nonzero fp32 products per element, within the same
+elementwise stage below).
 
 usage: llama_reference.py HF_DIR OUR_LOGITS TOKENS(comma-separated)
 
@@ -22,9 +25,9 @@ import json
 import math
 import sys
 
-import numpy as np
 import torch
 
+from logits_bound import check_logits
 from safetensors_read import read_safetensors
 
 
@@ -90,29 +93,8 @@ def main():
     assert ("lm_head.weight" in w) != cfg["tie_word_embeddings"]
     V, h = cfg["vocab_size"], cfg["hidden_size"]
     assert tuple(w["model.embed_tokens.weight"].shape) == (V, h)
-    ours = np.fromfile(ours_path, dtype="<f4").reshape(len(tokens), V).astype(np.float64)
-    ref64, xf = forward(cfg, w, tokens, torch.float64)
-    ref64 = ref64.numpy()
-    k = max(h, cfg["intermediate_size"], len(tokens) + 3)
-    u = 2.0 ** -24
-    gamma = k * u / (1 - k * u)
-    stages = 9 * cfg["num_hidden_layers"] + 2
-    M = (xf.abs() @ head_weight(cfg, w).abs().T).numpy()
-    bound = stages * gamma * M
-    err = np.abs(ours - ref64)
-    ratio = float((err / bound).max())
-    ref32, _ = forward(cfg, w, tokens, torch.float32)
-    print("logits %dx%d: max |ours - float64 reference| = %.3g, bound N gamma_k M: max %.3g, "
-          "largest error/bound = %.3g; max |ours - fp32 torch| = %.3g; max |logit| = %.3g"
-          % (len(tokens), V, err.max(), bound.max(), ratio,
-             np.abs(ours - ref32.numpy().astype(np.float64)).max(), np.abs(ref64).max()))
-    if not ratio <= 1.0:
-        t, v = np.unravel_index(np.argmax(err / bound), err.shape)
-        print("FAIL: position %d token %d: ours %.9g, reference %.9g, bound %.3g" % (t, v, ours[t, v], ref64[t, v], bound[t, v]))
-        sys.exit(1)
-    # The logits must say something: a model whose logits are all equal passes any bound.
-    assert np.abs(ref64 - ref64.mean(axis=1, keepdims=True)).max() > 0.1, "degenerate logits"
-    print("OK")
+    check_logits(ours_path, tokens, V, forward, cfg, w, head_weight(cfg, w), stages=9 * cfg["num_hidden_layers"] + 2,
+                 k=max(h, cfg["intermediate_size"], len(tokens) + 3))
 
 
 main()
