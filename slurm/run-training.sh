@@ -162,7 +162,9 @@ first_record() {  # first_record CODE: the file of the lowest-numbered rank that
     if has_record 3; then
       for ((i = 0; i < hang_grace; ++i)); do kill -0 "$launcher_pid" 2>/dev/null || exit 0; sleep 1; done
       echo "$(date -Is) a rank ended a hang (exit 3) ${hang_grace} s ago and $launcher is still waiting (for a node it cannot reach?): ending it"
-      kill -TERM "$launcher_pid" 2>/dev/null; sleep 3; kill -KILL "$launcher_pid" 2>/dev/null
+      kill -TERM "$launcher_pid" 2>/dev/null
+      for ((i = 0; i < 3; ++i)); do kill -0 "$launcher_pid" 2>/dev/null || exit 0; sleep 1; done
+      kill -KILL "$launcher_pid" 2>/dev/null
       exit 0
     fi
     sleep 1
