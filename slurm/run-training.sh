@@ -16,6 +16,9 @@
 #                    checkpoint. Exit 2 (a configuration error) is never retried. Only fault
 #                    restarts count: SLURM_RESTART_COUNT less this script's own requeues after
 #                    a checkpoint on USR1 (counted in RUN_DIR/logs/planned-requeues-JOBID).
+#   HANG_GRACE_SECONDS=N  (default 10) after a rank ended a hang (the watchdog's exit 3), the
+#                    launcher gets N s to end the other ranks, else it is ended here; the job
+#                    then ends with exit 3 (not the launcher's 137/143), a fault as above.
 # A rank killed by the kernel's OOM killer (the memory cgroup's oom_kill counter rose during
 # the run) is named in one "out of memory: ..." line and never requeued: it would recur.
 set -uo pipefail
@@ -112,6 +115,9 @@ if [ "$checkpoints" != 0 ]; then
 fi
 args+=("$@")
 
+# A failing rank leaves <log-dir>/exit-code-rank-R (its exit code, then its line; see
+# lib/dist/fatal.hpp): a run's files are this run's (a requeued job reuses the folder).
+rm -f "$log_dir"/exit-code-rank-*
 case $launcher in
   srun) srun --mpi=pmi2 --kill-on-bad-exit=1 gpt_pretrain "${args[@]}" & ;;
   mpirun) mpirun -np "${SLURM_NTASKS:-1}" gpt_pretrain "${args[@]}" & ;;
@@ -135,6 +141,37 @@ forward() {
 }
 trap forward USR1
 
+# A hang the watchdog ended (exit 3, lib/core/watchdog*) must end the job within the
+# timeout plus a few seconds. The launcher usually follows at once (MPI_Abort, or srun
+# --kill-on-bad-exit after a rank's exit 3), but a node that cannot be reached (a cut link)
+# keeps srun waiting for its tasks until Slurm declares the node down (SlurmdTimeout, often
+# minutes). So once a rank has recorded exit 3, the launcher gets HANG_GRACE_SECONDS
+# (default 10) to end, then it is ended here; Slurm cleans up the unreachable node's part.
+hang_grace=${HANG_GRACE_SECONDS:-10}
+[[ $hang_grace =~ ^[0-9]+$ ]] || { echo "HANG_GRACE_SECONDS='$hang_grace' is not a number"; kill "$launcher_pid"; exit 2; }
+recorded_codes() { local f; for f in "$log_dir"/exit-code-rank-*; do [ -f "$f" ] && head -n 1 "$f"; done; }
+# (Not `recorded_codes | grep -q`: under pipefail, grep -q's early exit fails the pipeline
+# with SIGPIPE once several ranks have recorded.)
+has_record() { local c; c=$(recorded_codes); grep -qx "$1" <<< "$c"; }
+first_record() {  # first_record CODE: the file of the lowest-numbered rank that recorded CODE
+  local f; for f in $(ls -v "$log_dir"/exit-code-rank-* 2>/dev/null); do
+    [ "$(head -n 1 "$f")" = "$1" ] && { echo "$f"; return; }; done
+}
+(
+  while kill -0 "$launcher_pid" 2>/dev/null; do
+    if has_record 3; then
+      for ((i = 0; i < hang_grace; ++i)); do kill -0 "$launcher_pid" 2>/dev/null || exit 0; sleep 1; done
+      echo "$(date -Is) a rank ended a hang (exit 3) ${hang_grace} s ago and $launcher is still waiting (for a node it cannot reach?): ending it"
+      kill -TERM "$launcher_pid" 2>/dev/null
+      for ((i = 0; i < 3; ++i)); do kill -0 "$launcher_pid" 2>/dev/null || exit 0; sleep 1; done
+      kill -KILL "$launcher_pid" 2>/dev/null
+      exit 0
+    fi
+    sleep 1
+  done
+) &
+hang_monitor=$!
+
 # `wait` returns early (status > 128) when a trapped signal arrives; then wait again for the
 # launcher itself, whose exit status is the job's (bash keeps it if it ended meanwhile).
 while true; do
@@ -142,7 +179,22 @@ while true; do
   wait "$launcher_pid"; rc=$?
   [ "$interrupted" = 1 ] || break
 done
+kill "$hang_monitor" 2>/dev/null; wait "$hang_monitor" 2>/dev/null
 echo "$(date -Is) gpt_pretrain exited with $rc"
+# The launcher's code (srun: 137 after MPI_Abort, 143 or 9 for ranks it killed) replaces the
+# one a failing rank chose; the ranks' records restore it: a configuration error (2) wins,
+# then a hang the watchdog ended (3). The job then ends with that code (Slurm's ExitCode 3:0).
+if [ "$rc" != 0 ]; then
+  for want in 2 3; do
+    if has_record "$want"; then
+      f=$(first_record "$want")
+      [ "$rc" = "$want" ] || echo "rank ${f##*-rank-} recorded exit $want: the job's exit code is $want, not the launcher's $rc"
+      rc=$want
+      [ "$want" = 3 ] && echo "hang: the watchdog ended a wait on rank ${f##*-rank-} (exit 3): $(sed -n 2p "$f")"
+      break
+    fi
+  done
+fi
 oom=0
 if [ "$rc" != 0 ] && (( $(oom_kills) > oom_before )); then
   oom=1

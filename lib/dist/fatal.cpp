@@ -1,5 +1,6 @@
 #include "dist/fatal.hpp"
 
+#include <fcntl.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -73,6 +74,25 @@ int claim() {
     return before;
 }
 
+// <log-dir>/exit-code-rank-R: the code this rank ends with, then its line. The launcher's
+// own code often hides it: srun --kill-on-bad-exit reports the other tasks' signal (143,
+// or 137 after MPI_Abort), and a step with a node that cannot be reached never ends by
+// itself. slurm/run-training.sh reads these files to tell a hang the watchdog ended (3)
+// from a configuration error (2), and to end a step whose rank gave up on a hang. Written
+// once per failing rank (a handful of files), fsynced like the rank file; never throws.
+void write_exit_code(int rank, int code, const std::string& line) {
+    const std::string file = log::rank_file();
+    const auto slash = file.rfind('/');
+    if (file.empty() || slash == std::string::npos) return;
+    const std::string path = file.substr(0, slash) + "/exit-code-rank-" + std::to_string(rank);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    const std::string text = std::to_string(code) + "\n" + line;
+    write_fully(fd, text.data(), text.size());
+    ::fsync(fd);
+    ::close(fd);
+}
+
 }  // namespace
 
 void open_fatal_channel() {
@@ -136,11 +156,17 @@ void end_rank_now(const char* program, const std::string& message, int code) {
     if (size > 1 && rank >= 0) line += " on rank " + std::to_string(rank);
     line += ": " + message + "\n";
     log::append_to_rank_file("[rank " + std::to_string(rank) + "] " + (code == 0 ? "note: " : "fatal: ") + line);
+    if (code != 0) write_exit_code(rank, code, line);
     write_fully(STDERR_FILENO, line.data(), line.size());
     ::_exit(code);
 }
 
 void fail_job(const char* program, const std::string& message, int code) {
+    {
+        int rank = g_rank.load();
+        if (rank < 0 && mpi_running()) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        write_exit_code(rank < 0 ? 0 : rank, code, std::string(program) + ": " + message + "\n");
+    }
     const bool reporter = report_failure(program, message);
     if (reporter) {
         int size = 1;

@@ -12,6 +12,8 @@
 //     handlers, see mpi_environment.hpp); the other failing ranks stay silent on stderr and wait to be taken
 //     down by that abort (they abort themselves if it does not come).
 // If the claim cannot complete (rank 0 stopped or gone), the rank reports itself.
+// fail_job and end_rank_now (code != 0) also leave <log-dir>/exit-code-rank-R (the code, then
+// the line) for the job script: the launcher's own exit code does not carry ours (fatal.cpp).
 #pragma once
 
 #include <string>

@@ -9,7 +9,8 @@
 #   phase 4  checkpoint on USR1, requeue, resume at the saved iteration, and 4-rank TP 2 x PP 2
 #            training (a preflight runs both features outside Slurm first and fails loudly);
 #            a rank killed with SIGKILL requeues the job, which resumes from its checkpoint to
-#            the uninterrupted job's final loss; exit 2 is not requeued
+#            the uninterrupted job's final loss; exit 2 is not requeued; a hang the watchdog
+#            ends (a SIGSTOPped rank) makes the job's exit code 3 and requeues it as a fault
 #   tests/slurm/slurm_test.sh BUILD_DIR SOURCE_DIR
 # Skips (exit 0, with the reason) only where Slurm cannot be installed or run at all: not
 # root, or the Debian packages are missing and cannot be installed. Anything else that goes
@@ -430,6 +431,35 @@ probe tp2pp2 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
   ! grep -q "requeueing" "$log" || fail "job $id was requeued after exit 2"
   [ "$(job_field "$id" Restarts)" = 0 ] || fail "job $id restarted $(job_field "$id" Restarts) times after exit 2"
   say "phase 4c ok: job $id FAILED 2:0, not requeued"
+}
+
+# ==== phase 4d: a hang the watchdog ends is a fault: exit 3, requeued ===========================
+{
+  # One rank SIGSTOPped: the others' waits for it pass GPT_DISTRIBUTED_TIMEOUT_SECONDS, the
+  # watchdog reports and ends the job through MPI_Abort, and slurmstepd kills the step, so
+  # srun says 137. The ranks' records (exit-code-rank-R) give the job its code 3 back, and
+  # run-training.sh requeues it as a fault (MAX_RESTARTS=1). The requeued run itself is
+  # phase 4c's path; it is cancelled here.
+  say "phase 4d: SIGSTOP a rank -> watchdog (5 s) -> job exit 3, requeued as a fault"
+  submit hang -- DATA_PATH="$corpus" MAX_RESTARTS=1 GPT_DISTRIBUTED_TIMEOUT_SECONDS=5 \
+    EXTRA_ARGS="$small_flags --train-iters 1000 --save-interval 1000 --data-cache-path $tmp/data/cache"
+  log=$(job_log hang "$id")
+  wait_for 180 "job $id to log iteration 3 ($log)" grep -qsE "iteration +3/" "$log"
+  victim=
+  for p in $(pgrep -x gpt_pretrain); do
+    tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q "$work/runs/hang/logs/$id " && victim=$p
+  done
+  [ -n "$victim" ] || fail "no rank of job $id found to stop"
+  kill -STOP "$victim"
+  wait_for 120 "job $id to requeue itself after the hang" grep -qs "requeueing job $id" "$log"
+  log_has "$log" "gpt_pretrain: error on rank [0-3]: hang: waited [0-9]+ s \(limit 5 s, GPT_DISTRIBUTED_TIMEOUT_SECONDS\) for "
+  log_has "$log" "^hang: the watchdog ended a wait on rank [0-3] \(exit 3\): "
+  log_has "$log" "gpt_pretrain failed with 3: requeueing job $id \(fault restart 1 of MAX_RESTARTS=1\)"
+  wait_for 60 "job $id to be requeued" bash -c "[ \"\$(scontrol show job -o $id | grep -o 'Restarts=[0-9]*')\" = Restarts=1 ]"
+  scancel "$id" 2>/dev/null || true
+  kill -CONT "$victim" 2>/dev/null || true
+  say "phase 4d ok: job $id: $(grep -m1 -oE "rank [0-9]+ recorded exit 3: [^,]*, not the launcher's [0-9]+" "$log" || echo "exit 3 from srun itself"); requeued as fault restart 1"
+  show "$log" "hang:|recorded exit|exited with|requeueing" 6
 }
 
 say "PASS ($((SECONDS - T0))s)"

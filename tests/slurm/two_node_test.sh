@@ -245,7 +245,7 @@ say "phase 3 ok: job $id loaded iteration 3 written by TP2xPP2 on node-a,node-b,
 fi
 
 # ==== phase 4a: USR1 -> checkpoint -> requeue -> resume, across two nodes =====================
-want 4 && {
+{ want 4 || want 4a; } && {
   iters=20   # USR1 goes out after iteration 3; the saved run then has iterations left
   say "phase 4a: 2 nodes x 2 ranks TP2 x PP2, USR1 -> checkpoint -> requeue -> resume"
   submit gpt-tiny-cpu.sbatch usr1 --nodes=2 --ntasks-per-node=2 -- EXTRA_ARGS="${tiny[*]} --train-iters $iters"
@@ -270,10 +270,11 @@ want 4 && {
 }
 
 # ==== phase 4b: node-b's link cut mid-run ========================================================
-want 4 && {
+{ want 4 || want 4b; } && {
   say "phase 4b: 2 nodes x 2 ranks TP2 x DP2 saving every 2 iterations, watchdog limit 5 s; ip link set eth0 down on node-b"
-  # MAX_RESTARTS=0: run-training.sh would requeue a watchdog exit (a fault) otherwise.
-  submit gpt-tiny-cpu.sbatch cut --nodes=2 --ntasks-per-node=2 -- NO_REQUEUE=1 MAX_RESTARTS=0 GPT_DISTRIBUTED_TIMEOUT_SECONDS=5 \
+  # MAX_RESTARTS=0: run-training.sh classes a hang (exit 3) as a fault, which it would
+  # requeue otherwise; here it must say so and end the job FAILED 3:0.
+  submit gpt-tiny-cpu.sbatch cut --nodes=2 --ntasks-per-node=2 -- NO_REQUEUE=1 MAX_RESTARTS=0 GPT_DISTRIBUTED_TIMEOUT_SECONDS=5 HANG_GRACE_SECONDS=5 \
     EXTRA_ARGS="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 ${tiny[*]} --train-iters 100000 --save-interval 2"
   ckpt=$work/runs/cut/checkpoints
   wait_for 180 "job $id to save at iteration 2" grep -qs "successfully saved checkpoint at iteration 2 " "$log"
@@ -281,24 +282,25 @@ want 4 && {
   "$cluster" link "$cdir" node-b down
   # The DP all-reduce (or a save's collective HDF5 I/O) between the nodes goes over the cut
   # link: the ranks wait, and the watchdog ends the wait after 5 s with exit 3 and its line
-  # (a polled wait: "waited ... for"; a call inside MPI-IO: "blocked ... inside"). After a
-  # deadline srun may still wait for node-b's tasks, which it cannot reach, until slurmctld
-  # declares node-b down (SlurmdTimeout 30 s) and ends (and requeues) the job: the watchdog's
-  # line and exit code must come before any node-failure line in the job's output. The
-  # bound only keeps a broken test finite.
+  # (a polled wait: "waited ... for"; a call inside MPI-IO: "blocked ... inside"), recorded
+  # in the log folder (exit-code-rank-R). srun cannot reach node-b's tasks and would wait
+  # until slurmctld declares node-b down (SlurmdTimeout 30 s) and requeues the job for the
+  # node failure; run-training.sh ends it HANG_GRACE_SECONDS after the record instead, and
+  # the job ends FAILED with exit code 3 (a NODE_FAIL or a requeue would mean Slurm's node
+  # failure came first). The bound only keeps a broken test finite.
   ended() { [ "$(job_field "$id" Restarts)" = 1 ] || job_done "$id"; }
   wait_for 150 "Slurm to end job $id after node-b's link went down" ended
   hang_re="gpt_pretrain: error on rank [0-3]: hang: (waited|blocked) [0-9]+ s \(limit 5 s, GPT_DISTRIBUTED_TIMEOUT_SECONDS\) (for|inside) "
   log_has "$log" "$hang_re"
-  # The exit code 3 reaches srun directly from a deadline (the rank _exits 3), or as the
-  # code of MPI_Abort from a polled wait (fail_job), after which slurmstepd kills the step
-  # and srun reports the tasks killed (137).
-  log_has "$log" "srun: error: node-a: tasks? [0-9-]+: Exited with exit code 3|MPI_Abort\(MPI_COMM_WORLD, 3\)"
+  log_has "$log" "^hang: the watchdog ended a wait on rank [0-3] \(exit 3\): gpt_pretrain: "
+  log_has "$log" "gpt_pretrain failed with 3 after 0 fault restarts \(MAX_RESTARTS=0\): not requeueing"
+  st=$(job_field "$id" JobState) ec=$(job_field "$id" ExitCode)
+  [ "$st" = FAILED ] && [ "$ec" = 3:0 ] && [ "$(job_field "$id" Restarts)" = 0 ] \
+    || fail "cut: job $id ended $st, exit code $ec, restarts $(job_field "$id" Restarts); expected FAILED 3:0 by the watchdog before Slurm's node failure"
   first_hang=$(grep -nE "$hang_re" "$log" | head -1 | cut -d: -f1)
   first_nf=$(grep -nE "Node failure|DUE TO NODE FAILURE" "$log" | head -1 | cut -d: -f1 || true)
   [ -z "$first_nf" ] || ((first_hang < first_nf)) || fail "cut: Slurm's node-failure path (line $first_nf) came before the watchdog's line (line $first_hang)"
   hang_line=$(grep -m1 -oE "hang: (waited|blocked) [^;]*" "$log" || true)
-  on gpt-ctl scancel "$id" || true
   # The last checkpoint is whole: the tracker names a folder whose files load, on one rank.
   saved=$(tr -d '[:space:]' < "$ckpt/latest_checkpointed_iteration.txt")
   [[ $saved =~ ^[0-9]+$ ]] && ((saved >= 2)) || fail "cut: tracker says '$saved'"
@@ -306,7 +308,7 @@ want 4 && {
      --distributed-backend mpi --make-vocab-size-divisible-by 256 "${tiny[@]}" --train-iters $((saved + 1)) --load "$ckpt") > "$tmp/cut-load.log" 2>&1 \
     || { tail -20 "$tmp/cut-load.log"; fail "the checkpoint at iteration $saved does not load after the cut"; }
   log_has "$tmp/cut-load.log" "loaded checkpoint.* at iteration $saved\b"
-  say "phase 4b ok: node-a's ranks of job $id exited 3 by the watchdog before Slurm's node failure: $hang_line; checkpoint $saved loads"
+  say "phase 4b ok: job $id FAILED 3:0, ended by the watchdog's exit 3 before Slurm's node failure: $hang_line; checkpoint $saved loads"
   say "rebuilding the cluster (ranks left on node-b end with it)"
   "$cluster" down "$cdir"; up
 }
