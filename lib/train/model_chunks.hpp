@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +78,13 @@ public:
     // optimizer steps (its shard with the distributed optimizer). For error reports: one
     // pass over the gradients.
     std::string first_non_finite_grad();
+    // --check-for-nan-in-loss-and-grad (bf16/fp32): the first parameter (chunk, then layout
+    // order) whose gradient on this rank was not finite before the data-parallel reduction
+    // of the last forward_backward; "" when none (or the check is off).
+    std::string local_non_finite_grad() const;
+    // Test hook (fault injection): runs on chunk c's grad buffer before each bucket's local
+    // check and reduction (GradReducer::set_before_reduce_hook).
+    void set_before_reduce_hook(int c, std::function<void(float*, const GradBucket&)> h);
 
 private:
     struct Slots {
