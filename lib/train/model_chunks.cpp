@@ -204,6 +204,7 @@ double ModelChunks::forward_backward(MicroBatchSource& data, float dloss,
 }
 
 void ModelChunks::finalize_grads() {
+    if (grads_done_hook_) grads_done_hook_();
     // Tied embeddings: the first stage's word-embedding grad and the last stage's head copy
     // both become their sum, so the two copies take identical Adam steps (Megatron's
     // allreduce of word-embedding grads over the embedding group).

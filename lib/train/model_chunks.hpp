@@ -85,6 +85,9 @@ public:
     // Test hook (fault injection): runs on chunk c's grad buffer before each bucket's local
     // check and reduction (GradReducer::set_before_reduce_hook).
     void set_before_reduce_hook(int c, std::function<void(float*, const GradBucket&)> h);
+    // Test hook (fault injection): runs when backward has finished every chunk's gradients,
+    // before finalize_grads' embedding-group sum and the reductions it waits for.
+    void set_grads_done_hook(std::function<void()> h) { grads_done_hook_ = std::move(h); }
 
 private:
     struct Slots {
@@ -131,6 +134,7 @@ private:
     pipeline::PipelineTiming timing_;
     Timers* timers_ = nullptr;
     double local_loss_ = 0.0;
+    std::function<void()> grads_done_hook_;
 };
 
 }  // namespace gpt::train
