@@ -212,6 +212,12 @@ struct MonitorConfig {
     int spiky_loss_window = 100;               // accepted losses the z-score is taken over
     double spiky_loss_zscore = 6.0;            // a loss this many std above the mean spikes
     int spiky_loss_max_consecutive = 3;        // spikes in a row that stop the run
+    // Megatron's barrier_with_L1_time (on by default; --no-barrier-with-level-1-timing):
+    // a world barrier before each measured level-1 timer starts.
+    bool no_barrier_with_level_1_timing = false;
+    bool barrier_with_L1_time() const { return !no_barrier_with_level_1_timing; }
+    std::vector<int> profile_ranks = {0};      // global ranks that run the --profile window
+    int straggler_minmax_count = 1;            // --log-straggler: slowest/fastest ranks shown
 };
 
 struct Config {

@@ -28,6 +28,11 @@ std::string to_text(double v) {
     return os.str();
 }
 std::string to_text(const std::string& v) { return v.empty() ? "None" : v; }
+std::string to_text(const std::vector<int>& v) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+}
 std::string to_text(const std::vector<std::string>& v) {
     if (v.empty()) return "None";
     std::string s = "[";
@@ -65,6 +70,8 @@ private:
         T* target = &(cfg_.*sec.*field);
         if constexpr (std::is_same_v<T, bool>) {
             g.add_options()(name, po::bool_switch(target), help);
+        } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+            g.add_options()(name, po::value<T>(target)->multitoken()->default_value(*target, to_text(*target)), help);
         } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
             g.add_options()(name, po::value<T>(target)->multitoken(), help);
         } else if constexpr (std::is_same_v<T, std::string>) {
@@ -236,6 +243,9 @@ private:
         add(mon, "spiky-loss-window", &C::monitor, &MonitorConfig::spiky_loss_window, "accepted losses the spike z-score is measured against");
         add(mon, "spiky-loss-zscore", &C::monitor, &MonitorConfig::spiky_loss_zscore, "a loss this many standard deviations above the window's mean is a spike");
         add(mon, "spiky-loss-max-consecutive", &C::monitor, &MonitorConfig::spiky_loss_max_consecutive, "spiky steps in a row that stop training");
+        add(mon, "no-barrier-with-level-1-timing", &C::monitor, &MonitorConfig::no_barrier_with_level_1_timing, "no world barrier before the level-1 timers start (their times then include waiting for slower ranks)");
+        add(mon, "profile-ranks", &C::monitor, &MonitorConfig::profile_ranks, "global ranks that run the --profile window");
+        add(mon, "straggler-minmax-count", &C::monitor, &MonitorConfig::straggler_minmax_count, "--log-straggler: how many slowest and fastest ranks to report");
         groups.emplace_back("monitoring", mon);
 
         po::options_description tb("tensorboard");

@@ -17,6 +17,10 @@ void validate_monitor(const MonitorConfig& m) {
         GPT_REQUIRE(m.profile_step_start >= 0 && m.profile_step_start < m.profile_step_end,
                     UsageError, "--profile-step-start ", m.profile_step_start,
                     " must be >= 0 and before --profile-step-end ", m.profile_step_end);
+    for (const int r : m.profile_ranks)
+        GPT_REQUIRE(r >= 0, UsageError, "--profile-ranks must be global ranks (>= 0), got ", r);
+    GPT_REQUIRE(m.straggler_minmax_count >= 1, UsageError, "--straggler-minmax-count must be at least 1, got ",
+                m.straggler_minmax_count);
     // A z-score needs a spread: three losses are the fewest that give one worth the name.
     GPT_REQUIRE(m.spiky_loss_window >= 3, UsageError, "--spiky-loss-window must be at least 3, got ",
                 m.spiky_loss_window);

@@ -1,7 +1,7 @@
 // The CUDA profiler hooks: NVTX ranges (nvtx3, header-only, from the CUDA toolkit) and
 // cudaProfilerStart/Stop for --profile. An NVTX range costs a check of a null function
-// pointer when no profiler is attached; the builds without the CUDA runtime (CPU-only, and
-// the emulator, whose runtime has no profiler) compile the ranges out and have no profiler.
+// pointer when no profiler is attached; the CPU-only build compiles the ranges out and has
+// no profiler. The emulator build records both (tests/cuda_emu/nvtx.cpp) for its tests.
 #pragma once
 
 namespace gpt::profiler {

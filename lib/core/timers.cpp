@@ -38,6 +38,12 @@ Timers::Timers(int log_level, std::function<void()> sync) : log_level_(log_level
 void Timers::start(Phase p) {
     profiler::range_push(kPhases[static_cast<std::size_t>(p)].name);
     if (!measured(p)) return;
+    // Megatron's start(barrier=barrier_with_L1_time): level-1 timers only, and only those
+    // measured at this --timing-log-level (a forced level-2 phase takes none).
+    if (barrier_ && phase_level(p) == 1 && phase_level(p) <= log_level_) {
+        barrier_();
+        ++barriers_taken_;
+    }
     if (sync_) sync_();
     started_[static_cast<std::size_t>(p)] = clock::now();
 }

@@ -8,8 +8,12 @@
 // a measured timer runs `sync` (the backend's synchronize) before reading the clock at both
 // ends, so work queued on the device is charged to the phase that queued it. This costs
 // the overlap of host and device at the edges of measured phases - the price of honest
-// numbers, paid only at levels that measure those phases. Megatron's optional barrier
-// (--barrier-with-L1-time) is not taken: a phase here includes waiting for slower ranks.
+// numbers, paid only at levels that measure those phases.
+//
+// Megatron's barrier_with_L1_time (on unless --no-barrier-with-level-1-timing): a measured
+// level-1 timer first waits in a world barrier (set_barrier), so its time starts when every
+// rank is there and does not include waiting for a rank still busy with the phase before.
+// Every rank must start the level-1 phases alike (each caller starts them on all ranks).
 #pragma once
 
 #include <array>
@@ -61,6 +65,11 @@ public:
 
     void start(Phase p);
     void stop(Phase p);
+    // A world barrier taken before a measured level-1 phase starts (empty: none).
+    void set_barrier(std::function<void()> barrier) { barrier_ = std::move(barrier); }
+    // Barriers taken so far (the level-1 starts with a barrier set).
+    std::int64_t barriers_taken() const { return barriers_taken_; }
+
     // Seconds accumulated since the last reset (0 for a phase never measured).
     double elapsed(Phase p) const { return elapsed_[static_cast<std::size_t>(p)]; }
     std::array<double, kNumPhases> elapsed_all() const { return elapsed_; }
@@ -89,6 +98,8 @@ private:
     using clock = std::chrono::steady_clock;
     int log_level_;
     std::function<void()> sync_;
+    std::function<void()> barrier_;
+    std::int64_t barriers_taken_ = 0;
     std::array<bool, kNumPhases> forced_{};
     std::array<double, kNumPhases> elapsed_{};
     std::array<clock::time_point, kNumPhases> started_{};

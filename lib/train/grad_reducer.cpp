@@ -38,6 +38,7 @@ GradReducer::GradReducer(model::GptModel& model, dist::Communicator& dp, const O
     buckets_ = make_buckets(total, opt_.bucket_elements, held_back);
     pending_.resize(buckets_.size());
     launched_.assign(buckets_.size(), false);
+    checked_.assign(buckets_.size(), false);
 }
 
 GradReducer::~GradReducer() {
@@ -47,6 +48,8 @@ GradReducer::~GradReducer() {
 
 void GradReducer::start_final_backward() {
     std::fill(launched_.begin(), launched_.end(), false);
+    std::fill(checked_.begin(), checked_.end(), false);
+    first_bad_ = -1;
     launched_early_ = launched_now_ = 0;
     if (opt_.overlap && dp_.size() > 1)
         model_.set_grad_ready_hook([this](std::int64_t first_final) { on_ready(first_final); });
@@ -64,7 +67,36 @@ void GradReducer::on_ready(std::int64_t first_final) {
         if (p) p->test();
 }
 
+void GradReducer::check(std::size_t i) {
+    if (checked_[i]) return;
+    checked_[i] = true;
+    const GradBucket& b = buckets_[i];
+    if (before_reduce_) before_reduce_(model_.grads(), b);
+    if (!opt_.check_finite) return;
+    Backend& be = model_.backend();
+    // One pass over the bucket; only a bad bucket is searched parameter by parameter.
+    if (be.grad_stats(model_.grads() + b.begin, b.end - b.begin).finite) return;
+    for (const auto& e : model_.layout().entries()) {
+        const std::int64_t lo = std::max(b.begin, e.offset), hi = std::min(b.end, e.offset + e.numel);
+        if (lo >= hi || be.grad_stats(model_.grads() + lo, hi - lo).finite) continue;
+        if (first_bad_ < 0 || e.offset < first_bad_) first_bad_ = e.offset;
+    }
+}
+
+void GradReducer::check_held_back() {
+    for (std::size_t i = 0; i < buckets_.size(); ++i)
+        if (buckets_[i].held_back) check(i);
+}
+
+std::string GradReducer::local_non_finite() const {
+    if (first_bad_ < 0) return "";
+    for (const auto& e : model_.layout().entries())
+        if (e.offset == first_bad_) return e.name;
+    return "";
+}
+
 void GradReducer::launch(std::size_t i) {
+    check(i);
     const GradBucket& b = buckets_[i];
     float* g = model_.grads();
     launched_[i] = true;
@@ -91,7 +123,10 @@ void GradReducer::launch(std::size_t i) {
 
 void GradReducer::finish() {
     model_.set_grad_ready_hook({});
-    if (dp_.size() == 1) return;  // one replica: its gradients are the sum
+    if (dp_.size() == 1) {  // one replica: its gradients are the sum
+        for (std::size_t i = 0; i < buckets_.size(); ++i) check(i);
+        return;
+    }
     for (std::size_t i = 0; i < buckets_.size(); ++i)
         if (!launched_[i]) {
             launch(i);
@@ -127,6 +162,9 @@ std::unique_ptr<GradReducer> make_grad_reducer(const Config& cfg, dist::ProcessG
     o.sharded = optimizer.distributed();
     o.shard_begin = optimizer.shard_begin();
     o.shard_size = optimizer.shard_size();
+    // fp16 (or a fixed loss scale): a non-finite gradient is an overflow the scaler skips.
+    o.check_finite = cfg.monitor.check_for_nan_in_loss_and_grad() && !cfg.training.fp16 &&
+                     cfg.training.loss_scale <= 0.0;
     std::vector<std::pair<std::int64_t, std::int64_t>> held;
     if (groups.embedding().size() > 1 && !chunk.dims().untied_output)
         for (const char* name : {model::ParamLayout::word_embeddings(),

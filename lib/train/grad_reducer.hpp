@@ -6,10 +6,17 @@
 // micro-batch's backward has finished it (--overlap-grad-reduce), else all together after
 // backward. Buckets that hold tied word embeddings wait for finish(): their embedding-group
 // sum must come first (the shards of the two stages' buffers do not line up).
+//
+// --check-for-nan-in-loss-and-grad (bf16/fp32): like Megatron's start_grad_sync, each
+// bucket's local gradients are checked for NaN/Inf just before its collective (held-back
+// buckets before the embedding-group sum), so the report can name the rank where a
+// non-finite gradient arose, not every rank the reduction carried it to.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -42,6 +49,7 @@ public:
         bool overlap = false;              // launch buckets during the last backward
         bool sharded = false;              // reduce-scatter into [shard_begin, +shard_size)
         std::int64_t shard_begin = 0, shard_size = 0;
+        bool check_finite = false;         // check local gradients before each collective
     };
     // held_back: flat element ranges whose buckets wait for finish().
     GradReducer(model::GptModel& model, dist::Communicator& dp, const Options& opt,
@@ -57,6 +65,18 @@ public:
     // every bucket; sharded, this rank's shard of the grad buffer then holds the DP sum.
     void finish();
 
+    // Before the embedding-group sum: checks the held-back buckets' local gradients (their
+    // collective waits for finish(), after that sum has mixed in another stage's).
+    void check_held_back();
+    // With check_finite: the first parameter (layout order) whose local gradient was not
+    // finite before the reduction of the last finish()ed iteration; "" when none.
+    std::string local_non_finite() const;
+    // Test hook (fault injection): runs on the grad buffer with a bucket just before that
+    // bucket's local gradients are checked and reduced.
+    void set_before_reduce_hook(std::function<void(float* grads, const GradBucket&)> h) {
+        before_reduce_ = std::move(h);
+    }
+
     const std::vector<GradBucket>& buckets() const { return buckets_; }
     // Buckets launched while backward still ran in the last finish()ed iteration.
     int launched_during_backward() const { return launched_early_; }
@@ -64,6 +84,7 @@ public:
 private:
     void on_ready(std::int64_t first_final);
     void launch(std::size_t bucket);
+    void check(std::size_t bucket);  // once per iteration, before the bucket's collective
 
     model::GptModel& model_;
     dist::Communicator& dp_;
@@ -71,6 +92,9 @@ private:
     std::vector<GradBucket> buckets_;
     std::vector<std::unique_ptr<dist::PendingOp>> pending_;  // per bucket, null when idle
     std::vector<bool> launched_;
+    std::vector<bool> checked_;
+    std::int64_t first_bad_ = -1;  // flat offset of the first non-finite parameter found
+    std::function<void(float*, const GradBucket&)> before_reduce_;
     int launched_early_ = 0, launched_now_ = 0;
 };
 

@@ -204,25 +204,34 @@ double ModelChunks::forward_backward(MicroBatchSource& data, float dloss,
 }
 
 void ModelChunks::finalize_grads() {
+    if (grads_done_hook_) grads_done_hook_();
     // Tied embeddings: the first stage's word-embedding grad and the last stage's head copy
     // both become their sum, so the two copies take identical Adam steps (Megatron's
     // allreduce of word-embedding grads over the embedding group).
     // Untied (--untie-embeddings-and-output-weights): two separate tensors, nothing to sum.
-    if (groups_.embedding().size() > 1 && !chunks_.front()->dims().untied_output) {
-        Timers::Scope phase(timers_, Phase::EmbeddingGradsAllReduce);
-        model::GptModel* holder = nullptr;
-        const char* name = nullptr;
-        if (chunks_.front()->chunk().pre_process) {
-            holder = chunks_.front().get();
-            name = model::ParamLayout::word_embeddings();
-        } else if (chunks_.back()->chunk().post_process) {
-            holder = chunks_.back().get();
-            name = model::ParamLayout::word_embeddings_for_head();
+    // The NaN check of the held-back buckets reads this rank's own gradients, before the sum.
+    for (auto& r : reducers_) r->check_held_back();
+    {
+        // Timed on every rank of a pipelined run, as Megatron does, so that the level-1 timer's
+        // barrier (--no-barrier-with-level-1-timing) is reached by all ranks.
+        const bool tied = !chunks_.front()->dims().untied_output;
+        Timers::Scope embedding_phase(groups_.grid().pp_size() > 1 && tied ? timers_ : nullptr,
+                                      Phase::EmbeddingGradsAllReduce);
+        if (groups_.embedding().size() > 1 && tied) {
+            model::GptModel* holder = nullptr;
+            const char* name = nullptr;
+            if (chunks_.front()->chunk().pre_process) {
+                holder = chunks_.front().get();
+                name = model::ParamLayout::word_embeddings();
+            } else if (chunks_.back()->chunk().post_process) {
+                holder = chunks_.back().get();
+                name = model::ParamLayout::word_embeddings_for_head();
+            }
+            GPT_ASSERT(holder != nullptr, "rank in the embedding group holds no word embeddings");
+            const auto& e = holder->layout().at(name);
+            data_.embedding().all_reduce(holder->grads() + e.offset, e.numel, dist::CommType::F32,
+                                         dist::ReduceOp::Sum);
         }
-        GPT_ASSERT(holder != nullptr, "rank in the embedding group holds no word embeddings");
-        const auto& e = holder->layout().at(name);
-        data_.embedding().all_reduce(holder->grads() + e.offset, e.numel, dist::CommType::F32,
-                                     dist::ReduceOp::Sum);
     }
     {
         Timers::Scope phase(timers_, Phase::AllGradsSync);
@@ -239,6 +248,16 @@ void ModelChunks::finalize_grads() {
 void ModelChunks::set_timers(Timers* t) {
     timers_ = t;
     for (auto& o : optimizers_) o->set_timers(t);
+}
+
+std::string ModelChunks::local_non_finite_grad() const {
+    for (const auto& r : reducers_)
+        if (std::string name = r->local_non_finite(); !name.empty()) return name;
+    return "";
+}
+
+void ModelChunks::set_before_reduce_hook(int c, std::function<void(float*, const GradBucket&)> h) {
+    reducers_.at(static_cast<std::size_t>(c))->set_before_reduce_hook(std::move(h));
 }
 
 std::string ModelChunks::first_non_finite_grad() {

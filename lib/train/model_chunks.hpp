@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +78,16 @@ public:
     // optimizer steps (its shard with the distributed optimizer). For error reports: one
     // pass over the gradients.
     std::string first_non_finite_grad();
+    // --check-for-nan-in-loss-and-grad (bf16/fp32): the first parameter (chunk, then layout
+    // order) whose gradient on this rank was not finite before the data-parallel reduction
+    // of the last forward_backward; "" when none (or the check is off).
+    std::string local_non_finite_grad() const;
+    // Test hook (fault injection): runs on chunk c's grad buffer before each bucket's local
+    // check and reduction (GradReducer::set_before_reduce_hook).
+    void set_before_reduce_hook(int c, std::function<void(float*, const GradBucket&)> h);
+    // Test hook (fault injection): runs when backward has finished every chunk's gradients,
+    // before finalize_grads' embedding-group sum and the reductions it waits for.
+    void set_grads_done_hook(std::function<void()> h) { grads_done_hook_ = std::move(h); }
 
 private:
     struct Slots {
@@ -123,6 +134,7 @@ private:
     pipeline::PipelineTiming timing_;
     Timers* timers_ = nullptr;
     double local_loss_ = 0.0;
+    std::function<void()> grads_done_hook_;
 };
 
 }  // namespace gpt::train

@@ -50,6 +50,14 @@ std::string non_finite_loss_report(double local_loss, double loss, std::int64_t 
 std::string non_finite_grad_report(ModelChunks& chunks, std::int64_t iteration,
                                    dist::ProcessGroups& groups, const std::vector<std::string>& hosts) {
     auto& world = groups.world();
+    // Where it arose: the local gradients each rank checked before the reduction.
+    const std::string local = chunks.local_non_finite_grad();
+    if (const int r = lowest_rank_with(!local.empty(), world); r >= 0)
+        return detail::concat("gradient of ", share_text(local, r, world),
+                              " is not finite (NaN or Inf) at iteration ", iteration, " on ", where(r, hosts),
+                              ", in its local gradient before the data-parallel reduction", kTurnOff,
+                              ". HINT: lower --lr, use --bf16, or check the data");
+    // Every local gradient was finite (or unchecked): look at what the reduction made.
     const std::string mine = chunks.first_non_finite_grad();
     const int r = lowest_rank_with(!mine.empty(), world);
     if (r < 0)  // every element finite, but the sum of squares overflowed
@@ -58,7 +66,8 @@ std::string non_finite_grad_report(ModelChunks& chunks, std::int64_t iteration,
                               ". HINT: lower --lr or check the data");
     const std::string name = share_text(mine, r, world);
     return detail::concat("gradient of ", name, " is not finite (NaN or Inf) at iteration ", iteration,
-                          " on ", where(r, hosts), ", after the data-parallel reduction", kTurnOff,
+                          " on ", where(r, hosts), ", after the data-parallel reduction (no rank's local "
+                          "gradient was: their sum overflowed)", kTurnOff,
                           ". HINT: lower --lr, use --bf16, or check the data");
 }
 

@@ -5,8 +5,10 @@
 // Both reports are collective over the world and return the same text on every rank, so
 // every rank throws alike and no rank waits for one that stopped. The loss is checked
 // where it is computed (each data-parallel rank's last pipeline stage, before the
-// reduction); gradients after the data-parallel reduction, which carries a NaN from one
-// rank to all of its data-parallel peers: the rank named is the lowest that holds one.
+// reduction); gradients the same way, each rank's local gradients before the data-parallel
+// reduction (and the embedding-group sum), which would carry a NaN from one rank to its
+// peers (train/grad_reducer.hpp): the rank named is the lowest where one arose. Only a NaN
+// the reduction itself made (an overflowing sum) is looked for after it.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +28,8 @@ std::string share_text(const std::string& text, int root, dist::Communicator& wo
 // For a non-finite global loss: which rank's own loss is not finite.
 std::string non_finite_loss_report(double local_loss, double loss, std::int64_t iteration,
                                    dist::ProcessGroups& groups, const std::vector<std::string>& hosts);
-// For a step with non-finite gradients: the first such parameter on the lowest rank.
+// For a step with non-finite gradients: the first such parameter on the lowest rank whose
+// local gradients had one, else on the lowest rank after the reduction.
 std::string non_finite_grad_report(ModelChunks& chunks, std::int64_t iteration,
                                    dist::ProcessGroups& groups, const std::vector<std::string>& hosts);
 

@@ -108,6 +108,40 @@ std::vector<Straggler> select_stragglers(const std::vector<double>& ms_per_rank,
     return out;
 }
 
+std::vector<Straggler> select_fastest(const std::vector<double>& ms_per_rank, std::size_t max_count) {
+    std::vector<Straggler> out;
+    const double med = median(ms_per_rank);
+    if (med <= 0.0) return out;
+    for (std::size_t r = 0; r < ms_per_rank.size(); ++r)
+        if (ms_per_rank[r] < med)
+            out.push_back({static_cast<int>(r), ms_per_rank[r], ms_per_rank[r] / med - 1.0});
+    // Fastest first; equal times by rank, so the report is stable.
+    std::sort(out.begin(), out.end(), [](const Straggler& a, const Straggler& b) {
+        return a.ms != b.ms ? a.ms < b.ms : a.rank < b.rank;
+    });
+    if (out.size() > max_count) out.resize(max_count);
+    return out;
+}
+
+std::string format_fastest(const Straggler& s, const std::string& host, double median_ms) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  " fastest: rank %d (%s): compute %.2f ms per iteration, %.1f%% faster than the median %.2f ms",
+                  s.rank, host.c_str(), s.ms, -100.0 * s.over_median, median_ms);
+    return buf;
+}
+
+std::vector<std::string> straggler_report(const std::vector<double>& ms_per_rank,
+                                          const std::vector<std::string>& hosts, std::size_t count) {
+    const double med = median(ms_per_rank);
+    std::vector<std::string> out;
+    for (const Straggler& s : select_stragglers(ms_per_rank, count))
+        out.push_back(format_straggler(s, hosts.at(static_cast<std::size_t>(s.rank)), med));
+    for (const Straggler& s : select_fastest(ms_per_rank, count))
+        out.push_back(format_fastest(s, hosts.at(static_cast<std::size_t>(s.rank)), med));
+    return out;
+}
+
 std::string format_straggler(const Straggler& s, const std::string& host, double median_ms) {
     char buf[256];
     std::snprintf(buf, sizeof buf,

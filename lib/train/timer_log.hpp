@@ -49,9 +49,20 @@ struct Straggler {
 // slowest first. Nothing when the median is 0 (no compute measured).
 std::vector<Straggler> select_stragglers(const std::vector<double>& ms_per_rank, std::size_t max_count);
 double median(std::vector<double> v);
+// The up to `max_count` fastest ranks strictly faster than the median, fastest first
+// (over_median negative: -0.2 = 20% faster). Megatron's --straggler-minmax-count reports
+// both ends.
+std::vector<Straggler> select_fastest(const std::vector<double>& ms_per_rank, std::size_t max_count);
 
 // " straggler: rank 3 (node07): compute 123.45 ms per iteration, 37.2% slower than the median 90.01 ms"
 std::string format_straggler(const Straggler& s, const std::string& host, double median_ms);
+// " fastest: rank 0 (node01): compute 80.00 ms per iteration, 20.0% faster than the median 100.00 ms"
+std::string format_fastest(const Straggler& s, const std::string& host, double median_ms);
+
+// --log-straggler's lines: the up to `count` (--straggler-minmax-count) slowest ranks above
+// the median, then the up to `count` fastest below it.
+std::vector<std::string> straggler_report(const std::vector<double>& ms_per_rank,
+                                          const std::vector<std::string>& hosts, std::size_t count);
 
 // Every rank's host name, indexed by world rank (collective over `world`).
 std::vector<std::string> gather_hostnames(dist::Communicator& world);

@@ -16,6 +16,7 @@
 #include "train/exit_conditions.hpp"
 #include "train/iteration_log.hpp"
 #include "train/nan_check.hpp"
+#include "train/profile_window.hpp"
 #include "train/timer_log.hpp"
 
 namespace gpt::train {
@@ -58,8 +59,6 @@ std::unique_ptr<dist::DataGroups> make_data_groups(const Config& cfg, dist::Proc
 }
 
 namespace {
-
-constexpr std::size_t kStragglersReported = 3;  // --log-straggler: the slowest ranks shown
 
 std::int64_t resolve_train_iters(const TrainingConfig& t) {
     if (t.train_iters > 0) return t.train_iters;
@@ -118,6 +117,9 @@ Trainer::Trainer(const RunConfig& run, dist::ProcessGroups& groups, Backend& bac
     std::function<void()> sync;
     if (!be_.host_memory()) sync = [this] { be_.synchronize(); };
     timers_ = std::make_unique<Timers>(mon.timing_log_level, std::move(sync));
+    if (mon.barrier_with_L1_time() && groups_.world_size() > 1)
+        timers_->set_barrier([this] { groups_.world().barrier(); });
+    check_profile_ranks(mon, groups_.world_size());
     if (mon.log_straggler) {
         timers_->always_measure(Phase::ForwardCompute);
         timers_->always_measure(Phase::BackwardCompute);
@@ -233,14 +235,13 @@ std::string Trainer::last_good_checkpoint() const {
 
 void Trainer::profile_edges(bool before_step) {
     // Megatron: start before the step when profile-step-start iterations are done, stop
-    // after the one that completes profile-step-end; on rank 0 (its --profile-ranks default).
-    const MonitorConfig& mon = cfg_.monitor;
-    if (!mon.profile || groups_.rank() != 0) return;
-    if (before_step && iteration_ == mon.profile_step_start) {
+    // after the one that completes profile-step-end; on the ranks of --profile-ranks.
+    const ProfileEdge edge = profile_edge(cfg_.monitor, groups_.rank(), iteration_, before_step);
+    if (edge == ProfileEdge::Start) {
         be_.synchronize();
         profiler::start();
         GPT_LOG(info) << "profiler started before iteration " << iteration_ + 1;
-    } else if (!before_step && iteration_ == mon.profile_step_end) {
+    } else if (edge == ProfileEdge::Stop) {
         be_.synchronize();
         profiler::stop();
         GPT_LOG(info) << "profiler stopped after iteration " << iteration_;
@@ -270,9 +271,10 @@ void Trainer::log_timers() {
         for (int r = 0; r < t.ranks; ++r)
             ms[static_cast<std::size_t>(r)] =
                 (t.at(r, Phase::ForwardCompute) + t.at(r, Phase::BackwardCompute)) * 1000.0 / per;
-        const double med = median(ms);
-        for (const Straggler& st : select_stragglers(ms, kStragglersReported))
-            GPT_LOG(info) << format_straggler(st, hosts_.at(static_cast<std::size_t>(st.rank)), med);
+        // --straggler-minmax-count: that many of the slowest and of the fastest ranks.
+        for (const std::string& line :
+             straggler_report(ms, hosts_, static_cast<std::size_t>(mon.straggler_minmax_count)))
+            GPT_LOG(info) << line;
     }
 }
 

@@ -245,6 +245,26 @@ TEST(MonitorFlags, BadValuesAreRejectedNamingTheFlag) {
         EXPECT_NE(rejection(args).find(want), std::string::npos) << args.front() << ": " << rejection(args);
 }
 
+// --no-barrier-with-level-1-timing, --profile-ranks, --straggler-minmax-count: Megatron's
+// names and defaults (barrier on, rank 0, one rank at each end), and bad values rejected.
+TEST(MonitorFlags, BarrierProfileRanksAndMinmaxCount) {
+    const MonitorConfig d = parse_args(std::vector<std::string>{}).config.monitor;
+    EXPECT_TRUE(d.barrier_with_L1_time());
+    EXPECT_EQ(d.profile_ranks, std::vector<int>{0});
+    EXPECT_EQ(d.straggler_minmax_count, 1);
+    const MonitorConfig m = parse_args({"--no-barrier-with-level-1-timing", "--profile-ranks", "0", "3",
+                                        "--straggler-minmax-count", "4"})
+                                .config.monitor;
+    EXPECT_FALSE(m.barrier_with_L1_time());
+    EXPECT_EQ(m.profile_ranks, (std::vector<int>{0, 3}));
+    EXPECT_EQ(m.straggler_minmax_count, 4);
+    EXPECT_NE(rejection({"--straggler-minmax-count", "0"}).find("--straggler-minmax-count must be at least 1"),
+              std::string::npos);
+    EXPECT_NE(rejection({"--profile-ranks=-2"}).find("--profile-ranks must be global ranks (>= 0), got -2"),
+              std::string::npos)
+        << rejection({"--profile-ranks=-2"});
+}
+
 // The TensorBoard flags, per-split data paths and --skip-train: parsed into Config, and each
 // bad combination rejected with one message naming the flags.
 TEST(EvalFlags, TensorboardFlagsParse) {

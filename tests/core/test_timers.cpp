@@ -36,6 +36,29 @@ TEST(Timers, LevelSelectsWhatIsMeasured) {
     EXPECT_FALSE(t.measured(Phase::BackwardCompute));
 }
 
+// Megatron's barrier_with_L1_time: a barrier before each measured level-1 timer starts,
+// none before level-2 timers (measured or forced) nor at stop.
+TEST(Timers, BarrierBeforeMeasuredLevelOneStartsOnly) {
+    for (int level = 0; level <= 2; ++level) {
+        Timers t(level);
+        int barriers = 0;
+        t.set_barrier([&] { ++barriers; });
+        t.always_measure(Phase::ForwardCompute);  // as --log-straggler does
+        int expected = 0;
+        for (int i = 0; i < kNumPhases; ++i) {
+            const auto p = static_cast<Phase>(i);
+            const int before = barriers;
+            t.start(p);
+            EXPECT_EQ(barriers - before, phase_level(p) == 1 && level >= 1 ? 1 : 0)
+                << phase_name(p) << " at level " << level;
+            t.stop(p);
+            if (phase_level(p) == 1 && level >= 1) ++expected;
+        }
+        EXPECT_EQ(barriers, expected);
+        EXPECT_EQ(t.barriers_taken(), expected);
+    }
+}
+
 // Only measured phases accumulate time and synchronise the device, at both ends.
 TEST(Timers, MeasuredPhasesAccumulateAndSyncAtBothEnds) {
     int syncs = 0;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <set>
 
 #include "core/errors.hpp"
@@ -194,6 +195,102 @@ TEST(NanCheck, GradientReportNamesTheRankAndTheParameter) {
     EXPECT_TRUE(contains(msg, "gradient of " + e.name + " is not finite")) << msg;
     EXPECT_TRUE(contains(msg, "iteration 7 on rank " + std::to_string(bad) + " (host " + hosts[bad] + ")")) << msg;
     EXPECT_TRUE(contains(msg, "--no-check-for-nan-in-loss-and-grad")) << msg;
+}
+
+// Fault injection: a NaN written into one rank's local gradient of `name` (chunk 0) in the
+// iterations the returned flag allows, just before the bucket holding it is checked and
+// reduced - where a real one would have come from that rank's backward.
+std::shared_ptr<bool> plant_local_nan(Trainer& tr, Backend& be, const model::ParamEntry& e, bool on_this_rank) {
+    auto armed = std::make_shared<bool>(false);
+    if (!on_this_rank) return armed;
+    tr.chunks().set_before_reduce_hook(0, [&be, e, armed](float* g, const GradBucket& b) {
+        if (!*armed || e.offset < b.begin || e.offset >= b.end) return;
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        be.copy_to_device(g + e.offset, &nan, sizeof nan);
+    });
+    return armed;
+}
+
+void expect_local_nan_report(Trainer& tr, test::WalkSource& src, const std::string& name, int bad,
+                             const std::vector<std::string>& hosts, const std::shared_ptr<bool>& armed,
+                             const std::string& layout) {
+    try {
+        tr.train_step(src);
+        ADD_FAILURE() << layout << ": a NaN gradient passed the check";
+    } catch (const NumericError& e) {
+        const std::string msg = e.what();
+        EXPECT_TRUE(contains(msg, "gradient of " + name + " is not finite (NaN or Inf) at iteration 2 on rank " +
+                                      std::to_string(bad) + " (host " + hosts[static_cast<std::size_t>(bad)] +
+                                      "), in its local gradient before the data-parallel reduction"))
+            << layout << ": " << msg;
+    }
+    *armed = false;
+}
+
+// A NaN that arises in the highest rank's local gradient is reported as that rank's, with
+// that parameter, in every data-parallel layout: all-reduce or the distributed optimizer's
+// reduce-scatter, buckets launched during backward (--overlap-grad-reduce) or after it.
+// The parameter lies in rank 0's shard, so a check after the reduction would name rank 0.
+TEST(NanCheck, NamesTheRankWhereALocalGradientWentBadBeforeTheReduction) {
+    for (const bool distributed : {false, true})
+        for (const bool overlap : {false, true}) {
+            Config cfg = test::tiny_train_config();
+            cfg.parallel.use_distributed_optimizer = distributed;
+            cfg.parallel.overlap_grad_reduce = overlap;
+            cfg.parallel.ddp_bucket_size = 4000;  // several buckets
+            dist::ProcessGroups groups(MPI_COMM_WORLD, 1, 1);
+            auto be = make_backend("cpu", 0);
+            Trainer tr(cfg, groups, *be);
+            const std::string layout = std::string(distributed ? "distributed optimizer" : "all-reduce") +
+                                       (overlap ? ", overlapped" : "");
+            ASSERT_GT(tr.chunks().grad_reducer(0).buckets().size(), 2u) << layout;
+            const auto& entries = tr.chunks().chunk(0).layout().entries();
+            const std::int64_t half = tr.chunks().chunk(0).padded_elements() / 2;
+            const model::ParamEntry* e = nullptr;
+            for (const auto& x : entries)
+                if (x.offset > 0 && x.offset + x.numel <= half) e = &x;  // the last wholly in shard 0
+            ASSERT_NE(e, nullptr);
+            const int bad = groups.world_size() - 1;
+            const auto hosts = gather_hostnames(groups.world());
+            auto armed = plant_local_nan(tr, *be, *e, groups.rank() == bad);
+            test::WalkSource src(cfg.model.vocab_size, cfg.model.seq_length, cfg.training.micro_batch_size,
+                                 groups.coords().dp, groups.grid().dp_size());
+            tr.train_step(src);  // clean
+            EXPECT_EQ(tr.chunks().local_non_finite_grad(), "") << layout;
+            *armed = true;
+            expect_local_nan_report(tr, src, e->name, bad, hosts, armed, layout);
+        }
+}
+
+// Pipelined (PP 2 on 2 ranks): the last stage's copy of the tied word embeddings goes bad
+// on rank 1; the embedding-group sum would carry it to rank 0's word embeddings, so the
+// held-back bucket is checked before that sum.
+TEST(NanCheck, NamesTheStageWhereATiedEmbeddingGradientWentBad) {
+    int world = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world != 2) GTEST_SKIP() << "needs 2 ranks (pipeline 2); the np2 run of this test runs it";
+    Config cfg = test::tiny_train_config();
+    dist::ProcessGroups groups(MPI_COMM_WORLD, 1, 2);
+    auto be = make_backend("cpu", 0);
+    Trainer tr(cfg, groups, *be);
+    const auto hosts = gather_hostnames(groups.world());
+    const char* head = model::ParamLayout::word_embeddings_for_head();
+    const model::ParamEntry* e = tr.chunks().chunk(0).layout().find(head);
+    ASSERT_EQ(e != nullptr, groups.rank() == 1);
+    // Injected when backward is done, before finalize_grads: independent of where the
+    // check sits, so a check moved after the embedding-group sum finds rank 0 bad too.
+    auto armed = std::make_shared<bool>(false);
+    if (e)
+        tr.chunks().set_grads_done_hook([&tr, &be, off = e->offset, armed] {
+            if (!*armed) return;
+            const float nan = std::numeric_limits<float>::quiet_NaN();
+            be->copy_to_device(tr.chunks().chunk(0).grads() + off, &nan, sizeof nan);
+        });
+    test::WalkSource src(cfg.model.vocab_size, cfg.model.seq_length, cfg.training.micro_batch_size,
+                         groups.coords().dp, groups.grid().dp_size());
+    tr.train_step(src);
+    *armed = true;
+    expect_local_nan_report(tr, src, head, 1, hosts, armed, "pipeline 2");
 }
 
 // The trainer stops on a NaN loss naming the rank; with the check off it skips the step

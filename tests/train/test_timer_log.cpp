@@ -99,6 +99,29 @@ TEST(TimerLog, StragglersAreTheSlowestAboveTheMedian) {
               " straggler: rank 5 (node07): compute 150.00 ms per iteration, 50.0% slower than the median 100.00 ms");
 }
 
+// --straggler-minmax-count N: the N slowest above the median, then the N fastest below it.
+TEST(TimerLog, StragglerReportShowsMinmaxCountRanksAtEachEnd) {
+    const std::vector<double> ms{100, 80, 110, 100, 90, 150, 100, 100};
+    const auto f = select_fastest(ms, 3);
+    ASSERT_EQ(f.size(), 2u);  // only ranks faster than the median
+    EXPECT_EQ(f[0].rank, 1);
+    EXPECT_DOUBLE_EQ(f[0].over_median, -0.2);
+    EXPECT_EQ(f[1].rank, 4);
+    EXPECT_EQ(format_fastest(f[0], "node01", 100.0),
+              " fastest: rank 1 (node01): compute 80.00 ms per iteration, 20.0% faster than the median 100.00 ms");
+    std::vector<std::string> hosts;
+    for (int r = 0; r < 8; ++r) hosts.push_back(std::string("n").append(std::to_string(r)));
+    const auto one = straggler_report(ms, hosts, 1);  // Megatron's default: one at each end
+    ASSERT_EQ(one.size(), 2u);
+    EXPECT_EQ(one[0].rfind(" straggler: rank 5 (n5)", 0), 0u) << one[0];
+    EXPECT_EQ(one[1].rfind(" fastest: rank 1 (n1)", 0), 0u) << one[1];
+    const auto two = straggler_report(ms, hosts, 2);
+    ASSERT_EQ(two.size(), 4u);
+    EXPECT_EQ(two[1].rfind(" straggler: rank 2 (n2)", 0), 0u) << two[1];
+    EXPECT_EQ(two[3].rfind(" fastest: rank 4 (n4)", 0), 0u) << two[3];
+    EXPECT_TRUE(straggler_report({100, 100, 100}, hosts, 4).empty());
+}
+
 TEST(TimerLog, HostNamesOfEveryRank) {
     dist::ProcessGroups groups(MPI_COMM_WORLD, 1, 1);
     const auto hosts = gather_hostnames(groups.world());
