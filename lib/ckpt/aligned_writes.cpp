@@ -15,9 +15,7 @@ namespace gpt::ckpt {
 
 namespace {
 
-// Bounce buffers outlive a save: the next save finds them touched already (a fresh 8 MiB
-// costs 20 ms of host faults here). At most kPoolMax are kept (4 ranks' worth would be one
-// process each, so one save's kBuffers is what a process normally holds).
+// At most kPoolMax are kept: one save's or load's kBuffers is what a process normally uses.
 constexpr std::size_t kPoolMax = 2 * AlignedWrites::kBuffers;
 std::mutex pool_mutex;
 std::vector<unsigned char*>& pool() {
@@ -25,7 +23,9 @@ std::vector<unsigned char*>& pool() {
     return buffers;
 }
 
-unsigned char* take_buffer() {
+}  // namespace
+
+unsigned char* take_bounce_buffer() {
     {
         std::lock_guard lock(pool_mutex);
         if (!pool().empty()) {
@@ -39,11 +39,13 @@ unsigned char* take_buffer() {
     return static_cast<unsigned char*>(p);
 }
 
-void return_buffer(unsigned char* p) {
+void return_bounce_buffer(unsigned char* p) {
     std::lock_guard lock(pool_mutex);
     if (pool().size() < kPoolMax) pool().push_back(p);
     else std::free(p);
 }
+
+namespace {
 
 // Writes all of [p, p + bytes) at offset; returns 0 or the errno of the failure.
 int pwrite_all(int fd, const unsigned char* p, std::size_t bytes, std::uint64_t offset) {
@@ -76,13 +78,13 @@ AlignedWrites::~AlignedWrites() {
     for (auto& t : threads_) t.request_stop();
     cv_.notify_all();
     threads_.clear();  // joins; a write in progress finishes first
-    for (unsigned char* p : owned_) return_buffer(p);
+    for (unsigned char* p : owned_) return_bounce_buffer(p);
 }
 
 unsigned char* AlignedWrites::acquire() {
     std::unique_lock lock(mutex_);
     if (free_.empty() && static_cast<int>(owned_.size()) < kBuffers) {
-        unsigned char* p = take_buffer();
+        unsigned char* p = take_bounce_buffer();
         owned_.push_back(p);
         return p;
     }

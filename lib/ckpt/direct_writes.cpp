@@ -90,7 +90,6 @@ void DirectWrites::run(std::vector<std::uint64_t>& sums, bool durable, std::stop
             writeback->start(offset, n);
         }
     };
-    constexpr std::size_t kAlign = AlignedWrites::kAlign;
     // A run as a flat byte range of a 1-D "tensor" for the checksum worker.
     static const Shape kBytes{std::numeric_limits<std::int64_t>::max()};
     for (const Run& r : runs) {
@@ -107,7 +106,10 @@ void DirectWrites::run(std::vector<std::uint64_t>& sums, bool durable, std::stop
                 sums[r.entry] = checksum_add(sums[r.entry], checksum_bytes(r.data_offset + done, r.data + done, n));
             }
         }
-        if (!aligned) {
+        constexpr std::size_t kAlign = AlignedWrites::kAlign;
+        const std::size_t head = std::min<std::size_t>(r.bytes, (kAlign - r.file_offset % kAlign) % kAlign);
+        const std::size_t middle = (r.bytes - head) / kAlign * kAlign;
+        if (!aligned || middle < AlignedWrites::kMinDirectBytes) {
             for (std::size_t done = 0; done < r.bytes; done += kIoChunkBytes) {
                 check_stop();
                 buffered(r.data + done, std::min(kIoChunkBytes, r.bytes - done), r.file_offset + done);
@@ -116,8 +118,6 @@ void DirectWrites::run(std::vector<std::uint64_t>& sums, bool durable, std::stop
         }
         // Direct: the run's whole pages, in kPieceBytes writes; the partial pages at its ends
         // (shared with HDF5's metadata or another rank's run) buffered.
-        const std::size_t head = std::min<std::size_t>(r.bytes, (kAlign - r.file_offset % kAlign) % kAlign);
-        const std::size_t middle = (r.bytes - head) / kAlign * kAlign;
         if (head > 0) buffered(r.data, head, r.file_offset);
         const unsigned char* p = r.data + head;
         const std::uint64_t off = r.file_offset + head;
