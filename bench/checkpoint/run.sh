@@ -34,17 +34,25 @@ dd_seconds() { sed -n 's/.* copied, \([0-9.]*\) s,.*/\1/p'; }
 
 raw=$scratch/raw.bin
 bytes=$((1024 * 1024 * 1024))
-# One dd write + evicted read of 1 GiB; prints "write_MB/s read_MB/s cached_pages_before_read".
+# dd of 1 GiB through the page cache (write, evict, read) and with O_DIRECT (write, read):
+# prints "best_write best_read cached_pages_before_read buffered_w buffered_r direct_w direct_r"
+# in MB/s. The save and load use O_DIRECT for whole pages, so the disk's speed is the faster
+# of the two ways dd gets (buffered dd is faster only when it gets recently freed pages).
+max() { echo $(( $1 > $2 ? $1 : $2 )); }
 raw_speeds() {
-    local w_s r_s pages
+    local w_s r_s pages wd_s rd_s w r wd rd
     w_s=$(dd if=/dev/zero of="$raw" bs=4M count=256 conv=fsync 2>&1 | dd_seconds)
     dd if="$raw" iflag=nocache count=0 status=none
     pages=$(fincore --noheadings --output PAGES "$raw" 2>/dev/null | tr -d ' ' || echo "?")
     r_s=$(dd if="$raw" of=/dev/null bs=4M 2>&1 | dd_seconds)
     rm -f "$raw"
-    echo "$(mbps $bytes "$w_s") $(mbps $bytes "$r_s") $pages"
+    wd_s=$(dd if=/dev/zero of="$raw" bs=4M count=256 oflag=direct conv=fsync 2>&1 | dd_seconds)
+    rd_s=$(dd if="$raw" of=/dev/null bs=4M iflag=direct 2>&1 | dd_seconds)
+    rm -f "$raw"
+    w=$(mbps $bytes "$w_s"); r=$(mbps $bytes "$r_s"); wd=$(mbps $bytes "$wd_s"); rd=$(mbps $bytes "$rd_s")
+    echo "$(max $w $wd) $(max $r $rd) $pages $w $r $wd $rd"
 }
-read -r raw_w raw_r pages1 <<< "$(raw_speeds)"
+read -r raw_w raw_r pages1 bw1 br1 dw1 dr1 <<< "$(raw_speeds)"
 
 # N dd streams into one file (each its 1/N, fsync): what the disk gives N concurrent writers.
 dd_streams() {
@@ -79,11 +87,12 @@ for n in 1 2 4; do
 done
 rm -rf "$scratch/ckpt"
 # The disk's speed drifts (a shared VM disk): measure again and compare with the faster run.
-read -r raw_w2 raw_r2 pages2 <<< "$(raw_speeds)"
+read -r raw_w2 raw_r2 pages2 bw2 br2 dw2 dr2 <<< "$(raw_speeds)"
 echo
 echo "disk: $(df --output=source,fstype "$scratch" | tail -1)"
-echo "raw write (dd bs=4M conv=fsync, 1 GiB): $raw_w MB/s before, $raw_w2 MB/s after the runs"
-echo "raw read (dd bs=4M after fadvise eviction; pages left cached: $pages1, $pages2): $raw_r MB/s before, $raw_r2 MB/s after"
+echo "raw write (dd bs=4M conv=fsync, 1 GiB): buffered $bw1 / oflag=direct $dw1 MB/s before, buffered $bw2 / direct $dw2 MB/s after the runs"
+echo "raw read (dd bs=4M; buffered after fadvise eviction, pages left cached: $pages1, $pages2): buffered $br1 / iflag=direct $dr1 MB/s before, buffered $br2 / direct $dr2 MB/s after"
+echo "raw = the faster of buffered and direct dd: write $raw_w before, $raw_w2 after; read $raw_r before, $raw_r2 after"
 echo "%raw above used the first pair; against the faster of each pair:"
 for n in 1 2 4; do
     set -- ${results[$n]}
@@ -120,11 +129,15 @@ for n in 1 2 4; do
         printf "%-6s %7.3f %7.3f %7.3f %9.3f %9.3f %9.3f %10.3f %9.3f %7.3f %8.3f\n", n, w, d, v["open"], v["read"], v["verify"],
             v["verify_wait"], v["scatter"], v["agree"], v["close"], w - main }'
 done
-echo "async save (--async-save's writer): training stall = host copy + dataset creation; memory = the host copy"
-printf "%-6s %8s %12s %9s %14s\n" ranks "stall s" "host copy s" "total s" "host copy GB"
+echo "async save (--async-save's writer): training stall = host copy + dataset creation; memory = the host copy,"
+echo "  kept for the whole run and reused by every save (first save: the copy's pages are fresh; then reused)"
+printf "%-6s %8s %12s %9s %14s %10s %14s %12s\n" ranks "stall s" "host copy s" "total s" "host copy GB" "stall/save" "1st stall s" "1st copy s"
 for n in 1 2 4; do
     line=${lines[$n]}
-    printf "%-6s %8s %12s %9s %14.2f\n" "$n" "$(field async_stall_s "$line")" "$(field host_copy_s "$line")"         "$(field async_total_s "$line")" "$(awk -v b="$(field host_copy_bytes "$line")" 'BEGIN { print b / 1e9 }')"
+    printf "%-6s %8s %12s %9s %14.2f %9s%% %14s %12s\n" "$n" "$(field async_stall_s "$line")" "$(field host_copy_s "$line")" \
+        "$(field async_total_s "$line")" "$(awk -v b="$(field host_copy_bytes "$line")" 'BEGIN { print b / 1e9 }')" \
+        "$(awk -v a="$(field async_stall_s "$line")" -v s="$(field save_s "$line")" 'BEGIN { printf "%.1f", 100 * a / s }')" \
+        "$(field async_first_stall_s "$line")" "$(field host_copy_first_s "$line")"
 done
 echo
 echo "I/O mode: $io_mode (WriterOptions/ReaderOptions::io_mode)."

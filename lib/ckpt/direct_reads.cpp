@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
+#include "ckpt/aligned_reads.hpp"
+#include "ckpt/aligned_writes.hpp"
 #include "ckpt/checksum.hpp"
 #include "ckpt/checksum_worker.hpp"
 #include "ckpt/dataset_io.hpp"
@@ -68,7 +71,9 @@ void DirectReads::read_exact(int fd, const std::string& name, std::uint64_t offs
 namespace {
 struct Closer {
     int fd;
-    ~Closer() { ::close(fd); }
+    ~Closer() {
+        if (fd >= 0) ::close(fd);
+    }
 };
 }  // namespace
 
@@ -110,16 +115,38 @@ void DirectReads::run(std::vector<std::uint64_t>* sums, ChecksumWorker* worker) 
 
     const int fd = open_file();
     Closer closer{fd};
+    // The whole pages of the single-run pieces: read with O_DIRECT ahead of this thread
+    // (AlignedReads), unless the file system has no direct I/O (EINVAL: read buffered).
+    constexpr std::size_t kAlign = AlignedReads::kAlign;
+    const int fd_direct = direct_ ? ::open(file_.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC) : -1;
+    Closer closer_direct{fd_direct};
+    std::vector<AlignedReads::Request> requests;
+    std::vector<std::size_t> request_of(reads.size(), SIZE_MAX);
+    if (fd_direct >= 0)
+        for (std::size_t k = 0; k < reads.size(); ++k) {
+            const Read& rd = reads[k];
+            if (rd.first != rd.last) continue;
+            const std::uint64_t a = (rd.offset + kAlign - 1) / kAlign * kAlign;
+            const std::uint64_t b = (rd.offset + rd.bytes) / kAlign * kAlign;
+            if (b < a + AlignedWrites::kMinDirectBytes) continue;  // small: buffered, as writes are
+            request_of[k] = requests.size();
+            requests.push_back({a, static_cast<std::size_t>(b - a)});
+        }
+    // Declared after the descriptors: its threads stop before they are closed.
+    AlignedReads aligned(fd_direct, fd, file_, requests);
     std::vector<unsigned char> staging;
     std::size_t hinted = 0;
     std::uint64_t hinted_bytes = 0, done_bytes = 0;
-    for (const Read& rd : reads) {
-        // Keep readahead_ bytes of this rank's coming pieces on their way from the disk.
-        // (WILLNEED submits the reads and may wait for the disk's queue: counted as reading.)
+    for (std::size_t k = 0; k < reads.size(); ++k) {
+        const Read& rd = reads[k];
+        // Keep readahead_ bytes of this rank's coming buffered pieces on their way from the
+        // disk. (WILLNEED submits the reads and may wait for the disk's queue: counted as
+        // reading.) Not for direct pieces: that would fill the page cache they avoid.
         PhaseTimer hint_timer(Phase::LoadRead);
         while (readahead_ > 0 && hinted < reads.size() && hinted_bytes < done_bytes + readahead_) {
-            (void)::posix_fadvise(fd, static_cast<off_t>(reads[hinted].offset),
-                                  static_cast<off_t>(reads[hinted].bytes), POSIX_FADV_WILLNEED);
+            if (request_of[hinted] == SIZE_MAX)
+                (void)::posix_fadvise(fd, static_cast<off_t>(reads[hinted].offset),
+                                      static_cast<off_t>(reads[hinted].bytes), POSIX_FADV_WILLNEED);
             hinted_bytes += reads[hinted].bytes;
             ++hinted;
         }
@@ -127,9 +154,28 @@ void DirectReads::run(std::vector<std::uint64_t>* sums, ChecksumWorker* worker) 
         if (rd.first == rd.last) {
             const Run& r = runs[rd.first];
             unsigned char* dest = r.dest + rd.in_run;
-            {
+            if (request_of[k] == SIZE_MAX) {
                 PhaseTimer t(Phase::LoadRead);
                 read_exact(fd, *r.name, rd.offset, dest, rd.bytes);
+            } else {
+                const AlignedReads::Request& q = requests[request_of[k]];
+                const std::size_t head = static_cast<std::size_t>(q.offset - rd.offset);
+                const std::size_t tail = rd.bytes - head - q.bytes;
+                PhaseTimer t(Phase::LoadRead);
+                if (head > 0) read_exact(fd, *r.name, rd.offset, dest, head);
+                std::size_t got = 0;
+                const unsigned char* src = aligned.get(request_of[k], &got);
+                if (got < q.bytes)
+                    GPT_THROW(DataError, "checkpoint file ", file_, " ends inside dataset '", *r.name, "' (at byte ",
+                              q.offset + got, "): the file is truncated");
+                t.stop();
+                {
+                    PhaseTimer c(Phase::LoadScatter);
+                    std::memcpy(dest + head, src, q.bytes);
+                }
+                aligned.release(request_of[k]);
+                PhaseTimer t2(Phase::LoadRead);
+                if (tail > 0) read_exact(fd, *r.name, q.offset + q.bytes, dest + head + q.bytes, tail);
             }
             if (sums && worker) {
                 worker->add(&(*sums)[r.entry], kBytes,
@@ -146,8 +192,8 @@ void DirectReads::run(std::vector<std::uint64_t>* sums, ChecksumWorker* worker) 
                 PhaseTimer t(Phase::LoadRead);
                 read_exact(fd, *runs[rd.first].name, rd.offset, staging.data(), rd.bytes);
             }
-            for (std::size_t k = rd.first; k <= rd.last; ++k) {
-                const Run& r = runs[k];
+            for (std::size_t j = rd.first; j <= rd.last; ++j) {
+                const Run& r = runs[j];
                 const unsigned char* src = staging.data() + (r.file_offset - rd.offset);
                 {
                     PhaseTimer t(Phase::LoadScatter);
@@ -161,6 +207,7 @@ void DirectReads::run(std::vector<std::uint64_t>* sums, ChecksumWorker* worker) 
         }
         done_bytes += rd.bytes;
     }
+    direct_bytes_ = aligned.direct_bytes();
 }
 
 void DirectReads::checksum_range(const std::string& name, std::uint64_t file_offset, std::uint64_t data_offset,

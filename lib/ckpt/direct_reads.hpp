@@ -11,8 +11,11 @@
 //  - small strided runs (row-parallel slices: one run per row) are not read one syscall
 //    each: runs separated by small gaps are read as one window into a staging buffer and
 //    copied out (the other ranks on the node read the gaps, from the page cache).
-// O_DIRECT is not used: the caller's buffers and pieces are not block-aligned, and the
-// page cache is what lets ranks of one node share the windows of strided tensors.
+// The whole pages of big pieces are read with O_DIRECT into reused bounce buffers, two
+// threads ahead of this one (AlignedReads: a fresh page-cache page costs more than the disk
+// on our VMs), and copied out; their partial end pages, the windows of small strided runs
+// (which the ranks of a node share through the page cache) and everything on a file system
+// without direct I/O are read buffered.
 #pragma once
 
 #include <cstddef>
@@ -26,14 +29,17 @@ class ChecksumWorker;
 
 class DirectReads {
 public:
-    explicit DirectReads(std::string file, std::uint64_t readahead_bytes = std::uint64_t{16} << 20)
-        : file_(std::move(file)), readahead_(readahead_bytes) {}
+    // direct = false: every byte through the page cache (the tests compare both paths).
+    explicit DirectReads(std::string file, std::uint64_t readahead_bytes = std::uint64_t{16} << 20, bool direct = true)
+        : file_(std::move(file)), readahead_(readahead_bytes), direct_(direct) {}
 
     // Bytes [data_offset, data_offset + bytes) of manifest entry `entry`'s dataset (named
     // `name`, for messages; it must outlive run()) lie at `file_offset`; they go to `dest`.
     void add(std::size_t entry, const std::string* name, std::uint64_t file_offset, std::uint64_t data_offset,
              void* dest, std::size_t bytes);
     bool empty() const { return runs_.empty(); }
+    // What the last run() read with O_DIRECT.
+    std::uint64_t direct_bytes() const { return direct_bytes_; }
 
     // Reads everything added (and clears the list). With sums, adds each piece's partial
     // checksum to (*sums)[entry]: on the worker's thread when one is given (the caller calls
@@ -61,7 +67,9 @@ private:
 
     std::string file_;
     std::uint64_t readahead_;
+    bool direct_ = true;
     std::vector<Run> runs_;
+    std::uint64_t direct_bytes_ = 0;
 };
 
 }  // namespace gpt::ckpt

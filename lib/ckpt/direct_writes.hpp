@@ -4,8 +4,11 @@
 // these bytes). No MPI and no HDF5 here, so the writes can run on a helper thread while
 // training goes on (--async-save): the main thread keeps every collective and every HDF5
 // call (creating datasets before, the manifest and attributes after).
-// Each piece is checksummed right before it is written (from the same cache-hot bytes)
-// and handed to the kernel's write-back at once (EarlyWriteback).
+// Each run is checksummed on the checksum worker while this thread writes it. The whole
+// pages of each run go to the disk with O_DIRECT through reused bounce buffers
+// (AlignedWrites: no page cache, whose fresh pages cost more than the disk here); the
+// partial pages at a run's ends, and everything on a file system without direct I/O, are
+// written through the page cache, their write-back started at once (EarlyWriteback).
 #pragma once
 
 #include <cstddef>
@@ -20,7 +23,8 @@ class ChecksumWorker;
 
 class DirectWrites {
 public:
-    explicit DirectWrites(std::string file) : file_(std::move(file)) {}
+    // direct = false: every byte through the page cache (the tests compare both paths).
+    explicit DirectWrites(std::string file, bool direct = true) : file_(std::move(file)), direct_(direct) {}
 
     // `bytes` of `data` go to `file_offset`; they are bytes [data_offset, data_offset +
     // bytes) of manifest entry `entry`'s dataset, for its checksum. `data` must stay valid
@@ -39,6 +43,9 @@ public:
 
     std::uint64_t pending_bytes() const { return pending_bytes_; }
     bool empty() const { return runs_.empty(); }
+    // What the last run() wrote with O_DIRECT and through the page cache.
+    std::uint64_t direct_bytes() const { return direct_bytes_; }
+    std::uint64_t buffered_bytes() const { return buffered_bytes_; }
 
 private:
     struct Run {
@@ -48,7 +55,9 @@ private:
         std::size_t bytes;
     };
     std::string file_;
+    bool direct_ = true;
     std::vector<Run> runs_;
+    std::uint64_t direct_bytes_ = 0, buffered_bytes_ = 0;
     std::uint64_t pending_bytes_ = 0;
 };
 

@@ -149,6 +149,8 @@ private:
     std::int64_t consumed_valid_samples_ = 0;  // validation data position (checkpointed)
     std::int64_t last_saved_iteration_ = -1;
     std::unique_ptr<ckpt::CheckpointSaver> saver_;  // with --save; owns a save in flight
+    // --async-save: the host copy every save reuses (allocated at the first save, kept).
+    std::shared_ptr<std::vector<struct ChunkHost>> async_host_;
     std::unique_ptr<TrainingSampler> sampler_;      // with --sample-interval
     // The current logging interval.
     double interval_loss_ = 0.0, interval_ms_ = 0.0;
