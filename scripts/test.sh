@@ -25,14 +25,15 @@ if [ "${GPT_TEST_EMU:-1}" != 0 ]; then
 fi
 # Sanitizers (cmake/GptSanitizers.cmake, tests/sanitizers, tests/fuzz), in their own clang
 # build trees, CPU backend only. GPT_TEST_SANITIZE:
-#   fuzz (the default without ctest arguments): an AddressSanitizer + UndefinedBehaviorSanitizer
-#        build (+ libFuzzer coverage) of the fuzz targets replays their corpora and the
-#        plain tests of their findings, and runs each target for GPT_FUZZ_SECONDS (10);
+#   fuzz: an AddressSanitizer + UndefinedBehaviorSanitizer build (+ libFuzzer coverage) of
+#         the fuzz targets replays their corpora and the plain tests of their findings, and
+#         runs each target for GPT_FUZZ_SECONDS (10);
+#   ci (the default without ctest arguments): also ThreadSanitizer on the preprocess
+#         workers and the checkpoint checksum worker (about 3 minutes of cold build on 2 cores);
 #   all: also the single-process tests of the readers, kernels, model and optimizer under
-#        ASan+UBSan, and ThreadSanitizer on the threaded parts: the preprocess workers and
-#        the CPU backend's OpenMP loops with 2 threads;
-#   0:   none (the default when ctest arguments were given).
-SANITIZE=${GPT_TEST_SANITIZE:-$([ $# -eq 0 ] && echo fuzz || echo 0)}
+#         ASan+UBSan, and the CPU backend's OpenMP loops with 2 threads under ThreadSanitizer;
+#   0:    none (the default when ctest arguments were given).
+SANITIZE=${GPT_TEST_SANITIZE:-$([ $# -eq 0 ] && echo ci || echo 0)}
 if [ "$SANITIZE" != 0 ]; then
   san_start=$SECONDS
   SAN_CMAKE=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
@@ -57,19 +58,28 @@ if [ "$SANITIZE" != 0 ]; then
   cmake --build "$ASAN_DIR" -j "$(nproc)" --target "${ASAN_TARGETS[@]}"
   ctest --test-dir "$ASAN_DIR" --output-on-failure -j "$(nproc)" --timeout 900 "$@" -R "^($ASAN_TESTS)\$" || rc=$?
   ctest --test-dir "$ASAN_DIR" -L '^fuzz$' --output-on-failure -j "$(nproc)" "$@" || rc=$?
-  if [ "$SANITIZE" = all ]; then
+  if [ "$SANITIZE" != fuzz ]; then
     TSAN_DIR=${GPT_TSAN_BUILD_DIR:-build-tsan}
     if [ ! -f "$TSAN_DIR/build.ninja" ]; then
       cmake -S . -B "$TSAN_DIR" "${SAN_CMAKE[@]}" -DGPT_SANITIZE=thread
     fi
-    cmake --build "$TSAN_DIR" -j "$(nproc)" --target test_data_preprocess test_backend
+    TSAN_TARGETS=(test_data_preprocess test_ckpt_validation)
+    TSAN_TESTS='test_data_preprocess|test_ckpt_validation\.np1'
+    if [ "$SANITIZE" = all ]; then
+      TSAN_TARGETS+=(test_backend)
+      TSAN_TESTS+='|test_backend'
+    fi
+    cmake --build "$TSAN_DIR" -j "$(nproc)" --target "${TSAN_TARGETS[@]}"
     # libomp reports its own synchronisation to ThreadSanitizer through the Archer tool.
-    # test_ckpt_validation (the checksum worker) does not compile with clang 14 (a lambda
-    # captures a structured binding, C++20 that clang accepts from 16 on), and the
-    # file-size-limit test dies of SIGBUS under TSan (not yet understood): both left out.
-    GTEST_FILTER=-Preprocess.WriteErrorLeavesNoIndex OMP_NUM_THREADS=2 OMP_TOOL_LIBRARIES=$(clang -print-resource-dir)/../../libarcher.so \
+    # Left out: the tests that run preprocess_data under a file-size limit (`ulimit -f`,
+    # 4-8 KiB). ThreadSanitizer's runtime writes a 512 KiB marker file (/tmp/tsan.rodata.PID)
+    # at start-up and maps it over the shadow of read-only segments; the limit cuts that
+    # write short and the first shadow read past the file's end is a SIGBUS (BUS_ADRERR in
+    # __tsan::MemoryAccessRange, seen when UCX patches libucm's code at MPICH's init). The
+    # runtime, not the tool: the same runs pass under ASan and in the plain build.
+    GTEST_FILTER=-Preprocess.WriteErrorLeavesNoIndex:Preprocess.FailedRewriteKeepsThePreviousDataset OMP_NUM_THREADS=2 OMP_TOOL_LIBRARIES=$(clang -print-resource-dir)/../../libarcher.so \
       ctest --test-dir "$TSAN_DIR" --output-on-failure -j 1 --timeout 900 "$@" \
-      -R '^(test_data_preprocess|test_backend)$' || rc=$?
+      -R "^($TSAN_TESTS)\$" || rc=$?
   fi
   echo "sanitizer builds and runs ($SANITIZE): $((SECONDS - san_start)) s"
 fi

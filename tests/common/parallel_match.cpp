@@ -23,6 +23,8 @@ void collect(model::GptModel& m, Run& run) {
                                                            all.begin() + e.offset + e.numel)};
 }
 
+}  // namespace
+
 // The reference slice of a global tensor the rank holds: split_dim 0 rows or 1 columns.
 std::vector<float> reference_slice(const Run::Param& full, const Run::Param& local) {
     if (local.split_dim < 0) return full.values;
@@ -46,9 +48,7 @@ std::vector<float> reference_slice(const Run::Param& full, const Run::Param& loc
     return out;
 }
 
-}  // namespace
-
-Run train_run(const Config& cfg, MPI_Comm comm, const std::string& device) {
+Run train_run(const Config& cfg, MPI_Comm comm, const std::string& device, bool keep_step_grads) {
     dist::ProcessGroups groups(comm, cfg.parallel.tensor_model_parallel_size,
                                cfg.parallel.pipeline_model_parallel_size);
     auto be = device == "emulated-device" ? make_emulated_device_backend()
@@ -63,6 +63,16 @@ Run train_run(const Config& cfg, MPI_Comm comm, const std::string& device) {
     for (auto* c : all) c->reset_stats();
     for (std::int64_t i = 0; i < tr.train_iters(); ++i) {
         tr.train_step(src);
+        if (keep_step_grads) {
+            auto& step = run.step_grads.emplace_back();
+            for (int c = 0; c < tr.chunks().num_chunks(); ++c) {
+                const model::GptModel& m = tr.chunks().chunk(c);
+                std::vector<float> all(static_cast<std::size_t>(m.layout().total_elements()));
+                m.get_grads(all.data());
+                for (const auto& e : m.layout().entries())
+                    step[e.name].assign(all.begin() + e.offset, all.begin() + e.offset + e.numel);
+            }
+        }
         if (i == 0)
             for (auto* c : all) run.first_iteration_bytes[c->name()] = c->stats();
         run.wait_seconds += tr.chunks().last_timing().wait_seconds;
@@ -91,7 +101,6 @@ void expect_matches(const Run& ref, const Run& got, const Config& cfg, const std
         EXPECT_NEAR(b.lm_loss, a.lm_loss, rel * a.lm_loss) << what << " iteration " << i + 1;
         EXPECT_NEAR(b.grad_norm, a.grad_norm, rel * a.grad_norm) << what << " iteration " << i + 1;
     }
-    EXPECT_LT(got.records.back().lm_loss, got.records.front().lm_loss) << what;
     EXPECT_NEAR(got.eval_loss, ref.eval_loss, rel * ref.eval_loss) << what;
     ASSERT_FALSE(got.params.empty()) << what;
     const char* head_copy = model::ParamLayout::word_embeddings_for_head();
@@ -118,13 +127,18 @@ void expect_matches(const Run& ref, const Run& got, const Config& cfg, const std
         EXPECT_LT(worst, param_rel) << what << " " << name;
         EXPECT_LT(worst_key, 5 * param_rel) << what << " " << name << " (key bias, noise level)";
     }
+    expect_layout_complete(got, cfg, what);
+}
+
+void expect_layout_complete(const Run& got, const Config& cfg, const std::string& what) {
+    EXPECT_LT(got.records.back().lm_loss, got.records.front().lm_loss) << what;
     // Stages hold disjoint layers: over the pipeline every layer appears exactly once.
     const int pp = cfg.parallel.pipeline_model_parallel_size;
     int layers_here = 0;
     for (const auto& [name, p] : got.params)
         if (name.find("/input_layernorm/weight") != std::string::npos) ++layers_here;
     EXPECT_EQ(layers_here, cfg.model.num_layers / pp) << what;
-    int copies = got.params.count(head_copy) > 0 ? 1 : 0, total = 0;
+    int copies = got.params.count(model::ParamLayout::word_embeddings_for_head()) > 0 ? 1 : 0, total = 0;
     MPI_Allreduce(&copies, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     // Untied: the last stage has its own output_layer instead, and no copy.
     const bool tied = !cfg.model.untie_embeddings_and_output_weights;
