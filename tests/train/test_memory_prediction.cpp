@@ -104,7 +104,7 @@ Config case_config(const Case& k) {
     c.training.fp16 = k.fp16;
     c.optimizer.lr_warmup_iters = 0;
     auto& p = c.parallel;
-    p.device = "cpu";
+    p.device = DeviceKind::Cpu;
     p.tensor_model_parallel_size = k.tp;
     p.pipeline_model_parallel_size = k.pp;
     p.tp_given = p.pp_given = true;
