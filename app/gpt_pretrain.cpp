@@ -98,7 +98,7 @@ void log_comm_bytes(gpt::dist::ProcessGroups& g) {
 }
 
 int run(gpt::Config& cfg, const gpt::dist::MpiEnvironment& mpi, bool& ranks_diverged) {
-    gpt::log::init({mpi.rank(), mpi.size(), cfg.logging.log_level, cfg.logging.log_dir});
+    gpt::log::init({mpi.rank(), mpi.size(), std::string(gpt::to_string(cfg.logging.log_level)), cfg.logging.log_dir});
     const gpt::train::RunConfig run = gpt::train::resolve_run(cfg, mpi.size(), ranks_on_this_node(mpi));
     const auto& p = run.cfg.parallel;
     install_watchdog(run.cfg);

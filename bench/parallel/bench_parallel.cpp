@@ -67,7 +67,7 @@ int run(int argc, char** argv) {
     const int warmup = take_int(args, "--warmup", 2);
     gpt::Config cfg = gpt::parse_args(args).config;
     if (cfg.model.vocab_size == 0) cfg.model.vocab_size = 50257;  // GPT-2's, without the files
-    cfg.parallel.device = "cpu";
+    cfg.parallel.device = gpt::DeviceKind::Cpu;
     int world = 1, rank = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

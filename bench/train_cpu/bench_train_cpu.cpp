@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
         cfg.training.bf16 = flag(argc, argv, "--bf16");
         cfg.parallel.use_flash_attn = flag(argc, argv, "--use-flash-attn");
         cfg.optimizer.lr = 1e-4;
-        cfg.optimizer.lr_decay_style = "constant";
+        cfg.optimizer.lr_decay_style = gpt::LrDecayStyle::Constant;
         cfg.logging.log_interval = 1000000;
 
         gpt::dist::ProcessGroups groups(MPI_COMM_WORLD, 1, 1);

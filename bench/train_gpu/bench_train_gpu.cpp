@@ -138,9 +138,9 @@ gpt::Config make_config(const Options& o, std::string& name) {
     // skipped for overflow while the scale comes down (a skipped step has no optimizer work).
     cfg.training.initial_loss_scale = 4096.0;
     cfg.parallel.use_flash_attn = true;
-    cfg.parallel.device = o.device;
+    cfg.parallel.device = gpt::parse_enum<gpt::DeviceKind>(o.device, "device");
     cfg.optimizer.lr = 1e-4;
-    cfg.optimizer.lr_decay_style = "constant";
+    cfg.optimizer.lr_decay_style = gpt::LrDecayStyle::Constant;
     cfg.optimizer.clip_grad = 1.0;
     cfg.logging.log_interval = 1000000;
     gpt::validate(cfg, 1);

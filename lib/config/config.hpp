@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "config/enums.hpp"
+
 namespace gpt {
 
 struct ModelConfig {
@@ -29,19 +31,19 @@ struct ModelConfig {
     bool tanh_gelu() const { return openai_gelu || !no_bias_gelu_fusion; }
 
     // Modern decoder options (Megatron's flags and defaults; README "Llama-style models").
-    std::string position_embedding_type = "learned_absolute";  // or "rope" (no position table)
+    PositionEmbeddingType position_embedding_type = PositionEmbeddingType::LearnedAbsolute;  // or rope (no position table)
     double rotary_percent = 1.0;       // fraction of each head's dims that rotate, in (0, 1]
     double rotary_base = 10000.0;
     bool rotary_interleaved = false;   // rotate pairs (2i, 2i+1) instead of halves
-    std::string normalization = "LayerNorm";  // or "RMSNorm" (weight only, no bias)
+    Normalization normalization = Normalization::LayerNorm;  // or RMSNorm (weight only, no bias)
     double norm_epsilon = 0.0;         // Megatron's newer name; 0: --layernorm-epsilon applies
     bool swiglu = false;               // gated SiLU MLP: fc1 gives [gate, up], 2 x ffn rows
     bool group_query_attention = false;
     int num_query_groups = 1;          // K/V heads with --group-query-attention
     bool untie_embeddings_and_output_weights = false;  // a separate output_layer
     bool disable_bias_linear = false;  // no biases in the four linears of a layer
-    bool rope() const { return position_embedding_type == "rope"; }
-    bool rmsnorm() const { return normalization == "RMSNorm"; }
+    bool rope() const { return position_embedding_type == PositionEmbeddingType::Rope; }
+    bool rmsnorm() const { return normalization == Normalization::RMSNorm; }
     int query_groups() const { return group_query_attention ? num_query_groups : num_attention_heads; }
 
     int head_dim() const { return hidden_size / num_attention_heads; }
@@ -56,14 +58,14 @@ struct ParallelConfig {
     bool use_distributed_optimizer = false;
     bool sequence_parallel = false;
     bool recompute_activations = false;              // selective: the attention core
-    std::string recompute_granularity;               // "", "full" or "selective"
-    std::string recompute_method;                    // "", "uniform" or "block"
+    RecomputeGranularity recompute_granularity = RecomputeGranularity::None;  // full or selective
+    RecomputeMethod recompute_method = RecomputeMethod::None;                 // uniform or block
     int recompute_num_layers = 0;
     bool overlap_grad_reduce = false;                // DP buckets reduced during backward
     std::int64_t ddp_bucket_size = 0;                // elements per DP bucket (0: Megatron's default)
     bool use_flash_attn = false;
-    std::string distributed_backend = "nccl";        // "nccl" or "mpi" (CPU always uses MPI)
-    std::string device = "auto";                     // "auto", "cuda" or "cpu"
+    DistributedBackend distributed_backend = DistributedBackend::Nccl;  // nccl or mpi (CPU always uses MPI)
+    DeviceKind device = DeviceKind::Auto;            // auto, cuda or cpu
     // The hang watchdog (core/watchdog.hpp): no wait for another rank or the device lasts
     // longer; GPT_DISTRIBUTED_TIMEOUT_SECONDS overrides it (tests need seconds).
     int distributed_timeout_minutes = 10;
@@ -72,6 +74,14 @@ struct ParallelConfig {
     bool tp_given = false;
     bool pp_given = false;
     bool mbs_given = false;
+
+    // The recompute mode acted on: --recompute-activations is Megatron's shorthand for
+    // selective granularity.
+    RecomputeGranularity recompute() const {
+        return recompute_activations && recompute_granularity == RecomputeGranularity::None
+                   ? RecomputeGranularity::Selective
+                   : recompute_granularity;
+    }
 
     int virtual_stages(int num_layers) const {
         if (num_layers_per_virtual_pipeline_stage <= 0) return 1;
@@ -103,10 +113,10 @@ struct TrainingConfig {
 };
 
 struct OptimizerConfig {
-    std::string optimizer = "adam";
+    OptimizerType optimizer = OptimizerType::Adam;
     double lr = 0.0;
     double min_lr = 0.0;
-    std::string lr_decay_style = "linear";  // constant, linear, cosine
+    LrDecayStyle lr_decay_style = LrDecayStyle::Linear;  // constant, linear, cosine
     std::int64_t lr_decay_iters = 0;         // 0: train-iters
     std::int64_t lr_decay_samples = 0;
     std::int64_t lr_warmup_iters = 0;
@@ -124,7 +134,7 @@ struct DataConfig {
     std::string split = "969, 30, 1";
     std::string vocab_file;
     std::string merge_file;
-    std::string tokenizer_type = "GPT2BPETokenizer";
+    TokenizerType tokenizer_type = TokenizerType::GPT2BPETokenizer;
     std::string data_cache_path;          // "": next to the data
     bool mock_data = false;               // synthetic tokens, no files (Megatron's --mock-data)
     // TikTokenizer (Megatron's --tokenizer-model / --tiktoken-*): a tiktoken rank file, the
@@ -161,7 +171,7 @@ struct CheckpointConfig {
 
 struct LoggingConfig {
     int log_interval = 100;
-    std::string log_level = "info";
+    LogLevel log_level = LogLevel::Info;
     std::string log_dir;
     std::string metrics_file;      // JSON lines per iteration; "": none
     bool dry_run = false;          // validate, print arguments and rank layout, exit
@@ -181,8 +191,8 @@ struct PlanConfig {
     bool plan_only = false;
     int world_size = 0;            // plan-only: ranks to plan for
     int local_world_size = 0;      // plan-only: ranks per node
-    std::string plan_format = "table";  // "table" or "json"
-    std::string plan_device = "auto";   // auto, a100-40gb, a100-80gb, h100-80gb, h200, cpu
+    PlanFormat plan_format = PlanFormat::Table;  // table or json
+    PlanDevice plan_device = PlanDevice::Auto;   // auto, a100-40gb, a100-80gb, h100-80gb, h200, cpu
     double plan_intra_node_gbps = 0.0;  // 0: the device preset's NVLink bandwidth
     double plan_inter_node_gbps = 0.0;  // 0: the device preset's InfiniBand bandwidth
 };
@@ -200,7 +210,7 @@ struct SampleConfig {
 // profiler window, and the guards against non-finite values and loss spikes.
 struct MonitorConfig {
     int timing_log_level = 0;                  // 0, 1 or 2: the timers printed
-    std::string timing_log_option = "minmax";  // minmax, max or all (across ranks)
+    TimingLogOption timing_log_option = TimingLogOption::MinMax;  // minmax, max or all (across ranks)
     bool log_straggler = false;                // the slowest ranks' compute time
     bool profile = false;                      // cudaProfilerStart/Stop (CUDA build)
     std::int64_t profile_step_start = 10;

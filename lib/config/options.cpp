@@ -33,6 +33,8 @@ std::string to_text(const std::vector<int>& v) {
     for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
     return s + "]";
 }
+template <OptionEnum E>
+std::string to_text(E v) { return to_text(std::string(to_string(v))); }
 std::string to_text(const std::vector<std::string>& v) {
     if (v.empty()) return "None";
     std::string s = "[";
@@ -76,6 +78,14 @@ private:
             g.add_options()(name, po::value<T>(target)->multitoken(), help);
         } else if constexpr (std::is_same_v<T, std::string>) {
             g.add_options()(name, po::value<T>(target)->default_value(*target), help);
+        } else if constexpr (OptionEnum<T>) {
+            // Read as text and parsed by the enum's one table, so a bad value is one line
+            // naming the flag and the allowed values.
+            g.add_options()(name,
+                            po::value<std::string>()
+                                ->default_value(std::string(to_string(*target)))
+                                ->notifier([target, name](const std::string& v) { *target = parse_enum<T>(v, name); }),
+                            help);
         } else {
             g.add_options()(name, po::value<T>(target)->default_value(*target, to_text(*target)),
                             help);

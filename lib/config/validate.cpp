@@ -38,21 +38,10 @@ void require_prob(double p, const char* flag) {
     GPT_REQUIRE(p >= 0.0 && p < 1.0, UsageError, "--", flag, " must be in [0, 1), got ", p);
 }
 
-void require_one_of(const std::string& v, std::initializer_list<const char*> allowed, const char* flag) {
-    std::string list;
-    for (const char* a : allowed) {
-        if (v == a) return;
-        list += list.empty() ? a : std::string(", ") + a;
-    }
-    GPT_THROW(UsageError, "--", flag, " must be one of ", list, ", got '", v, "'");
-}
-
 // --position-embedding-type, --normalization, --swiglu, --group-query-attention and the
 // rest of the modern decoder options: what can be checked without the layout (the TP
 // divisibility of the query groups is checked with the other TP rules in make_model_dims).
 void validate_decoder_options(ModelConfig& m) {
-    require_one_of(m.position_embedding_type, {"learned_absolute", "rope"}, "position-embedding-type");
-    require_one_of(m.normalization, {"LayerNorm", "RMSNorm"}, "normalization");
     require_finite(m.rotary_percent, "rotary-percent");
     GPT_REQUIRE(m.rotary_percent > 0.0 && m.rotary_percent <= 1.0, UsageError,
                 "--rotary-percent must be in (0, 1], got ", m.rotary_percent);
@@ -144,7 +133,6 @@ void validate_model_and_training(Config& cfg) {
     GPT_REQUIRE(t.train_iters >= 0 && t.train_samples >= 0, UsageError,
                 "--train-iters / --train-samples must not be negative");
 
-    require_one_of(o.optimizer, {"adam"}, "optimizer");
     require_finite(o.lr, "lr");
     require_finite(o.min_lr, "min-lr");
     require_finite(o.weight_decay, "weight-decay");
@@ -154,7 +142,6 @@ void validate_model_and_training(Config& cfg) {
     require_non_negative(o.lr_decay_samples, "lr-decay-samples");
     require_non_negative(o.lr_warmup_iters, "lr-warmup-iters");
     require_non_negative(o.lr_warmup_samples, "lr-warmup-samples");
-    require_one_of(o.lr_decay_style, {"constant", "linear", "cosine"}, "lr-decay-style");
     GPT_REQUIRE(o.lr >= 0 && o.min_lr >= 0, UsageError, "--lr and --min-lr must not be negative");
     GPT_REQUIRE(o.min_lr <= o.lr || o.lr == 0, UsageError, "--min-lr ", o.min_lr,
                 " exceeds --lr ", o.lr);
@@ -168,23 +155,19 @@ void validate_model_and_training(Config& cfg) {
                 UsageError, "Adam betas must be in [0, 1)");
     GPT_REQUIRE(o.adam_eps > 0, UsageError, "--adam-eps must be positive");
 
-    require_one_of(p.distributed_backend, {"nccl", "mpi"}, "distributed-backend");
-    require_one_of(p.device, {"auto", "cuda", "cpu"}, "device");
-    require_one_of(p.recompute_granularity, {"", "full", "selective"}, "recompute-granularity");
-    require_one_of(p.recompute_method, {"", "uniform", "block"}, "recompute-method");
     // Megatron: --recompute-activations is shorthand for selective granularity.
     if (p.recompute_activations) {
-        GPT_REQUIRE(p.recompute_granularity != "full", UsageError,
+        GPT_REQUIRE(p.recompute_granularity != RecomputeGranularity::Full, UsageError,
                     "--recompute-activations (selective) contradicts --recompute-granularity full");
-        p.recompute_granularity = "selective";
+        p.recompute_granularity = RecomputeGranularity::Selective;
     }
-    if (p.recompute_granularity == "full") {
-        GPT_REQUIRE(!p.recompute_method.empty(), UsageError,
+    if (p.recompute_granularity == RecomputeGranularity::Full) {
+        GPT_REQUIRE(p.recompute_method != RecomputeMethod::None, UsageError,
                     "--recompute-granularity full needs --recompute-method uniform or block");
         require_positive(p.recompute_num_layers, "recompute-num-layers");
     } else {
-        GPT_REQUIRE(p.recompute_method.empty(), UsageError, "--recompute-method ",
-                    p.recompute_method, " needs --recompute-granularity full");
+        GPT_REQUIRE(p.recompute_method == RecomputeMethod::None, UsageError, "--recompute-method ",
+                    to_string(p.recompute_method), " needs --recompute-granularity full");
     }
 
     GPT_REQUIRE(p.ddp_bucket_size >= 0, UsageError, "--ddp-bucket-size must not be negative");
@@ -199,9 +182,6 @@ void validate_model_and_training(Config& cfg) {
     GPT_REQUIRE(ck.ckpt_step >= -1, UsageError, "--ckpt-step must be an iteration (>= 0), or -1 for the latest; got ",
                 ck.ckpt_step);
 
-    require_one_of(cfg.data.tokenizer_type, {"GPT2BPETokenizer", "TikTokenizer"}, "tokenizer-type");
-    require_one_of(cfg.plan.plan_format, {"table", "json"}, "plan-format");
-    require_one_of(cfg.plan.plan_device, {"auto", "a100-40gb", "a100-80gb", "h100-80gb", "h200", "cpu"}, "plan-device");
     require_non_negative(cfg.plan.world_size, "world-size");
     require_non_negative(cfg.plan.local_world_size, "local-world-size");
     // The planner enumerates the divisors of the world size and its layouts: beyond the
@@ -214,7 +194,6 @@ void validate_model_and_training(Config& cfg) {
     require_finite(cfg.plan.plan_inter_node_gbps, "plan-inter-node-gbps");
     GPT_REQUIRE(cfg.plan.plan_intra_node_gbps >= 0 && cfg.plan.plan_inter_node_gbps >= 0, UsageError,
                 "--plan-intra-node-gbps / --plan-inter-node-gbps must not be negative");
-    require_one_of(cfg.logging.log_level, {"trace", "debug", "info", "warning", "error"}, "log-level");
     require_positive(cfg.logging.log_interval, "log-interval");
     validate_monitor(cfg.monitor);
 
@@ -250,9 +229,9 @@ void validate_samples(const Config& cfg) {
     GPT_REQUIRE(s.sample_seed >= -1, UsageError, "--sample-seed must be -1 (greedy) or a seed >= 0");
     GPT_REQUIRE(!cfg.data.vocab_file.empty() && !cfg.data.merge_file.empty(), UsageError,
                 "--sample-interval needs the GPT-2 tokenizer: give --vocab-file and --merge-file");
-    GPT_REQUIRE(cfg.data.tokenizer_type == "GPT2BPETokenizer", UsageError,
+    GPT_REQUIRE(cfg.data.tokenizer_type == TokenizerType::GPT2BPETokenizer, UsageError,
                 "--sample-interval decodes with the GPT-2 tokenizer; this run uses --tokenizer-type ",
-                cfg.data.tokenizer_type);
+                to_string(cfg.data.tokenizer_type));
     // The sampler's cached forward is the GPT-2 layer (lib/inference): refused here, before
     // training starts, rather than at the first sample.
     const ModelConfig& m = cfg.model;
@@ -309,7 +288,7 @@ void resolve_layout(Config& cfg, int world_size) {
     GPT_REQUIRE(!m.group_query_attention || m.num_query_groups % tp == 0, UsageError,
                 "--num-query-groups ", m.num_query_groups, " is not divisible by --tensor-model-parallel-size ",
                 tp, " (K/V heads replicated over TP are not supported)");
-    if (p.recompute_granularity == "full" && p.recompute_method == "uniform") {
+    if (p.recompute_granularity == RecomputeGranularity::Full && p.recompute_method == RecomputeMethod::Uniform) {
         GPT_REQUIRE((m.num_layers / pp) % p.recompute_num_layers == 0 || p.recompute_num_layers >= m.num_layers / pp,
                     UsageError, "layers per stage ", m.num_layers / pp,
                     " is not divisible by recompute-num-layers ", p.recompute_num_layers);

@@ -9,10 +9,6 @@ namespace gpt {
 void validate_monitor(const MonitorConfig& m) {
     GPT_REQUIRE(m.timing_log_level >= 0 && m.timing_log_level <= 2, UsageError,
                 "--timing-log-level must be 0, 1 or 2, got ", m.timing_log_level);
-    GPT_REQUIRE(m.timing_log_option == "minmax" || m.timing_log_option == "max" ||
-                    m.timing_log_option == "all",
-                UsageError, "--timing-log-option must be minmax, max or all, got '",
-                m.timing_log_option, "'");
     if (m.profile)
         GPT_REQUIRE(m.profile_step_start >= 0 && m.profile_step_start < m.profile_step_end,
                     UsageError, "--profile-step-start ", m.profile_step_start,

@@ -104,6 +104,8 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name, Stream compu
     GPT_NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&im.done, cudaEventDisableTiming), "event create");
 }
 
+Stream NcclCommunicator::compute_stream() const { return Stream(impl_->compute); }
+
 void NcclCommunicator::after_compute(void* stream) {
     // The buffers of this operation are final once the work issued so far to the backend's
     // compute stream is done.

@@ -33,6 +33,8 @@ public:
     const std::string& name() const override { return name_; }
     int rank() const override { return rank_; }
     int size() const override { return size_; }
+    // The stream given at construction, which every operation is ordered against.
+    Stream compute_stream() const;
 
     void all_reduce(void* buf, std::int64_t count, CommType t, ReduceOp op) override;
     void all_gather(const void* send, void* recv, std::int64_t count, CommType t) override;

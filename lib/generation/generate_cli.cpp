@@ -50,8 +50,8 @@ std::vector<std::string> read_prompt_file(const std::string& path) {
     return out;
 }
 
-std::unique_ptr<Backend> backend_for(const std::string& device, int local_rank, std::ostream& err, bool talk) {
-    if (device != "auto") return make_backend(device, local_rank);
+std::unique_ptr<Backend> backend_for(DeviceKind device, int local_rank, std::ostream& err, bool talk) {
+    if (device != DeviceKind::Auto) return make_backend(std::string(to_string(device)), local_rank);
     if (GPT_HAVE_CUDA) {
         try {
             return make_backend("cuda", local_rank);

@@ -71,8 +71,8 @@ std::string export_to_hf(const ExportOptions& o) {
     // Tokenizer files: the run's GPT-2 BPE files, or the ones given here.
     const std::string vocab = o.vocab_file.empty() ? ck.data.vocab_file : o.vocab_file;
     const std::string merges = o.merge_file.empty() ? ck.data.merge_file : o.merge_file;
-    const bool bpe = ck.data.tokenizer_type == "GPT2BPETokenizer";
-    GPT_REQUIRE(bpe, UsageError, ck.file, " was trained with --tokenizer-type ", ck.data.tokenizer_type,
+    const bool bpe = ck.data.tokenizer_type == TokenizerType::GPT2BPETokenizer;
+    GPT_REQUIRE(bpe, UsageError, ck.file, " was trained with --tokenizer-type ", to_string(ck.data.tokenizer_type),
                 ": only the GPT-2 BPE tokenizer converts to a Hugging Face GPT-2 folder");
     const bool with_tokenizer = !vocab.empty() && !merges.empty();
     if (with_tokenizer)

@@ -16,8 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kBpe = "GPT2BPETokenizer";
-
 LlamaConfig llama_config_of(const ModelConfig& m, bool bpe) {
     LlamaConfig c;
     c.num_hidden_layers = m.num_layers;
@@ -45,9 +43,9 @@ ModelConfig model_config_of(const LlamaConfig& c) {
     m.ffn_hidden_size = c.intermediate_size;
     m.seq_length = m.max_position_embeddings = c.max_position_embeddings;
     m.vocab_size = static_cast<int>(c.vocab_size);
-    m.normalization = "RMSNorm";
+    m.normalization = Normalization::RMSNorm;
     m.norm_epsilon = m.layernorm_epsilon = c.rms_norm_eps;
-    m.position_embedding_type = "rope";
+    m.position_embedding_type = PositionEmbeddingType::Rope;
     m.rotary_base = c.rope_theta;
     m.swiglu = true;
     m.untie_embeddings_and_output_weights = !c.tie_word_embeddings;
@@ -66,7 +64,7 @@ Gpt2Config bpe_ids(const LlamaConfig& c) {
 
 std::string export_llama(const ExportOptions& o, LoadedCheckpoint& ck, StagingDir& out) {
     const ModelConfig& m = ck.model->config.model;
-    const bool bpe = ck.data.tokenizer_type == kBpe;
+    const bool bpe = ck.data.tokenizer_type == TokenizerType::GPT2BPETokenizer;
     const LlamaConfig c = llama_config_of(m, bpe);
     GPT_REQUIRE(m.seq_length <= c.max_position_embeddings, UsageError, "checkpoint seq-length ", m.seq_length,
                 " exceeds its max-position-embeddings ", c.max_position_embeddings);
@@ -94,7 +92,7 @@ std::string export_llama(const ExportOptions& o, LoadedCheckpoint& ck, StagingDi
        << ") from " << ck.file << " (iteration " << ck.iteration << ") to " << o.output;
     if (!with_tokenizer)
         os << "; no tokenizer files ("
-           << (bpe ? std::string("the run named none") : "--tokenizer-type " + ck.data.tokenizer_type + " is not exported")
+           << (bpe ? std::string("the run named none") : "--tokenizer-type " + std::string(to_string(ck.data.tokenizer_type)) + " is not exported")
            << ")";
     return os.str();
 }

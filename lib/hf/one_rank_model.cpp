@@ -79,8 +79,19 @@ ModelConfig model_config_from_table(const std::string& table, std::int64_t padde
     m.vocab_size = static_cast<int>(get_int("vocab_size"));
     GPT_REQUIRE(m.vocab_size > 0, DataError, file, ": its arguments table has no vocabulary size");
     // The Llama-style options (absent in older tables: GPT-2's values).
-    m.normalization = text("normalization", "LayerNorm");
-    m.position_embedding_type = flag("use_rotary_position_embeddings") ? "rope" : text("position_embedding_type", "learned_absolute");
+    // A choice the table spells in a way this build does not know: the file is at fault.
+    auto choice = [&]<typename E>(const char* k, E def) {
+        const std::string v = text(k, std::string(to_string(def)).c_str());
+        try {
+            return parse_enum<E>(v, k);
+        } catch (const UsageError&) {
+            GPT_THROW(DataError, file, ": argument ", k, " is '", v, "', not one of ", allowed_values<E>());
+        }
+    };
+    m.normalization = choice("normalization", Normalization::LayerNorm);
+    m.position_embedding_type = flag("use_rotary_position_embeddings")
+                                    ? PositionEmbeddingType::Rope
+                                    : choice("position_embedding_type", PositionEmbeddingType::LearnedAbsolute);
     m.rotary_percent = number("rotary_percent", 1.0);
     m.rotary_base = number("rotary_base", 10000.0);
     m.rotary_interleaved = flag("rotary_interleaved");
@@ -114,13 +125,13 @@ OneRankModel::OneRankModel(const ModelConfig& model, const DataConfig& data, con
     c.data = data;
     c.data.mock_data = true;  // the trainer reads no data here
     c.parallel.tp_given = c.parallel.pp_given = c.parallel.mbs_given = true;
-    c.parallel.device = "cpu";
+    c.parallel.device = DeviceKind::Cpu;
     c.training.micro_batch_size = 1;
     c.training.global_batch_size = 1;
     c.training.train_iters = 1;
-    c.optimizer.lr_decay_style = "constant";
+    c.optimizer.lr_decay_style = LrDecayStyle::Constant;
     c.checkpoint = ck;
-    c.logging.log_level = "warning";
+    c.logging.log_level = LogLevel::Warning;
     const train::RunConfig run = train::resolve_run(c, 1, 1);
     config = run.cfg;
     backend = make_backend("cpu", 0);
@@ -157,7 +168,8 @@ LoadedCheckpoint load_checkpoint_one_rank(const std::string& dir, std::int64_t c
         std::string v = it == t.end() || it->second == "None" ? std::string() : it->second;
         if (std::string(k) == "vocab_file") out.data.vocab_file = v;
         if (std::string(k) == "merge_file") out.data.merge_file = v;
-        if (std::string(k) == "tokenizer_type" && !v.empty()) out.data.tokenizer_type = v;
+        if (std::string(k) == "tokenizer_type" && !v.empty())
+            out.data.tokenizer_type = parse_enum<TokenizerType>(v, "tokenizer-type");
     }
     const ModelConfig m = model_config_from_table(table, padded_rows, peek.file);
     DataConfig no_files;  // the vocabulary size is known: the one-rank run reads no tokenizer

@@ -26,9 +26,6 @@ void set_decoder_options(ModelDims& d, const ModelConfig& cfg) {
                 " is not divisible by --tensor-model-parallel-size ", d.tp_size,
                 " (K/V heads replicated over TP are not supported)");
     d.rope = cfg.rope();
-    GPT_REQUIRE(d.rope || cfg.position_embedding_type == "learned_absolute", UsageError,
-                "--position-embedding-type must be learned_absolute or rope, got '",
-                cfg.position_embedding_type, "'");
     if (d.rope) {
         GPT_REQUIRE(cfg.rotary_percent > 0.0 && cfg.rotary_percent <= 1.0, UsageError,
                     "--rotary-percent must be in (0, 1], got ", cfg.rotary_percent);
@@ -40,8 +37,6 @@ void set_decoder_options(ModelDims& d, const ModelConfig& cfg) {
         d.rotary_interleaved = cfg.rotary_interleaved;
     }
     d.rmsnorm = cfg.rmsnorm();
-    GPT_REQUIRE(d.rmsnorm || cfg.normalization == "LayerNorm", UsageError,
-                "--normalization must be LayerNorm or RMSNorm, got '", cfg.normalization, "'");
     d.swiglu = cfg.swiglu;
     d.untied_output = cfg.untie_embeddings_and_output_weights;
     d.linear_bias = !cfg.disable_bias_linear;

@@ -90,7 +90,7 @@ struct ModelOptions {
     //             layers in groups of recompute_num_layers. Block: the chunk's first
     //             recompute_num_layers layers, one at a time; the rest keep everything.
     // "The chunk" is one pipeline (virtual) stage, as in Megatron.
-    enum class Recompute { None, Selective, Full };
+    using Recompute = RecomputeGranularity;  // the option's own enum (config/enums.hpp)
     Recompute recompute = Recompute::None;
     bool recompute_block = false;     // --recompute-method block (else uniform)
     int recompute_num_layers = 0;     // --recompute-num-layers (Full only; > 0)

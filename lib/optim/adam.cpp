@@ -10,8 +10,6 @@ namespace gpt::optim {
 AdamOptimizer::AdamOptimizer(const OptimizerConfig& cfg, model::GptModel& model,
                              dist::Communicator& norm_group, dist::Communicator* distributed_dp)
     : cfg_(cfg), model_(model), be_(model.backend()), norm_(norm_group) {
-    GPT_REQUIRE(cfg.optimizer == "adam", UsageError, "--optimizer ", cfg.optimizer,
-                " is not supported: only adam (AdamW-style decoupled weight decay)");
     GPT_REQUIRE(cfg.clip_grad >= 0.0, UsageError, "--clip-grad must be >= 0");
     shard_size_ = model.layout().total_elements();
     if (distributed_dp && distributed_dp->size() > 1) {

@@ -6,14 +6,6 @@
 
 namespace gpt::optim {
 
-LrDecayStyle parse_lr_decay_style(const std::string& name) {
-    if (name == "constant") return LrDecayStyle::Constant;
-    if (name == "linear") return LrDecayStyle::Linear;
-    if (name == "cosine") return LrDecayStyle::Cosine;
-    GPT_THROW(UsageError, "--lr-decay-style '", name,
-              "' is not supported: use constant, linear or cosine");
-}
-
 LrScheduler::LrScheduler(double max_lr, double min_lr, std::int64_t warmup_steps,
                          std::int64_t decay_steps, LrDecayStyle style)
     : max_lr_(max_lr), min_lr_(min_lr), warmup_(warmup_steps), decay_(decay_steps), style_(style) {
@@ -27,7 +19,7 @@ LrScheduler::LrScheduler(double max_lr, double min_lr, std::int64_t warmup_steps
 
 LrScheduler LrScheduler::from_config(const OptimizerConfig& o, std::int64_t train_iters,
                                      std::int64_t train_samples, std::int64_t gbs) {
-    const LrDecayStyle style = parse_lr_decay_style(o.lr_decay_style);
+    const LrDecayStyle style = o.lr_decay_style;
     std::int64_t decay = 0, warmup = 0;
     if (train_iters > 0) {
         GPT_REQUIRE(o.lr_decay_samples == 0 && o.lr_warmup_samples == 0, UsageError,

@@ -10,8 +10,7 @@
 
 namespace gpt::optim {
 
-enum class LrDecayStyle { Constant, Linear, Cosine };
-LrDecayStyle parse_lr_decay_style(const std::string& name);  // throws UsageError
+// The decay style is the option's enum, gpt::LrDecayStyle (config/enums.hpp).
 
 class LrScheduler {
 public:

@@ -4,9 +4,12 @@
 #include <string>
 #include <string_view>
 
+#include "config/enums.hpp"
+
 namespace gpt::plan {
 
-enum class Recompute { None, Selective, Full };
+// The recompute mode is the option's own enum: the planner reads and writes it unmapped.
+using Recompute = RecomputeGranularity;
 std::string_view recompute_name(Recompute r);  // "none", "selective", "full"
 
 struct Layout {

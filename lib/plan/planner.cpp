@@ -11,12 +11,11 @@ namespace gpt::plan {
 namespace {
 
 std::string default_device(const Config& cfg, bool plan_only) {
-    const std::string& flag = cfg.plan.plan_device;
-    if (!flag.empty() && flag != "auto") return flag;
-    if (cfg.parallel.device == "cpu") return "cpu";
+    if (cfg.plan.plan_device != PlanDevice::Auto) return std::string(to_string(cfg.plan.plan_device));
+    if (cfg.parallel.device == DeviceKind::Cpu) return "cpu";
     // Plan-only usually runs on a login node for a GPU cluster; auto mode plans for the
     // backend this binary runs on.
-    if (plan_only || cfg.parallel.device == "cuda") return "h100-80gb";
+    if (plan_only || cfg.parallel.device == DeviceKind::Cuda) return "h100-80gb";
     return GPT_HAVE_CUDA ? "h100-80gb" : "cpu";
 }
 
@@ -46,10 +45,7 @@ SearchInputs search_inputs_from_config(const Config& cfg, int world_size, int lo
     in.layers_per_virtual_stage = p.num_layers_per_virtual_pipeline_stage;
     // Switches have no "given" flag: a switch the user turned on is kept on; one left off
     // is the planner's to choose.
-    if (p.recompute_granularity == "full") in.recompute = Recompute::Full;
-    else if (p.recompute_granularity == "selective" || p.recompute_activations) in.recompute = Recompute::Selective;
-    else GPT_REQUIRE(p.recompute_granularity.empty(), UsageError, "--recompute-granularity '",
-                     p.recompute_granularity, "' (expected full or selective)");
+    if (p.recompute() != Recompute::None) in.recompute = p.recompute();
     in.require_sequence_parallel = p.sequence_parallel;
     in.require_distributed_optimizer = p.use_distributed_optimizer;
     return in;
@@ -66,22 +62,22 @@ void apply_layout(const Layout& l, int num_layers, Config& cfg) {
     switch (l.recompute) {
         case Recompute::None:
             p.recompute_activations = false;
-            p.recompute_granularity.clear();
-            p.recompute_method.clear();
+            p.recompute_granularity = RecomputeGranularity::None;
+            p.recompute_method = RecomputeMethod::None;
             p.recompute_num_layers = 0;
             break;
         case Recompute::Selective:
             p.recompute_activations = true;
-            p.recompute_granularity = "selective";
-            p.recompute_method.clear();
+            p.recompute_granularity = RecomputeGranularity::Selective;
+            p.recompute_method = RecomputeMethod::None;
             p.recompute_num_layers = 0;
             break;
         case Recompute::Full:
             // The search's choice is every layer's input checkpointed on its own (uniform,
             // one layer per group): 2sbh per layer.
             p.recompute_activations = false;
-            p.recompute_granularity = "full";
-            p.recompute_method = l.recompute_block ? "block" : "uniform";
+            p.recompute_granularity = RecomputeGranularity::Full;
+            p.recompute_method = l.recompute_block ? RecomputeMethod::Block : RecomputeMethod::Uniform;
             p.recompute_num_layers = l.recompute_layers;
             break;
     }
@@ -92,11 +88,9 @@ void apply_layout(const Layout& l, int num_layers, Config& cfg) {
 void print_plan(const Config& cfg, std::ostream& out) {
     GPT_REQUIRE(cfg.plan.world_size > 0, UsageError,
                 "--plan-only needs --world-size (the number of ranks to plan for), e.g. --world-size 16 --local-world-size 8");
-    GPT_REQUIRE(cfg.plan.plan_format == "table" || cfg.plan.plan_format == "json", UsageError, "--plan-format '",
-                cfg.plan.plan_format, "' (expected table or json)");
     SearchInputs in = search_inputs_from_config(cfg, cfg.plan.world_size, cfg.plan.local_world_size, true);
     SearchResult r = search_layouts(in);
-    if (cfg.plan.plan_format == "json") write_plan_json(in, r, out);
+    if (cfg.plan.plan_format == PlanFormat::Json) write_plan_json(in, r, out);
     else write_plan_table(in, r, out);
 }
 
@@ -132,12 +126,10 @@ Layout layout_from_config(const Config& cfg) {
     l.vp = p.virtual_stages(cfg.model.num_layers);
     l.micro_batch = cfg.training.micro_batch_size;
     l.global_batch = cfg.training.global_batch_size;
-    l.recompute = p.recompute_granularity == "full"                                  ? Recompute::Full
-                  : p.recompute_granularity == "selective" || p.recompute_activations ? Recompute::Selective
-                                                                                      : Recompute::None;
+    l.recompute = p.recompute();
     if (l.recompute == Recompute::Full) {
         l.recompute_layers = std::max(p.recompute_num_layers, 1);
-        l.recompute_block = p.recompute_method == "block";
+        l.recompute_block = p.recompute_method == RecomputeMethod::Block;
     }
     l.sequence_parallel = p.sequence_parallel && p.tensor_model_parallel_size > 1;
     l.distributed_optimizer = p.use_distributed_optimizer;

@@ -21,7 +21,7 @@ SearchInputs search_inputs_from_config(const Config& cfg, int world_size, int lo
 // Copies a layout into cfg.parallel and cfg.training (micro and global batch size).
 void apply_layout(const Layout& layout, int num_layers, Config& cfg);
 
-// Plan-only mode: writes the ranked table (or JSON when cfg.plan.plan_format == "json") to `out`.
+// Plan-only mode: writes the ranked table (or JSON when cfg.plan.plan_format is json) to `out`.
 void print_plan(const gpt::Config& cfg, std::ostream& out);
 
 // Auto mode: fills cfg.parallel (TP, PP, virtual stages, recompute, distributed optimizer,

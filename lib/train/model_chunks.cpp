@@ -23,11 +23,8 @@ model::ModelOptions model_options(const RunConfig& run) {
     opt.init_std = cfg.model.init_method_std;
     opt.seed = t.seed;
     opt.sequence_parallel = p.sequence_parallel;
-    if (p.recompute_activations || p.recompute_granularity == "selective")
-        opt.recompute = model::ModelOptions::Recompute::Selective;
-    else if (p.recompute_granularity == "full")
-        opt.recompute = model::ModelOptions::Recompute::Full;
-    opt.recompute_block = p.recompute_method == "block";
+    opt.recompute = p.recompute();
+    opt.recompute_block = p.recompute_method == RecomputeMethod::Block;
     opt.recompute_num_layers = p.recompute_num_layers;
     return opt;
 }

@@ -36,7 +36,7 @@ int pretrain(const RunConfig& run, dist::ProcessGroups& groups) {
     std::optional<SignalCatcher> signals;
     if (cfg.training.exit_signal_handler) signals.emplace();
     std::unique_ptr<Backend> backend;
-    if (cfg.parallel.device == "auto") {
+    if (cfg.parallel.device == DeviceKind::Auto) {
         // --device auto: a GPU when this build has the CUDA backend and one is visible, else
         // the CPU; the log says which and why.
         if (GPT_HAVE_CUDA) {
@@ -48,7 +48,7 @@ int pretrain(const RunConfig& run, dist::ProcessGroups& groups) {
         }
         if (!backend) backend = make_backend("cpu", groups.local_rank());
     } else {
-        backend = make_backend(cfg.parallel.device, groups.local_rank());
+        backend = make_backend(std::string(to_string(cfg.parallel.device)), groups.local_rank());
     }
     GPT_LOG(info) << "> backend: " << backend->name();
 

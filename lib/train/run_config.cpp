@@ -16,7 +16,7 @@
 namespace gpt::train {
 
 void resolve_vocab(Config& cfg) {
-    if (cfg.data.tokenizer_type == "TikTokenizer") {
+    if (cfg.data.tokenizer_type == TokenizerType::TikTokenizer) {
         // Megatron's TikTokenizer: --vocab-size (all ids, special tokens included; the rank
         // file is cut to it) or, unlike Megatron's 2^17 fallback, the file's ranks + special
         // tokens. Loading checks the flags and the file on every rank before training starts.
@@ -89,9 +89,9 @@ std::string describe_layout(const RunConfig& run) {
 
 std::string check_run_memory(const RunConfig& run) {
     Config planned = run.cfg;
-    if (planned.plan.plan_device == "auto" &&
-        (planned.parallel.device == "cpu" || visible_gpu_count() == 0))
-        planned.plan.plan_device = "cpu";
+    if (planned.plan.plan_device == PlanDevice::Auto &&
+        (planned.parallel.device == DeviceKind::Cpu || visible_gpu_count() == 0))
+        planned.plan.plan_device = PlanDevice::Cpu;
     return plan::check_memory(planned, run.world_size, run.local_world_size);
 }
 

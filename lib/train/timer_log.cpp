@@ -33,17 +33,17 @@ std::string dotted(std::string_view name) {
 }
 }  // namespace
 
-std::string format_timers(const TimerTable& table, int log_level, const std::string& option,
+std::string format_timers(const TimerTable& table, int log_level, TimingLogOption option,
                           double normalizer) {
     const double to_ms = 1000.0 / normalizer;
     std::ostringstream os;
     bool any = false;
-    if (option == "all") os << "times across ranks (ms):";
-    else os << (option == "max" ? "max time across ranks (ms):" : "(min, max) time across ranks (ms):");
+    if (option == TimingLogOption::All) os << "times across ranks (ms):";
+    else os << (option == TimingLogOption::Max ? "max time across ranks (ms):" : "(min, max) time across ranks (ms):");
     for (int i = 0; i < kNumPhases; ++i) {
         const auto p = static_cast<Phase>(i);
         if (phase_level(p) > log_level) continue;
-        if (option == "all") {
+        if (option == TimingLogOption::All) {
             bool named = false;
             for (int r = 0; r < table.ranks; ++r) {
                 const double s = table.at(r, p);
@@ -68,7 +68,7 @@ std::string format_timers(const TimerTable& table, int log_level, const std::str
         if (!found) continue;
         any = true;
         os << "\n    " << dotted(phase_name(p)) << ": ";
-        if (option == "max") os << fixed2(hi * to_ms);
+        if (option == TimingLogOption::Max) os << fixed2(hi * to_ms);
         else os << '(' << fixed2(lo * to_ms) << ", " << fixed2(hi * to_ms) << ')';
     }
     return any ? os.str() : "";

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/enums.hpp"
 #include "core/timers.hpp"
 #include "dist/communicator.hpp"
 
@@ -32,7 +33,7 @@ TimerTable gather_timers(const Timers& timers, dist::Communicator& world);
 //       forward-backward ...............................: (12.34, 12.56)
 // "max" ("max time across ranks (ms):", one figure) or "all" ("times across ranks (ms):",
 // a "  <name>:" line then "     rank  r: t" per rank). "" when nothing is printed.
-std::string format_timers(const TimerTable& table, int log_level, const std::string& option,
+std::string format_timers(const TimerTable& table, int log_level, TimingLogOption option,
                           double normalizer);
 
 // Megatron's timers.write (--log-timers-to-tensorboard): for each phase up to `log_level`

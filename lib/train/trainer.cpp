@@ -39,7 +39,7 @@ std::unique_ptr<dist::DataGroups> make_data_groups(const Config& cfg, dist::Proc
     std::unique_ptr<dist::DataGroups> data;
     if (backend.host_memory()) {
         data = std::make_unique<dist::DataGroups>(groups, Kind::Host);
-    } else if (backend.name() == "cuda" && cfg.parallel.distributed_backend == "nccl") {
+    } else if (backend.name() == "cuda" && cfg.parallel.distributed_backend == DistributedBackend::Nccl) {
         // NCCL refuses two ranks on one GPU with an opaque error deep in its initialisation.
         const int gpus = visible_gpu_count();
         GPT_REQUIRE(groups.local_size() <= gpus, UsageError, groups.local_size(),

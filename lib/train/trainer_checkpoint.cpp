@@ -209,7 +209,7 @@ std::optional<optim::LrScheduler> saved_scheduler(const ckpt::CheckpointReader& 
         OptimizerConfig o;
         o.lr = std::stod(get("lr"));
         o.min_lr = std::stod(get("min_lr"));
-        o.lr_decay_style = get("lr_decay_style");
+        o.lr_decay_style = parse_enum<LrDecayStyle>(get("lr_decay_style"), "lr-decay-style");
         o.lr_decay_iters = std::stoll(get("lr_decay_iters"));
         o.lr_decay_samples = std::stoll(get("lr_decay_samples"));
         o.lr_warmup_iters = std::stoll(get("lr_warmup_iters"));

@@ -9,6 +9,8 @@
 
 #include "backend/backend.hpp"
 #include "core/device_info.hpp"
+#include "core/errors.hpp"
+#include "core/stream.hpp"
 #include "dist/comm_nccl.hpp"
 #include "test_env.hpp"
 
@@ -121,6 +123,27 @@ TEST_F(NcclTest, BackendWorkAfterACollectiveSeesItsResult) {
     }
     be_->free(buf);
     be_->free(out);
+}
+
+// The compute stream (core/stream.hpp) is one explicit object: the CUDA backend creates its
+// own device queue (not the default stream by convention: a second backend gets another
+// one), hands out the same handle every time, and the communicator given it reports that
+// very stream and refuses a host one. BackendWorkAfterACollectiveSeesItsResult shows the
+// ordering through it.
+TEST_F(NcclTest, SharesTheBackendsComputeStream) {
+    const Stream s = be_->stream();
+    EXPECT_FALSE(s.on_host());
+    EXPECT_NE(s.native(), nullptr);
+    EXPECT_EQ(be_->stream().native(), s.native());
+    EXPECT_EQ(comm_->compute_stream().native(), s.native());
+    int local_size = 1;
+    const std::unique_ptr<Backend> other = make_backend("cuda", local_rank_and_size(&local_size));
+    EXPECT_FALSE(other->stream().on_host());
+    EXPECT_NE(other->stream().native(), s.native());
+    EXPECT_THROW(dist::NcclCommunicator(MPI_COMM_WORLD, "host", Stream{}), InternalError);
+    // The host backend has no device queue: its ops run in call order on the caller's thread.
+    EXPECT_TRUE(make_backend("cpu", 0)->stream().on_host());
+    EXPECT_TRUE(Stream{}.on_host());
 }
 
 TEST_F(NcclTest, SendRecvBothWaysAtOnce) {

@@ -35,7 +35,7 @@ Config gpu_config(bool flash, bool bf16 = false) {
     c.training.bf16 = bf16;
     c.training.initial_loss_scale = 4096;
     c.parallel.use_flash_attn = flash;
-    c.parallel.distributed_backend = "mpi";
+    c.parallel.distributed_backend = DistributedBackend::Mpi;
     return c;
 }
 
@@ -167,7 +167,7 @@ const test::Run& one_rank_reference() {
 void expect_layouts_follow_one_rank(const std::string& backend) {
     for (const Layout& l : kTwoRankLayouts) {
         Config cfg = gpu_config(true);
-        cfg.parallel.distributed_backend = backend;
+        cfg.parallel.distributed_backend = parse_enum<DistributedBackend>(backend, "distributed-backend");
         cfg.parallel.tensor_model_parallel_size = l.tp;
         cfg.parallel.pipeline_model_parallel_size = l.pp;
         cfg.parallel.sequence_parallel = l.sp;

@@ -406,7 +406,7 @@ TEST(CkptIntegrity, HeadCountChangeIsRefusedLayoutChangeIsAllowed) {
     run.training.micro_batch_size = 4;
     run.training.global_batch_size = 64;
     run.optimizer.lr = 1e-4;
-    run.optimizer.lr_decay_style = "cosine";
+    run.optimizer.lr_decay_style = LrDecayStyle::Cosine;
     run.model.hidden_dropout = 0.0;
     run.model.ffn_hidden_size = 256;  // = 4 x hidden, the default spelled out
     EXPECT_NO_THROW(check_checkpoint_args(table, format_arguments(run), "F"));

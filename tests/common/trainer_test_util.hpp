@@ -26,7 +26,7 @@ inline Config tiny_train_config() {
     c.training.eval_iters = 2;
     c.optimizer.lr = 1e-2;
     c.optimizer.min_lr = 1e-3;
-    c.optimizer.lr_decay_style = "cosine";
+    c.optimizer.lr_decay_style = LrDecayStyle::Cosine;
     c.optimizer.lr_warmup_iters = 4;
     c.logging.log_interval = 10;
     return c;
@@ -46,8 +46,8 @@ inline Config short_train_config() {
 // The Llama-style options on tiny_train_config's shape (hidden 32, 4 heads): rope, RMSNorm,
 // SwiGLU, two K/V groups (one per rank at TP 2), an untied output layer, no linear biases.
 inline void llama_style(ModelConfig& m) {
-    m.position_embedding_type = "rope";
-    m.normalization = "RMSNorm";
+    m.position_embedding_type = PositionEmbeddingType::Rope;
+    m.normalization = Normalization::RMSNorm;
     m.swiglu = true;
     m.ffn_hidden_size = 48;
     m.group_query_attention = true;

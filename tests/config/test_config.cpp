@@ -60,7 +60,7 @@ TEST(ConfigParse, MegatronDefaults) {
     EXPECT_DOUBLE_EQ(cfg.training.initial_loss_scale, 4294967296.0);
     EXPECT_EQ(cfg.training.hysteresis, 2);
     EXPECT_EQ(cfg.training.loss_scale_window, 1000);
-    EXPECT_EQ(cfg.optimizer.lr_decay_style, "linear");
+    EXPECT_EQ(cfg.optimizer.lr_decay_style, LrDecayStyle::Linear);
     EXPECT_EQ(cfg.training.seed, 1234u);
     EXPECT_EQ(cfg.data.split, "969, 30, 1");
     EXPECT_FALSE(cfg.parallel.tp_given);
@@ -177,7 +177,7 @@ TEST(ConfigValidate, RecomputeActivationsMeansSelective) {
     Config cfg = tiny();
     cfg.parallel.recompute_activations = true;
     validate(cfg, 1);
-    EXPECT_EQ(cfg.parallel.recompute_granularity, "selective");
+    EXPECT_EQ(cfg.parallel.recompute_granularity, RecomputeGranularity::Selective);
 }
 
 TEST(ConfigFormat, SortedMegatronStyleTable) {

@@ -204,7 +204,7 @@ TEST(ValidateRanges, DistributedTimeoutIsPositiveMinutes) {
 TEST(MonitorFlags, MegatronsNamesAndDefaults) {
     const MonitorConfig d = parse_args(std::vector<std::string>{}).config.monitor;
     EXPECT_EQ(d.timing_log_level, 0);
-    EXPECT_EQ(d.timing_log_option, "minmax");
+    EXPECT_EQ(d.timing_log_option, TimingLogOption::MinMax);
     EXPECT_TRUE(d.check_for_nan_in_loss_and_grad());
     EXPECT_FALSE(d.check_for_spiky_loss);
     EXPECT_FALSE(d.log_straggler);
@@ -217,7 +217,7 @@ TEST(MonitorFlags, MegatronsNamesAndDefaults) {
                     "--spiky-loss-max-consecutive", "2"})
             .config.monitor;
     EXPECT_EQ(m.timing_log_level, 2);
-    EXPECT_EQ(m.timing_log_option, "all");
+    EXPECT_EQ(m.timing_log_option, TimingLogOption::All);
     EXPECT_TRUE(m.log_straggler);
     EXPECT_TRUE(m.profile);
     EXPECT_EQ(m.profile_step_start, 3);
@@ -234,7 +234,7 @@ TEST(MonitorFlags, BadValuesAreRejectedNamingTheFlag) {
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
         {{"--timing-log-level", "3"}, "--timing-log-level must be 0, 1 or 2"},
         {{"--timing-log-level", "-1"}, "--timing-log-level must be 0, 1 or 2"},
-        {{"--timing-log-option", "mean"}, "--timing-log-option must be minmax, max or all"},
+        {{"--timing-log-option", "mean"}, "--timing-log-option must be one of minmax, max, all, got 'mean'"},
         {{"--profile", "--profile-step-start", "5", "--profile-step-end", "5"}, "--profile-step-start 5 must be"},
         {{"--spiky-loss-window", "2"}, "--spiky-loss-window must be at least 3"},
         {{"--spiky-loss-zscore", "0"}, "--spiky-loss-zscore must be a positive number"},

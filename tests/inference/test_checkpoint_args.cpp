@@ -29,7 +29,7 @@ TEST(CheckpointArgs, ModelComesFromTheCheckpoint) {
     EXPECT_TRUE(c.model.openai_gelu);
     EXPECT_DOUBLE_EQ(c.model.layernorm_epsilon, 1e-6);
     EXPECT_EQ(c.data.vocab_file, "v.json");
-    EXPECT_EQ(c.parallel.device, "cpu");
+    EXPECT_EQ(c.parallel.device, DeviceKind::Cpu);
     EXPECT_TRUE(c.training.bf16);    // the precision is the user's, not the training run's
     EXPECT_FALSE(c.training.fp16);
 }

@@ -77,8 +77,8 @@ TEST(ModelShape, TinyLlamaMatchesPublishedCount) {
     c.model.ffn_hidden_size = 5632;
     c.model.seq_length = 2048;
     c.model.vocab_size = 32000;
-    c.model.position_embedding_type = "rope";
-    c.model.normalization = "RMSNorm";
+    c.model.position_embedding_type = PositionEmbeddingType::Rope;
+    c.model.normalization = Normalization::RMSNorm;
     c.model.swiglu = true;
     c.model.group_query_attention = true;
     c.model.num_query_groups = 4;
@@ -105,8 +105,8 @@ TEST(ModelShape, PlansTheDecoderOptions) {
     const SearchInputs gpt = search_inputs_from_config(c, 8, 8, true);
     EXPECT_EQ(qkv_rows(gpt.model), 3 * 64);
     EXPECT_EQ(fc1_rows(gpt.model), 4 * 64);
-    c.model.position_embedding_type = "rope";
-    c.model.normalization = "RMSNorm";
+    c.model.position_embedding_type = PositionEmbeddingType::Rope;
+    c.model.normalization = Normalization::RMSNorm;
     c.model.swiglu = true;
     c.model.ffn_hidden_size = 160;
     c.model.group_query_attention = true;

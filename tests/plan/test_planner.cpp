@@ -41,13 +41,11 @@ TEST_F(PlannerTest, PlanOnlyTableAndJson) {
     EXPECT_NE(table.str().find("device h100-80gb: 80.0 GiB per rank (DEVICE_MEMORY_GB)"), std::string::npos)
         << table.str();
     EXPECT_NE(table.str().find("22.07 B parameters"), std::string::npos);
-    c.plan.plan_format = "json";
+    c.plan.plan_format = PlanFormat::Json;
     std::ostringstream json;
     print_plan(c, json);
     EXPECT_EQ(json.str().front(), '{');
-    c.plan.plan_format = "yaml";
-    EXPECT_THROW(print_plan(c, json), UsageError);
-    c.plan.plan_format = "table";
+    c.plan.plan_format = PlanFormat::Table;
     c.plan.world_size = 0;
     EXPECT_THROW(print_plan(c, json), UsageError);
 }
@@ -61,8 +59,8 @@ TEST_F(PlannerTest, AutoModeFillsConfig) {
     EXPECT_LE(c.training.global_batch_size, 32);
     EXPECT_EQ(c.training.global_batch_size % (c.training.micro_batch_size * p.data_parallel_size), 0);
     EXPECT_NE(summary.find("runner-up"), std::string::npos) << summary;
-    if (p.recompute_granularity == "full") {
-        EXPECT_EQ(p.recompute_method, "uniform");
+    if (p.recompute_granularity == RecomputeGranularity::Full) {
+        EXPECT_EQ(p.recompute_method, RecomputeMethod::Uniform);
     }
     if (p.num_layers_per_virtual_pipeline_stage > 0) {
         EXPECT_GT(p.virtual_stages(c.model.num_layers), 1);
@@ -76,12 +74,12 @@ TEST_F(PlannerTest, AutoModeKeepsGivenFlags) {
     c.parallel.tp_given = true;
     c.training.micro_batch_size = 2;
     c.parallel.mbs_given = true;
-    c.parallel.recompute_granularity = "full";
+    c.parallel.recompute_granularity = RecomputeGranularity::Full;
     choose_layout(c, 16, 8);
     EXPECT_EQ(c.parallel.tensor_model_parallel_size, 4);
     EXPECT_EQ(c.training.micro_batch_size, 2);
     EXPECT_EQ(c.training.global_batch_size, 16);
-    EXPECT_EQ(c.parallel.recompute_granularity, "full");
+    EXPECT_EQ(c.parallel.recompute_granularity, RecomputeGranularity::Full);
 }
 
 TEST_F(PlannerTest, AutoModeFailsClearly) {
@@ -114,7 +112,7 @@ TEST(PlanFlags, DeviceAndFabricFlagsReachTheSearch) {
     EXPECT_EQ(in.device.name, "a100-80gb");
     EXPECT_DOUBLE_EQ(in.fabric.intra_node_gbps, 150.0);
     EXPECT_DOUBLE_EQ(in.fabric.inter_node_gbps, 12.5);
-    cfg.plan.plan_device = "h200";
+    cfg.plan.plan_device = PlanDevice::H200;
     cfg.plan.plan_inter_node_gbps = 0;
     SearchInputs h = search_inputs_from_config(cfg, 16, 8, true);
     EXPECT_EQ(h.device.name, "h200");

@@ -57,8 +57,8 @@ Config bytes_config(const Case& k) {
     c.parallel.sequence_parallel = k.sp;
     c.parallel.use_distributed_optimizer = k.distopt;
     if (k.full_recompute) {
-        c.parallel.recompute_granularity = "full";
-        c.parallel.recompute_method = "uniform";
+        c.parallel.recompute_granularity = RecomputeGranularity::Full;
+        c.parallel.recompute_method = RecomputeMethod::Uniform;
         c.parallel.recompute_num_layers = 1;
     }
     return c;

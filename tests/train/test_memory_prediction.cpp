@@ -88,8 +88,8 @@ Config case_config(const Case& k) {
     c.model.hidden_dropout = 0.1;
     c.model.attention_dropout = 0.1;
     if (k.llama) {  // every width stays a multiple of 64 elements (see above)
-        c.model.position_embedding_type = "rope";
-        c.model.normalization = "RMSNorm";
+        c.model.position_embedding_type = PositionEmbeddingType::Rope;
+        c.model.normalization = Normalization::RMSNorm;
         c.model.swiglu = true;
         c.model.ffn_hidden_size = 768;
         c.model.group_query_attention = true;
@@ -104,7 +104,7 @@ Config case_config(const Case& k) {
     c.training.fp16 = k.fp16;
     c.optimizer.lr_warmup_iters = 0;
     auto& p = c.parallel;
-    p.device = "cpu";
+    p.device = DeviceKind::Cpu;
     p.tensor_model_parallel_size = k.tp;
     p.pipeline_model_parallel_size = k.pp;
     p.tp_given = p.pp_given = true;
@@ -114,10 +114,10 @@ Config case_config(const Case& k) {
     if (k.interleaved) p.num_layers_per_virtual_pipeline_stage = 1;
     const std::string r = k.recompute;
     if (r == "selective") {
-        p.recompute_granularity = "selective";
+        p.recompute_granularity = RecomputeGranularity::Selective;
     } else if (!r.empty()) {
-        p.recompute_granularity = "full";
-        p.recompute_method = r;
+        p.recompute_granularity = RecomputeGranularity::Full;
+        p.recompute_method = parse_enum<RecomputeMethod>(r, "recompute-method");
         p.recompute_num_layers = k.recompute_layers;
     }
     validate(c, k.ranks);

@@ -57,10 +57,10 @@ Config parallel_config(const Layout& l, const Features& f) {
     p.ddp_bucket_size = f.overlap ? 3000 : 0;  // several buckets on this tiny model
     const std::string r = f.recompute;
     if (r == "selective") {
-        p.recompute_granularity = "selective";
+        p.recompute_granularity = RecomputeGranularity::Selective;
     } else if (!r.empty()) {
-        p.recompute_granularity = "full";
-        p.recompute_method = r;
+        p.recompute_granularity = RecomputeGranularity::Full;
+        p.recompute_method = parse_enum<RecomputeMethod>(r, "recompute-method");
         p.recompute_num_layers = f.recompute_layers;
     }
     return c;

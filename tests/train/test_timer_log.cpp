@@ -26,23 +26,23 @@ TEST(TimerLog, MinMaxBlockIsMegatronsFormat) {
     const TimerTable t = table(3, {{Phase::ForwardBackward, {0.2468, 0.2512, 0.25}},
                                    {Phase::ForwardRecv, {0.0, 0.01, 0.03}},
                                    {Phase::Optimizer, {0.02, 0.02, 0.04}}});
-    EXPECT_EQ(format_timers(t, 1, "minmax", 20.0),
+    EXPECT_EQ(format_timers(t, 1, TimingLogOption::MinMax, 20.0),
               "(min, max) time across ranks (ms):\n"
               "    forward-backward ...............................: (12.34, 12.56)\n"
               "    optimizer ......................................: (1.00, 2.00)");
-    EXPECT_EQ(format_timers(t, 2, "minmax", 20.0),
+    EXPECT_EQ(format_timers(t, 2, TimingLogOption::MinMax, 20.0),
               "(min, max) time across ranks (ms):\n"
               "    forward-backward ...............................: (12.34, 12.56)\n"
               "    forward-recv ...................................: (0.50, 1.50)\n"
               "    optimizer ......................................: (1.00, 2.00)");
-    EXPECT_EQ(format_timers(t, 1, "max", 20.0),
+    EXPECT_EQ(format_timers(t, 1, TimingLogOption::Max, 20.0),
               "max time across ranks (ms):\n"
               "    forward-backward ...............................: 12.56\n"
               "    optimizer ......................................: 2.00");
-    EXPECT_EQ(format_timers(table(2, {{Phase::ForwardRecv, {0.0, 0.01}}}), 2, "all", 1.0),
+    EXPECT_EQ(format_timers(table(2, {{Phase::ForwardRecv, {0.0, 0.01}}}), 2, TimingLogOption::All, 1.0),
               "times across ranks (ms):\n  forward-recv:\n     rank  1: 10.00");
-    EXPECT_EQ(format_timers(t, 0, "minmax", 20.0), "");  // level 0 prints nothing
-    EXPECT_EQ(format_timers(table(2, {}), 2, "minmax", 1.0), "");
+    EXPECT_EQ(format_timers(t, 0, TimingLogOption::MinMax, 20.0), "");  // level 0 prints nothing
+    EXPECT_EQ(format_timers(table(2, {}), 2, TimingLogOption::MinMax, 1.0), "");
 }
 
 // Every rank's timers reach every rank: a 2-rank job with a deliberately unbalanced phase.
@@ -58,7 +58,7 @@ TEST(TimerLog, GatherGivesEveryRanksTimes) {
         EXPECT_DOUBLE_EQ(t.at(r, Phase::ForwardBackward), 0.010 * (r + 1));
         EXPECT_EQ(t.at(r, Phase::EmbeddingGradsAllReduce), r == n - 1 ? 0.003 : 0.0);
     }
-    const std::string block = format_timers(t, 1, "minmax", 1.0);
+    const std::string block = format_timers(t, 1, TimingLogOption::MinMax, 1.0);
     char want[128];
     std::snprintf(want, sizeof want, "forward-backward ...............................: (10.00, %.2f)", 10.0 * n);
     EXPECT_NE(block.find(want), std::string::npos) << block;
