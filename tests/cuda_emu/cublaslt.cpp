@@ -11,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <unordered_set>
@@ -682,10 +683,24 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
         return kInvalid;
     if (workspace_bytes > 0 && !device("workspace", workspace, workspace_bytes)) return kInvalid;
 
-    if (!gpt_emu::stream_before_work(stream))
+    // The product is stream work (deferred, runtime.cpp): it keeps copies of the descriptors,
+    // which the caller may change or destroy once the call returns.
+    struct Copies {
+        MatmulDesc op;
+        Layout a, b, c, d;
+    };
+    auto copies = std::make_shared<Copies>(Copies{*p.op, *p.A, *p.B, *p.C, *p.D});
+    Problem q = p;
+    q.op = &copies->op;
+    q.A = &copies->a;
+    q.B = &copies->b;
+    q.C = &copies->c;
+    q.D = &copies->d;
+    if (!gpt_emu::stream_enqueue(stream, [q, copies, al, be, A, B, C, D] {
+            gpt_emu::DeviceAccess access;
+            compute(q, al, be, A, B, C, D);
+        }))
         return fail(CUBLAS_STATUS_EXECUTION_FAILED, fn, "stream ", static_cast<const void*>(stream),
                     " does not exist");
-    gpt_emu::DeviceAccess access;
-    compute(p, al, be, A, B, C, D);
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -262,7 +262,7 @@ void reduce_rows(ncclDataType_t t, ncclRedOp_t op, const std::byte* rows, int nr
 
 // Writes `bytes` (the result, on the host) to `dst` when `stream` completes.
 void land_on_stream_completion(cudaStream_t stream, void* dst, std::vector<std::byte> bytes) {
-    gpt_emu::stream_add_pending(stream, [dst, data = std::move(bytes)] {
+    gpt_emu::stream_add_deferred(stream, [dst, data = std::move(bytes)] {
         gpt_emu::DeviceAccess open;
         std::memcpy(dst, data.data(), data.size());
     });
@@ -284,7 +284,7 @@ std::uint64_t fingerprint(const void* p, std::size_t n) {
 void watch_send(cudaStream_t stream, const char* what, const void* send, std::size_t bytes) {
     if (bytes == 0) return;
     const std::uint64_t before = fingerprint(send, bytes);
-    gpt_emu::stream_add_pending(stream, [=] {
+    gpt_emu::stream_add_deferred(stream, [=] {
         gpt_emu::DeviceAccess open;
         if (fingerprint(send, bytes) == before) return;
         const std::string m = std::string(what) + ": its send buffer (" + std::to_string(bytes) +
@@ -506,6 +506,10 @@ ncclResult_t run_ops(std::vector<Op>& ops) {
     std::vector<std::pair<cudaStream_t, std::shared_ptr<P2pRequest>>> posted;
     for (const Op& op : ops) {
         if (op.kind == Op::Collective) continue;
+        // The buffer is read (or written) by MPI from now on: the work queued before it on its
+        // stream, and on the streams that stream waits for, runs first (not earlier sends,
+        // which NCCL would keep queueing: see finish_conflicting).
+        gpt_emu::stream_complete_work(op.stream);
         auto p = std::make_shared<P2pRequest>();
         p->recv = op.kind == Op::Recv;
         p->buf = const_cast<void*>(op.ranges[0].p);
@@ -531,7 +535,10 @@ ncclResult_t run_ops(std::vector<Op>& ops) {
         }
     for (auto& [stream, p] : posted) {
         g_pending.push_back(p);
-        gpt_emu::stream_add_pending(stream, [p = p] { complete(*p); });
+        if (p->recv)
+            gpt_emu::stream_add_pending(stream, [p = p] { complete(*p); });
+        else
+            gpt_emu::stream_add_pending_send(stream, [p = p] { complete(*p); });
     }
     return result;
 }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -61,7 +62,8 @@ constexpr unsigned char kGarbage = 0xff;  // new memory and red zones: NaN in ev
 
 struct Alloc {
     std::size_t rounded;    // the block, red zone included
-    std::size_t requested;  // what the caller may touch
+    std::size_t requested;  // what the caller may touch (checked when work is issued)
+    std::size_t zone;       // where the red zone starts (moves in stream order: set_extent)
 };
 
 struct Arena {
@@ -133,11 +135,30 @@ Arena& arena() {
 }
 
 // ---- streams and events ----------------------------------------------------------------
+//
+// Work is deferred per stream: a kernel, copy, memset, matmul or a collective's landing is
+// queued on its stream and runs, in stream order, only when something forces it (a stream,
+// event or device synchronisation, a blocking copy, an event query, an NCCL operation that
+// reads its buffers, work on another stream ordered after it by cudaStreamWaitEvent or the
+// legacy default stream). Work a program forgot to order after its producer therefore runs
+// before the producer whenever the forcing order allows, and reads stale bytes, as a GPU
+// may when the two streams overlap. cudaDeviceSynchronize drains all streams newest work
+// first (GPT_EMU_SCHEDULE=warps: in a pseudo-random interleaving), respecting only stream
+// order and the dependencies recorded between streams.
 
+struct Stream;
+struct Item {
+    std::uint64_t seq;            // position on its stream
+    std::uint64_t issued;         // position among all streams' work
+    bool holds_arena;             // stream_add_pending: the arena stays open until it runs
+    std::function<void()> fn;
+    bool send = false;            // a posted send's completion: may be parked
+};
 struct Stream {
     bool blocking = true;
     std::uint64_t added = 0, completed = 0;
-    std::deque<std::pair<std::uint64_t, std::function<void()>>> pending;
+    std::deque<Item> pending;
+    std::deque<Item> parked;  // send completions passed by stream_complete_work, in order
 };
 struct Event {
     Stream* stream = nullptr;
@@ -148,26 +169,110 @@ struct Event {
 std::recursive_mutex g_streams_mu;
 Stream g_legacy;
 std::set<Stream*> g_streams;
+std::vector<Stream*> g_stream_order;  // creation order, for a reproducible drain
 std::set<Event*> g_events;
 std::map<const void*, std::size_t> g_smem_limits;
 int g_device = 0;
+std::uint64_t g_issued = 0;
+// The first error deferred work reported since the last synchronisation returned one.
+cudaError_t g_deferred_error = cudaSuccess;
 
 Stream* find_stream(cudaStream_t s) {
     if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return &g_legacy;
     auto* p = reinterpret_cast<Stream*>(s);
     return g_streams.count(p) ? p : nullptr;
 }
+bool alive(const Stream* s) { return s == &g_legacy || g_streams.count(const_cast<Stream*>(s)) > 0; }
 
-void complete_upto(Stream& s, std::uint64_t seq) {
-    while (!s.pending.empty() && s.pending.front().first <= seq) {
-        auto fn = std::move(s.pending.front().second);
-        s.pending.pop_front();
-        fn();
-        s.completed = std::max(s.completed, seq);
+void run_item(Stream& s, Item it) {
+    const cudaError_t before = t_last;
+    t_last = cudaSuccess;
+    it.fn();
+    if (t_last != cudaSuccess && g_deferred_error == cudaSuccess) g_deferred_error = t_last;
+    if (t_last == cudaSuccess) t_last = before;
+    s.completed = std::max(s.completed, it.seq);
+    if (it.holds_arena) {
         std::lock_guard lock(arena().mu);
         Arena& a = arena();
         if (--a.pending == 0 && a.depth == 0) set_open(a, false);
     }
+}
+
+void run_front(Stream& s) {
+    Item it = std::move(s.pending.front());
+    s.pending.pop_front();
+    run_item(s, std::move(it));
+}
+
+bool g_parking = false;  // inside stream_complete_work
+
+void complete_upto(Stream& s, std::uint64_t seq) {
+    while (!g_parking && !s.parked.empty() && s.parked.front().seq <= seq) {
+        Item it = std::move(s.parked.front());
+        s.parked.pop_front();
+        run_item(s, std::move(it));
+    }
+    while (!s.pending.empty() && s.pending.front().seq <= seq) {
+        if (g_parking && s.pending.front().send) {
+            s.parked.push_back(std::move(s.pending.front()));
+            s.pending.pop_front();
+            continue;
+        }
+        run_front(s);
+    }
+}
+
+// Queues fn on s; `deps` first make s wait for other streams' work issued so far.
+void enqueue(Stream& s, std::function<void()> fn, bool holds_arena) {
+    // The legacy default stream waits for every blocking stream, and they wait for it.
+    auto wait_for = [&s](Stream* o) {
+        if (o == &s || (o->pending.empty() && o->parked.empty())) return;
+        const std::uint64_t seq = o->added;
+        s.pending.push_back(Item{++s.added, ++g_issued, false, [o, seq] {
+                                     if (alive(o)) complete_upto(*o, seq);
+                                 }});
+    };
+    if (&s == &g_legacy) {
+        for (Stream* o : g_stream_order)
+            if (o->blocking) wait_for(o);
+    } else if (s.blocking) {
+        wait_for(&g_legacy);
+    }
+    s.pending.push_back(Item{++s.added, ++g_issued, holds_arena, std::move(fn)});
+}
+
+// Runs everything pending: the stream whose next item was issued last goes first (or a
+// pseudo-random one), one item at a time, so work not ordered after its producer runs
+// before it.
+void drain_all() {
+    static std::uint64_t rng = 0x9e3779b97f4a7c15ull;
+    for (;;) {
+        std::vector<Stream*> ready;
+        auto flush_parked = [](Stream& o) { complete_upto(o, o.parked.empty() ? 0 : o.parked.back().seq); };
+        flush_parked(g_legacy);
+        for (Stream* o : g_stream_order) flush_parked(*o);
+        if (!g_legacy.pending.empty()) ready.push_back(&g_legacy);
+        for (Stream* o : g_stream_order)
+            if (!o->pending.empty()) ready.push_back(o);
+        if (ready.empty()) return;
+        Stream* pick = ready.front();
+        if (random_drain()) {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            pick = ready[rng % ready.size()];
+        } else {
+            for (Stream* o : ready)
+                if (o->pending.front().issued > pick->pending.front().issued) pick = o;
+        }
+        run_front(*pick);
+    }
+}
+
+cudaError_t take_deferred_error() {
+    const cudaError_t e = g_deferred_error;
+    g_deferred_error = cudaSuccess;
+    return e;
 }
 
 int device_count() {
@@ -196,7 +301,7 @@ void* device_alloc(std::size_t bytes) {
         p = a.base + a.top;
         a.top += rounded;
     }
-    a.live[p] = Alloc{rounded, bytes};
+    a.live[p] = Alloc{rounded, bytes, bytes};
     // New memory holds garbage on a GPU: 0xff bytes are NaN in every float type.
     mprotect(a.base, page_up(a.top), PROT_READ | PROT_WRITE);
     std::memset(p, kGarbage, rounded);
@@ -249,8 +354,20 @@ void set_extent(void* p, std::size_t bytes) {
         }
         it->second.requested = bytes;
     }
-    DeviceAccess open;
-    std::memset(static_cast<char*>(p) + bytes, kGarbage, kRedZone);
+    // A caching allocator hands the block out again while work of its previous use may still
+    // be queued: the red zone moves after that work, on the legacy stream, which the blocking
+    // streams' later work waits for.
+    stream_add_deferred(nullptr, [p, bytes] {
+        Arena& ar = arena();
+        {
+            std::lock_guard lock(ar.mu);
+            auto it = ar.live.find(static_cast<char*>(p));
+            if (it == ar.live.end()) return;
+            it->second.zone = bytes;
+        }
+        DeviceAccess open;
+        std::memset(static_cast<char*>(p) + bytes, kGarbage, kRedZone);
+    });
 }
 
 std::string red_zone_violation() {
@@ -258,14 +375,14 @@ std::string red_zone_violation() {
     std::lock_guard lock(a.mu);
     static const std::vector<unsigned char> garbage(kRedZone, kGarbage);
     for (auto& [p, blk] : a.live) {
-        unsigned char* zone = reinterpret_cast<unsigned char*>(p) + blk.requested;
+        unsigned char* zone = reinterpret_cast<unsigned char*>(p) + blk.zone;
         const std::size_t n = kRedZone;  // always inside the block (see device_alloc)
         if (std::memcmp(zone, garbage.data(), n) == 0) continue;
         std::size_t first = 0, last = n;
         while (zone[first] == kGarbage) ++first;
         while (zone[last - 1] == kGarbage) --last;
         std::ostringstream m;
-        m << "bytes " << first << ".." << last - 1 << " past the end of the " << blk.requested
+        m << "bytes " << first << ".." << last - 1 << " past the end of the " << blk.zone
           << "-byte allocation at " << static_cast<const void*>(p) << " were written";
         std::memset(zone, kGarbage, n);  // reported once
         return m.str();
@@ -293,7 +410,41 @@ void stream_add_pending(cudaStream_t stream, std::function<void()> complete) {
         std::lock_guard alock(a.mu);
         if (a.pending++ == 0 && a.depth == 0) set_open(a, true);
     }
-    s->pending.emplace_back(++s->added, std::move(complete));
+    enqueue(*s, std::move(complete), true);
+}
+
+void stream_add_pending_send(cudaStream_t stream, std::function<void()> complete) {
+    std::lock_guard lock(g_streams_mu);
+    stream_add_pending(stream, std::move(complete));
+    Stream* s = find_stream(stream);
+    (s ? *s : g_legacy).pending.back().send = true;
+}
+
+void stream_complete_work(cudaStream_t stream) {
+    std::lock_guard lock(g_streams_mu);
+    Stream* s = find_stream(stream);
+    if (!s) return;
+    const bool outer = g_parking;
+    g_parking = true;
+    complete_upto(*s, s->added);
+    g_parking = outer;
+}
+
+void stream_add_deferred(cudaStream_t stream, std::function<void()> work) {
+    std::lock_guard lock(g_streams_mu);
+    Stream* s = find_stream(stream);
+    enqueue(s ? *s : g_legacy, std::move(work), false);
+}
+
+bool stream_enqueue(cudaStream_t stream, std::function<void()> work) {
+    std::lock_guard lock(g_streams_mu);
+    Stream* s = find_stream(stream);
+    if (!s) {
+        set_error(cudaErrorInvalidResourceHandle, "work issued to a stream that does not exist");
+        return false;
+    }
+    enqueue(*s, std::move(work), false);
+    return true;
 }
 
 void stream_complete(cudaStream_t stream) {
@@ -303,8 +454,7 @@ void stream_complete(cudaStream_t stream) {
 
 void complete_all() {
     std::lock_guard lock(g_streams_mu);
-    complete_upto(g_legacy, g_legacy.added);
-    for (Stream* s : g_streams) complete_upto(*s, s->added);
+    drain_all();
 }
 
 std::size_t max_dynamic_smem(const void* kernel) {
@@ -320,10 +470,11 @@ bool stream_before_work(cudaStream_t stream) {
         set_error(cudaErrorInvalidResourceHandle, "work issued to a stream that does not exist");
         return false;
     }
-    complete_upto(*s, s->added);
-    if (s == &g_legacy)  // the legacy stream waits for every blocking stream
-        for (Stream* o : g_streams)
+    complete_upto(*s, s->added);  // with the streams it waits for (enqueue)
+    if (s == &g_legacy) {  // the legacy stream waits for every blocking stream
+        for (Stream* o : g_stream_order)
             if (o->blocking) complete_upto(*o, o->added);
+    }
     return true;
 }
 
@@ -363,8 +514,9 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize() {
-    complete_all();
-    return cudaSuccess;
+    std::lock_guard lock(g_streams_mu);
+    drain_all();
+    return take_deferred_error();
 }
 cudaError_t cudaGetLastError() {
     const cudaError_t e = t_last;
@@ -423,9 +575,15 @@ cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
 }
 
 namespace {
+// Copies are stream work: queued, except where the host must wait for them (cudaMemcpy, and
+// a copy into host memory, which is pageable here: CUDA returns from those once copied).
+// A host source is read when the copy is issued (staged, as CUDA does for pageable memory).
 cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
-                 cudaStream_t stream, const char* what) {
-    if (!stream_before_work(stream)) return cudaGetLastError();
+                 cudaStream_t stream, const char* what, bool blocking) {
+    {
+        std::lock_guard lock(g_streams_mu);
+        if (!find_stream(stream)) return fail(cudaErrorInvalidResourceHandle, std::string(what) + " to a stream that does not exist");
+    }
     if (bytes == 0) return cudaSuccess;
     const bool dst_dev = is_device(dst, bytes), src_dev = is_device(src, bytes);
     bool ok = false;
@@ -444,28 +602,48 @@ cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind k
                       src, src_dev ? "device memory" : in_arena(src) ? "outside any device allocation" : "host memory");
         return fail(cudaErrorInvalidValue, m);
     }
-    DeviceAccess access;
-    std::memmove(dst, src, bytes);
+    if (blocking || !dst_dev) {
+        std::lock_guard lock(g_streams_mu);
+        stream_before_work(stream);
+        DeviceAccess access;
+        std::memmove(dst, src, bytes);
+        return take_deferred_error();
+    }
+    if (!src_dev) {
+        auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(src),
+                                                                   static_cast<const unsigned char*>(src) + bytes);
+        stream_enqueue(stream, [dst, staged] {
+            DeviceAccess access;
+            std::memcpy(dst, staged->data(), staged->size());
+        });
+        return cudaSuccess;
+    }
+    stream_enqueue(stream, [dst, src, bytes] {
+        DeviceAccess access;
+        std::memmove(dst, src, bytes);
+    });
     return cudaSuccess;
 }
 cudaError_t set(void* p, int value, std::size_t bytes, cudaStream_t stream, const char* what) {
-    if (!stream_before_work(stream)) return cudaGetLastError();
     if (bytes == 0) return cudaSuccess;
     if (!is_device(p, bytes))
         return fail(cudaErrorInvalidValue, std::string(what) + " of " + std::to_string(bytes) +
                                                " bytes outside device memory");
-    DeviceAccess access;
-    std::memset(p, value, bytes);
+    if (!stream_enqueue(stream, [p, value, bytes] {
+            DeviceAccess access;
+            std::memset(p, value, bytes);
+        }))
+        return cudaGetLastError();
     return cudaSuccess;
 }
 }  // namespace
 
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
-    return copy(dst, src, bytes, kind, nullptr, "cudaMemcpy");
+    return copy(dst, src, bytes, kind, nullptr, "cudaMemcpy", true);
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream) {
-    return copy(dst, src, bytes, kind, stream, "cudaMemcpyAsync");
+    return copy(dst, src, bytes, kind, stream, "cudaMemcpyAsync", false);
 }
 cudaError_t cudaMemset(void* p, int value, std::size_t bytes) { return set(p, value, bytes, nullptr, "cudaMemset"); }
 cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t stream) {
@@ -480,6 +658,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) {
     auto* st = new Stream;
     st->blocking = (flags & cudaStreamNonBlocking) == 0;
     g_streams.insert(st);
+    g_stream_order.push_back(st);
     *s = reinterpret_cast<cudaStream_t>(st);
     return cudaSuccess;
 }
@@ -489,6 +668,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     if (!st || st == &g_legacy) return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy");
     complete_upto(*st, st->added);
     g_streams.erase(st);
+    std::erase(g_stream_order, st);
     delete st;
     return cudaSuccess;
 }
@@ -496,8 +676,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     std::lock_guard lock(g_streams_mu);
     Stream* st = find_stream(s);
     if (!st) return fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize");
-    complete_upto(*st, st->added);
-    return cudaSuccess;
+    stream_before_work(s);  // the legacy stream also waits for the blocking streams
+    return take_deferred_error();
 }
 cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
@@ -535,9 +715,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     std::lock_guard lock(g_streams_mu);
     Event* ev = find_event(e);
     if (!ev) return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize");
-    if (ev->stream && g_streams.count(ev->stream) + (ev->stream == &g_legacy) > 0)
-        complete_upto(*ev->stream, ev->seq);
-    return cudaSuccess;
+    if (ev->stream && alive(ev->stream)) complete_upto(*ev->stream, ev->seq);
+    return take_deferred_error();
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     // Pending work here is MPI traffic that only completes when waited for: a query waits.
@@ -556,13 +735,14 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
     Stream* st = find_stream(s);
     Event* ev = find_event(e);
     if (!st || !ev) return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent");
-    if (!ev->stream || ev->stream == st || ev->stream->completed >= ev->seq ||
-        ev->stream->pending.empty())
+    if (!ev->stream || ev->stream == st || (ev->stream->pending.empty() && ev->stream->parked.empty()))
         return cudaSuccess;
     // Later work on s runs after what the event captured.
     Stream* src = ev->stream;
     const std::uint64_t seq = ev->seq;
-    stream_add_pending(s, [src, seq] { complete_upto(*src, seq); });
+    enqueue(*st, [src, seq] {
+        if (alive(src)) complete_upto(*src, seq);
+    }, false);
     return cudaSuccess;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,8 +19,18 @@ std::size_t max_dynamic_smem(const void* kernel);
 
 // Work issued to `stream` runs after the work it waits for: completes what is pending on it
 // (and, for the legacy default stream, on every blocking stream). False with the sticky
-// error set for an unknown stream.
+// error set for an unknown stream. Used where the host must wait (a copy into pageable
+// host memory, an NCCL operation that reads its buffers when issued).
 bool stream_before_work(cudaStream_t stream);
+
+// Defers `work` (a kernel, a copy, a memset, a matmul) to run in stream order when something
+// forces it (see runtime.cpp). False with the sticky error set for an unknown stream. An
+// error `work` reports through set_error is sticky until a synchronisation returns it.
+bool stream_enqueue(cudaStream_t stream, std::function<void()> work);
+
+// Whether cudaDeviceSynchronize drains the streams in a pseudo-random interleaving (under
+// GPT_EMU_SCHEDULE=warps) instead of newest work first.
+bool random_drain();
 
 // After a kernel: which allocation's red zone (the bytes after its end) was written, as a
 // sentence, or empty. Repairs the zone, so each overflow is reported once. Call with device

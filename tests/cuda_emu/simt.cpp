@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -64,16 +65,13 @@ unsigned char* g_dynamic_smem = nullptr;
 
 namespace {
 
-// Counts blocks run (never 0 for a running one): poison_static_shared's per-block marker.
-std::uint64_t g_block_serial = 0;
-
 // Fiber stacks: generous, since our kernels keep per-thread arrays of up to 128 floats and
 // flash attention keeps ~200 accumulators per thread; a guard page below each turns an overflow
 // into a fault instead of silent corruption.
 constexpr std::size_t kStackBytes = std::size_t{256} << 10;
 constexpr int kMaxThreads = 1024;
 
-enum class Wait { None, Block, Warp, Done };
+enum class Wait { None, Block, Warp, Yield, Done };
 
 struct Barrier {
     int live = 0, arrived = 0;
@@ -103,6 +101,17 @@ struct BlockRun {
     void* sched_sp = nullptr;
     const std::function<void()>* body = nullptr;
     std::string failure;
+    // Where the block lives while other blocks of its grid run too (interleaved schedules).
+    uint3 idx{0, 0, 0};
+    unsigned char* smem = nullptr;  // its dynamic shared memory
+    // Its static __shared__ variables (function statics, one per kernel): their bytes are
+    // kept here while another block runs, and put back when this one resumes.
+    struct Static {
+        void* p;
+        std::size_t bytes;
+        std::vector<unsigned char> saved;
+    };
+    std::vector<Static> statics;
 };
 
 BlockRun* g_run = nullptr;
@@ -134,6 +143,10 @@ StackPool g_stacks;
 //                     the next starts, lanes last-to-first: one warp gets far ahead of the
 //                     others, as when a GPU schedules warps unevenly, so a missing
 //                     __syncthreads between warps that share memory shows.
+// Under reverse and warps, kLiveBlocks blocks of a grid are alive at once and take turns,
+// one round each (every thread runs to its next barrier, shuffle or atomic), so a block
+// that reads what another block of the grid writes, or a read-modify-write that blocks race
+// on without an atomic, sees the other block half done.
 enum class Schedule { Forward, Reverse, Warps };
 
 Schedule schedule() {
@@ -158,12 +171,21 @@ void try_release(Barrier& b) {
     }
 }
 
+constexpr int kLiveBlocks = 4;
+bool interleaved() { return schedule() != Schedule::Forward; }
+
 void arrive(Barrier& b, Wait kind) {
     Fiber& f = *g_run->cur;
     const unsigned gen = b.gen;
     if (++b.arrived >= b.live) {  // the last one releases the others and goes on
         b.arrived = 0;
         ++b.gen;
+        // Under the interleaved schedules a __syncthreads ends the block's turn for every
+        // thread, the last to arrive too, so other blocks run between its two sides.
+        if (kind == Wait::Block && interleaved()) {
+            f.wait = Wait::Yield;
+            gpt_emu_switch(&f.sp, g_run->sched_sp);
+        }
         return;
     }
     f.wait = kind;
@@ -213,6 +235,7 @@ bool runnable(const BlockRun& r, const Fiber& f) {
         case Wait::None: return true;
         case Wait::Block: return r.block.gen != f.gen;
         case Wait::Warp: return r.warps[static_cast<std::size_t>(f.warp)].gen != f.gen;
+        case Wait::Yield: return false;  // until the next round
         case Wait::Done: return false;
     }
     return false;
@@ -234,32 +257,55 @@ std::string describe_deadlock(const BlockRun& r) {
     return m.str();
 }
 
-// Runs one block to completion; returns an error message or "".
-std::string run_block(const dim3 block, const std::function<void()>& body) {
+// Prepares block `idx`'s fibers on the stacks from `stack_base` on; an error message or "".
+std::string start_block(BlockRun& r, const dim3 block, uint3 idx, const std::function<void()>& body,
+                        std::size_t stack_base) {
     const int n = static_cast<int>(block.x * block.y * block.z);
-    BlockRun r;
     r.body = &body;
-    r.fibers.resize(static_cast<std::size_t>(n));
+    r.idx = idx;
+    r.fibers.assign(static_cast<std::size_t>(n), Fiber{});
     const int nwarps = (n + 31) / 32;
-    r.warps.resize(static_cast<std::size_t>(nwarps));
+    r.warps.assign(static_cast<std::size_t>(nwarps), Barrier{});
     r.slots.assign(static_cast<std::size_t>(nwarps) * 64, 0);
     r.slot_gen.assign(static_cast<std::size_t>(nwarps) * 64, 0);
-    ++g_block_serial;
+    r.gather.clear();
+    r.gather_gen.clear();
+    r.statics.clear();
+    r.failure.clear();
+    r.block = Barrier{};
     r.block.live = n;
     for (int w = 0; w < nwarps; ++w) r.warps[static_cast<std::size_t>(w)].live = std::min(32, n - 32 * w);
-    g_run = &r;
     for (int t = 0; t < n; ++t) {
         Fiber& f = r.fibers[static_cast<std::size_t>(t)];
         const unsigned ut = static_cast<unsigned>(t);
         f.tid = uint3{ut % block.x, ut / block.x % block.y, ut / (block.x * block.y)};
         f.warp = t / 32;
         f.lane = t % 32;
-        void* stack = g_stacks.get(static_cast<std::size_t>(t));
+        void* stack = g_stacks.get(stack_base + static_cast<std::size_t>(t));
         if (!stack) return "cannot map a fiber stack";
         f.sp = initial_stack(stack);
     }
-    const Schedule order = schedule();
-    // Resumes fiber t if it can run; true when it did.
+    return {};
+}
+
+// Makes r the running block (its index, shared memory and static __shared__ bytes).
+void enter_block(BlockRun& r) {
+    g_run = &r;
+    g_block_idx = r.idx;
+    g_dynamic_smem = r.smem;
+    for (auto& st : r.statics) std::memcpy(st.p, st.saved.data(), st.bytes);
+}
+void leave_block(BlockRun& r) {
+    for (auto& st : r.statics) std::memcpy(st.saved.data(), st.p, st.bytes);
+    g_run = nullptr;
+}
+
+// Resumes every fiber of the running block that can run, once, in the schedule's order
+// (under warps: each warp until it blocks); false when none could (a deadlock).
+bool run_round(BlockRun& r) {
+    const int n = static_cast<int>(r.fibers.size()), nwarps = static_cast<int>(r.warps.size());
+    for (Fiber& f : r.fibers)
+        if (f.wait == Wait::Yield) f.wait = Wait::None;
     auto step = [&](int t) {
         Fiber& f = r.fibers[static_cast<std::size_t>(t)];
         if (!runnable(r, f)) return false;
@@ -269,28 +315,21 @@ std::string run_block(const dim3 block, const std::function<void()>& body) {
         gpt_emu_switch(&r.sched_sp, f.sp);
         return true;
     };
-    // fiber_entry counts finished threads down in block.live: no scan per round.
-    while (r.block.live > 0) {
-        bool ran = false;
-        if (order == Schedule::Warps) {
-            for (int w = 0; w < nwarps; ++w) {
-                const int first = 32 * w, last = std::min(n, first + 32) - 1;
-                for (bool more = true; more;) {
-                    more = false;
-                    for (int t = last; t >= first; --t) more |= step(t);
-                    ran |= more;
-                }
+    bool ran = false;
+    if (schedule() == Schedule::Warps) {
+        for (int w = 0; w < nwarps; ++w) {
+            const int first = 32 * w, last = std::min(n, first + 32) - 1;
+            for (bool more = true; more;) {
+                more = false;
+                for (int t = last; t >= first; --t) more |= step(t);
+                ran |= more;
             }
-        } else {
-            for (int k = 0; k < n; ++k) ran |= step(order == Schedule::Reverse ? n - 1 - k : k);
         }
-        if (!ran) {
-            g_run = nullptr;
-            return describe_deadlock(r);
-        }
+    } else {
+        const bool rev = schedule() == Schedule::Reverse;
+        for (int k = 0; k < n; ++k) ran |= step(rev ? n - 1 - k : k);
     }
-    g_run = nullptr;
-    return r.failure;
+    return ran;
 }
 
 }  // namespace
@@ -314,15 +353,18 @@ std::uint64_t warp_exchange(std::uint64_t v, int src_lane, std::uint32_t mask) {
     // The mask must name the calling lane and only lanes that execute this same shuffle: a
     // lane that exited, lies past a partial warp's end or waits elsewhere makes the
     // shuffle undefined on a GPU (a hang or garbage), and here a stale slot.
-    std::ostringstream bad;
-    if (!(mask >> lane & 1u)) bad << "lane " << lane << " is not in its own mask";
-    for (int l = 0; l < 32 && bad.str().empty(); ++l)
-        if ((mask >> l & 1u) && r.slot_gen[base + static_cast<std::size_t>(l)] != gen + 1)
-            bad << "the mask names lane " << l
-                << ", which does not take part (exited, past the warp's end, or at a __syncwarp)";
-    if (!bad.str().empty()) {
+    // Checked before any message is built: an ostringstream per shuffle is not free.
+    int absent = -1;
+    for (int l = 0; l < 32 && absent < 0; ++l)
+        if ((mask >> l & 1u) && r.slot_gen[base + static_cast<std::size_t>(l)] != gen + 1) absent = l;
+    if (!(mask >> lane & 1u) || absent >= 0) {
         std::ostringstream m;
-        m << "__shfl_*_sync(0x" << std::hex << mask << std::dec << ") in warp " << warp << ": " << bad.str();
+        m << "__shfl_*_sync(0x" << std::hex << mask << std::dec << ") in warp " << warp << ": ";
+        if (!(mask >> lane & 1u))
+            m << "lane " << lane << " is not in its own mask";
+        else
+            m << "the mask names lane " << absent
+              << ", which does not take part (exited, past the warp's end, or at a __syncwarp)";
         throw std::runtime_error(m.str());
     }
     if (src_lane < 0 || src_lane >= 32) return v;
@@ -351,12 +393,22 @@ void poison_static_shared(void* p, std::size_t bytes) {
     // Static shared memory is a function static shared by all blocks; on a GPU each block's
     // starts as garbage. The first thread of a block to pass the declaration fills it with
     // 0xff (NaN), before any thread of the block can have written it (writers pass the
-    // declaration first, and a block's fibers run one at a time).
-    static std::unordered_map<void*, std::uint64_t> poisoned;  // address -> block serial
-    std::uint64_t& last = poisoned[p];
-    if (last == g_block_serial) return;
-    last = g_block_serial;
+    // declaration first, and a block's fibers run one at a time). The block then keeps the
+    // variable's bytes while other blocks run (enter_block, leave_block).
+    std::vector<BlockRun::Static>& statics = g_run->statics;
+    for (const auto& st : statics)
+        if (st.p == p) return;
+    statics.push_back(BlockRun::Static{p, bytes, std::vector<unsigned char>(bytes)});
     std::memset(p, 0xff, bytes);
+}
+
+void atomic_point() {
+    // Under the interleaved schedules an atomic ends the thread's round: other blocks'
+    // threads run (and their atomics land) before it goes on.
+    if (!g_run || !interleaved()) return;
+    Fiber& f = *g_run->cur;
+    f.wait = Wait::Yield;
+    gpt_emu_switch(&f.sp, g_run->sched_sp);
 }
 
 // The gather's sets alternate by warp generation for the reason warp_exchange's do. A slot's
@@ -387,6 +439,7 @@ std::uint32_t warp_gather(const void* mine, std::size_t bytes, void* all) {
 
 AsyncCopies& current_async_copies() { return g_run->cur->copies; }
 bool async_copies_land_at_issue() { return schedule() == Schedule::Warps; }
+bool random_drain() { return schedule() == Schedule::Warps; }
 
 // The order a grid's blocks run in (each runs to completion before the next starts; CUDA
 // promises no order): in index order under the forward schedule, last to first under
@@ -418,9 +471,96 @@ private:
     std::uint64_t n_, a_ = 0, c_ = 0;
 };
 
+namespace {
+
+// Runs a launch's blocks (stream work, with device memory open).
+void run_grid(dim3 grid, dim3 block, std::size_t smem, const std::function<void()>& body) {
+    std::lock_guard lock(g_launch_mutex);
+    DeviceAccess access;
+    // Dynamic shared memory starts as garbage on a GPU: 0xff bytes read as NaN. A red zone
+    // of 0xff after it shows a block that wrote past the size it was launched with.
+    constexpr std::size_t kSmemRedZone = 256;
+    g_grid_dim = grid;
+    g_block_dim = block;
+    const std::uint64_t nblocks = std::uint64_t{grid.x} * grid.y * grid.z;
+    const BlockOrder order(nblocks);
+    // Blocks alive at once (one under forward), each with its own dynamic shared memory.
+    const int nlive = static_cast<int>(std::min<std::uint64_t>(interleaved() ? kLiveBlocks : 1, nblocks));
+    std::vector<std::unique_ptr<BlockRun>> live(static_cast<std::size_t>(nlive));
+    std::vector<unsigned char*> slot_smem(static_cast<std::size_t>(nlive));
+    std::vector<std::vector<unsigned char>> slot_buf(static_cast<std::size_t>(nlive));
+    for (int s = 0; s < nlive; ++s) {
+        auto& buf = slot_buf[static_cast<std::size_t>(s)];
+        buf.assign(smem + 128 + kSmemRedZone, 0xff);
+        slot_smem[static_cast<std::size_t>(s)] = reinterpret_cast<unsigned char*>(
+            (reinterpret_cast<std::uintptr_t>(buf.data()) + 127) & ~std::uintptr_t{127});
+    }
+    std::uint64_t next = 0;
+    const std::size_t nthreads = std::size_t{block.x} * block.y * block.z;
+    auto admit = [&](int s) -> std::string {
+        auto& r = live[static_cast<std::size_t>(s)];
+        if (next == nblocks) {
+            r.reset();
+            return {};
+        }
+        const std::uint64_t b = order(next++);
+        const unsigned x = static_cast<unsigned>(b % grid.x), y = static_cast<unsigned>(b / grid.x % grid.y),
+                       z = static_cast<unsigned>(b / (std::uint64_t{grid.x} * grid.y));
+        if (!r) r = std::make_unique<BlockRun>();
+        r->smem = slot_smem[static_cast<std::size_t>(s)];
+        if (smem) std::fill(r->smem, r->smem + smem, static_cast<unsigned char>(0xff));
+        return start_block(*r, block, uint3{x, y, z}, body, static_cast<std::size_t>(s) * nthreads);
+    };
+    for (int s = 0; s < nlive; ++s) {
+        const std::string err = admit(s);
+        if (!err.empty()) {
+            set_error(cudaErrorLaunchFailure, ("kernel failed: " + err).c_str());
+            return;
+        }
+    }
+    for (bool any = true; any;) {
+        any = false;
+        for (int s = 0; s < nlive; ++s) {
+            BlockRun* r = live[static_cast<std::size_t>(s)].get();
+            if (!r) continue;
+            any = true;
+            enter_block(*r);
+            const bool ran = run_round(*r);
+            std::string err = ran ? std::string{} : describe_deadlock(*r);
+            leave_block(*r);
+            if (err.empty() && r->block.live > 0) continue;
+            if (err.empty()) err = r->failure;
+            if (!err.empty()) {
+                set_error(cudaErrorLaunchFailure, ("kernel failed: " + err).c_str());
+                return;
+            }
+            const unsigned char* zone = r->smem + smem;
+            for (std::size_t i = 0; i < kSmemRedZone; ++i)
+                if (zone[i] != 0xff) {
+                    std::ostringstream m;
+                    m << "kernel wrote out of bounds: byte " << i << " past the end of its " << smem
+                      << " bytes of dynamic shared memory (block " << r->idx.x << "," << r->idx.y << ","
+                      << r->idx.z << ")";
+                    set_error(cudaErrorLaunchFailure, m.str().c_str());
+                    return;
+                }
+            err = admit(s);
+            if (!err.empty()) {
+                set_error(cudaErrorLaunchFailure, ("kernel failed: " + err).c_str());
+                return;
+            }
+        }
+    }
+    const std::string overflow = red_zone_violation();
+    if (!overflow.empty())
+        set_error(cudaErrorLaunchFailure, ("kernel wrote out of bounds: " + overflow).c_str());
+}
+
+
+}  // namespace
+
 void launch_kernel(const void* kernel, dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
                    const std::function<void()>& body) {
-    std::lock_guard lock(g_launch_mutex);
     const std::uint64_t threads = std::uint64_t{block.x} * block.y * block.z;
     std::ostringstream bad;
     if (threads == 0 || threads > kMaxThreads || block.z > 64)
@@ -441,43 +581,9 @@ void launch_kernel(const void* kernel, dim3 grid, dim3 block, std::size_t smem, 
         set_error(cudaErrorInvalidValue, m.str().c_str());
         return;
     }
-    if (!stream_before_work(stream)) return;  // set_error was called
-    DeviceAccess access;
-    // Dynamic shared memory starts as garbage on a GPU: 0xff bytes read as NaN. A red zone
-    // of 0xff after it shows a block that wrote past the size it was launched with.
-    constexpr std::size_t kSmemRedZone = 256;
-    std::vector<unsigned char> dyn(smem + 128 + kSmemRedZone, 0xff);
-    auto* aligned = reinterpret_cast<unsigned char*>(
-        (reinterpret_cast<std::uintptr_t>(dyn.data()) + 127) & ~std::uintptr_t{127});
-    const unsigned char* smem_zone = aligned + smem;
-    g_grid_dim = grid;
-    g_block_dim = block;
-    const std::uint64_t nblocks = std::uint64_t{grid.x} * grid.y * grid.z;
-    const BlockOrder order(nblocks);
-    for (std::uint64_t k = 0; k < nblocks; ++k) {
-        const std::uint64_t b = order(k);
-        const unsigned x = static_cast<unsigned>(b % grid.x), y = static_cast<unsigned>(b / grid.x % grid.y),
-                       z = static_cast<unsigned>(b / (std::uint64_t{grid.x} * grid.y));
-        g_block_idx = uint3{x, y, z};
-        g_dynamic_smem = aligned;
-        if (smem) std::fill(aligned, aligned + smem, static_cast<unsigned char>(0xff));
-        const std::string err = run_block(block, body);
-        if (!err.empty()) {
-            set_error(cudaErrorLaunchFailure, ("kernel failed: " + err).c_str());
-            return;
-        }
-        for (std::size_t i = 0; i < kSmemRedZone; ++i)
-            if (smem_zone[i] != 0xff) {
-                std::ostringstream m;
-                m << "kernel wrote out of bounds: byte " << i << " past the end of its " << smem
-                  << " bytes of dynamic shared memory (block " << x << "," << y << "," << z << ")";
-                set_error(cudaErrorLaunchFailure, m.str().c_str());
-                return;
-            }
-    }
-    const std::string overflow = red_zone_violation();
-    if (!overflow.empty())
-        set_error(cudaErrorLaunchFailure, ("kernel wrote out of bounds: " + overflow).c_str());
+    // The grid runs when its stream is forced (runtime.cpp); a failure then becomes the
+    // error the synchronisation returns, as a GPU reports it.
+    if (!stream_enqueue(stream, [grid, block, smem, body] { run_grid(grid, block, smem, body); })) return;
 }
 
 }  // namespace gpt_emu

@@ -193,6 +193,15 @@ __global__ void last_block_sum_kernel(float* partial, unsigned* tickets, float* 
     *out = s;
 }
 
+// Kernels are stream work that runs when something forces it (tests/cuda_emu/runtime.cpp):
+// a launch reports a bad configuration at once, a failure while running at the next
+// synchronisation, as on a GPU. This is both, and clears the error.
+cudaError_t launch_result() {
+    const cudaError_t sync = cudaDeviceSynchronize();
+    const cudaError_t last = cudaGetLastError();
+    return last != cudaSuccess ? last : sync;
+}
+
 TEST(CudaEmulator, ShufflesAndBarriersSumABlock) {
     const int blocks = 3, threads = 128;
     std::vector<float> x(blocks * threads);
@@ -200,7 +209,7 @@ TEST(CudaEmulator, ShufflesAndBarriersSumABlock) {
     Device dx(x.size()), dout(blocks);
     ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
     block_sum_kernel<<<blocks, threads>>>(dx.p, dout.p);
-    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(launch_result(), cudaSuccess);
     const std::vector<float> out = dout.get(blocks);
     for (int b = 0; b < blocks; ++b) {
         float want = 0.0f;
@@ -212,18 +221,18 @@ TEST(CudaEmulator, ShufflesAndBarriersSumABlock) {
 TEST(CudaEmulator, DivergentBarrierFailsTheLaunchInsteadOfHanging) {
     Device d(64);
     divergent_barrier_kernel<<<1, 64>>>(d.p);
-    const cudaError_t err = cudaGetLastError();
+    const cudaError_t err = launch_result();
     EXPECT_EQ(err, cudaErrorLaunchFailure);
     EXPECT_NE(std::string(cudaGetErrorString(err)).find("barrier deadlock"), std::string::npos)
         << cudaGetErrorString(err);
-    EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // reading the error clears it
+    EXPECT_EQ(launch_result(), cudaSuccess);  // reading the error clears it
 }
 
 TEST(CudaEmulator, ExitedThreadsDoNotHoldBarriers) {
     Device d(64);
     ASSERT_EQ(cudaMemset(d.p, 0, 64 * sizeof(float)), cudaSuccess);
     early_exit_kernel<<<1, 64>>>(d.p);
-    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(launch_result(), cudaSuccess);
     const std::vector<float> out = d.get(64);
     EXPECT_EQ(out[39], 39.0f);
     EXPECT_EQ(out[40], 0.0f);
@@ -232,17 +241,17 @@ TEST(CudaEmulator, ExitedThreadsDoNotHoldBarriers) {
 TEST(CudaEmulator, ShuffleMaskMustNameOnlyLanesTakingPart) {
     Device d(32);
     partial_shuffle_kernel<<<1, 32>>>(d.p, 0x0000ffffu, 16);  // the mask names the live lanes
-    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(launch_result(), cudaSuccess);
     EXPECT_EQ(d.get(32)[0], 1.0f);
     partial_shuffle_kernel<<<1, 32>>>(d.p, 0xffffffffu, 16);  // names 16 lanes that returned
-    cudaError_t err = cudaGetLastError();
+    cudaError_t err = launch_result();
     EXPECT_EQ(err, cudaErrorLaunchFailure);
     EXPECT_NE(std::string(cudaGetErrorString(err)).find("__shfl_*_sync(0xffffffff) in warp 0: the mask names lane 16"),
               std::string::npos) << cudaGetErrorString(err);
     partial_shuffle_kernel<<<1, 16>>>(d.p, 0xffffffffu, 16);  // a partial warp, full mask
-    EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+    EXPECT_EQ(launch_result(), cudaErrorLaunchFailure);
     partial_shuffle_kernel<<<1, 32>>>(d.p, 0x0000fffeu, 16);  // lane 0 not in its own mask
-    err = cudaGetLastError();
+    err = launch_result();
     EXPECT_EQ(err, cudaErrorLaunchFailure);
     EXPECT_NE(std::string(cudaGetErrorString(err)).find("lane 0 is not in its own mask"), std::string::npos)
         << cudaGetErrorString(err);
@@ -251,11 +260,11 @@ TEST(CudaEmulator, ShuffleMaskMustNameOnlyLanesTakingPart) {
 TEST(CudaEmulator, StaticSharedMemoryStartsAsGarbageInEveryBlock) {
     Device d(64);
     static_smem_kernel<<<2, 32>>>(d.p, 1);
-    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(launch_result(), cudaSuccess);
     for (float v : d.get(64)) EXPECT_EQ(v, 1.0f);
     // Block 1 reads what it never wrote: NaN, not block 0's values nor zeros.
     static_smem_kernel<<<2, 32>>>(d.p, 0);
-    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(launch_result(), cudaSuccess);
     const std::vector<float> out = d.get(64);
     EXPECT_EQ(out[0], 1.0f);
     for (int i = 32; i < 64; ++i) EXPECT_TRUE(std::isnan(out[i])) << i;
@@ -264,9 +273,9 @@ TEST(CudaEmulator, StaticSharedMemoryStartsAsGarbageInEveryBlock) {
 TEST(CudaEmulator, BlockBeyondTheLaunchBoundsFailsTheLaunch) {
     Device d(128);
     bounded_kernel<<<1, 64>>>(d.p);
-    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(launch_result(), cudaSuccess);
     bounded_kernel<<<1, 128>>>(d.p);
-    const cudaError_t err = cudaGetLastError();
+    const cudaError_t err = launch_result();
     EXPECT_EQ(err, cudaErrorLaunchFailure);
     EXPECT_NE(std::string(cudaGetErrorString(err)).find("block of 128 threads exceeds the kernel's __launch_bounds__(64)"),
               std::string::npos) << cudaGetErrorString(err);
@@ -275,7 +284,7 @@ TEST(CudaEmulator, BlockBeyondTheLaunchBoundsFailsTheLaunch) {
 TEST(CudaEmulator, KernelPointerArgumentsMustBeDeviceMemory) {
     std::vector<float> host(32);
     shifted_store_kernel<<<1, 30>>>(host.data(), 0);
-    cudaError_t err = cudaGetLastError();
+    cudaError_t err = launch_result();
     EXPECT_EQ(err, cudaErrorInvalidValue);
     EXPECT_NE(std::string(cudaGetErrorString(err)).find("kernel argument 0"), std::string::npos)
         << cudaGetErrorString(err);
@@ -284,7 +293,7 @@ TEST(CudaEmulator, KernelPointerArgumentsMustBeDeviceMemory) {
     ASSERT_EQ(cudaMalloc(&freed, 4096), cudaSuccess);
     ASSERT_EQ(cudaFree(freed), cudaSuccess);
     shifted_store_kernel<<<1, 30>>>(freed + 1, 0);
-    err = cudaGetLastError();
+    err = launch_result();
     EXPECT_EQ(err, cudaErrorInvalidValue);
     EXPECT_NE(std::string(cudaGetErrorString(err)).find("outside every live allocation"), std::string::npos)
         << cudaGetErrorString(err);
@@ -293,14 +302,14 @@ TEST(CudaEmulator, KernelPointerArgumentsMustBeDeviceMemory) {
 TEST(CudaEmulator, LaunchConfigurationAndSharedMemoryLimits) {
     Device d(1024);
     block_sum_kernel<<<1, 2048>>>(d.p, d.p);  // more than 1024 threads per block
-    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+    EXPECT_EQ(launch_result(), cudaErrorInvalidConfiguration);
     const std::size_t big = 64 * 1024;  // above the 48 KiB default
     dynamic_smem_kernel<<<1, 32, big>>>(d.p);
-    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+    EXPECT_EQ(launch_result(), cudaErrorInvalidValue);
     ASSERT_EQ(cudaFuncSetAttribute(dynamic_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(big)), cudaSuccess);
     dynamic_smem_kernel<<<1, 32, big>>>(d.p);
-    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(launch_result(), cudaSuccess);
     for (float v : d.get(32)) EXPECT_TRUE(std::isnan(v)) << "unwritten shared memory reads as NaN";
     EXPECT_EQ(cudaFuncSetAttribute(dynamic_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    1 << 20), cudaErrorInvalidValue);  // beyond sm_80's opt-in
@@ -322,22 +331,22 @@ TEST(CudaEmulator, CopiesMustMatchWhereThePointersLive) {
 TEST(CudaEmulator, KernelWritingPastTheEndOfABufferFailsTheLaunch) {
     Device d(30);  // 120 bytes: the red zone starts right after them, not at cudaMalloc's 256
     shifted_store_kernel<<<1, 30>>>(d.p, 0);
-    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(launch_result(), cudaSuccess);
     shifted_store_kernel<<<1, 30>>>(d.p, 2);
-    const cudaError_t err = cudaGetLastError();
+    const cudaError_t err = launch_result();
     EXPECT_EQ(err, cudaErrorLaunchFailure);
     const std::string msg = cudaGetErrorString(err);
     EXPECT_NE(msg.find("kernel wrote out of bounds: bytes 0..7 past the end of the 120-byte allocation"),
               std::string::npos) << msg;
     shifted_store_kernel<<<1, 30>>>(d.p, 0);  // reported once: the zone was repaired
-    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(launch_result(), cudaSuccess);
 }
 
 TEST(CudaEmulator, KernelWritingPastItsDynamicSharedMemoryFailsTheLaunch) {
     shifted_smem_store_kernel<<<2, 32, 32 * sizeof(float)>>>(0);
-    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(launch_result(), cudaSuccess);
     shifted_smem_store_kernel<<<2, 32, 32 * sizeof(float)>>>(1);
-    const cudaError_t err = cudaGetLastError();
+    const cudaError_t err = launch_result();
     EXPECT_EQ(err, cudaErrorLaunchFailure);
     const std::string msg = cudaGetErrorString(err);
     // Whichever block runs first under the schedule (BlockOrderFollowsTheSchedule) reports it.
@@ -363,7 +372,7 @@ void check_mma(bool bf16) {
     Buffer<std::uint16_t> da(a), db(b);
     Buffer<float> dc(c), dd(std::vector<float>(16 * 8, 0.0f));
     mma_kernel<<<1, 32>>>(da.p, db.p, dc.p, dd.p, bf16);
-    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(launch_result(), cudaSuccess);
     const std::vector<float> d = dd.get(16 * 8);
     for (int i = 0; i < 16; ++i)
         for (int j = 0; j < 8; ++j) {
@@ -388,7 +397,7 @@ TEST(CudaEmulatorPtx, MmaInAPartialWarpFailsTheLaunch) {
     Buffer<std::uint16_t> da(std::vector<std::uint16_t>(256)), db(std::vector<std::uint16_t>(128));
     Buffer<float> dc(std::vector<float>(128)), dd(std::vector<float>(128));
     mma_kernel<<<1, 16>>>(da.p, db.p, dc.p, dd.p, false);
-    const cudaError_t err = cudaGetLastError();
+    const cudaError_t err = launch_result();
     EXPECT_EQ(err, cudaErrorLaunchFailure);
     EXPECT_NE(std::string(cudaGetErrorString(err)).find("not all 32 lanes"), std::string::npos)
         << cudaGetErrorString(err);
@@ -397,7 +406,7 @@ TEST(CudaEmulatorPtx, MmaInAPartialWarpFailsTheLaunch) {
 TEST(CudaEmulatorPtx, LdmatrixFollowsTheFragmentLayout) {
     Buffer<std::uint32_t> dout(std::vector<std::uint32_t>(320, 0));
     ldmatrix_kernel<<<1, 32>>>(dout.p, -1);
-    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(launch_result(), cudaSuccess);
     const std::vector<std::uint32_t> out = dout.get(320);
     auto at = [](int m, int r, int c) { return static_cast<std::uint32_t>(ldm_offset(m, r) + c); };
     for (int lane = 0; lane < 32; ++lane) {
@@ -418,7 +427,7 @@ TEST(CudaEmulatorPtx, LdmatrixFollowsTheFragmentLayout) {
 TEST(CudaEmulatorPtx, MisalignedLdmatrixAddressFailsTheLaunch) {
     Buffer<std::uint32_t> dout(std::vector<std::uint32_t>(320, 0));
     ldmatrix_kernel<<<1, 32>>>(dout.p, 5);
-    const cudaError_t err = cudaGetLastError();
+    const cudaError_t err = launch_result();
     EXPECT_EQ(err, cudaErrorLaunchFailure);
     const std::string msg = cudaGetErrorString(err);
     EXPECT_NE(msg.find("ldmatrix: lane 5's row address"), std::string::npos) << msg;
@@ -434,7 +443,7 @@ TEST(CudaEmulatorPtx, CpAsyncLandsOnlyAtTheWaitThatCoversItsGroup) {
     for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i + 1);
     Buffer<float> dsrc(src), dout(std::vector<float>(3 * 32 * 16, 0.0f));
     cp_async_kernel<<<1, 32>>>(dsrc.p, dout.p);
-    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(launch_result(), cudaSuccess);
     const std::vector<float> out = dout.get(3 * 32 * 16);
     for (int t = 0; t < 32; ++t)
         for (int i = 0; i < 4; ++i) {
@@ -457,7 +466,7 @@ TEST(CudaEmulatorPtx, CpAsyncLandsOnlyAtTheWaitThatCoversItsGroup) {
 TEST(CudaEmulatorPtx, MisalignedCpAsyncFailsTheLaunch) {
     Buffer<float> dsrc(std::vector<float>(16, 1.0f));
     cp_async_misaligned_kernel<<<1, 32>>>(dsrc.p);
-    const cudaError_t err = cudaGetLastError();
+    const cudaError_t err = launch_result();
     EXPECT_EQ(err, cudaErrorLaunchFailure);
     EXPECT_NE(std::string(cudaGetErrorString(err)).find("cp.async: destination"), std::string::npos)
         << cudaGetErrorString(err);
@@ -477,7 +486,7 @@ TEST(CudaEmulator, BlockOrderFollowsTheSchedule) {
             Buffer<float> partial(std::vector<float>(blocks, 0.0f)), out(std::vector<float>(1, 0.0f));
             Buffer<unsigned> tickets(std::vector<unsigned>(1, 0u));
             last_block_sum_kernel<<<blocks, 32>>>(partial.p, tickets.p, out.p, ticketed);
-            ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+            ASSERT_EQ(launch_result(), cudaSuccess);
             const float got = out.get(1)[0];
             if (ticketed)
                 EXPECT_EQ(got, want) << "atomic ticket, launch " << launch;
@@ -488,6 +497,110 @@ TEST(CudaEmulator, BlockOrderFollowsTheSchedule) {
         EXPECT_EQ(wrong, 0) << "blocks in index order";
     else
         EXPECT_GT(wrong, 0) << "under " << order << " the highest-index block ran last in every launch";
+}
+
+// Each block adds 1 to *counter: with an atomic, or by a read, a barrier and a write (a race
+// between blocks: two blocks that both read before either writes lose an update).
+__global__ void count_blocks_kernel(unsigned* counter, bool atomic) {
+    if (atomic) {
+        if (threadIdx.x == 0) atomicAdd(counter, 1u);
+        return;
+    }
+    unsigned seen = 0;
+    if (threadIdx.x == 0) seen = *counter;
+    __syncthreads();
+    if (threadIdx.x == 0) *counter = seen + 1;
+}
+
+// Under reverse and warps several blocks of a grid are alive at once, taking turns at
+// barriers, shuffles and atomics: the racy count loses updates there, the atomic one never.
+// Under forward (one block after another) the race goes unseen.
+TEST(CudaEmulator, BlocksOfAGridInterleaveUnderReverseAndWarps) {
+    const char* order = std::getenv("GPT_EMU_SCHEDULE");
+    const bool interleaved = order && std::string(order) != "forward";
+    const unsigned blocks = 23;
+    for (bool atomic : {true, false}) {
+        Buffer<unsigned> counter(std::vector<unsigned>(1, 0u));
+        count_blocks_kernel<<<blocks, 64>>>(counter.p, atomic);
+        ASSERT_EQ(launch_result(), cudaSuccess);
+        const unsigned got = counter.get(1)[0];
+        if (atomic || !interleaved)
+            EXPECT_EQ(got, blocks) << (atomic ? "atomicAdd" : "one block at a time");
+        else
+            EXPECT_LT(got, blocks) << "under " << order << " no two blocks' read and write overlapped";
+    }
+}
+
+// y[i] = x[i] (a consumer) and x[i] = v (a producer), one block.
+__global__ void copy_kernel(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x]; }
+__global__ void fill_kernel(float* x, float v) { x[threadIdx.x] = v; }
+
+// Work is deferred per stream: a consumer on one stream that does not wait (by event) for
+// its producer on another runs first when only its own stream is synchronised, and reads
+// the old bytes, as a GPU running the two streams side by side may; with the wait it sees
+// the producer's. Run at issue, as the emulator used to, both would read 2.
+TEST(CudaEmulatorStreams, AMissingEventWaitReadsStaleBytes) {
+    for (bool wait : {true, false}) {
+        cudaStream_t producer = nullptr, consumer = nullptr;
+        ASSERT_EQ(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking), cudaSuccess);
+        ASSERT_EQ(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking), cudaSuccess);
+        cudaEvent_t done = nullptr;
+        ASSERT_EQ(cudaEventCreate(&done), cudaSuccess);
+        Buffer<float> x(std::vector<float>(32, 1.0f)), y(std::vector<float>(32, 0.0f));
+        fill_kernel<<<1, 32, 0, producer>>>(x.p, 2.0f);
+        ASSERT_EQ(cudaEventRecord(done, producer), cudaSuccess);
+        if (wait) ASSERT_EQ(cudaStreamWaitEvent(consumer, done, 0), cudaSuccess);
+        copy_kernel<<<1, 32, 0, consumer>>>(x.p, y.p);
+        ASSERT_EQ(cudaStreamSynchronize(consumer), cudaSuccess);
+        EXPECT_EQ(y.get(32)[5], wait ? 2.0f : 1.0f) << (wait ? "with" : "without") << " the event wait";
+        ASSERT_EQ(cudaStreamSynchronize(producer), cudaSuccess);
+        EXPECT_EQ(x.get(32)[5], 2.0f);
+        cudaEventDestroy(done);
+        cudaStreamDestroy(producer);
+        cudaStreamDestroy(consumer);
+    }
+}
+
+// The legacy default stream waits for the blocking streams (cudaStreamCreate) and they for
+// it; a non-blocking stream is ordered with neither. Copies, memsets and kernels alike.
+TEST(CudaEmulatorStreams, TheLegacyStreamSynchronisesWithBlockingStreamsOnly) {
+    for (bool blocking : {true, false}) {
+        cudaStream_t s = nullptr;
+        ASSERT_EQ(cudaStreamCreateWithFlags(&s, blocking ? cudaStreamDefault : cudaStreamNonBlocking), cudaSuccess);
+        Buffer<float> x(std::vector<float>(32, 1.0f)), y(std::vector<float>(32, 0.0f)),
+            z(std::vector<float>(32, 0.0f));
+        fill_kernel<<<1, 32, 0, s>>>(x.p, 2.0f);
+        copy_kernel<<<1, 32>>>(x.p, y.p);  // legacy stream: after the fill if s is blocking
+        ASSERT_EQ(cudaMemsetAsync(x.p, 0, 32 * sizeof(float), nullptr), cudaSuccess);
+        copy_kernel<<<1, 32, 0, s>>>(x.p, z.p);  // after the memset if s is blocking
+        ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+        EXPECT_EQ(y.get(32)[3], blocking ? 2.0f : 1.0f) << (blocking ? "blocking" : "non-blocking");
+        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+        EXPECT_EQ(z.get(32)[3], blocking ? 0.0f : 2.0f) << (blocking ? "blocking" : "non-blocking");
+        cudaStreamDestroy(s);
+    }
+}
+
+// An asynchronous copy from host memory reads it when issued (staged, as CUDA does for
+// pageable memory) and lands in stream order; a blocking cudaMemcpy waits for the work
+// before it; a kernel's failure shows at the synchronisation, not at the launch.
+TEST(CudaEmulatorStreams, CopiesAndFailuresFollowStreamOrder) {
+    cudaStream_t s = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    Buffer<float> x(std::vector<float>(32, 1.0f)), y(std::vector<float>(32, 0.0f));
+    std::vector<float> h(32, 3.0f);
+    fill_kernel<<<1, 32, 0, s>>>(x.p, 2.0f);
+    ASSERT_EQ(cudaMemcpyAsync(x.p, h.data(), 32 * sizeof(float), cudaMemcpyHostToDevice, s), cudaSuccess);
+    h.assign(32, 4.0f);  // after the issue: not what lands
+    copy_kernel<<<1, 32, 0, s>>>(x.p, y.p);
+    EXPECT_EQ(y.get(32)[7], 3.0f);
+    Device d(30);
+    shifted_store_kernel<<<1, 30, 0, s>>>(d.p, 2);  // writes past the end: fails when it runs
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "a launch reports only its configuration";
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorLaunchFailure);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess) << "reported once";
+    cudaStreamDestroy(s);
 }
 
 }  // namespace

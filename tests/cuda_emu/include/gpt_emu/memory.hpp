@@ -32,7 +32,15 @@ public:
 // stays open while any is pending, and synchronising the stream (or an event recorded on it
 // afterwards, or the device) calls `complete` in order.
 void stream_add_pending(cudaStream_t stream, std::function<void()> complete);
+// Work deferred in stream order that needs no open arena meanwhile (it opens it when it
+// runs): a collective's landing, its send-buffer check.
+void stream_add_deferred(cudaStream_t stream, std::function<void()> work);
+// The same for a posted send: stream_complete_work leaves it pending.
+void stream_add_pending_send(cudaStream_t stream, std::function<void()> complete);
 void stream_complete(cudaStream_t stream);  // runs the pending completions of one stream
+// Runs what is queued on one stream (and the work it waits for) except sends' completions,
+// which stay pending until a synchronisation: before an NCCL operation reads its buffers.
+void stream_complete_work(cudaStream_t stream);
 void complete_all();                        // every stream's
 
 // Sticky launch/runtime error for cudaGetLastError, with a message for cudaGetErrorString.

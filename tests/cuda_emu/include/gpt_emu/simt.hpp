@@ -5,12 +5,14 @@
 // operations (shuffles, mma.sync, ldmatrix), which are barriers over the block or warp.
 // Threads that returned no longer count at barriers (as on sm_70+). A barrier some live thread can never
 // reach (divergent __syncthreads) fails the launch with a message instead of hanging.
-// Blocks run one at a time, so `__shared__` locals are function statics and dynamic shared
-// memory is one buffer; both are poisoned (0xff) for each block so unwritten reads show as NaN.
+// `__shared__` locals are function statics, whose bytes each block keeps while another block
+// of the grid runs, and each block has its own dynamic shared memory; both are poisoned
+// (0xff) for each block so unwritten reads show as NaN.
 //
 // The order fibers run between barriers is one CUDA allows; GPT_EMU_SCHEDULE=reverse and
 // =warps (simt.cpp) choose others, so a missing barrier shows as a different result; they
-// also run a grid's blocks last to first (reverse) or in a per-launch permutation (warps).
+// also start a grid's blocks last to first (reverse) or in a per-launch permutation (warps)
+// and keep several alive at once, taking turns at barriers, shuffles and atomics.
 #pragma once
 
 #include <cstddef>
@@ -62,6 +64,8 @@ void poison_static_shared(void* p, std::size_t bytes);
 constexpr std::size_t kWarpGatherMax = 32;
 std::uint32_t warp_gather(const void* mine, std::size_t bytes, void* all);
 int lane_id();
+// Where a thread may yield to other blocks of its grid (before an atomic).
+void atomic_point();
 
 // Runs body on grid x block threads (blocks in order); returns false and sets the emulated
 // runtime's sticky error for a bad configuration or a failed block.
@@ -147,15 +151,19 @@ T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {
     return __shfl_sync_from(mask, v, lane / width * width + src_lane % width);
 }
 
-// Fibers of a launch never run concurrently: plain read-modify-write is atomic here.
+// Fibers of a launch never run concurrently: plain read-modify-write is atomic here. Under the
+// interleaved schedules the thread first lets other blocks run (atomic_point), so atomics of
+// several blocks alternate.
 template <typename T>
 T atomicAdd(T* p, T v) {
+    ::gpt_emu::atomic_point();
     const T old = *p;
     *p = old + v;
     return old;
 }
 template <typename T>
 T atomicMax(T* p, T v) {
+    ::gpt_emu::atomic_point();
     const T old = *p;
     if (v > old) *p = v;
     return old;
