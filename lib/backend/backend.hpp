@@ -61,12 +61,18 @@ struct GemmArgs {
 };
 
 // Causal self-attention over Megatron's fused QKV activation.
-//  qkv:  [s, b, np, 3, hn]  (per head: query, key, value, as Megatron's query_key_value)
+//  qkv:  [s, b, ng, np/ng + 2, hn]: per query group its np/ng queries, then its key, then its
+//        value (Megatron's grouped query_key_value; ng = np / heads_per_group). Query head h
+//        reads the K/V of group h / heads_per_group in place, so grouped-query attention
+//        never materialises a copy of K/V per head; heads_per_group = 1 is [s, b, np, 3, hn].
+//        dqkv has the same layout: a group's dK/dV is the sum over its query heads (in head
+//        order, without atomics: the same bits every run).
 //  out:  [s, b, np, hn]     (the context layer, input of the output projection)
 //  saved: what backward needs besides qkv/out: per-row softmax log-sum-exp (flash) or the
 //         probabilities [b, np, s, s] (plain); size from attention_saved_bytes().
 struct AttentionArgs {
     std::int64_t s = 0, b = 0, np = 0, hn = 0;
+    std::int64_t heads_per_group = 1;  // np / ng: query heads sharing one K/V head
     DType dtype = DType::F32;
     bool flash = false;          // tiled online softmax: never materialises s x s
     float softmax_scale = 0.0f;  // 0: 1/sqrt(hn)
@@ -91,6 +97,10 @@ struct QkvExpandArgs {
     float rotary_base = 10000.0f;
     bool rotary_interleaved = false;
     DType dtype = DType::F32;
+    // true: no expansion; the output keeps the grouped layout [ng, np/ng + 2, hn] with rope
+    // applied (the input of attention with heads_per_group = np/ng), and the backward only
+    // rotates back (the attention backward already summed each group's dK/dV).
+    bool keep_groups = false;
 };
 
 struct AdamArgs {

@@ -33,6 +33,8 @@ void check_p(float p, const char* op) {
 void check_attention(const AttentionArgs& a) {
     GPT_REQUIRE(a.s > 0 && a.b > 0 && a.np > 0 && a.hn > 0, InternalError,
                 "attention: bad shape s=", a.s, " b=", a.b, " np=", a.np, " hn=", a.hn);
+    GPT_REQUIRE(a.heads_per_group > 0 && a.np % a.heads_per_group == 0, InternalError,
+                "attention: ", a.np, " query heads do not split into groups of ", a.heads_per_group);
     check_p(a.dropout, "attention");
 }
 void check_qkv_expand(const QkvExpandArgs& a, const char* op) {

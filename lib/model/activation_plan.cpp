@@ -36,7 +36,7 @@ ActivationPlan::ActivationPlan(const ModelDims& d, const ChunkSpec& chunk, const
         ls.ln1_mean = take(R * f);
         ls.ln1_rstd = take(R * f);
         ls.ln1_out = take(R * h * e);
-        ls.qkv = take(T * static_cast<std::size_t>(d.local_qkv()) * e);
+        ls.qkv = take(T * static_cast<std::size_t>(d.local_qkv_proj()) * e);  // grouped, K/V once per group
         if (attn) ls.attn = take(attention_saved_bytes);
         ls.ctx = take(T * static_cast<std::size_t>(d.local_hidden()) * e);
         ls.x_mid = take(R * h * e);
@@ -54,7 +54,7 @@ ActivationPlan::ActivationPlan(const ModelDims& d, const ChunkSpec& chunk, const
     ws_.grad = take(R * h * e);
     ws_.tmp1 = take(T * h * e);
     ws_.tmp2 = take(T * h * e);
-    ws_.wide = take(T * static_cast<std::size_t>(std::max(d.local_qkv(), d.local_fc1())) * e);
+    ws_.wide = take(T * static_cast<std::size_t>(std::max(d.local_qkv_proj(), d.local_fc1())) * e);
     if (sp) ws_.gathered = take(T * h * e);
     if (chunk.post_process) {
         ws_.logits = take(T * static_cast<std::size_t>(d.local_vocab()) * e);

@@ -24,7 +24,7 @@ namespace gpt::model {
 struct LayerSaved {
     std::size_t ln1_mean, ln1_rstd;  // (R) fp32
     std::size_t ln1_out;             // (R, h)       all-gathered to (T, h) where used
-    std::size_t qkv;                 // (T, 3h/tp)  [s, b, np, 3, hn]
+    std::size_t qkv;                 // (T, (np + 2 ng) hn / tp)  [s, b, ng, np/ng + 2, hn]
     std::size_t attn;                // backend-specific (lse or probabilities)
     std::size_t ctx;                 // (T, h/tp)   [s, b, np, hn]
     std::size_t x_mid;               // (R, h) residual stream after attention

@@ -23,6 +23,8 @@ namespace {
 AttentionArgs pass_attention_args(const PassContext& c, int L) {
     AttentionArgs aa = attention_args(*c.dims, *c.opt, c.micro_batch);
     aa.dropout = c.dropout ? c.opt->attention_dropout : 0.0f;
+    // The saved QKV is Megatron's grouped layout: each group's K/V read in place by its heads.
+    aa.heads_per_group = c.dims->heads / c.dims->groups();
     aa.seed = c.attention_key;
     aa.offset = dropout_site_offset(L, 0);
     return aa;
@@ -40,6 +42,7 @@ QkvExpandArgs qkv_expand_args(const PassContext& c) {
     q.rotary_base = d.rotary_base;
     q.rotary_interleaved = d.rotary_interleaved;
     q.dtype = c.opt->dtype;
+    q.keep_groups = true;  // rope only: the attention reads the grouped layout
     return q;
 }
 
@@ -67,15 +70,16 @@ void transformer_layer_forward(const PassContext& c, const LayerParamOffsets& p,
     norm_forward(c, x_in, p.ln1_w, p.ln1_b, c.act(s.ln1_out), c.actf(s.ln1_mean),
                  c.actf(s.ln1_rstd), R);
     const void* a = column_parallel_input(c, c.act(s.ln1_out), gathered);
-    if (d.qkv_expanded()) {
-        // Grouped (and rotated) QKV: the linear's [ng, np/ng + 2, hn] rows go through the
-        // workspace into the attention's [np, 3, hn] (wide is free during forward).
+    // The linear's rows are Megatron's grouped [ng, np/ng + 2, hn], which the attention reads
+    // as they are (grouped-query attention without a copy of K/V per head).
+    if (d.rope) {
+        // Rotated: the projection goes through the workspace (wide is free during forward).
         void* proj = c.act(c.ws->wide);
         linear_forward(be, a, c.param(p.qkv_w), proj, T, h, d.local_qkv_proj(), t,
                        bias_epilogue(p.qkv_b), opt_param(c, p.qkv_b));
         be.qkv_expand_forward(qkv_expand_args(c), proj, c.act(s.qkv));
     } else {
-        linear_forward(be, a, c.param(p.qkv_w), c.act(s.qkv), T, h, d.local_qkv(), t,
+        linear_forward(be, a, c.param(p.qkv_w), c.act(s.qkv), T, h, d.local_qkv_proj(), t,
                        bias_epilogue(p.qkv_b), opt_param(c, p.qkv_b));
     }
     be.attention_forward(pass_attention_args(c, L), c.act(s.qkv), c.act(s.ctx), c.act(s.attn));
@@ -171,14 +175,12 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
     // with the values it already holds.
     if (c.recompute_attention) be.attention_forward(aa, c.act(s.qkv), c.act(s.ctx), c.act(s.attn));
     be.attention_backward(aa, c.act(s.qkv), c.act(s.ctx), c.act(s.attn), tmp2, wide);
-    const void* dqkv = wide;
-    std::int64_t qkv_width = d.local_qkv();
-    if (d.qkv_expanded()) {
-        // Back to the grouped layout, into the expanded QKV's own buffer (dead after the
-        // attention backward above).
+    const void* dqkv = wide;  // grouped, each group's dK/dV summed over its heads
+    const std::int64_t qkv_width = d.local_qkv_proj();
+    if (d.rope) {
+        // Rotated back, into the saved QKV's own buffer (dead after the attention backward).
         be.qkv_expand_backward(qkv_expand_args(c), wide, c.act(s.qkv));
         dqkv = c.act(s.qkv);
-        qkv_width = d.local_qkv_proj();
     }
     const void* a = column_parallel_input(c, c.act(s.ln1_out), gathered);
     linear_weight_grad(be, dqkv, a, c.grad(p.qkv_w), T, h, qkv_width, t, opt_grad(c, p.qkv_b));

@@ -22,6 +22,7 @@ Rows rows_of(const ActivationInputs& in) {
 
 double ffn_of(const ActivationInputs& in) { return double(in.f > 0 ? in.f : 4 * in.h); }
 double fc1_of(const ActivationInputs& in) { return in.fc1 > 0 ? double(in.fc1) : ffn_of(in); }
+double qkv_of(const ActivationInputs& in) { return in.qkv > 0 ? double(in.qkv) : 3.0 * double(in.h); }
 
 // The attention kernels' saved statistics (backend attention_saved_bytes): fp32
 // probabilities [b, a/t, s, s], or the fp32 log-sum-exp [b, a/t, s] with flash attention.
@@ -34,7 +35,7 @@ double attention_core_bytes(const ActivationInputs& in) {
 double layer_saved_bytes(const ActivationInputs& in, bool attention_core) {
     const double e = double(dtype_size(in.dtype)), h = double(in.h);
     const Rows r = rows_of(in);
-    return r.R * (4.0 * h * e + 16.0) + r.T * (4.0 * h + fc1_of(in) + ffn_of(in)) * e / in.t +
+    return r.R * (4.0 * h * e + 16.0) + r.T * (qkv_of(in) + h + fc1_of(in) + ffn_of(in)) * e / in.t +
            (attention_core ? attention_core_bytes(in) : 0.0);
 }
 
@@ -75,7 +76,7 @@ double slot_bytes(const ActivationInputs& in, const ChunkShape& c, const Recompu
 }
 
 // The chunk's shared workspace (ActivationPlan's Workspace and recompute buffers): the
-// residual-stream gradient, two (T, h) and one wide (T, max(3h, fc1 width)/t) transient, the
+// residual-stream gradient, two (T, h) and one wide (T, max(QKV width, fc1 width)/t) transient, the
 // all-gathered LayerNorm output under sequence parallelism, on the last chunk the logits
 // (T, V/t) with five fp32 per-row loss statistics; the one attention core selective
 // recompute refills, or the largest group full recompute re-runs (all but its output).
@@ -83,7 +84,7 @@ double workspace_bytes(const ActivationInputs& in, const ChunkShape& c, const Re
                        double vocab_shard) {
     const double e = double(dtype_size(in.dtype)), h = double(in.h);
     const Rows r = rows_of(in);
-    double bytes = r.R * h * e + 2.0 * r.T * h * e + r.T * std::max(3.0 * h, fc1_of(in)) / in.t * e;
+    double bytes = r.R * h * e + 2.0 * r.T * h * e + r.T * std::max(qkv_of(in), fc1_of(in)) / in.t * e;
     if (in.sequence_parallel) bytes += r.T * h * e;
     if (c.post_process) bytes += r.T * vocab_shard * e + 5.0 * 4.0 * r.T;
     if (in.recompute == Recompute::Selective) bytes += attention_core_bytes(in);
@@ -165,7 +166,7 @@ MemoryBreakdown stage_memory(const ModelShape& m, const Layout& l, const DeviceP
     r.optimizer = params * bp.optimizer / dp_shards;
 
     ActivationInputs ai{m.seq, l.micro_batch, m.hidden, m.heads, l.tp, l.sequence_parallel && l.tp > 1,
-                        l.recompute, m.flash_attention, m.dtype, m.ffn, fc1_rows(m)};
+                        l.recompute, m.flash_attention, m.dtype, m.ffn, fc1_rows(m), qkv_rows(m)};
     const double vocab_shard = double(padded_vocab(m, l.tp)) / l.tp;
     const std::vector<int> slots = chunk_slots(l.pp, l.vp, std::max(l.micro_batches(), 1), stage);
     double workspace = 0, largest_slot = 0;

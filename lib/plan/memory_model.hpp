@@ -40,6 +40,7 @@ struct ActivationInputs {
     DType dtype = DType::F16;
     std::int64_t f = 0;
     std::int64_t fc1 = 0;  // fc1's output width before the TP split (0: f; 2f with SwiGLU)
+    std::int64_t qkv = 0;  // the saved QKV's width before the TP split (0: 3h; (np + 2 ng) hn)
 };
 
 // What lib/model/activation_plan.cpp keeps per layer and micro-batch (R = sb rows, sb/t
@@ -51,11 +52,11 @@ struct ActivationInputs {
 //   tensor-parallel side (T rows, split by t): fused QKV 3h, context (dense input) h,
 //     fc1 output (GELU input) f, GELU output (fc2 input) f:   T (4h + 2f) e / t
 //     With SwiGLU fc1's output is [gate, up], 2f wide (T (4h + 3f) e / t). With grouped-
-//     query attention or rope the saved QKV is still 3h: lib/model expands the grouped
-//     projection into the attention's [np, 3, hn] (the projection itself passes through the
-//     workspace's wide buffer), so GQA saves no activation memory here, only parameters.
-//     RMSNorm keeps both statistics buffers (its mean one unused); rope and bias-free
-//     linears save nothing extra.
+//     query attention the saved QKV is Megatron's grouped [ng, np/ng + 2, hn], (np + 2 ng)
+//     hn wide instead of 3h: the attention reads each group's K/V in place (no copy per
+//     head). With rope it is the rotated copy of the projection (which itself passes through
+//     the workspace's wide buffer), the same width. RMSNorm keeps both statistics buffers
+//     (its mean one unused); rope and bias-free linears save nothing extra.
 //   attention core: the fp32 softmax probabilities a s^2 b 4 / t (plain), or only the fp32
 //     row log-sum-exp a s b 4 / t (flash attention); both backends keep fp32 statistics.
 //   no dropout masks: they are regenerated from the counter-based RNG in backward.

@@ -49,9 +49,10 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
     double sbh = bs * h;
     double elem_core = m.flash_attention ? 0.0 : (8 * e + 1) * a * s * s * b / t;
     // SwiGLU reads 2f and writes f where bias-GELU reads and writes f: 3/2 the traffic; the
-    // grouped/rotated QKV's expansion reads the projection and writes 3h (rope or GQA).
+    // rotary embedding reads the grouped projection and writes its rotated copy (attention
+    // reads each group's K/V in place, so without rope there is no copy, GQA or not).
     double act_traffic = 16 * e * sbh / t * (f / (4 * h)) * (m.swiglu ? 1.5 : 1.0);
-    double expand = (m.position_table && qkv == 3 * h) ? 0.0 : 2 * e * bs * (qkv + 3 * h) / t;
+    double expand = m.position_table ? 0.0 : 2 * e * bs * (2 * qkv) / t;
     double elem_fwd = (22 * e * sbh / sp_div + act_traffic + expand + elem_core) / hbm;
     double core_fwd = attn_fwd + elem_core / hbm;
 

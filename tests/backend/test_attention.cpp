@@ -1,5 +1,6 @@
 // Causal attention, plain and flash, forward and backward, with and without dropout,
-// against an fp64 reference (itself checked by finite differences), and against each other.
+// against an fp64 reference (itself checked by finite differences), and against each other;
+// with grouped K/V heads (heads_per_group 1, 2, 4: each group's K/V read in place).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,13 +13,18 @@ namespace {
 
 struct Shape {
     std::int64_t s, b, np, hn;
+    std::int64_t qpg = 1;  // query heads per K/V group
+    // Elements of the grouped qkv [s, b, np/qpg, qpg + 2, hn] and of out [s, b, np, hn].
+    std::int64_t nqkv() const { return s * b * (np + 2 * np / qpg) * hn; }
+    std::int64_t nout() const { return s * b * np * hn; }
 };
 
 struct AttnRef {
     std::vector<double> out, dqkv;
 };
 
-// qkv [s, b, np, 3, hn], out [s, b, np, hn]
+// qkv [s, b, np/qpg, qpg + 2, hn] (pair pr's query, the key and value of its group
+// pr / qpg), out [s, b, np, hn]; a group's dK/dV sums its heads' contributions.
 AttnRef attn_ref(const Shape& sh, const std::vector<double>& qkv, const std::vector<double>& dout,
                  double p, std::uint64_t seed, std::uint64_t offset, double scale_in = 0.0) {
     const std::int64_t s = sh.s, hn = sh.hn, pairs = sh.b * sh.np;
@@ -26,9 +32,11 @@ AttnRef attn_ref(const Shape& sh, const std::vector<double>& qkv, const std::vec
     const std::uint32_t thr = dropout_threshold(static_cast<float>(p));
     AttnRef r;
     r.out.assign(s * pairs * hn, 0.0);
-    r.dqkv.assign(s * pairs * 3 * hn, 0.0);
+    r.dqkv.assign(static_cast<std::size_t>(sh.nqkv()), 0.0);
+    const std::int64_t qpg = sh.qpg, row = pairs / qpg * (qpg + 2) * hn;
     auto at = [&](std::int64_t i, std::int64_t pr, int which, std::int64_t c) {
-        return (i * pairs + pr) * 3 * hn + which * hn + c;
+        const std::int64_t part = which == 0 ? pr % qpg : qpg + which - 1;
+        return i * row + (pr / qpg * (qpg + 2) + part) * hn + c;
     };
     for (std::int64_t pr = 0; pr < pairs; ++pr) {
         std::vector<double> P(s * s, 0.0), M(s * s, 0.0);
@@ -75,9 +83,10 @@ AttnRef attn_ref(const Shape& sh, const std::vector<double>& qkv, const std::vec
 }
 
 TEST(AttentionReference, GradientMatchesFiniteDifferences) {
-    const Shape sh{4, 2, 1, 3};
-    auto qkv = random_vec(sh.s * sh.b * sh.np * 3 * sh.hn, 1);
-    auto dout = random_vec(sh.s * sh.b * sh.np * sh.hn, 2);
+  for (const Shape& sh : {Shape{4, 2, 1, 3}, Shape{4, 1, 4, 3, 2}}) {
+    SCOPED_TRACE(::testing::Message() << "heads per group " << sh.qpg);
+    auto qkv = random_vec(sh.nqkv(), 1);
+    auto dout = random_vec(sh.nout(), 2);
     for (double p : {0.0, 0.3}) {
         AttnRef r = attn_ref(sh, qkv, dout, p, 5, 9);
         for (std::size_t e = 0; e < qkv.size(); ++e) {
@@ -90,6 +99,7 @@ TEST(AttentionReference, GradientMatchesFiniteDifferences) {
             EXPECT_NEAR(fd, r.dqkv[e], 1e-7) << "element " << e << " p=" << p;
         }
     }
+  }
 }
 
 struct AttnRun {
@@ -104,6 +114,7 @@ AttnRun run_backend(Backend& be, const Shape& sh, DType t, bool flash, float p,
     a.b = sh.b;
     a.np = sh.np;
     a.hn = sh.hn;
+    a.heads_per_group = sh.qpg;
     a.dtype = t;
     a.flash = flash;
     a.dropout = p;
@@ -118,8 +129,9 @@ AttnRun run_backend(Backend& be, const Shape& sh, DType t, bool flash, float p,
     return {bo.get(), bdq.get()};
 }
 
-const Shape kShapes[] = {{1, 1, 1, 4}, {5, 2, 3, 8}, {64, 1, 1, 32}, {70, 1, 2, 16},
-                         {131, 2, 1, 64}};
+const Shape kShapes[] = {{1, 1, 1, 4},       {5, 2, 3, 8},        {64, 1, 1, 32},
+                         {70, 1, 2, 16},      {131, 2, 1, 64},     {5, 2, 4, 8, 2},
+                         {70, 1, 4, 16, 4},   {131, 2, 4, 32, 2},  {67, 2, 8, 16, 4}};
 
 class AttentionTest : public ::testing::TestWithParam<DType> {};
 
@@ -127,14 +139,14 @@ TEST_P(AttentionTest, PlainAndFlashMatchReference) {
     const DType t = GetParam();
     auto be = cpu_backend();
     for (const Shape& sh : kShapes) {
-        auto qkv = rounded(t, random_vec(sh.s * sh.b * sh.np * 3 * sh.hn, 91, -1.5, 1.5));
-        auto dout = rounded(t, random_vec(sh.s * sh.b * sh.np * sh.hn, 92));
+        auto qkv = rounded(t, random_vec(sh.nqkv(), 91, -1.5, 1.5));
+        auto dout = rounded(t, random_vec(sh.nout(), 92));
         for (float p : {0.0f, 0.2f}) {
             AttnRef r = attn_ref(sh, qkv, dout, p, 77, 5);
             for (bool flash : {false, true}) {
                 SCOPED_TRACE(::testing::Message() << "s=" << sh.s << " b=" << sh.b << " np="
-                                                  << sh.np << " hn=" << sh.hn << " p=" << p
-                                                  << " flash=" << flash);
+                                                  << sh.np << " hn=" << sh.hn << " heads/group="
+                                                  << sh.qpg << " p=" << p << " flash=" << flash);
                 AttnRun got = run_backend(*be, sh, t, flash, p, qkv, dout);
                 // fp32: a few ulp of O(1) values through exp/softmax and s-term sums.
                 Tol tl = t == DType::F32 ? Tol{1e-5, 1e-5} : tol_for(t);
@@ -147,10 +159,11 @@ TEST_P(AttentionTest, PlainAndFlashMatchReference) {
 }
 
 TEST(Attention, FlashAgreesWithPlainInFp32) {
-    auto be = cpu_backend();
-    const Shape sh{200, 2, 2, 40};  // several tiles, ragged last tile
-    auto qkv = rounded(DType::F32, random_vec(sh.s * sh.b * sh.np * 3 * sh.hn, 93, -2.0, 2.0));
-    auto dout = rounded(DType::F32, random_vec(sh.s * sh.b * sh.np * sh.hn, 94));
+  auto be = cpu_backend();
+  // several tiles, ragged last tile; and K/V groups of 2 heads
+  for (const Shape& sh : {Shape{200, 2, 2, 40}, Shape{200, 2, 4, 40, 2}}) {
+    auto qkv = rounded(DType::F32, random_vec(sh.nqkv(), 93, -2.0, 2.0));
+    auto dout = rounded(DType::F32, random_vec(sh.nout(), 94));
     for (float p : {0.0f, 0.1f}) {
         AttnRun plain = run_backend(*be, sh, DType::F32, false, p, qkv, dout);
         AttnRun flash = run_backend(*be, sh, DType::F32, true, p, qkv, dout);
@@ -159,13 +172,14 @@ TEST(Attention, FlashAgreesWithPlainInFp32) {
         AttnRun again = run_backend(*be, sh, DType::F32, true, p, qkv, dout);
         EXPECT_TRUE(all_close(again.dqkv, flash.dqkv, {0, 0})) << "reproducible";
     }
+  }
 }
 
 TEST(Attention, ExplicitSoftmaxScale) {
     auto be = cpu_backend();
     const Shape sh{67, 1, 2, 16};
-    auto qkv = rounded(DType::F32, random_vec(sh.s * sh.b * sh.np * 3 * sh.hn, 95));
-    auto dout = rounded(DType::F32, random_vec(sh.s * sh.b * sh.np * sh.hn, 96));
+    auto qkv = rounded(DType::F32, random_vec(sh.nqkv(), 95));
+    auto dout = rounded(DType::F32, random_vec(sh.nout(), 96));
     AttnRef r = attn_ref(sh, qkv, dout, 0.1, 77, 5, 0.7);
     for (bool flash : {false, true}) {
         AttnRun got = run_backend(*be, sh, DType::F32, flash, 0.1f, qkv, dout, 0.7f);

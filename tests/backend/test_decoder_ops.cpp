@@ -119,6 +119,15 @@ void rope_ref(double* t, std::int64_t pos, std::int64_t dim, double base, bool i
 
 Vec expand_ref(const QkvExpandArgs& a, const Vec& in) {
     const std::int64_t rows = a.s * a.b, hn = a.hn, qpg = a.heads_per_group, np = a.groups * qpg;
+    if (a.keep_groups) {  // the grouped layout, queries and keys rotated
+        Vec out = in;
+        for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t v = 0; v < a.groups * (qpg + 2); ++v)
+                if (a.rotary_dim > 0 && v % (qpg + 2) <= qpg)
+                    rope_ref(&out[static_cast<std::size_t>((r * a.groups * (qpg + 2) + v) * hn)], r / a.b,
+                             a.rotary_dim, a.rotary_base, a.rotary_interleaved);
+        return out;
+    }
     Vec out(static_cast<std::size_t>(rows * np * 3 * hn));
     for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t h = 0; h < np; ++h) {
@@ -141,6 +150,7 @@ Vec expand_ref(const QkvExpandArgs& a, const Vec& in) {
 struct ExpandCase {
     std::int64_t groups, qpg, hn, rotary_dim;
     bool interleaved;
+    bool keep_groups = false;  // rope only, the grouped layout kept (the model's use)
 };
 
 class QkvExpandTest : public ::testing::TestWithParam<ExpandCase> {};
@@ -157,9 +167,10 @@ TEST_P(QkvExpandTest, ForwardAndFiniteDifferenceGradients) {
     a.rotary_dim = c.rotary_dim;
     a.rotary_base = 100.0f;  // small base: every pair turns noticeably over 5 positions
     a.rotary_interleaved = c.interleaved;
+    a.keep_groups = c.keep_groups;
     const std::int64_t rows = a.s * a.b;
     const std::int64_t in_n = rows * c.groups * (c.qpg + 2) * c.hn;
-    const std::int64_t out_n = rows * c.groups * c.qpg * 3 * c.hn;
+    const std::int64_t out_n = c.keep_groups ? in_n : rows * c.groups * c.qpg * 3 * c.hn;
     const Vec in = rounded(DType::F32, random_vec(in_n, 21));
     const Vec dy = rounded(DType::F32, random_vec(out_n, 22));
     Buf bin(*be, DType::F32, in), bout(*be, DType::F32, out_n);
@@ -177,11 +188,13 @@ INSTANTIATE_TEST_SUITE_P(
                       ExpandCase{2, 3, 8, 8, false},   // GQA + full rope
                       ExpandCase{1, 4, 8, 4, false},   // MQA + partial rope
                       ExpandCase{2, 2, 8, 8, true},    // interleaved
-                      ExpandCase{3, 2, 6, 0, false}),  // GQA without rope
+                      ExpandCase{3, 2, 6, 0, false},   // GQA without rope
+                      ExpandCase{2, 3, 8, 8, false, true},  // grouped kept, rope only
+                      ExpandCase{1, 4, 8, 4, true, true}),
     [](const auto& info) {
         const ExpandCase& c = info.param;
         return "g" + std::to_string(c.groups) + "q" + std::to_string(c.qpg) + "rot" +
-               std::to_string(c.rotary_dim) + (c.interleaved ? "i" : "");
+               std::to_string(c.rotary_dim) + (c.interleaved ? "i" : "") + (c.keep_groups ? "kept" : "");
     });
 
 }  // namespace

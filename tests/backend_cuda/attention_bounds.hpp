@@ -29,6 +29,11 @@
 //  dk_jd = scale sum_i dS_ij q_id:   the same over the rows i >= j (s - j of them);
 //  dv_jd = sum_i p_ij mu_ij dout_id: sum_i mu (epsP + 2 u) p |dout| + rounding pd to the GEMM
 //          type + 2 (s+1) u sum mu p |dout|; each then + u_t |result|.
+// Grouped K/V (heads_per_group = r > 1): a group's dk/dv is the sum of its r heads' sums,
+// added in head order: the per-head error terms add, the sum is of r (s - j) terms plus one
+// add per head (2 (r (s - j + 2)) u over the summed magnitudes), and a kernel that rounds
+// the running sum to the activation type between heads (the plain CUDA path's beta = 1
+// GEMMs) adds up to (r - 1) u_t of the summed magnitudes.
 // These are first-order bounds; the products of two relative errors (each below 1/8, which
 // the reference asserts) add at most 1/8 of them, so every bound is multiplied by 9/8.
 // A wrong result (a missing scale, the causal mask off by one, a missing rowsum term in
@@ -49,8 +54,13 @@ struct AttnExact {
     std::vector<double> out, out_bound;      // [s, b, np, hn]
     std::vector<double> probs, probs_bound;  // [pairs, s, s] (plain's saved)
     std::vector<double> lse, lse_bound;      // [pairs, s] (flash's saved)
-    std::vector<double> dqkv, dqkv_bound;    // [s, b, np, 3, hn]
+    std::vector<double> dqkv, dqkv_bound;    // [s, b, np/r, r + 2, hn] (r heads per group)
 };
+
+// Elements of the grouped qkv of a call.
+inline std::int64_t attention_qkv_elems(const AttentionArgs& a) {
+    return a.s * a.b * (a.np + 2 * a.np / a.heads_per_group) * a.hn;
+}
 
 // What a wrong kernel would compute instead, for the rejection test.
 struct AttnFault {
@@ -58,11 +68,20 @@ struct AttnFault {
     bool skip_diagonal = false;  // the causal mask off by one (row i sees keys < i only)
     bool no_rowsum = false;      // dS = p g, the softmax backward's D term missing
     bool no_dropout = false;     // the dropout multipliers ignored
+    bool kv_of_head = false;     // grouped: head h reads K/V group h % groups, not h / r
+    bool first_head_dkv = false; // grouped: a group's dK/dV from its first head only
 };
 
 inline AttnExact attention_exact(const AttentionArgs& a, const std::vector<double>& qkv,
                                  const std::vector<double>& dout, AttnFault f = {}) {
-    const std::int64_t s = a.s, hn = a.hn, pairs = a.b * a.np, ldq = pairs * 3 * hn, ldo = pairs * hn;
+    const std::int64_t s = a.s, hn = a.hn, pairs = a.b * a.np, ldo = pairs * hn;
+    const std::int64_t qpg = a.heads_per_group, kvp = pairs / qpg, ldq = kvp * (qpg + 2) * hn;
+    auto q_at = [&](std::int64_t pr) { return pr / qpg * (qpg + 2) * hn + pr % qpg * hn; };
+    auto k_at = [&](std::int64_t pr) {
+        const std::int64_t g = f.kv_of_head ? (pr / a.np) * (a.np / qpg) + pr % (a.np / qpg) : pr / qpg;
+        return g * (qpg + 2) * hn + qpg * hn;
+    };
+    std::vector<double> mag(static_cast<std::size_t>(s * ldq), 0.0);  // grouped dk/dv magnitudes
     const double u = unit_roundoff(DType::F32), e_exp = 16.0 * u;
     const DType t = a.dtype;
     const double scale = f.no_scale ? 1.0
@@ -85,9 +104,9 @@ inline AttnExact attention_exact(const AttentionArgs& a, const std::vector<doubl
     // Rounding x to the GEMM type where the kernels convert it (fp32: already fp32).
     auto to_gemm = [&](double x) { return t == DType::F32 ? 0.0 : output_rounding(t, x); };
     for (std::int64_t pr = 0; pr < pairs; ++pr) {
-        auto Q = [&](std::int64_t i, std::int64_t d) { return qkv[i * ldq + pr * 3 * hn + d]; };
-        auto K = [&](std::int64_t i, std::int64_t d) { return qkv[i * ldq + pr * 3 * hn + hn + d]; };
-        auto V = [&](std::int64_t i, std::int64_t d) { return qkv[i * ldq + pr * 3 * hn + 2 * hn + d]; };
+        auto Q = [&](std::int64_t i, std::int64_t d) { return qkv[i * ldq + q_at(pr) + d]; };
+        auto K = [&](std::int64_t i, std::int64_t d) { return qkv[i * ldq + k_at(pr) + d]; };
+        auto V = [&](std::int64_t i, std::int64_t d) { return qkv[i * ldq + k_at(pr) + hn + d]; };
         auto dO = [&](std::int64_t i, std::int64_t d) { return dout[i * ldo + pr * hn + d]; };
         // Per row: p, its relative bound, mu, g, dS and dS's bound, kept for dk and dv.
         std::vector<double> P(s * s, 0.0), epsP(s * s, 0.0), MU(s * s, 0.0), dS(s * s, 0.0), EdS(s * s, 0.0);
@@ -193,15 +212,28 @@ inline AttnExact attention_exact(const AttentionArgs& a, const std::vector<doubl
                            to_gemm(pm) * std::abs(dO(j, d));
                     mv += pm * std::abs(dO(j, d));
                 }
-                const std::int64_t at = i * ldq + pr * 3 * hn + d;
+                const std::int64_t at = i * ldq + q_at(pr) + d;
                 r.dqkv[at] = dq;
                 r.dqkv_bound[at] = edq + 2.0 * (i + 3) * u * mq + output_rounding(t, dq);
-                r.dqkv[at + hn] = dk;
-                r.dqkv_bound[at + hn] = edk + 2.0 * (s - i + 2) * u * mk + output_rounding(t, dk);
-                r.dqkv[at + 2 * hn] = dv;
-                r.dqkv_bound[at + 2 * hn] = edv + 2.0 * (s - i + 1) * u * mv + output_rounding(t, dv);
+                // The group's dk, dv: summed over its heads here, bounds finished below.
+                if (f.first_head_dkv && pr % qpg != 0) continue;
+                const std::int64_t kat = i * ldq + k_at(pr) + d;
+                r.dqkv[kat] += dk;
+                r.dqkv_bound[kat] += edk;
+                mag[kat] += mk;
+                r.dqkv[kat + hn] += dv;
+                r.dqkv_bound[kat + hn] += edv;
+                mag[kat + hn] += mv;
             }
     }
+    const double ut = unit_roundoff(t);
+    for (std::int64_t i = 0; i < s; ++i)
+        for (std::int64_t g = 0; g < kvp; ++g)
+            for (std::int64_t d = 0; d < 2 * hn; ++d) {
+                const std::int64_t kat = i * ldq + g * (qpg + 2) * hn + qpg * hn + d;
+                const double n = static_cast<double>(qpg * (s - i + 2));
+                r.dqkv_bound[kat] += 2.0 * n * u * mag[kat] + (qpg - 1) * ut * mag[kat] + output_rounding(t, r.dqkv[kat]);
+            }
     EXPECT_LT(worst_rel + unit_roundoff(t), 0.125) << "first-order bounds assume small relative errors";
     for (auto* v : {&r.out_bound, &r.probs_bound, &r.lse_bound, &r.dqkv_bound})
         for (double& b : *v) b *= 9.0 / 8.0;

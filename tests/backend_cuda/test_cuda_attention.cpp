@@ -1,6 +1,6 @@
 // CUDA causal attention (plain and flash) vs the CPU kernel of the same kind: outputs,
 // saved statistics and gradients, with and without dropout (identical Philox masks),
-// Megatron's head dims.
+// Megatron's head dims, and grouped K/V heads (1, 2, 4 query heads per group).
 #include "backend/cuda/attention_flash.hpp"
 #include "attention_bounds.hpp"
 #include "cuda_test_util.hpp"
@@ -16,22 +16,24 @@ class CudaAttention : public CudaVsCpu {};
 
 struct Shape {
     std::int64_t s, b, np, hn;
+    std::int64_t qpg = 1;  // query heads per K/V group
 };
 
 void run_attention(Backend& cpu, Backend& gpu, const Shape& sh, DType t, float p, bool flash) {
-    SCOPED_TRACE(detail::concat("s=", sh.s, " b=", sh.b, " np=", sh.np, " hn=", sh.hn, " ",
-                                dname(t), " dropout=", p, flash ? " flash" : " plain"));
+    SCOPED_TRACE(detail::concat("s=", sh.s, " b=", sh.b, " np=", sh.np, " hn=", sh.hn, " heads/group=", sh.qpg,
+                                " ", dname(t), " dropout=", p, flash ? " flash" : " plain"));
     AttentionArgs a;
     a.s = sh.s;
     a.b = sh.b;
     a.np = sh.np;
     a.hn = sh.hn;
+    a.heads_per_group = sh.qpg;
     a.dtype = t;
     a.dropout = p;
     a.flash = flash;
     a.seed = 77;
     a.offset = 5;  // not a multiple of 4: rows start mid Philox block
-    const std::int64_t nqkv = sh.s * sh.b * sh.np * 3 * sh.hn, nout = sh.s * sh.b * sh.np * sh.hn;
+    const std::int64_t nqkv = attention_qkv_elems(a), nout = sh.s * sh.b * sh.np * sh.hn;
     ASSERT_EQ(gpu.attention_saved_bytes(a), cpu.attention_saved_bytes(a));
     const std::size_t nsaved = cpu.attention_saved_bytes(a) / 4;
     const auto qkv_v = rounded(t, random_vec(nqkv, 80, -2.0, 2.0));
@@ -97,9 +99,35 @@ TEST_F(CudaAttention, BoundsRejectWrongResults) {
     }
 }
 
+// With grouped K/V: a kernel that reads the K/V of group h % groups instead of h / ratio,
+// or keeps only the first head's share of a group's dK/dV, is far outside the bounds.
+TEST_F(CudaAttention, GroupedBoundsRejectWrongResults) {
+    const Shape sh{37, 2, 4, 64, 2};
+    for (DType t : kAllTypes) {
+        SCOPED_TRACE(dname(t));
+        AttentionArgs a;
+        a.s = sh.s; a.b = sh.b; a.np = sh.np; a.hn = sh.hn; a.heads_per_group = sh.qpg;
+        a.dtype = t;
+        a.dropout = 0.1f;
+        a.seed = 77;
+        a.offset = 5;
+        const auto qkv_v = rounded(t, random_vec(attention_qkv_elems(a), 80, -2.0, 2.0));
+        const auto dout_v = rounded(t, random_vec(sh.s * sh.b * sh.np * sh.hn, 81));
+        const AttnExact x = attention_exact(a, qkv_v, dout_v);
+        AttnFault by_head, first_head;
+        by_head.kv_of_head = true;
+        first_head.first_head_dkv = true;
+        const AttnExact w = attention_exact(a, qkv_v, dout_v, by_head);
+        EXPECT_FALSE(within_bound(w.out, x.out, x.out_bound)) << "K/V indexed by head (out)";
+        EXPECT_FALSE(within_bound(w.dqkv, x.dqkv, x.dqkv_bound)) << "K/V indexed by head (dqkv)";
+        const AttnExact f = attention_exact(a, qkv_v, dout_v, first_head);
+        EXPECT_FALSE(within_bound(f.dqkv, x.dqkv, x.dqkv_bound)) << "dK/dV of the first head only";
+    }
+}
+
 TEST_F(CudaAttention, PlainMatchesCpu) {
     const Shape shapes[] = {{1, 1, 1, 64}, {37, 2, 3, 64}, {128, 1, 2, 80}, {64, 2, 2, 96},
-                            {33, 1, 2, 128}, {20, 3, 1, 16}};
+                            {33, 1, 2, 128}, {20, 3, 1, 16}, {37, 2, 4, 64, 2}, {20, 2, 4, 16, 4}};
     for (const Shape& sh : shapes)
         for (DType t : kAllTypes)
             for (float p : {0.0f, 0.1f}) run_attention(cpu(), gpu(), sh, t, p, false);
@@ -110,7 +138,8 @@ TEST_F(CudaAttention, FlashMatchesCpu) {
     // per block against 64-key tiles (head dims 64, 80) or 32-key tiles (96, 128); its
     // backward 64 keys per block against 64-query tiles (32 at head dim 128).
     const Shape shapes[] = {{1, 1, 1, 64}, {65, 2, 2, 64}, {130, 1, 2, 80}, {64, 2, 1, 96},
-                            {150, 1, 1, 96}, {33, 1, 2, 128}, {20, 3, 1, 16}};
+                            {150, 1, 1, 96}, {33, 1, 2, 128}, {20, 3, 1, 16},
+                            {70, 2, 4, 64, 2}, {65, 1, 4, 128, 4}, {20, 2, 4, 16, 2}};
     for (const Shape& sh : shapes)
         for (DType t : kAllTypes)
             for (float p : {0.0f, 0.1f}) run_attention(cpu(), gpu(), sh, t, p, true);
@@ -120,7 +149,8 @@ TEST_F(CudaAttention, FlashMatchesCpu) {
 // sequence of several 64-key blocks with a partial last one at head dim 128.
 TEST_F(CudaAttention, FlashSimpleKernelsMatchCpu) {
     set_flash_kernel(FlashKernel::Simple);
-    const Shape shapes[] = {{65, 2, 2, 64}, {130, 1, 2, 80}, {33, 1, 2, 128}};
+    const Shape shapes[] = {{65, 2, 2, 64}, {130, 1, 2, 80}, {33, 1, 2, 128}, {70, 2, 4, 64, 2},
+                            {65, 1, 4, 80, 4}};
     for (const Shape& sh : shapes)
         for (DType t : {DType::F16, DType::BF16})
             for (float p : {0.0f, 0.1f}) run_attention(cpu(), gpu(), sh, t, p, true);

@@ -297,6 +297,59 @@ TEST_F(CudaDecoderOps, QkvExpandWithRope) {
         }
 }
 
+// keep_groups (what the model runs): rope on the grouped layout itself, queries and the key
+// rotated, the value copied; backward rotates back (no sums: attention summed dK/dV).
+TEST_F(CudaDecoderOps, QkvRopeKeepsGroups) {
+    const ExpandCase cases[] = {{7, 3, 2, 3, 64, 64, false}, {4, 2, 1, 4, 16, 8, false}, {6, 1, 2, 2, 32, 32, true}};
+    for (DType t : kAllTypes)
+        for (const ExpandCase& k : cases) {
+            QkvExpandArgs a;
+            a.s = k.s;
+            a.b = k.b;
+            a.groups = k.groups;
+            a.heads_per_group = k.qpg;
+            a.hn = k.hn;
+            a.rotary_dim = k.rotary_dim;
+            a.rotary_interleaved = k.interleaved;
+            a.dtype = t;
+            a.keep_groups = true;
+            SCOPED_TRACE(dname(t) + " groups=" + std::to_string(k.groups) + " qpg=" + std::to_string(k.qpg) +
+                         " rot=" + std::to_string(k.rotary_dim));
+            const std::int64_t rows = k.s * k.b, hn = k.hn, qpg = k.qpg, row = k.groups * (qpg + 2) * hn;
+            const auto inv = rounded(t, random_vec(rows * row, 62));
+            const auto dyv = rounded(t, random_vec(rows * row, 63));
+            std::vector<double> fy(rows * row), fb(rows * row), gy(rows * row), gb(rows * row);
+            for (int dir = 0; dir < 2; ++dir) {
+                const auto& src = dir == 0 ? inv : dyv;
+                auto& y = dir == 0 ? fy : gy;
+                auto& b = dir == 0 ? fb : gb;
+                for (std::int64_t r = 0; r < rows; ++r)
+                    for (std::int64_t v = 0; v < k.groups * (qpg + 2); ++v) {
+                        const double* x = &src[r * row + v * hn];
+                        std::vector<double> mag(x, x + hn);
+                        for (double& m : mag) m = std::abs(m);
+                        for (std::int64_t d = 0; d < hn; ++d) {
+                            const Rot rt = v % (qpg + 2) == qpg + 1
+                                               ? Rot{x[d], 0.0}
+                                               : rotate_exact(a, x, mag.data(), d, r / k.b, dir == 0 ? 1.0 : -1.0, 0.0);
+                            y[r * row + v * hn + d] = rt.val;
+                            b[r * row + v * hn + d] = rt.bound + output_rounding(t, rt.val);
+                        }
+                    }
+            }
+            Twin in(cpu(), gpu(), t, inv), out(cpu(), gpu(), t, rows * row);
+            cpu().qkv_expand_forward(a, in.c(), out.c());
+            gpu().qkv_expand_forward(a, in.g(), out.g());
+            EXPECT_TRUE(within_bound(out.gpu_vals(), fy, fb)) << "GPU forward";
+            EXPECT_TRUE(within_bound(out.cpu_vals(), fy, fb)) << "CPU forward";
+            Twin dy(cpu(), gpu(), t, dyv), dg(cpu(), gpu(), t, rows * row);
+            cpu().qkv_expand_backward(a, dy.c(), dg.c());
+            gpu().qkv_expand_backward(a, dy.g(), dg.g());
+            EXPECT_TRUE(within_bound(dg.gpu_vals(), gy, gb)) << "GPU backward";
+            EXPECT_TRUE(within_bound(dg.cpu_vals(), gy, gb)) << "CPU backward";
+        }
+}
+
 // Bad shapes are our own bug, not the user's: the checks above every device (checked_ops.cpp)
 // raise InternalError on the CUDA backend as on the CPU backend.
 TEST_F(CudaDecoderOps, BadShapesAreRefused) {

@@ -8,14 +8,15 @@
 namespace gpt::cpu {
 
 AttnShape::AttnShape(const AttentionArgs& a)
-    : s(a.s), b(a.b), np(a.np), hn(a.hn),
+    : s(a.s), b(a.b), np(a.np), hn(a.hn), qpg(a.heads_per_group),
       scale(a.softmax_scale != 0.0f ? a.softmax_scale
                                     : 1.0f / std::sqrt(static_cast<float>(a.hn))),
       dropout(a.dropout), seed(a.seed), offset(a.offset) {}
 
 namespace {
 std::size_t f32_elems(const AttentionArgs& a, bool qkv) {
-    return static_cast<std::size_t>(a.s * a.b * a.np * a.hn * (qkv ? 3 : 1));
+    const std::int64_t width = qkv ? (a.np + 2 * a.np / a.heads_per_group) : a.np;
+    return static_cast<std::size_t>(a.s * a.b * width * a.hn);
 }
 
 void to_f32(const void* src, DType t, float* dst, std::size_t n) {

@@ -1,5 +1,6 @@
 // Causal self-attention kernels on fp32 data in Megatron's layouts (see backend.hpp):
-//   qkv [s, b, np, 3, hn], out/dout [s, b, np, hn]; one (batch, head) "pair" at a time.
+//   qkv [s, b, ng, np/ng + 2, hn] (grouped: a group's queries, its key, its value),
+//   out/dout [s, b, np, hn]; one (batch, head) "pair" at a time, reading its group's K/V.
 // The plain kernel saves probabilities [b, np, s, s]; the flash kernel saves only the row
 // log-sum-exp [b, np, s]. Both draw attention dropout from philox(seed, offset + index) with
 // index = ((bi*np + head)*s + i)*s + j, so they apply the same mask.
@@ -13,16 +14,23 @@ namespace gpt::cpu {
 
 struct AttnShape {
     std::int64_t s, b, np, hn;
+    std::int64_t qpg;  // query heads per K/V group
     float scale;      // softmax scale (1/sqrt(hn) unless given)
     float dropout;    // probability
     std::uint64_t seed, offset;
 
     explicit AttnShape(const AttentionArgs& a);
     std::int64_t pairs() const { return b * np; }
-    std::int64_t ld_qkv() const { return b * np * 3 * hn; }  // row stride of q, k, v
+    // (batch, group) pairs; pair p = bi*np + head belongs to kv pair p / qpg, and kv pair
+    // g's query heads are pairs g*qpg .. g*qpg + qpg - 1.
+    std::int64_t kv_pairs() const { return pairs() / qpg; }
+    std::int64_t group_width() const { return (qpg + 2) * hn; }
+    std::int64_t ld_qkv() const { return kv_pairs() * group_width(); }  // row stride of q, k, v
     std::int64_t ld_out() const { return b * np * hn; }
-    // Offsets of pair p = bi*np + head inside qkv/dqkv and out/dout (row 0).
-    std::int64_t qkv_at(std::int64_t p) const { return p * 3 * hn; }
+    // Offsets inside qkv/dqkv (row 0) of pair p's query and of kv pair g's key (its value
+    // follows at + hn), and of pair p in out/dout.
+    std::int64_t q_at(std::int64_t p) const { return p / qpg * group_width() + p % qpg * hn; }
+    std::int64_t k_at(std::int64_t g) const { return g * group_width() + qpg * hn; }
     std::int64_t out_at(std::int64_t p) const { return p * hn; }
     // First Philox index of row i of pair p.
     std::uint64_t mask_index(std::int64_t p, std::int64_t i) const {

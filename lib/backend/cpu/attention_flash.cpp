@@ -43,8 +43,8 @@ void attention_flash_forward(const AttnShape& sh, const float* qkv, float* out, 
             const std::int64_t pair = item % sh.pairs();
             const std::int64_t i0 = (qtiles - 1 - item / sh.pairs()) * kTileQ;
             const std::int64_t br = std::min(kTileQ, s - i0);
-            const float* q = qkv + sh.qkv_at(pair) + i0 * ldq;
-            const float* kbase = qkv + sh.qkv_at(pair) + hn;
+            const float* q = qkv + sh.q_at(pair) + i0 * ldq;
+            const float* kbase = qkv + sh.k_at(pair / sh.qpg);
             const float* vbase = kbase + hn;
             std::fill(acc.begin(), acc.begin() + br * hn, 0.0f);
             std::fill(m.begin(), m.end(), neg_inf);
@@ -106,83 +106,87 @@ void attention_flash_backward(const AttnShape& sh, const float* qkv, const float
     const std::uint32_t thr = dropout_threshold(sh.dropout);
     const float keep_scale = drop ? 1.0f / (1.0f - sh.dropout) : 1.0f;
     BlasSerialRegion serial;
-    // One (batch, head) per task: its dq rows are summed over key tiles and its dk, dv rows
-    // over query tiles, so no two threads ever write the same gradient element.
+    // One (batch, K/V group) per task, its query heads in order: its dq rows are summed over
+    // key tiles and its dk, dv rows over the heads' query tiles, so no two threads ever
+    // write the same gradient element and the sums' order is fixed.
 #pragma omp parallel
     {
         // mult keeps the tile's dropout multipliers between the two uses.
         std::vector<float> p(kTileQ * kTileK), pd(kTileQ * kTileK), dp(kTileQ * kTileK),
             d(s), mult(kTileQ * kTileK);
 #pragma omp for schedule(dynamic)
-        for (std::int64_t pair = 0; pair < sh.pairs(); ++pair) {
-            const float* q = qkv + sh.qkv_at(pair);
-            const float* k = q + hn;
-            const float* v = q + 2 * hn;
-            const float* o = out + sh.out_at(pair);
-            const float* dO = dout + sh.out_at(pair);
-            const float* lrow = lse + pair * s;
-            float* dq = dqkv + sh.qkv_at(pair);
-            float* dk = dq + hn;
-            float* dv = dq + 2 * hn;
-            for (std::int64_t i = 0; i < s; ++i) {
-                float acc = 0.0f;
+        for (std::int64_t kv = 0; kv < sh.kv_pairs(); ++kv) {
+            const float* k = qkv + sh.k_at(kv);
+            const float* v = k + hn;
+            float* dk = dqkv + sh.k_at(kv);
+            float* dv = dk + hn;
+            for (std::int64_t i = 0; i < s; ++i)
+                std::fill_n(dqkv + kv * sh.group_width() + i * ldq, sh.group_width(), 0.0f);
+            for (std::int64_t pair = kv * sh.qpg; pair < (kv + 1) * sh.qpg; ++pair) {
+                const float* q = qkv + sh.q_at(pair);
+                const float* o = out + sh.out_at(pair);
+                const float* dO = dout + sh.out_at(pair);
+                const float* lrow = lse + pair * s;
+                float* dq = dqkv + sh.q_at(pair);
+                for (std::int64_t i = 0; i < s; ++i) {
+                    float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
-                for (std::int64_t c = 0; c < hn; ++c) acc += dO[i * ldo + c] * o[i * ldo + c];
-                d[i] = acc;
-                for (std::int64_t c = 0; c < 3 * hn; ++c) dq[i * ldq + c] = 0.0f;
-            }
-            for (std::int64_t j0 = 0; j0 < s; j0 += kTileK) {
-                const std::int64_t bc = std::min(kTileK, s - j0);
-                for (std::int64_t i0 = (j0 / kTileQ) * kTileQ; i0 < s; i0 += kTileQ) {
-                    const std::int64_t br = std::min(kTileQ, s - i0);
-                    // p = exp(scale * q k^T - lse)  [br, bc], zero above the diagonal
-                    sgemm(false, true, br, bc, hn, sh.scale, q + i0 * ldq, ldq, k + j0 * ldq, ldq,
-                          0.0f, p.data(), kTileK);
-                    for (std::int64_t r = 0; r < br; ++r) {
-                        float* pr = p.data() + r * kTileK;
-                        float* pdr = pd.data() + r * kTileK;
-                        const std::int64_t nc = causal_cols(i0 + r, j0, bc);
-                        const float lr = lrow[i0 + r];
+                    for (std::int64_t c = 0; c < hn; ++c) acc += dO[i * ldo + c] * o[i * ldo + c];
+                    d[i] = acc;
+                }
+                for (std::int64_t j0 = 0; j0 < s; j0 += kTileK) {
+                    const std::int64_t bc = std::min(kTileK, s - j0);
+                    for (std::int64_t i0 = (j0 / kTileQ) * kTileQ; i0 < s; i0 += kTileQ) {
+                        const std::int64_t br = std::min(kTileQ, s - i0);
+                        // p = exp(scale * q k^T - lse)  [br, bc], zero above the diagonal
+                        sgemm(false, true, br, bc, hn, sh.scale, q + i0 * ldq, ldq, k + j0 * ldq, ldq,
+                              0.0f, p.data(), kTileK);
+                        for (std::int64_t r = 0; r < br; ++r) {
+                            float* pr = p.data() + r * kTileK;
+                            float* pdr = pd.data() + r * kTileK;
+                            const std::int64_t nc = causal_cols(i0 + r, j0, bc);
+                            const float lr = lrow[i0 + r];
 #pragma omp simd
-                        for (std::int64_t j = 0; j < nc; ++j) pr[j] = fast_exp(pr[j] - lr);
-                        for (std::int64_t j = nc; j < bc; ++j) pr[j] = 0.0f;
-                        if (drop) {
-                            float* mr = mult.data() + r * kTileK;
-                            dropout_multipliers(sh.seed, sh.mask_index(pair, i0 + r) + j0, nc,
-                                                thr, keep_scale, mr);
+                            for (std::int64_t j = 0; j < nc; ++j) pr[j] = fast_exp(pr[j] - lr);
+                            for (std::int64_t j = nc; j < bc; ++j) pr[j] = 0.0f;
+                            if (drop) {
+                                float* mr = mult.data() + r * kTileK;
+                                dropout_multipliers(sh.seed, sh.mask_index(pair, i0 + r) + j0, nc,
+                                                    thr, keep_scale, mr);
 #pragma omp simd
-                            for (std::int64_t j = 0; j < nc; ++j) pdr[j] = pr[j] * mr[j];
-                            for (std::int64_t j = nc; j < bc; ++j) pdr[j] = 0.0f;
+                                for (std::int64_t j = 0; j < nc; ++j) pdr[j] = pr[j] * mr[j];
+                                for (std::int64_t j = nc; j < bc; ++j) pdr[j] = 0.0f;
+                            }
                         }
-                    }
-                    const float* pv = drop ? pd.data() : p.data();
-                    // dv_tile += dropout(p)^T dO_tile
-                    sgemm(true, false, bc, hn, br, 1.0f, pv, kTileK, dO + i0 * ldo, ldo, 1.0f,
-                          dv + j0 * ldq, ldq);
-                    // dp = dO_tile v_tile^T, then ds = p * (dp * mask - D)
-                    sgemm(false, true, br, bc, hn, 1.0f, dO + i0 * ldo, ldo, v + j0 * ldq, ldq,
-                          0.0f, dp.data(), kTileK);
-                    for (std::int64_t r = 0; r < br; ++r) {
-                        float* dpr = dp.data() + r * kTileK;
-                        const float* pr = p.data() + r * kTileK;
-                        const float di = d[i0 + r];
-                        const std::int64_t nc = causal_cols(i0 + r, j0, bc);
-                        if (drop) {
-                            const float* mr = mult.data() + r * kTileK;
+                        const float* pv = drop ? pd.data() : p.data();
+                        // dv_tile += dropout(p)^T dO_tile
+                        sgemm(true, false, bc, hn, br, 1.0f, pv, kTileK, dO + i0 * ldo, ldo, 1.0f,
+                              dv + j0 * ldq, ldq);
+                        // dp = dO_tile v_tile^T, then ds = p * (dp * mask - D)
+                        sgemm(false, true, br, bc, hn, 1.0f, dO + i0 * ldo, ldo, v + j0 * ldq, ldq,
+                              0.0f, dp.data(), kTileK);
+                        for (std::int64_t r = 0; r < br; ++r) {
+                            float* dpr = dp.data() + r * kTileK;
+                            const float* pr = p.data() + r * kTileK;
+                            const float di = d[i0 + r];
+                            const std::int64_t nc = causal_cols(i0 + r, j0, bc);
+                            if (drop) {
+                                const float* mr = mult.data() + r * kTileK;
 #pragma omp simd
-                            for (std::int64_t j = 0; j < nc; ++j)
-                                dpr[j] = pr[j] * (dpr[j] * mr[j] - di);
-                        } else {
+                                for (std::int64_t j = 0; j < nc; ++j)
+                                    dpr[j] = pr[j] * (dpr[j] * mr[j] - di);
+                            } else {
 #pragma omp simd
-                            for (std::int64_t j = 0; j < nc; ++j) dpr[j] = pr[j] * (dpr[j] - di);
+                                for (std::int64_t j = 0; j < nc; ++j) dpr[j] = pr[j] * (dpr[j] - di);
+                            }
+                            for (std::int64_t j = nc; j < bc; ++j) dpr[j] = 0.0f;
                         }
-                        for (std::int64_t j = nc; j < bc; ++j) dpr[j] = 0.0f;
+                        // dq_tile += scale * ds k_tile ; dk_tile += scale * ds^T q_tile
+                        sgemm(false, false, br, hn, bc, sh.scale, dp.data(), kTileK, k + j0 * ldq, ldq,
+                              1.0f, dq + i0 * ldq, ldq);
+                        sgemm(true, false, bc, hn, br, sh.scale, dp.data(), kTileK, q + i0 * ldq, ldq,
+                              1.0f, dk + j0 * ldq, ldq);
                     }
-                    // dq_tile += scale * ds k_tile ; dk_tile += scale * ds^T q_tile
-                    sgemm(false, false, br, hn, bc, sh.scale, dp.data(), kTileK, k + j0 * ldq, ldq,
-                          1.0f, dq + i0 * ldq, ldq);
-                    sgemm(true, false, bc, hn, br, sh.scale, dp.data(), kTileK, q + i0 * ldq, ldq,
-                          1.0f, dk + j0 * ldq, ldq);
                 }
             }
         }

@@ -61,9 +61,9 @@ void attention_plain_forward(const AttnShape& sh, const float* qkv, float* out, 
         std::vector<float> pd(drop ? s * s : 0), mult(drop ? s : 0);
 #pragma omp for schedule(dynamic)
         for (std::int64_t pair = 0; pair < sh.pairs(); ++pair) {
-            const float* q = qkv + sh.qkv_at(pair);
-            const float* k = q + hn;
-            const float* v = q + 2 * hn;
+            const float* q = qkv + sh.q_at(pair);
+            const float* k = qkv + sh.k_at(pair / sh.qpg);
+            const float* v = k + hn;
             float* p = probs + pair * s * s;
             for (std::int64_t i0 = 0; i0 < s; i0 += kRowBlock) {
                 const std::int64_t i1 = std::min(s, i0 + kRowBlock);
@@ -94,58 +94,63 @@ void attention_plain_backward(const AttnShape& sh, const float* qkv, const float
 #pragma omp parallel
     {
         std::vector<float> pd(drop ? s * s : 0), mult(s), ds(s * s);
+        // One (batch, K/V group) per task, its query heads in order: the group's dk, dv are
+        // written by the first head's products and accumulated by the others' (beta = 1).
 #pragma omp for schedule(dynamic)
-        for (std::int64_t pair = 0; pair < sh.pairs(); ++pair) {
-            const float* q = qkv + sh.qkv_at(pair);
-            const float* k = q + hn;
-            const float* v = q + 2 * hn;
-            const float* dO = dout + sh.out_at(pair);
-            float* dq = dqkv + sh.qkv_at(pair);
-            float* dk = dq + hn;
-            float* dv = dq + 2 * hn;
-            const float* p = probs + pair * s * s;
-            const float* pv = p;
-            if (drop) {
-                apply_dropout_rows(sh, pair, p, pd.data(), mult.data(), 0, s);
-                pv = pd.data();
-            }
-            // dv[j0:j1] = dropout(p)[j0:s, j0:j1]^T dout[j0:s]  (rows above j0 are 0 there)
-            for (std::int64_t j0 = 0; j0 < s; j0 += kRowBlock) {
-                const std::int64_t j1 = std::min(s, j0 + kRowBlock);
-                sgemm(true, false, j1 - j0, hn, s - j0, 1.0f, pv + j0 * s + j0, s,
-                      dO + j0 * ldo, ldo, 0.0f, dv + j0 * ldq, ldq);
-            }
-            for (std::int64_t i0 = 0; i0 < s; i0 += kRowBlock) {
-                const std::int64_t i1 = std::min(s, i0 + kRowBlock);
-                // d(dropout(p))[i0:i1, 0:i1] = dout v^T, then through dropout and softmax:
-                // ds = p * (dp - rowsum(p * dp))
-                sgemm(false, true, i1 - i0, i1, hn, 1.0f, dO + i0 * ldo, ldo, v, ldq, 0.0f,
-                      ds.data() + i0 * s, s);
-                for (std::int64_t i = i0; i < i1; ++i) {
-                    float* row = ds.data() + i * s;
-                    const float* pr = p + i * s;
-                    if (drop) {
-                        dropout_multipliers(sh.seed, sh.mask_index(pair, i), i + 1, thr,
-                                            keep_scale, mult.data());
-#pragma omp simd
-                        for (std::int64_t j = 0; j <= i; ++j) row[j] *= mult[j];
-                    }
-                    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-                    for (std::int64_t j = 0; j <= i; ++j) dot += pr[j] * row[j];
-#pragma omp simd
-                    for (std::int64_t j = 0; j <= i; ++j) row[j] = pr[j] * (row[j] - dot);
-                    for (std::int64_t j = i + 1; j < s; ++j) row[j] = 0.0f;
+        for (std::int64_t kv = 0; kv < sh.kv_pairs(); ++kv) {
+            for (std::int64_t pair = kv * sh.qpg; pair < (kv + 1) * sh.qpg; ++pair) {
+                const float* q = qkv + sh.q_at(pair);
+                const float* k = qkv + sh.k_at(pair / sh.qpg);
+                const float* v = k + hn;
+                const float* dO = dout + sh.out_at(pair);
+                float* dq = dqkv + sh.q_at(pair);
+                float* dk = dqkv + sh.k_at(pair / sh.qpg);
+                float* dv = dk + hn;
+                const float beta = pair % sh.qpg == 0 ? 0.0f : 1.0f;
+                const float* p = probs + pair * s * s;
+                const float* pv = p;
+                if (drop) {
+                    apply_dropout_rows(sh, pair, p, pd.data(), mult.data(), 0, s);
+                    pv = pd.data();
                 }
-                // dq[i0:i1] = scale * ds[i0:i1, 0:i1] k[0:i1]
-                sgemm(false, false, i1 - i0, hn, i1, sh.scale, ds.data() + i0 * s, s, k, ldq,
-                      0.0f, dq + i0 * ldq, ldq);
-            }
-            // dk[j0:j1] = scale * ds[j0:s, j0:j1]^T q[j0:s]
-            for (std::int64_t j0 = 0; j0 < s; j0 += kRowBlock) {
-                const std::int64_t j1 = std::min(s, j0 + kRowBlock);
-                sgemm(true, false, j1 - j0, hn, s - j0, sh.scale, ds.data() + j0 * s + j0, s,
-                      q + j0 * ldq, ldq, 0.0f, dk + j0 * ldq, ldq);
+                // dv[j0:j1] = dropout(p)[j0:s, j0:j1]^T dout[j0:s]  (rows above j0 are 0 there)
+                for (std::int64_t j0 = 0; j0 < s; j0 += kRowBlock) {
+                    const std::int64_t j1 = std::min(s, j0 + kRowBlock);
+                    sgemm(true, false, j1 - j0, hn, s - j0, 1.0f, pv + j0 * s + j0, s,
+                          dO + j0 * ldo, ldo, beta, dv + j0 * ldq, ldq);
+                }
+                for (std::int64_t i0 = 0; i0 < s; i0 += kRowBlock) {
+                    const std::int64_t i1 = std::min(s, i0 + kRowBlock);
+                    // d(dropout(p))[i0:i1, 0:i1] = dout v^T, then through dropout and softmax:
+                    // ds = p * (dp - rowsum(p * dp))
+                    sgemm(false, true, i1 - i0, i1, hn, 1.0f, dO + i0 * ldo, ldo, v, ldq, 0.0f,
+                          ds.data() + i0 * s, s);
+                    for (std::int64_t i = i0; i < i1; ++i) {
+                        float* row = ds.data() + i * s;
+                        const float* pr = p + i * s;
+                        if (drop) {
+                            dropout_multipliers(sh.seed, sh.mask_index(pair, i), i + 1, thr,
+                                                keep_scale, mult.data());
+#pragma omp simd
+                            for (std::int64_t j = 0; j <= i; ++j) row[j] *= mult[j];
+                        }
+                        float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+                        for (std::int64_t j = 0; j <= i; ++j) dot += pr[j] * row[j];
+#pragma omp simd
+                        for (std::int64_t j = 0; j <= i; ++j) row[j] = pr[j] * (row[j] - dot);
+                        for (std::int64_t j = i + 1; j < s; ++j) row[j] = 0.0f;
+                    }
+                    // dq[i0:i1] = scale * ds[i0:i1, 0:i1] k[0:i1]
+                    sgemm(false, false, i1 - i0, hn, i1, sh.scale, ds.data() + i0 * s, s, k, ldq,
+                          0.0f, dq + i0 * ldq, ldq);
+                }
+                // dk[j0:j1] = scale * ds[j0:s, j0:j1]^T q[j0:s]
+                for (std::int64_t j0 = 0; j0 < s; j0 += kRowBlock) {
+                    const std::int64_t j1 = std::min(s, j0 + kRowBlock);
+                    sgemm(true, false, j1 - j0, hn, s - j0, sh.scale, ds.data() + j0 * s + j0, s,
+                          q + j0 * ldq, ldq, beta, dk + j0 * ldq, ldq);
+                }
             }
         }
     }

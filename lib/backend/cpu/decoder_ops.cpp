@@ -155,13 +155,15 @@ struct Rope {
 
 void CpuBackend::do_qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped, void* qkv) {
     const std::int64_t rows = a.s * a.b, hn = a.hn, qpg = a.heads_per_group;
-    const std::int64_t in_row = a.groups * (qpg + 2) * hn, out_row = a.groups * qpg * 3 * hn;
+    const std::int64_t in_row = a.groups * (qpg + 2) * hn;
+    const std::int64_t out_row = a.keep_groups ? in_row : a.groups * qpg * 3 * hn;
     const Rope rope(a);
     dispatch(a.dtype, [&](auto tag) {
         using T = decltype(tag);
 #pragma omp parallel for schedule(static) if (rows * out_row >= kParallelMin)
         for (std::int64_t r = 0; r < rows; ++r) {
             std::vector<float> in(static_cast<std::size_t>(in_row)), out(static_cast<std::size_t>(out_row));
+            float* dst = a.keep_groups ? in.data() : out.data();  // the rotated row itself
             convert(static_cast<const T*>(qkv_grouped) + r * in_row, in.data(), in.size());
             const std::int64_t pos = r / a.b;
             for (std::int64_t g = 0; g < a.groups; ++g) {
@@ -169,20 +171,22 @@ void CpuBackend::do_qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_g
                 // Rotate queries and the key in place, then copy out per head.
                 if (rope.dim > 0)
                     for (std::int64_t j = 0; j <= qpg; ++j) rope.apply(grp + j * hn, pos, 1.0f);
+                if (a.keep_groups) continue;
                 for (std::int64_t i = 0; i < qpg; ++i) {
                     float* head = out.data() + (g * qpg + i) * 3 * hn;
                     std::copy(grp + i * hn, grp + (i + 1) * hn, head);
                     std::copy(grp + qpg * hn, grp + (qpg + 2) * hn, head + hn);  // key, value
                 }
             }
-            convert(out.data(), static_cast<T*>(qkv) + r * out_row, out.size());
+            convert(dst, static_cast<T*>(qkv) + r * out_row, static_cast<std::size_t>(out_row));
         }
     });
 }
 
 void CpuBackend::do_qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv, void* dqkv_grouped) {
     const std::int64_t rows = a.s * a.b, hn = a.hn, qpg = a.heads_per_group;
-    const std::int64_t in_row = a.groups * (qpg + 2) * hn, out_row = a.groups * qpg * 3 * hn;
+    const std::int64_t in_row = a.groups * (qpg + 2) * hn;
+    const std::int64_t out_row = a.keep_groups ? in_row : a.groups * qpg * 3 * hn;
     const Rope rope(a);
     dispatch(a.dtype, [&](auto tag) {
         using T = decltype(tag);
@@ -190,10 +194,11 @@ void CpuBackend::do_qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv
         for (std::int64_t r = 0; r < rows; ++r) {
             std::vector<float> d(static_cast<std::size_t>(out_row)), dg(static_cast<std::size_t>(in_row), 0.0f);
             convert(static_cast<const T*>(dqkv) + r * out_row, d.data(), d.size());
+            if (a.keep_groups) dg = d;  // K/V grads already summed per group
             const std::int64_t pos = r / a.b;
             for (std::int64_t g = 0; g < a.groups; ++g) {
                 float* grp = dg.data() + g * (qpg + 2) * hn;
-                for (std::int64_t i = 0; i < qpg; ++i) {
+                for (std::int64_t i = 0; i < qpg && !a.keep_groups; ++i) {
                     const float* head = d.data() + (g * qpg + i) * 3 * hn;
                     std::copy(head, head + hn, grp + i * hn);
                     // Every head of the group read the same key and value: their grads add.

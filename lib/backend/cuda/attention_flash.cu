@@ -44,7 +44,8 @@ __global__ void __launch_bounds__(kRows) flash_fwd_kernel(FlashParams P, const T
     __shared__ float vs[kTile][kMaxHn];
     const std::int64_t pair = blockIdx.y, i0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
     const std::int64_t i = i0 + threadIdx.x, hn = P.hn;
-    const T* qb = qkv + pair * 3 * hn;
+    const T* qb = qkv + flash_q_at(P, pair);
+    const T* kb = qkv + flash_k_at(P, pair / P.qpg);  // the group's K, then V
     float q[kMaxHn], acc[kMaxHn];
     for (std::int64_t c = 0; c < hn; ++c) {
         q[c] = i < P.s ? ldf(qb + i * P.ldq + c) * P.scale : 0.0f;
@@ -54,8 +55,8 @@ __global__ void __launch_bounds__(kRows) flash_fwd_kernel(FlashParams P, const T
     const std::int64_t last = min(P.s, i0 + kRows) - 1;  // causal: no key beyond the last row
     for (std::int64_t j0 = 0; j0 <= last; j0 += kTile) {
         __syncthreads();
-        stage(ks, qb + hn, j0, P.s, P.ldq, hn);
-        stage(vs, qb + 2 * hn, j0, P.s, P.ldq, hn);
+        stage(ks, kb, j0, P.s, P.ldq, hn);
+        stage(vs, kb + hn, j0, P.s, P.ldq, hn);
         __syncthreads();
         if (i >= P.s || j0 > i) continue;
         const int nj = static_cast<int>(min(static_cast<std::int64_t>(kTile), i - j0 + 1));
@@ -103,55 +104,60 @@ __global__ void flash_delta_kernel(FlashParams P, const T* out, const T* dout, f
     }
 }
 
-// dK, dV: one thread per key row j, query tiles i >= j staged in shared memory.
+// dK, dV: one thread per key row j of a K/V group (grid y: kv pairs), the group's query
+// heads in order and their query tiles i >= j staged in shared memory, so a group's dK/dV
+// is summed in registers in a fixed order (no atomics).
 template <typename T>
 __global__ void __launch_bounds__(kRows) flash_dkdv_kernel(FlashParams P, const T* qkv, const T* dout,
                                                            const float* lse, const float* D, T* dqkv) {
     __shared__ float qs[kTile][kMaxHn];
     __shared__ float dos[kTile][kMaxHn];
     __shared__ float ls[kTile], ds_[kTile];
-    const std::int64_t pair = blockIdx.y, j0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
+    const std::int64_t kv = blockIdx.y, j0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
     const std::int64_t j = j0 + threadIdx.x, hn = P.hn;
-    const T* qb = qkv + pair * 3 * hn;
+    const T* kb = qkv + flash_k_at(P, kv);
     float k[kMaxHn], v[kMaxHn], dk[kMaxHn], dv[kMaxHn];
     for (std::int64_t c = 0; c < hn; ++c) {
-        k[c] = j < P.s ? ldf(qb + j * P.ldq + hn + c) : 0.0f;
-        v[c] = j < P.s ? ldf(qb + j * P.ldq + 2 * hn + c) : 0.0f;
+        k[c] = j < P.s ? ldf(kb + j * P.ldq + c) : 0.0f;
+        v[c] = j < P.s ? ldf(kb + j * P.ldq + hn + c) : 0.0f;
         dk[c] = dv[c] = 0.0f;
     }
-    for (std::int64_t i0 = j0 / kTile * kTile; i0 < P.s; i0 += kTile) {
-        __syncthreads();
-        stage(qs, qb, i0, P.s, P.ldq, hn);
-        stage(dos, dout + pair * hn, i0, P.s, P.ldo, hn);
-        for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
-            ls[r] = i0 + r < P.s ? lse[pair * P.s + i0 + r] : 0.0f;
-            ds_[r] = i0 + r < P.s ? D[pair * P.s + i0 + r] : 0.0f;
-        }
-        __syncthreads();
-        if (j >= P.s) continue;
-        for (int ii = 0; ii < kTile; ++ii) {
-            const std::int64_t i = i0 + ii;
-            if (i < j || i >= P.s) continue;
-            float sdot = 0.0f, dp = 0.0f;
-            for (std::int64_t c = 0; c < hn; ++c) {
-                sdot += qs[ii][c] * k[c];
-                dp += dos[ii][c] * v[c];
+    for (std::int64_t pair = kv * P.qpg; pair < (kv + 1) * P.qpg; ++pair) {
+        const T* qb = qkv + flash_q_at(P, pair);
+        for (std::int64_t i0 = j0 / kTile * kTile; i0 < P.s; i0 += kTile) {
+            __syncthreads();
+            stage(qs, qb, i0, P.s, P.ldq, hn);
+            stage(dos, dout + pair * hn, i0, P.s, P.ldo, hn);
+            for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
+                ls[r] = i0 + r < P.s ? lse[pair * P.s + i0 + r] : 0.0f;
+                ds_[r] = i0 + r < P.s ? D[pair * P.s + i0 + r] : 0.0f;
             }
-            const float p = expf(sdot * P.scale - ls[ii]);
-            const float mult = dropout_mult(P, pair, i, j);
-            const float ds = p * (dp * mult - ds_[ii]) * P.scale;
-            const float pm = p * mult;
-            for (std::int64_t c = 0; c < hn; ++c) {
-                dv[c] += pm * dos[ii][c];
-                dk[c] += ds * qs[ii][c];
+            __syncthreads();
+            if (j >= P.s) continue;
+            for (int ii = 0; ii < kTile; ++ii) {
+                const std::int64_t i = i0 + ii;
+                if (i < j || i >= P.s) continue;
+                float sdot = 0.0f, dp = 0.0f;
+                for (std::int64_t c = 0; c < hn; ++c) {
+                    sdot += qs[ii][c] * k[c];
+                    dp += dos[ii][c] * v[c];
+                }
+                const float p = expf(sdot * P.scale - ls[ii]);
+                const float mult = dropout_mult(P, pair, i, j);
+                const float ds = p * (dp * mult - ds_[ii]) * P.scale;
+                const float pm = p * mult;
+                for (std::int64_t c = 0; c < hn; ++c) {
+                    dv[c] += pm * dos[ii][c];
+                    dk[c] += ds * qs[ii][c];
+                }
             }
         }
     }
     if (j >= P.s) return;
-    T* d = dqkv + j * P.ldq + pair * 3 * hn;
+    T* d = dqkv + j * P.ldq + flash_k_at(P, kv);
     for (std::int64_t c = 0; c < hn; ++c) {
-        stf(d + hn + c, dk[c]);
-        stf(d + 2 * hn + c, dv[c]);
+        stf(d + c, dk[c]);
+        stf(d + hn + c, dv[c]);
     }
 }
 
@@ -163,7 +169,8 @@ __global__ void __launch_bounds__(kRows) flash_dq_kernel(FlashParams P, const T*
     __shared__ float vs[kTile][kMaxHn];
     const std::int64_t pair = blockIdx.y, i0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
     const std::int64_t i = i0 + threadIdx.x, hn = P.hn;
-    const T* qb = qkv + pair * 3 * hn;
+    const T* qb = qkv + flash_q_at(P, pair);
+    const T* kb = qkv + flash_k_at(P, pair / P.qpg);
     float q[kMaxHn], dO[kMaxHn], dq[kMaxHn];
     for (std::int64_t c = 0; c < hn; ++c) {
         q[c] = i < P.s ? ldf(qb + i * P.ldq + c) : 0.0f;
@@ -175,8 +182,8 @@ __global__ void __launch_bounds__(kRows) flash_dq_kernel(FlashParams P, const T*
     const std::int64_t last = min(P.s, i0 + kRows) - 1;
     for (std::int64_t j0 = 0; j0 <= last; j0 += kTile) {
         __syncthreads();
-        stage(ks, qb + hn, j0, P.s, P.ldq, hn);
-        stage(vs, qb + 2 * hn, j0, P.s, P.ldq, hn);
+        stage(ks, kb, j0, P.s, P.ldq, hn);
+        stage(vs, kb + hn, j0, P.s, P.ldq, hn);
         __syncthreads();
         if (i >= P.s || j0 > i) continue;
         const int nj = static_cast<int>(min(static_cast<std::int64_t>(kTile), i - j0 + 1));
@@ -192,12 +199,13 @@ __global__ void __launch_bounds__(kRows) flash_dq_kernel(FlashParams P, const T*
         }
     }
     if (i >= P.s) return;
-    T* d = dqkv + i * P.ldq + pair * 3 * hn;
+    T* d = dqkv + i * P.ldq + flash_q_at(P, pair);
     for (std::int64_t c = 0; c < hn; ++c) stf(d + c, dq[c]);
 }
 
-dim3 grid_of(const FlashParams& P) {
-    return dim3(static_cast<unsigned>((P.s + kRows - 1) / kRows), static_cast<unsigned>(P.pairs));
+// y: the (batch, head) pairs, or the (batch, K/V group) pairs for dK/dV.
+dim3 grid_of(const FlashParams& P, bool kv = false) {
+    return dim3(static_cast<unsigned>((P.s + kRows - 1) / kRows), static_cast<unsigned>(kv ? P.pairs / P.qpg : P.pairs));
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
@@ -217,7 +225,8 @@ FlashParams flash_params(const AttentionArgs& a) {
     P.s = a.s;
     P.pairs = a.b * a.np;
     P.hn = a.hn;
-    P.ldq = a.b * a.np * 3 * a.hn;
+    P.qpg = a.heads_per_group;
+    P.ldq = a.b * (a.np / a.heads_per_group) * (a.heads_per_group + 2) * a.hn;
     P.ldo = a.b * a.np * a.hn;
     P.scale = a.softmax_scale != 0.0f ? a.softmax_scale : 1.0f / std::sqrt(static_cast<float>(a.hn));
     P.drop = a.dropout > 0.0f;
@@ -267,7 +276,7 @@ void flash_backward(const AttentionArgs& a, const void* qkv, const void* out, co
         flash_delta_kernel<T><<<grid_for(P.pairs * P.s * 32), kThreads, 0, st>>>(
             P, static_cast<const T*>(out), static_cast<const T*>(dout), delta);
         if (mma) return;
-        flash_dkdv_kernel<T><<<grid, kRows, 0, st>>>(
+        flash_dkdv_kernel<T><<<grid_of(P, true), kRows, 0, st>>>(
             P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse, delta, static_cast<T*>(dqkv));
         flash_dq_kernel<T><<<grid, kRows, 0, st>>>(
             P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse, delta, static_cast<T*>(dqkv));

@@ -11,10 +11,12 @@
 
 namespace gpt::cuda {
 
-// qkv is [s, pairs, 3, hn] (row stride ldq), out and dout [s, pairs, hn] (row stride ldo),
-// lse and D [pairs, s]; a pair is one (batch, head).
+// qkv is [s, kv_pairs, qpg + 2, hn] (row stride ldq; a kv pair is one (batch, K/V group):
+// its qpg queries, its key, its value), out and dout [s, pairs, hn] (row stride ldo), lse
+// and D [pairs, s]; a pair is one (batch, head), pair p reads the K/V of kv pair p / qpg.
 struct FlashParams {
     std::int64_t s, pairs, hn, ldq, ldo;
+    std::int64_t qpg;  // query heads per K/V group (1: no grouped-query attention)
     float scale;
     bool drop;
     std::uint32_t thr;
@@ -23,6 +25,14 @@ struct FlashParams {
 };
 
 FlashParams flash_params(const AttentionArgs& a);
+
+// Offsets in qkv/dqkv (row 0) of pair p's query and of kv pair g's key (its value at + hn).
+__host__ __device__ __forceinline__ std::int64_t flash_q_at(const FlashParams& P, std::int64_t p) {
+    return p / P.qpg * (P.qpg + 2) * P.hn + p % P.qpg * P.hn;
+}
+__host__ __device__ __forceinline__ std::int64_t flash_k_at(const FlashParams& P, std::int64_t g) {
+    return g * (P.qpg + 2) * P.hn + P.qpg * P.hn;
+}
 
 // The dropout multiplier of score (i, j) of a pair: the CPU's Philox index, so every kernel
 // drops the same elements.

@@ -96,11 +96,12 @@ __global__ void __launch_bounds__(kBlockThreads) flash_fwd_sm80(FlashParams P, c
     const std::int64_t pair = blockIdx.y;
     const std::int64_t i0 = static_cast<std::int64_t>(gridDim.x - 1 - blockIdx.x) * kFwdRows;
     const std::int64_t w0 = i0 + warp * 32;  // this warp's first query row
-    const T* qb = qkv + pair * 3 * HN;
+    const T* qb = qkv + flash_q_at(P, pair);
+    const T* kb = qkv + flash_k_at(P, pair / P.qpg);  // the group's K, then V
     const int ntiles = static_cast<int>((min(P.s, i0 + kFwdRows) - 1) / kFwdKeys + 1);
     auto load_kv = [&](int tile, int st) {
-        load_tile<HN>(kvs + 2 * st * kFwdKeys * LH, qb + HN, tile * std::int64_t{kFwdKeys}, P.s, P.ldq, kFwdKeys);
-        load_tile<HN>(kvs + (2 * st + 1) * kFwdKeys * LH, qb + 2 * HN, tile * std::int64_t{kFwdKeys}, P.s, P.ldq,
+        load_tile<HN>(kvs + 2 * st * kFwdKeys * LH, kb, tile * std::int64_t{kFwdKeys}, P.s, P.ldq, kFwdKeys);
+        load_tile<HN>(kvs + (2 * st + 1) * kFwdKeys * LH, kb + HN, tile * std::int64_t{kFwdKeys}, P.s, P.ldq,
                       kFwdKeys);
     };
     load_tile<HN>(qs, qb, i0, P.s, P.ldq, kFwdRows);
@@ -253,13 +254,18 @@ __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, c
     T* dss = qdo + 4 * kBwdRows * LH;
     float* stats = reinterpret_cast<float*>(dss + kBwdKeys * LS);  // stage st: lse, then D
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const std::int64_t pair = blockIdx.y, j0 = static_cast<std::int64_t>(blockIdx.x) * kBwdKeys;
+    // A block per (kv pair, 64 keys): it walks the query tiles of the group's heads in head
+    // order (step it: head it / ntiles, tile it % ntiles), so the group's dK/dV is summed in
+    // registers in a fixed order; dQ goes to each head's own rows of the scratch.
+    const std::int64_t kv = blockIdx.y, j0 = static_cast<std::int64_t>(blockIdx.x) * kBwdKeys;
     const std::int64_t kw0 = j0 + warp * 16;  // this warp's first key
-    const T* qb = qkv + pair * 3 * HN;
+    const T* kb = qkv + flash_k_at(P, kv);
     const int ntiles = static_cast<int>((P.s - j0 + kBwdRows - 1) / kBwdRows);
-    auto load_rows = [&](int tile, int st) {
-        const std::int64_t i0 = j0 + static_cast<std::int64_t>(tile) * kBwdRows;
-        load_tile<HN>(qdo + 2 * st * kBwdRows * LH, qb, i0, P.s, P.ldq, kBwdRows);
+    const int nsteps = ntiles * static_cast<int>(P.qpg);
+    auto load_rows = [&](int step, int st) {
+        const std::int64_t pair = kv * P.qpg + step / ntiles;
+        const std::int64_t i0 = j0 + static_cast<std::int64_t>(step % ntiles) * kBwdRows;
+        load_tile<HN>(qdo + 2 * st * kBwdRows * LH, qkv + flash_q_at(P, pair), i0, P.s, P.ldq, kBwdRows);
         load_tile<HN>(qdo + (2 * st + 1) * kBwdRows * LH, dout + pair * HN, i0, P.s, P.ldo, kBwdRows);
         for (int e = threadIdx.x; e < kBwdRows; e += blockDim.x) {
             const bool valid = i0 + e < P.s;
@@ -267,8 +273,8 @@ __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, c
             stats[(2 * st + 1) * kBwdRows + e] = valid ? D[pair * P.s + i0 + e] : 0.0f;
         }
     };
-    load_tile<HN>(ks, qb + HN, j0, P.s, P.ldq, kBwdKeys);
-    load_tile<HN>(vs, qb + 2 * HN, j0, P.s, P.ldq, kBwdKeys);
+    load_tile<HN>(ks, kb, j0, P.s, P.ldq, kBwdKeys);
+    load_tile<HN>(vs, kb + HN, j0, P.s, P.ldq, kBwdKeys);
     load_rows(0, 0);
     cp_async_commit();
 
@@ -278,8 +284,8 @@ __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, c
 #pragma unroll
         for (int c = 0; c < 4; ++c) dk[ot][c] = dv[ot][c] = 0.0f;
     const float sl2 = P.scale * kLog2e;
-    for (int it = 0; it < ntiles; ++it) {
-        if (it + 1 < ntiles) {
+    for (int it = 0; it < nsteps; ++it) {
+        if (it + 1 < nsteps) {
             load_rows(it + 1, (it + 1) % 2);
             cp_async_commit();
             cp_async_wait<1>();
@@ -288,7 +294,8 @@ __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, c
         }
         __syncthreads();  // tile `it` landed (and its lse/D stores are visible)
         const int st = it % 2;
-        const std::int64_t i0 = j0 + static_cast<std::int64_t>(it) * kBwdRows;
+        const std::int64_t pair = kv * P.qpg + it / ntiles;
+        const std::int64_t i0 = j0 + static_cast<std::int64_t>(it % ntiles) * kBwdRows;
         const T* qs = qdo + 2 * st * kBwdRows * LH;
         const T* dos = qs + kBwdRows * LH;
         const float* ls = stats + 2 * st * kBwdRows;
@@ -389,11 +396,11 @@ __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, c
     for (int rr = 0; rr < 2; ++rr) {
         const std::int64_t j = kw0 + rr * 8 + g;
         if (j >= P.s) continue;
-        T* krow = dqkv + j * P.ldq + pair * 3 * HN + 2 * t;
+        T* krow = dqkv + j * P.ldq + flash_k_at(P, kv) + 2 * t;
 #pragma unroll
         for (int ot = 0; ot < OT; ++ot) {
-            *reinterpret_cast<std::uint32_t*>(krow + HN + ot * 8) = pack2<T>(dk[ot][2 * rr], dk[ot][2 * rr + 1]);
-            *reinterpret_cast<std::uint32_t*>(krow + 2 * HN + ot * 8) = pack2<T>(dv[ot][2 * rr], dv[ot][2 * rr + 1]);
+            *reinterpret_cast<std::uint32_t*>(krow + ot * 8) = pack2<T>(dk[ot][2 * rr], dk[ot][2 * rr + 1]);
+            *reinterpret_cast<std::uint32_t*>(krow + HN + ot * 8) = pack2<T>(dv[ot][2 * rr], dv[ot][2 * rr + 1]);
         }
     }
 }
@@ -415,7 +422,7 @@ __global__ void flash_dq_store(FlashParams P, const float* dq_acc, T* dqkv) {
         packed.y = pack2<T>(lo.z, lo.w);
         packed.z = pack2<T>(hi.x, hi.y);
         packed.w = pack2<T>(hi.z, hi.w);
-        *reinterpret_cast<uint4*>(dqkv + rp * 3 * HN + c) = packed;
+        *reinterpret_cast<uint4*>(dqkv + rp / P.pairs * P.ldq + flash_q_at(P, rp % P.pairs) + c) = packed;
     }
 }
 
@@ -494,7 +501,7 @@ void flash_backward_sm80(const FlashParams& P, DType dt, const void* qkv, const 
         constexpr std::size_t bytes = bwd_smem<decltype(hn)::value>();
         static const bool once = (allow_smem(kernel, bytes, "attention_backward (flash)"), true);
         (void)once;
-        const dim3 grid(blocks_of(P.s, kBwdKeys), static_cast<unsigned>(P.pairs));
+        const dim3 grid(blocks_of(P.s, kBwdKeys), static_cast<unsigned>(P.pairs / P.qpg));
         kernel<<<grid, kBlockThreads, bytes, stream>>>(P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse,
                                                         D, static_cast<T*>(dqkv), dq_acc);
         constexpr int HN = decltype(hn)::value;

@@ -1,7 +1,10 @@
 // Attention entry points (flash goes to attention_flash.cu) and the plain kernel.
-// Plain causal attention on the GPU: batched cuBLASLt GEMMs over the (batch, head) pairs
-// straight on Megatron's qkv [s, b, np, 3, hn] (pair p's q/k/v rows are 3*hn apart, rows are
-// b*np*3*hn apart: a strided batch, no copies) and a row softmax kernel. Saves the fp32
+// Plain causal attention on the GPU: batched cuBLASLt GEMMs straight on Megatron's grouped
+// qkv [s, b, ng, np/ng + 2, hn]: per query head i of a group, one GEMM batched over the
+// (batch, group) pairs (their q/k/v rows are (np/ng + 2)*hn apart, rows b*ng*(np/ng + 2)*hn
+// apart: a strided batch, no copies, each group's K/V read in place), and a row softmax
+// kernel. A group's dK/dV: head 0's products write it, the next heads' add (beta = 1), in
+// head order. Saves the fp32
 // probabilities [b, np, s, s] as the CPU plain kernel does; dropout masks come from
 // philox(seed, offset + ((pair*s + i)*s + j)), the CPU's indexing, so masks are identical.
 #include <cmath>
@@ -16,12 +19,13 @@ namespace gpt::cuda {
 namespace {
 
 struct Shape {
-    std::int64_t s, b, np, hn, pairs, ldq, ldo;
+    std::int64_t s, b, np, hn, pairs, qpg, kv_pairs, group, ldq, ldo;
     float scale;
 
     explicit Shape(const AttentionArgs& a)
-        : s(a.s), b(a.b), np(a.np), hn(a.hn), pairs(a.b * a.np), ldq(a.b * a.np * 3 * a.hn),
-          ldo(a.b * a.np * a.hn),
+        : s(a.s), b(a.b), np(a.np), hn(a.hn), pairs(a.b * a.np), qpg(a.heads_per_group),
+          kv_pairs(a.b * a.np / a.heads_per_group), group((a.heads_per_group + 2) * a.hn),
+          ldq(kv_pairs * group), ldo(a.b * a.np * a.hn),
           scale(a.softmax_scale != 0.0f ? a.softmax_scale : 1.0f / std::sqrt(static_cast<float>(a.hn))) {}
 };
 
@@ -136,17 +140,20 @@ void CudaBackend::do_attention_forward(const AttentionArgs& a, const void* qkv, 
     const std::size_t esz = dtype_size(a.dtype);
     const char* q = static_cast<const char*>(qkv);
     float* probs = static_cast<float*>(saved);
-    // scores[pair] = scale * q k^T  (fp32, [s, s])
-    GemmArgs g;
-    g.trans_b = true;
-    g.m = sh.s; g.n = sh.s; g.k = sh.hn;
-    g.a = q; g.lda = sh.ldq; g.stride_a = 3 * sh.hn;
-    g.b = q + sh.hn * esz; g.ldb = sh.ldq; g.stride_b = 3 * sh.hn;
-    g.c = probs; g.ldc = sh.s; g.stride_c = sh.s * sh.s;
-    g.alpha = sh.scale;
-    g.dtype = a.dtype; g.c_dtype = DType::F32;
-    g.batch = sh.pairs;
-    gemm(g);
+    const std::int64_t ss = sh.s * sh.s;
+    // scores[pair] = scale * q k^T  (fp32, [s, s]), per head of the groups
+    for (std::int64_t h = 0; h < sh.qpg; ++h) {
+        GemmArgs g;
+        g.trans_b = true;
+        g.m = sh.s; g.n = sh.s; g.k = sh.hn;
+        g.a = q + h * sh.hn * esz; g.lda = sh.ldq; g.stride_a = sh.group;
+        g.b = q + sh.qpg * sh.hn * esz; g.ldb = sh.ldq; g.stride_b = sh.group;
+        g.c = probs + h * ss; g.ldc = sh.s; g.stride_c = sh.qpg * ss;
+        g.alpha = sh.scale;
+        g.dtype = a.dtype; g.c_dtype = DType::F32;
+        g.batch = sh.kv_pairs;
+        gemm(g);
+    }
 
     Scratch pd(*this, static_cast<std::size_t>(sh.pairs * sh.s * sh.s) * esz);
     const std::int64_t rows = sh.pairs * sh.s;
@@ -160,20 +167,22 @@ void CudaBackend::do_attention_forward(const AttentionArgs& a, const void* qkv, 
     GPT_CUDA_LAUNCH_CHECK("attention_forward (softmax)");
 
     // out[pair] = dropout(p) v
-    GemmArgs o;
-    o.m = sh.s; o.n = sh.hn; o.k = sh.s;
-    o.a = pd.get(); o.lda = sh.s; o.stride_a = sh.s * sh.s;
-    o.b = q + 2 * sh.hn * esz; o.ldb = sh.ldq; o.stride_b = 3 * sh.hn;
-    o.c = out; o.ldc = sh.ldo; o.stride_c = sh.hn;
-    o.dtype = a.dtype; o.c_dtype = a.dtype;
-    o.batch = sh.pairs;
-    gemm(o);
+    for (std::int64_t h = 0; h < sh.qpg; ++h) {
+        GemmArgs o;
+        o.m = sh.s; o.n = sh.hn; o.k = sh.s;
+        o.a = static_cast<char*>(pd.get()) + h * ss * esz; o.lda = sh.s; o.stride_a = sh.qpg * ss;
+        o.b = q + (sh.qpg + 1) * sh.hn * esz; o.ldb = sh.ldq; o.stride_b = sh.group;
+        o.c = static_cast<char*>(out) + h * sh.hn * esz; o.ldc = sh.ldo; o.stride_c = sh.qpg * sh.hn;
+        o.dtype = a.dtype; o.c_dtype = a.dtype;
+        o.batch = sh.kv_pairs;
+        gemm(o);
+    }
 }
 
 void CudaBackend::do_attention_backward(const AttentionArgs& a, const void* qkv, const void* out,
                                         const void* saved, const void* dout, void* dqkv) {
     if (a.flash) {
-        Scratch delta(*this, static_cast<std::size_t>(a.b * a.np * a.s) * sizeof(float));
+        Scratch delta(*this, static_cast<std::size_t>(a.b * a.np * a.s) * sizeof(float));  // per query head
         const bool tc = flash_uses_tensor_cores(a, {qkv, out, dout, dqkv});
         Scratch dq(*this, tc ? static_cast<std::size_t>(a.s * a.b * a.np * a.hn) * sizeof(float) : 0);
         flash_backward(a, qkv, out, static_cast<const float*>(saved), dout, dqkv, delta.as<float>(),
@@ -188,17 +197,20 @@ void CudaBackend::do_attention_backward(const AttentionArgs& a, const void* qkv,
     const std::int64_t rows = sh.pairs * sh.s;
     const bool drop = a.dropout > 0.0f;
 
+    const std::int64_t s2 = sh.s * sh.s;
     // dp[pair] = dout v^T (fp32)
     Scratch dp(*this, ss * sizeof(float));
-    GemmArgs g;
-    g.trans_b = true;
-    g.m = sh.s; g.n = sh.s; g.k = sh.hn;
-    g.a = dout; g.lda = sh.ldo; g.stride_a = sh.hn;
-    g.b = q + 2 * sh.hn * esz; g.ldb = sh.ldq; g.stride_b = 3 * sh.hn;
-    g.c = dp.get(); g.ldc = sh.s; g.stride_c = sh.s * sh.s;
-    g.dtype = a.dtype; g.c_dtype = DType::F32;
-    g.batch = sh.pairs;
-    gemm(g);
+    for (std::int64_t h = 0; h < sh.qpg; ++h) {
+        GemmArgs g;
+        g.trans_b = true;
+        g.m = sh.s; g.n = sh.s; g.k = sh.hn;
+        g.a = static_cast<const char*>(dout) + h * sh.hn * esz; g.lda = sh.ldo; g.stride_a = sh.qpg * sh.hn;
+        g.b = q + (sh.qpg + 1) * sh.hn * esz; g.ldb = sh.ldq; g.stride_b = sh.group;
+        g.c = dp.as<float>() + h * s2; g.ldc = sh.s; g.stride_c = sh.qpg * s2;
+        g.dtype = a.dtype; g.c_dtype = DType::F32;
+        g.batch = sh.kv_pairs;
+        gemm(g);
+    }
 
     // ds in the GEMM dtype (in place over dp for fp32), pd = dropout(p) for dV.
     std::unique_ptr<Scratch> ds16;
@@ -217,23 +229,31 @@ void CudaBackend::do_attention_backward(const AttentionArgs& a, const void* qkv,
     });
     GPT_CUDA_LAUNCH_CHECK("attention_backward (softmax)");
 
-    // Three products into dqkv [s, b, np, 3, hn]; each writes its own third of every pair.
-    auto product = [&](bool trans_a, const void* A, const void* B, std::int64_t part, float alpha,
-                       std::int64_t ldb, std::int64_t stride_b) {
+    // Three products per head h into dqkv [s, b, ng, np/ng + 2, hn], batched over the kv
+    // pairs: dq into the head's own part, dk and dv into the group's (part qpg, qpg + 1),
+    // written by head 0 and added to by the others (beta = 1, in head order).
+    auto product = [&](std::int64_t h, bool trans_a, const void* A, const void* B, std::int64_t part,
+                       float alpha, std::int64_t ldb, std::int64_t stride_b, bool accumulate) {
         GemmArgs p;
         p.trans_a = trans_a;
         p.m = sh.s; p.n = sh.hn; p.k = sh.s;
-        p.a = A; p.lda = sh.s; p.stride_a = sh.s * sh.s;
+        p.a = static_cast<const char*>(A) + h * s2 * esz; p.lda = sh.s; p.stride_a = sh.qpg * s2;
         p.b = B; p.ldb = ldb; p.stride_b = stride_b;
-        p.c = dq + part * sh.hn * esz; p.ldc = sh.ldq; p.stride_c = 3 * sh.hn;
+        p.c = dq + part * sh.hn * esz; p.ldc = sh.ldq; p.stride_c = sh.group;
         p.alpha = alpha;
+        p.beta = accumulate ? 1.0f : 0.0f;
         p.dtype = a.dtype; p.c_dtype = a.dtype;
-        p.batch = sh.pairs;
+        p.batch = sh.kv_pairs;
         gemm(p);
     };
-    product(true, pd.get(), dout, 2, 1.0f, sh.ldo, sh.hn);                     // dv = pd^T dout
-    product(false, ds, q + sh.hn * esz, 0, sh.scale, sh.ldq, 3 * sh.hn);       // dq = s*ds k
-    product(true, ds, q, 1, sh.scale, sh.ldq, 3 * sh.hn);                      // dk = s*ds^T q
+    for (std::int64_t h = 0; h < sh.qpg; ++h) {
+        const char* dout_h = static_cast<const char*>(dout) + h * sh.hn * esz;
+        const char* q_h = q + h * sh.hn * esz;
+        const std::int64_t kpart = sh.qpg;
+        product(h, true, pd.get(), dout_h, kpart + 1, 1.0f, sh.ldo, sh.qpg * sh.hn, h > 0);  // dv += pd^T dout
+        product(h, false, ds, q + kpart * sh.hn * esz, h, sh.scale, sh.ldq, sh.group, false);  // dq = s*ds k
+        product(h, true, ds, q_h, kpart, sh.scale, sh.ldq, sh.group, h > 0);                   // dk += s*ds^T q
+    }
 }
 
 }  // namespace gpt::cuda

@@ -113,6 +113,24 @@ __global__ void qkv_expand_bwd_kernel(const T* dqkv, T* dgrouped, ExpandShape sh
     }
 }
 
+// keep_groups: the grouped layout in and out, queries and keys rotated by sign (+1 forward,
+// -1 backward: the transpose), values copied. A block per token row (grid-stride).
+template <typename T>
+__global__ void qkv_rope_kernel(const T* in, T* out, ExpandShape sh, float sign,
+                                const __grid_constant__ RopeParams rp) {
+    const int hn = sh.hn, qpg = sh.qpg;
+    const int row = sh.groups * (qpg + 2) * hn;
+    for (std::int64_t r = blockIdx.x; r < sh.rows; r += gridDim.x) {
+        const std::int64_t pos = r / sh.b;
+        for (int e = threadIdx.x; e < row; e += blockDim.x) {
+            const int j = (e / hn) % (qpg + 2), d = e % hn;
+            const T* v = in + r * row + (e - d);
+            auto at = [v](int k) { return ldf(v + k); };
+            stf(out + r * row + e, j == qpg + 1 ? at(d) : rotate(rp, d, pos, sign, at));
+        }
+    }
+}
+
 RopeParams rope_params(const QkvExpandArgs& a) {
     GPT_REQUIRE(a.rotary_dim <= 2 * kMaxPairs, UsageError, "qkv_expand: the CUDA backend rotates at most ",
                 2 * kMaxPairs, " dimensions per head (rotary_dim ", a.rotary_dim, ")");
@@ -148,8 +166,12 @@ void CudaBackend::do_qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_
     const RopeParams rp = rope_params(a);
     dispatch(a.dtype, [&](auto tag) {
         using T = decltype(tag);
-        qkv_expand_fwd_kernel<T><<<token_grid(sh.rows), kThreads, 0, cuda_stream(stream())>>>(
-            static_cast<const T*>(qkv_grouped), static_cast<T*>(qkv), sh, rp);
+        if (a.keep_groups)
+            qkv_rope_kernel<T><<<token_grid(sh.rows), kThreads, 0, cuda_stream(stream())>>>(
+                static_cast<const T*>(qkv_grouped), static_cast<T*>(qkv), sh, 1.0f, rp);
+        else
+            qkv_expand_fwd_kernel<T><<<token_grid(sh.rows), kThreads, 0, cuda_stream(stream())>>>(
+                static_cast<const T*>(qkv_grouped), static_cast<T*>(qkv), sh, rp);
     });
     GPT_CUDA_LAUNCH_CHECK("qkv_expand_forward");
 }
@@ -159,8 +181,12 @@ void CudaBackend::do_qkv_expand_backward(const QkvExpandArgs& a, const void* dqk
     const RopeParams rp = rope_params(a);
     dispatch(a.dtype, [&](auto tag) {
         using T = decltype(tag);
-        qkv_expand_bwd_kernel<T><<<token_grid(sh.rows), kThreads, 0, cuda_stream(stream())>>>(
-            static_cast<const T*>(dqkv), static_cast<T*>(dqkv_grouped), sh, rp);
+        if (a.keep_groups)
+            qkv_rope_kernel<T><<<token_grid(sh.rows), kThreads, 0, cuda_stream(stream())>>>(
+                static_cast<const T*>(dqkv), static_cast<T*>(dqkv_grouped), sh, -1.0f, rp);
+        else
+            qkv_expand_bwd_kernel<T><<<token_grid(sh.rows), kThreads, 0, cuda_stream(stream())>>>(
+                static_cast<const T*>(dqkv), static_cast<T*>(dqkv_grouped), sh, rp);
     });
     GPT_CUDA_LAUNCH_CHECK("qkv_expand_backward");
 }
