@@ -10,7 +10,9 @@
 #            `mpirun -np 4` inside the allocation (Hydra starts its proxies through Slurm):
 #            losses equal the 1-rank run
 #   phase 3  the TP 2 x PP 2 checkpoint (written from both nodes) resumed as TP 1 x PP 2 x DP 2
-#            with the ranks dealt cyclically over the nodes (rank 0 node-a, rank 1 node-b, ...)
+#            with the node order reversed and the ranks dealt cyclically (rank 0 node-b, rank 1
+#            node-a, ...: SLURM_HOSTFILE, --distribution=arbitrary): iterations 4-5 equal the
+#            1-rank straight run's
 #   phase 4  USR1 -> checkpoint -> requeue -> resume across two nodes; then node-b's link cut
 #            mid-run: the watchdog (GPT_DISTRIBUTED_TIMEOUT_SECONDS=5) ends the ranks with exit
 #            3 and its line naming the wait, before Slurm's node-failure path (SlurmdTimeout
@@ -126,11 +128,12 @@ log_has() { grep -qE -- "$2" "$1" || fail "$(basename "$1") lacks /$2/"; }
 # rank_line RUN RANK: the communication-bytes line of that rank's log (--log-dir of the job)
 rank_line() { grep -h "communication bytes of this run on rank $2 " "$work"/runs/"$1"/logs/*/rank-"$2".log | tail -1; }
 losses() { sed -nE 's/^\{"iteration": ([0-9]+), "lm_loss": ([^,]+),.*/\1 \2/p' "$1"; }
-# same_losses A B WHAT: every iteration's lm loss agrees to 1e-5 relative, the bound the
+# same_losses A B WHAT [FROM TO]: every iteration's lm loss (of A's iterations FROM..TO, all
+# when not given) agrees to 1e-5 relative, the bound the
 # project's in-process layout tests use (tests/train/parallel_match.hpp): fp32 sums in a
 # different order over a few thousand terms, a few iterations of Adam.
 same_losses() {
-  local a b; a=$(losses "$1"); b=$(losses "$2")
+  local a b; a=$(losses "$1" | awk -v f="${4:-0}" -v t="${5:-1e18}" '$1 >= f && $1 <= t'); b=$(losses "$2")
   [ -n "$a" ] && [ "$(echo "$a" | wc -l)" = "$(echo "$b" | wc -l)" ] || fail "$3: iterations differ: [$a] vs [$b]"
   paste <(echo "$a") <(echo "$b") | awk -v what="$3" '{ d = $2 - $4; if (d < 0) d = -d; r = $2 < 0 ? -$2 : $2
       if ($1 != $3 || d > 1e-5 * r) { printf "%s: iteration %s lm loss %s, 1-rank run %s\n", what, $1, $4, $2; bad = 1 } }
@@ -194,13 +197,15 @@ fi
 # ==== phase 2: gpt-tiny on 2 nodes x 2 ranks in three layouts, against the 1-rank run =========
 tiny=(--num-layers 2 --hidden-size 64 --num-attention-heads 2 --seq-length 64 --max-position-embeddings 64
       --micro-batch-size 2 --global-batch-size 4 --lr 3e-3 --lr-warmup-iters 1 --log-interval 1
-      --eval-iters 0 "${data[@]}")
+      --eval-iters 0 "${data[@]}"
+      --lr-decay-iters 5)  # one schedule: a 3-iteration run is the first 3 of the 5-iteration
+                           # 1-rank run, which phase 3's resume (iterations 4-5) follows
 if want 2 || want 3; then
 # The padded vocabulary is a multiple of 128 x TP (Megatron): the 1-rank run pads to 256
 # like the TP 2 runs, so both initialise and normalise over the same 50432 logits.
 say "phase 2: gpt-tiny 1 rank (reference) and 2 nodes x 2 ranks: TP2xDP2, TP2xPP2, TP2xDP2 + distributed optimizer"
 submit gpt-tiny-cpu.sbatch ref --nodes=1 --ntasks=1 -- CHECKPOINTS=0 \
-  EXTRA_ARGS="--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --make-vocab-size-divisible-by 256 ${tiny[*]} --train-iters 3 --metrics-file $work/runs/ref/metrics.jsonl"
+  EXTRA_ARGS="--tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 --make-vocab-size-divisible-by 256 ${tiny[*]} --train-iters 5 --metrics-file $work/runs/ref/metrics.jsonl"
 ref_id=$id
 declare -A layout=([tp2dp2]="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1"
                    [tp2pp2]="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --save-interval 3"
@@ -220,28 +225,39 @@ expect_done "$ref_id" 300 COMPLETED 0:0
 for l in tp2dp2 tp2pp2 distopt mpirun; do
   expect_done "${lid[$l]}" 300 COMPLETED 0:0
   log_has "$work/runs/$l/slurm-${lid[$l]}.out" "on node-a,node-b:"
-  same_losses "$work/runs/ref/metrics.jsonl" "$work/runs/$l/metrics.jsonl" "$l"
+  same_losses "$work/runs/ref/metrics.jsonl" "$work/runs/$l/metrics.jsonl" "$l" 1 3
   # rank 0 and 1 share node-a, 2 and 3 node-b: TP pairs inside, DP/PP pairs across.
   [ "$(rank_line "$l" 1 | grep -o 'host [^)]*')" = "host node-a" ] && [ "$(rank_line "$l" 2 | grep -o 'host [^)]*')" = "host node-b" ] \
     || fail "$l: ranks 1/2 not on node-a/node-b"
 done
 log_has "$work/runs/mpirun/slurm-${lid[mpirun]}.out" "launcher mpirun"
-say "phase 2 ok: losses of TP2xDP2, TP2xPP2, DistOpt, TP2xDP2 by mpirun on 2 nodes equal the 1-rank run: $(losses "$work/runs/ref/metrics.jsonl" | tr '\n' ' ')"
+say "phase 2 ok: losses of TP2xDP2, TP2xPP2, DistOpt, TP2xDP2 by mpirun on 2 nodes equal the 1-rank run: $(losses "$work/runs/ref/metrics.jsonl" | head -3 | tr '\n' ' ')"
 
 fi
 
-# ==== phase 3: resume the two-node checkpoint, other layout, ranks dealt cyclically ============
+# ==== phase 3: resume the two-node checkpoint, other layout, node order reversed =============
+# tp2pp2 wrote stage 0 from node-a and stage 1 from node-b. Here rank 0 (stage 0, the first TP
+# group) runs on node-b: srun inherits the job's --distribution=arbitrary (SLURM_DISTRIBUTION)
+# and places task i on line i of SLURM_HOSTFILE, node-b first and the nodes alternating, so
+# each DP pair spans the nodes and each node reads the other's files.
 if want 3; then
-say "phase 3: resume tp2pp2's checkpoint (iteration 3) as TP1 x PP2 x DP2, --distribution=cyclic"
+say "phase 3: resume tp2pp2's checkpoint (iteration 3) as TP1 x PP2 x DP2, ranks on node-b,node-a,node-b,node-a"
 mkdir -p "$work/runs/resume/checkpoints"
 cp -r "$work/runs/tp2pp2/checkpoints/." "$work/runs/resume/checkpoints/"
-submit gpt-tiny-cpu.sbatch resume --nodes=2 --ntasks-per-node=2 --distribution=cyclic -- NO_REQUEUE=1 \
-  EXTRA_ARGS="--tensor-model-parallel-size 1 --pipeline-model-parallel-size 2 --make-vocab-size-divisible-by 256 ${tiny[*]} --train-iters 5"
+printf '%s\n' node-b node-a node-b node-a > "$work/runs/resume/hostfile"
+submit gpt-tiny-cpu.sbatch resume --nodes=2 --ntasks-per-node=2 --distribution=arbitrary -- NO_REQUEUE=1 \
+  SLURM_HOSTFILE="$work/runs/resume/hostfile" \
+  EXTRA_ARGS="--tensor-model-parallel-size 1 --pipeline-model-parallel-size 2 --make-vocab-size-divisible-by 256 ${tiny[*]} --train-iters 5 --metrics-file $work/runs/resume/metrics.jsonl"
 expect_done "$id" 300 COMPLETED 0:0
 log_has "$log" "loaded checkpoint.* at iteration 3"
-log_has "$log" "iteration +4/ +5 "
-[ "$(rank_line resume 1 | grep -o 'host [^)]*')" = "host node-b" ] || fail "resume: rank 1 is not on node-b (cyclic)"
-say "phase 3 ok: job $id loaded iteration 3 written by TP2xPP2 on node-a,node-b, trained to 5 as TP1xPP2xDP2 cyclic"
+# Where each rank ran, from its own line in the job's logs (the host it reports).
+for r in 0 1 2 3; do
+  want_host=node-b; ((r % 2)) && want_host=node-a
+  got=$(rank_line resume $r | sed -nE 's/.*\(host ([^)]*)\).*/\1/p')
+  [ "$got" = "$want_host" ] || fail "resume: rank $r ran on '${got:-?}', not $want_host (hostfile node-b,node-a,node-b,node-a)"
+done
+same_losses "$work/runs/ref/metrics.jsonl" "$work/runs/resume/metrics.jsonl" "resume on node-b first" 4 5
+say "phase 3 ok: job $id loaded iteration 3 written by TP2xPP2 (stage 0 on node-a), trained 4-5 as TP1xPP2xDP2 with rank 0 on node-b: $(losses "$work/runs/resume/metrics.jsonl" | tr '\n' ' ')"
 fi
 
 # ==== phase 4a: USR1 -> checkpoint -> requeue -> resume, across two nodes =====================
@@ -335,7 +351,7 @@ submit gpt-tiny-cpu.sbatch net --nodes=2 --ntasks-per-node=2 -- CHECKPOINTS=0 \
   EXTRA_ARGS="--tensor-model-parallel-size 1 --pipeline-model-parallel-size 2 --make-vocab-size-divisible-by 256 ${tiny[*]} --train-iters 3 --metrics-file $work/runs/net/metrics.jsonl"
 expect_done "$id" 300 COMPLETED 0:0
 tx=$(( $(tx_a) - tx0 ))
-want 2 && same_losses "$work/runs/ref/metrics.jsonl" "$work/runs/net/metrics.jsonl" "PP2 x DP2 over TCP"
+want 2 && same_losses "$work/runs/ref/metrics.jsonl" "$work/runs/net/metrics.jsonl" "PP2 x DP2 over TCP" 1 3
 # Ranks 0 and 1 (node-a) send their activations and their half of the embedding all-reduce
 # to node-b.
 sent=0
