@@ -25,9 +25,9 @@ inline ModelConfig inference_config(const std::string& arch) {
     if (arch == "gpt") return c;
     c.num_attention_heads = 4;
     c.ffn_hidden_size = 24;
-    c.position_embedding_type = "rope";
+    c.position_embedding_type = PositionEmbeddingType::Rope;
     c.rotary_base = 100.0;
-    c.normalization = "RMSNorm";
+    c.normalization = Normalization::RMSNorm;
     c.swiglu = true;
     c.group_query_attention = true;
     c.num_query_groups = 2;
