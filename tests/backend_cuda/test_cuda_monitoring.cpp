@@ -12,6 +12,9 @@
 
 #include "core/device_info.hpp"
 #include "test_env.hpp"
+#include "backend/backend.hpp"
+#include "dist/process_groups.hpp"
+#include "train/trainer.hpp"
 #include "trainer_test_util.hpp"
 #ifdef GPT_CUDA_EMU
 #include "gpt_emu/profiler_log.hpp"
@@ -36,6 +39,7 @@ TEST(CudaMonitoring, NvtxRangesBalanceAndTheProfilerWindowIsExact) {
     cfg.model.hidden_size = 64;
     cfg.model.num_attention_heads = 2;
     cfg.training.train_iters = 4;
+    cfg.optimizer.lr_warmup_iters = 1;
     cfg.parallel.distributed_backend = DistributedBackend::Mpi;
     cfg.monitor.profile = true;
     cfg.monitor.profile_step_start = 1;
@@ -43,10 +47,11 @@ TEST(CudaMonitoring, NvtxRangesBalanceAndTheProfilerWindowIsExact) {
     cfg.monitor.profile_ranks = {1};
     cfg.monitor.timing_log_level = 2;
     cfg.logging.log_interval = 1000;
+    // Trainer::train, not test::train_run: the profiler window is the training loop's.
     dist::ProcessGroups groups(MPI_COMM_WORLD, 1, 1);
-    auto be = make_backend("cuda", 0);
-    test::WalkSource src(cfg.model.vocab_size, cfg.model.seq_length, cfg.training.micro_batch_size,
-                         groups.coords().dp, groups.grid().dp_size());
+    auto be = make_backend("cuda", groups.local_rank());
+    test::WalkSource src(static_cast<int>(cfg.model.vocab_size), cfg.model.seq_length,
+                         cfg.training.micro_batch_size, groups.coords().dp, groups.grid().dp_size());
     gpt_emu::clear_profiler_calls();
     {
         Trainer tr(cfg, groups, *be);
