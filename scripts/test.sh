@@ -28,7 +28,8 @@ fi
 #   fuzz: an AddressSanitizer + UndefinedBehaviorSanitizer build (+ libFuzzer coverage) of
 #         the fuzz targets replays their corpora and the plain tests of their findings, and
 #         runs each target for GPT_FUZZ_SECONDS (10);
-#   ci (the default without ctest arguments): also ThreadSanitizer on the preprocess
+#   ci (the default without ctest arguments): also the readers' unit tests (config, tokenizer,
+#         .idx/.bin) under ASan+UBSan, and ThreadSanitizer on the preprocess
 #         workers and the checkpoint checksum worker (about 3 minutes of cold build on 2 cores);
 #   all: also the single-process tests of the readers, kernels, model and optimizer under
 #         ASan+UBSan, and the CPU backend's OpenMP loops with 2 threads under ThreadSanitizer;
@@ -48,11 +49,17 @@ if [ "$SANITIZE" != 0 ]; then
   cmake -S . -B "$ASAN_DIR" -DGPT_FUZZ_SECONDS="${GPT_FUZZ_SECONDS:-10}" >/dev/null
   ASAN_TARGETS=(gpt_fuzz_targets test_fuzz_findings)
   ASAN_TESTS='test_fuzz_findings|fuzz_replay_.*'
+  if [ "$SANITIZE" = ci ] || [ "$SANITIZE" = all ]; then
+    # The readers' unit tests (config and flags, tokenizer, .idx/.bin) reuse the libraries
+    # the fuzz targets already built: a CPU-test subset under ASan+UBSan for little time.
+    ASAN_TARGETS+=(test_config test_data_tokenizer test_data_indexed)
+    ASAN_TESTS+='|test_config|test_data_(tokenizer|indexed)'
+  fi
   if [ "$SANITIZE" = all ]; then
-    ASAN_TARGETS+=(test_core test_config test_data_tokenizer test_data_indexed test_data_preprocess
+    ASAN_TARGETS+=(test_core test_data_preprocess
                    test_data_gpt_dataset test_ckpt_selection test_ckpt_roundtrip
                    test_backend test_model test_optim)
-    ASAN_TESTS+='|test_core|test_config|test_data_(tokenizer|indexed|preprocess)|test_data_gpt_dataset\.np1'
+    ASAN_TESTS+='|test_core|test_data_preprocess|test_data_gpt_dataset\.np1'
     ASAN_TESTS+='|test_ckpt_selection|test_ckpt_roundtrip\.np1|test_backend|test_model\.np1|test_optim'
   fi
   cmake --build "$ASAN_DIR" -j "$(nproc)" --target "${ASAN_TARGETS[@]}"
