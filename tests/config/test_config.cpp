@@ -199,3 +199,24 @@ TEST(ConfigFormat, UsageListsEveryFlag) {
     for (const auto& n : option_names())
         if (n != "help" && n != "config") EXPECT_NE(u.find("--" + n), std::string::npos) << n;
 }
+
+// fuzz_config found it: Boost's what() replaces a placeholder until none is left, so a value
+// holding its own placeholder ("%value%") looped forever. The message is built in one pass.
+TEST(ConfigErrors, AValueHoldingAPlaceholderIsReportedNotLoopedOn) {
+    const auto message = [](const std::vector<std::string>& args) {
+        try {
+            parse_args(args);
+        } catch (const UsageError& e) {
+            return std::string(e.what());
+        }
+        return std::string("(accepted)");
+    };
+    const std::string cli = message({"--tensor-model-parallel-size", "0%value%'c"});
+    EXPECT_NE(cli.find("0%value%'c"), std::string::npos) << cli;
+    EXPECT_NE(cli.find("--tensor-model-parallel-size"), std::string::npos) << cli;
+    const std::string path = test::scratch_dir("placeholder_value") + "/bad.ini";
+    std::ofstream(path) << "tensor-model-parallel-size = 2%canonical_option%%value%\n";
+    const std::string ini = message({"--config", path});
+    EXPECT_NE(ini.find("2%canonical_option%%value%"), std::string::npos) << ini;
+    EXPECT_NE(ini.find("tensor-model-parallel-size"), std::string::npos) << ini;
+}
