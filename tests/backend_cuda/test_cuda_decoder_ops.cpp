@@ -191,6 +191,20 @@ struct ExpandCase {
     bool interleaved;
 };
 
+QkvExpandArgs expand_args(const ExpandCase& k, DType t) {
+    QkvExpandArgs a;
+    a.s = k.s;
+    a.b = k.b;
+    a.groups = k.groups;
+    a.heads_per_group = k.qpg;
+    a.hn = k.hn;
+    a.rotary_dim = k.rotary_dim;
+    a.rotary_base = 10000.0f;
+    a.rotary_interleaved = k.interleaved;
+    a.dtype = t;
+    return a;
+}
+
 // Exact rotation of elements (d, partner) of a vector with magnitudes m (for bounds).
 struct Rot {
     double val, bound;
@@ -226,16 +240,7 @@ TEST_F(CudaDecoderOps, QkvExpandWithRope) {
                                 {40, 1, 1, 2, 128, 128, false}};  // long positions, hn 128
     for (DType t : kAllTypes)
         for (const ExpandCase& k : cases) {
-            QkvExpandArgs a;
-            a.s = k.s;
-            a.b = k.b;
-            a.groups = k.groups;
-            a.heads_per_group = k.qpg;
-            a.hn = k.hn;
-            a.rotary_dim = k.rotary_dim;
-            a.rotary_base = 10000.0f;
-            a.rotary_interleaved = k.interleaved;
-            a.dtype = t;
+            QkvExpandArgs a = expand_args(k, t);
             SCOPED_TRACE(dname(t) + " s=" + std::to_string(k.s) + " b=" + std::to_string(k.b) + " groups=" +
                          std::to_string(k.groups) + " qpg=" + std::to_string(k.qpg) + " hn=" + std::to_string(k.hn) +
                          " rot=" + std::to_string(k.rotary_dim) + (k.interleaved ? " interleaved" : ""));
@@ -303,15 +308,7 @@ TEST_F(CudaDecoderOps, QkvRopeKeepsGroups) {
     const ExpandCase cases[] = {{7, 3, 2, 3, 64, 64, false}, {4, 2, 1, 4, 16, 8, false}, {6, 1, 2, 2, 32, 32, true}};
     for (DType t : kAllTypes)
         for (const ExpandCase& k : cases) {
-            QkvExpandArgs a;
-            a.s = k.s;
-            a.b = k.b;
-            a.groups = k.groups;
-            a.heads_per_group = k.qpg;
-            a.hn = k.hn;
-            a.rotary_dim = k.rotary_dim;
-            a.rotary_interleaved = k.interleaved;
-            a.dtype = t;
+            QkvExpandArgs a = expand_args(k, t);
             a.keep_groups = true;
             SCOPED_TRACE(dname(t) + " groups=" + std::to_string(k.groups) + " qpg=" + std::to_string(k.qpg) +
                          " rot=" + std::to_string(k.rotary_dim));
