@@ -34,6 +34,13 @@ struct WriterOptions {
     bool background = false;
 };
 
+// Where this rank's bytes went so far (for tests and bench/checkpoint): written with
+// O_DIRECT, through the page cache, and received from other ranks by the strided exchange
+// (StridedExchange) to be written here. Background writes count once finish_commit() ran.
+struct WriteStats {
+    std::uint64_t direct_bytes = 0, buffered_bytes = 0, exchanged_bytes = 0;
+};
+
 struct CommitResult {
     std::string path;                  // DIR/iter_NNNNNNN
     std::vector<std::int64_t> removed; // iterations deleted by keep_last
@@ -86,6 +93,8 @@ public:
     std::int64_t iteration() const;
 
     const std::string& temp_file() const;
+    // Where this rank's bytes went so far (WriteStats).
+    WriteStats stats() const;
 
 private:
     struct Impl;

@@ -13,6 +13,7 @@ const char* phase_name(Phase p) {
         case Phase::SaveMetadata: return "metadata";
         case Phase::SavePublish: return "publish";
         case Phase::SaveCollective: return "collective";
+        case Phase::SaveExchange: return "exchange";
         case Phase::LoadOpen: return "open";
         case Phase::LoadRead: return "read";
         case Phase::LoadVerify: return "verify";

@@ -26,6 +26,7 @@ enum class Phase {
     SaveMetadata,   // manifest, attributes, H5Fclose (HDF5 metadata, collective)
     SavePublish,    // rename, tracker, retention
     SaveCollective, // collective-I/O tensors through HDF5 (checksum included)
+    SaveExchange,   // strided tensors' two-phase exchange into domains (StridedExchange)
     // load
     LoadOpen,       // H5Fopen, manifest, structure and attribute checks (collective)
     LoadRead,       // pread of the pieces (or H5Dread where the pread path does not apply)
