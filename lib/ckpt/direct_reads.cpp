@@ -31,16 +31,23 @@ static_assert(kReadBytes <= AlignedWrites::kPieceBytes);
 constexpr std::size_t kSmallRun = std::size_t(256) << 10;
 // The gap a window may swallow. Each rank reads its own windows with O_DIRECT, the other
 // ranks' rows in the gaps included, rather than one rank per node reading each window for
-// all (through the page cache or a node-shared buffer):
-//  - through the page cache, the node's ranks share the gap bytes, but every page is a fresh
-//    page-cache page at host-fault speed (0.4 GB/s here) against the disk's 5 GB/s: a rank
-//    reading TP times its own bytes with O_DIRECT is still faster for TP < ~12;
-//  - one reader per node into a shared buffer reads each byte once, but makes the ranks of a
-//    node wait for each other per window (the load is otherwise independent per rank) and
-//    needs MPI shared memory in this MPI-free layer.
-// 256 KiB: splitting a window at a gap costs one more request (about 100 us of latency at
-// two in flight), the time the disk reads ~256 KiB in; smaller gaps are cheaper to read.
-// Measured at 2 ranks (ckpt_bench DIR 2 512, row slices of 512 B): see the report of #21.
+// all (through the page cache or a node-shared buffer). With T ranks splitting a tensor's
+// rows, a window of W bytes holds W/T of this rank's:
+//  - shared through the page cache, the node reads W once, but into W of fresh page-cache
+//    pages at host-fault speed (0.4 GB/s here, measured one thread at a time);
+//  - per rank with O_DIRECT, the node's disk reads T*W at its speed (5 GB/s here, dd).
+//    That is faster while T*W/5 < W/0.4, i.e. T < ~12, if the host serves the faults of
+//    the node's ranks one at a time; if it served them all in parallel, T < ~3.5;
+//  - one reader per node into a node-shared buffer would read W once at the disk's speed,
+//    but needs MPI shared memory in this MPI-free layer and makes the ranks of a node wait
+//    for each other per window (the load is otherwise independent per rank): not done.
+// 256 KiB reads in ~50 us at 5 GB/s, about one request's latency: smaller gaps are cheaper
+// to read than to skip.
+// Not settled by measurement yet: at 2 ranks (ckpt_bench DIR 2 512: 44 MB per rank, row
+// slices of 512 B and 2 KiB) on 2 cores loaded by builds (load average 5-6), the read phase
+// took 0.09-0.25 s this way and 0.03-0.05 s with buffered windows (4 runs each), at a size
+// where thread hand-offs, not bytes, dominate; bench/checkpoint/run.sh at 2 ranks on an idle
+// machine decides.
 constexpr std::uint64_t kMaxGap = std::uint64_t(256) << 10;
 // A run as a flat byte range of a 1-D "tensor" for the checksum worker.
 const Shape kBytes{std::numeric_limits<std::int64_t>::max()};
