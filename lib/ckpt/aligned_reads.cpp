@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <system_error>
@@ -13,25 +14,36 @@
 namespace gpt::ckpt {
 
 namespace {
+std::atomic<bool> g_refuse_direct{false};
+
 // Reads up to `bytes` at offset (fewer only at the end of the file); 0 or the errno.
-int pread_all(int fd, unsigned char* p, std::size_t bytes, std::uint64_t offset, std::size_t* got) {
+// direct: a count that is not a whole number of pages is the end of the file (the next
+// pread would be at an unaligned offset, which O_DIRECT may refuse).
+int pread_all(int fd, unsigned char* p, std::size_t bytes, std::uint64_t offset, std::size_t* got, bool direct) {
     std::size_t done = 0;
     while (done < bytes) {
+        if (direct && g_refuse_direct.load(std::memory_order_relaxed)) return EINVAL;
         const ssize_t k = ::pread(fd, p + done, bytes - done, static_cast<off_t>(offset + done));
         if (k < 0 && errno == EINTR) continue;
         if (k < 0) return errno;
         if (k == 0) break;
         done += static_cast<std::size_t>(k);
+        if (direct && done % AlignedReads::kAlign != 0) break;
     }
     *got = done;
     return 0;
 }
 }  // namespace
 
+void AlignedReads::refuse_direct_reads_for_testing(bool refuse) { g_refuse_direct = refuse; }
+
 AlignedReads::AlignedReads(int fd_direct, int fd_buffered, std::string file, std::vector<Request> requests)
     : fd_direct_(fd_direct), fd_buffered_(fd_buffered), file_(std::move(file)), requests_(std::move(requests)),
-      slots_(requests_.size()) {
+      slots_(requests_.size()), direct_ok_(fd_direct >= 0) {
     if (requests_.empty()) return;
+    for (const Request& r : requests_)
+        GPT_REQUIRE(r.offset % kAlign == 0 && r.bytes % kAlign == 0 && r.bytes <= AlignedWrites::kPieceBytes,
+                    InternalError, "unaligned direct read of ", r.bytes, " bytes at offset ", r.offset, " of ", file_);
     for (int i = 0; i < AlignedWrites::kBuffers; ++i) {
         owned_.push_back(take_bounce_buffer());
         free_.push_back(owned_.back());
@@ -61,14 +73,14 @@ void AlignedReads::loop(std::stop_token stop) {
         lock.unlock();
         const Request& r = requests_[i];
         std::size_t got = 0;
-        int err = direct ? pread_all(fd_direct_, buf, r.bytes, r.offset, &got) : EINVAL;
+        int err = direct ? pread_all(fd_direct_, buf, r.bytes, r.offset, &got, true) : EINVAL;
         if (direct && err == EINVAL) {
             lock.lock();
             direct_ok_ = false;  // the file system wants another alignment: buffered from now on
             lock.unlock();
             direct = false;
         }
-        if (!direct) err = pread_all(fd_buffered_, buf, r.bytes, r.offset, &got);
+        if (!direct) err = pread_all(fd_buffered_, buf, r.bytes, r.offset, &got, false);
         lock.lock();
         if (direct && err == 0) direct_bytes_ += got;
         slots_[i] = {buf, got, err, true};

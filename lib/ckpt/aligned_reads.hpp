@@ -30,9 +30,10 @@ public:
         std::uint64_t offset;  // multiple of kAlign
         std::size_t bytes;     // multiple of kAlign, at most AlignedWrites::kPieceBytes
     };
-    // Starts reading `requests` in order. fd_direct: the file with O_DIRECT; fd_buffered:
-    // without, used once a direct read is refused (EINVAL). Both owned by the caller, open
-    // until the destructor returns.
+    // Starts reading `requests` in order. fd_direct: the file with O_DIRECT (-1: none, the
+    // open was refused or direct I/O is off); fd_buffered: without, used for every request
+    // once a direct read is refused (EINVAL: the file system has no direct I/O or wants
+    // another alignment). Both owned by the caller, open until the destructor returns.
     AlignedReads(int fd_direct, int fd_buffered, std::string file, std::vector<Request> requests);
     ~AlignedReads();  // stops the reads ahead and waits for those in progress
     AlignedReads(const AlignedReads&) = delete;
@@ -45,6 +46,10 @@ public:
     void release(std::size_t i);
 
     std::uint64_t direct_bytes() const { return direct_bytes_; }
+
+    // For tests: while set, every direct read of the process fails with EINVAL, as on a file
+    // system that opens with O_DIRECT but refuses the reads (the buffered fallback's case).
+    static void refuse_direct_reads_for_testing(bool refuse);
 
 private:
     struct Slot {

@@ -26,7 +26,6 @@ struct CheckpointReader::Impl {
     int rank = 0, size = 1;
     std::string path;
     ReaderOptions opts;
-    bool strided_collective = true;  // Auto: collective I/O for strided tensors
     h5::Handle file, dxpl_collective, dxpl_independent;
     std::vector<ManifestEntry> manifest;
     std::map<std::string, std::size_t> index;  // name -> manifest position
@@ -213,13 +212,16 @@ std::string mismatch_text(const std::string& name, std::uint64_t stored, std::ui
 }  // namespace
 
 void CheckpointReader::Impl::verify_entries(const std::vector<std::size_t>& which) {
-    // Each rank reads an equal flat share of every dataset, in chunks, and checksums it;
-    // the partial sums add up to each dataset's checksum (see checksum.hpp).
+    // Each rank reads an equal flat share of every dataset (elements [n*rank/size,
+    // n*(rank+1)/size): disjoint, together the whole) and checksums it; the partial sums add
+    // up to each dataset's checksum (see checksum.hpp). Together with the attributes'
+    // checksum (checked at open) this covers everything the save wrote.
     std::vector<std::uint64_t> partial(which.size(), 0);
     std::vector<unsigned char> buf;
-    // Contiguous datasets: pread through a ring of buffers, summed by the worker meanwhile.
-    ChecksumWorker worker(Phase::LoadVerify);
+    // Contiguous datasets: every rank's shares in one sweep over the file, whole pages with
+    // O_DIRECT, summed straight out of the bounce buffers (DirectReads).
     DirectReads direct(path, opts.readahead_bytes);
+    std::vector<std::size_t> through_hdf5;
     for (std::size_t k = 0; k < which.size(); ++k) {
         const ManifestEntry& e = manifest[which[k]];
         const std::int64_t n = num_elements(e.shape);
@@ -227,11 +229,27 @@ void CheckpointReader::Impl::verify_entries(const std::vector<std::size_t>& whic
         const std::int64_t lo = n * rank / size, hi = n * (rank + 1) / size;
         if (opts.direct_reads && offsets[which[k]] != kNoOffset) {
             const std::uint64_t a = static_cast<std::uint64_t>(lo) * esize, b = static_cast<std::uint64_t>(hi) * esize;
-            direct.checksum_range(e.name, offsets[which[k]] + a, a, b - a, &partial[k], worker);
-            continue;
+            direct.add(k, &e.name, offsets[which[k]] + a, a, nullptr, static_cast<std::size_t>(b - a));
+        } else {
+            through_hdf5.push_back(k);
         }
-        // HDF5 reads: the same number of rounds on every rank (the dataset opens in
-        // read_raw are collective metadata operations).
+    }
+    // A rank whose reads fail (a truncated file) still takes part in the collective steps
+    // below, then every rank throws together.
+    std::exception_ptr direct_error;
+    try {
+        direct.run(&partial, nullptr);
+    } catch (...) {
+        direct_error = std::current_exception();
+    }
+    // The rest (ReaderOptions::direct_reads off, or no contiguous allocation: empty datasets
+    // and files with a user block) through HDF5, the same number of rounds on every rank
+    // (the dataset opens in read_raw are collective metadata operations).
+    for (std::size_t k : through_hdf5) {
+        const ManifestEntry& e = manifest[which[k]];
+        const std::int64_t n = num_elements(e.shape);
+        const std::size_t esize = h5::stored_size(e.type);
+        const std::int64_t lo = n * rank / size, hi = n * (rank + 1) / size;
         const std::int64_t per_rank_max = (n + size - 1) / size;
         const std::int64_t chunk = std::max<std::int64_t>(1, static_cast<std::int64_t>(opts.verify_chunk_bytes / esize));
         const std::int64_t rounds = (per_rank_max + chunk - 1) / chunk;
@@ -245,6 +263,7 @@ void CheckpointReader::Impl::verify_entries(const std::vector<std::size_t>& whic
         }
     }
     PhaseTimer agree_timer(Phase::LoadAgree);
+    agree_on_error(comm, direct_error);
     const std::vector<std::uint64_t> total = allreduce_checksums(comm, partial);
     std::string bad;
     int nbad = 0;
@@ -269,7 +288,6 @@ CheckpointReader::CheckpointReader(MPI_Comm comm, const std::string& file, const
     MPI_Comm_size(s.comm, &s.size);
     s.path = file;
     s.opts = options;
-    s.strided_collective = options.io_mode == IoMode::Auto && node_layout(s.comm).multi_node;
     try {
         // Metadata is read collectively (rank 0 reads, all receive), so every rank meets
         // the same problem at the same step; agreeing once at the end is enough.
@@ -396,23 +414,21 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
     const bool leader = std::find(signatures.begin(), signatures.begin() + s.rank, signature) ==
                         signatures.begin() + s.rank;
 
-    std::vector<int> strided(slices.size(), 0), any_strided(slices.size(), 0);
-    for (std::size_t i = 0; i < slices.size(); ++i)
-        strided[i] = slices[i].selection.is_contiguous(slices[i].global_shape) ? 0 : 1;
-    allreduce(strided.data(), any_strided.data(), static_cast<int>(slices.size()), MPI_INT, MPI_MAX, s.comm);
-
     std::vector<std::uint64_t> partial(slices.size(), 0);
     std::vector<std::int64_t> counted(slices.size(), 0), covered(slices.size(), 0);
     // As in the writer: open everything (collective metadata), read the collective-I/O
     // tensors, then each rank reads its independent pieces without waiting for the others.
-    auto collective_io = [&](std::size_t i) {
-        return s.opts.io_mode == IoMode::Collective || (s.strided_collective && any_strided[i]);
-    };
+    // Collective I/O only when asked for (IoMode::Collective): unlike the writer, Auto reads
+    // strided tensors independently on several nodes too. MPI-IO's two-phase reads go
+    // through the page cache (at host-fault speed on our VMs, 9-14% of the disk in
+    // bench/checkpoint's loadH5), while DirectReads reads each rank's windows with O_DIRECT
+    // (the other ranks' rows in the gaps included: see kMaxGap in direct_reads.cpp).
+    const bool collective_io = s.opts.io_mode == IoMode::Collective;
     // Independent reads of contiguous datasets bypass HDF5 (DirectReads); the rest go through
     // H5Dread. The same choice on every rank: it depends on the file and the options only.
     std::vector<char> direct(slices.size(), 0);
     for (std::size_t i = 0; i < slices.size(); ++i)
-        direct[i] = s.opts.direct_reads && !collective_io(i) && s.offsets[s.index.at(slices[i].name)] != Impl::kNoOffset;
+        direct[i] = s.opts.direct_reads && !collective_io && s.offsets[s.index.at(slices[i].name)] != Impl::kNoOffset;
     std::vector<h5::Handle> dsets(slices.size());
     collectively(s.comm, [&] {
         for (std::size_t i = 0; i < slices.size(); ++i)
@@ -474,7 +490,7 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
         if (verifying) counted[i] = t.selection.num_elements(e.shape);
     };
     for (std::size_t i = 0; i < slices.size(); ++i)
-        if (collective_io(i)) collectively(s.comm, [&] { read_one(i, true); });
+        if (collective_io) collectively(s.comm, [&] { read_one(i, true); });
     std::exception_ptr err;
     try {
         // All of this rank's direct pieces in one sweep over the file, straight into the
@@ -495,7 +511,7 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
             convert(i, n);
         }
         for (std::size_t i = 0; i < slices.size(); ++i)
-            if (!collective_io(i) && !direct[i]) read_one(i, false);
+            if (!collective_io && !direct[i]) read_one(i, false);
         PhaseTimer t(Phase::LoadVerifyWait);
         worker.finish();
     } catch (...) {

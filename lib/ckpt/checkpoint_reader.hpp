@@ -29,11 +29,20 @@ struct ReaderOptions {
     std::size_t verify_chunk_bytes = std::size_t(64) << 20;  // per-rank read size of a full pass
     IoMode io_mode = IoMode::Auto;
     MPI_Info info = MPI_INFO_NULL;
-    // Independent reads of contiguous datasets go through pread() at the offsets HDF5
-    // reports (DirectReads: file order, read-ahead, no staging copy); false: H5Dread, as
-    // collective reads and datasets of other layouts always do (bench/checkpoint compares).
+    // Independent reads (and full verification passes) of contiguous datasets read whole
+    // pages with O_DIRECT at the offsets HDF5 reports (DirectReads: file order, two threads
+    // ahead, no HDF5 on the data path); false: H5Dread, buffered through the page cache,
+    // page-fault bound on our VMs (bench/checkpoint's loadH5: 9-14% of the disk).
+    // Production code (gpt_pretrain, gpt_generate, the HF export: load_checkpoint with the
+    // default options, io_mode Auto) reads through H5Dread only
+    //  - the rank blobs (per-rank RNG state: bytes) and the manifest (HDF5 metadata),
+    //  - datasets with no contiguous allocation: empty ones (no bytes), and every dataset of
+    //    a file given a user block by another tool (h5repack -u/-b; our writer never does),
+    // so no large data goes through it. IoMode::Collective (tests and bench only) sends
+    // every tensor through collective H5Dread.
     bool direct_reads = true;
-    std::uint64_t readahead_bytes = std::uint64_t{16} << 20;  // kept in flight per rank
+    // Kept in flight per rank where the file system has no O_DIRECT (posix_fadvise WILLNEED).
+    std::uint64_t readahead_bytes = std::uint64_t{16} << 20;
 };
 
 struct TensorInfo {

@@ -1,6 +1,7 @@
-// The data paths under the checkpoint writer and reader, single process: DirectWrites and
-// DirectReads with O_DIRECT (bounce buffers, in place, partial pages buffered) and through
-// the page cache only.
+// The data paths under the checkpoint writer and reader, single process: DirectWrites (with
+// O_DIRECT: bounce buffers, in place, partial pages buffered) and DirectReads (whole covering
+// pages with O_DIRECT: pieces, windows of small runs, verification passes; O_DIRECT refused
+// at the first read; truncated files), and both through the page cache only.
 // Every byte must land at its offset, nothing else may change, and the partial checksums
 // must be those of the bytes given, whatever the alignment of file offset and memory.
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <random>
 #include <vector>
 
+#include "ckpt/aligned_reads.hpp"
 #include "ckpt/aligned_writes.hpp"
 #include "ckpt/checksum.hpp"
 #include "ckpt/checksum_worker.hpp"
@@ -120,27 +122,65 @@ TEST(CkptDirectIo, DirectWritesPlaceEveryByte) { check_writes(true, true); }
 TEST(CkptDirectIo, DirectWritesPlaceEveryByteSummingInline) { check_writes(true, false); }
 TEST(CkptDirectIo, BufferedWritesPlaceEveryByte) { check_writes(false, true); }
 
-void check_reads(bool direct) {
-    const std::string dir = test::scratch_dir(std::string("direct_reads_") + (direct ? "direct" : "buffered"));
-    const std::string path = dir + "/file.bin";
-    const std::size_t size = 6 * kPiece + kPage;
-    std::vector<unsigned char> file(size);
+std::string write_random_file(const std::string& path, std::size_t size, std::vector<unsigned char>& file) {
+    file.resize(size);
     std::mt19937 rng(5);
     for (auto& b : file) b = static_cast<unsigned char>(rng());
-    {
-        std::ofstream out(path, std::ios::binary);
-        out.write(reinterpret_cast<const char*>(file.data()), static_cast<std::streamsize>(size));
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(file.data()), static_cast<std::streamsize>(size));
+    return path;
+}
+
+// How the reads are made: O_DIRECT, page cache only, or O_DIRECT refused at the first read
+// (EINVAL, as some file systems do: the reads must fall back to the page cache).
+enum class ReadMode { Direct, Buffered, Refused };
+
+struct RefuseDirect {
+    explicit RefuseDirect(bool on) : on_(on) { AlignedReads::refuse_direct_reads_for_testing(on_); }
+    ~RefuseDirect() { AlignedReads::refuse_direct_reads_for_testing(false); }
+    bool on_;
+};
+
+const char* mode_name(ReadMode m) { return m == ReadMode::Direct ? "direct" : m == ReadMode::Buffered ? "buffered" : "refused"; }
+
+// The message of the DataError `fn` throws (fails the test when there is none).
+template <typename Fn>
+std::string data_error(Fn&& fn) {
+    try {
+        fn();
+    } catch (const DataError& e) {
+        return e.what();
     }
-    // The writes' pieces, plus small runs close together (read as one buffered window).
+    ADD_FAILURE() << "no DataError";
+    return {};
+}
+
+void check_reads(ReadMode mode) {
+    const std::string dir = test::scratch_dir(std::string("direct_reads_") + mode_name(mode));
+    // Not a whole number of pages: the last window's covering page ends past the file.
+    const std::size_t size = 6 * kPiece + kPage + 1234;
+    std::vector<unsigned char> file;
+    const std::string path = write_random_file(dir + "/file.bin", size, file);
+    const RefuseDirect refuse(mode == ReadMode::Refused);
+    // The writes' pieces, plus small runs close together (read as one window), the last of
+    // them ending 3 bytes before the end of the file.
     auto ps = pieces();
     for (int k = 0; k < 5; ++k) ps.push_back({5 * kPiece + kPiece / 2 + 1000 + 3000 * k, 700, 1});
-    const std::string name = "t";
-    DirectReads rd(path, std::uint64_t{16} << 20, direct);
+    ps.push_back({size - 3 - 900, 900, 2});
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < ps.size(); ++i) names.push_back("t" + std::to_string(i));
+    DirectReads rd(path, std::uint64_t{16} << 20, mode != ReadMode::Buffered);
+    // The same runs again, checksum only (a verification pass).
+    DirectReads verify(path, std::uint64_t{16} << 20, mode != ReadMode::Buffered);
     std::vector<std::vector<unsigned char>> dest(ps.size());
-    std::vector<std::uint64_t> sums(ps.size(), 0), want(ps.size(), 0);
+    std::vector<std::uint64_t> sums(ps.size(), 0), verified(ps.size(), 0), want(ps.size(), 0);
     for (std::size_t i = 0; i < ps.size(); ++i) {
         dest[i].assign(ps[i].bytes + ps[i].mem_misalign, 0);
-        rd.add(i, &name, ps[i].file_offset, 7, dest[i].data() + ps[i].mem_misalign, ps[i].bytes);
+        rd.add(i, &names[i], ps[i].file_offset, 7, dest[i].data() + ps[i].mem_misalign, ps[i].bytes);
+        // In two halves that meet: one run, as a rank's share of a dataset.
+        const std::size_t half = ps[i].bytes / 2;
+        verify.add(i, &names[i], ps[i].file_offset, 7, nullptr, half);
+        verify.add(i, &names[i], ps[i].file_offset + half, 7 + half, nullptr, ps[i].bytes - half);
         want[i] = checksum_bytes(7, file.data() + ps[i].file_offset, ps[i].bytes);
     }
     ChecksumWorker worker(Phase::LoadVerify);
@@ -151,22 +191,53 @@ void check_reads(bool direct) {
                                dest[i].begin() + ps[i].mem_misalign))
             << "run " << i << " (file offset " << ps[i].file_offset << ", " << ps[i].bytes << " bytes) read wrong";
     EXPECT_EQ(sums, want);
-    if (direct && file_system_has_direct_io(path))
-        EXPECT_GE(rd.direct_bytes(), 3 * kPiece) << "O_DIRECT works here, yet the reads went through the page cache";
-    else if (!direct)
+    verify.run(&verified, nullptr);
+    EXPECT_EQ(verified, want) << "the verification pass";
+    std::uint64_t total = 0;
+    for (const Piece& p : ps) total += p.bytes;
+    if (mode == ReadMode::Direct && file_system_has_direct_io(path)) {
+        // Every byte, windows and partial pages too, went around the page cache.
+        EXPECT_GE(rd.direct_bytes(), total) << "O_DIRECT works here, yet reads went through the page cache";
+        EXPECT_GE(verify.direct_bytes(), total) << "O_DIRECT works here, yet the verification used the page cache";
+    } else if (mode == ReadMode::Direct) {
+        std::printf("note: %s has no O_DIRECT; checked the buffered fallback\n", dir.c_str());
+    } else {
         EXPECT_EQ(rd.direct_bytes(), 0u);
+        EXPECT_EQ(verify.direct_bytes(), 0u);
+    }
 
-    // A file cut inside the last (page-aligned, tail-free) piece: named as truncated, not
-    // read as zeros.
-    ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(3 * kPiece + kPiece / 2 + 5 * kPage)), 0);
-    DirectReads cut(path, std::uint64_t{16} << 20, direct);
+    // A file cut short: named as truncated, with the dataset the end falls in, not read as
+    // zeros (nor as what a bounce buffer held before). Cut inside a page-aligned piece, then
+    // at an unaligned size inside a window, then inside a verification pass.
+    const std::uint64_t cut_at = 3 * kPiece + kPiece / 2 + 5 * kPage;
+    ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(cut_at)), 0);
+    const std::string big_name = "big";
+    DirectReads cut(path, std::uint64_t{16} << 20, mode != ReadMode::Buffered);
     std::vector<unsigned char> big(kPiece);
-    cut.add(0, &name, 3 * kPiece, 0, big.data(), big.size());
-    EXPECT_THROW(cut.run(nullptr, nullptr), DataError);
+    cut.add(0, &big_name, 3 * kPiece, 0, big.data(), big.size());
+    std::string msg = data_error([&] { cut.run(nullptr, nullptr); });
+    EXPECT_NE(msg.find("ends inside dataset 'big' (at byte " + std::to_string(cut_at) + ")"), std::string::npos) << msg;
+
+    const std::uint64_t window_cut = 5 * kPiece + kPiece / 2 + 1000 + 3000 * 3 + 100;  // inside run 3 of the window
+    ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(window_cut)), 0);  // zeros after cut_at: not read
+    DirectReads cut_window(path, std::uint64_t{16} << 20, mode != ReadMode::Buffered);
+    std::vector<std::vector<unsigned char>> small(5, std::vector<unsigned char>(700));
+    for (int k = 0; k < 5; ++k)
+        cut_window.add(k, &names[6 + k], 5 * kPiece + kPiece / 2 + 1000 + 3000 * k, 0, small[k].data(), 700);
+    msg = data_error([&] { cut_window.run(nullptr, nullptr); });
+    EXPECT_NE(msg.find("ends inside dataset '" + names[9] + "' (at byte " + std::to_string(window_cut) + ")"),
+              std::string::npos) << msg;
+
+    DirectReads cut_verify(path, std::uint64_t{16} << 20, mode != ReadMode::Buffered);
+    std::vector<std::uint64_t> partial(1, 0);
+    cut_verify.add(0, &big_name, 4 * kPiece + 3, 0, nullptr, 2 * kPiece);  // ends past window_cut
+    msg = data_error([&] { cut_verify.run(&partial, nullptr); });
+    EXPECT_NE(msg.find("ends inside dataset 'big'"), std::string::npos) << msg;
 }
 
-TEST(CkptDirectIo, DirectReadsFetchEveryByte) { check_reads(true); }
-TEST(CkptDirectIo, BufferedReadsFetchEveryByte) { check_reads(false); }
+TEST(CkptDirectIo, DirectReadsFetchEveryByte) { check_reads(ReadMode::Direct); }
+TEST(CkptDirectIo, BufferedReadsFetchEveryByte) { check_reads(ReadMode::Buffered); }
+TEST(CkptDirectIo, RefusedDirectReadsFallBackToThePageCache) { check_reads(ReadMode::Refused); }
 
 TEST(CkptDirectIo, StopRequestEndsTheRunWithAnIoError) {
     const std::string dir = test::scratch_dir("direct_writes_stop");

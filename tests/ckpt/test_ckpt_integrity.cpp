@@ -117,6 +117,16 @@ TEST(CkptIntegrity, UnreadHalfPrecisionWeightsAreVerified) {
     req.fallback = true;
     const LoadResult res = load_checkpoint(MPI_COMM_WORLD, req, read_main_only);
     EXPECT_EQ(res.iteration, 10);
+    // Each rank verifies its own share of an unread dataset: damage in the last rank's share
+    // (its last byte) is found as well as in the first's.
+    req.fallback = false;
+    req.step = 20;  // the fallback made the tracker name 10
+    on_rank0([&] {
+        flip_byte(checkpoint_file(dir, 20).string(), "model/w", 301);  // undone
+        flip_byte(checkpoint_file(dir, 20).string(), "model/w", kW[0] * kW[1] * 2 - 1);
+    });
+    expect_throw<DataError>([&] { load_checkpoint(MPI_COMM_WORLD, req, read_main_only); },
+                            {"checksum mismatch", "'model/w'", "iter_0000020"});
 }
 
 TEST(CkptIntegrity, TamperedAttributesAreRefused) {
