@@ -79,16 +79,16 @@ for n in 1 2 4; do
     echo "  $n ranks: $(awk -v a="$(field direct_bytes "$line")" -v b="$(field buffered_bytes "$line")" -v c="$(field exchanged_bytes "$line")" \
         'BEGIN { printf "%.1f / %.1f / %.1f", a / 1e6, b / 1e6, c / 1e6 }')"
 done
-echo "load phases, seconds (main thread: open read verify_wait scatter agree close; helper: verify):"
-printf "%-6s %7s %7s %7s %9s %9s %9s %10s %9s %7s %8s\n" ranks wall "dd s" open read verify "v_wait" scatter agree close other
+echo "load phases, seconds (main thread: open read verify_wait exchange scatter agree close; helper: verify):"
+printf "%-6s %7s %7s %7s %9s %9s %9s %9s %10s %9s %7s %8s\n" ranks wall "dd s" open read verify "v_wait" exchange scatter agree close other
 for n in 1 2 4; do
     p=$(grep 'op=load' <<< "${profiles[$n]}"); line=${lines[$n]}
     w=$(field load_s "$line"); b=$(field bytes "$line")
     awk -v n="$n" -v w="$w" -v d="$(awk -v b="$b" -v s="$(field raw_r "$line")" 'BEGIN { printf "%.3f", b / (s * 1e6) }')" -v p="$p" 'BEGIN {
         m = split(p, kv, " "); for (i = 1; i <= m; ++i) { split(kv[i], x, "="); v[x[1]] = x[2] }
-        main = v["open"] + v["read"] + v["verify_wait"] + v["scatter"] + v["agree"] + v["close"]
-        printf "%-6s %7.3f %7.3f %7.3f %9.3f %9.3f %9.3f %10.3f %9.3f %7.3f %8.3f\n", n, w, d, v["open"], v["read"], v["verify"],
-            v["verify_wait"], v["scatter"], v["agree"], v["close"], w - main }'
+        main = v["open"] + v["read"] + v["verify_wait"] + v["exchange"] + v["scatter"] + v["agree"] + v["close"]
+        printf "%-6s %7.3f %7.3f %7.3f %9.3f %9.3f %9.3f %9.3f %10.3f %9.3f %7.3f %8.3f\n", n, w, d, v["open"], v["read"], v["verify"],
+            v["verify_wait"], v["exchange"], v["scatter"], v["agree"], v["close"], w - main }'
 done
 echo "async save (--async-save's writer): training stall = host copy + dataset creation; memory = the host copy,"
 echo "  kept for the whole run and reused by every save (first save: the copy's pages are fresh; then reused)"

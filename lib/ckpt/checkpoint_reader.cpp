@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <algorithm>
+#include <deque>
 #include <map>
 
 #include "ckpt/checksum.hpp"
@@ -16,6 +17,7 @@
 #include "ckpt/h5_util.hpp"
 #include "ckpt/manifest.hpp"
 #include "ckpt/profile.hpp"
+#include "ckpt/strided_exchange.hpp"
 #include "core/half.hpp"
 #include "core/watchdog_deadline.hpp"
 
@@ -39,6 +41,7 @@ struct CheckpointReader::Impl {
     // kNoOffset where reads must go through HDF5 (another layout, a user block, empty).
     static constexpr std::uint64_t kNoOffset = ~std::uint64_t{0};
     std::vector<std::uint64_t> offsets;
+    CheckpointReader::ReadStats stats;
 
     std::string where(const std::string& name) const { return "dataset '" + name + "' of checkpoint " + path; }
     const ManifestEntry& entry(const std::string& name) const {
@@ -419,9 +422,10 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
     // As in the writer: open everything (collective metadata), read the collective-I/O
     // tensors, then each rank reads its independent pieces without waiting for the others.
     // Collective I/O only when asked for (IoMode::Collective): unlike the writer, Auto reads
-    // strided tensors independently on several nodes too. MPI-IO's two-phase reads go
+    // strided tensors without MPI-IO on several nodes too. MPI-IO's two-phase reads go
     // through the page cache (at host-fault speed on our VMs, 9-14% of the disk in
-    // bench/checkpoint's loadH5), while DirectReads reads each rank's windows with O_DIRECT
+    // bench/checkpoint's loadH5); ours (StridedGather, below) read each byte once with
+    // O_DIRECT. IoMode::Independent keeps each rank reading its own windows with O_DIRECT
     // (the other ranks' rows in the gaps included: see kMaxGap in direct_reads.cpp).
     const bool collective_io = s.opts.io_mode == IoMode::Collective;
     // Independent reads of contiguous datasets bypass HDF5 (DirectReads); the rest go through
@@ -429,6 +433,16 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
     std::vector<char> direct(slices.size(), 0);
     for (std::size_t i = 0; i < slices.size(); ++i)
         direct[i] = s.opts.direct_reads && !collective_io && s.offsets[s.index.at(slices[i].name)] != Impl::kNoOffset;
+    // Tensors some rank reads strided (row-parallel slices: a short run per row) are read
+    // once, by domain owners, and handed out (StridedGather), not once per rank.
+    std::vector<int> strided(slices.size(), 0), any_strided(slices.size(), 0);
+    for (std::size_t i = 0; i < slices.size(); ++i)
+        strided[i] = slices[i].selection.num_elements(slices[i].global_shape) > 0 &&
+                     !slices[i].selection.is_contiguous(slices[i].global_shape);
+    allreduce(strided.data(), any_strided.data(), static_cast<int>(slices.size()), MPI_INT, MPI_MAX, s.comm);
+    std::vector<char> gathered(slices.size(), 0);
+    for (std::size_t i = 0; i < slices.size(); ++i)
+        gathered[i] = direct[i] && any_strided[i] && s.size > 1 && s.opts.io_mode == IoMode::Auto;
     std::vector<h5::Handle> dsets(slices.size());
     collectively(s.comm, [&] {
         for (std::size_t i = 0; i < slices.size(); ++i)
@@ -492,13 +506,41 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
     for (std::size_t i = 0; i < slices.size(); ++i)
         if (collective_io) collectively(s.comm, [&] { read_one(i, true); });
     std::exception_ptr err;
+    StridedGather gather(s.comm);
+    // Domains' checksums: every owner's counts (replicas own domains too), not the leaders'.
+    std::vector<std::uint64_t> domain_partial(slices.size(), 0);
+    std::deque<std::vector<unsigned char>> gather_staging;  // gathered tensors stored in another type
     try {
-        // All of this rank's direct pieces in one sweep over the file, straight into the
-        // caller's buffers; tensors stored in another type one by one through staging.
+        // This rank's domains of the gathered tensors, then all of its direct pieces, each in
+        // one sweep over the file, straight into the caller's buffers; tensors stored in
+        // another type one by one through staging.
+        DirectReads domains(s.path, s.opts.readahead_bytes);
+        for (std::size_t i = 0; i < slices.size(); ++i) {
+            if (!gathered[i]) continue;
+            const TensorSliceOut& t = slices[i];
+            const ManifestEntry& e = s.entry(t.name);
+            const std::size_t esize = h5::stored_size(e.type);
+            const std::uint64_t base = s.offsets[s.index.at(t.name)];
+            auto* dest = static_cast<unsigned char*>(t.data);
+            if (stored[i] != t.dtype)
+                dest = gather_staging.emplace_back(t.selection.num_elements(e.shape) * esize).data();
+            std::vector<StridedGather::Run> wanted;
+            if (t.selection.num_elements(e.shape) > 0)
+                for (const Box& b : t.selection.boxes(e.shape))
+                    for_each_run(e.shape, b, [&](std::int64_t start, std::int64_t len) {
+                        const std::size_t bytes = static_cast<std::size_t>(len) * esize;
+                        wanted.push_back({static_cast<std::uint64_t>(start) * esize, dest, bytes});
+                        dest += bytes;
+                    });
+            const auto mine = gather.add(i, e.name, base, static_cast<std::uint64_t>(num_elements(e.shape)) * esize,
+                                         std::move(wanted));
+            if (mine) domains.add(i, &e.name, base + mine->lo, mine->lo, mine->data, mine->hi - mine->lo);
+        }
+        domains.run(s.opts.verify_checksums ? &domain_partial : nullptr, &worker);
         DirectReads reads(s.path, s.opts.readahead_bytes);
         std::vector<std::size_t> converted;
         for (std::size_t i = 0; i < slices.size(); ++i) {
-            if (!direct[i] || slices[i].selection.num_elements(slices[i].global_shape) == 0) continue;
+            if (gathered[i] || !direct[i] || slices[i].selection.num_elements(slices[i].global_shape) == 0) continue;
             if (stored[i] != slices[i].dtype) converted.push_back(i);
             else add_runs(reads, i, static_cast<unsigned char*>(slices[i].data));
         }
@@ -519,6 +561,25 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
     }
     PhaseTimer agree_timer(Phase::LoadAgree);
     agree_on_error(s.comm, err);
+    agree_timer.stop();
+    {
+        PhaseTimer t(Phase::LoadExchange);
+        s.stats.gathered_bytes += gather.domain_bytes();
+        collectively(s.comm, [&] { gather.exchange(); });  // every rank read its domains
+    }
+    for (std::size_t i = 0, k = 0; i < slices.size(); ++i) {
+        if (!gathered[i]) continue;
+        if (stored[i] != slices[i].dtype) {
+            PhaseTimer t(Phase::LoadScatter);
+            const auto n = static_cast<std::size_t>(slices[i].selection.num_elements(slices[i].global_shape));
+            convert_elements(stored[i], gather_staging[k++].data(), slices[i].dtype, slices[i].data, n);
+        }
+        // Counted once (rank 0) for the whole tensor: the domains tile it and every owner
+        // summed its own; the reduction below adds the owners' sums.
+        partial[i] = domain_partial[i];
+        counted[i] = s.opts.verify_checksums && s.rank == 0 ? num_elements(slices[i].global_shape) : 0;
+    }
+    PhaseTimer agree_rest(Phase::LoadAgree);
     collectively(s.comm, [&] {
         for (auto& d : dsets)
             if (d.valid()) h5::check_status(d.close(), "closing a dataset of " + s.path);
@@ -527,7 +588,7 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
     const int m = static_cast<int>(slices.size());
     const std::vector<std::uint64_t> sums = allreduce_checksums(s.comm, partial);
     allreduce(counted.data(), covered.data(), m, MPI_INT64_T, MPI_SUM, s.comm);
-    agree_timer.stop();
+    agree_rest.stop();
     // Tensors read partly or with overlapping non-identical selections, and any mismatch
     // (which overlapping leaders could also cause), get an authoritative full pass.
     std::vector<std::size_t> recheck;
@@ -536,8 +597,11 @@ void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
         if (covered[i] != num_elements(e.shape) || sums[i] != e.checksum) recheck.push_back(s.index.at(e.name));
         else s.verified[s.index.at(e.name)] = 1;
     }
+    s.stats.rechecked_tensors += static_cast<std::int64_t>(recheck.size());
     if (!recheck.empty()) collectively(s.comm, [&] { s.verify_entries(recheck); });
 }
+
+CheckpointReader::ReadStats CheckpointReader::stats() const { return impl_->stats; }
 
 void CheckpointReader::verify_unread() {
     Impl& s = *impl_;

@@ -65,6 +65,14 @@ public:
 
     const std::string& file() const;
     std::int64_t iteration() const;
+    // This rank's counts so far (tests, bench/checkpoint): bytes read as a domain owner of a
+    // strided tensor (StridedGather), and tensors whose checksum read() could not settle
+    // from the pieces it read and so read once more in a full pass.
+    struct ReadStats {
+        std::uint64_t gathered_bytes = 0;
+        std::int64_t rechecked_tensors = 0;
+    };
+    ReadStats stats() const;
     int saved_world_size() const;  // ranks that wrote it: the number of entries per rank blob
 
     std::vector<std::string> tensor_names() const;  // manifest order; rank blobs excluded

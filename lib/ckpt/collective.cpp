@@ -1,5 +1,7 @@
 #include "ckpt/collective.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "ckpt/checksum.hpp"
@@ -50,6 +52,33 @@ void allgather(const void* send, void* recv, int count, MPI_Datatype type, MPI_C
     if (MPI_Iallgather(send, count, type, recv, count, type, comm, &req) != MPI_SUCCESS)
         throw CommError("MPI_Iallgather failed");
     wait_politely(req, "MPI_Iallgather");
+}
+
+void alltoall_ints(const int* send, int* recv, int count, MPI_Comm comm, const char* what) {
+    watchdog::OpScope scope(checkpoint_op(what, comm, count, MPI_INT));
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (MPI_Ialltoall(send, count, MPI_INT, recv, count, MPI_INT, comm, &req) != MPI_SUCCESS)
+        throw CommError(std::string("MPI_Ialltoall failed: ") + what);
+    wait_politely(req, what);
+}
+
+void alltoallv_bytes(const unsigned char* send, const std::vector<int>& send_counts, std::vector<unsigned char>& recv,
+                     const std::vector<int>& recv_counts, MPI_Comm comm, const char* what) {
+    const int n = static_cast<int>(send_counts.size());
+    std::vector<int> sdispl(n, 0), rdispl(n, 0);
+    std::int64_t sent = send_counts.empty() ? 0 : send_counts[0];
+    for (int i = 1; i < n; ++i) {
+        sdispl[i] = sdispl[i - 1] + send_counts[i - 1];
+        rdispl[i] = rdispl[i - 1] + recv_counts[i - 1];
+        sent += send_counts[i];
+    }
+    recv.resize(n == 0 ? 0 : static_cast<std::size_t>(rdispl[n - 1]) + static_cast<std::size_t>(recv_counts[n - 1]));
+    watchdog::OpScope scope(checkpoint_op(what, comm, static_cast<int>(std::min<std::int64_t>(sent, INT32_MAX)), MPI_BYTE));
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (MPI_Ialltoallv(send, send_counts.data(), sdispl.data(), MPI_BYTE, recv.data(), recv_counts.data(),
+                       rdispl.data(), MPI_BYTE, comm, &req) != MPI_SUCCESS)
+        throw CommError(std::string("MPI_Ialltoallv failed: ") + what);
+    wait_politely(req, what);
 }
 
 namespace {

@@ -22,6 +22,12 @@ void allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_O
 // Collective. MPI_Bcast and MPI_Allgather completed with wait_politely.
 void bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
 void allgather(const void* send, void* recv, int count, MPI_Datatype type, MPI_Comm comm);
+// Collective. MPI_Alltoall of `count` ints per rank pair, and MPI_Alltoallv of bytes (recv
+// resized to what arrives; displacements packed in rank order), completed politely; `what`
+// names the exchange for the watchdog and errors.
+void alltoall_ints(const int* send, int* recv, int count, MPI_Comm comm, const char* what);
+void alltoallv_bytes(const unsigned char* send, const std::vector<int>& send_counts, std::vector<unsigned char>& recv,
+                     const std::vector<int>& recv_counts, MPI_Comm comm, const char* what);
 
 // Collective. When any rank passes an error, every rank throws the error of the lowest
 // failing rank, with its exception type (IoError, DataError, ...) and message.

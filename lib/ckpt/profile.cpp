@@ -20,6 +20,7 @@ const char* phase_name(Phase p) {
         case Phase::LoadVerifyWait: return "verify_wait";
         case Phase::LoadScatter: return "scatter";
         case Phase::LoadAgree: return "agree";
+        case Phase::LoadExchange: return "exchange";
         case Phase::LoadClose: return "close";
         case Phase::kCount: break;
     }

@@ -34,6 +34,7 @@ enum class Phase {
     LoadVerifyWait, // main thread waiting for the checksum worker to catch up
     LoadScatter,    // copies out of staging buffers and type conversion
     LoadAgree,      // checksum reductions and error agreement between ranks
+    LoadExchange,   // strided tensors handed out of the domains read (StridedGather)
     LoadClose,      // H5Fclose of the reader (collective)
     kCount
 };

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,21 @@ struct Domains {
 };
 Domains split_domains(std::uint64_t base, std::uint64_t total, int nranks, std::size_t rotate,
                       std::uint64_t min_domain, std::uint64_t page);
+
+// The split both directions use: domains of at least 256 KiB (a direct write's or read's
+// minimum), inner bounds on 4 KiB pages of the file.
+Domains strided_domains(std::uint64_t base, std::uint64_t total, int nranks, std::size_t rotate);
+
+// Page-aligned memory of at least `bytes` for a domain, placed so that data + phase lies on
+// a page boundary when (file offset of the domain) % 4096 == phase: O_DIRECT then moves
+// its whole pages in place. The memory goes back to a process-wide pool when the last
+// owner lets go (a fresh page costs a host fault on our VMs, more than the disk: every
+// later save or load reuses it).
+struct DomainBuffer {
+    std::shared_ptr<unsigned char> memory;
+    unsigned char* data = nullptr;  // memory + phase
+};
+DomainBuffer take_domain_buffer(std::size_t bytes, std::size_t phase);
 
 class StridedExchange {
 public:
@@ -58,8 +74,7 @@ public:
                   const std::vector<Run>& runs, DirectWrites& direct);
     // Throws InternalError naming the first dataset whose domain was not covered exactly.
     void finish() const;
-    // The domains' memory, which `direct` reads until its run() returns: pass it to whoever
-    // outlives that (a background save). Reused by the next save of the process.
+    // The domains' memory, which `direct` reads until its run() returns: keep it until then.
     std::shared_ptr<void> buffers();
     // Bytes this rank received into its domains (its share of the strided tensors).
     std::uint64_t domain_bytes() const { return domain_bytes_; }
@@ -67,9 +82,49 @@ public:
 private:
     MPI_Comm comm_;
     int rank_ = 0, size_ = 1;
-    struct Buffers;
-    std::shared_ptr<Buffers> buffers_;
+    std::shared_ptr<std::vector<DomainBuffer>> buffers_;
     std::string problem_;
+    std::uint64_t domain_bytes_ = 0;
+};
+
+// The load's mirror, for tensors that some rank reads strided: each domain owner reads its
+// domain with O_DIRECT (the caller adds domain() to its DirectReads, checksummed there:
+// the owners' sums add up to the dataset's, each byte read once), then exchange() sends
+// every rank the bytes it asked for. Before, each rank read the pages covering all its rows,
+// the other ranks' columns in between included: T times the tensor at tensor parallelism T.
+class StridedGather {
+public:
+    struct Run {
+        std::uint64_t data_offset;  // in the dataset, bytes
+        unsigned char* dest;
+        std::size_t bytes;
+    };
+    struct Domain {
+        std::uint64_t lo = 0, hi = 0;  // bytes of the dataset
+        unsigned char* data = nullptr;
+    };
+    explicit StridedGather(MPI_Comm comm);
+    // Not collective. Records this rank's wanted runs of dataset `entry` (`total` bytes at
+    // file offset `base`); returns the domain this rank must read before exchange(), if any.
+    std::optional<Domain> add(std::size_t entry, const std::string& name, std::uint64_t base, std::uint64_t total,
+                              std::vector<Run> wanted);
+    // Collective (every rank added the same datasets in the same order): sends each rank
+    // the bytes it wants out of the domains read. Throws InternalError on every rank when a
+    // request falls outside its owner's domain (cannot happen unless the ranks disagree).
+    void exchange();
+    std::uint64_t domain_bytes() const { return domain_bytes_; }
+
+private:
+    struct Dataset {
+        std::string name;
+        Domains domains;
+        std::vector<Run> wanted;
+        Domain mine;
+    };
+    MPI_Comm comm_;
+    int rank_ = 0, size_ = 1;
+    std::vector<Dataset> datasets_;
+    std::vector<DomainBuffer> buffers_;
     std::uint64_t domain_bytes_ = 0;
 };
 

@@ -11,6 +11,7 @@
 #include "ckpt/checkpoint.hpp"
 #include "ckpt/strided_exchange.hpp"
 #include "ckpt_test_util.hpp"
+#include "h5_damage.hpp"
 #include "core/errors.hpp"
 #include "test_env.hpp"
 
@@ -131,6 +132,47 @@ TEST(StridedExchange, ASelectionThatLeavesAGapIsRefusedOnEveryRank) {
     const std::vector<unsigned char> bytes(parts[0].num_elements(shape) * 2, 1);
     CheckpointWriter w(MPI_COMM_WORLD, gpt::test::scratch_dir("ckpt_strided_gap"), 1);
     EXPECT_THROW(w.write({{"w", shape, DType::F16, parts[0], bytes.data()}}), InternalError);
+}
+
+// The load's mirror: column slices (strided) are read once, by the domain owners, handed
+// out, and verified from the owners' sums without a second pass; also into another float
+// type and by replicas (two ranks asking for the same slice).
+TEST(StridedGather, ColumnSlicesAreReadOnceByOwnersAndVerifiedWithoutASecondPass) {
+    const RowParallel t;
+    const Saved saved = save(t, gpt::test::scratch_dir("ckpt_strided_gather"), {}, 4);
+    const int r = comm_rank(MPI_COMM_WORLD), p = comm_size(MPI_COMM_WORLD);
+    const int parts = p >= 4 ? p / 2 : p;  // replicas in pairs at 4 ranks
+    const Selection cols = t.mine(r % parts, parts);
+    CheckpointReader reader(MPI_COMM_WORLD, saved.file);
+    std::vector<unsigned char> half(cols.num_elements(t.shape) * 2);
+    std::vector<float> single(cols.num_elements(t.shape));
+    reader.read({{t.name, t.shape, DType::F16, cols, half.data()}});
+    EXPECT_EQ(from_bytes(half, DType::F16), packed_values(3, t.shape, cols, 4));
+    reader.read({{t.name, t.shape, DType::F32, cols, single.data()}});
+    EXPECT_EQ(single, packed_values(3, t.shape, cols, 4));
+    const std::uint64_t total = static_cast<std::uint64_t>(num_elements(t.shape)) * 2;
+    EXPECT_EQ(sum_over_ranks(reader.stats().gathered_bytes), 2 * total);  // two reads, each byte once
+    EXPECT_EQ(reader.stats().rechecked_tensors, 0);
+}
+
+TEST(StridedGather, DamageInAStridedTensorIsFoundByTheOwnersSums) {
+    const RowParallel t;
+    const Saved saved = save(t, gpt::test::scratch_dir("ckpt_strided_gather_damage"), {}, 5);
+    MPI_Barrier(MPI_COMM_WORLD);
+    // The tensor's last byte: in the last domain, whoever owns it.
+    if (comm_rank(MPI_COMM_WORLD) == 0)
+        gpt::test::flip_dataset_bits(saved.file, t.name.c_str(), num_elements(t.shape) * 2 - 1, 0x01);
+    MPI_Barrier(MPI_COMM_WORLD);
+    const int r = comm_rank(MPI_COMM_WORLD), p = comm_size(MPI_COMM_WORLD);
+    const Selection cols = t.mine(r, p);
+    std::vector<unsigned char> half(cols.num_elements(t.shape) * 2);
+    CheckpointReader reader(MPI_COMM_WORLD, saved.file);
+    try {
+        reader.read({{t.name, t.shape, DType::F16, cols, half.data()}});
+        ADD_FAILURE() << "damage not found";
+    } catch (const DataError& e) {
+        EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+    }
 }
 
 }  // namespace
