@@ -313,7 +313,7 @@ int main(int argc, char** argv) {
         if (r == 0) ::unlink(raw.c_str());
 
         // The same save through the asynchronous saver, as gpt_pretrain --async-save does:
-        // the state is copied to host memory first (the trainer's stage_on_host), into one
+        // the state is copied to host memory first (the trainer's HostCopy::fill), into one
         // host copy that every save reuses. Two saves: the first allocates the copy (fresh
         // pages), the second reuses it (the steady state of a run; its figures are reported).
         double stall_s = 0, async_s = 0, copy_s = 0, first_stall_s = 0, first_copy_s = 0;

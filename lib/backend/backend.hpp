@@ -151,6 +151,33 @@ public:
     // memory). Communicators of this backend's buffers are given it (dist/data_groups.hpp).
     virtual Stream stream() const = 0;
 
+    // ---- host memory for device-to-host copies (checkpoint saves) -------------------
+    // Host memory the device copies into at full speed: page-locked (pinned) on the CUDA
+    // backend, ordinary memory elsewhere. Aligned to kHostAlign bytes on every backend, so
+    // that a checkpoint's O_DIRECT writes (ckpt/direct_writes.hpp) go from it in place.
+    // Unlike alloc(), not counted in bytes_in_use(): that is the device's memory. The
+    // defaults (backend/host_memory.cpp) are the host backend's: aligned_alloc / free, a
+    // synchronous copy_to_host and an event that is complete at once.
+    static constexpr std::size_t kHostAlign = 4096;
+    virtual void* alloc_host(std::size_t bytes);
+    virtual void free_host(void* p);
+    virtual bool host_pinned() const { return false; }  // alloc_host memory is page-locked
+    // Queues a copy of `bytes` from this backend's `src` into alloc_host memory on stream():
+    // in stream order, it reads the values every op issued before it produced, and every op
+    // issued after it (the next optimizer step, which overwrites `src`) runs after it has
+    // read them. host_dst holds the bytes once an event recorded later has completed.
+    virtual void copy_to_host_async(void* host_dst, const void* src, std::size_t bytes);
+    // An event after every copy_to_host_async issued so far: its wait() may be called from
+    // any thread (a checkpoint's background writer).
+    class HostCopyEvent {
+    public:
+        virtual ~HostCopyEvent() = default;
+        // Returns once the copies have landed; DeviceError on a device error. Bounded by the
+        // hang watchdog (core/wait.hpp) on a device.
+        virtual void wait() = 0;
+    };
+    virtual std::shared_ptr<HostCopyEvent> record_host_copies();
+
     // ---- dense math ---------------------------------------------------------------
     void gemm(const GemmArgs& g);
 

@@ -63,10 +63,12 @@ CheckpointWriter& CheckpointSaver::begin(std::int64_t iteration) {
 }
 
 std::optional<SaveResult> CheckpointSaver::commit(std::shared_ptr<const void> keep_alive,
-                                                   std::uint64_t keep_alive_bytes) {
+                                                   std::uint64_t keep_alive_bytes, std::function<void()> ready) {
     GPT_REQUIRE(writer_ != nullptr, InternalError, "CheckpointSaver::commit without begin");
+    // A synchronous save has written everything in write(): its buffers were complete then.
+    GPT_REQUIRE(opts_.async || !ready, InternalError, "CheckpointSaver::commit: a ready wait for a synchronous save");
     keep_alive_ = std::move(keep_alive);
-    writer_->commit_in_background(opts_.keep_last);
+    writer_->commit_in_background(opts_.keep_last, std::move(ready));
     stall_ = since(started_);
     allreduce(&keep_alive_bytes, &copy_max_, 1, MPI_UINT64_T, MPI_MAX, comm_);
     allreduce(&keep_alive_bytes, &copy_total_, 1, MPI_UINT64_T, MPI_SUM, comm_);

@@ -62,8 +62,11 @@ public:
     // Synchronous: publishes and returns the result. Asynchronous: starts the background
     // writes and returns nullopt. keep_alive_bytes: the memory keep_alive holds on this rank
     // (the host copy), which an asynchronous save keeps until published: logged (largest
-    // rank, all ranks) so the user sees what --async-save costs.
-    std::optional<SaveResult> commit(std::shared_ptr<const void> keep_alive, std::uint64_t keep_alive_bytes = 0);
+    // rank, all ranks) so the user sees what --async-save costs. ready (asynchronous only):
+    // called on the background writer's thread before it reads keep_alive's buffers, to wait
+    // for the device-to-host copies that fill them (CheckpointWriter::commit_in_background).
+    std::optional<SaveResult> commit(std::shared_ptr<const void> keep_alive, std::uint64_t keep_alive_bytes = 0,
+                                     std::function<void()> ready = {});
     // Collective; once per iteration. Publishes a background save that every rank has
     // finished writing (one small allreduce while one is in flight, nothing otherwise).
     std::optional<SaveResult> poll();

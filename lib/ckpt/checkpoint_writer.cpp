@@ -456,7 +456,7 @@ CommitResult CheckpointWriter::commit(int keep_last) {
     return finish_commit();
 }
 
-void CheckpointWriter::commit_in_background(int keep_last) {
+void CheckpointWriter::commit_in_background(int keep_last, std::function<void()> ready) {
     Impl& s = *impl_;
     GPT_REQUIRE(!s.committed && !s.background.joinable(), InternalError, "CheckpointWriter committed twice");
     s.keep_last = keep_last;
@@ -466,8 +466,9 @@ void CheckpointWriter::commit_in_background(int keep_last) {
         s.background_done = true;
         return;
     }
-    auto body = [&s](std::stop_token stop) {
+    auto body = [&s, ready = std::move(ready)](std::stop_token stop) {
         try {
+            if (ready) ready();  // the buffers' bytes have landed (e.g. a device's copies)
             // durable: this rank's part is on disk before finish_commit() publishes anything.
             // The worker sums while this thread writes, as in a synchronous save.
             ChecksumWorker worker(Phase::SaveChecksum);

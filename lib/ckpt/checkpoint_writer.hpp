@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,8 +79,10 @@ public:
 
     // Not collective. With options.background, starts writing this rank's pieces on a
     // helper thread (checksums, write-back, fdatasync) and returns at once; otherwise the
-    // data is written already and this only records keep_last.
-    void commit_in_background(int keep_last = 0);
+    // data is written already and this only records keep_last. `ready` (optional) is called
+    // on the helper thread before it reads any buffer given to write(): it waits until they
+    // hold their bytes (device-to-host copies still landing); what it throws fails the save.
+    void commit_in_background(int keep_last = 0, std::function<void()> ready = {});
     // Collective and cheap (one small allreduce): true when every rank's background part
     // has ended, successfully or not, so that finish_commit() will not wait.
     bool background_finished();

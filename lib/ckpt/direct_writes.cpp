@@ -64,7 +64,7 @@ void DirectWrites::run(std::vector<std::uint64_t>& sums, bool durable, std::stop
     std::vector<Run> runs;
     runs.swap(runs_);
     pending_bytes_ = 0;
-    direct_bytes_ = buffered_bytes_ = 0;
+    direct_bytes_ = buffered_bytes_ = in_place_bytes_ = 0;
     if (runs.empty() && !durable) return;
     Fd fd{::open(file_.c_str(), O_WRONLY | O_CLOEXEC)};
     if (fd.fd < 0) GPT_THROW(IoError, "cannot open checkpoint file ", file_, " for writing: ", std::strerror(errno));
@@ -123,6 +123,7 @@ void DirectWrites::run(std::vector<std::uint64_t>& sums, bool durable, std::stop
         const std::uint64_t off = r.file_offset + head;
         // Caller's memory on a page boundary too: written from there, no copy.
         const bool in_place = reinterpret_cast<std::uintptr_t>(p) % kAlign == 0;
+        if (in_place) in_place_bytes_ += middle;
         PhaseTimer tw(Phase::SaveWrite);
         for (std::size_t done = 0; done < middle;) {
             check_stop();

@@ -46,6 +46,9 @@ public:
     // What the last run() wrote with O_DIRECT and through the page cache.
     std::uint64_t direct_bytes() const { return direct_bytes_; }
     std::uint64_t buffered_bytes() const { return buffered_bytes_; }
+    // Whole pages handed to the O_DIRECT writers straight from the caller's memory (no bounce copy):
+    // runs whose memory and file offset lie at the same place within a page.
+    std::uint64_t in_place_bytes() const { return in_place_bytes_; }
 
 private:
     struct Run {
@@ -57,7 +60,7 @@ private:
     std::string file_;
     bool direct_ = true;
     std::vector<Run> runs_;
-    std::uint64_t direct_bytes_ = 0, buffered_bytes_ = 0;
+    std::uint64_t direct_bytes_ = 0, buffered_bytes_ = 0, in_place_bytes_ = 0;
     std::uint64_t pending_bytes_ = 0;
 };
 

@@ -32,11 +32,11 @@ LoadedModel load_model(MPI_Comm comm, const std::string& dir, std::int64_t step,
         const model::ParamLayout layout(m.dims, model::ChunkSpec{0, m.dims.num_layers, true, true});
         std::vector<train::ChunkHost> host(1);
         host[0].layout = &layout;
-        host[0].main.assign(static_cast<std::size_t>(layout.total_elements()), 0.0f);
+        m.params.assign(static_cast<std::size_t>(layout.total_elements()), 0.0f);
+        host[0].main = m.params;
         const auto tensors = train::bind_tensors(layout, {&layout}, tp_rank, 0);
         // The fp32 main parameters: the model in any precision is their rounding.
         r.read(train::load_slices(tensors, host, train::StateKind::MainParam, DType::F32));
-        m.params = std::move(host[0].main);
         m.iteration = r.iteration();
         m.file = r.file();
     });

@@ -11,7 +11,9 @@
 // tied word embeddings is not stored: it equals the first stage's, and loads from it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,14 +31,15 @@ std::string exp_avg_sq_name(const std::string& name);   // optimizer/exp_avg_sq/
 // The box of the global tensor this rank holds (its tensor-parallel slice, or all of it).
 ckpt::Selection local_box(const model::ParamEntry& e);
 
-// One model chunk of this rank, staged on the host: params is a flat buffer shaped like
-// `layout` (element offsets are the entries' offsets), of the model dtype. The optimizer
-// state covers flat elements [opt_begin, opt_begin + main.size()): all of them, or with
-// the distributed optimizer this data-parallel rank's shard.
+// One model chunk of this rank in host memory: params is a flat buffer shaped like `layout`
+// (element offsets are the entries' offsets), of the model dtype. The optimizer state
+// covers flat elements [opt_begin, opt_begin + main.size()): all of them, or with the
+// distributed optimizer this data-parallel rank's shard. Views: the memory belongs to a
+// host copy (train/host_copy.hpp) or, on a host-memory backend, to the model and optimizer.
 struct ChunkHost {
     const model::ParamLayout* layout = nullptr;
-    std::vector<std::byte> params;
-    std::vector<float> main, exp_avg, exp_avg_sq;
+    std::span<std::byte> params;
+    std::span<float> main, exp_avg, exp_avg_sq;
     std::int64_t opt_begin = 0;
     bool sharded = false;  // every DP rank writes its own optimizer shard
 };

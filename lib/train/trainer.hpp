@@ -149,8 +149,9 @@ private:
     std::int64_t consumed_valid_samples_ = 0;  // validation data position (checkpointed)
     std::int64_t last_saved_iteration_ = -1;
     std::unique_ptr<ckpt::CheckpointSaver> saver_;  // with --save; owns a save in flight
-    // --async-save: the host copy every save reuses (allocated at the first save, kept).
-    std::shared_ptr<std::vector<struct ChunkHost>> async_host_;
+    // The host copy every save reuses (allocated at the load or the first save, kept):
+    // with --async-save, and for every save on a device backend (train/host_copy.hpp).
+    std::shared_ptr<class HostCopy> host_copy_;
     std::unique_ptr<TrainingSampler> sampler_;      // with --sample-interval
     // The current logging interval.
     double interval_loss_ = 0.0, interval_ms_ = 0.0;

@@ -3,6 +3,7 @@
 // to save and exit. Trainer members defined here keep trainer.cpp about the training loop.
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -16,6 +17,7 @@
 #include "log/log.hpp"
 #include "train/checkpoint_slices.hpp"
 #include "train/exit_conditions.hpp"
+#include "train/host_copy.hpp"
 #include "train/saved_progress.hpp"
 #include "train/trainer.hpp"
 
@@ -40,14 +42,11 @@ ChunkRefs chunk_refs(ModelChunks& chunks) {
     return r;
 }
 
-// Stages every chunk on the host: checkpoint I/O reads and writes host memory while the
-// buffers may live on a device. Filled from the device first, so the alignment padding
-// between entries keeps its (zero) values when a load copies everything back.
-// Fills `out` in place: with the same sizes as last time no memory is allocated, so a
-// reused host copy (--async-save) is copied into pages touched already (a fresh page costs
-// a host fault on our VMs: the copy into fresh memory took 2-3 s per GB, 0.2 s reused).
-void stage_on_host(Backend& be, const ChunkRefs& refs, std::vector<ChunkHost>& out) {
-    out.resize(refs.models.size());
+// Every chunk's state where the backend keeps it, as views: on a host-memory backend what a
+// synchronous save writes from directly (no copy); on a device, what HostCopy::fill copies
+// (device pointers, never dereferenced on the host).
+std::vector<ChunkHost> state_in_backend(const ChunkRefs& refs) {
+    std::vector<ChunkHost> out(refs.models.size());
     for (std::size_t c = 0; c < out.size(); ++c) {
         model::GptModel& m = *refs.models[c];
         optim::AdamOptimizer& opt = *refs.optimizers[c];
@@ -58,20 +57,11 @@ void stage_on_host(Backend& be, const ChunkRefs& refs, std::vector<ChunkHost>& o
         h.layout = &m.layout();
         h.opt_begin = opt.shard_begin();
         h.sharded = opt.distributed();
-        h.params.resize(n * dtype_size(m.options().dtype));
-        h.main.resize(shard);
-        h.exp_avg.resize(shard);
-        h.exp_avg_sq.resize(shard);
-        be.copy_to_host(h.params.data(), m.params(), h.params.size());
-        be.copy_to_host(h.main.data(), opt.main_params(), shard * sizeof(float));
-        be.copy_to_host(h.exp_avg.data(), opt.exp_avg(), shard * sizeof(float));
-        be.copy_to_host(h.exp_avg_sq.data(), opt.exp_avg_sq(), shard * sizeof(float));
+        h.params = {static_cast<std::byte*>(m.params()), n * dtype_size(m.options().dtype)};
+        h.main = {opt.main_params(), shard};
+        h.exp_avg = {opt.exp_avg(), shard};
+        h.exp_avg_sq = {opt.exp_avg_sq(), shard};
     }
-}
-
-std::vector<ChunkHost> stage_on_host(Backend& be, const ChunkRefs& refs) {
-    std::vector<ChunkHost> out;
-    stage_on_host(be, refs, out);
     return out;
 }
 
@@ -120,20 +110,29 @@ void Trainer::save_checkpoint() {
     const ChunkRefs refs = chunk_refs(*chunks_);
     const model::ParamLayout full = whole_model_layout(chunks_->chunk(0));
     const std::vector<TensorBinding> tensors = bind(refs, full, c);
-    // The host copy outlives this call with --async-save: the saver owns it until published.
-    // With --async-save one host copy is kept for the whole run and reused by every save:
-    // begin() above waited for the previous save, so nothing reads it any more.
-    std::shared_ptr<const std::vector<ChunkHost>> host;
-    if (cfg_.checkpoint.async_save) {
-        if (!async_host_) async_host_ = std::make_shared<std::vector<ChunkHost>>();
-        stage_on_host(be_, refs, *async_host_);
-        host = async_host_;
-    } else {
-        host = std::make_shared<const std::vector<ChunkHost>>(stage_on_host(be_, refs));
+    // What the save writes from. A synchronous save on a host-memory backend: the model's and
+    // optimizer's own buffers, which nothing changes before commit() returns. Otherwise the
+    // run's host copy, kept and reused by every save (begin() above waited for the previous
+    // one, so nothing reads it any more), filled by copies queued after the optimizer step:
+    // --async-save hands their event to the background writer, which waits for it before
+    // reading, so training stalls only for queuing them (on a GPU) or the copy itself (the
+    // CPU backend); a synchronous save waits for them here. The saver keeps an asynchronous
+    // save's host copy alive until the save is published.
+    const bool async = cfg_.checkpoint.async_save;
+    std::vector<ChunkHost> state = state_in_backend(refs);
+    std::shared_ptr<HostCopy> copy;
+    std::function<void()> ready;
+    if (async || !be_.host_memory()) {
+        copy = host_copy_ ? host_copy_ : std::make_shared<HostCopy>(be_);
+        host_copy_ = copy;
+        std::shared_ptr<Backend::HostCopyEvent> landed = copy->fill(state);
+        if (async) ready = [landed] { landed->wait(); };
+        else landed->wait();
     }
+    const std::vector<ChunkHost>& host = copy ? copy->chunks() : state;
     std::vector<ckpt::TensorSlice> slices;
     for (StateKind k : {StateKind::Param, StateKind::MainParam, StateKind::ExpAvg, StateKind::ExpAvgSq})
-        for (auto&& s : save_slices(tensors, *host, k, dt)) slices.push_back(std::move(s));
+        for (auto&& s : save_slices(tensors, host, k, dt)) slices.push_back(std::move(s));
     w.write(slices);
     const int dp = groups_.grid().dp_size();
     SavedProgress p;
@@ -161,10 +160,10 @@ void Trainer::save_checkpoint() {
     w.set_attribute("data_parallel_size", std::int64_t{dp});
     w.set_attribute("config", format_arguments(cfg_));
     p.write_rng(w);
-    std::uint64_t host_bytes = 0;  // what --async-save holds until published (logged)
-    for (const ChunkHost& h : *host)
-        host_bytes += h.params.size() + (h.main.size() + h.exp_avg.size() + h.exp_avg_sq.size()) * sizeof(float);
-    saver_->commit(host, host_bytes);  // logs "successfully saved ..." when published
+    // The host copy's bytes: what --async-save holds until published (logged); 0 when the
+    // save wrote from the model's own buffers.
+    const std::uint64_t host_bytes = copy ? copy->bytes() : 0;
+    saver_->commit(copy, host_bytes, std::move(ready));  // logs "successfully saved ..." when published
     last_saved_iteration_ = iteration_;
 }
 
@@ -253,7 +252,13 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
     const ChunkRefs refs = chunk_refs(*chunks_);
     const model::ParamLayout full = whole_model_layout(chunks_->chunk(0));
     const std::vector<TensorBinding> tensors = bind(refs, full, groups_.coords());
-    std::vector<ChunkHost> host = stage_on_host(be_, refs);
+    // Read into a host copy (pinned on a GPU), kept for the saves when they reuse it. Filled
+    // from the device first, so the alignment padding between entries keeps its (zero)
+    // values when everything is copied back.
+    std::shared_ptr<HostCopy> loaded = std::make_shared<HostCopy>(be_);
+    loaded->fill(state_in_backend(refs))->wait();
+    if (!cfg_.checkpoint.save.empty() && (ck.async_save || !be_.host_memory())) host_copy_ = loaded;
+    std::vector<ChunkHost>& host = loaded->chunks();
     SavedProgress p;
     // Megatron's load_checkpoint: --finetune takes the parameters only; --no-load-optim
     // drops the optimizer with its scheduler (and our loss scaler, part of its state);

@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -288,6 +290,43 @@ TEST(CkptIntegrity, AsyncSavePublishesOnlyWhenEveryRankIsDone) {
     saver.commit(b2);
     ASSERT_TRUE(saver.wait().has_value());
     EXPECT_EQ(read_tracker(dir), 50);
+}
+
+// The trainer's host copy on a GPU is filled by device-to-host copies that land after
+// commit() returned: the background writer must wait for them (commit's `ready`) before it
+// reads the buffers. Here `ready` is where the bytes land: the buffers hold zeros until it
+// runs, so a writer reading before it (or never calling it) stores zeros.
+TEST(CkptIntegrity, AsyncSaveWaitsForTheHostCopyToLand) {
+    const std::string dir = gpt::test::scratch_dir("ckpt_int_async_ready");
+    SaverOptions so;
+    so.async = true;
+    CheckpointSaver saver(MPI_COMM_WORLD, dir, so);
+    const std::int64_t it = 10;
+    auto b = fill(it);
+    auto landing = std::make_shared<Buffers>(*b);  // what the "copies" bring
+    std::fill(b->w.begin(), b->w.end(), 0);
+    std::fill(b->m.begin(), b->m.end(), 0);
+    write_all(saver.begin(it), *b, it);
+    auto called = std::make_shared<std::atomic<int>>(0);
+    saver.commit(b, 0, [b, landing, called] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // copies still in flight
+        b->w = landing->w;  // same sizes: the buffers stay where write() saw them
+        b->m = landing->m;
+        ++*called;
+    });
+    ASSERT_TRUE(saver.wait().has_value());
+    EXPECT_EQ(called->load(), 1) << "the background writer never waited for the host copy";
+    LoadRequest req{dir};
+    load_checkpoint(MPI_COMM_WORLD, req, [](CheckpointReader& r) {
+        read_main_only(r);
+        std::vector<unsigned char> w(w_sel().num_elements(kW) * 2);
+        r.read({{"model/w", kW, DType::F16, w_sel(), w.data()}});
+        EXPECT_EQ(from_bytes(w, DType::F16), packed_values(0, kW, w_sel(), 10));
+    });
+    // A synchronous save has nothing in flight to wait for: a ready function is a bug.
+    CheckpointSaver sync(MPI_COMM_WORLD, gpt::test::scratch_dir("ckpt_int_sync_ready"), SaverOptions{});
+    write_all(sync.begin(20), *landing, 20);
+    EXPECT_THROW(sync.commit(landing, 0, [] {}), InternalError);
 }
 
 TEST(CkptIntegrity, AsyncSaveRefusesCollectiveIo) {

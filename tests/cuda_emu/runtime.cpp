@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -574,9 +575,55 @@ cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
     return cudaSuccess;
 }
 
+// ---- pinned host memory ----------------------------------------------------------------
+
+namespace {
+// cudaHostAlloc's blocks (start -> bytes). Ordinary host memory otherwise: the host reads and
+// writes it freely; only copies into it from the device are deferred (see copy below).
+std::mutex g_pinned_mu;
+std::map<const char*, std::size_t> g_pinned;
+
+bool is_pinned(const void* p, std::size_t bytes) {
+    std::lock_guard lock(g_pinned_mu);
+    const auto* c = static_cast<const char*>(p);
+    auto it = g_pinned.upper_bound(c);
+    if (it == g_pinned.begin()) return false;
+    --it;
+    return c + bytes <= it->first + it->second;
+}
+}  // namespace
+
+cudaError_t cudaHostAlloc(void** p, std::size_t bytes, unsigned flags) {
+    *p = nullptr;
+    if (flags != cudaHostAllocDefault) return fail(cudaErrorInvalidValue, "cudaHostAlloc: flags not emulated");
+    // Page-aligned, as the driver's pinned blocks are (it locks whole pages).
+    const std::size_t page = 4096;
+    void* m = std::aligned_alloc(page, (std::max<std::size_t>(bytes, 1) + page - 1) / page * page);
+    if (!m) return fail(cudaErrorMemoryAllocation, "cudaHostAlloc of " + std::to_string(bytes) + " bytes");
+    std::lock_guard lock(g_pinned_mu);
+    g_pinned[static_cast<const char*>(m)] = bytes;
+    *p = m;
+    return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void** p, std::size_t bytes) { return cudaHostAlloc(p, bytes, cudaHostAllocDefault); }
+cudaError_t cudaFreeHost(void* p) {
+    if (!p) return cudaSuccess;
+    complete_all();  // as cudaFree: synchronises the device, so no queued copy lands in freed memory
+    {
+        std::lock_guard lock(g_pinned_mu);
+        auto it = g_pinned.find(static_cast<const char*>(p));
+        if (it == g_pinned.end()) return fail(cudaErrorInvalidValue, "cudaFreeHost of a pointer cudaHostAlloc did not return");
+        g_pinned.erase(it);
+    }
+    std::free(p);
+    return cudaSuccess;
+}
+
 namespace {
 // Copies are stream work: queued, except where the host must wait for them (cudaMemcpy, and
-// a copy into host memory, which is pageable here: CUDA returns from those once copied).
+// a copy into pageable host memory: CUDA returns from those once copied). A device-to-host
+// cudaMemcpyAsync into pinned memory (cudaHostAlloc) is queued like a kernel: the host sees
+// the bytes only once it has synchronised with the stream (an event, the stream, the device).
 // A host source is read when the copy is issued (staged, as CUDA does for pageable memory).
 cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
                  cudaStream_t stream, const char* what, bool blocking) {
@@ -601,6 +648,13 @@ cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind k
                       dst_dev ? "device memory" : in_arena(dst) ? "outside any device allocation" : "host memory",
                       src, src_dev ? "device memory" : in_arena(src) ? "outside any device allocation" : "host memory");
         return fail(cudaErrorInvalidValue, m);
+    }
+    if (!blocking && src_dev && !dst_dev && is_pinned(dst, bytes)) {
+        stream_enqueue(stream, [dst, src, bytes] {
+            DeviceAccess access;
+            std::memcpy(dst, src, bytes);
+        });
+        return cudaSuccess;
     }
     if (blocking || !dst_dev) {
         std::lock_guard lock(g_streams_mu);

@@ -15,6 +15,7 @@ namespace gpt::cpu {
 namespace {
 // A cache line and the widest vector register (AVX-512).
 constexpr std::size_t kAlignment = 64;
+constexpr std::size_t kPageAlignedFrom = std::size_t{1} << 20;
 
 // Ranks started on this node by the MPI launcher (MPICH/Hydra, Open MPI), 1 if unknown.
 int ranks_on_node() {
@@ -46,9 +47,12 @@ CpuBackend::~CpuBackend() {
 
 void* CpuBackend::alloc(std::size_t bytes) {
     // aligned_alloc needs a size that is a multiple of the alignment; 0 bytes still gets a
-    // unique pointer so free() and accounting stay uniform.
-    std::size_t rounded = (std::max<std::size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
-    void* p = std::aligned_alloc(kAlignment, rounded);
+    // unique pointer so free() and accounting stay uniform. Large buffers (the model's
+    // parameters and optimizer state among them) start on a page: a synchronous checkpoint
+    // save writes them with O_DIRECT in place (ckpt/direct_writes.cpp), at most a page lost.
+    const std::size_t align = bytes >= kPageAlignedFrom ? kHostAlign : kAlignment;
+    std::size_t rounded = (std::max<std::size_t>(bytes, 1) + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, rounded);
     if (!p) GPT_THROW(DeviceError, "CPU backend: cannot allocate ", bytes, " bytes (",
                       in_use_, " bytes already in use). HINT: reduce the micro-batch size, "
                       "or use activation recomputation");

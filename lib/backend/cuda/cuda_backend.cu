@@ -52,6 +52,7 @@ CudaBackend::~CudaBackend() {
     cudaStreamDestroy(cuda_stream(stream()));
     for (auto& [p, blk] : live_) cudaFree(p);
     for (auto& [size, p] : cache_) cudaFree(p);
+    for (auto& [p, raw] : host_blocks_) cudaFreeHost(raw);
 }
 
 void CudaBackend::release_cache() {
@@ -115,6 +116,83 @@ void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t byte
     wait_for_cuda_stream(stream_, "device work before a copy to the host");
     GPT_CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "copy_to_host");
 }
+void* CudaBackend::alloc_host(std::size_t bytes) {
+    // cudaHostAlloc promises less than a page of alignment: one more page, and the pointer
+    // handed out is rounded up to kHostAlign inside the block.
+    void* raw = nullptr;
+    const cudaError_t err = cudaHostAlloc(&raw, bytes + kHostAlign, cudaHostAllocDefault);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        GPT_THROW(DeviceError, "CUDA backend: cannot allocate ", bytes, " bytes of pinned host memory: ",
+                  cudaGetErrorString(err), ". HINT: the checkpoint's host copy pins this rank's share of "
+                  "the checkpoint in host memory; check the node's free memory and the memlock limit (ulimit -l)");
+    }
+    const auto a = (reinterpret_cast<std::uintptr_t>(raw) + kHostAlign - 1) / kHostAlign * kHostAlign;
+    void* p = reinterpret_cast<void*>(a);
+    std::lock_guard lock(mem_mutex_);
+    host_blocks_[p] = raw;
+    return p;
+}
+
+void CudaBackend::free_host(void* p) {
+    if (!p) return;
+    void* raw = nullptr;
+    {
+        std::lock_guard lock(mem_mutex_);
+        auto it = host_blocks_.find(p);
+        GPT_ASSERT(it != host_blocks_.end(), "free_host() of a pointer this CUDA backend did not allocate");
+        raw = it->second;
+        host_blocks_.erase(it);
+    }
+    // cudaFreeHost waits for the device's work first, so no queued copy lands in freed memory.
+    GPT_CUDA_CHECK(cudaFreeHost(raw), "free_host");
+}
+
+void CudaBackend::copy_to_host_async(void* host_dst, const void* src, std::size_t bytes) {
+    // On the compute stream, as PyTorch's non_blocking copy to pinned memory runs on the
+    // current stream. That stream order is what makes the copy safe without any other wait:
+    //  - it follows the optimizer step that produced the values (queued before it), so it
+    //    reads the new parameters and moments, never a half-updated buffer;
+    //  - the next optimizer step, which overwrites the same buffers, is queued after it, so
+    //    the GPU starts that step only once the copy has read them (the distributed
+    //    optimizer's parameter all-gather too: an NCCL operation waits for the compute
+    //    stream's work issued before it, dist/comm_nccl.cpp). The host never waits:
+    //    training goes on queuing work; only the background writer waits (HostCopyEvent)
+    //    before it reads the host memory.
+    // A separate copy stream would let the next forward/backward overlap the copy, but then
+    // both orders need explicit events (copy after the step; the next step after the copy),
+    // and any writer of these buffers forgetting the second one would corrupt the save.
+    if (bytes)
+        GPT_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, cuda_stream(stream())),
+                       "copy_to_host_async");
+}
+
+namespace {
+class CudaHostCopyEvent final : public Backend::HostCopyEvent {
+public:
+    explicit CudaHostCopyEvent(cudaStream_t s) {
+        GPT_CUDA_CHECK(cudaEventCreateWithFlags(&ev_, cudaEventDisableTiming), "record_host_copies");
+        const cudaError_t err = cudaEventRecord(ev_, s);
+        if (err != cudaSuccess) {
+            cudaEventDestroy(ev_);
+            GPT_CUDA_CHECK(err, "record_host_copies");
+        }
+    }
+    ~CudaHostCopyEvent() override { cudaEventDestroy(ev_); }
+    CudaHostCopyEvent(const CudaHostCopyEvent&) = delete;
+    CudaHostCopyEvent& operator=(const CudaHostCopyEvent&) = delete;
+    // Polled (core/device_wait.hpp), so that the hang watchdog bounds it on any thread.
+    void wait() override { wait_for_cuda_event(ev_, "the device-to-host copies of a checkpoint"); }
+
+private:
+    cudaEvent_t ev_ = nullptr;
+};
+}  // namespace
+
+std::shared_ptr<Backend::HostCopyEvent> CudaBackend::record_host_copies() {
+    return std::make_shared<CudaHostCopyEvent>(cuda_stream(stream()));
+}
+
 void CudaBackend::copy(void* dst, const void* src, std::size_t bytes) {
     if (bytes && dst != src)
         GPT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda_stream(stream())), "copy");

@@ -35,6 +35,12 @@ public:
     std::size_t bytes_in_use() const override;
     std::size_t peak_bytes() const override;
     Stream stream() const override { return Stream(stream_); }
+    // Pinned host memory (cudaHostAlloc) and device-to-host copies queued on stream().
+    void* alloc_host(std::size_t bytes) override;
+    void free_host(void* p) override;
+    bool host_pinned() const override { return true; }
+    void copy_to_host_async(void* host_dst, const void* src, std::size_t bytes) override;
+    std::shared_ptr<HostCopyEvent> record_host_copies() override;
     // RMSNorm, SwiGLU (decoder_ops.cu), grouped QKV with rope (qkv_expand.cu).
     bool has_decoder_ops() const override { return true; }
 
@@ -172,6 +178,8 @@ private:
     std::size_t in_use_ = 0;
     std::size_t peak_ = 0;
     void release_cache();
+    // alloc_host's pointers (kHostAlign-aligned) and the cudaHostAlloc blocks they lie in.
+    std::unordered_map<void*, void*> host_blocks_;
 };
 
 }  // namespace gpt::cuda

@@ -83,6 +83,13 @@ cudaError_t cudaMalloc(T** p, std::size_t bytes) {
 }
 cudaError_t cudaFree(void* p);
 cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes);
+// Page-locked host memory: a device-to-host cudaMemcpyAsync into it is stream work like a
+// kernel (it lands when the stream is synchronised), as on a GPU, where only a copy into
+// pageable memory returns once copied.
+#define cudaHostAllocDefault 0x00
+cudaError_t cudaHostAlloc(void** p, std::size_t bytes, unsigned flags);
+cudaError_t cudaMallocHost(void** p, std::size_t bytes);
+cudaError_t cudaFreeHost(void* p);
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream = nullptr);
