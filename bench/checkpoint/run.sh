@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checkpoint save/load throughput against the raw speed of the same disk, at 1, 2 and 4 ranks.
-#   [IO_MODE=auto|collective|independent] [REPS=3] bench/checkpoint/run.sh [BUILD_DIR] [SCRATCH_DIR] [LAYERS] [HIDDEN]
+#   [IO_MODE=auto|collective|independent] [REPS=3] [RANKS="1 2 4"] bench/checkpoint/run.sh [BUILD_DIR] [SCRATCH_DIR] [LAYERS] [HIDDEN]
 # Prints the throughput table (dd beside it), then the per-phase profile of save and load
 # (ckpt/profile.hpp), where the saved bytes went, and the async save's stall and memory.
 # Defaults: build-ckpt, BUILD_DIR/bench-scratch/checkpoint, 6 layers of hidden 1024
@@ -19,6 +19,7 @@ layers=${3:-6}
 hidden=${4:-1024}
 io_mode=${IO_MODE:-auto}
 reps=${REPS:-3}
+ranks_list=${RANKS:-1 2 4}
 mkdir -p "$scratch"
 mpiexec=$(sed -n 's/^MPIEXEC_EXECUTABLE:FILEPATH=//p' "$build/CMakeCache.txt")
 cmake --build "$build" --target ckpt_bench > "$scratch/build.log" 2>&1 || { cat "$scratch/build.log"; exit 1; }
@@ -28,11 +29,11 @@ mbps() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.0f", b / s / 1e6 }'; }
 dd_seconds() { sed -n 's/.* copied, \([0-9.]*\) s,.*/\1/p'; }
 
 fmt() { awk -v m="$1" -v lo="$2" -v hi="$3" 'BEGIN { printf "%s (%s-%s)", m, lo, hi }'; }
-printf "%-6s %6s %-22s %-17s %-21s %-22s %-17s %-21s %6s %7s %7s %7s %8s %8s\n" ranks GB "save s" "% of dd write" "dd write MB/s" \
-    "load s" "% of dd read" "dd read MB/s" "load*%" "loadH5%" "cpu s" "cksum%" "stall s" "async s"
+printf "%-6s %6s %-22s %-17s %-21s %7s %-22s %-17s %-21s %7s %6s %7s %7s %7s %8s %8s\n" ranks GB "save s" "% of dd write" "dd write MB/s" \
+    "med%" "load s" "% of dd read" "dd read MB/s" "med%" "load*%" "loadH5%" "cpu s" "cksum%" "stall s" "async s"
 declare -A lines profiles
 field() { sed "s/.* $1=\([0-9.]*\).*/\1/" <<< "$2"; }
-for n in 1 2 4; do
+for n in $ranks_list; do
     rm -rf "$scratch/ckpt" "$scratch/ckpt.dd"
     out=$("$mpiexec" -n $n "$bench" "$scratch/ckpt" "$layers" "$hidden" "$io_mode" "$reps")
     line=$(grep '^RESULT' <<< "$out")
@@ -41,11 +42,11 @@ for n in 1 2 4; do
     grep '^REP ' <<< "$out" >> "$scratch/reps.log"
     f() { field "$1" "$line"; }
     b=$(f bytes); rr=$(f raw_r_once)
-    printf "%-6s %6.2f %-22s %-17s %-21s %-22s %-17s %-21s %5s%% %6s%% %7s %6s%% %8s %8s\n" "$n" "$(awk -v b="$b" 'BEGIN{print b/1e9}')" \
+    printf "%-6s %6.2f %-22s %-17s %-21s %6s%% %-22s %-17s %-21s %6s%% %5s%% %6s%% %7s %6s%% %8s %8s\n" "$n" "$(awk -v b="$b" 'BEGIN{print b/1e9}')" \
         "$(fmt "$(f save_s)" "$(f save_min_s)" "$(f save_max_s)")" "$(fmt "$(f save_pct)" "$(f save_pct_min)" "$(f save_pct_max)")" \
-        "$(fmt "$(f raw_w)" "$(f raw_w_min)" "$(f raw_w_max)")" \
+        "$(fmt "$(f raw_w)" "$(f raw_w_min)" "$(f raw_w_max)")" "$(f save_pct_med)" \
         "$(fmt "$(f load_s)" "$(f load_min_s)" "$(f load_max_s)")" "$(fmt "$(f load_pct)" "$(f load_pct_min)" "$(f load_pct_max)")" \
-        "$(fmt "$(f raw_r)" "$(f raw_r_min)" "$(f raw_r_max)")" \
+        "$(fmt "$(f raw_r)" "$(f raw_r_min)" "$(f raw_r_max)")" "$(f load_pct_med)" \
         "$(awk -v b="$b" -v s="$(f load_noverify_s)" -v r="$rr" 'BEGIN { printf "%.0f", 100 * b / s / 1e6 / r }')" \
         "$(awk -v b="$b" -v s="$(f load_h5_s)" -v r="$rr" 'BEGIN { printf "%.0f", 100 * b / s / 1e6 / r }')" \
         "$(f save_cpu_s)" "$(awk -v c="$(f checksum_s)" -v s="$(f save_s)" 'BEGIN { printf "%.1f", 100 * c / s }')" \
@@ -55,6 +56,9 @@ rm -rf "$scratch/ckpt" "$scratch/ckpt.dd"
 echo
 echo "disk: $(df --output=source,fstype "$scratch" | tail -1); each figure: median (min-max) of $reps saves/loads; % of dd:"
 echo "  of the faster of the dd runs right before and after that save (write) or load (read of the checkpoint file);"
+echo "med%: like for like, our median MB/s over the $reps repetitions as a % of dd's median over its $((2 * reps)) runs around"
+echo "  them (the % of dd columns take the faster dd around each operation: on a disk that jumps between"
+echo "  speeds from one second to the next, the best of two dd runs against one of ours favours dd)."
 echo "  every repetition's seconds and dd speeds (buffered/direct, before,after): $scratch/reps.log"
 
 # Where the time goes: ckpt/profile.hpp's seconds per phase (the slowest rank's) of the median
@@ -64,7 +68,7 @@ echo "  every repetition's seconds and dd speeds (buffered/direct, before,after)
 echo
 echo "save phases, seconds (main thread: create exchange write writeback checksum_wait collective metadata fsync publish; helper: checksum):"
 printf "%-6s %7s %7s %7s %9s %9s %9s %9s %10s %9s %7s %8s %7s %7s\n" ranks wall "dd s" create exchange write writeback checksum "ck_wait" metadata fsync publish other "coll"
-for n in 1 2 4; do
+for n in $ranks_list; do
     p=$(grep 'op=save' <<< "${profiles[$n]}"); line=${lines[$n]}
     w=$(field save_s "$line"); b=$(field bytes "$line")
     awk -v n="$n" -v w="$w" -v d="$(awk -v b="$b" -v s="$(field raw_w "$line")" 'BEGIN { printf "%.3f", b / (s * 1e6) }')" -v p="$p" 'BEGIN {
@@ -74,14 +78,14 @@ for n in 1 2 4; do
             v["checksum_wait"], v["metadata"], v["fsync"], v["publish"], w - main, v["collective"] }'
 done
 echo "where the median save's bytes went, MB over all ranks (O_DIRECT / page cache / of them received by the strided exchange):"
-for n in 1 2 4; do
+for n in $ranks_list; do
     line=${lines[$n]}
     echo "  $n ranks: $(awk -v a="$(field direct_bytes "$line")" -v b="$(field buffered_bytes "$line")" -v c="$(field exchanged_bytes "$line")" \
         'BEGIN { printf "%.1f / %.1f / %.1f", a / 1e6, b / 1e6, c / 1e6 }')"
 done
 echo "load phases, seconds (main thread: open read verify_wait exchange scatter agree close; helper: verify):"
 printf "%-6s %7s %7s %7s %9s %9s %9s %9s %10s %9s %7s %8s\n" ranks wall "dd s" open read verify "v_wait" exchange scatter agree close other
-for n in 1 2 4; do
+for n in $ranks_list; do
     p=$(grep 'op=load' <<< "${profiles[$n]}"); line=${lines[$n]}
     w=$(field load_s "$line"); b=$(field bytes "$line")
     awk -v n="$n" -v w="$w" -v d="$(awk -v b="$b" -v s="$(field raw_r "$line")" 'BEGIN { printf "%.3f", b / (s * 1e6) }')" -v p="$p" 'BEGIN {
@@ -93,7 +97,7 @@ done
 echo "async save (--async-save's writer): training stall = host copy + dataset creation; memory = the host copy,"
 echo "  kept for the whole run and reused by every save (first save: the copy's pages are fresh; then reused)"
 printf "%-6s %8s %12s %9s %14s %10s %14s %12s\n" ranks "stall s" "host copy s" "total s" "host copy GB" "stall/save" "1st stall s" "1st copy s"
-for n in 1 2 4; do
+for n in $ranks_list; do
     line=${lines[$n]}
     printf "%-6s %8s %12s %9s %14.2f %9s%% %14s %12s\n" "$n" "$(field async_stall_s "$line")" "$(field host_copy_s "$line")" \
         "$(field async_total_s "$line")" "$(awk -v b="$(field host_copy_bytes "$line")" 'BEGIN { print b / 1e9 }')" \

@@ -9,7 +9,6 @@
 #include "ckpt/collective.hpp"
 #include "ckpt/direct_writes.hpp"
 #include "core/errors.hpp"
-#include "core/watchdog.hpp"
 
 namespace gpt::ckpt {
 

@@ -1,5 +1,7 @@
 // Factory, memory accounting, AdamW against a scalar fp64 reference, grad_stats and sum.
 #include <gtest/gtest.h>
+#include <omp.h>
+#include <cstring>
 
 #include <cmath>
 #include <cstdint>
@@ -57,6 +59,26 @@ TEST(Memory, CopiesAndZero) {
     be->synchronize();
     be->free(d);
     be->free(e);
+}
+
+// Copies large enough to be split over the OpenMP threads (2 MiB and more): every byte lands
+// at its place, with a ragged last chunk and byte offsets that are not chunk-aligned.
+TEST(Memory, LargeCopiesSplitOverThreadsLandWhole) {
+    auto be = cpu_backend();
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(2);
+    const std::size_t bytes = (std::size_t{9} << 20) + 12345;
+    std::vector<unsigned char> host(bytes + 3), back(bytes + 3, 0);
+    for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<unsigned char>(i * 2654435761u >> 13);
+    auto* d = static_cast<unsigned char*>(be->alloc(bytes + 3));
+    be->copy_to_device(d + 1, host.data() + 3, bytes);
+    be->copy_to_host(back.data() + 2, d + 1, bytes);
+    omp_set_num_threads(threads);
+    EXPECT_EQ(0, std::memcmp(back.data() + 2, host.data() + 3, bytes));
+    EXPECT_EQ(back[0], 0);
+    EXPECT_EQ(back[1], 0);
+    EXPECT_EQ(back[bytes + 2], 0);  // nothing past the end
+    be->free(d);
 }
 
 struct AdamRef {
