@@ -1,10 +1,10 @@
 // Factory, memory accounting, AdamW against a scalar fp64 reference, grad_stats and sum.
 #include <gtest/gtest.h>
 #include <omp.h>
-#include <cstring>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "backend_test_util.hpp"

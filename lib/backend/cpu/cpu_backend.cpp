@@ -29,8 +29,7 @@ int ranks_on_node() {
 }
 
 // Copies of at least this many bytes are split over the rank's OpenMP threads: one core's
-// memcpy reaches about half of a node's memory bandwidth (1 GiB on the 2-core Zen 5 VMs:
-// 13-17 GB/s on one thread, 30 GB/s on two), and an --async-save's host copy is what
+// memcpy does not reach a node's memory bandwidth, and an --async-save's host copy is what
 // training stalls for. Smaller copies stay on this thread (a parallel region's start-up,
 // some microseconds, is a tenth of a 1 MiB copy's time).
 constexpr std::size_t kParallelCopyMin = std::size_t{2} << 20;
