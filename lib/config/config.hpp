@@ -151,6 +151,17 @@ struct DataConfig {
     bool per_split() const {
         return !train_data_path.empty() || !valid_data_path.empty() || !test_data_path.empty();
     }
+    // Megatron's --mock-data means synthetic data whatever else is set; a config file's
+    // `mock-data = true` is a default that a command line's data path overrides. The parser
+    // records where each came from.
+    bool mock_on_command_line = false;
+    bool data_on_command_line = false;
+    bool use_mock() const {
+        return mock_data && (!(per_split() || !data_path.empty()) || mock_on_command_line || !data_on_command_line);
+    }
+    // Values of the blend flags that held whitespace and were read as Megatron's blend syntax
+    // (words separated by spaces), for the message when a word is not a dataset.
+    std::vector<std::string> blend_texts;
 };
 
 struct CheckpointConfig {

@@ -195,7 +195,7 @@ private:
         add(data, "merge-file", &C::data, &DataConfig::merge_file, "GPT-2 merges (gpt2-merges.txt)");
         add(data, "tokenizer-type", &C::data, &DataConfig::tokenizer_type, "GPT2BPETokenizer");
         add(data, "data-cache-path", &C::data, &DataConfig::data_cache_path, "folder for index caches (default: next to the data)");
-        add(data, "mock-data", &C::data, &DataConfig::mock_data, "synthetic data, no files (used when no --data-path is given)");
+        add(data, "mock-data", &C::data, &DataConfig::mock_data, "synthetic data, no files (as in Megatron it wins over data paths, except that a config file's mock-data = true yields to a command line's --data-path)");
         add(data, "tokenizer-model", &C::data, &DataConfig::tokenizer_model, "TikTokenizer rank file (.tiktoken lines 'base64 rank', or Megatron's JSON list)");
         add(data, "tiktoken-pattern", &C::data, &DataConfig::tiktoken_pattern, "TikTokenizer split pattern: v1, v2 (Megatron's), cl100k_base, o200k_base");
         add(data, "tiktoken-num-special-tokens", &C::data, &DataConfig::tiktoken_num_special_tokens, "TikTokenizer: ids below this are special tokens; rank r gets id r + this");
@@ -399,21 +399,33 @@ ParsedArgs parse_args(const std::vector<std::string>& raw_args) {
     cfg.parallel.pp_given = given("pipeline-model-parallel-size");
     cfg.parallel.mbs_given = given("micro-batch-size") && table.micro_batch_text != "auto";
 
-    // An INI value "0.3 a 0.7 b" arrives as one string; split into tokens.
-    std::vector<std::string> tokens;
-    for (const auto& s : cfg.data.data_path)
-        for (auto& t : split_whitespace(s)) tokens.push_back(t);
-    cfg.data.data_path = tokens;
-    // On the command line only: a config file's split is a default that per-split paths override.
-    cfg.data.split_given = std::any_of(args.begin(), args.end(), [](const std::string& a) {
-        return a == "--split" || a.rfind("--split=", 0) == 0;
-    });
-    for (auto* paths : {&cfg.data.train_data_path, &cfg.data.valid_data_path, &cfg.data.test_data_path}) {
+    // An INI value "0.3 a 0.7 b" arrives as one string: split into words, Megatron's blend
+    // syntax. A value that names a dataset whole ("<value>.idx" exists) is one prefix, so a
+    // path with spaces can be given as one quoted argument, as Megatron's argparse takes it.
+    for (auto* paths : {&cfg.data.data_path, &cfg.data.train_data_path, &cfg.data.valid_data_path,
+                        &cfg.data.test_data_path}) {
         std::vector<std::string> words;
-        for (const auto& s : *paths)
-            for (auto& w : split_whitespace(s)) words.push_back(w);
+        for (const auto& s : *paths) {
+            std::vector<std::string> w = split_whitespace(s);
+            if (w.size() > 1 && std::filesystem::is_regular_file(s + ".idx")) {
+                words.push_back(s);
+                continue;
+            }
+            if (w.size() > 1) cfg.data.blend_texts.push_back(s);
+            for (auto& t : w) words.push_back(t);
+        }
         *paths = words;
     }
+    auto on_command_line = [&](const char* flag) {
+        const std::string f = std::string("--") + flag;
+        return std::any_of(args.begin(), args.end(),
+                           [&](const std::string& a) { return a == f || a.rfind(f + "=", 0) == 0; });
+    };
+    // On the command line only: a config file's split is a default that per-split paths override.
+    cfg.data.split_given = on_command_line("split");
+    cfg.data.mock_on_command_line = on_command_line("mock-data");
+    cfg.data.data_on_command_line = on_command_line("data-path") || on_command_line("train-data-path") ||
+                                    on_command_line("valid-data-path") || on_command_line("test-data-path");
     return out;
 }
 

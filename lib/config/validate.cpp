@@ -1,4 +1,6 @@
 #include "config/validate.hpp"
+
+#include "config/data_blend.hpp"
 #include "config/vocab_padding.hpp"
 
 #include <cmath>
@@ -197,26 +199,9 @@ void validate_model_and_training(Config& cfg) {
     require_positive(cfg.logging.log_interval, "log-interval");
     validate_monitor(cfg.monitor);
 
-    // Blend weights: "prefix" or "w1 p1 w2 p2 ...".
-    const auto& dp = cfg.data.data_path;
-    if (dp.size() > 1) {
-        GPT_REQUIRE(dp.size() % 2 == 0, UsageError,
-                    "--data-path with several datasets must alternate weight and prefix, got ",
-                    dp.size(), " tokens");
-        double sum = 0;
-        for (std::size_t i = 0; i < dp.size(); i += 2) {
-            char* end = nullptr;
-            double w = std::strtod(dp[i].c_str(), &end);
-            GPT_REQUIRE(end && *end == '\0' && w >= 0 && std::isfinite(w), UsageError,
-                        "--data-path weight '", dp[i], "' is not a non-negative number");
-            sum += w;
-        }
-        // Blending normalises by the sum: it must be a positive finite number.
-        GPT_REQUIRE(std::isfinite(sum) && sum > 0, UsageError, "--data-path weights sum to ", sum,
-                    ": they must add up to a positive finite number");
-    }
-    for (std::size_t i = dp.size() > 1 ? 1 : 0; i < dp.size(); i += dp.size() > 1 ? 2 : 1)
-        GPT_REQUIRE(!dp[i].empty(), UsageError, "--data-path has an empty prefix");
+    // The data flags' values, as lib/data will read them (a bad one fails a dry run too).
+    parse_blend(cfg.data.data_path, "data-path");
+    parse_split(cfg.data.split);
     validate_eval_and_tensorboard(cfg);
 }
 

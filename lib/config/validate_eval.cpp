@@ -3,44 +3,12 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "config/data_blend.hpp"
 #include "config/validate.hpp"
 #include "core/errors.hpp"
 
 namespace gpt {
 
-namespace {
-
-bool is_number(const std::string& s) {
-    char* end = nullptr;
-    std::strtod(s.c_str(), &end);
-    return !s.empty() && end && *end == '\0';
-}
-
-// "prefix", "p1 p2 ..." (mixed by size) or "w1 p1 w2 p2 ..." (weights non-negative, finite,
-// not all 0): the forms lib/data reads.
-void check_blend(const std::vector<std::string>& words, const char* flag) {
-    for (const auto& w : words) GPT_REQUIRE(!w.empty(), UsageError, "--", flag, " has an empty prefix");
-    if (words.empty() || !is_number(words[0])) {
-        for (const auto& w : words)
-            GPT_REQUIRE(!is_number(w), UsageError, "--", flag, ": weight '", w,
-                        "' among prefixes without weights (give a weight before every prefix, or none)");
-        return;
-    }
-    GPT_REQUIRE(words.size() % 2 == 0, UsageError, "--", flag,
-                " with several datasets must alternate weight and prefix, got ", words.size(), " tokens");
-    double sum = 0;
-    for (std::size_t i = 0; i < words.size(); i += 2) {
-        char* end = nullptr;
-        const double w = std::strtod(words[i].c_str(), &end);
-        GPT_REQUIRE(end && *end == '\0' && w >= 0 && std::isfinite(w), UsageError, "--", flag,
-                    " weight '", words[i], "' is not a non-negative number");
-        sum += w;
-    }
-    GPT_REQUIRE(std::isfinite(sum) && sum > 0, UsageError, "--", flag, " weights sum to ", sum,
-                ": they must add up to a positive finite number");
-}
-
-}  // namespace
 
 void validate_eval_and_tensorboard(const Config& cfg) {
     const LoggingConfig& l = cfg.logging;
@@ -61,9 +29,9 @@ void validate_eval_and_tensorboard(const Config& cfg) {
                     "--valid-data-path/--test-data-path without --train-data-path: give the training "
                     "data too (or --skip-train to evaluate only)");
     }
-    check_blend(d.train_data_path, "train-data-path");
-    check_blend(d.valid_data_path, "valid-data-path");
-    check_blend(d.test_data_path, "test-data-path");
+    parse_blend(d.train_data_path, "train-data-path");
+    parse_blend(d.valid_data_path, "valid-data-path");
+    parse_blend(d.test_data_path, "test-data-path");
     if (d.multiple_validation_sets) {
         GPT_REQUIRE(!d.valid_data_path.empty(), UsageError,
                     "--multiple-validation-sets needs --valid-data-path (each prefix there is one set)");

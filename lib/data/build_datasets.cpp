@@ -1,11 +1,15 @@
 // build_gpt_datasets: --data-path / --split / --mock-data -> train, valid and test datasets.
+#include <algorithm>
 #include <cmath>
+
+#include "config/data_blend.hpp"
 
 #include "core/errors.hpp"
 #include "core/strings.hpp"
 #include "data/gpt_dataset.hpp"
 #include "data/gpt_indices.hpp"
 #include "data/indexed_dataset.hpp"
+#include "log/log.hpp"
 
 namespace gpt::data {
 
@@ -13,43 +17,47 @@ namespace {
 
 const char* const kSplitNames[3] = {"train", "valid", "test"};
 
-struct BlendEntry {
-    double weight;
-    std::string prefix;
-};
-
-bool parse_number(const std::string& s, double& out) {
+// Opens one prefix of the blend; when the prefix is a word of a value that held spaces, the
+// error says how that value was read (Megatron's blend syntax) and how to give such a path.
+std::shared_ptr<const IndexedDataset> open_prefix(const gpt::DataConfig& cfg, const std::string& prefix,
+                                                  const char* flag) {
+    std::shared_ptr<const IndexedDataset> d;
     try {
-        std::size_t used = 0;
-        out = std::stod(s, &used);
-        return used == s.size();
-    } catch (const std::exception&) {
-        return false;
+        d = std::make_shared<const IndexedDataset>(prefix);
+    } catch (const IoError& e) {
+        for (const std::string& text : cfg.blend_texts) {
+            const std::vector<std::string> words = split_whitespace(text);
+            if (std::find(words.begin(), words.end(), prefix) == words.end()) continue;
+            GPT_THROW(IoError, e.what(), " (--", flag, " '", text, "' was read as a blend of ", words.size(),
+                      " words, Megatron's syntax \"[weight] prefix ...\"; a prefix that contains spaces is taken "
+                      "whole only when '", text, ".idx' exists)");
+        }
+        throw;
     }
+    GPT_REQUIRE(d->num_sequences() > 0, DataError, "dataset '", prefix, "' (--", flag,
+                ") is empty: its .idx lists 0 sequences and 0 documents; preprocess text into it or leave it out");
+    return d;
 }
 
-// "pathA" | "w1 pathA w2 pathB ..." | "pathA pathB" (no weights: see below).
-std::vector<BlendEntry> parse_blend(const std::vector<std::string>& data_path, bool& weighted) {
-    std::vector<std::string> words;
-    for (const auto& item : data_path)
-        for (auto& w : split_whitespace(item)) words.push_back(w);
-    if (words.empty()) GPT_THROW(UsageError, "no --data-path given (or use --mock-data)");
-    std::vector<BlendEntry> out;
-    double w = 0;
-    weighted = words.size() % 2 == 0 && parse_number(words[0], w);
-    if (weighted) {
-        for (std::size_t i = 0; i < words.size(); i += 2) {
-            if (!parse_number(words[i], w) || !(w >= 0))
-                GPT_THROW(UsageError, "--data-path: '", words[i], "' should be a non-negative weight before '", words[i + 1], "'");
-            out.push_back({w, words[i + 1]});
-        }
-    } else {
-        for (const auto& p : words) {
-            if (parse_number(p, w)) GPT_THROW(UsageError, "--data-path: weight '", p, "' without its dataset prefix");
-            out.push_back({1.0, p});
-        }
-    }
-    return out;
+// Samples of one epoch of `ds`: what its split gives before it repeats.
+std::int64_t samples_per_epoch(const GptDataset& ds) { return (ds.tokens_per_epoch() - 1) / ds.seq_length(); }
+
+// Rank 0's report of one dataset split, and Megatron's behaviour where the split is smaller
+// than the request (it repeats: epochs) said out loud for validation, test and blend parts.
+void report(const GptDataset& ds, const std::string& prefix, int split, std::int64_t asked, const BlendEntry* part) {
+    GPT_LOG(info) << "> " << kSplitNames[split] << " split of '" << prefix << "': " << ds.tokens_per_epoch()
+                  << " tokens, " << samples_per_epoch(ds) << " samples per epoch, " << asked << " asked: "
+                  << ds.num_epochs() << " epoch(s); index cache " << (ds.built_cache() ? "built" : "found") << " ("
+                  << ds.cache_path() << ")";
+    if (ds.num_epochs() == 1 || (split == 0 && !part)) return;  // several training epochs are ordinary
+    if (part)
+        GPT_LOG(warning) << "blend part '" << prefix << "' (weight " << part->weight << ") is smaller than its share: its "
+                         << kSplitNames[split] << " split gives " << samples_per_epoch(ds) << " samples per epoch and the blend draws "
+                         << asked << ", so it repeats over " << ds.num_epochs() << " epochs (as in Megatron)";
+    else
+        GPT_LOG(warning) << "the " << kSplitNames[split] << " split of '" << prefix << "' gives " << samples_per_epoch(ds)
+                         << " samples per epoch but " << (split == 1 ? "validation" : "the test") << " draws " << asked
+                         << ", so it repeats over " << ds.num_epochs() << " epochs (as in Megatron)";
 }
 
 }  // namespace
@@ -59,24 +67,23 @@ GptDatasets build_gpt_datasets(const gpt::DataConfig& cfg, int seq_length, std::
     for (auto n : num_samples) GPT_REQUIRE(n >= 0, UsageError, "negative sample count ", n);
     GptDatasets out;
     std::unique_ptr<SampleDataset>* slots[3] = {&out.train, &out.valid, &out.test};
-    if (cfg.mock_data && cfg.data_path.empty()) {
-        // --mock-data is the fallback when no --data-path is given, so a config file can
-        // default to synthetic data and a command line still trains on real text. Splits get different seeds so validation does not repeat training samples.
+    if (cfg.use_mock()) {
+        // Splits get different seeds so validation does not repeat training samples.
         for (int s = 0; s < 3; ++s)
             if (num_samples[s] > 0)
                 *slots[s] = std::make_unique<MockGptDataset>(num_samples[s], seq_length, seed + 1000003ull * s, mock_vocab_size);
         return out;
     }
     const std::array<double, 3> fractions = parse_split(cfg.split);
-    bool weighted = false;
-    const std::vector<BlendEntry> blend = parse_blend(cfg.data_path, weighted);
+    const Blend blend = parse_blend(cfg.data_path, "data-path");
+    GPT_REQUIRE(!blend.entries.empty(), UsageError, "no --data-path given (or use --mock-data)");
     std::vector<std::shared_ptr<const IndexedDataset>> data;
-    for (const auto& e : blend) data.push_back(std::make_shared<const IndexedDataset>(e.prefix));
+    for (const auto& e : blend.entries) data.push_back(open_prefix(cfg, e.prefix, "data-path"));
 
     std::vector<double> weights;
-    for (std::size_t d = 0; d < blend.size(); ++d) {
-        if (weighted) {
-            weights.push_back(blend[d].weight);
+    for (std::size_t d = 0; d < blend.entries.size(); ++d) {
+        if (blend.weighted) {
+            weights.push_back(blend.entries[d].weight);
         } else {
             // Unweighted prefixes mix in proportion to their sizes (tokens), like a concatenation.
             double tokens = 0;
@@ -86,25 +93,34 @@ GptDatasets build_gpt_datasets(const gpt::DataConfig& cfg, int seq_length, std::
     }
     double sum = 0;
     for (double w : weights) sum += w;
-    GPT_REQUIRE(sum > 0, UsageError, "--data-path weights must not all be 0");
+    GPT_REQUIRE(sum > 0, DataError, "the datasets of --data-path hold no tokens");
     for (double& w : weights) w /= sum;
 
     for (int s = 0; s < 3; ++s) {
-        if (fractions[s] == 0) continue;
-        auto make = [&](std::size_t d, std::int64_t n) {
+        if (num_samples[s] == 0) continue;  // nothing asked of it (e.g. --eval-iters 0): not built  // nothing asked of it (e.g. --eval-iters 0): not built
+        if (fractions[s] == 0) {
+            GPT_LOG(warning) << "--split '" << cfg.split << "' gives the " << kSplitNames[s] << " split nothing, so the "
+                             << num_samples[s] << " " << kSplitNames[s] << " samples asked are not drawn"
+                             << (s == 0 ? "" : s == 1 ? ": the run has no validation (as in Megatron)" : ": the run has no test evaluation (as in Megatron)");
+            continue;
+        }
+        auto make = [&](std::size_t d, std::int64_t n, const BlendEntry* part) -> std::unique_ptr<SampleDataset> {
+            if (n == 0) return std::make_unique<EmptyDataset>(seq_length);  // a blend part of weight 0
             const auto b = split_boundaries(fractions, data[d]->num_sequences());
-            return std::make_unique<GptDataset>(data[d], kSplitNames[s], b[s], b[s + 1], seq_length, seed, n,
-                                                cfg.data_cache_path, comm);
+            auto ds = std::make_unique<GptDataset>(data[d], kSplitNames[s], b[s], b[s + 1], seq_length, seed, n,
+                                                   cfg.data_cache_path, comm);
+            report(*ds, blend.entries[d].prefix, s, n, part);
+            return ds;
         };
         if (data.size() == 1) {
-            *slots[s] = make(0, num_samples[s]);
+            *slots[s] = make(0, num_samples[s], nullptr);
             continue;
         }
         // Megatron sizes each part with a 0.5% surplus so the blend never runs a part dry.
         std::vector<std::unique_ptr<SampleDataset>> parts;
         for (std::size_t d = 0; d < data.size(); ++d) {
             const double share = std::ceil(static_cast<double>(num_samples[s]) * weights[d]);
-            parts.push_back(make(d, static_cast<std::int64_t>(std::ceil(share * 1.005))));
+            parts.push_back(make(d, static_cast<std::int64_t>(std::ceil(share * 1.005)), &blend.entries[d]));
         }
         *slots[s] = std::make_unique<BlendedDataset>(std::move(parts), weights, num_samples[s]);
     }

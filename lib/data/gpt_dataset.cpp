@@ -1,12 +1,15 @@
 #include "data/gpt_dataset.hpp"
 
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include "core/errors.hpp"
 #include "dist/comm_mpi.hpp"
 #include "data/gpt_indices.hpp"
 #include "data/indexed_dataset.hpp"
+#include "data/temp_files.hpp"
+#include "log/log.hpp"
 
 namespace gpt::data {
 
@@ -51,80 +54,103 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> data, const std::st
                        const std::string& cache_dir, MPI_Comm comm)
     : data_(std::move(data)), seq_length_(seq_length) {
     if (seq_length < 1) GPT_THROW(UsageError, "seq-length must be >= 1, got ", seq_length);
-    if (first < 0 || last > data_->num_sequences() || first >= last)
-        GPT_THROW(DataError, "the ", split_name, " split of '", data_->prefix(), "' is empty (sequences [", first, ", ",
-                  last, ") of ", data_->num_sequences(), "); check --split");
     if (num_samples < 0) GPT_THROW(UsageError, "negative sample count ", num_samples);
-    std::int64_t tokens = 0;
-    for (std::int64_t i = first; i < last; ++i) tokens += data_->sequence_length(i);
-    const EpochPlan plan = plan_epochs(tokens, seq_length, num_samples);
-    num_epochs_ = plan.num_epochs;
+    GPT_ASSERT(first >= 0 && first <= last && last <= data_->num_sequences(), "sequences [", first, ", ", last,
+               ") of ", data_->num_sequences());
+    for (std::int64_t i = first; i < last; ++i) tokens_ += data_->sequence_length(i);
+    // Megatron loops forever on an empty split (its epoch count never reaches the request).
+    if (tokens_ == 0)
+        GPT_THROW(DataError, "the ", split_name, " split of '", data_->prefix(), "' is empty (sequences [", first, ", ",
+                  last, ") of ", data_->num_sequences(), ", 0 tokens) but must give ", num_samples, " samples of ",
+                  seq_length, " tokens; give it data (a larger corpus or share in --split) or ask for no ",
+                  split_name, " samples");
+    const EpochPlan plan = plan_epochs(tokens_, seq_length, num_samples);
+    // Megatron holds the document index in int32: a split far smaller than the request would
+    // need more epochs than memory holds.
+    const std::int64_t entries = (last - first) * plan.num_epochs;
+    if (entries > std::numeric_limits<std::int32_t>::max())
+        GPT_THROW(DataError, "the ", split_name, " split of '", data_->prefix(), "' holds ", tokens_, " tokens: ",
+                  num_samples, " samples of ", seq_length, " tokens need ", plan.num_epochs,
+                  " epochs of it, a document index of ", entries, " entries; give it more data or ask for fewer samples");
 
-    // Everything the three arrays depend on; a different value names different cache files.
+    // Everything the arrays depend on; a different value names a different cache file.
     std::ostringstream desc;
-    desc << "GPTDataset indices v1\nprefix " << data_->prefix() << "\nsequences " << data_->num_sequences()
+    desc << "GPTDataset indices v2\nprefix " << data_->prefix() << "\nsequences " << data_->num_sequences()
          << "\nbin_bytes " << data_->bin_size() << "\nsplit " << split_name << " [" << first << ", " << last
          << ")\nseq_length " << seq_length << "\nseed " << seed << "\nnum_samples " << num_samples << "\n";
+    const std::string description = desc.str();
     const std::string dir = cache_dir.empty() ? data_->prefix() + "/cache/GPTDataset_indices" : cache_dir;
-    cache_prefix_ = (std::filesystem::path(dir) / (description_hash(desc.str()) + "-GPTDataset-" + split_name + "-")).string();
+    cache_path_ =
+        (std::filesystem::path(dir) / (description_hash(description) + "-GPTDataset-" + split_name + "-indices.bin"))
+            .string();
 
     on_root_then_share(comm, [&] {
-        namespace fs = std::filesystem;
-        if (fs::exists(cache_prefix_ + "document_index.bin") && fs::exists(cache_prefix_ + "sample_index.bin") &&
-            fs::exists(cache_prefix_ + "shuffle_index.bin"))
-            return;
-        build_cache_files(first, last, seed, num_samples);
+        if (std::filesystem::exists(cache_path_)) {
+            try {
+                MappedIndexCache check(cache_path_, description);
+                return;
+            } catch (const DataError& e) {
+                GPT_LOG(warning) << e.what() << "; rebuilding it";
+            }
+        }
+        remove_stale_temp_files(cache_path_);  // a builder killed on this host
+        write_index_cache(cache_path_, description, build_arrays(first, last, seed, num_samples));
+        built_ = true;
     });
-    document_index_ = MappedIndexArray(cache_prefix_ + "document_index.bin");
-    sample_index_ = MappedIndexArray(cache_prefix_ + "sample_index.bin");
-    shuffle_index_ = MappedIndexArray(cache_prefix_ + "shuffle_index.bin");
-    validate(first, last);
+    cache_ = MappedIndexCache(cache_path_, description);
+    validate(first, last, num_samples);
 }
 
-void GptDataset::build_cache_files(std::int64_t first, std::int64_t last, std::uint64_t seed, std::int64_t num_samples) const {
-    std::int64_t tokens = 0;
-    for (std::int64_t i = first; i < last; ++i) tokens += data_->sequence_length(i);
-    const EpochPlan plan = plan_epochs(tokens, seq_length_, num_samples);
+IndexArrays GptDataset::build_arrays(std::int64_t first, std::int64_t last, std::uint64_t seed,
+                                     std::int64_t num_samples) const {
+    const EpochPlan plan = plan_epochs(tokens_, seq_length_, num_samples);
     IndexShuffler rng(seed);
-    const std::vector<std::int64_t> doc_index = build_document_index(first, last, plan, rng);
-    const std::int64_t total = (plan.num_epochs * tokens - 1) / seq_length_;
-    const std::vector<std::int64_t> sample_index = build_sample_index(
-        [&](std::int64_t seq) { return data_->sequence_length(seq); }, doc_index, seq_length_, total);
+    IndexArrays a;
+    a.num_epochs = plan.num_epochs;
+    a.document = build_document_index(first, last, plan, rng);
+    const std::int64_t total = (plan.num_epochs * tokens_ - 1) / seq_length_;
+    const IndexedDataset& d = *data_;
+    a.sample = build_sample_index([&d](std::int64_t seq) { return d.sequence_length(seq); }, a.document, seq_length_, total);
     const std::int64_t first_part = plan.separate_final_epoch ? plan.samples_sans_final_epoch : total;
-    const std::vector<std::int64_t> shuffle_index = build_shuffle_index(first_part, total, rng);
-    write_index_array(cache_prefix_ + "document_index.bin", doc_index);
-    write_index_array(cache_prefix_ + "sample_index.bin", sample_index);
-    write_index_array(cache_prefix_ + "shuffle_index.bin", shuffle_index);
+    a.shuffle = build_shuffle_index(first_part, total, rng);
+    return a;
 }
 
-void GptDataset::validate(std::int64_t first, std::int64_t last) const {
+void GptDataset::validate(std::int64_t first, std::int64_t last, std::int64_t num_samples) const {
     // A cache file is input like any other: check it before trusting its offsets.
-    auto corrupt = [](const MappedIndexArray& a, const std::string& what) {
-        GPT_THROW(DataError, "index cache file '", a.path(), "' is corrupt (", what, "); delete it to rebuild");
+    auto corrupt = [&](const std::string& what) {
+        GPT_THROW(DataError, "index cache file '", cache_path_, "' is corrupt (", what, "); delete it to rebuild");
     };
+    const IndexView& doc = cache_.document_index();
+    const IndexView& smp = cache_.sample_index();
+    const IndexView& shf = cache_.shuffle_index();
     const std::int64_t docs = last - first;
-    if (document_index_.size() != docs * num_epochs_) corrupt(document_index_, "wrong length");
-    for (std::int64_t i = 0; i < document_index_.size(); ++i)
-        if (document_index_[i] < first || document_index_[i] >= last) corrupt(document_index_, "entry out of range");
-    const std::int64_t n = sample_index_.size();
-    if (n < 4 || n % 2 != 0) corrupt(sample_index_, "wrong length");
+    if (cache_.num_epochs() < 1 || doc.size() != docs * cache_.num_epochs()) corrupt("document index of wrong length");
+    for (std::int64_t i = 0; i < doc.size(); ++i)
+        if (doc[i] < first || doc[i] >= last) corrupt("document index entry out of range");
+    const std::int64_t n = smp.size();
+    if (n < 2 || n % 2 != 0) corrupt("sample index of wrong length");
     const std::int64_t total = n / 2 - 1;
+    // Megatron's builder asserts the same: the split gives at least the samples asked of it.
+    if (total < num_samples) corrupt("it holds " + std::to_string(total) + " samples, fewer than the " +
+                                     std::to_string(num_samples) + " asked");
     for (std::int64_t i = 0; i <= total; ++i) {
-        const std::int64_t pos = sample_index_[2 * i], off = sample_index_[2 * i + 1];
-        if (pos < 0 || pos >= document_index_.size() || off < 0 ||
-            off >= data_->sequence_length(document_index_[pos]) + (i == 0 ? 1 : 0))
-            corrupt(sample_index_, "entry out of range");
-        if (i > 0 && (pos < sample_index_[2 * i - 2] || (pos == sample_index_[2 * i - 2] && off <= sample_index_[2 * i - 1])))
-            corrupt(sample_index_, "entries out of order");
+        const std::int64_t pos = smp[2 * i], off = smp[2 * i + 1];
+        if (pos < 0 || pos >= doc.size() || off < 0 || off >= data_->sequence_length(doc[pos]) + (i == 0 ? 1 : 0))
+            corrupt("sample index entry out of range");
+        if (i > 0 && (pos < smp[2 * i - 2] || (pos == smp[2 * i - 2] && off <= smp[2 * i - 1])))
+            corrupt("sample index entries out of order");
     }
-    if (shuffle_index_.size() != total) corrupt(shuffle_index_, "wrong length");
+    if (shf.size() != total) corrupt("shuffle index of wrong length");
     for (std::int64_t i = 0; i < total; ++i)
-        if (shuffle_index_[i] < 0 || shuffle_index_[i] >= total) corrupt(shuffle_index_, "entry out of range");
+        if (shf[i] < 0 || shf[i] >= total) corrupt("shuffle index entry out of range");
 }
 
 void GptDataset::sample(std::int64_t index, std::int32_t* out) const {
     GPT_ASSERT(index >= 0 && index < size(), "sample ", index, " of ", size());
-    const std::int64_t s = shuffle_index_[index];
+    const IndexView& document_index_ = cache_.document_index();
+    const IndexView& sample_index_ = cache_.sample_index();
+    const std::int64_t s = cache_.shuffle_index()[index];
     const std::int64_t p0 = sample_index_[2 * s], o0 = sample_index_[2 * s + 1];
     const std::int64_t p1 = sample_index_[2 * s + 2], o1 = sample_index_[2 * s + 3];
     std::int64_t written = 0;

@@ -44,31 +44,38 @@ GptDatasets build_gpt_datasets(const gpt::DataConfig& cfg, int seq_length, std::
 // Megatron's GPTDataset over the sequences [first, last) of one indexed dataset.
 class GptDataset : public SampleDataset {
 public:
-    // split_name names the cache files ("train", "valid", "test"); cache_dir "" means
-    // <prefix>/cache/GPTDataset_indices as in Megatron. Collective over comm.
+    // split_name names the cache file ("train", "valid", "test"); cache_dir "" means
+    // <prefix>/cache/GPTDataset_indices as in Megatron. Collective over comm: its rank 0
+    // builds the index cache when it is missing, truncated or foreign (index_cache.hpp), the
+    // other ranks wait for it (through the watchdog's bounded wait) and then map it. An empty
+    // range is a DataError naming the split (the caller skips splits that need no samples).
     GptDataset(std::shared_ptr<const IndexedDataset> data, const std::string& split_name, std::int64_t first,
                std::int64_t last, int seq_length, std::uint64_t seed, std::int64_t num_samples,
                const std::string& cache_dir, MPI_Comm comm);
 
-    std::int64_t size() const override { return shuffle_index_.size(); }
+    std::int64_t size() const override { return cache_.shuffle_index().size(); }
     int seq_length() const override { return seq_length_; }
     void sample(std::int64_t index, std::int32_t* out) const override;
 
-    std::int64_t num_epochs() const { return num_epochs_; }
-    const MappedIndexArray& document_index() const { return document_index_; }
-    const MappedIndexArray& sample_index() const { return sample_index_; }
-    const MappedIndexArray& shuffle_index() const { return shuffle_index_; }
-    const std::string& cache_prefix() const { return cache_prefix_; }
+    std::int64_t num_epochs() const { return cache_.num_epochs(); }
+    std::int64_t tokens_per_epoch() const { return tokens_; }
+    // Whether this process built the cache file (false: it was there, or another rank built it).
+    bool built_cache() const { return built_; }
+    const IndexView& document_index() const { return cache_.document_index(); }
+    const IndexView& sample_index() const { return cache_.sample_index(); }
+    const IndexView& shuffle_index() const { return cache_.shuffle_index(); }
+    const std::string& cache_path() const { return cache_path_; }
 
 private:
-    void build_cache_files(std::int64_t first, std::int64_t last, std::uint64_t seed, std::int64_t num_samples) const;
-    void validate(std::int64_t first, std::int64_t last) const;
+    IndexArrays build_arrays(std::int64_t first, std::int64_t last, std::uint64_t seed, std::int64_t num_samples) const;
+    void validate(std::int64_t first, std::int64_t last, std::int64_t num_samples) const;
 
     std::shared_ptr<const IndexedDataset> data_;
     int seq_length_;
-    std::int64_t num_epochs_ = 0;
-    std::string cache_prefix_;
-    MappedIndexArray document_index_, sample_index_, shuffle_index_;
+    std::int64_t tokens_ = 0;
+    bool built_ = false;
+    std::string cache_path_;
+    MappedIndexCache cache_;
 };
 
 // Megatron's BlendedDataset: `size` samples drawn from the datasets in proportion to weights.
@@ -78,6 +85,7 @@ public:
     std::int64_t size() const override { return static_cast<std::int64_t>(dataset_index_.size()); }
     int seq_length() const override { return datasets_.front()->seq_length(); }
     void sample(std::int64_t index, std::int32_t* out) const override;
+    const std::vector<std::unique_ptr<SampleDataset>>& parts() const { return datasets_; }
     // Which dataset sample `index` comes from.
     int dataset_of(std::int64_t index) const { return dataset_index_.at(static_cast<std::size_t>(index)); }
 
@@ -85,6 +93,18 @@ private:
     std::vector<std::unique_ptr<SampleDataset>> datasets_;
     std::vector<std::int16_t> dataset_index_;
     std::vector<std::int64_t> dataset_sample_index_;
+};
+
+// No samples (a blend part of weight 0): the blend never draws from it.
+class EmptyDataset : public SampleDataset {
+public:
+    explicit EmptyDataset(int seq_length) : seq_length_(seq_length) {}
+    std::int64_t size() const override { return 0; }
+    int seq_length() const override { return seq_length_; }
+    void sample(std::int64_t index, std::int32_t*) const override;
+
+private:
+    int seq_length_;
 };
 
 // Megatron's --mock-data: deterministic synthetic tokens in [0, vocab_size), no files. The

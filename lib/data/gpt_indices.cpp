@@ -1,36 +1,11 @@
 #include "data/gpt_indices.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/errors.hpp"
 
 namespace gpt::data {
-
-std::array<double, 3> parse_split(const std::string& split) {
-    std::array<double, 3> f{0, 0, 0};
-    std::size_t count = 0, i = 0;
-    while (i < split.size()) {
-        char c = split[i];
-        if (c == ',' || c == '/' || c == ' ' || c == '\t') {
-            ++i;
-            continue;
-        }
-        std::size_t j = i;
-        while (j < split.size() && ((split[j] >= '0' && split[j] <= '9') || split[j] == '.')) ++j;
-        if (j == i) GPT_THROW(UsageError, "--split '", split, "': expected numbers like \"969,30,1\"");
-        if (count == 3) GPT_THROW(UsageError, "--split '", split, "' has more than 3 parts (train, valid, test)");
-        try {
-            f[count++] = std::stod(split.substr(i, j - i));
-        } catch (const std::exception&) {
-            GPT_THROW(UsageError, "--split '", split, "': '", split.substr(i, j - i), "' is not a number");
-        }
-        i = j;
-    }
-    double sum = f[0] + f[1] + f[2];
-    if (!(sum > 0)) GPT_THROW(UsageError, "--split '", split, "' must have a positive part");
-    for (double& x : f) x /= sum;
-    return f;
-}
 
 std::array<std::int64_t, 4> split_boundaries(const std::array<double, 3>& fractions, std::int64_t n) {
     std::array<std::int64_t, 4> b{0, 0, 0, 0};
@@ -58,9 +33,11 @@ void IndexShuffler::shuffle(std::int64_t* data, std::int64_t n) {
 }
 
 EpochPlan plan_epochs(std::int64_t tokens_per_epoch, std::int64_t seq_length, std::int64_t num_samples) {
-    if (tokens_per_epoch <= 1) GPT_THROW(DataError, "the dataset split has ", tokens_per_epoch, " tokens: too few to sample from");
+    GPT_ASSERT(tokens_per_epoch >= 1, "plan_epochs of an empty split");
     EpochPlan p;
-    while ((p.num_epochs * tokens_per_epoch - 1) / seq_length < num_samples) ++p.num_epochs;
+    // The fewest epochs whose tokens give num_samples samples of seq_length + 1 tokens (the last
+    // token of each is the next one's first): (E x T - 1) / S >= N  <=>  E >= (N x S + 1) / T.
+    p.num_epochs = std::max<std::int64_t>(1, (num_samples * seq_length + 1 + tokens_per_epoch - 1) / tokens_per_epoch);
     if (p.num_epochs == 1) return p;
     const std::int64_t sans = ((p.num_epochs - 1) * tokens_per_epoch - 1) / seq_length;
     const std::int64_t from_final = num_samples - sans;

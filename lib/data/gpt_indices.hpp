@@ -14,8 +14,7 @@
 
 namespace gpt::data {
 
-// "969, 30, 1" (commas, slashes or spaces; missing parts are 0) -> fractions summing to 1.
-std::array<double, 3> parse_split(const std::string& split);
+// parse_split (the --split value) is in config/data_blend.hpp.
 // Megatron's split boundaries over n elements: [0, a, b, n] from rounded fractions
 // (Python's round: ties to even), the rounding remainder taken from the front.
 std::array<std::int64_t, 4> split_boundaries(const std::array<double, 3>& fractions, std::int64_t n);
@@ -42,6 +41,7 @@ struct EpochPlan {
 
 // Smallest number of epochs giving num_samples samples of seq_length + 1 tokens, and whether the
 // last epoch is shuffled apart (when it contributes < 80% of an epoch, as in Megatron).
+// Needs tokens_per_epoch >= 1 (an empty split is refused by its caller, with the names).
 EpochPlan plan_epochs(std::int64_t tokens_per_epoch, std::int64_t seq_length, std::int64_t num_samples);
 
 // The split's sequence ids repeated num_epochs times and shuffled (the final epoch separately

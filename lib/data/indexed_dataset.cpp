@@ -68,9 +68,8 @@ IndexedDatasetWriter::IndexedDatasetWriter(std::string prefix, TokenDType dtype)
     : prefix_(std::move(prefix)), dtype_(dtype) {
     if (dtype_ != TokenDType::U16 && dtype_ != TokenDType::I32 && dtype_ != TokenDType::U8 && dtype_ != TokenDType::I64)
         GPT_THROW(UsageError, "token dtype ", token_dtype_name(dtype_), " is not supported for writing");
-    const std::string suffix = ".tmp." + std::to_string(::getpid());
-    bin_tmp_ = bin_path(prefix_) + suffix;
-    idx_tmp_ = idx_path(prefix_) + suffix;
+    bin_tmp_ = temp_name_for(bin_path(prefix_));
+    idx_tmp_ = temp_name_for(idx_path(prefix_));
     remove_stale_temp_files(bin_path(prefix_));
     remove_stale_temp_files(idx_path(prefix_));
     remember_temp_file(bin_tmp_);

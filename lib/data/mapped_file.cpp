@@ -86,13 +86,28 @@ void write_file_durably(const std::string& tmp, const void* data, std::size_t si
     }
 }
 
+std::string temp_name_for(const std::string& path) {
+    // Unique across the hosts sharing a file system: two nodes can run the same pid.
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    return path + ".tmp." + std::to_string(::getpid()) + "." + host;
+}
+
 void write_file_atomically(const std::string& path, const void* data, std::size_t size) {
-    std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    const std::string tmp = temp_name_for(path);
     write_file_durably(tmp, data, size);
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
         int err = errno;
         ::unlink(tmp.c_str());
         GPT_THROW(IoError, "cannot rename '", tmp, "' to '", path, "': ", errno_message(err));
+    }
+    // The rename itself is durable once the folder is synced (a crash right after must not
+    // bring back the old name, or no name).
+    const std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        ::fsync(fd);
+        ::close(fd);
     }
 }
 

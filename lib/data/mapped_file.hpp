@@ -27,8 +27,11 @@ private:
     std::size_t size_ = 0;
 };
 
-// Writes bytes to path atomically: to a unique temporary name in the same folder, then fsync
-// and rename. Any failure throws IoError naming path and errno's message, and removes the
+// The temporary name of path for this process: "<path>.tmp.<pid>.<host>", unique across the
+// hosts that share a file system.
+std::string temp_name_for(const std::string& path);
+// Writes bytes to path atomically: to temp_name_for(path), then fsync, rename and fsync of
+// the folder. Any failure throws IoError naming path and errno's message, and removes the
 // temporary file.
 void write_file_atomically(const std::string& path, const void* data, std::size_t size);
 // Writes and fsyncs `tmp` (no rename); on failure removes it and throws IoError.

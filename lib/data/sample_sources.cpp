@@ -1,4 +1,4 @@
-// BlendedDataset, MockGptDataset and MicroBatchLoader: the small SampleDataset pieces.
+// BlendedDataset, EmptyDataset, MockGptDataset and MicroBatchLoader: the small SampleDataset pieces.
 #include "core/errors.hpp"
 #include "data/gpt_dataset.hpp"
 #include "data/gpt_indices.hpp"
@@ -33,6 +33,10 @@ void BlendedDataset::sample(std::int64_t index, std::int32_t* out) const {
     GPT_ASSERT(index >= 0 && index < size(), "sample ", index, " of ", size());
     const auto i = static_cast<std::size_t>(index);
     datasets_[static_cast<std::size_t>(dataset_index_[i])]->sample(dataset_sample_index_[i], out);
+}
+
+void EmptyDataset::sample(std::int64_t index, std::int32_t*) const {
+    GPT_ASSERT(false, "sample ", index, " of an empty dataset");
 }
 
 MockGptDataset::MockGptDataset(std::int64_t num_samples, int seq_length, std::uint64_t seed, int vocab_size)

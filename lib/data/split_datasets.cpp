@@ -27,7 +27,7 @@ std::unique_ptr<SampleDataset> whole_as_split(const gpt::DataConfig& cfg, const 
 SplitDatasets build_split_datasets(const gpt::DataConfig& cfg, int seq_length, std::uint64_t seed,
                                    std::array<std::int64_t, 3> num_samples, MPI_Comm comm, int vocab) {
     SplitDatasets out;
-    if (!cfg.per_split()) {
+    if (!cfg.per_split() || cfg.use_mock()) {
         GptDatasets ds = build_gpt_datasets(cfg, seq_length, seed, num_samples, comm, vocab);
         out.train = std::move(ds.train);
         out.test = std::move(ds.test);
@@ -36,12 +36,16 @@ SplitDatasets build_split_datasets(const gpt::DataConfig& cfg, int seq_length, s
     }
     if (!cfg.train_data_path.empty())
         out.train = whole_as_split(cfg, cfg.train_data_path, 0, seq_length, seed, num_samples[0], comm, vocab);
+    // A split asked for no samples (--eval-iters 0) is not built: no set, no cache files.
+    auto add_valid = [&](std::string name, std::unique_ptr<SampleDataset> ds) {
+        if (ds) out.valid.push_back({std::move(name), std::move(ds)});
+    };
     if (cfg.multiple_validation_sets) {
         for (const std::string& prefix : cfg.valid_data_path)
-            out.valid.push_back({std::filesystem::path(prefix).filename().string(),
-                                 whole_as_split(cfg, {prefix}, 1, seq_length, seed, num_samples[1], comm, vocab)});
+            add_valid(std::filesystem::path(prefix).filename().string(),
+                      whole_as_split(cfg, {prefix}, 1, seq_length, seed, num_samples[1], comm, vocab));
     } else if (!cfg.valid_data_path.empty()) {
-        out.valid.push_back({"", whole_as_split(cfg, cfg.valid_data_path, 1, seq_length, seed, num_samples[1], comm, vocab)});
+        add_valid("", whole_as_split(cfg, cfg.valid_data_path, 1, seq_length, seed, num_samples[1], comm, vocab));
     }
     if (!cfg.test_data_path.empty())
         out.test = whole_as_split(cfg, cfg.test_data_path, 2, seq_length, seed, num_samples[2], comm, vocab);

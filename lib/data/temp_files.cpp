@@ -59,13 +59,18 @@ void remove_stale_temp_files(const std::string& final_path) {
     const fs::path p(final_path);
     const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
     const std::string prefix = p.filename().string() + ".tmp.";
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
         const std::string name = e.path().filename().string();
         if (name.rfind(prefix, 0) != 0) continue;
         char* end = nullptr;
         const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
-        if (pid <= 0 || !end || *end != '\0') continue;
+        if (pid <= 0 || !end) continue;
+        // "<pid>.<host>" (temp_name_for): another host's pid says nothing here, so its files
+        // stay; "<pid>" alone is the older form, written on this host.
+        if (*end == '.' ? std::string(end + 1) != host : *end != '\0') continue;
         // Alive (or not ours to signal, EPERM): leave it; a dead writer's file goes.
         if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
         fs::remove(e.path(), ec);

@@ -8,12 +8,27 @@
 #include "data/gpt_dataset.hpp"
 #include "data/split_datasets.hpp"
 #include "log/log.hpp"
+#include "train/dataset_samples.hpp"
 #include "train/exit_conditions.hpp"
 #include "train/trainer.hpp"
 
 namespace gpt::train {
 
 namespace {
+
+// A run whose every iteration was skipped (fp16 gradients never finite at the loss scale)
+// leaves the model as initialised. Megatron exits 0 there, and so do we (a requeue would
+// repeat it), but the last word of the log says so instead of "training done" alone.
+void warn_if_never_updated(const Trainer& trainer, const TrainingConfig& t) {
+    if (trainer.iteration() == 0 || trainer.skipped_iterations() < trainer.iteration()) return;
+    GPT_LOG(warning) << "the model was never updated: all " << trainer.iteration()
+                     << " iterations were skipped (gradients not finite at loss scale "
+                     << trainer.loss_scaler().scale() << "): the parameters are the initial ones. "
+                     << (t.loss_scale > 0
+                             ? "Lower --loss-scale, or use dynamic scaling or --bf16"
+                             : "The dynamic scale halves per skipped iteration from --initial-loss-scale: "
+                               "train longer or start lower");
+}
 
 class LoaderSource final : public MicroBatchSource {
 public:
@@ -57,15 +72,16 @@ int pretrain(const RunConfig& run, dist::ProcessGroups& groups) {
     const auto& t = cfg.training;
     const std::int64_t gbs = t.global_batch_size;
     const std::int64_t iters = trainer.train_iters();
-    const std::int64_t eval_runs = t.eval_interval > 0 ? iters / t.eval_interval + 1 : 1;
-    const std::array<std::int64_t, 3> samples{iters * gbs, eval_runs * t.eval_iters * gbs,
-                                              static_cast<std::int64_t>(t.eval_iters) * gbs};
+    const std::array<std::int64_t, 3> samples = dataset_samples(t);
     GPT_LOG(info) << "> building train, validation, and test datasets (samples: " << samples[0]
                   << ", " << samples[1] << ", " << samples[2] << ")";
     data::SplitDatasets ds = data::build_split_datasets(cfg.data, cfg.model.seq_length, t.seed,
                                                         samples, groups.world_mpi(),
                                                         static_cast<int>(cfg.model.vocab_size));
-    if (cfg.data.data_path.empty() && cfg.data.mock_data)
+    if (cfg.data.use_mock() && (cfg.data.per_split() || !cfg.data.data_path.empty()))
+        GPT_LOG(warning) << "--mock-data" << (cfg.data.mock_on_command_line ? " on the command line" : "")
+                         << " wins over the data paths (as in Megatron): training on synthetic tokens, no file is read";
+    else if (cfg.data.use_mock())
         GPT_LOG(info) << "> data: --mock-data (synthetic tokens); give --data-path to train on a corpus";
     const int dp = groups.grid().dp_size(), dp_rank = groups.coords().dp;
     // Every validation set starts at the checkpoint's validation position (Megatron's
@@ -96,6 +112,7 @@ int pretrain(const RunConfig& run, dist::ProcessGroups& groups) {
     trainer.train(train_src, valid_sets, test_src.get());
     GPT_LOG(info) << "> training done: " << trainer.iteration() << " iterations, "
                   << trainer.skipped_iterations() << " skipped";
+    warn_if_never_updated(trainer, t);
     log::flush();
     return 0;
 }

@@ -1,5 +1,7 @@
 #include "train/trainer.hpp"
 
+#include "train/dataset_samples.hpp"
+
 #include <cmath>
 #include <sstream>
 
@@ -59,12 +61,6 @@ std::unique_ptr<dist::DataGroups> make_data_groups(const Config& cfg, dist::Proc
 }
 
 namespace {
-
-std::int64_t resolve_train_iters(const TrainingConfig& t) {
-    if (t.train_iters > 0) return t.train_iters;
-    GPT_REQUIRE(t.train_samples > 0, UsageError, "set --train-iters or --train-samples");
-    return t.train_samples / t.global_batch_size;  // Megatron's update_train_iters (no ramp-up)
-}
 
 optim::LossScaler make_scaler(const TrainingConfig& t) {
     if (t.loss_scale > 0.0) return optim::LossScaler::constant(t.loss_scale);

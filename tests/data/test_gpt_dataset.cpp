@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mpi.h>
 
+#include "config/data_blend.hpp"
 #include "core/errors.hpp"
 #include "data/gpt_dataset.hpp"
 #include "data/gpt_indices.hpp"
@@ -17,6 +20,7 @@
 #include "test_env.hpp"
 
 using namespace gpt::data;
+using gpt::parse_split;
 namespace fs = std::filesystem;
 
 namespace {
@@ -42,7 +46,7 @@ std::string make_dataset(const std::string& dir, const std::string& name, int do
     return prefix;
 }
 
-std::vector<std::int64_t> copy(const MappedIndexArray& a) { return {a.data(), a.data() + a.size()}; }
+std::vector<std::int64_t> copy(const IndexView& a) { return {a.data(), a.data() + a.size()}; }
 
 }  // namespace
 
@@ -123,13 +127,13 @@ TEST(GptDataset, IndicesDeterministicCoverEachDocumentAndFollowTheStream) {
 
     // Same parameters: same arrays (from the cache, and rebuilt in a fresh folder).
     GptDataset again(data, "train", 20, 180, seq, 1234, want, dir + "/cache", MPI_COMM_WORLD);
-    EXPECT_EQ(again.cache_prefix(), ds.cache_prefix());
+    EXPECT_EQ(again.cache_path(), ds.cache_path());
     GptDataset fresh(data, "train", 20, 180, seq, 1234, want, dir + "/cache2", MPI_COMM_WORLD);
     EXPECT_EQ(copy(fresh.document_index()), copy(ds.document_index()));
     EXPECT_EQ(copy(fresh.sample_index()), copy(ds.sample_index()));
     EXPECT_EQ(copy(fresh.shuffle_index()), copy(ds.shuffle_index()));
     GptDataset other_seed(data, "train", 20, 180, seq, 99, want, dir + "/cache", MPI_COMM_WORLD);
-    EXPECT_NE(other_seed.cache_prefix(), ds.cache_prefix());
+    EXPECT_NE(other_seed.cache_path(), ds.cache_path());
     EXPECT_NE(copy(other_seed.shuffle_index()), copy(ds.shuffle_index()));
 }
 
@@ -139,10 +143,10 @@ TEST(GptDataset, CacheBuiltOnceAndSharedByAllRanks) {
     auto data = std::make_shared<const IndexedDataset>(prefix);
     GptDataset ds(data, "valid", 0, 50, 8, 5, 100, "", MPI_COMM_WORLD);
     // Megatron's default place: <prefix>/cache/GPTDataset_indices.
-    EXPECT_EQ(fs::path(ds.cache_prefix()).parent_path(), fs::path(prefix + "/cache/GPTDataset_indices"));
+    EXPECT_EQ(fs::path(ds.cache_path()).parent_path(), fs::path(prefix + "/cache/GPTDataset_indices"));
     std::int64_t files = 0;
-    for (const auto& e : fs::directory_iterator(fs::path(ds.cache_prefix()).parent_path())) files += e.path().string().find(".tmp") == std::string::npos;
-    EXPECT_EQ(files, 3);
+    for (const auto& e : fs::directory_iterator(fs::path(ds.cache_path()).parent_path())) files += e.path().string().find(".tmp") == std::string::npos;
+    EXPECT_EQ(files, 1);  // the split's three arrays in one file, written whole
     // Every rank reads the same samples.
     std::vector<std::int32_t> buf(9);
     long long local = 0;
@@ -156,34 +160,95 @@ TEST(GptDataset, CacheBuiltOnceAndSharedByAllRanks) {
     EXPECT_EQ(lo, hi);
 }
 
-TEST(GptDataset, CorruptCacheIsAnErrorOnEveryRank) {
+// The builder (rank 0) rebuilds a cache file that is truncated, not a cache file at all, or
+// foreign (built for other parameters), with a warning; one whose framing is right but whose
+// values are impossible is refused on every rank, naming the file.
+TEST(GptDataset, DamagedCacheIsRebuiltOrRefused) {
     const std::string dir = gpt::test::scratch_dir("gpt_corrupt");
     const std::string prefix = make_dataset(dir, "d", 30, 11);
     auto data = std::make_shared<const IndexedDataset>(prefix);
-    std::string shuffle;
+    std::string path, other;
+    std::vector<std::int64_t> doc, smp, shf;
     {
         GptDataset ds(data, "train", 0, 30, 8, 1, 40, dir + "/cache", MPI_COMM_WORLD);
-        shuffle = ds.cache_prefix() + "shuffle_index.bin";
+        path = ds.cache_path();
+        doc = copy(ds.document_index());
+        smp = copy(ds.sample_index());
+        shf = copy(ds.shuffle_index());
+        GptDataset seed2(data, "train", 0, 30, 8, 2, 40, dir + "/cache", MPI_COMM_WORLD);
+        other = seed2.cache_path();
     }
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Barrier(MPI_COMM_WORLD);  // every rank has finished reading the good cache
-    if (rank == 0) fs::resize_file(shuffle, fs::file_size(shuffle) - 8);
+    auto damage_then_open = [&](const std::function<void()>& damage) {
+        MPI_Barrier(MPI_COMM_WORLD);  // every rank has finished reading the file
+        if (rank == 0) damage();
+        MPI_Barrier(MPI_COMM_WORLD);
+        GptDataset ds(data, "train", 0, 30, 8, 1, 40, dir + "/cache", MPI_COMM_WORLD);
+        EXPECT_EQ(copy(ds.document_index()), doc);
+        EXPECT_EQ(copy(ds.sample_index()), smp);
+        EXPECT_EQ(copy(ds.shuffle_index()), shf);
+        EXPECT_EQ(ds.built_cache(), rank == 0);
+    };
+    damage_then_open([&] { fs::resize_file(path, fs::file_size(path) - 8); });
+    damage_then_open([&] { fs::resize_file(path, 10); });
+    damage_then_open([&] { fs::copy_file(other, path, fs::copy_options::overwrite_existing); });
+    {
+        std::string error;
+        try {
+            MappedIndexCache foreign(other, "not its description");
+        } catch (const gpt::DataError& e) {
+            error = e.what();
+        }
+        EXPECT_NE(error.find("is foreign: it was built for other dataset parameters"), std::string::npos) << error;
+    }
+
+    // An out-of-range document id in a well-framed file: no builder would write it.
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        std::FILE* f = std::fopen(path.c_str(), "r+b");
+        ASSERT_NE(f, nullptr);
+        const std::int64_t bad = 31;
+        std::fseek(f, 64, SEEK_SET);  // the first document-index entry
+        std::fwrite(&bad, 8, 1, f);
+        std::fclose(f);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     try {
         GptDataset ds(data, "train", 0, 30, 8, 1, 40, dir + "/cache", MPI_COMM_WORLD);
-        ADD_FAILURE() << "a truncated cache file was accepted";
+        ADD_FAILURE() << "a cache with an impossible document id was accepted";
     } catch (const gpt::DataError& e) {
-        EXPECT_NE(std::string(e.what()).find("shuffle_index"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(path + "' is corrupt (document index entry out of range)"),
+                  std::string::npos) << e.what();
     }
-    EXPECT_THROW(GptDataset(data, "test", 30, 30, 8, 1, 1, dir + "/cache", MPI_COMM_WORLD), gpt::DataError);
+    // An empty split is refused with its name and numbers.
+    try {
+        GptDataset(data, "test", 30, 30, 8, 1, 1, dir + "/cache", MPI_COMM_WORLD);
+        ADD_FAILURE() << "an empty split was accepted";
+    } catch (const gpt::DataError& e) {
+        EXPECT_NE(std::string(e.what()).find("the test split of '" + prefix + "' is empty (sequences [30, 30) of 30"),
+                  std::string::npos) << e.what();
+    }
+}
+
+// A split shorter than one sequence asked for no samples holds none (Megatron: a dataset of
+// length 0); its cache file is whole and reads back (the new user's gpt-1.3b failure).
+TEST(GptDataset, ZeroSamplesFromASplitShorterThanOneSequence) {
+    const std::string dir = gpt::test::scratch_dir("gpt_zero");
+    const std::string prefix = make_dataset(dir, "d", 3, 5);
+    auto data = std::make_shared<const IndexedDataset>(prefix);
+    for (int pass = 0; pass < 2; ++pass) {  // built, then read back from the cache
+        GptDataset ds(data, "test", 0, 3, 2048, 1, 0, dir + "/cache", MPI_COMM_WORLD);
+        EXPECT_EQ(ds.size(), 0);
+        EXPECT_EQ(ds.num_epochs(), 1);
+    }
 }
 
 TEST(GptDataset, BuildFromConfigWithBlendAndSplit) {
     const std::string dir = gpt::test::scratch_dir("gpt_build");
     const std::string a = make_dataset(dir, "a", 120, 1), b = make_dataset(dir, "b", 80, 2);
     gpt::DataConfig cfg;
-    cfg.data_path = {"0.3 " + a, "0.7", b};
+    cfg.data_path = {"0.3", a, "0.7", b};
     cfg.split = "8,1,1";
     cfg.data_cache_path = dir + "/cache";
     GptDatasets sets = build_gpt_datasets(cfg, 12, 42, {500, 60, 30}, MPI_COMM_WORLD);
@@ -204,6 +269,19 @@ TEST(GptDataset, BuildFromConfigWithBlendAndSplit) {
     cfg.split = "100,0,0";
     sets = build_gpt_datasets(cfg, 12, 42, {50, 10, 10}, MPI_COMM_WORLD);
     EXPECT_TRUE(sets.train && !sets.valid && !sets.test);
+    // A split asked for no samples (--eval-iters 0) is not built, whatever --split gives it.
+    cfg.split = "8,1,1";
+    cfg.data_cache_path = dir + "/cache-no-eval";
+    sets = build_gpt_datasets(cfg, 12, 42, {50, 0, 0}, MPI_COMM_WORLD);
+    EXPECT_TRUE(sets.train && !sets.valid && !sets.test);
+    std::int64_t files = 0;
+    for (const auto& e : fs::directory_iterator(cfg.data_cache_path)) files += e.path().string().find("-train-") != std::string::npos ? 1 : 100;
+    EXPECT_EQ(files, 1);
+    MPI_Barrier(MPI_COMM_WORLD);  // every rank has listed the folder before rank 0 writes more
+    // A blend part of weight 0 is never drawn from, and needs no index.
+    cfg.data_path = {"1", a, "0", b};
+    sets = build_gpt_datasets(cfg, 12, 42, {50, 0, 0}, MPI_COMM_WORLD);
+    for (std::int64_t i = 0; i < 50; ++i) EXPECT_EQ(dynamic_cast<BlendedDataset*>(sets.train.get())->dataset_of(i), 0);
     cfg.data_path = {"0.5", a, "0.5"};
     EXPECT_THROW(build_gpt_datasets(cfg, 12, 42, {50, 0, 0}, MPI_COMM_WORLD), gpt::UsageError);
     cfg.data_path = {dir + "/missing"};

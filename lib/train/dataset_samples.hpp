@@ -1,0 +1,21 @@
+// How many iterations a run trains and how many samples each data split must provide: the one
+// computation gpt_pretrain and prepare_cache share, so the offline tool builds exactly the
+// index caches the run will look for.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "config/config.hpp"
+
+namespace gpt::train {
+
+// --train-iters, or --train-samples / global batch (Megatron's update_train_iters, no
+// ramp-up). UsageError when neither is given.
+std::int64_t resolve_train_iters(const TrainingConfig& t);
+
+// Megatron's get_train_valid_test_num_samples: train = iterations x global batch; valid =
+// (iterations / eval-interval + 1) x eval-iters x global batch; test = eval-iters x global batch.
+std::array<std::int64_t, 3> dataset_samples(const TrainingConfig& t);
+
+}  // namespace gpt::train
