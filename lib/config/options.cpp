@@ -407,7 +407,8 @@ ParsedArgs parse_args(const std::vector<std::string>& raw_args) {
         std::vector<std::string> words;
         for (const auto& s : *paths) {
             std::vector<std::string> w = split_whitespace(s);
-            if (w.size() > 1 && std::filesystem::is_regular_file(s + ".idx")) {
+            std::error_code ec;  // a long blend is no valid file name (ENAMETOOLONG): not a prefix
+            if (w.size() > 1 && std::filesystem::is_regular_file(s + ".idx", ec)) {
                 words.push_back(s);
                 continue;
             }

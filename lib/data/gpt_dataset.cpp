@@ -57,7 +57,9 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> data, const std::st
     if (num_samples < 0) GPT_THROW(UsageError, "negative sample count ", num_samples);
     GPT_ASSERT(first >= 0 && first <= last && last <= data_->num_sequences(), "sequences [", first, ", ", last,
                ") of ", data_->num_sequences());
-    for (std::int64_t i = first; i < last; ++i) tokens_ += data_->sequence_length(i);
+    first_ = first;
+    lengths_ = data_->sequence_lengths(first, last);
+    for (const std::int32_t n : lengths_) tokens_ += n;
     // Megatron loops forever on an empty split (its epoch count never reaches the request).
     if (tokens_ == 0)
         GPT_THROW(DataError, "the ", split_name, " split of '", data_->prefix(), "' is empty (sequences [", first, ", ",
@@ -94,7 +96,13 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> data, const std::st
             }
         }
         remove_stale_temp_files(cache_path_);  // a builder killed on this host
-        write_index_cache(cache_path_, description, build_arrays(first, last, seed, num_samples));
+        try {
+            write_index_cache(cache_path_, description, build_arrays(first, last, seed, num_samples));
+        } catch (const IoError& e) {
+            // Data folders are often read-only on clusters (Megatron says the same).
+            GPT_THROW(IoError, e.what(), cache_dir.empty() ? " (the index cache goes next to the data by default: "
+                                                              "give --data-cache-path a writable folder)" : "");
+        }
         built_ = true;
     });
     cache_ = MappedIndexCache(cache_path_, description);
@@ -109,8 +117,7 @@ IndexArrays GptDataset::build_arrays(std::int64_t first, std::int64_t last, std:
     a.num_epochs = plan.num_epochs;
     a.document = build_document_index(first, last, plan, rng);
     const std::int64_t total = (plan.num_epochs * tokens_ - 1) / seq_length_;
-    const IndexedDataset& d = *data_;
-    a.sample = build_sample_index([&d](std::int64_t seq) { return d.sequence_length(seq); }, a.document, seq_length_, total);
+    a.sample = build_sample_index(lengths_.data(), first_, a.document, seq_length_, total);
     const std::int64_t first_part = plan.separate_final_epoch ? plan.samples_sans_final_epoch : total;
     a.shuffle = build_shuffle_index(first_part, total, rng);
     return a;
@@ -136,7 +143,7 @@ void GptDataset::validate(std::int64_t first, std::int64_t last, std::int64_t nu
                                      std::to_string(num_samples) + " asked");
     for (std::int64_t i = 0; i <= total; ++i) {
         const std::int64_t pos = smp[2 * i], off = smp[2 * i + 1];
-        if (pos < 0 || pos >= doc.size() || off < 0 || off >= data_->sequence_length(doc[pos]) + (i == 0 ? 1 : 0))
+        if (pos < 0 || pos >= doc.size() || off < 0 || off >= lengths_[doc[pos] - first] + (i == 0 ? 1 : 0))
             corrupt("sample index entry out of range");
         if (i > 0 && (pos < smp[2 * i - 2] || (pos == smp[2 * i - 2] && off <= smp[2 * i - 1])))
             corrupt("sample index entries out of order");

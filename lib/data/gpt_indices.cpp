@@ -17,12 +17,19 @@ std::array<std::int64_t, 4> split_boundaries(const std::array<double, 3>& fracti
 }
 
 std::uint64_t IndexShuffler::below(std::uint64_t bound) {
-    // Rejection sampling removes the modulo bias.
-    const std::uint64_t limit = ~std::uint64_t{0} - (~std::uint64_t{0} % bound);
-    for (;;) {
-        std::uint64_t x = engine_();
-        if (x < limit) return x % bound;
+    // Lemire's multiply-and-shift draw: the high word of x * bound is uniform in [0, bound)
+    // once the low words below 2^64 mod bound are rejected; the division that finds that
+    // threshold runs only for the rare low word under bound (one in 2^64 / bound draws).
+    unsigned __int128 m = static_cast<unsigned __int128>(engine_()) * bound;
+    auto low = static_cast<std::uint64_t>(m);
+    if (low < bound) {
+        const std::uint64_t threshold = (0 - bound) % bound;
+        while (low < threshold) {
+            m = static_cast<unsigned __int128>(engine_()) * bound;
+            low = static_cast<std::uint64_t>(m);
+        }
     }
+    return static_cast<std::uint64_t>(m >> 64);
 }
 
 void IndexShuffler::shuffle(std::int64_t* data, std::int64_t n) {
@@ -64,7 +71,7 @@ std::vector<std::int64_t> build_document_index(std::int64_t first, std::int64_t 
     return idx;
 }
 
-std::vector<std::int64_t> build_sample_index(const std::function<std::int32_t(std::int64_t)>& sequence_length,
+std::vector<std::int64_t> build_sample_index(const std::int32_t* lengths, std::int64_t first,
                                              const std::vector<std::int64_t>& document_index, std::int64_t seq_length,
                                              std::int64_t num_samples) {
     std::vector<std::int64_t> out(static_cast<std::size_t>(2 * (num_samples + 1)));
@@ -77,7 +84,7 @@ std::vector<std::int64_t> build_sample_index(const std::function<std::int32_t(st
         // (it is this sample's final label and the next sample's first input).
         std::int64_t remaining = seq_length + 1;
         while (remaining != 0) {
-            const std::int64_t doc_len = sequence_length(document_index[static_cast<std::size_t>(doc_pos)]) - offset;
+            const std::int64_t doc_len = lengths[document_index[static_cast<std::size_t>(doc_pos)] - first] - offset;
             remaining -= doc_len;
             if (remaining <= 0) {
                 offset += remaining + doc_len - 1;

@@ -7,7 +7,6 @@
 
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -51,7 +50,8 @@ std::vector<std::int64_t> build_document_index(std::int64_t first, std::int64_t 
 
 // Megatron's build_sample_idx: (num_samples + 1) x 2 entries (position in document_index,
 // token offset) where sample i spans from entry i to entry i+1 inclusive of the end token.
-std::vector<std::int64_t> build_sample_index(const std::function<std::int32_t(std::int64_t)>& sequence_length,
+// lengths[s - first] is the length of sequence s (the ids in document_index are >= first).
+std::vector<std::int64_t> build_sample_index(const std::int32_t* lengths, std::int64_t first,
                                              const std::vector<std::int64_t>& document_index, std::int64_t seq_length,
                                              std::int64_t num_samples);
 

@@ -10,8 +10,7 @@
 //
 // Shared caches: many ranks, nodes and jobs may use one cache folder on a shared file system.
 // A builder writes to a temporary name unique across hosts (<file>.tmp.<pid>.<host>), fsyncs
-// it, renames it into place and fsyncs the folder, so a reader maps either no file or a
-// whole one; two builders racing write identical bytes (the build is deterministic) and the
+// it and renames it into place, so a reader maps either no file or a whole one; two builders racing write identical bytes (the build is deterministic) and the
 // last rename wins. A builder killed outright leaves only its temporary file, which the next
 // builder on that host removes.
 #pragma once

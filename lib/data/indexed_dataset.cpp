@@ -262,9 +262,12 @@ IndexedDataset::IndexedDataset(const std::string& prefix)
         GPT_THROW(DataError, "'", ip, "' is corrupt: the last document ends at sequence ", prev, " of ", num_sequences_);
 }
 
-std::int32_t IndexedDataset::sequence_length(std::int64_t i) const {
-    GPT_ASSERT(i >= 0 && i < num_sequences_, "sequence ", i, " of ", num_sequences_);
-    return load<std::int32_t>(lengths_ + i * 4);
+std::vector<std::int32_t> IndexedDataset::sequence_lengths(std::int64_t first, std::int64_t last) const {
+    GPT_ASSERT(first >= 0 && first <= last && last <= num_sequences_, "sequences [", first, ", ", last, ") of ",
+               num_sequences_);
+    std::vector<std::int32_t> out(static_cast<std::size_t>(last - first));
+    if (!out.empty()) std::memcpy(out.data(), lengths_ + first * 4, out.size() * 4);
+    return out;
 }
 
 std::int64_t IndexedDataset::sequence_offset(std::int64_t i) const {

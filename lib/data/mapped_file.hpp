@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace gpt::data {
 
@@ -30,12 +31,18 @@ private:
 // The temporary name of path for this process: "<path>.tmp.<pid>.<host>", unique across the
 // hosts that share a file system.
 std::string temp_name_for(const std::string& path);
-// Writes bytes to path atomically: to temp_name_for(path), then fsync, rename and fsync of
-// the folder. Any failure throws IoError naming path and errno's message, and removes the
+// Writes bytes to path atomically: to temp_name_for(path), then fsync and rename. Any failure throws IoError naming path and errno's message, and removes the
 // temporary file.
 void write_file_atomically(const std::string& path, const void* data, std::size_t size);
+// The same for a file made of several pieces, written in order (no copy into one buffer).
+struct FilePiece {
+    const void* data;
+    std::size_t size;
+};
+void write_file_atomically(const std::string& path, const std::vector<FilePiece>& pieces);
 // Writes and fsyncs `tmp` (no rename); on failure removes it and throws IoError.
 void write_file_durably(const std::string& tmp, const void* data, std::size_t size);
+void write_file_durably(const std::string& tmp, const std::vector<FilePiece>& pieces);
 
 // The errno message for error reports.
 std::string errno_message(int err);

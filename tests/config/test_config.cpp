@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "config/options.hpp"
@@ -91,6 +92,22 @@ TEST(ConfigParse, RepeatedFlagLastWins) {
     auto cfg = parse_args({"--num-layers", "4", "--data-path", "a", "--num-layers=6", "--data-path", "0.5", "b", "0.5", "c"}).config;
     EXPECT_EQ(cfg.model.num_layers, 6);
     EXPECT_EQ(cfg.data.data_path, (std::vector<std::string>{"0.5", "b", "0.5", "c"}));
+}
+
+// A value with spaces is Megatron's blend syntax unless it names a dataset whole; a blend of
+// many datasets is longer than any file name (ENAMETOOLONG must not escape the check).
+TEST(ConfigParse, BlendValuesAreSplitUnlessTheyNameADataset) {
+    std::string blend;
+    for (int i = 0; i < 300; ++i) blend += " 0.01 /data/some/long/folder/name/dataset_number_" + std::to_string(i);
+    auto cfg = parse_args({"--data-path", blend}).config;
+    EXPECT_EQ(cfg.data.data_path.size(), 600u);
+    EXPECT_EQ(cfg.data.blend_texts, (std::vector<std::string>{blend}));
+    const std::string dir = testing::TempDir() + "/with space";
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/ds.idx") << "x";
+    cfg = parse_args({"--data-path", dir + "/ds"}).config;
+    EXPECT_EQ(cfg.data.data_path, (std::vector<std::string>{dir + "/ds"}));
+    EXPECT_TRUE(cfg.data.blend_texts.empty());
 }
 
 TEST(ConfigParse, UnknownFlagSuggestsClosest) {

@@ -72,7 +72,8 @@ TEST(GptIndices, EpochPlanAndSampleIndex) {
     EXPECT_FALSE(plan_epochs(100, 10, 17).separate_final_epoch);
     // Documents of 5 tokens; seq 4: samples start at 0,4,8,... of the stream, sharing a token.
     std::vector<std::int64_t> docs{0, 1, 2};
-    auto si = build_sample_index([](std::int64_t) { return 5; }, docs, 4, 3);
+    const std::vector<std::int32_t> five(3, 5);
+    auto si = build_sample_index(five.data(), 0, docs, 4, 3);
     EXPECT_EQ(si, (std::vector<std::int64_t>{0, 0, 0, 4, 1, 3, 2, 2}));
 }
 
