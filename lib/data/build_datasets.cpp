@@ -96,32 +96,52 @@ GptDatasets build_gpt_datasets(const gpt::DataConfig& cfg, int seq_length, std::
     GPT_REQUIRE(sum > 0, DataError, "the datasets of --data-path hold no tokens");
     for (double& w : weights) w /= sum;
 
+    // The samples each (split, dataset) gives: the whole request for one dataset; for a blend
+    // Megatron's share with a 0.5% surplus, so the blend never runs a part dry.
+    auto asked = [&](int s, std::size_t d) -> std::int64_t {
+        if (data.size() == 1) return num_samples[s];
+        const double share = std::ceil(static_cast<double>(num_samples[s]) * weights[d]);
+        return static_cast<std::int64_t>(std::ceil(share * 1.005));
+    };
+    auto spec = [&](int s, std::size_t d) {
+        const auto b = split_boundaries(fractions, data[d]->num_sequences());
+        return SplitSpec{data[d], kSplitNames[s], b[s], b[s + 1], seq_length, seed, asked(s, d), cfg.data_cache_path};
+    };
+    // Rank 0 builds every missing cache at once before the splits are opened one by one.
+    int rank = 0;
+    if (comm != MPI_COMM_NULL) MPI_Comm_rank(comm, &rank);
+    std::vector<std::string> built;
+    if (rank == 0) {
+        std::vector<SplitSpec> specs;
+        for (int s = 0; s < 3; ++s)
+            for (std::size_t d = 0; d < data.size() && num_samples[s] > 0 && fractions[s] > 0; ++d)
+                if (asked(s, d) > 0) specs.push_back(spec(s, d));
+        built = build_index_caches(specs);
+    }
+
     for (int s = 0; s < 3; ++s) {
-        if (num_samples[s] == 0) continue;  // nothing asked of it (e.g. --eval-iters 0): not built  // nothing asked of it (e.g. --eval-iters 0): not built
+        if (num_samples[s] == 0) continue;  // nothing asked of it (e.g. --eval-iters 0): not built
         if (fractions[s] == 0) {
             GPT_LOG(warning) << "--split '" << cfg.split << "' gives the " << kSplitNames[s] << " split nothing, so the "
                              << num_samples[s] << " " << kSplitNames[s] << " samples asked are not drawn"
                              << (s == 0 ? "" : s == 1 ? ": the run has no validation (as in Megatron)" : ": the run has no test evaluation (as in Megatron)");
             continue;
         }
-        auto make = [&](std::size_t d, std::int64_t n, const BlendEntry* part) -> std::unique_ptr<SampleDataset> {
-            if (n == 0) return std::make_unique<EmptyDataset>(seq_length);  // a blend part of weight 0
-            const auto b = split_boundaries(fractions, data[d]->num_sequences());
-            auto ds = std::make_unique<GptDataset>(data[d], kSplitNames[s], b[s], b[s + 1], seq_length, seed, n,
-                                                   cfg.data_cache_path, comm);
-            report(*ds, blend.entries[d].prefix, s, n, part);
+        auto make = [&](std::size_t d, const BlendEntry* part) -> std::unique_ptr<SampleDataset> {
+            const SplitSpec sp = spec(s, d);
+            if (sp.num_samples == 0) return std::make_unique<EmptyDataset>(seq_length);  // a blend part of weight 0
+            auto ds = std::make_unique<GptDataset>(sp.data, sp.split_name, sp.first, sp.last, seq_length, seed,
+                                                   sp.num_samples, sp.cache_dir, comm);
+            if (std::find(built.begin(), built.end(), ds->cache_path()) != built.end()) ds->note_built_before();
+            report(*ds, blend.entries[d].prefix, s, sp.num_samples, part);
             return ds;
         };
         if (data.size() == 1) {
-            *slots[s] = make(0, num_samples[s], nullptr);
+            *slots[s] = make(0, nullptr);
             continue;
         }
-        // Megatron sizes each part with a 0.5% surplus so the blend never runs a part dry.
         std::vector<std::unique_ptr<SampleDataset>> parts;
-        for (std::size_t d = 0; d < data.size(); ++d) {
-            const double share = std::ceil(static_cast<double>(num_samples[s]) * weights[d]);
-            parts.push_back(make(d, static_cast<std::int64_t>(std::ceil(share * 1.005)), &blend.entries[d]));
-        }
+        for (std::size_t d = 0; d < data.size(); ++d) parts.push_back(make(d, &blend.entries[d]));
         *slots[s] = std::make_unique<BlendedDataset>(std::move(parts), weights, num_samples[s]);
     }
     return out;

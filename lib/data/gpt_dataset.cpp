@@ -1,8 +1,11 @@
 #include "data/gpt_dataset.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 #include "core/errors.hpp"
 #include "dist/comm_mpi.hpp"
@@ -49,78 +52,126 @@ void on_root_then_share(MPI_Comm comm, Fn&& fn) {
 
 }  // namespace
 
+namespace {
+
+// A spec checked and resolved: the split's lengths and tokens, its epochs, and its cache
+// file's description (everything the arrays depend on) and path. The same on every rank.
+struct SplitPlan {
+    std::vector<std::int32_t> lengths;  // of sequences [first, last)
+    std::int64_t tokens = 0;
+    EpochPlan epochs;
+    std::string description, path;
+};
+
+SplitPlan plan_split(const SplitSpec& s) {
+    const IndexedDataset& data = *s.data;
+    if (s.seq_length < 1) GPT_THROW(UsageError, "seq-length must be >= 1, got ", s.seq_length);
+    if (s.num_samples < 0) GPT_THROW(UsageError, "negative sample count ", s.num_samples);
+    GPT_ASSERT(s.first >= 0 && s.first <= s.last && s.last <= data.num_sequences(), "sequences [", s.first, ", ",
+               s.last, ") of ", data.num_sequences());
+    SplitPlan p;
+    p.lengths = data.sequence_lengths(s.first, s.last);
+    for (const std::int32_t n : p.lengths) p.tokens += n;
+    // Megatron loops forever on an empty split (its epoch count never reaches the request).
+    if (p.tokens == 0)
+        GPT_THROW(DataError, "the ", s.split_name, " split of '", data.prefix(), "' is empty (sequences [", s.first,
+                  ", ", s.last, ") of ", data.num_sequences(), ", 0 tokens) but must give ", s.num_samples,
+                  " samples of ", s.seq_length, " tokens; give it data (a larger corpus or share in --split) or ask "
+                  "for no ", s.split_name, " samples");
+    p.epochs = plan_epochs(p.tokens, s.seq_length, s.num_samples);
+    // Megatron holds the document index in int32: a split far smaller than the request would
+    // need more epochs than memory holds.
+    const std::int64_t entries = (s.last - s.first) * p.epochs.num_epochs;
+    if (entries > std::numeric_limits<std::int32_t>::max())
+        GPT_THROW(DataError, "the ", s.split_name, " split of '", data.prefix(), "' holds ", p.tokens, " tokens: ",
+                  s.num_samples, " samples of ", s.seq_length, " tokens need ", p.epochs.num_epochs,
+                  " epochs of it, a document index of ", entries, " entries; give it more data or ask for fewer samples");
+    std::ostringstream desc;
+    desc << "GPTDataset indices v2\nprefix " << data.prefix() << "\nsequences " << data.num_sequences()
+         << "\nbin_bytes " << data.bin_size() << "\nsplit " << s.split_name << " [" << s.first << ", " << s.last
+         << ")\nseq_length " << s.seq_length << "\nseed " << s.seed << "\nnum_samples " << s.num_samples << "\n";
+    p.description = desc.str();
+    const std::string dir = s.cache_dir.empty() ? data.prefix() + "/cache/GPTDataset_indices" : s.cache_dir;
+    p.path = (std::filesystem::path(dir) / (description_hash(p.description) + "-GPTDataset-" + s.split_name +
+                                             "-indices.bin"))
+                 .string();
+    return p;
+}
+
+IndexArrays build_arrays(const SplitSpec& s, const SplitPlan& p) {
+    IndexShuffler rng(s.seed);
+    IndexArrays a;
+    a.num_epochs = p.epochs.num_epochs;
+    a.document = build_document_index(s.first, s.last, p.epochs, rng);
+    const std::int64_t total = (p.epochs.num_epochs * p.tokens - 1) / s.seq_length;
+    a.sample = build_sample_index(p.lengths.data(), s.first, a.document, s.seq_length, total);
+    const std::int64_t first_part = p.epochs.separate_final_epoch ? p.epochs.samples_sans_final_epoch : total;
+    a.shuffle = build_shuffle_index(first_part, total, rng);
+    return a;
+}
+
+// The builder's part: keeps a whole file of this description, else builds and writes it.
+// Returns whether it wrote the file.
+bool ensure_cache(const SplitSpec& s, const SplitPlan& p) {
+    if (std::filesystem::exists(p.path)) {
+        try {
+            MappedIndexCache check(p.path, p.description);
+            return false;
+        } catch (const DataError& e) {
+            GPT_LOG(warning) << e.what() << "; rebuilding it";
+        }
+    }
+    remove_stale_temp_files(p.path);  // a builder killed on this host
+    try {
+        write_index_cache(p.path, p.description, build_arrays(s, p));
+    } catch (const IoError& e) {
+        // Data folders are often read-only on clusters (Megatron says the same).
+        GPT_THROW(IoError, e.what(), s.cache_dir.empty() ? " (the index cache goes next to the data by default: "
+                                                            "give --data-cache-path a writable folder)" : "");
+    }
+    return true;
+}
+
+}  // namespace
+
+std::vector<std::string> build_index_caches(const std::vector<SplitSpec>& specs) {
+    const std::size_t threads = std::min<std::size_t>(
+        specs.size(), std::clamp<std::size_t>(2 * std::thread::hardware_concurrency(), 2, 8));
+    std::vector<std::string> built(specs.size());  // "" where nothing was written
+    std::atomic<std::size_t> next{0};
+    auto work = [&] {
+        for (std::size_t i = next++; i < specs.size(); i = next++) {
+            try {
+                const SplitPlan plan = plan_split(specs[i]);
+                if (ensure_cache(specs[i], plan)) built[i] = plan.path;
+            } catch (...) {
+                // Raised again, on every rank, when GptDataset opens this split.
+            }
+        }
+    };
+    std::vector<std::thread> pool;
+    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
+    std::vector<std::string> out;
+    for (auto& path : built)
+        if (!path.empty()) out.push_back(std::move(path));
+    return out;
+}
+
 GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> data, const std::string& split_name, std::int64_t first,
                        std::int64_t last, int seq_length, std::uint64_t seed, std::int64_t num_samples,
                        const std::string& cache_dir, MPI_Comm comm)
     : data_(std::move(data)), seq_length_(seq_length) {
-    if (seq_length < 1) GPT_THROW(UsageError, "seq-length must be >= 1, got ", seq_length);
-    if (num_samples < 0) GPT_THROW(UsageError, "negative sample count ", num_samples);
-    GPT_ASSERT(first >= 0 && first <= last && last <= data_->num_sequences(), "sequences [", first, ", ", last,
-               ") of ", data_->num_sequences());
+    const SplitSpec spec{data_, split_name, first, last, seq_length, seed, num_samples, cache_dir};
+    SplitPlan plan = plan_split(spec);
+    on_root_then_share(comm, [&] { built_ = ensure_cache(spec, plan); });
     first_ = first;
-    lengths_ = data_->sequence_lengths(first, last);
-    for (const std::int32_t n : lengths_) tokens_ += n;
-    // Megatron loops forever on an empty split (its epoch count never reaches the request).
-    if (tokens_ == 0)
-        GPT_THROW(DataError, "the ", split_name, " split of '", data_->prefix(), "' is empty (sequences [", first, ", ",
-                  last, ") of ", data_->num_sequences(), ", 0 tokens) but must give ", num_samples, " samples of ",
-                  seq_length, " tokens; give it data (a larger corpus or share in --split) or ask for no ",
-                  split_name, " samples");
-    const EpochPlan plan = plan_epochs(tokens_, seq_length, num_samples);
-    // Megatron holds the document index in int32: a split far smaller than the request would
-    // need more epochs than memory holds.
-    const std::int64_t entries = (last - first) * plan.num_epochs;
-    if (entries > std::numeric_limits<std::int32_t>::max())
-        GPT_THROW(DataError, "the ", split_name, " split of '", data_->prefix(), "' holds ", tokens_, " tokens: ",
-                  num_samples, " samples of ", seq_length, " tokens need ", plan.num_epochs,
-                  " epochs of it, a document index of ", entries, " entries; give it more data or ask for fewer samples");
-
-    // Everything the arrays depend on; a different value names a different cache file.
-    std::ostringstream desc;
-    desc << "GPTDataset indices v2\nprefix " << data_->prefix() << "\nsequences " << data_->num_sequences()
-         << "\nbin_bytes " << data_->bin_size() << "\nsplit " << split_name << " [" << first << ", " << last
-         << ")\nseq_length " << seq_length << "\nseed " << seed << "\nnum_samples " << num_samples << "\n";
-    const std::string description = desc.str();
-    const std::string dir = cache_dir.empty() ? data_->prefix() + "/cache/GPTDataset_indices" : cache_dir;
-    cache_path_ =
-        (std::filesystem::path(dir) / (description_hash(description) + "-GPTDataset-" + split_name + "-indices.bin"))
-            .string();
-
-    on_root_then_share(comm, [&] {
-        if (std::filesystem::exists(cache_path_)) {
-            try {
-                MappedIndexCache check(cache_path_, description);
-                return;
-            } catch (const DataError& e) {
-                GPT_LOG(warning) << e.what() << "; rebuilding it";
-            }
-        }
-        remove_stale_temp_files(cache_path_);  // a builder killed on this host
-        try {
-            write_index_cache(cache_path_, description, build_arrays(first, last, seed, num_samples));
-        } catch (const IoError& e) {
-            // Data folders are often read-only on clusters (Megatron says the same).
-            GPT_THROW(IoError, e.what(), cache_dir.empty() ? " (the index cache goes next to the data by default: "
-                                                              "give --data-cache-path a writable folder)" : "");
-        }
-        built_ = true;
-    });
-    cache_ = MappedIndexCache(cache_path_, description);
+    tokens_ = plan.tokens;
+    cache_path_ = plan.path;
+    lengths_ = std::move(plan.lengths);
+    cache_ = MappedIndexCache(cache_path_, plan.description);
     validate(first, last, num_samples);
-}
-
-IndexArrays GptDataset::build_arrays(std::int64_t first, std::int64_t last, std::uint64_t seed,
-                                     std::int64_t num_samples) const {
-    const EpochPlan plan = plan_epochs(tokens_, seq_length_, num_samples);
-    IndexShuffler rng(seed);
-    IndexArrays a;
-    a.num_epochs = plan.num_epochs;
-    a.document = build_document_index(first, last, plan, rng);
-    const std::int64_t total = (plan.num_epochs * tokens_ - 1) / seq_length_;
-    a.sample = build_sample_index(lengths_.data(), first_, a.document, seq_length_, total);
-    const std::int64_t first_part = plan.separate_final_epoch ? plan.samples_sans_final_epoch : total;
-    a.shuffle = build_shuffle_index(first_part, total, rng);
-    return a;
 }
 
 void GptDataset::validate(std::int64_t first, std::int64_t last, std::int64_t num_samples) const {

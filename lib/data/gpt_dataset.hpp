@@ -8,6 +8,7 @@
 #include <memory>
 #include <mpi.h>
 #include <string>
+#include <vector>
 
 #include "config/config.hpp"
 #include "data/index_cache.hpp"
@@ -41,6 +42,24 @@ GptDatasets build_gpt_datasets(const gpt::DataConfig& cfg, int seq_length, std::
                                std::array<std::int64_t, 3> num_samples, MPI_Comm comm,
                                int mock_vocab_size = 50257);
 
+// One split of one indexed dataset as GptDataset reads it: its sequences, the samples asked
+// of it and the folder of its cache file ("": <prefix>/cache/GPTDataset_indices).
+struct SplitSpec {
+    std::shared_ptr<const IndexedDataset> data;
+    std::string split_name;  // "train", "valid", "test": names the cache file
+    std::int64_t first = 0, last = 0;
+    int seq_length = 0;
+    std::uint64_t seed = 0;
+    std::int64_t num_samples = 0;
+    std::string cache_dir;
+};
+
+// Builds the cache file of each spec that is missing or damaged, on a few threads (what
+// GptDataset's rank 0 does one at a time; the fsyncs of a blend's hundreds of small files
+// overlap, as Megatron's --num-dataset-builder-threads builds in parallel). Errors are left
+// for GptDataset to raise on every rank; returns the paths of the files it built.
+std::vector<std::string> build_index_caches(const std::vector<SplitSpec>& specs);
+
 // Megatron's GPTDataset over the sequences [first, last) of one indexed dataset.
 class GptDataset : public SampleDataset {
 public:
@@ -61,13 +80,13 @@ public:
     std::int64_t tokens_per_epoch() const { return tokens_; }
     // Whether this process built the cache file (false: it was there, or another rank built it).
     bool built_cache() const { return built_; }
+    void note_built_before() { built_ = true; }  // by build_index_caches in this process
     const IndexView& document_index() const { return cache_.document_index(); }
     const IndexView& sample_index() const { return cache_.sample_index(); }
     const IndexView& shuffle_index() const { return cache_.shuffle_index(); }
     const std::string& cache_path() const { return cache_path_; }
 
 private:
-    IndexArrays build_arrays(std::int64_t first, std::int64_t last, std::uint64_t seed, std::int64_t num_samples) const;
     void validate(std::int64_t first, std::int64_t last, std::int64_t num_samples) const;
 
     std::shared_ptr<const IndexedDataset> data_;

@@ -9,7 +9,7 @@
 // (a hash alone could collide).
 //
 // Shared caches: many ranks, nodes and jobs may use one cache folder on a shared file system.
-// A builder writes to a temporary name unique across hosts (<file>.tmp.<pid>.<host>), fsyncs
+// A builder writes to a temporary name unique across hosts (<file>.tmp.<pid>-<n>.<host>), fsyncs
 // it and renames it into place, so a reader maps either no file or a whole one; two builders racing write identical bytes (the build is deterministic) and the
 // last rename wins. A builder killed outright leaves only its temporary file, which the next
 // builder on that host removes.

@@ -1,5 +1,6 @@
 #include "data/mapped_file.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -93,10 +94,12 @@ void write_file_durably(const std::string& tmp, const std::vector<FilePiece>& pi
 }
 
 std::string temp_name_for(const std::string& path) {
-    // Unique across the hosts sharing a file system: two nodes can run the same pid.
+    // Unique across the hosts sharing a file system (two nodes can run the same pid) and the
+    // threads of this process (index caches are built on several).
+    static std::atomic<unsigned> counter{0};
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
-    return path + ".tmp." + std::to_string(::getpid()) + "." + host;
+    return path + ".tmp." + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "." + host;
 }
 
 void write_file_atomically(const std::string& path, const void* data, std::size_t size) {

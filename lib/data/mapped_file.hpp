@@ -28,8 +28,8 @@ private:
     std::size_t size_ = 0;
 };
 
-// The temporary name of path for this process: "<path>.tmp.<pid>.<host>", unique across the
-// hosts that share a file system.
+// A fresh temporary name for path: "<path>.tmp.<pid>-<n>.<host>", unique across the hosts
+// that share a file system and the threads of this process.
 std::string temp_name_for(const std::string& path);
 // Writes bytes to path atomically: to temp_name_for(path), then fsync and rename. Any failure throws IoError naming path and errno's message, and removes the
 // temporary file.

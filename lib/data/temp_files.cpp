@@ -68,9 +68,15 @@ void remove_stale_temp_files(const std::string& final_path) {
         char* end = nullptr;
         const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
         if (pid <= 0 || !end) continue;
-        // "<pid>.<host>" (temp_name_for): another host's pid says nothing here, so its files
-        // stay; "<pid>" alone is the older form, written on this host.
-        if (*end == '.' ? std::string(end + 1) != host : *end != '\0') continue;
+        // "<pid>-<n>.<host>" (temp_name_for): another host's pid says nothing here, so its
+        // files stay; "<pid>" alone is the older form, written on this host.
+        if (*end == '-') {
+            ++end;
+            while (*end >= '0' && *end <= '9') ++end;
+            if (*end != '.' || std::string(end + 1) != host) continue;
+        } else if (*end != '\0') {
+            continue;
+        }
         // Alive (or not ours to signal, EPERM): leave it; a dead writer's file goes.
         if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
         fs::remove(e.path(), ec);

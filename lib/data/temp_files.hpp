@@ -1,4 +1,4 @@
-// Temporary files of an unfinished output (<file>.tmp.<pid>.<host>: temp_name_for), removed however the writer
+// Temporary files of an unfinished output (<file>.tmp.<pid>-<n>.<host>: temp_name_for), removed however the writer
 // ends: by its destructor on errors, by a signal handler on SIGTERM (Slurm's time limit),
 // SIGINT and SIGHUP, and, for a writer killed outright (SIGKILL, a node crash), by the next
 // run that writes the same file.
@@ -15,7 +15,7 @@ void forget_temp_file(const std::string& path);
 // Installs the handler: it unlinks the remembered files, then lets the signal take its
 // default action (the process ends as the signal says). Call once at tool start-up.
 void remove_temp_files_on_signals();
-// Removes "<final_path>.tmp.<pid>.<host>" files of this host whose pid is no longer running
+// Removes "<final_path>.tmp.<pid>-<n>.<host>" files of this host whose pid is no longer running
 // (and the older "<final_path>.tmp.<pid>"); other hosts' files are left alone.
 void remove_stale_temp_files(const std::string& final_path);
 

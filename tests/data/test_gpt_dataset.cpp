@@ -283,6 +283,15 @@ TEST(GptDataset, BuildFromConfigWithBlendAndSplit) {
     cfg.data_path = {"1", a, "0", b};
     sets = build_gpt_datasets(cfg, 12, 42, {50, 0, 0}, MPI_COMM_WORLD);
     for (std::int64_t i = 0; i < 50; ++i) EXPECT_EQ(dynamic_cast<BlendedDataset*>(sets.train.get())->dataset_of(i), 0);
+    // One dataset twice: rank 0's builder threads write the same cache file at once (each
+    // under its own temporary name); both parts read it.
+    cfg.data_path = {"0.5", a, "0.5", a};
+    cfg.data_cache_path = dir + "/cache-twice";
+    sets = build_gpt_datasets(cfg, 12, 42, {400, 0, 0}, MPI_COMM_WORLD);
+    ASSERT_EQ(sets.train->size(), 400);
+    for (std::int64_t i = 0; i < 400; ++i) sets.train->sample(i, buf.data());
+    for (const auto& e : fs::directory_iterator(cfg.data_cache_path))
+        EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
     cfg.data_path = {"0.5", a, "0.5"};
     EXPECT_THROW(build_gpt_datasets(cfg, 12, 42, {50, 0, 0}, MPI_COMM_WORLD), gpt::UsageError);
     cfg.data_path = {dir + "/missing"};
