@@ -109,7 +109,7 @@ void expect_parameters_within_adam_bound(const Config& cfg, const test::Run& cpu
             const std::int64_t row = p.slice_start + static_cast<std::int64_t>(i);
             const bool key = qkv_bias && row % (3 * head_dim) >= head_dim && row % (3 * head_dim) < 2 * head_dim;
             const double last_rounding =
-                2.0 * u16 * std::max(std::abs(double(p.values[i])), std::abs(want[i])) + std::ldexp(1.0, -24);
+                2.0 * u16 * std::max(std::abs(double(p.values[i])), std::abs(double(want[i]))) + std::ldexp(1.0, -24);
             const double bound = 2.0 * sum_lr_c * (key ? 1.0 : delta) + last_rounding;
             const double r = std::abs(double(p.values[i]) - want[i]) / bound;
             if (!(r <= 1.0) && bad++ == 0) first = i;
