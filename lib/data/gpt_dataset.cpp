@@ -54,14 +54,19 @@ void on_root_then_share(MPI_Comm comm, Fn&& fn) {
 
 namespace {
 
-// A spec checked and resolved: the split's lengths and tokens, its epochs, and its cache
-// file's description (everything the arrays depend on) and path. The same on every rank.
+// A spec checked and resolved: the split's tokens, its epochs, and its cache file's
+// description (everything the arrays depend on) and path. The same on every rank.
 struct SplitPlan {
-    std::vector<std::int32_t> lengths;  // of sequences [first, last)
     std::int64_t tokens = 0;
     EpochPlan epochs;
     std::string description, path;
 };
+
+constexpr const char* kCacheSuffix = "-indices.bin";
+
+std::string cache_folder(const SplitSpec& s) {
+    return s.cache_dir.empty() ? s.data->prefix() + "/cache/GPTDataset_indices" : s.cache_dir;
+}
 
 SplitPlan plan_split(const SplitSpec& s) {
     const IndexedDataset& data = *s.data;
@@ -70,8 +75,7 @@ SplitPlan plan_split(const SplitSpec& s) {
     GPT_ASSERT(s.first >= 0 && s.first <= s.last && s.last <= data.num_sequences(), "sequences [", s.first, ", ",
                s.last, ") of ", data.num_sequences());
     SplitPlan p;
-    p.lengths = data.sequence_lengths(s.first, s.last);
-    for (const std::int32_t n : p.lengths) p.tokens += n;
+    p.tokens = data.tokens_in(s.first, s.last);
     // Megatron loops forever on an empty split (its epoch count never reaches the request).
     if (p.tokens == 0)
         GPT_THROW(DataError, "the ", s.split_name, " split of '", data.prefix(), "' is empty (sequences [", s.first,
@@ -81,38 +85,51 @@ SplitPlan plan_split(const SplitSpec& s) {
     p.epochs = plan_epochs(p.tokens, s.seq_length, s.num_samples);
     // Megatron holds the document index in int32: a split far smaller than the request would
     // need more epochs than memory holds.
+    if (s.last > std::numeric_limits<std::int32_t>::max())
+        GPT_THROW(DataError, "dataset '", data.prefix(), "' holds ", data.num_sequences(),
+                  " sequences; the document index (32-bit, as Megatron's) addresses at most 2^31 - 1: split the "
+                  "corpus into several datasets and blend them");
     const std::int64_t entries = (s.last - s.first) * p.epochs.num_epochs;
     if (entries > std::numeric_limits<std::int32_t>::max())
         GPT_THROW(DataError, "the ", s.split_name, " split of '", data.prefix(), "' holds ", p.tokens, " tokens: ",
                   s.num_samples, " samples of ", s.seq_length, " tokens need ", p.epochs.num_epochs,
                   " epochs of it, a document index of ", entries, " entries; give it more data or ask for fewer samples");
     std::ostringstream desc;
-    desc << "GPTDataset indices v2\nprefix " << data.prefix() << "\nsequences " << data.num_sequences()
+    desc << "GPTDataset indices v3\nprefix " << data.prefix() << "\nsequences " << data.num_sequences()
          << "\nbin_bytes " << data.bin_size() << "\nsplit " << s.split_name << " [" << s.first << ", " << s.last
          << ")\nseq_length " << s.seq_length << "\nseed " << s.seed << "\nnum_samples " << s.num_samples << "\n";
     p.description = desc.str();
-    const std::string dir = s.cache_dir.empty() ? data.prefix() + "/cache/GPTDataset_indices" : s.cache_dir;
-    p.path = (std::filesystem::path(dir) / (description_hash(p.description) + "-GPTDataset-" + s.split_name +
-                                             "-indices.bin"))
+    p.path = (std::filesystem::path(cache_folder(s)) /
+              (description_hash(p.description) + "-GPTDataset-" + s.split_name + kCacheSuffix))
                  .string();
     return p;
 }
 
-IndexArrays build_arrays(const SplitSpec& s, const SplitPlan& p) {
+// Builds the split's arrays and writes each as soon as it exists (the document index is freed
+// before the shuffle index is made).
+void build_and_write(const SplitSpec& s, const SplitPlan& p) {
     IndexShuffler rng(s.seed);
-    IndexArrays a;
-    a.num_epochs = p.epochs.num_epochs;
-    a.document = build_document_index(s.first, s.last, p.epochs, rng);
     const std::int64_t total = (p.epochs.num_epochs * p.tokens - 1) / s.seq_length;
-    a.sample = build_sample_index(p.lengths.data(), s.first, a.document, s.seq_length, total);
+    const bool wide = IndexCacheWriter::needs_wide_shuffle(total);
+    IndexCacheWriter out(p.path, p.description, p.epochs.num_epochs, (s.last - s.first) * p.epochs.num_epochs,
+                         2 * (total + 1), total, wide);
+    {
+        const std::vector<std::int32_t> document = build_document_index(s.first, s.last, p.epochs, rng);
+        out.append(document);
+        const std::vector<std::int32_t> lengths = s.data->sequence_lengths(s.first, s.last);
+        out.append(build_sample_index(lengths.data(), s.first, document, s.seq_length, total));
+    }
     const std::int64_t first_part = p.epochs.separate_final_epoch ? p.epochs.samples_sans_final_epoch : total;
-    a.shuffle = build_shuffle_index(first_part, total, rng);
-    return a;
+    if (wide)
+        out.append(build_shuffle_index<std::int64_t>(first_part, total, rng));
+    else
+        out.append(build_shuffle_index<std::int32_t>(first_part, total, rng));
+    out.commit();
 }
 
 // The builder's part: keeps a whole file of this description, else builds and writes it.
 // Returns whether it wrote the file.
-bool ensure_cache(const SplitSpec& s, const SplitPlan& p) {
+bool ensure_cache(const SplitSpec& s, const SplitPlan& p, bool folder_scanned = false) {
     if (std::filesystem::exists(p.path)) {
         try {
             MappedIndexCache check(p.path, p.description);
@@ -121,9 +138,9 @@ bool ensure_cache(const SplitSpec& s, const SplitPlan& p) {
             GPT_LOG(warning) << e.what() << "; rebuilding it";
         }
     }
-    remove_stale_temp_files(p.path);  // a builder killed on this host
+    if (!folder_scanned) remove_stale_temp_files(p.path);  // a builder killed on this host
     try {
-        write_index_cache(p.path, p.description, build_arrays(s, p));
+        build_and_write(s, p);
     } catch (const IoError& e) {
         // Data folders are often read-only on clusters (Megatron says the same).
         GPT_THROW(IoError, e.what(), s.cache_dir.empty() ? " (the index cache goes next to the data by default: "
@@ -136,14 +153,21 @@ bool ensure_cache(const SplitSpec& s, const SplitPlan& p) {
 
 std::vector<std::string> build_index_caches(const std::vector<SplitSpec>& specs) {
     const std::size_t threads = std::min<std::size_t>(
-        specs.size(), std::clamp<std::size_t>(2 * std::thread::hardware_concurrency(), 2, 8));
+        specs.size(), std::clamp<std::size_t>(8 * std::thread::hardware_concurrency(), 2, 16));
+    // A builder killed on this host left temporaries: one pass over each folder removes them
+    // (not one per file: a blend of hundreds of datasets shares one folder).
+    std::vector<std::string> folders;
+    for (const SplitSpec& s : specs) folders.push_back(cache_folder(s));
+    std::sort(folders.begin(), folders.end());
+    folders.erase(std::unique(folders.begin(), folders.end()), folders.end());
+    for (const std::string& dir : folders) remove_stale_temp_files_in(dir, kCacheSuffix);
     std::vector<std::string> built(specs.size());  // "" where nothing was written
     std::atomic<std::size_t> next{0};
     auto work = [&] {
         for (std::size_t i = next++; i < specs.size(); i = next++) {
             try {
                 const SplitPlan plan = plan_split(specs[i]);
-                if (ensure_cache(specs[i], plan)) built[i] = plan.path;
+                if (ensure_cache(specs[i], plan, true)) built[i] = plan.path;
             } catch (...) {
                 // Raised again, on every rank, when GptDataset opens this split.
             }
@@ -169,7 +193,6 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> data, const std::st
     first_ = first;
     tokens_ = plan.tokens;
     cache_path_ = plan.path;
-    lengths_ = std::move(plan.lengths);
     cache_ = MappedIndexCache(cache_path_, plan.description);
     validate(first, last, num_samples);
 }
@@ -192,9 +215,15 @@ void GptDataset::validate(std::int64_t first, std::int64_t last, std::int64_t nu
     // Megatron's builder asserts the same: the split gives at least the samples asked of it.
     if (total < num_samples) corrupt("it holds " + std::to_string(total) + " samples, fewer than the " +
                                      std::to_string(num_samples) + " asked");
+    constexpr std::int64_t kAhead = 32;  // each length is a cache miss: prefetched as in build_sample_index
     for (std::int64_t i = 0; i <= total; ++i) {
+        if (i + kAhead <= total) {
+            const std::int64_t ahead = smp[2 * (i + kAhead)];
+            if (ahead >= 0 && ahead < doc.size() && doc[ahead] >= first && doc[ahead] < last)
+                data_->prefetch_sequence_length(doc[ahead]);
+        }
         const std::int64_t pos = smp[2 * i], off = smp[2 * i + 1];
-        if (pos < 0 || pos >= doc.size() || off < 0 || off >= lengths_[doc[pos] - first] + (i == 0 ? 1 : 0))
+        if (pos < 0 || pos >= doc.size() || off < 0 || off >= data_->sequence_length(doc[pos]) + (i == 0 ? 1 : 0))
             corrupt("sample index entry out of range");
         if (i > 0 && (pos < smp[2 * i - 2] || (pos == smp[2 * i - 2] && off <= smp[2 * i - 1])))
             corrupt("sample index entries out of order");

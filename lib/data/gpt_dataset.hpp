@@ -92,7 +92,6 @@ private:
     std::shared_ptr<const IndexedDataset> data_;
     int seq_length_;
     std::int64_t first_ = 0;
-    std::vector<std::int32_t> lengths_;  // of the split's sequences [first, last): scanned often
     std::int64_t tokens_ = 0;
     bool built_ = false;
     std::string cache_path_;

@@ -1,7 +1,9 @@
 #include "data/gpt_indices.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <limits>
 
 #include "core/errors.hpp"
 
@@ -32,12 +34,27 @@ std::uint64_t IndexShuffler::below(std::uint64_t bound) {
     return static_cast<std::uint64_t>(m >> 64);
 }
 
-void IndexShuffler::shuffle(std::int64_t* data, std::int64_t n) {
+template <typename T>
+void IndexShuffler::shuffle(T* data, std::int64_t n) {
+    // Fisher-Yates, its draws made kAhead swaps early so the random element each swap touches
+    // is prefetched: over an array larger than the caches every swap is a cache miss, and this
+    // lets kAhead of them overlap. The draws and the swaps
+    // keep their order, so the permutation is the plain loop's.
+    constexpr std::int64_t kAhead = 32;  // a power of two
+    std::int64_t ahead[kAhead];
+    auto draw = [&](std::int64_t i) {
+        const auto j = static_cast<std::int64_t>(below(static_cast<std::uint64_t>(i) + 1));
+        ahead[i & (kAhead - 1)] = j;
+        __builtin_prefetch(data + j, 1);
+    };
+    for (std::int64_t i = n - 1; i > 0 && i > n - 1 - kAhead; --i) draw(i);
     for (std::int64_t i = n - 1; i > 0; --i) {
-        std::int64_t j = static_cast<std::int64_t>(below(static_cast<std::uint64_t>(i) + 1));
-        std::swap(data[i], data[j]);
+        std::swap(data[i], data[ahead[i & (kAhead - 1)]]);
+        if (i - kAhead > 0) draw(i - kAhead);
     }
 }
+template void IndexShuffler::shuffle(std::int32_t*, std::int64_t);
+template void IndexShuffler::shuffle(std::int64_t*, std::int64_t);
 
 EpochPlan plan_epochs(std::int64_t tokens_per_epoch, std::int64_t seq_length, std::int64_t num_samples) {
     GPT_ASSERT(tokens_per_epoch >= 1, "plan_epochs of an empty split");
@@ -56,12 +73,15 @@ EpochPlan plan_epochs(std::int64_t tokens_per_epoch, std::int64_t seq_length, st
     return p;
 }
 
-std::vector<std::int64_t> build_document_index(std::int64_t first, std::int64_t last, const EpochPlan& plan,
+std::vector<std::int32_t> build_document_index(std::int64_t first, std::int64_t last, const EpochPlan& plan,
                                                IndexShuffler& rng) {
     const std::int64_t docs = last - first;
-    std::vector<std::int64_t> idx(static_cast<std::size_t>(docs * plan.num_epochs));
+    GPT_ASSERT(last <= INT32_MAX && docs * plan.num_epochs <= INT32_MAX, "a 32-bit document index of sequences [",
+               first, ", ", last, ") x ", plan.num_epochs, " epochs");
+    std::vector<std::int32_t> idx(static_cast<std::size_t>(docs * plan.num_epochs));
     for (std::int64_t e = 0; e < plan.num_epochs; ++e)
-        for (std::int64_t d = 0; d < docs; ++d) idx[static_cast<std::size_t>(e * docs + d)] = first + d;
+        for (std::int64_t d = 0; d < docs; ++d)
+            idx[static_cast<std::size_t>(e * docs + d)] = static_cast<std::int32_t>(first + d);
     if (plan.separate_final_epoch) {
         rng.shuffle(idx.data(), docs * (plan.num_epochs - 1));
         rng.shuffle(idx.data() + docs * (plan.num_epochs - 1), docs);
@@ -71,10 +91,11 @@ std::vector<std::int64_t> build_document_index(std::int64_t first, std::int64_t 
     return idx;
 }
 
-std::vector<std::int64_t> build_sample_index(const std::int32_t* lengths, std::int64_t first,
-                                             const std::vector<std::int64_t>& document_index, std::int64_t seq_length,
+std::vector<std::int32_t> build_sample_index(const std::int32_t* lengths, std::int64_t first,
+                                             const std::vector<std::int32_t>& document_index, std::int64_t seq_length,
                                              std::int64_t num_samples) {
-    std::vector<std::int64_t> out(static_cast<std::size_t>(2 * (num_samples + 1)));
+    constexpr std::int64_t kAhead = 32;
+    std::vector<std::int32_t> out(static_cast<std::size_t>(2 * (num_samples + 1)));
     std::int64_t doc_pos = 0, offset = 0;
     out[0] = 0;
     out[1] = 0;
@@ -84,6 +105,10 @@ std::vector<std::int64_t> build_sample_index(const std::int32_t* lengths, std::i
         // (it is this sample's final label and the next sample's first input).
         std::int64_t remaining = seq_length + 1;
         while (remaining != 0) {
+            // The documents are in shuffled order, so each length is a cache miss: ask for
+            // the one kAhead documents on early.
+            if (doc_pos + kAhead <= last_pos)
+                __builtin_prefetch(lengths + (document_index[static_cast<std::size_t>(doc_pos + kAhead)] - first));
             const std::int64_t doc_len = lengths[document_index[static_cast<std::size_t>(doc_pos)] - first] - offset;
             remaining -= doc_len;
             if (remaining <= 0) {
@@ -95,19 +120,23 @@ std::vector<std::int64_t> build_sample_index(const std::int32_t* lengths, std::i
                 offset = 0;
             }
         }
-        out[static_cast<std::size_t>(2 * s)] = doc_pos;
-        out[static_cast<std::size_t>(2 * s + 1)] = offset;
+        out[static_cast<std::size_t>(2 * s)] = static_cast<std::int32_t>(doc_pos);
+        out[static_cast<std::size_t>(2 * s + 1)] = static_cast<std::int32_t>(offset);
     }
     return out;
 }
 
-std::vector<std::int64_t> build_shuffle_index(std::int64_t first_part, std::int64_t total, IndexShuffler& rng) {
-    std::vector<std::int64_t> idx(static_cast<std::size_t>(total));
-    for (std::int64_t i = 0; i < total; ++i) idx[static_cast<std::size_t>(i)] = i;
+template <typename T>
+std::vector<T> build_shuffle_index(std::int64_t first_part, std::int64_t total, IndexShuffler& rng) {
+    GPT_ASSERT(total - 1 <= std::numeric_limits<T>::max(), total, " samples in a ", sizeof(T), "-byte shuffle index");
+    std::vector<T> idx(static_cast<std::size_t>(total));
+    for (std::int64_t i = 0; i < total; ++i) idx[static_cast<std::size_t>(i)] = static_cast<T>(i);
     rng.shuffle(idx.data(), first_part);
     if (first_part < total) rng.shuffle(idx.data() + first_part, total - first_part);
     return idx;
 }
+template std::vector<std::int32_t> build_shuffle_index(std::int64_t, std::int64_t, IndexShuffler&);
+template std::vector<std::int64_t> build_shuffle_index(std::int64_t, std::int64_t, IndexShuffler&);
 
 void build_blending_indices(const std::vector<double>& weights, std::int64_t size,
                             std::vector<std::int16_t>& dataset_index, std::vector<std::int64_t>& dataset_sample_index) {

@@ -25,7 +25,9 @@ std::array<std::int64_t, 4> split_boundaries(const std::array<double, 3>& fracti
 class IndexShuffler {
 public:
     explicit IndexShuffler(std::uint64_t seed) : engine_(seed) {}
-    void shuffle(std::int64_t* data, std::int64_t n);
+    // For std::int32_t and std::int64_t entries: the same permutation either way.
+    template <typename T>
+    void shuffle(T* data, std::int64_t n);
 
 private:
     std::uint64_t below(std::uint64_t bound);  // uniform in [0, bound)
@@ -44,20 +46,24 @@ struct EpochPlan {
 EpochPlan plan_epochs(std::int64_t tokens_per_epoch, std::int64_t seq_length, std::int64_t num_samples);
 
 // The split's sequence ids repeated num_epochs times and shuffled (the final epoch separately
-// when plan.separate_final_epoch).
-std::vector<std::int64_t> build_document_index(std::int64_t first, std::int64_t last, const EpochPlan& plan,
+// when plan.separate_final_epoch). 32-bit, as Megatron's: needs last <= 2^31 - 1 and fewer than
+// 2^31 entries (the builder refuses larger requests with the numbers before calling this).
+std::vector<std::int32_t> build_document_index(std::int64_t first, std::int64_t last, const EpochPlan& plan,
                                                IndexShuffler& rng);
 
 // Megatron's build_sample_idx: (num_samples + 1) x 2 entries (position in document_index,
 // token offset) where sample i spans from entry i to entry i+1 inclusive of the end token.
 // lengths[s - first] is the length of sequence s (the ids in document_index are >= first).
-std::vector<std::int64_t> build_sample_index(const std::int32_t* lengths, std::int64_t first,
-                                             const std::vector<std::int64_t>& document_index, std::int64_t seq_length,
+// Both entries fit 32 bits: positions index a 32-bit document index, offsets lie inside one
+// sequence of an int32 length.
+std::vector<std::int32_t> build_sample_index(const std::int32_t* lengths, std::int64_t first,
+                                             const std::vector<std::int32_t>& document_index, std::int64_t seq_length,
                                              std::int64_t num_samples);
 
 // Permutation of [0, total): the first `first_part` shuffled among themselves, the rest
-// among themselves (all together when first_part == total).
-std::vector<std::int64_t> build_shuffle_index(std::int64_t first_part, std::int64_t total, IndexShuffler& rng);
+// among themselves (all together when first_part == total). T: std::int32_t when total fits.
+template <typename T>
+std::vector<T> build_shuffle_index(std::int64_t first_part, std::int64_t total, IndexShuffler& rng);
 
 // Megatron's build_blending_indices: sample i goes to the dataset furthest below its share.
 void build_blending_indices(const std::vector<double>& weights, std::int64_t size,

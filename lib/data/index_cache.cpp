@@ -11,10 +11,10 @@ namespace gpt::data {
 
 namespace {
 
-constexpr char kMagic[8] = {'G', 'P', 'T', 'I', 'D', 'X', '0', '2'};
+constexpr char kMagic[8] = {'G', 'P', 'T', 'I', 'D', 'X', '0', '3'};
 constexpr std::size_t kHeader = 64;
 // The header's fields after the magic, in order.
-enum Field { kDescriptionBytes, kEpochs, kDocuments, kSamples, kShuffles, kFields };
+enum Field { kDescriptionBytes, kEpochs, kDocuments, kSamples, kShuffles, kShuffleBytes, kFields };
 
 std::uint64_t field(const unsigned char* header, Field f) {
     std::uint64_t v;
@@ -35,21 +35,49 @@ std::string description_hash(const std::string& text) {
     return buf;
 }
 
-void write_index_cache(const std::string& path, const std::string& description, const IndexArrays& a) {
+IndexCacheWriter::IndexCacheWriter(const std::string& path, const std::string& description,
+                                   std::int64_t num_epochs, std::int64_t documents, std::int64_t samples,
+                                   std::int64_t shuffles, bool wide)
+    : path_(path), description_(description), counts_{documents, samples, shuffles}, widths_{4, 4, wide ? 8u : 4u} {
+    GPT_ASSERT(wide || !needs_wide_shuffle(shuffles), shuffles, " samples in a 32-bit shuffle index");
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
     if (ec) GPT_THROW(IoError, "cannot create the index cache folder for '", path, "': ", ec.message());
     char header[kHeader] = {};
     std::memcpy(header, kMagic, 8);
-    const std::uint64_t fields[kFields] = {description.size(), static_cast<std::uint64_t>(a.num_epochs),
-                                           a.document.size(), a.sample.size(), a.shuffle.size()};
+    const std::uint64_t fields[kFields] = {description.size(),
+                                           static_cast<std::uint64_t>(num_epochs),
+                                           static_cast<std::uint64_t>(documents),
+                                           static_cast<std::uint64_t>(samples),
+                                           static_cast<std::uint64_t>(shuffles),
+                                           widths_[2]};
     std::memcpy(header + 8, fields, sizeof fields);
-    // Written piece by piece from the arrays: no second copy of tens of megabytes.
-    write_file_atomically(path, {{header, kHeader},
-                                 {a.document.data(), 8 * a.document.size()},
-                                 {a.sample.data(), 8 * a.sample.size()},
-                                 {a.shuffle.data(), 8 * a.shuffle.size()},
-                                 {description.data(), description.size()}});
+    file_ = std::make_unique<DurableFileWriter>(temp_name_for(path));
+    file_->append(header, kHeader);
+    offset_ = kHeader;
+}
+
+void IndexCacheWriter::append(const std::vector<std::int32_t>& array) { append(array.data(), array.size(), 4); }
+void IndexCacheWriter::append(const std::vector<std::int64_t>& array) { append(array.data(), array.size(), 8); }
+
+void IndexCacheWriter::append(const void* data, std::size_t count, std::size_t bytes) {
+    GPT_ASSERT(appended_ < 3 && static_cast<std::int64_t>(count) == counts_[appended_] &&
+                   bytes == widths_[appended_],
+               "index array ", appended_, " of ", count, " entries of ", bytes, " bytes for ", path_);
+    if (appended_ == 2 && offset_ % 8 != 0) {  // the shuffle index starts 8-aligned
+        const char pad[8] = {};
+        file_->append(pad, 8 - offset_ % 8);
+        offset_ += 8 - offset_ % 8;
+    }
+    ++appended_;
+    file_->append(data, bytes * count);
+    offset_ += bytes * count;
+}
+
+void IndexCacheWriter::commit() {
+    GPT_ASSERT(appended_ == 3, appended_, " of 3 index arrays written to ", path_);
+    file_->append(description_.data(), description_.size());
+    file_->commit(path_);
 }
 
 MappedIndexCache::MappedIndexCache(const std::string& path, const std::string& description) : file_(path) {
@@ -57,16 +85,19 @@ MappedIndexCache::MappedIndexCache(const std::string& path, const std::string& d
     const std::size_t n = file_.size();
     const unsigned char* d = file_.data();
     if (n < kHeader || std::memcmp(d, kMagic, 8) != 0)
-        bad("not an index cache of this version (", n, " bytes, no GPTIDX02 header)");
-    std::uint64_t words = 0;
-    for (Field f : {kDocuments, kSamples, kShuffles}) {
-        if (field(d, f) > n / 8) bad("truncated or corrupt (", n, " bytes for ", field(d, f), " entries)");
-        words += field(d, f);
-    }
+        bad("not an index cache of this version (", n, " bytes, no GPTIDX03 header)");
+    const std::uint64_t nd = field(d, kDocuments), ns = field(d, kSamples), nsh = field(d, kShuffles);
+    const std::uint64_t width = field(d, kShuffleBytes);
+    if (width != 4 && width != 8) bad("corrupt (shuffle entries of ", width, " bytes)");
+    for (std::uint64_t count : {nd, ns, nsh})
+        if (count > n / 4) bad("truncated or corrupt (", n, " bytes for ", count, " entries)");
+    // Bounded above, so none of this overflows.
+    const std::uint64_t shuffle_at = (kHeader + 4 * (nd + ns) + 7) / 8 * 8;
+    const std::uint64_t text_at = shuffle_at + width * nsh;
     const std::uint64_t text = field(d, kDescriptionBytes);
-    if (text > n || kHeader + 8 * words + text != n)
-        bad("truncated or corrupt (", n, " bytes; its header describes ", kHeader + 8 * words + text, ")");
-    const char* stored = reinterpret_cast<const char*>(d + kHeader + 8 * words);
+    if (text > n || text_at + text != n)
+        bad("truncated or corrupt (", n, " bytes; its header describes ", text_at + text, ")");
+    const char* stored = reinterpret_cast<const char*>(d + text_at);
     if (text != description.size() || std::memcmp(stored, description.data(), text) != 0) {
         std::string shown(stored, std::min<std::size_t>(text, 300));
         for (char& c : shown)
@@ -74,13 +105,11 @@ MappedIndexCache::MappedIndexCache(const std::string& path, const std::string& d
         bad("foreign: it was built for other dataset parameters (its description: \"", shown, "\")");
     }
     num_epochs_ = static_cast<std::int64_t>(field(d, kEpochs));
-    // mmap returns page-aligned memory and the header is 64 bytes, so the arrays are aligned.
-    const auto* a = reinterpret_cast<const std::int64_t*>(d + kHeader);
-    const auto nd = static_cast<std::int64_t>(field(d, kDocuments));
-    const auto ns = static_cast<std::int64_t>(field(d, kSamples));
-    document_ = IndexView(a, nd);
-    sample_ = IndexView(a + nd, ns);
-    shuffle_ = IndexView(a + nd + ns, static_cast<std::int64_t>(field(d, kShuffles)));
+    // mmap returns page-aligned memory, the header is 64 bytes and the shuffle index starts
+    // 8-aligned, so every array is aligned for its type.
+    document_ = IndexView(d + kHeader, static_cast<std::int64_t>(nd), false);
+    sample_ = IndexView(d + kHeader + 4 * nd, static_cast<std::int64_t>(ns), false);
+    shuffle_ = IndexView(d + shuffle_at, static_cast<std::int64_t>(nsh), width == 8);
 }
 
 }  // namespace gpt::data

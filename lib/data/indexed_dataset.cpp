@@ -235,6 +235,31 @@ IndexedDataset::IndexedDataset(const std::string& prefix)
     doc_indices_ = offsets_ + S * 8;
 
     const std::int64_t bin_bytes = bin_size();
+    // Every open checks every sequence (a corpus of billions of tokens has millions): one
+    // branch-free pass first; only a file that fails it is walked again for the message.
+    // Unsigned, and held at or below the .bin's size at every step, so the sum cannot wrap.
+    const auto bin = static_cast<std::uint64_t>(bin_bytes);
+    bool consistent = true;
+    std::uint64_t end = 0;
+    for (std::int64_t i = 0; i < num_sequences_; ++i) {
+        const auto len = load<std::int32_t>(lengths_ + i * 4);
+        consistent &= (len >= 0) & (load<std::uint64_t>(offsets_ + i * 8) == end);
+        end += static_cast<std::uint64_t>(static_cast<std::uint32_t>(len)) * static_cast<std::uint64_t>(item_size_);
+        consistent &= end <= bin;
+    }
+    if (!consistent || end != bin) check_sequences(bin_bytes);
+    std::uint64_t prev = 0;
+    for (std::int64_t d = 0; d < num_doc_indices_; ++d) {
+        const auto v = load<std::uint64_t>(doc_indices_ + d * 8);
+        consistent &= (v >= prev) & (v <= static_cast<std::uint64_t>(num_sequences_));
+        prev = v;
+    }
+    if (!consistent || load<std::uint64_t>(doc_indices_) != 0 || prev != static_cast<std::uint64_t>(num_sequences_))
+        check_document_indices();
+}
+
+void IndexedDataset::check_sequences(std::int64_t bin_bytes) const {
+    const std::string& ip = idx_.path();
     std::int64_t expect_offset = 0;
     for (std::int64_t i = 0; i < num_sequences_; ++i) {
         const std::int32_t len = sequence_length(i);
@@ -250,6 +275,10 @@ IndexedDataset::IndexedDataset(const std::string& prefix)
     if (expect_offset != bin_bytes)
         GPT_THROW(DataError, "'", bin_.path(), "' has ", bin_bytes, " bytes, but '", ip, "' describes ", expect_offset,
                   " (the .bin and .idx do not belong together)");
+}
+
+void IndexedDataset::check_document_indices() const {
+    const std::string& ip = idx_.path();
     std::int64_t prev = 0;
     for (std::int64_t d = 0; d < num_doc_indices_; ++d) {
         const std::int64_t v = document_index(d);
@@ -268,6 +297,14 @@ std::vector<std::int32_t> IndexedDataset::sequence_lengths(std::int64_t first, s
     std::vector<std::int32_t> out(static_cast<std::size_t>(last - first));
     if (!out.empty()) std::memcpy(out.data(), lengths_ + first * 4, out.size() * 4);
     return out;
+}
+
+std::int64_t IndexedDataset::tokens_in(std::int64_t first, std::int64_t last) const {
+    GPT_ASSERT(first >= 0 && first <= last && last <= num_sequences_, "sequences [", first, ", ", last, ") of ",
+               num_sequences_);
+    if (first == last) return 0;
+    const std::int64_t end = last == num_sequences_ ? bin_size() : sequence_offset(last);
+    return (end - sequence_offset(first)) / static_cast<std::int64_t>(item_size_);
 }
 
 std::int64_t IndexedDataset::sequence_offset(std::int64_t i) const {

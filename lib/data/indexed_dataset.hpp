@@ -88,6 +88,11 @@ public:
     }
     // Lengths of sequences [first, last) as one aligned array (what index building scans).
     std::vector<std::int32_t> sequence_lengths(std::int64_t first, std::int64_t last) const;
+    // Tokens in sequences [first, last), from two byte offsets (the constructor checked that
+    // the offsets follow the lengths): no pass over the lengths.
+    std::int64_t tokens_in(std::int64_t first, std::int64_t last) const;
+    // A hint for a scan that reads lengths in random order (a cache miss each otherwise).
+    void prefetch_sequence_length(std::int64_t i) const { __builtin_prefetch(lengths_ + i * 4); }
     std::int64_t sequence_offset(std::int64_t i) const;  // in bytes
     std::int64_t document_index(std::int64_t i) const;   // i in [0, num_documents()]
     // Copies tokens [offset, offset + count) of sequence seq into out as int32.
@@ -98,6 +103,10 @@ public:
     std::int64_t bin_size() const { return static_cast<std::int64_t>(bin_.size()); }
 
 private:
+    // The constructor's checks of the .idx arrays: DataError naming the file and the entry.
+    void check_sequences(std::int64_t bin_bytes) const;
+    void check_document_indices() const;
+
     std::string prefix_;
     TokenDType dtype_ = TokenDType::U16;
     std::int64_t num_sequences_ = 0, num_doc_indices_ = 0;

@@ -67,29 +67,63 @@ void write_file_durably(const std::string& tmp, const void* data, std::size_t si
 }
 
 void write_file_durably(const std::string& tmp, const std::vector<FilePiece>& pieces) {
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) GPT_THROW(IoError, "cannot create '", tmp, "': ", errno_message(errno));
-    for (const FilePiece& piece : pieces) {
-        const char* p = static_cast<const char*>(piece.data);
-        std::size_t left = piece.size;
-        while (left > 0) {
-            ssize_t w = ::write(fd, p, left);
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) {
-                int err = w < 0 ? errno : ENOSPC;
-                ::close(fd);
-                ::unlink(tmp.c_str());
-                GPT_THROW(IoError, "cannot write '", tmp, "': ", errno_message(err));
-            }
-            p += w;
-            left -= static_cast<std::size_t>(w);
-        }
+    DurableFileWriter out(tmp);
+    for (const FilePiece& piece : pieces) out.append(piece.data, piece.size);
+    out.commit();
+}
+
+DurableFileWriter::DurableFileWriter(std::string tmp) : tmp_(std::move(tmp)) {
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) GPT_THROW(IoError, "cannot create '", tmp_, "': ", errno_message(errno));
+}
+
+DurableFileWriter::~DurableFileWriter() {
+    if (fd_ >= 0) {
+        ::close(fd_);
+        ::unlink(tmp_.c_str());
     }
-    int err = ::fsync(fd) != 0 ? errno : 0;
-    if (::close(fd) != 0 && err == 0) err = errno;
-    if (err != 0) {
-        ::unlink(tmp.c_str());
-        GPT_THROW(IoError, "cannot write '", tmp, "': ", errno_message(err));
+}
+
+void DurableFileWriter::fail(const char* what, int err) {
+    ::close(fd_);
+    fd_ = -1;
+    ::unlink(tmp_.c_str());
+    GPT_THROW(IoError, "cannot ", what, " '", tmp_, "': ", errno_message(err));
+}
+
+void DurableFileWriter::append(const void* data, std::size_t size) {
+    GPT_ASSERT(fd_ >= 0, "append to a committed file");
+    const char* p = static_cast<const char*>(data);
+    std::size_t left = size;
+    while (left > 0) {
+        ssize_t w = ::write(fd_, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) fail("write", w < 0 ? errno : ENOSPC);
+        p += w;
+        left -= static_cast<std::size_t>(w);
+    }
+    // Only a hint to start writing back now (the fsync in commit() is what makes it durable
+    // and reports errors); file systems without it (EINVAL, ENOSYS) write back at the fsync.
+    if (size >= (1u << 20))
+        (void)::sync_file_range(fd_, static_cast<off_t>(written_), static_cast<off_t>(size), SYNC_FILE_RANGE_WRITE);
+    written_ += size;
+}
+
+void DurableFileWriter::commit(const std::string& path) {
+    GPT_ASSERT(fd_ >= 0, "file committed twice");
+    if (::fsync(fd_) != 0) fail("write", errno);
+    const int closed = ::close(fd_);
+    fd_ = -1;
+    if (closed != 0) {
+        const int err = errno;
+        ::unlink(tmp_.c_str());
+        GPT_THROW(IoError, "cannot write '", tmp_, "': ", errno_message(err));
+    }
+    if (path.empty()) return;
+    if (::rename(tmp_.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp_.c_str());
+        GPT_THROW(IoError, "cannot rename '", tmp_, "' to '", path, "': ", errno_message(err));
     }
 }
 
@@ -107,13 +141,9 @@ void write_file_atomically(const std::string& path, const void* data, std::size_
 }
 
 void write_file_atomically(const std::string& path, const std::vector<FilePiece>& pieces) {
-    const std::string tmp = temp_name_for(path);
-    write_file_durably(tmp, pieces);
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        int err = errno;
-        ::unlink(tmp.c_str());
-        GPT_THROW(IoError, "cannot rename '", tmp, "' to '", path, "': ", errno_message(err));
-    }
+    DurableFileWriter out(temp_name_for(path));
+    for (const FilePiece& piece : pieces) out.append(piece.data, piece.size);
+    out.commit(path);
     // The folder is not fsynced: a crash may lose the rename (the old name, or none, comes
     // back), never the data under the new name, and every reader here checks what it maps
     // (an index cache found missing is rebuilt). One fsync per file, not two, matters at

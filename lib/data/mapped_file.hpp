@@ -44,6 +44,27 @@ void write_file_atomically(const std::string& path, const std::vector<FilePiece>
 void write_file_durably(const std::string& tmp, const void* data, std::size_t size);
 void write_file_durably(const std::string& tmp, const std::vector<FilePiece>& pieces);
 
+// A file written in pieces as they become ready, under `tmp`: each append also starts the
+// disk write of what it wrote (sync_file_range), so a writer that computes its next piece
+// meanwhile overlaps the two, and the closing fsync waits only for the tail. commit() fsyncs
+// and, when `path` is given, renames tmp to it. Destroyed uncommitted (an exception), it
+// removes tmp. Failures throw IoError naming tmp and errno's message.
+class DurableFileWriter {
+public:
+    explicit DurableFileWriter(std::string tmp);
+    ~DurableFileWriter();
+    DurableFileWriter(const DurableFileWriter&) = delete;
+    DurableFileWriter& operator=(const DurableFileWriter&) = delete;
+    void append(const void* data, std::size_t size);
+    void commit(const std::string& path = "");
+
+private:
+    [[noreturn]] void fail(const char* what, int err);
+    std::string tmp_;
+    int fd_ = -1;
+    std::size_t written_ = 0;
+};
+
 // The errno message for error reports.
 std::string errno_message(int err);
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 
 namespace gpt::data {
 
@@ -54,20 +55,24 @@ void remove_temp_files_on_signals() {
     for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
 }
 
-void remove_stale_temp_files(const std::string& final_path) {
+namespace {
+
+// Removes the stale temporary files in dir; final_name_end(name) says where ".tmp." follows
+// the name of a final file of interest, npos when the entry is not one of its temporaries.
+template <typename FinalNameEnd>
+void remove_stale(const std::filesystem::path& dir, FinalNameEnd&& final_name_end) {
     namespace fs = std::filesystem;
-    const fs::path p(final_path);
-    const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
-    const std::string prefix = p.filename().string() + ".tmp.";
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
         const std::string name = e.path().filename().string();
-        if (name.rfind(prefix, 0) != 0) continue;
+        const std::size_t tmp = final_name_end(name);
+        if (tmp == std::string::npos) continue;
         char* end = nullptr;
-        const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
-        if (pid <= 0 || !end) continue;
+        const char* digits = name.c_str() + tmp + 5;
+        const long pid = std::strtol(digits, &end, 10);
+        if (pid <= 0 || end == digits) continue;
         // "<pid>-<n>.<host>" (temp_name_for): another host's pid says nothing here, so its
         // files stay; "<pid>" alone is the older form, written on this host.
         if (*end == '-') {
@@ -81,6 +86,25 @@ void remove_stale_temp_files(const std::string& final_path) {
         if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
         fs::remove(e.path(), ec);
     }
+}
+
+}  // namespace
+
+void remove_stale_temp_files(const std::string& final_path) {
+    namespace fs = std::filesystem;
+    const fs::path p(final_path);
+    const std::string prefix = p.filename().string() + ".tmp.";
+    remove_stale(p.parent_path().empty() ? fs::path(".") : p.parent_path(), [&](const std::string& name) {
+        return name.starts_with(prefix) ? prefix.size() - 5 : std::string::npos;
+    });
+}
+
+void remove_stale_temp_files_in(const std::string& dir, const std::string& suffix) {
+    remove_stale(dir, [&](const std::string& name) {
+        const std::size_t tmp = name.find(".tmp.");
+        return tmp != std::string::npos && std::string_view(name).substr(0, tmp).ends_with(suffix) ? tmp
+                                                                                                  : std::string::npos;
+    });
 }
 
 }  // namespace gpt::data

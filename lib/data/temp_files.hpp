@@ -18,5 +18,8 @@ void remove_temp_files_on_signals();
 // Removes "<final_path>.tmp.<pid>-<n>.<host>" files of this host whose pid is no longer running
 // (and the older "<final_path>.tmp.<pid>"); other hosts' files are left alone.
 void remove_stale_temp_files(const std::string& final_path);
+// The same for every final file in `dir` whose name ends with `suffix`, in one pass over the
+// folder (a builder of hundreds of files in one folder scans it once, not once per file).
+void remove_stale_temp_files_in(const std::string& dir, const std::string& suffix);
 
 }  // namespace gpt::data

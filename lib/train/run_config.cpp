@@ -35,7 +35,7 @@ void resolve_vocab(Config& cfg) {
     GPT_THROW(UsageError, "the vocab size is unknown: give --vocab-file and --merge-file (GPT-2 BPE) or --vocab-size");
 }
 
-RunConfig resolve_run(Config cfg, int world_size, int local_world_size) {
+RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vocab) {
     validate_model_and_training(cfg);
     const bool auto_layout = !cfg.parallel.tp_given && !cfg.parallel.pp_given &&
                              (cfg.training.max_global_batch_size > 0 || !cfg.parallel.mbs_given);
@@ -47,10 +47,12 @@ RunConfig resolve_run(Config cfg, int world_size, int local_world_size) {
     if (cfg.training.micro_batch_size == 0)
         GPT_THROW(UsageError, "--micro-batch-size auto needs the planner and --max-global-batch-size");
     resolve_layout(cfg, world_size);
-    resolve_vocab(cfg);
-    // A resumed run keeps its checkpoint's padded vocabulary when the TP size changed.
-    const std::string vocab_note = adopt_checkpoint_vocab(cfg);
-    if (!vocab_note.empty()) GPT_LOG(info) << vocab_note;
+    if (vocab == Vocab::Resolve) {
+        resolve_vocab(cfg);
+        // A resumed run keeps its checkpoint's padded vocabulary when the TP size changed.
+        const std::string vocab_note = adopt_checkpoint_vocab(cfg);
+        if (!vocab_note.empty()) GPT_LOG(info) << vocab_note;
+    }
     const dist::RankGrid grid(world_size, cfg.parallel.tensor_model_parallel_size,
                               cfg.parallel.pipeline_model_parallel_size);
     RunConfig run = derive_run(cfg, grid, local_world_size);

@@ -32,7 +32,11 @@ void resolve_vocab(Config& cfg);
 // given and --max-global-batch-size or --micro-batch-size auto), resolves the layout for
 // world_size ranks (local_world_size per node) and the vocabulary; with --load, the padded
 // vocabulary of the checkpoint to load (train/checkpoint_vocab.hpp). Throws UsageError.
-RunConfig resolve_run(Config cfg, int world_size, int local_world_size);
+// Vocab::OnlyForThePlanner: a tool that reads no token ids (prepare_cache) skips loading the
+// tokenizer, tens of milliseconds, unless the planner sizes the embeddings with it; the
+// vocabulary then stays unresolved (padded_vocab_size 0 when the user gave no --vocab-size).
+enum class Vocab { Resolve, OnlyForThePlanner };
+RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vocab = Vocab::Resolve);
 
 // The numbers derived from a resolved cfg on the ranks of `grid` (the tail of resolve_run;
 // a Config resolved by hand, as tests build them, goes through it too).

@@ -8,12 +8,14 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <mpi.h>
 
 #include "config/data_blend.hpp"
 #include "core/errors.hpp"
 #include "data/gpt_dataset.hpp"
 #include "data/gpt_indices.hpp"
+#include "data/index_cache.hpp"
 #include "data/indexed_dataset.hpp"
 #include "data/split_datasets.hpp"
 #include "data_test_util.hpp"
@@ -46,7 +48,11 @@ std::string make_dataset(const std::string& dir, const std::string& name, int do
     return prefix;
 }
 
-std::vector<std::int64_t> copy(const IndexView& a) { return {a.data(), a.data() + a.size()}; }
+std::vector<std::int64_t> copy(const IndexView& a) {
+    std::vector<std::int64_t> out(static_cast<std::size_t>(a.size()));
+    for (std::int64_t i = 0; i < a.size(); ++i) out[static_cast<std::size_t>(i)] = a[i];
+    return out;
+}
 
 }  // namespace
 
@@ -71,10 +77,60 @@ TEST(GptIndices, EpochPlanAndSampleIndex) {
     EXPECT_EQ(p.samples_sans_final_epoch, 9);
     EXPECT_FALSE(plan_epochs(100, 10, 17).separate_final_epoch);
     // Documents of 5 tokens; seq 4: samples start at 0,4,8,... of the stream, sharing a token.
-    std::vector<std::int64_t> docs{0, 1, 2};
+    std::vector<std::int32_t> docs{0, 1, 2};
     const std::vector<std::int32_t> five(3, 5);
     auto si = build_sample_index(five.data(), 0, docs, 4, 3);
-    EXPECT_EQ(si, (std::vector<std::int64_t>{0, 0, 0, 4, 1, 3, 2, 2}));
+    EXPECT_EQ(si, (std::vector<std::int32_t>{0, 0, 0, 4, 1, 3, 2, 2}));
+}
+
+template <typename T>
+static std::uint64_t fnv1a(const std::vector<T>& a) {
+    std::uint64_t h = 1469598103934665603ull;
+    for (T v : a) h = (h ^ static_cast<std::uint64_t>(static_cast<std::int64_t>(v))) * 1099511628211ull;
+    return h;
+}
+
+// The shuffles and the sample index are what every existing cache file holds: a faster
+// builder must give the same values (these digests come from the plain Fisher-Yates loop and
+// the plain sample walk, before either prefetched), and leave the engine where they did.
+TEST(GptIndices, ShuffleAndSampleIndexKeepTheirValues) {
+    struct Golden {
+        std::int64_t n;
+        std::uint64_t shuffled, next;  // digests of iota(n) shuffled, then of iota(100) shuffled after it
+    };
+    for (const Golden& g : {Golden{33, 0x668304a9da7b4b73ull, 0x18b3720b10dab723ull},
+                            Golden{1000, 0xc5f401a1939c231full, 0xd468e53f28c07e49ull},
+                            Golden{100003, 0x82f93c472077d412ull, 0x2425e440154b6ab3ull}}) {
+        // The same permutation over 64- and 32-bit entries (the two shuffle index types).
+        std::vector<std::int64_t> a(static_cast<std::size_t>(g.n)), b(100);
+        std::vector<std::int32_t> a32(a.size());
+        std::iota(a.begin(), a.end(), 0);
+        std::iota(a32.begin(), a32.end(), 0);
+        std::iota(b.begin(), b.end(), 0);
+        IndexShuffler rng(1234), rng32(1234);
+        rng.shuffle(a.data(), g.n);
+        rng.shuffle(b.data(), 100);
+        rng32.shuffle(a32.data(), g.n);
+        EXPECT_EQ(fnv1a(a), g.shuffled) << "n " << g.n;
+        EXPECT_EQ(fnv1a(a32), g.shuffled) << "n " << g.n;
+        EXPECT_EQ(fnv1a(b), g.next) << "n " << g.n;
+    }
+    // 5000 documents of 1-700 tokens from 100 on, in shuffled order, samples of 64 tokens.
+    std::vector<std::int32_t> lengths(5000);
+    std::uint32_t x = 7;
+    std::int64_t tokens = 0;
+    for (std::int32_t& l : lengths) {
+        x = x * 1664525u + 1013904223u;
+        l = static_cast<std::int32_t>(1 + (x >> 8) % 700);
+        tokens += l;
+    }
+    std::vector<std::int32_t> docs(5000);
+    std::iota(docs.begin(), docs.end(), 100);
+    IndexShuffler rng(99);
+    rng.shuffle(docs.data(), 5000);
+    const auto si = build_sample_index(lengths.data(), 100, docs, 64, (tokens - 1) / 64);
+    EXPECT_EQ(si.size(), 54464u);
+    EXPECT_EQ(fnv1a(si), 0x72c91433b8094b17ull);
 }
 
 TEST(GptIndices, BlendingFollowsWeights) {
@@ -164,6 +220,31 @@ TEST(GptDataset, CacheBuiltOnceAndSharedByAllRanks) {
 // The builder (rank 0) rebuilds a cache file that is truncated, not a cache file at all, or
 // foreign (built for other parameters), with a warning; one whose framing is right but whose
 // values are impossible is refused on every rank, naming the file.
+// The file layout with either shuffle width: an odd number of 32-bit entries before the shuffle
+// index makes the writer pad it to 8 bytes; every value reads back, the length is the header's.
+TEST(IndexCache, BothShuffleWidthsRoundTrip) {
+    const std::string dir = gpt::test::scratch_dir("index_cache_widths." + std::to_string(gpt::test::world_rank()));
+    const std::vector<std::int32_t> doc{5, 3, 4}, smp{0, 0, 2, 1, 2, 6};
+    for (bool wide : {false, true}) {
+        const std::string path = dir + (wide ? "/wide.bin" : "/narrow.bin");
+        IndexCacheWriter w(path, "desc", 2, 3, 6, 2, wide);
+        w.append(doc);
+        w.append(smp);
+        if (wide)
+            w.append(std::vector<std::int64_t>{(std::int64_t{1} << 40), 0});
+        else
+            w.append(std::vector<std::int32_t>{1, 0});
+        w.commit();
+        // 64 + 4 x 9 = 100, padded to 104; then 2 entries and the 4-byte description.
+        EXPECT_EQ(fs::file_size(path), 104u + (wide ? 16 : 8) + 4) << path;
+        const MappedIndexCache m(path, "desc");
+        EXPECT_EQ(m.num_epochs(), 2);
+        EXPECT_EQ(copy(m.document_index()), (std::vector<std::int64_t>{5, 3, 4}));
+        EXPECT_EQ(copy(m.sample_index()), (std::vector<std::int64_t>{0, 0, 2, 1, 2, 6}));
+        EXPECT_EQ(copy(m.shuffle_index()), (std::vector<std::int64_t>{wide ? (std::int64_t{1} << 40) : 1, 0}));
+    }
+}
+
 TEST(GptDataset, DamagedCacheIsRebuiltOrRefused) {
     const std::string dir = gpt::test::scratch_dir("gpt_corrupt");
     const std::string prefix = make_dataset(dir, "d", 30, 11);
@@ -209,9 +290,9 @@ TEST(GptDataset, DamagedCacheIsRebuiltOrRefused) {
     if (rank == 0) {
         std::FILE* f = std::fopen(path.c_str(), "r+b");
         ASSERT_NE(f, nullptr);
-        const std::int64_t bad = 31;
+        const std::int32_t bad = 31;
         std::fseek(f, 64, SEEK_SET);  // the first document-index entry
-        std::fwrite(&bad, 8, 1, f);
+        std::fwrite(&bad, 4, 1, f);
         std::fclose(f);
     }
     MPI_Barrier(MPI_COMM_WORLD);
