@@ -153,7 +153,7 @@ bool ensure_cache(const SplitSpec& s, const SplitPlan& p, bool folder_scanned = 
 
 std::vector<std::string> build_index_caches(const std::vector<SplitSpec>& specs) {
     const std::size_t threads = std::min<std::size_t>(
-        specs.size(), std::clamp<std::size_t>(8 * std::thread::hardware_concurrency(), 2, 16));
+        specs.size(), std::clamp<std::size_t>(2 * std::thread::hardware_concurrency(), 2, 8));
     // A builder killed on this host left temporaries: one pass over each folder removes them
     // (not one per file: a blend of hundreds of datasets shares one folder).
     std::vector<std::string> folders;
