@@ -10,4 +10,3 @@
 #include "ckpt/selection.hpp"
 #include "ckpt/tensor_slice.hpp"
 #include "ckpt/checkpoint_saver.hpp"
-#include "ckpt/args_check.hpp"

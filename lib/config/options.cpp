@@ -46,6 +46,8 @@ std::string to_text(const std::vector<std::string>& v) {
 struct Entry {
     std::string name;
     std::function<std::string(const Config&)> print;
+    std::function<OptionValue(const Config&)> get;     // the saved run's typed value
+    std::function<void(Config&, const OptionValue&)> set;
 };
 
 // Ties each Megatron flag to one Config field: the same table builds the parser and
@@ -91,7 +93,9 @@ private:
             g.add_options()(name, po::value<T>(target)->default_value(*target, to_text(*target)),
                             help);
         }
-        entries.push_back({name, [sec, field](const Config& c) { return to_text(c.*sec.*field); }});
+        entries.push_back({name, [sec, field](const Config& c) { return to_text(c.*sec.*field); },
+                           [sec, field](const Config& c) { return option_value::to(c.*sec.*field); },
+                           [sec, field, name](Config& c, const OptionValue& v) { option_value::from(v, c.*sec.*field, name); }});
     }
 
     void build() {
@@ -148,7 +152,9 @@ private:
         po::options_description train("training");
         train.add_options()("micro-batch-size", po::value<std::string>(&micro_batch_text)->default_value("1"),
                             "samples per micro-batch per data-parallel rank, or auto (planner)");
-        entries.push_back({"micro-batch-size", [](const Config& c) { return to_text(c.training.micro_batch_size); }});
+        entries.push_back({"micro-batch-size", [](const Config& c) { return to_text(c.training.micro_batch_size); },
+                           [](const Config& c) { return option_value::to(c.training.micro_batch_size); },
+                           [](Config& c, const OptionValue& v) { option_value::from(v, c.training.micro_batch_size, "micro-batch-size"); }});
         add(train, "global-batch-size", &C::training, &TrainingConfig::global_batch_size, "samples per iteration (0: derived)");
         add(train, "max-global-batch-size", &C::training, &TrainingConfig::max_global_batch_size, "upper bound for the planner's global batch (0: none)");
         add(train, "train-iters", &C::training, &TrainingConfig::train_iters, "iterations to train");
@@ -352,6 +358,12 @@ std::vector<std::string> last_occurrence_wins(const std::vector<std::string>& ar
     return out;
 }
 
+// The arguments table's (and the saved run's) name of a flag: Megatron's, with underscores.
+std::string row_key(std::string flag) {
+    std::replace(flag.begin(), flag.end(), '-', '_');
+    return flag;
+}
+
 }  // namespace
 
 ParsedArgs parse_args(const std::vector<std::string>& raw_args) {
@@ -451,16 +463,23 @@ std::vector<std::string> option_names() {
     return names_of(table);
 }
 
+const std::vector<OptionField>& option_fields() {
+    static const std::vector<OptionField> fields = [] {
+        Config scratch;
+        OptionTable table(scratch);
+        std::vector<OptionField> f;
+        for (const auto& e : table.entries) f.push_back({row_key(e.name), e.get, e.set});
+        return f;
+    }();
+    return fields;
+}
+
 std::string format_arguments(const Config& cfg,
                              const std::vector<std::pair<std::string, std::string>>& extra) {
     Config scratch;
     OptionTable table(scratch);
     std::vector<std::pair<std::string, std::string>> rows;
-    for (const auto& e : table.entries) {
-        std::string n = e.name;
-        std::replace(n.begin(), n.end(), '-', '_');
-        rows.emplace_back(n, e.print(cfg));
-    }
+    for (const auto& e : table.entries) rows.emplace_back(row_key(e.name), e.print(cfg));
     rows.emplace_back("padded_vocab_size", cfg.model.vocab_size > 0 ? std::to_string(cfg.padded_vocab_size()) : "None");
     rows.emplace_back("config", cfg.config_file.empty() ? "None" : cfg.config_file);
     rows.insert(rows.end(), extra.begin(), extra.end());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "config/option_value.hpp"
 
 namespace gpt {
 
@@ -31,5 +32,9 @@ std::string format_arguments(const Config& cfg,
 
 // Names of every accepted flag (without dashes).
 std::vector<std::string> option_names();
+
+// Every flag's typed getter and setter, keyed by its arguments-table name (underscores), in
+// the option table's order: what a checkpoint's saved run stores.
+const std::vector<OptionField>& option_fields();
 
 }  // namespace gpt

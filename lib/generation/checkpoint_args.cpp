@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <set>
 
-#include "ckpt/args_check.hpp"
 #include "config/options.hpp"
+#include "config/saved_run_check.hpp"
 #include "core/errors.hpp"
 
 namespace gpt::generation {
@@ -33,54 +33,40 @@ const std::vector<std::string>& carried_arguments() {
                                       "seq_length", "max_position_embeddings", "make_vocab_size_divisible_by",
                                       "vocab_size", "layernorm_epsilon", "openai_gelu", "no_bias_gelu_fusion",
                                       "vocab_file", "merge_file", "tokenizer_type"};
-        // Architecture arguments the checkpoint check compares (lib/ckpt/args_check.cpp) are
-        // carried too once this build has the flag.
-        const auto names = option_names();
-        for (const std::string& m : ckpt::meaning_arguments()) {
-            std::string f = m;
-            std::replace(f.begin(), f.end(), '_', '-');
-            if (std::find(names.begin(), names.end(), f) != names.end() &&
-                std::find(k.begin(), k.end(), m) == k.end())
-                k.push_back(m);
-        }
+        // The arguments the checkpoint check compares (config/saved_run_check.cpp) are carried
+        // too, those that are flags (not the derived padded vocabulary and GELU kind).
+        for (const std::string& m : meaning_arguments())
+            if (find_option_field(m) && std::find(k.begin(), k.end(), m) == k.end()) k.push_back(m);
         return k;
     }();
     return keys;
 }
 
-Config config_from_checkpoint(const std::map<std::string, std::string>& saved,
-                              const std::vector<std::string>& flags, const std::string& file) {
-    const auto& carried = carried_arguments();
-    std::vector<std::string> args;
-    for (const std::string& k : carried) {
-        auto it = saved.find(k);
-        if (it == saved.end() || it->second == "None" || it->second == "False") continue;
-        // The user's location of the tokenizer files wins over the saved one.
-        if (is_location(k) && std::any_of(flags.begin(), flags.end(),
-                                          [&](const std::string& f) { return f.rfind("--", 0) == 0 && key_of(f) == k; }))
-            continue;
-        args.push_back(flag_of(k));
-        if (it->second != "True") args.push_back(it->second);
-    }
-    GPT_REQUIRE(saved.count("num_layers") && saved.count("hidden_size"), DataError, "checkpoint ", file,
-                " has no model arguments in its 'config' attribute (saved by an older build?): cannot "
-                "tell the model's shape");
-    // The user's flags alone, resolved and printed the way the checkpoint's were, so values
-    // compare as text whatever their spelling (1e-5 vs 0.00001, a switch vs True).
-    const std::string user_table = format_arguments(parse_args(flags).config);
-    const auto user = ckpt::parse_arguments_table(user_table);
+Config config_from_checkpoint(const SavedRun& saved, const std::vector<std::string>& flags) {
+    GPT_REQUIRE(saved.has("num_layers") && saved.has("hidden_size"), DataError, "checkpoint ", saved.file,
+                " has no model arguments in its saved run (saved by an older build?): cannot tell the model's "
+                "shape");
+    Config out = parse_args(flags).config;
     std::set<std::string> given;
     for (const std::string& f : flags)
         if (f.rfind("--", 0) == 0) given.insert(key_of(f));
-    for (const std::string& k : carried) {
-        if (!given.count(k) || is_location(k)) continue;
-        auto s = saved.find(k), u = user.find(k);
-        if (s == saved.end() || u == user.end() || s->second == "None" || s->second == u->second) continue;
-        GPT_THROW(UsageError, flag_of(k), ": ", s->second, " in the checkpoint ", file, ", ", u->second,
-                  " given. HINT: leave it out; gpt_generate takes the model's arguments from the checkpoint");
+    for (const std::string& k : carried_arguments()) {
+        if (!saved.has(k)) continue;
+        const OptionField& f = *find_option_field(k);
+        const OptionValue s = f.get(saved.config);
+        if (!given.count(k)) {
+            f.set(out, s);
+            continue;
+        }
+        // The user's location of the tokenizer files wins over the saved one; None: not
+        // known when it was saved.
+        const OptionValue u = f.get(out);
+        if (is_location(k) || option_value_unset(s) || saved.same(s, u)) continue;
+        GPT_THROW(UsageError, flag_of(k), ": ", option_value_text(s), " in the checkpoint ", saved.file, ", ",
+                  option_value_text(u), " given. HINT: leave it out; gpt_generate takes the model's arguments from "
+                  "the checkpoint");
     }
-    for (const std::string& f : flags) args.push_back(f);
-    return parse_args(args).config;
+    return out;
 }
 
 }  // namespace gpt::generation

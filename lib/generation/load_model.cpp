@@ -2,12 +2,12 @@
 
 #include <filesystem>
 
-#include "ckpt/args_check.hpp"
 #include "ckpt/load.hpp"
 #include "core/errors.hpp"
 #include "generation/checkpoint_args.hpp"
 #include "model/param_layout.hpp"
 #include "train/checkpoint_slices.hpp"
+#include "train/saved_run_attributes.hpp"
 
 namespace gpt::generation {
 
@@ -18,9 +18,10 @@ LoadedModel load_model(MPI_Comm comm, const std::string& dir, std::int64_t step,
     LoadedModel m;
     ckpt::LoadRequest req(dir, step, false);
     const ckpt::LoadResult res = ckpt::load_checkpoint(comm, req, [&](ckpt::CheckpointReader& r) {
-        GPT_REQUIRE(r.has_attribute("config"), DataError, "checkpoint ", r.file(),
-                    " has no 'config' attribute (the arguments it was trained with): cannot tell its model");
-        m.cfg = config_from_checkpoint(ckpt::parse_arguments_table(r.attribute_string("config")), flags, r.file());
+        const std::optional<SavedRun> saved = train::read_saved_run(r);
+        GPT_REQUIRE(saved, DataError, "checkpoint ", r.file(), " has neither a '", kSavedRunAttribute, "' nor a '",
+                    kArgumentsTableAttribute, "' attribute (the arguments it was trained with): cannot tell its model");
+        m.cfg = config_from_checkpoint(*saved, flags);
         m.dims = model::make_model_dims(m.cfg.model, 1, tp_size, tp_rank);
         // The padded vocabulary as stored (any TP size may have saved it); it must split
         // evenly over this run's TP ranks.

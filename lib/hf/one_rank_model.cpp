@@ -1,118 +1,29 @@
 #include "hf/one_rank_model.hpp"
 
 #include <filesystem>
-#include <map>
+#include <optional>
 
 #include "ckpt/checkpoint.hpp"
 #include "core/errors.hpp"
 #include "hf/staging_dir.hpp"
+#include "train/saved_run_attributes.hpp"
 #include "train/run_config.hpp"
 
 namespace gpt::hf {
 
-namespace {
-
-bool is_false(const std::string& v) { return v == "False" || v == "false" || v == "0"; }
-
-// Architecture options of Megatron that neither Hugging Face GPT-2 nor Llama can express,
-// with the values that are theirs.
-struct ArchRow {
-    const char* key;
-    const char* value;
-};
-
-const std::vector<ArchRow>& arch_rows() {
-    static const std::vector<ArchRow> rows = {
-        {"squared_relu", "False"},
-        {"apply_residual_connection_post_layernorm", "False"},
-        {"qk_layernorm", "False"},
-        {"apply_layernorm_1p", "False"},
-    };
-    return rows;
-}
-
-}  // namespace
-
-ModelConfig model_config_from_table(const std::string& table, std::int64_t padded_rows, const std::string& file) {
-    const auto t = ckpt::parse_arguments_table(table);
-    auto get = [&](const char* k) -> const std::string& {
-        const auto it = t.find(k);
-        GPT_REQUIRE(it != t.end(), DataError, file, ": its arguments table lacks ", k);
-        return it->second;
-    };
-    auto get_int = [&](const char* k) {
-        try {
-            return std::stoll(get(k));
-        } catch (const std::logic_error&) {
-            GPT_THROW(DataError, file, ": argument ", k, " is '", get(k), "', not an integer");
-        }
-    };
-    for (const ArchRow& a : arch_rows()) {
-        const auto it = t.find(a.key);
-        GPT_REQUIRE(it == t.end() || is_false(it->second), UsageError, file, ": --", a.key, " is ", it->second,
-                    ", which neither Hugging Face GPT-2 nor Llama can express");
-    }
-    auto flag = [&](const char* k) {
-        const auto it = t.find(k);
-        return it != t.end() && it->second != "None" && !is_false(it->second);
-    };
-    auto text = [&](const char* k, const char* def) {
-        const auto it = t.find(k);
-        return it == t.end() || it->second == "None" ? std::string(def) : it->second;
-    };
-    auto number = [&](const char* k, double def) {
-        const std::string v = text(k, "");
-        if (v.empty()) return def;
-        try {
-            return std::stod(v);
-        } catch (const std::logic_error&) {
-            GPT_THROW(DataError, file, ": argument ", k, " is '", v, "', not a number");
-        }
-    };
-    ModelConfig m;
-    m.num_layers = static_cast<int>(get_int("num_layers"));
-    m.hidden_size = static_cast<int>(get_int("hidden_size"));
-    m.num_attention_heads = static_cast<int>(get_int("num_attention_heads"));
-    m.ffn_hidden_size = static_cast<int>(get_int("ffn_hidden_size"));
-    m.seq_length = static_cast<int>(get_int("seq_length"));
-    m.max_position_embeddings = static_cast<int>(get_int("max_position_embeddings"));
-    m.vocab_size = static_cast<int>(get_int("vocab_size"));
-    GPT_REQUIRE(m.vocab_size > 0, DataError, file, ": its arguments table has no vocabulary size");
-    // The Llama-style options (absent in older tables: GPT-2's values).
-    // A choice the table spells in a way this build does not know: the file is at fault.
-    auto choice = [&]<typename E>(const char* k, E def) {
-        const std::string v = text(k, std::string(to_string(def)).c_str());
-        try {
-            return parse_enum<E>(v, k);
-        } catch (const UsageError&) {
-            GPT_THROW(DataError, file, ": argument ", k, " is '", v, "', not one of ", allowed_values<E>());
-        }
-    };
-    m.normalization = choice("normalization", Normalization::LayerNorm);
-    m.position_embedding_type = flag("use_rotary_position_embeddings")
-                                    ? PositionEmbeddingType::Rope
-                                    : choice("position_embedding_type", PositionEmbeddingType::LearnedAbsolute);
-    m.rotary_percent = number("rotary_percent", 1.0);
-    m.rotary_base = number("rotary_base", 10000.0);
-    m.rotary_interleaved = flag("rotary_interleaved");
-    m.norm_epsilon = number("norm_epsilon", 0.0);
-    m.swiglu = flag("swiglu");
-    m.group_query_attention = flag("group_query_attention");
-    if (m.group_query_attention) m.num_query_groups = static_cast<int>(get_int("num_query_groups"));
-    m.untie_embeddings_and_output_weights = flag("untie_embeddings_and_output_weights");
-    m.disable_bias_linear = flag("disable_bias_linear") || (t.count("add_bias_linear") && is_false(t.at("add_bias_linear")));
-    if (const auto it = t.find("kv_channels"); it != t.end() && it->second != "None" && it->second != "0")
-        GPT_REQUIRE(it->second == std::to_string(m.hidden_size / m.num_attention_heads), UsageError, file,
-                    ": --kv_channels is ", it->second, ", which Hugging Face GPT-2 and Llama cannot express");
-    try {
-        m.layernorm_epsilon = std::stod(get("layernorm_epsilon"));
-    } catch (const std::logic_error&) {
-        GPT_THROW(DataError, file, ": argument layernorm_epsilon is '", get("layernorm_epsilon"), "'");
-    }
-    m.openai_gelu = !is_false(get("openai_gelu"));
-    m.no_bias_gelu_fusion = !is_false(get("no_bias_gelu_fusion"));
+ModelConfig model_config_from_saved_run(const SavedRun& saved, std::int64_t padded_rows) {
+    // The rows every build has written; the Llama-style options are absent from older
+    // tables, whose defaults are GPT-2's.
+    for (const char* k : {"num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "seq_length",
+                          "max_position_embeddings", "vocab_size", "layernorm_epsilon", "openai_gelu",
+                          "no_bias_gelu_fusion"})
+        GPT_REQUIRE(saved.has(k), DataError, saved.file, ": its saved run lacks ", k);
+    ModelConfig m = saved.config.model;
+    GPT_REQUIRE(!m.group_query_attention || saved.has("num_query_groups"), DataError, saved.file,
+                ": its saved run lacks num_query_groups");
+    GPT_REQUIRE(m.vocab_size > 0, DataError, saved.file, ": its saved run has no vocabulary size");
     // The one-rank model pads the vocabulary to the checkpoint's rows (its TP made them).
-    GPT_REQUIRE(padded_rows >= m.vocab_size, DataError, file, ": ", padded_rows,
+    GPT_REQUIRE(padded_rows >= m.vocab_size, DataError, saved.file, ": ", padded_rows,
                 " embedding rows for a vocabulary of ", m.vocab_size);
     m.make_vocab_size_divisible_by = static_cast<int>(padded_rows);
     m.hidden_dropout = m.attention_dropout = 0.0;
@@ -151,27 +62,21 @@ void OneRankModel::set_parameters(const std::vector<float>& flat) {
 }
 
 LoadedCheckpoint load_checkpoint_one_rank(const std::string& dir, std::int64_t ckpt_step) {
-    std::string table;
+    std::optional<SavedRun> saved;
     std::int64_t padded_rows = 0;
     LoadedCheckpoint out;
     ckpt::LoadRequest req(dir, ckpt_step, false);
     const ckpt::LoadResult peek = ckpt::load_checkpoint(MPI_COMM_SELF, req, [&](ckpt::CheckpointReader& r) {
-        GPT_REQUIRE(r.has_attribute("config"), DataError, r.file(),
-                    " has no arguments table (config attribute): the model's shape is unknown");
-        table = r.attribute_string("config");
+        saved = train::read_saved_run(r);
+        GPT_REQUIRE(saved, DataError, r.file(), " has no saved run (attributes ", kSavedRunAttribute, ", ",
+                    kArgumentsTableAttribute, "): the model's shape is unknown");
         padded_rows = r.tensor_info(model::ParamLayout::word_embeddings()).shape.at(0);
     });
     GPT_REQUIRE(peek.iteration.has_value(), UsageError, "no checkpoint found in ", dir);
-    const auto t = ckpt::parse_arguments_table(table);
-    for (const char* k : {"vocab_file", "merge_file", "tokenizer_type"}) {
-        const auto it = t.find(k);
-        std::string v = it == t.end() || it->second == "None" ? std::string() : it->second;
-        if (std::string(k) == "vocab_file") out.data.vocab_file = v;
-        if (std::string(k) == "merge_file") out.data.merge_file = v;
-        if (std::string(k) == "tokenizer_type" && !v.empty())
-            out.data.tokenizer_type = parse_enum<TokenizerType>(v, "tokenizer-type");
-    }
-    const ModelConfig m = model_config_from_table(table, padded_rows, peek.file);
+    out.data.vocab_file = saved->config.data.vocab_file;
+    out.data.merge_file = saved->config.data.merge_file;
+    out.data.tokenizer_type = saved->config.data.tokenizer_type;
+    const ModelConfig m = model_config_from_saved_run(*saved, padded_rows);
     DataConfig no_files;  // the vocabulary size is known: the one-rank run reads no tokenizer
     no_files.tokenizer_type = out.data.tokenizer_type;
     CheckpointConfig ck;

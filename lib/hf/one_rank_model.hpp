@@ -1,5 +1,5 @@
 // Our GPT as one fp32 rank, for the converter: its configuration rebuilt from a checkpoint's
-// arguments table, and a one-rank trainer
+// saved run, and a one-rank trainer
 // whose loader reshards any saved layout into it and whose saver writes our checkpoint.
 #pragma once
 
@@ -11,17 +11,18 @@
 
 #include "backend/backend.hpp"
 #include "config/config.hpp"
+#include "config/saved_run.hpp"
 #include "dist/process_groups.hpp"
 #include "model/gpt_model.hpp"
 #include "train/trainer.hpp"
 
 namespace gpt::hf {
 
-// The model flags of the arguments table `table` of checkpoint `file` whose word embeddings
-// have `padded_rows` rows. Throws UsageError naming an architecture option that neither HF
-// GPT-2 nor Llama has (squared ReLU, post-LN residual, QK layernorm, layernorm 1p, other
-// kv-channels), DataError for a malformed or incomplete table.
-ModelConfig model_config_from_table(const std::string& table, std::int64_t padded_rows, const std::string& file);
+// The model flags of a checkpoint's saved run whose word embeddings have `padded_rows` rows,
+// dropout off. Throws DataError for a saved run without the model's shape or vocabulary.
+// (The legacy reader refuses Megatron architecture rows our model lacks: squared ReLU,
+// post-LN residual, QK layernorm, layernorm 1p, other kv-channels.)
+ModelConfig model_config_from_saved_run(const SavedRun& saved, std::int64_t padded_rows);
 
 // Which Hugging Face architecture expresses `m`: GPT-2 (all of GPT-2's options) or Llama
 // (RMSNorm, full rope, SwiGLU, no linear biases; grouped-query attention and an untied output
@@ -42,7 +43,7 @@ struct OneRankModel {
     void set_parameters(const std::vector<float>& flat);
 };
 
-// Our checkpoint at --load DIR [--ckpt-step N], opened once to read its arguments table and
+// Our checkpoint at --load DIR [--ckpt-step N], opened once to read its saved run and
 // the embedding rows, then loaded into a OneRankModel. Throws UsageError when DIR holds no
 // checkpoint.
 struct LoadedCheckpoint {

@@ -6,12 +6,10 @@
 #include <functional>
 #include <optional>
 #include <sstream>
-#include <stdexcept>
 #include <thread>
 
-#include "ckpt/args_check.hpp"
 #include "ckpt/checkpoint.hpp"
-#include "config/options.hpp"
+#include "config/saved_run_check.hpp"
 #include "core/environment.hpp"
 #include "core/errors.hpp"
 #include "log/log.hpp"
@@ -19,6 +17,7 @@
 #include "train/exit_conditions.hpp"
 #include "train/host_copy.hpp"
 #include "train/saved_progress.hpp"
+#include "train/saved_run_attributes.hpp"
 #include "train/trainer.hpp"
 
 namespace gpt::train {
@@ -158,7 +157,7 @@ void Trainer::save_checkpoint() {
     w.set_attribute("tensor_model_parallel_size", std::int64_t{groups_.grid().tp_size()});
     w.set_attribute("pipeline_model_parallel_size", std::int64_t{groups_.grid().pp_size()});
     w.set_attribute("data_parallel_size", std::int64_t{dp});
-    w.set_attribute("config", format_arguments(cfg_));
+    write_saved_run(w, cfg_);
     p.write_rng(w);
     // The host copy's bytes: what --async-save holds until published (logged); 0 when the
     // save wrote from the model's own buffers.
@@ -194,30 +193,17 @@ void check_padded_vocab(const ckpt::CheckpointReader& r, const model::ParamLayou
                 "the padded vocabulary of the checkpoint --load names first when the TP size divides it)");
 }
 
-// The checkpoint's learning-rate schedule, rebuilt from its arguments table as the saving
-// run built it (Megatron stores the scheduler's fields; we store the flags they come from).
-// nullopt: the table lacks a row or holds a value that does not parse (an older build).
-std::optional<optim::LrScheduler> saved_scheduler(const ckpt::CheckpointReader& r) {
-    const auto t = ckpt::parse_arguments_table(r.attribute_string("config"));
-    auto get = [&](const char* k) -> const std::string& {
-        const auto it = t.find(k);
-        if (it == t.end()) throw std::invalid_argument(k);
-        return it->second;
-    };
+// The checkpoint's learning-rate schedule, rebuilt from its saved run as the saving run
+// built it (Megatron stores the scheduler's fields; we store the flags they come from).
+// nullopt: the run lacks one of them (an older build's table) or from_config refuses them.
+std::optional<optim::LrScheduler> saved_scheduler(const SavedRun& saved) {
+    for (const char* k : {"lr", "min_lr", "lr_decay_style", "lr_decay_iters", "lr_decay_samples", "lr_warmup_iters",
+                          "lr_warmup_samples", "lr_warmup_fraction", "train_iters", "train_samples", "global_batch_size"})
+        if (!saved.has(k)) return std::nullopt;
+    const Config& c = saved.config;
     try {
-        OptimizerConfig o;
-        o.lr = std::stod(get("lr"));
-        o.min_lr = std::stod(get("min_lr"));
-        o.lr_decay_style = parse_enum<LrDecayStyle>(get("lr_decay_style"), "lr-decay-style");
-        o.lr_decay_iters = std::stoll(get("lr_decay_iters"));
-        o.lr_decay_samples = std::stoll(get("lr_decay_samples"));
-        o.lr_warmup_iters = std::stoll(get("lr_warmup_iters"));
-        o.lr_warmup_samples = std::stoll(get("lr_warmup_samples"));
-        o.lr_warmup_fraction = std::stod(get("lr_warmup_fraction"));
-        return optim::LrScheduler::from_config(o, std::stoll(get("train_iters")), std::stoll(get("train_samples")),
-                                               std::stoll(get("global_batch_size")));
-    } catch (const std::logic_error&) {  // a missing row, or stod / stoll on a malformed value
-        return std::nullopt;
+        return optim::LrScheduler::from_config(c.optimizer, c.training.train_iters, c.training.train_samples,
+                                               c.training.global_batch_size);
     } catch (const UsageError&) {  // flags from_config refuses: not a schedule we can rebuild
         return std::nullopt;
     }
@@ -273,7 +259,8 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
             // a second rounding through the stored model dtype (fp16 -> bf16). Optimizer
             // state is read in its own call, as the reader asks of sharded state.
             check_padded_vocab(r, full);
-            ckpt::check_checkpoint_args(r, format_arguments(cfg_));
+            const std::optional<SavedRun> saved_run = read_saved_run(r);
+            if (saved_run) check_checkpoint_args(*saved_run, cfg_);
             // --finetune / --no-load-optim: the fp32 main parameters only; the Adam moments
             // stay this trainer's own (a fresh run's zeros), as Megatron leaves them.
             std::vector<ckpt::TensorSliceOut> opt;
@@ -287,8 +274,8 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
             // --use-checkpoint-opt_param-scheduler (the checkpoint's) decide. Without either,
             // Megatron refuses a difference; this project has always let the flags win, so it
             // warns instead (docs/checkpoint-format.md).
-            if (load_optim && r.has_attribute("config") && !ck.override_opt_param_scheduler) {
-                const std::optional<optim::LrScheduler> saved = saved_scheduler(r);
+            if (load_optim && saved_run && !ck.override_opt_param_scheduler) {
+                const std::optional<optim::LrScheduler> saved = saved_scheduler(*saved_run);
                 GPT_REQUIRE(saved || !ck.use_checkpoint_opt_param_scheduler, UsageError, "checkpoint ", r.file(),
                             " does not record a learning-rate schedule this build can rebuild: "
                             "--use-checkpoint-opt_param-scheduler cannot be honoured; give the schedule's flags");
