@@ -31,8 +31,8 @@ const std::vector<std::string>& carried_arguments() {
     static const std::vector<std::string> keys = [] {
         std::vector<std::string> k = {"num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size",
                                       "seq_length", "max_position_embeddings", "make_vocab_size_divisible_by",
-                                      "vocab_size", "layernorm_epsilon", "openai_gelu", "no_bias_gelu_fusion",
-                                      "vocab_file", "merge_file", "tokenizer_type"};
+                                      "vocab_size", "layernorm_epsilon", "norm_epsilon", "openai_gelu",
+                                      "no_bias_gelu_fusion", "vocab_file", "merge_file", "tokenizer_type"};
         // The arguments the checkpoint check compares (config/saved_run_check.cpp) are carried
         // too, those that are flags (not the derived padded vocabulary and GELU kind).
         for (const std::string& m : meaning_arguments())

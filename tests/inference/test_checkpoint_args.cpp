@@ -18,7 +18,7 @@ protected:
         Config c = parse_args(std::vector<std::string>{"--num-layers", "3", "--hidden-size", "48", "--num-attention-heads",
                                                        "4", "--seq-length", "32", "--vocab-file", "v.json",
                                                        "--merge-file", "m.txt", "--openai-gelu", "--layernorm-epsilon",
-                                                       "1e-6", "--fp16"})
+                                                       "1e-6", "--norm-epsilon", "1e-6", "--fp16"})
                        .config;
         return GetParam() ? decode_saved_run(encode_saved_run(c), "f.h5") : saved_run_from_table(format_arguments(c), "f.h5");
     }
@@ -32,6 +32,7 @@ TEST_P(CheckpointArgs, ModelComesFromTheCheckpoint) {
     EXPECT_EQ(c.model.seq_length, 32);
     EXPECT_TRUE(c.model.openai_gelu);
     EXPECT_EQ(c.model.layernorm_epsilon, 1e-6);
+    EXPECT_EQ(c.model.norm_epsilon, 1e-6);  // Llama-style configs name it so
     EXPECT_EQ(c.data.vocab_file, "v.json");
     EXPECT_EQ(c.parallel.device, DeviceKind::Cpu);
     EXPECT_TRUE(c.training.bf16);    // the precision is the user's, not the training run's
@@ -55,6 +56,13 @@ TEST_P(CheckpointArgs, ContradictingFlagNamesBothValues) {
         EXPECT_NE(m.find("--hidden-size: 48 in the checkpoint f.h5, 64 given"), std::string::npos) << m;
     }
     EXPECT_THROW(config_from_checkpoint(saved(), {"--no-bias-gelu-fusion"}), UsageError);
+    try {
+        config_from_checkpoint(saved(), {"--norm-epsilon", "1e-5"});
+        FAIL() << "no error";
+    } catch (const UsageError& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("--norm-epsilon: 1e-06 in the checkpoint f.h5, 1e-05 given"), std::string::npos) << m;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Readers, CheckpointArgs, ::testing::Values(true, false),
