@@ -1,6 +1,7 @@
 // build_gpt_datasets: --data-path / --split / --mock-data -> train, valid and test datasets.
 #include <algorithm>
 #include <cmath>
+#include <future>
 
 #include "config/data_blend.hpp"
 
@@ -86,9 +87,7 @@ GptDatasets build_gpt_datasets(const gpt::DataConfig& cfg, int seq_length, std::
             weights.push_back(blend.entries[d].weight);
         } else {
             // Unweighted prefixes mix in proportion to their sizes (tokens), like a concatenation.
-            double tokens = 0;
-            for (std::int64_t i = 0; i < data[d]->num_sequences(); ++i) tokens += data[d]->sequence_length(i);
-            weights.push_back(tokens);
+            weights.push_back(static_cast<double>(data[d]->tokens_in(0, data[d]->num_sequences())));
         }
     }
     double sum = 0;
@@ -107,6 +106,15 @@ GptDatasets build_gpt_datasets(const gpt::DataConfig& cfg, int seq_length, std::
         const auto b = split_boundaries(fractions, data[d]->num_sequences());
         return SplitSpec{data[d], kSplitNames[s], b[s], b[s + 1], seq_length, seed, asked(s, d), cfg.data_cache_path};
     };
+    // A blend's dataset index needs only the weights and the sample count: computed beside
+    // the cache build, which waits on the disk much of its time.
+    std::array<std::future<BlendingIndices>, 3> blending;
+    if (data.size() > 1)
+        for (int s = 0; s < 3; ++s)
+            if (num_samples[s] > 0 && fractions[s] > 0)
+                blending[s] = std::async(std::launch::async, [&weights, n = num_samples[s]] {
+                    return blending_indices(weights, n);
+                });
     // Rank 0 builds every missing cache at once before the splits are opened one by one.
     int rank = 0;
     if (comm != MPI_COMM_NULL) MPI_Comm_rank(comm, &rank);
@@ -131,8 +139,7 @@ GptDatasets build_gpt_datasets(const gpt::DataConfig& cfg, int seq_length, std::
             const SplitSpec sp = spec(s, d);
             if (sp.num_samples == 0) return std::make_unique<EmptyDataset>(seq_length);  // a blend part of weight 0
             auto ds = std::make_unique<GptDataset>(sp.data, sp.split_name, sp.first, sp.last, seq_length, seed,
-                                                   sp.num_samples, sp.cache_dir, comm);
-            if (std::find(built.begin(), built.end(), ds->cache_path()) != built.end()) ds->note_built_before();
+                                                   sp.num_samples, sp.cache_dir, comm, built);
             report(*ds, blend.entries[d].prefix, s, sp.num_samples, part);
             return ds;
         };
@@ -142,7 +149,7 @@ GptDatasets build_gpt_datasets(const gpt::DataConfig& cfg, int seq_length, std::
         }
         std::vector<std::unique_ptr<SampleDataset>> parts;
         for (std::size_t d = 0; d < data.size(); ++d) parts.push_back(make(d, &blend.entries[d]));
-        *slots[s] = std::make_unique<BlendedDataset>(std::move(parts), weights, num_samples[s]);
+        *slots[s] = std::make_unique<BlendedDataset>(std::move(parts), blending[s].get());
     }
     return out;
 }

@@ -68,9 +68,11 @@ public:
     // builds the index cache when it is missing, truncated or foreign (index_cache.hpp), the
     // other ranks wait for it (through the watchdog's bounded wait) and then map it. An empty
     // range is a DataError naming the split (the caller skips splits that need no samples).
+    // built_here: the cache files this process has just built and fsynced (build_index_caches'
+    // result): its own output, mapped without checking it again value by value.
     GptDataset(std::shared_ptr<const IndexedDataset> data, const std::string& split_name, std::int64_t first,
                std::int64_t last, int seq_length, std::uint64_t seed, std::int64_t num_samples,
-               const std::string& cache_dir, MPI_Comm comm);
+               const std::string& cache_dir, MPI_Comm comm, const std::vector<std::string>& built_here = {});
 
     std::int64_t size() const override { return cache_.shuffle_index().size(); }
     int seq_length() const override { return seq_length_; }
@@ -80,7 +82,6 @@ public:
     std::int64_t tokens_per_epoch() const { return tokens_; }
     // Whether this process built the cache file (false: it was there, or another rank built it).
     bool built_cache() const { return built_; }
-    void note_built_before() { built_ = true; }  // by build_index_caches in this process
     const IndexView& document_index() const { return cache_.document_index(); }
     const IndexView& sample_index() const { return cache_.sample_index(); }
     const IndexView& shuffle_index() const { return cache_.shuffle_index(); }
@@ -99,9 +100,20 @@ private:
 };
 
 // Megatron's BlendedDataset: `size` samples drawn from the datasets in proportion to weights.
+// Which dataset each sample of a blend comes from, and which of that dataset's samples.
+struct BlendingIndices {
+    std::vector<std::int16_t> dataset;
+    std::vector<std::int64_t> sample;
+};
+// Megatron's build_blending_indices over the weights normalised to sum 1 (UsageError for a
+// negative weight or all zero). It needs no dataset, so a builder may run it beside the caches.
+BlendingIndices blending_indices(std::vector<double> weights, std::int64_t size);
+
 class BlendedDataset : public SampleDataset {
 public:
     BlendedDataset(std::vector<std::unique_ptr<SampleDataset>> datasets, std::vector<double> weights, std::int64_t size);
+    // With the indices computed already (blending_indices of the same weights).
+    BlendedDataset(std::vector<std::unique_ptr<SampleDataset>> datasets, BlendingIndices indices);
     std::int64_t size() const override { return static_cast<std::int64_t>(dataset_index_.size()); }
     int seq_length() const override { return datasets_.front()->seq_length(); }
     void sample(std::int64_t index, std::int32_t* out) const override;
@@ -110,6 +122,7 @@ public:
     int dataset_of(std::int64_t index) const { return dataset_index_.at(static_cast<std::size_t>(index)); }
 
 private:
+    void adopt(BlendingIndices indices);  // checks them against the parts and keeps them
     std::vector<std::unique_ptr<SampleDataset>> datasets_;
     std::vector<std::int16_t> dataset_index_;
     std::vector<std::int64_t> dataset_sample_index_;

@@ -5,11 +5,8 @@
 
 namespace gpt::data {
 
-BlendedDataset::BlendedDataset(std::vector<std::unique_ptr<SampleDataset>> datasets, std::vector<double> weights,
-                               std::int64_t size)
-    : datasets_(std::move(datasets)) {
-    GPT_REQUIRE(!datasets_.empty() && datasets_.size() == weights.size(), UsageError,
-                "a blend needs one weight per dataset");
+BlendingIndices blending_indices(std::vector<double> weights, std::int64_t size) {
+    GPT_REQUIRE(!weights.empty(), UsageError, "a blend needs one weight per dataset");
     double sum = 0;
     for (double w : weights) {
         GPT_REQUIRE(w >= 0, UsageError, "blend weights must be >= 0");
@@ -17,9 +14,32 @@ BlendedDataset::BlendedDataset(std::vector<std::unique_ptr<SampleDataset>> datas
     }
     GPT_REQUIRE(sum > 0, UsageError, "blend weights must not all be 0");
     for (double& w : weights) w /= sum;
+    BlendingIndices out;
+    build_blending_indices(weights, size, out.dataset, out.sample);
+    return out;
+}
+
+BlendedDataset::BlendedDataset(std::vector<std::unique_ptr<SampleDataset>> datasets, std::vector<double> weights,
+                               std::int64_t size)
+    : datasets_(std::move(datasets)) {
+    GPT_REQUIRE(datasets_.size() == weights.size(), UsageError, "a blend needs one weight per dataset");
+    adopt(blending_indices(std::move(weights), size));
+}
+
+BlendedDataset::BlendedDataset(std::vector<std::unique_ptr<SampleDataset>> datasets, BlendingIndices indices)
+    : datasets_(std::move(datasets)) {
+    adopt(std::move(indices));
+}
+
+void BlendedDataset::adopt(BlendingIndices indices) {
+    GPT_REQUIRE(!datasets_.empty(), UsageError, "a blend needs one weight per dataset");
     for (const auto& d : datasets_)
         GPT_REQUIRE(d->seq_length() == datasets_.front()->seq_length(), InternalError, "blended datasets differ in seq_length");
-    build_blending_indices(weights, size, dataset_index_, dataset_sample_index_);
+    dataset_index_ = std::move(indices.dataset);
+    dataset_sample_index_ = std::move(indices.sample);
+    for (const std::int16_t d : dataset_index_)
+        GPT_ASSERT(d >= 0 && static_cast<std::size_t>(d) < datasets_.size(), "blend index names dataset ", d, " of ",
+                   datasets_.size());
     // Each part was sized with Megatron's 0.5% surplus; a part that is still too small is a bug.
     std::vector<std::int64_t> need(datasets_.size(), 0);
     for (std::size_t i = 0; i < dataset_index_.size(); ++i)
