@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <future>
 #include <limits>
 #include <sstream>
 #include <thread>
@@ -105,26 +106,48 @@ SplitPlan plan_split(const SplitSpec& s) {
     return p;
 }
 
-// Builds the split's arrays and writes each as soon as it exists (the document index is freed
-// before the shuffle index is made).
-void build_and_write(const SplitSpec& s, const SplitPlan& p) {
-    IndexShuffler rng(s.seed);
-    const std::int64_t total = (p.epochs.num_epochs * p.tokens - 1) / s.seq_length;
-    const bool wide = IndexCacheWriter::needs_wide_shuffle(total);
-    IndexCacheWriter out(p.path, p.description, p.epochs.num_epochs, (s.last - s.first) * p.epochs.num_epochs,
-                         2 * (total + 1), total, wide);
+template <typename T>
+std::vector<T> shuffle_index_of(const SplitSpec& s, const SplitPlan& p, std::int64_t total, IndexShuffler rng) {
+    skip_document_index(s.first, s.last, p.epochs, rng);
+    const std::int64_t first_part = p.epochs.separate_final_epoch ? p.epochs.samples_sans_final_epoch : total;
+    return build_shuffle_index<T>(first_part, total, rng);
+}
+
+// Builds the split's arrays and writes each as soon as it exists. A large split draws its
+// shuffle index on a second thread (its engine skipped past the document shuffle's draws, so
+// the values are the one-thread build's) while this one builds the document and sample indices.
+template <typename T>
+void build_and_write(const SplitSpec& s, const SplitPlan& p, std::int64_t total, IndexCacheWriter& out) {
+    const IndexShuffler seeded(s.seed);
+    const std::int64_t entries = (s.last - s.first) * p.epochs.num_epochs;
+    std::future<std::vector<T>> shuffle;
+    if (entries + total >= (std::int64_t{1} << 20))
+        shuffle = std::async(std::launch::async, [&] { return shuffle_index_of<T>(s, p, total, seeded); });
+    IndexShuffler rng = seeded;
     {
         const std::vector<std::int32_t> document = build_document_index(s.first, s.last, p.epochs, rng);
         out.append(document);
         const std::vector<std::int32_t> lengths = s.data->sequence_lengths(s.first, s.last);
         out.append(build_sample_index(lengths.data(), s.first, document, s.seq_length, total));
     }
-    const std::int64_t first_part = p.epochs.separate_final_epoch ? p.epochs.samples_sans_final_epoch : total;
-    if (wide)
-        out.append(build_shuffle_index<std::int64_t>(first_part, total, rng));
-    else
-        out.append(build_shuffle_index<std::int32_t>(first_part, total, rng));
+    if (shuffle.valid()) {
+        out.append(shuffle.get());
+    } else {
+        const std::int64_t first_part = p.epochs.separate_final_epoch ? p.epochs.samples_sans_final_epoch : total;
+        out.append(build_shuffle_index<T>(first_part, total, rng));
+    }
     out.commit();
+}
+
+void build_and_write(const SplitSpec& s, const SplitPlan& p) {
+    const std::int64_t total = (p.epochs.num_epochs * p.tokens - 1) / s.seq_length;
+    const bool wide = IndexCacheWriter::needs_wide_shuffle(total);
+    IndexCacheWriter out(p.path, p.description, p.epochs.num_epochs, (s.last - s.first) * p.epochs.num_epochs,
+                         2 * (total + 1), total, wide);
+    if (wide)
+        build_and_write<std::int64_t>(s, p, total, out);
+    else
+        build_and_write<std::int32_t>(s, p, total, out);
 }
 
 // The builder's part: keeps a whole file of this description, else builds and writes it.

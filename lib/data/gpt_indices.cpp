@@ -54,6 +54,10 @@ void IndexShuffler::shuffle(T* data, std::int64_t n) {
         if (i - kAhead > 0) draw(i - kAhead);
     }
 }
+void IndexShuffler::skip_shuffle(std::int64_t n) {
+    for (std::int64_t i = n - 1; i > 0; --i) (void)below(static_cast<std::uint64_t>(i) + 1);
+}
+
 template void IndexShuffler::shuffle(std::int32_t*, std::int64_t);
 template void IndexShuffler::shuffle(std::int64_t*, std::int64_t);
 
@@ -90,6 +94,16 @@ std::vector<std::int32_t> build_document_index(std::int64_t first, std::int64_t 
         rng.shuffle(idx.data(), static_cast<std::int64_t>(idx.size()));
     }
     return idx;
+}
+
+void skip_document_index(std::int64_t first, std::int64_t last, const EpochPlan& plan, IndexShuffler& rng) {
+    const std::int64_t docs = last - first;
+    if (plan.separate_final_epoch) {
+        rng.skip_shuffle(docs * (plan.num_epochs - 1));
+        rng.skip_shuffle(docs);
+    } else {
+        rng.skip_shuffle(docs * plan.num_epochs);
+    }
 }
 
 std::vector<std::int32_t> build_sample_index(const std::int32_t* lengths, std::int64_t first,

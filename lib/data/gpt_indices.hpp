@@ -28,6 +28,8 @@ public:
     // For std::int32_t and std::int64_t entries: the same permutation either way.
     template <typename T>
     void shuffle(T* data, std::int64_t n);
+    // Leaves the engine where shuffle(data, n) would, without an array: the draws only.
+    void skip_shuffle(std::int64_t n);
 
 private:
     std::uint64_t below(std::uint64_t bound);  // uniform in [0, bound)
@@ -50,6 +52,9 @@ EpochPlan plan_epochs(std::int64_t tokens_per_epoch, std::int64_t seq_length, st
 // 2^31 entries (the builder refuses larger requests with the numbers before calling this).
 std::vector<std::int32_t> build_document_index(std::int64_t first, std::int64_t last, const EpochPlan& plan,
                                                IndexShuffler& rng);
+// Leaves rng where build_document_index(first, last, plan, rng) would, touching no memory: the
+// shuffle index, drawn next, can then be built beside the document and sample indices.
+void skip_document_index(std::int64_t first, std::int64_t last, const EpochPlan& plan, IndexShuffler& rng);
 
 // Megatron's build_sample_idx: (num_samples + 1) x 2 entries (position in document_index,
 // token offset) where sample i spans from entry i to entry i+1 inclusive of the end token.

@@ -133,6 +133,19 @@ TEST(GptIndices, ShuffleAndSampleIndexKeepTheirValues) {
     EXPECT_EQ(fnv1a(si), 0x72c91433b8094b17ull);
 }
 
+// The shuffle index may be drawn on a second thread whose engine skipped the document
+// shuffle's draws: it must be left exactly where the document shuffle leaves it.
+TEST(GptIndices, SkippingTheDocumentIndexLeavesTheEngineWhereBuildingItDoes) {
+    for (const EpochPlan& plan : {plan_epochs(5000, 10, 100), plan_epochs(5000, 10, 600), plan_epochs(5000, 10, 900)}) {
+        IndexShuffler built(7), skipped(7);
+        (void)build_document_index(3, 1003, plan, built);
+        skip_document_index(3, 1003, plan, skipped);
+        const auto a = build_shuffle_index<std::int32_t>(50, 100, built);
+        const auto b = build_shuffle_index<std::int32_t>(50, 100, skipped);
+        EXPECT_EQ(a, b) << plan.num_epochs << " epochs, separate final " << plan.separate_final_epoch;
+    }
+}
+
 TEST(GptIndices, BlendingFollowsWeights) {
     std::vector<std::int16_t> which;
     std::vector<std::int64_t> sample;
