@@ -127,8 +127,20 @@ void build_and_write(const SplitSpec& s, const SplitPlan& p, std::int64_t total,
     {
         const std::vector<std::int32_t> document = build_document_index(s.first, s.last, p.epochs, rng);
         out.append(document);
+        // The sample index is written as it is walked, a megabyte at a time, so the disk writes
+        // it back meanwhile and the fsync has only the last piece left.
         const std::vector<std::int32_t> lengths = s.data->sequence_lengths(s.first, s.last);
-        out.append(build_sample_index(lengths.data(), s.first, document, s.seq_length, total));
+        constexpr std::int64_t kPiece = std::int64_t{1} << 17;  // samples: 1 MB of entries
+        std::vector<std::int32_t> piece(static_cast<std::size_t>(2 * std::min(kPiece, std::max<std::int64_t>(total, 1))));
+        const std::int32_t origin[2] = {0, 0};  // sample 0 starts at the first document's first token
+        out.append(origin, 2);
+        SampleIndexWalker walk(lengths.data(), s.first, document, s.seq_length);
+        for (std::int64_t done = 0; done < total;) {
+            const std::int64_t n = std::min(kPiece, total - done);
+            walk.next(n, piece.data());
+            out.append(piece.data(), static_cast<std::size_t>(2 * n));
+            done += n;
+        }
     }
     if (shuffle.valid()) {
         out.append(shuffle.get());

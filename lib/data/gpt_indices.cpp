@@ -106,38 +106,47 @@ void skip_document_index(std::int64_t first, std::int64_t last, const EpochPlan&
     }
 }
 
-std::vector<std::int32_t> build_sample_index(const std::int32_t* lengths, std::int64_t first,
-                                             const std::vector<std::int32_t>& document_index, std::int64_t seq_length,
-                                             std::int64_t num_samples) {
+SampleIndexWalker::SampleIndexWalker(const std::int32_t* lengths, std::int64_t first,
+                                     const std::vector<std::int32_t>& document_index, std::int64_t seq_length)
+    : lengths_(lengths), first_(first), document_index_(document_index), seq_length_(seq_length) {}
+
+void SampleIndexWalker::next(std::int64_t count, std::int32_t* out) {
     constexpr std::int64_t kAhead = 32;
-    std::vector<std::int32_t> out(static_cast<std::size_t>(2 * (num_samples + 1)));
-    std::int64_t doc_pos = 0, offset = 0;
-    out[0] = 0;
-    out[1] = 0;
-    const std::int64_t last_pos = static_cast<std::int64_t>(document_index.size()) - 1;
-    for (std::int64_t s = 1; s <= num_samples; ++s) {
+    const std::int64_t last_pos = static_cast<std::int64_t>(document_index_.size()) - 1;
+    const std::int32_t* docs = document_index_.data();
+    std::int64_t doc_pos = doc_pos_, offset = offset_;
+    for (std::int64_t k = 0; k < count; ++k) {
         // Each sample takes seq_length + 1 tokens; the last one is shared with the next sample
         // (it is this sample's final label and the next sample's first input).
-        std::int64_t remaining = seq_length + 1;
+        std::int64_t remaining = seq_length_ + 1;
         while (remaining != 0) {
             // The documents are in shuffled order, so each length is a cache miss: ask for
             // the one kAhead documents on early.
-            if (doc_pos + kAhead <= last_pos)
-                __builtin_prefetch(lengths + (document_index[static_cast<std::size_t>(doc_pos + kAhead)] - first));
-            const std::int64_t doc_len = lengths[document_index[static_cast<std::size_t>(doc_pos)] - first] - offset;
+            if (doc_pos + kAhead <= last_pos) __builtin_prefetch(lengths_ + (docs[doc_pos + kAhead] - first_));
+            const std::int64_t doc_len = lengths_[docs[doc_pos] - first_] - offset;
             remaining -= doc_len;
             if (remaining <= 0) {
                 offset += remaining + doc_len - 1;
                 remaining = 0;
             } else {
-                GPT_ASSERT(doc_pos < last_pos, "sample ", s, " runs past the document index");
+                GPT_ASSERT(doc_pos < last_pos, "sample ", done_ + k + 1, " runs past the document index");
                 ++doc_pos;
                 offset = 0;
             }
         }
-        out[static_cast<std::size_t>(2 * s)] = static_cast<std::int32_t>(doc_pos);
-        out[static_cast<std::size_t>(2 * s + 1)] = static_cast<std::int32_t>(offset);
+        out[2 * k] = static_cast<std::int32_t>(doc_pos);
+        out[2 * k + 1] = static_cast<std::int32_t>(offset);
     }
+    doc_pos_ = doc_pos;
+    offset_ = offset;
+    done_ += count;
+}
+
+std::vector<std::int32_t> build_sample_index(const std::int32_t* lengths, std::int64_t first,
+                                             const std::vector<std::int32_t>& document_index, std::int64_t seq_length,
+                                             std::int64_t num_samples) {
+    std::vector<std::int32_t> out(static_cast<std::size_t>(2 * (num_samples + 1)), 0);  // entry 0: (0, 0)
+    SampleIndexWalker(lengths, first, document_index, seq_length).next(num_samples, out.data() + 2);
     return out;
 }
 

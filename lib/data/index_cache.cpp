@@ -59,19 +59,25 @@ IndexCacheWriter::IndexCacheWriter(const std::string& path, const std::string& d
 
 void IndexCacheWriter::append(const std::vector<std::int32_t>& array) { append(array.data(), array.size(), 4); }
 void IndexCacheWriter::append(const std::vector<std::int64_t>& array) { append(array.data(), array.size(), 8); }
+void IndexCacheWriter::append(const std::int32_t* piece, std::size_t count) { append(piece, count, 4); }
 
 void IndexCacheWriter::append(const void* data, std::size_t count, std::size_t bytes) {
-    GPT_ASSERT(appended_ < 3 && static_cast<std::int64_t>(count) == counts_[appended_] &&
+    GPT_ASSERT(appended_ < 3 && filled_ + static_cast<std::int64_t>(count) <= counts_[appended_] &&
                    bytes == widths_[appended_],
-               "index array ", appended_, " of ", count, " entries of ", bytes, " bytes for ", path_);
-    if (appended_ == 2 && offset_ % 8 != 0) {  // the shuffle index starts 8-aligned
+               "index array ", appended_, ": ", count, " more entries of ", bytes, " bytes after ", filled_, " for ",
+               path_);
+    if (appended_ == 2 && filled_ == 0 && offset_ % 8 != 0) {  // the shuffle index starts 8-aligned
         const char pad[8] = {};
         file_->append(pad, 8 - offset_ % 8);
         offset_ += 8 - offset_ % 8;
     }
-    ++appended_;
     file_->append(data, bytes * count);
     offset_ += bytes * count;
+    filled_ += static_cast<std::int64_t>(count);
+    if (filled_ == counts_[appended_]) {
+        ++appended_;
+        filled_ = 0;
+    }
 }
 
 void IndexCacheWriter::commit() {

@@ -50,6 +50,9 @@ public:
     // above.
     void append(const std::vector<std::int32_t>& array);
     void append(const std::vector<std::int64_t>& array);
+    // A piece of the current 32-bit array: an array may arrive in several (the sample index is
+    // written as it is walked, so the disk has less left to write at the fsync).
+    void append(const std::int32_t* piece, std::size_t count);
     void commit();  // the description, fsync, rename into place
 
 private:
@@ -57,7 +60,8 @@ private:
     std::string path_, description_;
     std::int64_t counts_[3];
     std::size_t widths_[3];
-    int appended_ = 0;
+    int appended_ = 0;             // arrays complete
+    std::int64_t filled_ = 0;      // entries of the current one
     std::uint64_t offset_ = 0;
     std::unique_ptr<DurableFileWriter> file_;
 };
