@@ -7,10 +7,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 BUILD_DIR=${GPT_BUILD_DIR:-build}
+# The cores, counted before OMP_NUM_THREADS is set: GNU nproc prints that variable when set.
+CORES=$(nproc)
 # Oversubscribed MPI tests on 2 cores: our communicator yields while waiting.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+# Builds and the time-bounded fuzzers use every core. Tests run one at a time (TESTS_JOBS): the
+# MPI tests oversubscribe the cores by themselves, and the suite has only ever been run so.
+TESTS_JOBS=${GPT_TEST_JOBS:-1}
 rc=0
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" --timeout 900 "$@" || rc=$?
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$TESTS_JOBS" --timeout 900 "$@" || rc=$?
 # The CUDA code on CPUs: the GPU-labelled tests built for the SIMT emulator
 # (tests/cuda_emu, -DGPT_CUDA_EMU=ON) run every kernel, cuBLASLt call and NCCL operation
 # of the CUDA backend against the CPU backend. GPT_TEST_EMU=0 leaves them out.
@@ -20,8 +25,8 @@ if [ "${GPT_TEST_EMU:-1}" != 0 ]; then
     cmake -S . -B "$EMU_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=OFF -DGPT_CUDA_EMU=ON \
       $(command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
   fi
-  cmake --build "$EMU_DIR" -j "$(nproc)" --target gpt_gpu_tests
-  ctest --test-dir "$EMU_DIR" -L gpu --output-on-failure -j "$(nproc)" --timeout 900 "$@" || rc=$?
+  cmake --build "$EMU_DIR" -j "$CORES" --target gpt_gpu_tests
+  ctest --test-dir "$EMU_DIR" -L gpu --output-on-failure -j "$TESTS_JOBS" --timeout 900 "$@" || rc=$?
 fi
 # Sanitizers (cmake/GptSanitizers.cmake, tests/sanitizers, tests/fuzz), in their own clang
 # build trees, CPU backend only. GPT_TEST_SANITIZE:
@@ -62,9 +67,9 @@ if [ "$SANITIZE" != 0 ]; then
     ASAN_TESTS+='|test_core|test_data_preprocess|test_data_gpt_dataset\.np1'
     ASAN_TESTS+='|test_ckpt_selection|test_ckpt_roundtrip\.np1|test_backend|test_model\.np1|test_optim'
   fi
-  cmake --build "$ASAN_DIR" -j "$(nproc)" --target "${ASAN_TARGETS[@]}"
-  ctest --test-dir "$ASAN_DIR" --output-on-failure -j "$(nproc)" --timeout 900 "$@" -R "^($ASAN_TESTS)\$" || rc=$?
-  ctest --test-dir "$ASAN_DIR" -L '^fuzz$' --output-on-failure -j "$(nproc)" "$@" || rc=$?
+  cmake --build "$ASAN_DIR" -j "$CORES" --target "${ASAN_TARGETS[@]}"
+  ctest --test-dir "$ASAN_DIR" --output-on-failure -j "$TESTS_JOBS" --timeout 900 "$@" -R "^($ASAN_TESTS)\$" || rc=$?
+  ctest --test-dir "$ASAN_DIR" -L '^fuzz$' --output-on-failure -j "$CORES" "$@" || rc=$?
   if [ "$SANITIZE" != fuzz ]; then
     TSAN_DIR=${GPT_TSAN_BUILD_DIR:-build-tsan}
     if [ ! -f "$TSAN_DIR/build.ninja" ]; then
@@ -76,7 +81,7 @@ if [ "$SANITIZE" != 0 ]; then
       TSAN_TARGETS+=(test_backend)
       TSAN_TESTS+='|test_backend'
     fi
-    cmake --build "$TSAN_DIR" -j "$(nproc)" --target "${TSAN_TARGETS[@]}"
+    cmake --build "$TSAN_DIR" -j "$CORES" --target "${TSAN_TARGETS[@]}"
     # libomp reports its own synchronisation to ThreadSanitizer through the Archer tool.
     # Left out: the tests that run preprocess_data under a file-size limit (`ulimit -f`,
     # 4-8 KiB). ThreadSanitizer's runtime writes a 512 KiB marker file (/tmp/tsan.rodata.PID)
