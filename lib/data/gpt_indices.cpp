@@ -106,24 +106,18 @@ void skip_document_index(std::int64_t first, std::int64_t last, const EpochPlan&
     }
 }
 
-SampleIndexWalker::SampleIndexWalker(const std::int32_t* lengths, std::int64_t first,
-                                     const std::vector<std::int32_t>& document_index, std::int64_t seq_length)
-    : lengths_(lengths), first_(first), document_index_(document_index), seq_length_(seq_length) {}
+SampleIndexWalker::SampleIndexWalker(const std::int32_t* ordered_lengths, std::int64_t count, std::int64_t seq_length)
+    : lengths_(ordered_lengths), count_(count), seq_length_(seq_length) {}
 
 void SampleIndexWalker::next(std::int64_t count, std::int32_t* out) {
-    constexpr std::int64_t kAhead = 32;
-    const std::int64_t last_pos = static_cast<std::int64_t>(document_index_.size()) - 1;
-    const std::int32_t* docs = document_index_.data();
+    const std::int64_t last_pos = count_ - 1;
     std::int64_t doc_pos = doc_pos_, offset = offset_;
     for (std::int64_t k = 0; k < count; ++k) {
         // Each sample takes seq_length + 1 tokens; the last one is shared with the next sample
         // (it is this sample's final label and the next sample's first input).
         std::int64_t remaining = seq_length_ + 1;
         while (remaining != 0) {
-            // The documents are in shuffled order, so each length is a cache miss: ask for
-            // the one kAhead documents on early.
-            if (doc_pos + kAhead <= last_pos) __builtin_prefetch(lengths_ + (docs[doc_pos + kAhead] - first_));
-            const std::int64_t doc_len = lengths_[docs[doc_pos] - first_] - offset;
+            const std::int64_t doc_len = lengths_[doc_pos] - offset;
             remaining -= doc_len;
             if (remaining <= 0) {
                 offset += remaining + doc_len - 1;
@@ -145,8 +139,11 @@ void SampleIndexWalker::next(std::int64_t count, std::int32_t* out) {
 std::vector<std::int32_t> build_sample_index(const std::int32_t* lengths, std::int64_t first,
                                              const std::vector<std::int32_t>& document_index, std::int64_t seq_length,
                                              std::int64_t num_samples) {
+    std::vector<std::int32_t> ordered(document_index.size());
+    for (std::size_t p = 0; p < ordered.size(); ++p) ordered[p] = lengths[document_index[p] - first];
     std::vector<std::int32_t> out(static_cast<std::size_t>(2 * (num_samples + 1)), 0);  // entry 0: (0, 0)
-    SampleIndexWalker(lengths, first, document_index, seq_length).next(num_samples, out.data() + 2);
+    SampleIndexWalker(ordered.data(), static_cast<std::int64_t>(ordered.size()), seq_length)
+        .next(num_samples, out.data() + 2);
     return out;
 }
 

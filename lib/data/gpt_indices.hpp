@@ -61,18 +61,19 @@ void skip_document_index(std::int64_t first, std::int64_t last, const EpochPlan&
 // lengths[s - first] is the length of sequence s (the ids in document_index are >= first).
 // Both entries fit 32 bits: positions index a 32-bit document index, offsets lie inside one
 // sequence of an int32 length.
-// The same walk in pieces, for a writer that streams the index: next(count, out) writes the
-// entries of the next count samples (2 x count values; entry 0, (0, 0), is the caller's).
+// The same walk in pieces, for a writer that streams the index, over the documents' lengths
+// already in document-index order (ordered_lengths[p] = lengths[document_index[p] - first],
+// count of them; gathering them is the walk's random access, which a caller may spread over
+// threads): next(n, out) writes the entries of the next n samples (2 x n values; entry 0,
+// (0, 0), is the caller's).
 class SampleIndexWalker {
 public:
-    SampleIndexWalker(const std::int32_t* lengths, std::int64_t first, const std::vector<std::int32_t>& document_index,
-                      std::int64_t seq_length);
-    void next(std::int64_t count, std::int32_t* out);
+    SampleIndexWalker(const std::int32_t* ordered_lengths, std::int64_t count, std::int64_t seq_length);
+    void next(std::int64_t n, std::int32_t* out);
 
 private:
     const std::int32_t* lengths_;
-    std::int64_t first_;
-    const std::vector<std::int32_t>& document_index_;
+    std::int64_t count_;
     std::int64_t seq_length_;
     std::int64_t doc_pos_ = 0, offset_ = 0, done_ = 0;
 };
