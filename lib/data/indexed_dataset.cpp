@@ -291,14 +291,6 @@ void IndexedDataset::check_document_indices() const {
         GPT_THROW(DataError, "'", ip, "' is corrupt: the last document ends at sequence ", prev, " of ", num_sequences_);
 }
 
-std::vector<std::int32_t> IndexedDataset::sequence_lengths(std::int64_t first, std::int64_t last) const {
-    GPT_ASSERT(first >= 0 && first <= last && last <= num_sequences_, "sequences [", first, ", ", last, ") of ",
-               num_sequences_);
-    std::vector<std::int32_t> out(static_cast<std::size_t>(last - first));
-    if (!out.empty()) std::memcpy(out.data(), lengths_ + first * 4, out.size() * 4);
-    return out;
-}
-
 std::int64_t IndexedDataset::tokens_in(std::int64_t first, std::int64_t last) const {
     GPT_ASSERT(first >= 0 && first <= last && last <= num_sequences_, "sequences [", first, ", ", last, ") of ",
                num_sequences_);

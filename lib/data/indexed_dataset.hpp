@@ -86,8 +86,6 @@ public:
         std::memcpy(&v, lengths_ + i * 4, 4);
         return v;
     }
-    // Lengths of sequences [first, last) as one aligned array (what index building scans).
-    std::vector<std::int32_t> sequence_lengths(std::int64_t first, std::int64_t last) const;
     // Tokens in sequences [first, last), from two byte offsets (the constructor checked that
     // the offsets follow the lengths): no pass over the lengths.
     std::int64_t tokens_in(std::int64_t first, std::int64_t last) const;
