@@ -3,6 +3,8 @@
 #include <atomic>
 #include <cstdio>
 #include <exception>
+#include <mutex>
+#include <set>
 
 #include "core/wait.hpp"
 
@@ -73,6 +75,23 @@ const Op* last_completed() { return t_has_last ? &t_last : nullptr; }
 void reset_thread() {
     t_has_current = t_has_last = false;
     t_current = t_last = Op{};
+}
+
+const Group& intern_group(const std::string& name, const std::vector<int>& world_ranks) {
+    // Leaked on purpose: records are read until the process ends, even by exit paths.
+    static std::mutex* mu = new std::mutex;
+    static std::set<Group>* groups = new std::set<Group>;
+    std::lock_guard<std::mutex> g(*mu);
+    return *groups->insert(Group{name, world_ranks}).first;
+}
+
+Op on_group(const char* name, const Group& group) {
+    Op op;
+    op.name = name;
+    op.group = group.name.c_str();
+    op.ranks = group.ranks.data();
+    op.nranks = static_cast<int>(group.ranks.size());
+    return op;
 }
 
 std::string describe(const Op& op) {

@@ -19,15 +19,29 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <vector>
 
 namespace gpt::watchdog {
 
-// What a thread waits in. The strings are literals or names owned by long-lived objects
-// (a communicator's name), so copying an Op copies pointers only.
+// A process group as reports name it. Interned: the record lives until the process ends,
+// because a thread's last completed operation outlives the communicator that recorded it
+// (a report or BlockedScope after the groups were rebuilt read the old communicator's freed
+// name). Equal names and members share one record, so rebuilding groups adds nothing.
+struct Group {
+    std::string name;
+    std::vector<int> ranks;  // world ranks, in the group's order
+    // No <=>: CUDA sources include this header as C++17.
+    friend bool operator<(const Group& a, const Group& b) { return std::tie(a.name, a.ranks) < std::tie(b.name, b.ranks); }
+};
+const Group& intern_group(const std::string& name, const std::vector<int>& world_ranks);
+
+// What a thread waits in. The strings are literals or interned groups (intern_group), so
+// copying an Op copies pointers only, and a record stays readable however long it is kept.
 struct Op {
     const char* name = nullptr;    // "all-reduce", "recv", "device synchronize", ...
-    const char* group = nullptr;   // process group ("dp", "pp", ...); nullptr: none
-    const int* ranks = nullptr;    // the group's members as world ranks; nullptr: unknown
+    const char* group = nullptr;   // process group ("dp", "pp", ...): an interned Group's name; nullptr: none
+    const int* ranks = nullptr;    // that Group's ranks (world ranks); nullptr: unknown
     int nranks = 0;                // the group's size (also when ranks is unknown)
     int peer = -1;                 // world rank of the point-to-point peer; -1: collective
     std::int64_t bytes = -1;       // this rank's payload; -1: unknown
@@ -76,6 +90,8 @@ void reset_thread();
 
 // "recv of 4096 bytes from rank 2 on group 'pp' (ranks 0,1,2,3) at iteration 3, micro-batch 1"
 std::string describe(const Op& op);
+// An Op on `group`: name, group, ranks and nranks set.
+Op on_group(const char* name, const Group& group);
 
 // The line the watchdog reports for a wait named `what` (the wait's own label) that has
 // lasted `waited_s`, with this thread's record. `limit` says where the limit came from.

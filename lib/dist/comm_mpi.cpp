@@ -40,6 +40,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name)
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     world_ranks_ = world_ranks_of(comm_);
+    watched_ = &watchdog::intern_group(name_, world_ranks_);
 }
 
 std::vector<int> world_ranks_of(MPI_Comm comm) {
@@ -78,11 +79,7 @@ int wait_request(MPI_Request& req, const char* what) {
 }
 
 void MpiCommunicator::wait(MPI_Request& req, const char* what, std::int64_t bytes, int peer) {
-    watchdog::Op op;
-    op.name = what;
-    op.group = name_.c_str();
-    op.ranks = world_ranks_.data();
-    op.nranks = size_;
+    watchdog::Op op = watchdog::on_group(what, *watched_);
     op.peer = peer >= 0 && peer < size_ ? world_ranks_[static_cast<std::size_t>(peer)] : -1;
     op.bytes = bytes;
     watchdog::OpScope scope(op);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/watchdog.hpp"
 #include "dist/communicator.hpp"
 
 namespace gpt::dist {
@@ -55,6 +56,7 @@ public:
 
 private:
     std::vector<int> world_ranks_;  // the group's members as MPI_COMM_WORLD ranks
+    const watchdog::Group* watched_ = nullptr;  // this group in the watchdog's records
 
     MPI_Comm comm_;
     std::string name_;

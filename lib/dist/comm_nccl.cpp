@@ -71,7 +71,7 @@ struct NcclCommunicator::Impl {
     cudaStream_t coll_stream = nullptr, up_stream = nullptr, down_stream = nullptr;
     cudaEvent_t ready = nullptr;  // recorded on the compute stream before each operation
     cudaEvent_t done = nullptr;   // recorded on an NCCL stream after a blocking operation
-    std::vector<int> world_ranks;  // the group's members as world ranks, for the watchdog
+    const watchdog::Group* watched = nullptr;  // this group in the watchdog's records
 };
 
 NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name, Stream compute)
@@ -83,7 +83,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, std::string name, Stream compu
     MPI_Comm_dup(comm, &im.mpi);
     MPI_Comm_rank(im.mpi, &rank_);
     MPI_Comm_size(im.mpi, &size_);
-    im.world_ranks = world_ranks_of(im.mpi);
+    im.watched = &watchdog::intern_group(name_, world_ranks_of(im.mpi));
     ncclUniqueId ids[3];
     if (rank_ == 0)
         for (auto& id : ids) GPT_NCCL_CHECK(ncclGetUniqueId(&id), "get unique id", nullptr);
@@ -195,15 +195,10 @@ void NcclCommunicator::broadcast(void* buf, std::int64_t count, CommType t, int 
 namespace {
 // What the watchdog reports when a wait on this group hangs (core/watchdog.hpp); `peer` is a
 // group rank, -1 for a collective.
-watchdog::Op wait_record(const char* what, const std::string& group, const std::vector<int>& world_ranks,
-                         std::int64_t bytes, int peer) {
-    watchdog::Op op;
-    op.name = what;
-    op.group = group.c_str();
-    op.ranks = world_ranks.data();
-    op.nranks = static_cast<int>(world_ranks.size());
+watchdog::Op wait_record(const char* what, const watchdog::Group& group, std::int64_t bytes, int peer) {
+    watchdog::Op op = watchdog::on_group(what, group);
     op.bytes = bytes;
-    op.peer = peer >= 0 ? world_ranks[static_cast<std::size_t>(peer)] : -1;
+    op.peer = peer >= 0 ? group.ranks[static_cast<std::size_t>(peer)] : -1;
     return op;
 }
 
@@ -256,7 +251,7 @@ std::unique_ptr<PendingOp> NcclCommunicator::isend(const void* buf, std::int64_t
     GPT_NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "send event");
     GPT_NCCL_CUDA_CHECK(cudaEventRecord(ev, stream), "send event");
     return std::make_unique<NcclPendingOp>(
-        ev, wait_record("NCCL send", name_, impl_->world_ranks, count * static_cast<std::int64_t>(comm_type_size(t)), peer));
+        ev, wait_record("NCCL send", *impl_->watched, count * static_cast<std::int64_t>(comm_type_size(t)), peer));
 }
 
 namespace {
@@ -278,7 +273,7 @@ std::unique_ptr<PendingOp> NcclCommunicator::iall_reduce(void* buf, std::int64_t
                        "all-reduce", impl_->coll);
     return std::make_unique<NcclPendingOp>(
         record_event(impl_->coll_stream, name_),
-        wait_record("NCCL all-reduce", name_, impl_->world_ranks, count * static_cast<std::int64_t>(comm_type_size(t)), -1));
+        wait_record("NCCL all-reduce", *impl_->watched, count * static_cast<std::int64_t>(comm_type_size(t)), -1));
 }
 
 std::unique_ptr<PendingOp> NcclCommunicator::ireduce_scatter_v(const void* send, void* recv,
@@ -301,7 +296,7 @@ std::unique_ptr<PendingOp> NcclCommunicator::ireduce_scatter_v(const void* send,
     GPT_NCCL_CHECK(ncclGroupEnd(), "group end", impl_->coll);
     return std::make_unique<NcclPendingOp>(
         record_event(impl_->coll_stream, name_),
-        wait_record("NCCL reduce-scatter", name_, impl_->world_ranks, -1, -1));
+        wait_record("NCCL reduce-scatter", *impl_->watched, -1, -1));
 }
 
 void NcclCommunicator::send(const void* buf, std::int64_t count, CommType t, int peer, int tag) {

@@ -62,6 +62,23 @@ TEST(Watchdog, ASendNamesItsPeerAsTheDestination) {
     EXPECT_EQ(watchdog::describe(op), "send of 4096 bytes to rank 8 on group 'pp' (ranks 0,4,8,12)");
 }
 
+// Groups are interned: rebuilding the same group returns the same record (memory stays
+// bounded over many rebuilds), a different name or membership a different one, and the
+// record does not depend on the strings it was built from.
+TEST(Watchdog, GroupsAreInternedByNameAndMembers) {
+    const watchdog::Group* first = nullptr;
+    {
+        const std::string name = "tensor-and-data-parallel group of the interning test";
+        first = &watchdog::intern_group(name, {0, 4, 8});
+    }
+    EXPECT_EQ(first, &watchdog::intern_group("tensor-and-data-parallel group of the interning test", {0, 4, 8}));
+    EXPECT_NE(first, &watchdog::intern_group("tensor-and-data-parallel group of the interning test", {0, 4}));
+    EXPECT_NE(first, &watchdog::intern_group("pp", {0, 4, 8}));
+    const watchdog::Op op = watchdog::on_group("all-reduce", *first);
+    EXPECT_EQ(watchdog::describe(op),
+              "all-reduce on group 'tensor-and-data-parallel group of the interning test' (ranks 0,4,8)");
+}
+
 TEST(Watchdog, ACompletedScopeBecomesTheLastCompletedAndNestedScopesRestore) {
     Fresh f;
     EXPECT_EQ(watchdog::current(), nullptr);
