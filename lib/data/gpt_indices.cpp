@@ -170,6 +170,7 @@ void build_blending_indices(const std::vector<double>& weights, std::int64_t siz
         std::size_t best = 0;
         double best_err = weights[0] * x - static_cast<double>(current[0]);
         for (std::size_t d = 1; d < weights.size(); ++d) {
+            // Rounded twice, as Megatron's helper does: lib/data is built without contraction.
             const double err = weights[d] * x - static_cast<double>(current[d]);
             if (err > best_err) {
                 best_err = err;

@@ -157,6 +157,24 @@ TEST(GptIndices, BlendingFollowsWeights) {
     for (std::size_t i = 0; i < which.size(); ++i) EXPECT_EQ(sample[i], next[which[i]]++);
 }
 
+// Megatron's helper (helpers.cpp, built without -march, so without FMA) rounds weight * x
+// before subtracting the count; a fused multiply-subtract (what -march=native lets a compiler
+// contract it to) rounds once, and the two break near-ties differently. These weights (four
+// datasets, normalised as Megatron does) meet one at sample 2026: Megatron's order (the same
+// arithmetic in Python) takes dataset 0's sample 463 there, where a contracted loop takes
+// dataset 3. Past that sample the whole blend's order differs.
+TEST(GptIndices, BlendingRoundsAsMegatronsHelperDoes) {
+    const std::vector<double> weights = {0x1.d40713758328bp-3, 0x1.d68e069211b0ap-2, 0x1.f35d407137583p-4,
+                                         0x1.852e3f2dbdc9fp-3};
+    std::vector<std::int16_t> which;
+    std::vector<std::int64_t> sample;
+    build_blending_indices(weights, 2100, which, sample);
+    const std::vector<std::int16_t> want_which = {2, 1, 3, 1, 0, 1, 0, 1, 3, 1};
+    const std::vector<std::int64_t> want_sample = {246, 928, 384, 929, 462, 930, 463, 931, 385, 932};
+    EXPECT_EQ(std::vector<std::int16_t>(which.begin() + 2020, which.begin() + 2030), want_which);
+    EXPECT_EQ(std::vector<std::int64_t>(sample.begin() + 2020, sample.begin() + 2030), want_sample);
+}
+
 TEST(GptDataset, IndicesDeterministicCoverEachDocumentAndFollowTheStream) {
     const std::string dir = gpt::test::scratch_dir("gpt_indices");
     const std::string prefix = make_dataset(dir, "d", 200, 7);
