@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <limits>
 #include <sstream>
@@ -10,6 +11,7 @@
 
 #include "core/errors.hpp"
 #include "dist/comm_mpi.hpp"
+#include "data/commit_queue.hpp"
 #include "data/gpt_indices.hpp"
 #include "data/indexed_dataset.hpp"
 #include "data/temp_files.hpp"
@@ -169,10 +171,15 @@ void build_and_write(const SplitSpec& s, const SplitPlan& p, std::int64_t total,
         const std::int64_t first_part = p.epochs.separate_final_epoch ? p.epochs.samples_sans_final_epoch : total;
         out.append(build_shuffle_index<T>(first_part, total, rng));
     }
-    out.commit();
 }
 
-void build_and_write(const SplitSpec& s, const SplitPlan& p) {
+// Builds and writes the split's cache file, then commits it (fsync, rename into place): now,
+// or through `later` (which calls on_done once it is in place).
+struct Commit {
+    CommitQueue* later = nullptr;
+    std::function<void()> on_done;
+};
+void build_and_write(const SplitSpec& s, const SplitPlan& p, const Commit& commit) {
     const std::int64_t total = (p.epochs.num_epochs * p.tokens - 1) / s.seq_length;
     const bool wide = IndexCacheWriter::needs_wide_shuffle(total);
     IndexCacheWriter out(p.path, p.description, p.epochs.num_epochs, (s.last - s.first) * p.epochs.num_epochs,
@@ -181,11 +188,15 @@ void build_and_write(const SplitSpec& s, const SplitPlan& p) {
         build_and_write<std::int64_t>(s, p, total, out);
     else
         build_and_write<std::int32_t>(s, p, total, out);
+    if (commit.later)
+        commit.later->add(out.finish(), out.path(), commit.on_done);
+    else
+        out.commit();
 }
 
 // The builder's part: keeps a whole file of this description, else builds and writes it.
-// Returns whether it wrote the file.
-bool ensure_cache(const SplitSpec& s, const SplitPlan& p, bool folder_scanned = false) {
+// Returns whether it wrote the file (committed, or handed to commit.later).
+bool ensure_cache(const SplitSpec& s, const SplitPlan& p, bool folder_scanned = false, const Commit& commit = {}) {
     if (std::filesystem::exists(p.path)) {
         try {
             MappedIndexCache check(p.path, p.description);
@@ -196,7 +207,7 @@ bool ensure_cache(const SplitSpec& s, const SplitPlan& p, bool folder_scanned = 
     }
     if (!folder_scanned) remove_stale_temp_files(p.path);  // a builder killed on this host
     try {
-        build_and_write(s, p);
+        build_and_write(s, p, commit);
     } catch (const IoError& e) {
         // Data folders are often read-only on clusters (Megatron says the same).
         GPT_THROW(IoError, e.what(), s.cache_dir.empty() ? " (the index cache goes next to the data by default: "
@@ -218,14 +229,17 @@ std::vector<std::string> build_index_caches(const std::vector<SplitSpec>& specs)
     folders.erase(std::unique(folders.begin(), folders.end()), folders.end());
     for (const std::string& dir : folders) remove_stale_temp_files_in(dir, kCacheSuffix);
     std::vector<std::string> built(specs.size());  // "" where nothing was written
+    // The fsyncs wait on the disk, not a core: more of them at once than builders.
+    CommitQueue commits(2 * threads);
     std::atomic<std::size_t> next{0};
     auto work = [&] {
         for (std::size_t i = next++; i < specs.size(); i = next++) {
             try {
                 const SplitPlan plan = plan_split(specs[i]);
-                if (ensure_cache(specs[i], plan, true)) built[i] = plan.path;
+                ensure_cache(specs[i], plan, true, Commit{&commits, [&built, i, path = plan.path] { built[i] = path; }});
             } catch (...) {
-                // Raised again, on every rank, when GptDataset opens this split.
+                // Raised again, on every rank, when GptDataset opens this split (a file whose
+                // commit failed too: it is not in `built`, so that open rebuilds it).
             }
         }
     };
@@ -233,6 +247,7 @@ std::vector<std::string> build_index_caches(const std::vector<SplitSpec>& specs)
     for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
     work();
     for (auto& t : pool) t.join();
+    commits.finish();
     std::vector<std::string> out;
     for (auto& path : built)
         if (!path.empty()) out.push_back(std::move(path));

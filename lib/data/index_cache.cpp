@@ -80,10 +80,12 @@ void IndexCacheWriter::append(const void* data, std::size_t count, std::size_t b
     }
 }
 
-void IndexCacheWriter::commit() {
-    GPT_ASSERT(appended_ == 3, appended_, " of 3 index arrays written to ", path_);
+void IndexCacheWriter::commit() { finish()->commit(path_); }
+
+std::unique_ptr<DurableFileWriter> IndexCacheWriter::finish() {
+    GPT_ASSERT(file_ && appended_ == 3, appended_, " of 3 index arrays written to ", path_);
     file_->append(description_.data(), description_.size());
-    file_->commit(path_);
+    return std::move(file_);
 }
 
 MappedIndexCache::MappedIndexCache(const std::string& path, const std::string& description) : file_(path) {

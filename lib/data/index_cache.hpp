@@ -54,6 +54,9 @@ public:
     // written as it is walked, so the disk has less left to write at the fsync).
     void append(const std::int32_t* piece, std::size_t count);
     void commit();  // the description, fsync, rename into place
+    // The description written, the file for a later commit to path() (a CommitQueue's).
+    std::unique_ptr<DurableFileWriter> finish();
+    const std::string& path() const { return path_; }
 
 private:
     void append(const void* data, std::size_t count, std::size_t bytes);

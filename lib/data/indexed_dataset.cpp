@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <future>
 #include <unistd.h>
 
 #include "core/errors.hpp"
@@ -239,23 +240,36 @@ IndexedDataset::IndexedDataset(const std::string& prefix)
     // branch-free pass first; only a file that fails it is walked again for the message.
     // Unsigned, and held at or below the .bin's size at every step, so the sum cannot wrap.
     const auto bin = static_cast<std::uint64_t>(bin_bytes);
-    bool consistent = true;
-    std::uint64_t end = 0;
-    for (std::int64_t i = 0; i < num_sequences_; ++i) {
-        const auto len = load<std::int32_t>(lengths_ + i * 4);
-        consistent &= (len >= 0) & (load<std::uint64_t>(offsets_ + i * 8) == end);
-        end += static_cast<std::uint64_t>(static_cast<std::uint32_t>(len)) * static_cast<std::uint64_t>(item_size_);
-        consistent &= end <= bin;
-    }
-    if (!consistent || end != bin) check_sequences(bin_bytes);
-    std::uint64_t prev = 0;
-    for (std::int64_t d = 0; d < num_doc_indices_; ++d) {
-        const auto v = load<std::uint64_t>(doc_indices_ + d * 8);
-        consistent &= (v >= prev) & (v <= static_cast<std::uint64_t>(num_sequences_));
-        prev = v;
-    }
-    if (!consistent || load<std::uint64_t>(doc_indices_) != 0 || prev != static_cast<std::uint64_t>(num_sequences_))
-        check_document_indices();
+    const auto sequences_consistent = [&] {
+        bool ok = true;
+        std::uint64_t end = 0;
+        for (std::int64_t i = 0; i < num_sequences_; ++i) {
+            const auto len = load<std::int32_t>(lengths_ + i * 4);
+            ok &= (len >= 0) & (load<std::uint64_t>(offsets_ + i * 8) == end);
+            end += static_cast<std::uint64_t>(static_cast<std::uint32_t>(len)) * static_cast<std::uint64_t>(item_size_);
+            ok &= end <= bin;
+        }
+        return ok && end == bin;
+    };
+    const auto documents_consistent = [&] {
+        bool ok = load<std::uint64_t>(doc_indices_) == 0;
+        std::uint64_t prev = 0;
+        for (std::int64_t d = 0; d < num_doc_indices_; ++d) {
+            const auto v = load<std::uint64_t>(doc_indices_ + d * 8);
+            ok &= (v >= prev) & (v <= static_cast<std::uint64_t>(num_sequences_));
+            prev = v;
+        }
+        return ok && prev == static_cast<std::uint64_t>(num_sequences_);
+    };
+    // A corpus of millions of documents checks its document index on a second thread (the
+    // two passes read different parts of the .idx); a small one is not worth a thread.
+    std::future<bool> documents;
+    if (num_sequences_ + num_doc_indices_ >= (std::int64_t{1} << 20))
+        documents = std::async(std::launch::async, documents_consistent);
+    const bool sequences_ok = sequences_consistent();
+    const bool documents_ok = documents.valid() ? documents.get() : documents_consistent();
+    if (!sequences_ok) check_sequences(bin_bytes);
+    if (!documents_ok) check_document_indices();
 }
 
 void IndexedDataset::check_sequences(std::int64_t bin_bytes) const {

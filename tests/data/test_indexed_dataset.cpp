@@ -134,6 +134,34 @@ TEST(IndexedDataset, RejectsDamagedFiles) {
     expect_data_error(prefix, "cannot open");
 }
 
+// A corpus of a million documents checks its document index on a second thread: the same
+// verdicts and messages as the one-thread check above, for a damaged sequence and document.
+TEST(IndexedDataset, RejectsDamagedLargeFiles) {
+    const std::string dir = gpt::test::scratch_dir("idx_damaged_large");
+    const std::string prefix = dir + "/large";
+    constexpr std::int64_t kDocuments = std::int64_t{1} << 19;  // + as many sequences: 2^20
+    {
+        IndexedDatasetWriter w(prefix, TokenDType::U16);
+        const std::vector<std::int32_t> one{7};
+        for (std::int64_t d = 0; d < kDocuments; ++d) {
+            w.add_sequence(one);
+            w.end_document();
+        }
+        w.finalize();
+    }
+    EXPECT_EQ(IndexedDataset(prefix).num_sequences(), kDocuments);
+    const std::string idx = read_file(prefix + ".idx");
+    const std::size_t offsets = 34 + 4 * kDocuments, documents = offsets + 8 * kDocuments;
+    std::string bad = idx;
+    bad[documents + 8 * (kDocuments - 5)] = 9;  // a document index far past its neighbours
+    write_file(prefix + ".idx", bad);
+    expect_data_error(prefix, "document index " + std::to_string(kDocuments - 5));
+    bad = idx;
+    bad[offsets + 8 * (kDocuments - 3)] ^= 1;  // a sequence's byte offset
+    write_file(prefix + ".idx", bad);
+    expect_data_error(prefix, "sequence " + std::to_string(kDocuments - 3) + " starts at byte");
+}
+
 TEST(IndexedDataset, AbandonedWriterLeavesNothing) {
     const std::string dir = gpt::test::scratch_dir("idx_abandon");
     {
