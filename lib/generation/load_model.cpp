@@ -6,7 +6,7 @@
 #include "core/errors.hpp"
 #include "generation/checkpoint_args.hpp"
 #include "model/param_layout.hpp"
-#include "train/checkpoint_slices.hpp"
+#include "train/load_model_state.hpp"
 #include "train/saved_run_attributes.hpp"
 
 namespace gpt::generation {
@@ -25,19 +25,12 @@ LoadedModel load_model(MPI_Comm comm, const std::string& dir, std::int64_t step,
         m.dims = model::make_model_dims(m.cfg.model, 1, tp_size, tp_rank);
         // The padded vocabulary as stored (any TP size may have saved it); it must split
         // evenly over this run's TP ranks.
-        const char* word = model::ParamLayout::word_embeddings();
-        const std::int64_t rows = r.tensor_info(word).shape.at(0);
+        const std::int64_t rows = train::stored_vocab_rows(r);
         GPT_REQUIRE(rows % tp_size == 0, UsageError, "checkpoint ", r.file(), " has a padded vocabulary of ", rows,
                     " rows, which --tensor-model-parallel-size ", tp_size, " does not divide");
         m.dims.vocab_padded = rows;
         const model::ParamLayout layout(m.dims, model::ChunkSpec{0, m.dims.num_layers, true, true});
-        std::vector<train::ChunkHost> host(1);
-        host[0].layout = &layout;
-        m.params.assign(static_cast<std::size_t>(layout.total_elements()), 0.0f);
-        host[0].main = m.params;
-        const auto tensors = train::bind_tensors(layout, {&layout}, tp_rank, 0);
-        // The fp32 main parameters: the model in any precision is their rounding.
-        r.read(train::load_slices(tensors, host, train::StateKind::MainParam, DType::F32));
+        m.params = train::load_model_state(r, layout);
         m.iteration = r.iteration();
         m.file = r.file();
     });

@@ -7,10 +7,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
+#include "backend/backend.hpp"
 #include "core/errors.hpp"
 #include "core/fd_write.hpp"
+#include "dist/process_groups.hpp"
 #include "hf/folder_io.hpp"
 #include "hf/gpt2_mapping.hpp"
 #include "hf/hf_config.hpp"
@@ -20,6 +23,7 @@
 #include "hf/safetensors.hpp"
 #include "hf/staging_dir.hpp"
 #include "inference/kv_model.hpp"
+#include "train/model_chunks.hpp"
 
 namespace gpt::hf {
 
@@ -62,8 +66,8 @@ ModelConfig model_config_of(const Gpt2Config& c) {
 std::string export_to_hf(const ExportOptions& o) {
     GPT_REQUIRE(!o.output.empty(), UsageError, "--output is required with --to hf");
     StagingDir out(o.output);  // refuses an existing folder before the work
-    LoadedCheckpoint ck = load_checkpoint_one_rank(o.load, o.ckpt_step);
-    const ModelConfig& m = ck.model->config.model;
+    const LoadedCheckpoint ck = load_checkpoint_one_rank(o.load, o.ckpt_step);
+    const ModelConfig& m = ck.model();
     if (hf_architecture(m, ck.file) == HfArchitecture::Llama) return export_llama(o, ck, out);
     const Gpt2Config hc = gpt2_config_of(m);
     GPT_REQUIRE(m.seq_length <= hc.n_positions, UsageError, "checkpoint seq-length ", m.seq_length,
@@ -79,8 +83,7 @@ std::string export_to_hf(const ExportOptions& o) {
         for (const std::string& f : {vocab, merges})
             GPT_REQUIRE(fs::exists(f), UsageError, "tokenizer file ", f, " (from ", ck.file,
                         ") does not exist here. HINT: give --vocab-file and --merge-file");
-    const std::vector<float> flat = ck.model->parameters();
-    write_model_file(out, megatron_to_hf(ck.model->model().dims(), ck.model->model().layout(), flat.data(), m.vocab_size));
+    write_model_file(out, megatron_to_hf(ck.dims, ck.layout(), ck.params.data(), m.vocab_size));
     out.write_file("config.json", config_json(hc));
     out.write_file("generation_config.json", generation_config_json(hc));
     if (with_tokenizer) {
@@ -119,12 +122,20 @@ std::string import_from_hf(const ImportOptions& o) {
 
 namespace {
 
+// The loaded model's forward on one fp32 CPU rank (no optimizer: nothing trains here).
+struct OneRankForward {
+    explicit OneRankForward(const LoadedCheckpoint& ck) : options(train::model_options(ck.run)) {}
+    dist::ProcessGroups groups{MPI_COMM_SELF, 1, 1};
+    std::unique_ptr<Backend> backend = make_backend("cpu", 0);
+    model::ModelOptions options;
+};
+
 // The logits of the KV-cached generation path (lib/inference): a prompt pass over the first
 // half of the tokens, then one cached step per token, so the rows after the first half come
 // from rotary embeddings at cached positions and keys read from the cache.
-std::vector<float> cached_logits(OneRankModel& one, const std::vector<std::int32_t>& tokens) {
-    model::GptModel& m = one.model();
-    inference::KvModel kv(m.dims(), m.options(), *one.backend, one.groups.tp(), one.parameters());
+std::vector<float> cached_logits(const LoadedCheckpoint& ck, OneRankForward& one,
+                                 const std::vector<std::int32_t>& tokens) {
+    inference::KvModel kv(ck.dims, one.options, *one.backend, one.groups.tp(), ck.params);
     const int n = static_cast<int>(tokens.size()), prompt = (n + 1) / 2;
     kv.start(1, n);
     std::vector<float> rows = kv.forward(tokens.data(), prompt, true);
@@ -139,27 +150,31 @@ std::vector<float> cached_logits(OneRankModel& one, const std::vector<std::int32
 
 void dump_logits(const std::string& load, std::int64_t ckpt_step, const std::vector<std::int32_t>& tokens,
                  const std::string& output, bool kv_cache) {
-    LoadedCheckpoint ck = load_checkpoint_one_rank(load, ckpt_step);
-    model::GptModel& m = ck.model->model();
-    const int seq = m.dims().seq;
-    const std::int64_t vocab = ck.model->config.model.vocab_size, padded = m.dims().vocab_padded;
+    const LoadedCheckpoint ck = load_checkpoint_one_rank(load, ckpt_step);
+    const int seq = ck.dims.seq;
+    const std::int64_t vocab = ck.model().vocab_size, padded = ck.dims.vocab_padded;
     GPT_REQUIRE(!tokens.empty() && static_cast<int>(tokens.size()) <= seq, UsageError, "--tokens gives ",
                 tokens.size(), " tokens; the model takes 1 to ", seq);
     for (std::int32_t t : tokens)
         GPT_REQUIRE(t >= 0 && t < vocab, UsageError, "token ", t, " outside the vocabulary of ", vocab);
+    OneRankForward one(ck);
     std::vector<float> cached;
-    const float* logits = nullptr;  // fp32 (rows >= tokens, padded)
+    std::unique_ptr<model::GptModel> m;  // the training forward's model, alive while logits is read
+    const float* logits = nullptr;       // fp32 (rows >= tokens, padded)
     if (kv_cache) {
-        cached = cached_logits(*ck.model, tokens);
+        cached = cached_logits(ck, one, tokens);
         logits = cached.data();
     } else {
+        m = std::make_unique<model::GptModel>(ck.dims, model::ChunkSpec{0, ck.dims.num_layers, true, true},
+                                              one.options, 1, *one.backend, one.groups.tp());
+        m->set_parameters(ck.params.data());
         // Causal attention: positions past the given tokens (filled with token 0) do not reach
         // the given positions' logits. The targets (the input shifted) only feed the loss.
         std::vector<std::int32_t> batch(static_cast<std::size_t>(seq) + 1, 0);
         std::copy(tokens.begin(), tokens.end(), batch.begin());
-        m.set_batch(0, batch.data());
-        m.forward(0, false, 0);
-        logits = static_cast<const float*>(m.logits());  // fp32 model: (seq, padded)
+        m->set_batch(0, batch.data());
+        m->forward(0, false, 0);
+        logits = static_cast<const float*>(m->logits());  // fp32 model: (seq, padded)
     }
     std::vector<float> out;
     out.reserve(tokens.size() * static_cast<std::size_t>(vocab));

@@ -62,8 +62,8 @@ Gpt2Config bpe_ids(const LlamaConfig& c) {
 
 }  // namespace
 
-std::string export_llama(const ExportOptions& o, LoadedCheckpoint& ck, StagingDir& out) {
-    const ModelConfig& m = ck.model->config.model;
+std::string export_llama(const ExportOptions& o, const LoadedCheckpoint& ck, StagingDir& out) {
+    const ModelConfig& m = ck.model();
     const bool bpe = ck.data.tokenizer_type == TokenizerType::GPT2BPETokenizer;
     const LlamaConfig c = llama_config_of(m, bpe);
     GPT_REQUIRE(m.seq_length <= c.max_position_embeddings, UsageError, "checkpoint seq-length ", m.seq_length,
@@ -75,8 +75,7 @@ std::string export_llama(const ExportOptions& o, LoadedCheckpoint& ck, StagingDi
         for (const std::string& f : {vocab, merges})
             GPT_REQUIRE(fs::exists(f), UsageError, "tokenizer file ", f, " (from ", ck.file,
                         ") does not exist here. HINT: give --vocab-file and --merge-file");
-    const std::vector<float> flat = ck.model->parameters();
-    write_model_file(out, megatron_to_llama(ck.model->model().dims(), ck.model->model().layout(), flat.data(), m.vocab_size));
+    write_model_file(out, megatron_to_llama(ck.dims, ck.layout(), ck.params.data(), m.vocab_size));
     out.write_file("config.json", llama_config_json(c));
     if (bpe) out.write_file("generation_config.json", generation_config_json(bpe_ids(c)));
     if (with_tokenizer) {

@@ -13,7 +13,7 @@ namespace gpt::hf {
 // Writes config.json (LlamaForCausalLM), generation_config.json, model.safetensors (fp32)
 // and, for the GPT-2 BPE tokenizer, its files; other tokenizers get none (said in the
 // returned line). Publishes `out`.
-std::string export_llama(const ExportOptions& o, LoadedCheckpoint& ck, StagingDir& out);
+std::string export_llama(const ExportOptions& o, const LoadedCheckpoint& ck, StagingDir& out);
 
 // Our checkpoint at iteration 0 from a LlamaForCausalLM folder whose config.json is `text`.
 std::string import_llama(const ImportOptions& o, const std::string& text, const std::string& config_path);

@@ -1,13 +1,17 @@
 #include "hf/one_rank_model.hpp"
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 
+#include "backend/backend.hpp"
 #include "ckpt/checkpoint.hpp"
 #include "core/errors.hpp"
+#include "dist/process_groups.hpp"
 #include "hf/staging_dir.hpp"
+#include "train/load_model_state.hpp"
 #include "train/saved_run_attributes.hpp"
-#include "train/run_config.hpp"
+#include "train/trainer.hpp"
 
 namespace gpt::hf {
 
@@ -30,11 +34,11 @@ ModelConfig model_config_from_saved_run(const SavedRun& saved, std::int64_t padd
     return m;
 }
 
-OneRankModel::OneRankModel(const ModelConfig& model, const DataConfig& data, const CheckpointConfig& ck) {
+train::RunConfig one_rank_run(const ModelConfig& model, const DataConfig& data, const CheckpointConfig& ck) {
     Config c;
     c.model = model;
     c.data = data;
-    c.data.mock_data = true;  // the trainer reads no data here
+    c.data.mock_data = true;  // the one-rank run reads no data
     c.parallel.tp_given = c.parallel.pp_given = c.parallel.mbs_given = true;
     c.parallel.device = DeviceKind::Cpu;
     c.training.micro_batch_size = 1;
@@ -43,52 +47,33 @@ OneRankModel::OneRankModel(const ModelConfig& model, const DataConfig& data, con
     c.optimizer.lr_decay_style = LrDecayStyle::Constant;
     c.checkpoint = ck;
     c.logging.log_level = LogLevel::Warning;
-    const train::RunConfig run = train::resolve_run(c, 1, 1);
-    config = run.cfg;
-    backend = make_backend("cpu", 0);
-    trainer = std::make_unique<train::Trainer>(run, groups, *backend);
+    return train::resolve_run(c, 1, 1);
 }
 
-std::vector<float> OneRankModel::parameters() {
-    std::vector<float> flat(static_cast<std::size_t>(model().layout().total_elements()));
-    model().get_parameters(flat.data());
-    return flat;
-}
-
-void OneRankModel::set_parameters(const std::vector<float>& flat) {
-    GPT_REQUIRE(flat.size() == static_cast<std::size_t>(model().layout().total_elements()), InternalError,
-                "set_parameters with ", flat.size(), " values");
-    model().set_parameters(flat.data());  // fp32: also the optimizer's main parameters
+model::ParamLayout LoadedCheckpoint::layout() const {
+    return model::ParamLayout(dims, model::ChunkSpec{0, dims.num_layers, true, true});
 }
 
 LoadedCheckpoint load_checkpoint_one_rank(const std::string& dir, std::int64_t ckpt_step) {
-    std::optional<SavedRun> saved;
-    std::int64_t padded_rows = 0;
     LoadedCheckpoint out;
     ckpt::LoadRequest req(dir, ckpt_step, false);
-    const ckpt::LoadResult peek = ckpt::load_checkpoint(MPI_COMM_SELF, req, [&](ckpt::CheckpointReader& r) {
-        saved = train::read_saved_run(r);
+    const ckpt::LoadResult res = ckpt::load_checkpoint(MPI_COMM_SELF, req, [&](ckpt::CheckpointReader& r) {
+        const std::optional<SavedRun> saved = train::read_saved_run(r);
         GPT_REQUIRE(saved, DataError, r.file(), " has no saved run (attributes ", kSavedRunAttribute, ", ",
                     kArgumentsTableAttribute, "): the model's shape is unknown");
-        padded_rows = r.tensor_info(model::ParamLayout::word_embeddings()).shape.at(0);
+        out.data.vocab_file = saved->config.data.vocab_file;
+        out.data.merge_file = saved->config.data.merge_file;
+        out.data.tokenizer_type = saved->config.data.tokenizer_type;
+        DataConfig no_files;  // the vocabulary size is known: the one-rank run reads no tokenizer
+        no_files.tokenizer_type = out.data.tokenizer_type;
+        // The model padded to the checkpoint's rows (its TP made them), as one fp32 rank.
+        out.run = one_rank_run(model_config_from_saved_run(*saved, train::stored_vocab_rows(r)), no_files);
+        out.dims = model::make_model_dims(out.model(), out.model().vocab_size, 1, 0);
+        out.params = train::load_model_state(r, out.layout());
+        out.iteration = r.iteration();
+        out.file = r.file();
     });
-    GPT_REQUIRE(peek.iteration.has_value(), UsageError, "no checkpoint found in ", dir);
-    out.data.vocab_file = saved->config.data.vocab_file;
-    out.data.merge_file = saved->config.data.merge_file;
-    out.data.tokenizer_type = saved->config.data.tokenizer_type;
-    const ModelConfig m = model_config_from_saved_run(*saved, padded_rows);
-    DataConfig no_files;  // the vocabulary size is known: the one-rank run reads no tokenizer
-    no_files.tokenizer_type = out.data.tokenizer_type;
-    CheckpointConfig ck;
-    ck.load = dir;
-    ck.ckpt_step = ckpt_step;
-    out.model = std::make_unique<OneRankModel>(m, no_files, ck);
-    // The trainer's loader: reshards any saved layout, checks the arguments, sets the fp32
-    // main parameters into the (fp32) model.
-    const auto loaded = out.model->trainer->load_checkpoint();
-    GPT_REQUIRE(loaded.has_value(), UsageError, "no checkpoint found in ", dir);
-    out.iteration = *loaded;
-    out.file = peek.file;
+    GPT_REQUIRE(res.iteration.has_value(), UsageError, "no checkpoint found in ", dir);
     return out;
 }
 
@@ -123,11 +108,16 @@ DataConfig save_imported_checkpoint(const std::string& load_hf, const std::strin
     CheckpointConfig ck;
     ck.save = out.path();
     {
-        OneRankModel one(model, data, ck);
-        std::vector<float> flat = one.parameters();
-        fill(one.model(), flat.data());
-        one.set_parameters(flat);
-        one.trainer->save_checkpoint();  // iteration 0, synchronous
+        // A trainer, for its saver: the checkpoint holds the optimizer state too.
+        dist::ProcessGroups groups(MPI_COMM_SELF, 1, 1);
+        const std::unique_ptr<Backend> backend = make_backend("cpu", 0);
+        train::Trainer trainer(one_rank_run(model, data, ck), groups, *backend);
+        model::GptModel& m = trainer.chunks().chunk(0);
+        std::vector<float> flat(static_cast<std::size_t>(m.layout().total_elements()));
+        m.get_parameters(flat.data());
+        fill(m, flat.data());
+        m.set_parameters(flat.data());  // fp32: also the optimizer's main parameters
+        trainer.save_checkpoint();      // iteration 0, synchronous
     }
     out.publish();
     return data;

@@ -1,20 +1,19 @@
 // Our GPT as one fp32 rank, for the converter: its configuration rebuilt from a checkpoint's
-// saved run, and a one-rank trainer
-// whose loader reshards any saved layout into it and whose saver writes our checkpoint.
+// saved run, the checkpoint's model read by the shared loader (train/load_model_state.hpp:
+// any saved layout resharded into one TP rank; no trainer), and for an import a one-rank
+// trainer whose saver writes our checkpoint with the optimizer state a fresh run has.
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "backend/backend.hpp"
 #include "config/config.hpp"
 #include "config/saved_run.hpp"
-#include "dist/process_groups.hpp"
 #include "model/gpt_model.hpp"
-#include "train/trainer.hpp"
+#include "model/param_layout.hpp"
+#include "train/run_config.hpp"
 
 namespace gpt::hf {
 
@@ -30,28 +29,24 @@ ModelConfig model_config_from_saved_run(const SavedRun& saved, std::int64_t padd
 enum class HfArchitecture { Gpt2, Llama };
 HfArchitecture hf_architecture(const ModelConfig& m, const std::string& file);
 
-// One rank (MPI_COMM_SELF), TP 1, PP 1, fp32, micro-batch 1, with the flags of `model` and
-// the tokenizer flags of `data`, loading and saving as `ck` says.
-struct OneRankModel {
-    OneRankModel(const ModelConfig& model, const DataConfig& data, const CheckpointConfig& ck = {});
-    dist::ProcessGroups groups{MPI_COMM_SELF, 1, 1};
-    std::unique_ptr<Backend> backend;
-    std::unique_ptr<train::Trainer> trainer;
-    Config config;  // as resolved
-    model::GptModel& model() { return trainer->chunks().chunk(0); }
-    std::vector<float> parameters();               // the flat fp32 buffer
-    void set_parameters(const std::vector<float>& flat);
-};
+// The run of one rank (MPI_COMM_SELF), TP 1, PP 1, fp32, micro-batch 1, with the flags of
+// `model` and the tokenizer flags of `data`, saving as `ck` says; resolved (train/run_config).
+train::RunConfig one_rank_run(const ModelConfig& model, const DataConfig& data, const CheckpointConfig& ck = {});
 
-// Our checkpoint at --load DIR [--ckpt-step N], opened once to read its saved run and
-// the embedding rows, then loaded into a OneRankModel. Throws UsageError when DIR holds no
-// checkpoint.
+// Our checkpoint at --load DIR [--ckpt-step N], opened once: its saved run, and its fp32 main
+// parameters as one fp32 rank holds them.
 struct LoadedCheckpoint {
-    std::unique_ptr<OneRankModel> model;
+    train::RunConfig run;       // one_rank_run of the saved model
+    model::ModelDims dims;      // of run (vocab_padded: the stored embedding's rows)
+    std::vector<float> params;  // flat, shaped like layout()
     std::int64_t iteration = 0;
     std::string file;
     DataConfig data;  // the tokenizer flags it was trained with
+    const ModelConfig& model() const { return run.cfg.model; }
+    model::ParamLayout layout() const;  // the whole model's, as the one-rank GptModel's
 };
+// Throws UsageError when DIR holds no checkpoint, DataError when its saved run is missing or
+// lacks the model's shape.
 LoadedCheckpoint load_checkpoint_one_rank(const std::string& dir, std::int64_t ckpt_step);
 
 // An import's checkpoint at iteration 0 in `save` (staged, published only when whole): a

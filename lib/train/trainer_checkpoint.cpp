@@ -16,6 +16,7 @@
 #include "train/checkpoint_slices.hpp"
 #include "train/exit_conditions.hpp"
 #include "train/host_copy.hpp"
+#include "train/load_model_state.hpp"
 #include "train/saved_progress.hpp"
 #include "train/saved_run_attributes.hpp"
 #include "train/trainer.hpp"
@@ -184,7 +185,7 @@ namespace {
 void check_padded_vocab(const ckpt::CheckpointReader& r, const model::ParamLayout& full) {
     const char* name = model::ParamLayout::word_embeddings();
     if (!r.has_tensor(name)) return;  // the reader reports the missing tensor itself
-    const std::int64_t saved = r.tensor_info(name).shape.at(0);
+    const std::int64_t saved = stored_vocab_rows(r);
     const std::int64_t now = full.at(name).global_shape.at(0);
     GPT_REQUIRE(saved == now, UsageError, "checkpoint ", r.file(), " has a padded vocabulary of ",
                 saved, " rows but this run pads it to ", now, " (--make-vocab-size-divisible-by x "
@@ -263,12 +264,7 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
             if (saved_run) check_checkpoint_args(*saved_run, cfg_);
             // --finetune / --no-load-optim: the fp32 main parameters only; the Adam moments
             // stay this trainer's own (a fresh run's zeros), as Megatron leaves them.
-            std::vector<ckpt::TensorSliceOut> opt;
-            for (StateKind k : {StateKind::MainParam, StateKind::ExpAvg, StateKind::ExpAvgSq}) {
-                if (k != StateKind::MainParam && !load_optim) continue;
-                for (auto&& s : load_slices(tensors, host, k, dt)) opt.push_back(std::move(s));
-            }
-            r.read(opt);
+            load_model_state(r, tensors, host, load_optim);
             p = SavedProgress::read(r, groups_.world_size(), groups_.rank());
             // The schedule, as Megatron's --override-opt_param-scheduler (the flags') or
             // --use-checkpoint-opt_param-scheduler (the checkpoint's) decide. Without either,
