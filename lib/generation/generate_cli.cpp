@@ -6,6 +6,7 @@
 
 #include "backend/backend.hpp"
 #include "config/options.hpp"
+#include "config/params_dtype.hpp"
 #include "core/errors.hpp"
 #include "core/strings.hpp"
 #include "text/gpt2_tokenizer.hpp"
@@ -184,7 +185,7 @@ int run_generate(const GenerateOptions& o, MPI_Comm comm, std::ostream& out, std
     rq.batch_size = o.batch_size;
 
     model::ModelOptions mo;
-    mo.dtype = cfg.training.fp16 ? DType::F16 : (cfg.training.bf16 ? DType::BF16 : DType::F32);
+    mo.dtype = params_dtype(cfg.training);
     mo.flash_attention = cfg.parallel.use_flash_attn;
     mo.tanh_gelu = cfg.model.tanh_gelu();
     mo.layernorm_eps = static_cast<float>(cfg.model.layernorm_epsilon);

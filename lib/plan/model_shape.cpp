@@ -1,6 +1,7 @@
 #include "plan/model_shape.hpp"
 
 #include "config/config.hpp"
+#include "config/params_dtype.hpp"
 #include "config/vocab_padding.hpp"
 #include "core/errors.hpp"
 
@@ -25,7 +26,7 @@ ModelShape model_shape_from_config(const Config& cfg) {
     // GPT-2's BPE vocabulary when the tokenizer has not been read (plan-only needs no files).
     m.vocab = mc.vocab_size > 0 ? mc.vocab_size : 50257;
     m.vocab_divisible_by = mc.make_vocab_size_divisible_by;
-    m.dtype = cfg.training.bf16 ? DType::BF16 : cfg.training.fp16 ? DType::F16 : DType::F32;
+    m.dtype = params_dtype(cfg.training);
     m.flash_attention = cfg.parallel.use_flash_attn;
     m.query_groups = mc.query_groups();
     m.swiglu = mc.swiglu;

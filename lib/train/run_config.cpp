@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "config/params_dtype.hpp"
 #include "config/validate.hpp"
 #include "core/device_info.hpp"
 #include "core/errors.hpp"
@@ -67,7 +68,7 @@ RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_wo
     run.local_world_size = local_world_size;
     const auto& t = cfg.training;
     run.padded_vocab_size = cfg.padded_vocab_size();
-    run.dtype = t.fp16 ? DType::F16 : (t.bf16 ? DType::BF16 : DType::F32);
+    run.dtype = params_dtype(t);
     run.num_micro_batches = micro_batches_per_iteration(t, grid.dp_size());
     return run;
 }
