@@ -11,6 +11,7 @@
 #include "core/strings.hpp"
 #include "text/gpt2_tokenizer.hpp"
 #include "dist/process_groups.hpp"
+#include "train/device_backend.hpp"
 #include "train/trainer.hpp"
 #include "inference/generator.hpp"
 #include "inference/kv_model.hpp"
@@ -49,18 +50,6 @@ std::vector<std::string> read_prompt_file(const std::string& path) {
         out.push_back(line);
     }
     return out;
-}
-
-std::unique_ptr<Backend> backend_for(DeviceKind device, int local_rank, std::ostream& err, bool talk) {
-    if (device != DeviceKind::Auto) return make_backend(std::string(to_string(device)), local_rank);
-    if (GPT_HAVE_CUDA) {
-        try {
-            return make_backend("cuda", local_rank);
-        } catch (const UsageError& e) {
-            if (talk) err << "gpt_generate: --device auto: no usable GPU (" << e.what() << "); using the CPU\n";
-        }
-    }
-    return make_backend("cpu", local_rank);
 }
 
 void write_text(std::ostream& out, const std::string& prompt, const std::string& completion, bool last) {
@@ -189,7 +178,10 @@ int run_generate(const GenerateOptions& o, MPI_Comm comm, std::ostream& out, std
     mo.flash_attention = cfg.parallel.use_flash_attn;
     mo.tanh_gelu = cfg.model.tanh_gelu();
     mo.layernorm_eps = static_cast<float>(cfg.model.layernorm_epsilon);
-    const std::unique_ptr<Backend> be = backend_for(cfg.parallel.device, groups.local_rank(), err, rank == 0);
+    const std::unique_ptr<Backend> be =
+        train::backend_for_device(cfg.parallel.device, groups.local_rank(), [&](const std::string& why) {
+            if (rank == 0) err << "gpt_generate: --device auto: no usable GPU (" << why << "); using the CPU\n";
+        });
     // The TP communicator for backend memory (NCCL or host-staged on a GPU), as training's.
     const std::unique_ptr<dist::DataGroups> data = train::make_data_groups(cfg, groups, *be);
     KvModel model(lm.dims, mo, *be, data->tp(), lm.params);

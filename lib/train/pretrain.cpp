@@ -9,6 +9,7 @@
 #include "data/split_datasets.hpp"
 #include "log/log.hpp"
 #include "train/dataset_samples.hpp"
+#include "train/device_backend.hpp"
 #include "train/exit_conditions.hpp"
 #include "train/trainer.hpp"
 
@@ -50,21 +51,11 @@ int pretrain(const RunConfig& run, dist::ProcessGroups& groups) {
     // trainer acts on it after its next iteration.
     std::optional<SignalCatcher> signals;
     if (cfg.training.exit_signal_handler) signals.emplace();
-    std::unique_ptr<Backend> backend;
-    if (cfg.parallel.device == DeviceKind::Auto) {
-        // --device auto: a GPU when this build has the CUDA backend and one is visible, else
-        // the CPU; the log says which and why.
-        if (GPT_HAVE_CUDA) {
-            try {
-                backend = make_backend("cuda", groups.local_rank());
-            } catch (const UsageError& e) {
-                GPT_LOG(info) << "> --device auto: no usable GPU (" << e.what() << "); using the CPU";
-            }
-        }
-        if (!backend) backend = make_backend("cpu", groups.local_rank());
-    } else {
-        backend = make_backend(std::string(to_string(cfg.parallel.device)), groups.local_rank());
-    }
+    // --device auto: the log says which backend and why.
+    const std::unique_ptr<Backend> backend =
+        backend_for_device(cfg.parallel.device, groups.local_rank(), [](const std::string& why) {
+            GPT_LOG(info) << "> --device auto: no usable GPU (" << why << "); using the CPU";
+        });
     GPT_LOG(info) << "> backend: " << backend->name();
 
     Trainer trainer(run, groups, *backend);
