@@ -7,14 +7,16 @@
 # against 1; (3) gpt_pretrain --device cuda on gpt-tiny, NCCL on 1 rank and MPI on 2;
 # (4) bench/train_gpu beside PyTorch eager and torch.compile; (5) attn: bench/attention_gpu,
 # our flash attention forward and forward+backward beside PyTorch's
-# scaled_dot_product_attention on the three configs' attention shapes.
-#   bash scripts/device_check.sh [STEPS]     # STEPS: any of "ops train app bench attn" (default all)
+# scaled_dot_product_attention on the three configs' attention shapes; (6) gemm:
+# bench/gemm_gpu, the linear layers' GEMMs in 16 bits and FP8 beside cuBLASLt's best FP8
+# algorithm per problem and its FP8 peak (issue 34).
+#   bash scripts/device_check.sh [STEPS]     # STEPS: any of "ops train app bench attn gemm" (default all)
 # A lent machine runs one command for at most 10 minutes: run "ops train app" (about 6
 # minutes at most) and "bench attn" (7 + 2) as two calls, carrying .rt.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/out}
-steps=${1:-ops train app bench attn}
+steps=${1:-ops train app bench attn gemm}
 mkdir -p "$out"
 rt=/opt/rt
 if [ ! -d "$rt/usr" ]; then
@@ -67,5 +69,8 @@ for s in $steps; do
         # The last table (from its "device ..." line), or nothing when run.sh died first.
         awk '/^device .*causal/ { buf = ""; found = 1 } found { buf = buf $0 "\n" }
              END { printf "%s", buf }' "$out/attn.log" >> "$summary" ;;
+    gemm)
+        step gemm 150 "$bin/bench_gemm" --reps 10
+        grep -E "^\||fp8_peak" "$out/gemm.log" >> "$summary" ;;
     esac
 done

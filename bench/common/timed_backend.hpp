@@ -159,6 +159,17 @@ protected:
     void do_cast(const void* s, DType st, void* d, DType dt, std::int64_t n) override {
         T("cast", [&] { b_.cast(s, st, d, dt, n); });
     }
+    void do_cast_to_fp8(const void* x, DType t, std::int64_t r, std::int64_t c, Fp8Format f,
+                        const float* s, std::uint8_t* q, std::uint8_t* qt, float* amax) override {
+        T("cast_to_fp8", [&] { b_.cast_to_fp8(x, t, r, c, f, s, q, qt, amax); });
+    }
+    void do_amax(const void* x, DType t, std::int64_t n, float* amax) override {
+        T("amax", [&] { b_.amax(x, t, n, amax); });
+    }
+    void do_fp8_current_scales(const float* amax, float* s, float* si, std::int64_t n, Fp8Format f,
+                               float if_overflow) override {
+        T("fp8_current_scales", [&] { b_.fp8_current_scales(amax, s, si, n, f, if_overflow); });
+    }
     void do_attention_forward(const AttentionArgs& a, const void* q, void* o, void* s) override {
         T("attention_forward", [&] { b_.attention_forward(a, q, o, s); }, OpCategory::Attention);
     }

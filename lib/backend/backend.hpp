@@ -18,6 +18,7 @@
 #include <string>
 
 #include "core/dtype.hpp"
+#include "core/fp8_format.hpp"
 #include "core/stream.hpp"
 
 namespace gpt {
@@ -58,6 +59,21 @@ struct GemmArgs {
     // linear layer, fused into its weight-gradient GEMM dW = dY^T X (op(A) = dY^T, so A is
     // dY, [k, m] contiguous: trans_a, lda = m, batch 1); any epilogue and beta apply to C.
     float* bias_grad = nullptr;
+    // FP8 operands (issue 34). When on, A and B hold FP8 codes (one byte each, of a_format /
+    // b_format), each the quantisation fp8(x * scale) of a tensor x (Backend::cast_to_fp8);
+    // the product of the codes' values, accumulated in fp32, is multiplied by a_scale_inv *
+    // b_scale_inv (one fp32 each, in this backend's memory, read when the GEMM runs) before
+    // alpha, beta and the epilogue. `dtype` then names the bias's type only; C has c_dtype.
+    // Hopper's FP8 GEMMs take one layout: op(A) = A and op(B) = B^T (both operands contiguous
+    // along k: trans_a false, trans_b true), m, n, k, lda, ldb multiples of 16, batch 1, not
+    // both operands E5M2, no fused bias gradient. Every backend enforces the same rules.
+    struct Fp8 {
+        bool on = false;
+        Fp8Format a_format = Fp8Format::E4M3;
+        Fp8Format b_format = Fp8Format::E4M3;
+        const float* a_scale_inv = nullptr;
+        const float* b_scale_inv = nullptr;
+    } fp8;
 };
 
 // Causal self-attention over Megatron's fused QKV activation.
@@ -224,6 +240,24 @@ public:
     void scale(void* x, float alpha, std::int64_t n, DType dtype);
     void cast(const void* src, DType src_type, void* dst, DType dst_type, std::int64_t n);
 
+    // ---- FP8 (issue 34): the casts in front of an FP8 GEMM --------------------------
+    // q[r, c] = fp8(x[r, c] * scale[0]) of x [rows, cols] (type dtype), rounded to nearest
+    // even and saturated to the format's largest finite value (NaN gives 0x7F), as Hopper's
+    // cvt.rn.satfinite. q_t (nullable) receives the transpose [cols, rows] (the k-contiguous
+    // copy an FP8 GEMM needs of a data- or weight-gradient operand); q is nullable too, not
+    // both. amax (nullable): amax[0] = max(amax[0], max |x|), NaN once any x is NaN (a
+    // scaling recipe's per-tensor statistic). scale and amax are this backend's memory.
+    void cast_to_fp8(const void* x, DType dtype, std::int64_t rows, std::int64_t cols,
+                     Fp8Format format, const float* scale, std::uint8_t* q, std::uint8_t* q_t,
+                     float* amax);
+    // amax[0] = max(amax[0], max |x|) over n values of x (NaN-sticky): current scaling's
+    // first pass, before the scale exists.
+    void amax(const void* x, DType dtype, std::int64_t n, float* amax);
+    // For i < n: scale[i] = current_scale(amax[i], format, if_overflow) (core/fp8_scaling.hpp)
+    // and scale_inv[i] = 1 / scale[i], on the device, so current scaling needs no host sync.
+    void fp8_current_scales(const float* amax, float* scale, float* scale_inv, std::int64_t n,
+                            Fp8Format format, float if_overflow);
+
     // ---- modern decoder ops (RMSNorm, SwiGLU, rope / grouped QKV) -------------------
     // Backends that do not implement them say so here; the model refuses the options that
     // need them at start-up (one clear line), so the do_* defaults are never reached there.
@@ -339,6 +373,12 @@ protected:
     virtual void do_scale(void* x, float alpha, std::int64_t n, DType dtype) = 0;
     virtual void do_cast(const void* src, DType src_type, void* dst, DType dst_type,
                          std::int64_t n) = 0;
+    virtual void do_cast_to_fp8(const void* x, DType dtype, std::int64_t rows, std::int64_t cols,
+                                Fp8Format format, const float* scale, std::uint8_t* q,
+                                std::uint8_t* q_t, float* amax) = 0;
+    virtual void do_amax(const void* x, DType dtype, std::int64_t n, float* amax) = 0;
+    virtual void do_fp8_current_scales(const float* amax, float* scale, float* scale_inv,
+                                       std::int64_t n, Fp8Format format, float if_overflow) = 0;
     // Decoder ops: the defaults (decoder_ops_default.cpp) name the backend that lacks them.
     virtual void do_rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
                                     std::int64_t rows, std::int64_t cols, float eps,

@@ -7,6 +7,8 @@
 // which options/validate catch before a backend is ever called). Device limits that a valid
 // configuration can reach (CUDA's grid limits, flash head dims) stay with the device and keep
 // naming what the user can change.
+#include <cmath>
+
 #include "backend/backend.hpp"
 #include "backend/gemm_args.hpp"
 #include "core/errors.hpp"
@@ -148,6 +150,30 @@ void Backend::cast(const void* src, DType src_type, void* dst, DType dst_type, s
         return;
     }
     do_cast(src, src_type, dst, dst_type, n);
+}
+
+void Backend::cast_to_fp8(const void* x, DType dtype, std::int64_t rows, std::int64_t cols,
+                          Fp8Format format, const float* scale, std::uint8_t* q, std::uint8_t* q_t,
+                          float* amax) {
+    check_matrix(rows, cols, "cast_to_fp8");
+    GPT_REQUIRE(x && scale && (q || q_t), InternalError,
+                "cast_to_fp8: needs x, a scale and at least one output");
+    if (rows == 0 || cols == 0) return;
+    do_cast_to_fp8(x, dtype, rows, cols, format, scale, q, q_t, amax);
+}
+
+void Backend::amax(const void* x, DType dtype, std::int64_t n, float* amax) {
+    check_size(n, "amax");
+    GPT_REQUIRE(amax, InternalError, "amax: null output");
+    if (n > 0) do_amax(x, dtype, n, amax);
+}
+
+void Backend::fp8_current_scales(const float* amax, float* scale, float* scale_inv,
+                                 std::int64_t n, Fp8Format format, float if_overflow) {
+    check_size(n, "fp8_current_scales");
+    GPT_REQUIRE(if_overflow > 0.0f && std::isfinite(if_overflow), InternalError,
+                "fp8_current_scales: the overflow scale ", if_overflow, " must be finite and positive");
+    if (n > 0) do_fp8_current_scales(amax, scale, scale_inv, n, format, if_overflow);
 }
 
 void Backend::rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,

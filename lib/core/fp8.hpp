@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <limits>
 
-namespace gpt {
+#include "core/fp8_format.hpp"
 
-enum class Fp8Format { E4M3, E5M2 };
+namespace gpt {
 
 namespace fp8_detail {
 
@@ -99,9 +99,5 @@ inline std::uint8_t float_to_fp8(float x, Fp8Format format) {
 inline float fp8_to_float(std::uint8_t v, Fp8Format format) {
     return format == Fp8Format::E4M3 ? fp8_detail::decode<4, 3>(v) : fp8_detail::decode<5, 2>(v);
 }
-
-// The largest finite value of the format: 448 (E4M3), 57344 (E5M2). FP8 scaling maps a
-// tensor's absolute maximum to it (divided by 2^margin).
-inline float fp8_max(Fp8Format format) { return format == Fp8Format::E4M3 ? 448.0f : 57344.0f; }
 
 }  // namespace gpt

@@ -50,6 +50,8 @@ protected:
         h.bias = host(g.bias);
         h.aux = host(g.aux);
         h.bias_grad = host(g.bias_grad);
+        h.fp8.a_scale_inv = host(g.fp8.a_scale_inv);
+        h.fp8.b_scale_inv = host(g.fp8.b_scale_inv);
         cpu_.gemm(h);
     }
     void do_layernorm_forward(const void* x, const void* gamma, const void* beta, void* y, float* mean,
@@ -99,6 +101,17 @@ protected:
     }
     void do_cast(const void* src, DType src_type, void* dst, DType dst_type, std::int64_t n) override {
         cpu_.cast(host(src), src_type, host(dst), dst_type, n);
+    }
+    void do_cast_to_fp8(const void* x, DType dtype, std::int64_t rows, std::int64_t cols, Fp8Format format,
+                        const float* scale, std::uint8_t* q, std::uint8_t* q_t, float* amax) override {
+        cpu_.cast_to_fp8(host(x), dtype, rows, cols, format, host(scale), host(q), host(q_t), host(amax));
+    }
+    void do_amax(const void* x, DType dtype, std::int64_t n, float* amax) override {
+        cpu_.amax(host(x), dtype, n, host(amax));
+    }
+    void do_fp8_current_scales(const float* amax, float* scale, float* scale_inv, std::int64_t n,
+                               Fp8Format format, float if_overflow) override {
+        cpu_.fp8_current_scales(host(amax), host(scale), host(scale_inv), n, format, if_overflow);
     }
     void do_attention_forward(const AttentionArgs& a, const void* qkv, void* out, void* saved) override {
         cpu_.attention_forward(a, host(qkv), host(out), host(saved));

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/fp8.hpp"
 #include "gpt_emu/memory.hpp"
 #include "runtime_internal.hpp"  // stream_before_work: a matmul is work on its stream
 
@@ -38,6 +39,8 @@ struct MatmulDesc {
     void* aux = nullptr;
     std::int64_t aux_ld = 0, aux_stride = 0;
     std::int32_t aux_type = -1;  // -1: D's type
+    const void* a_scale = nullptr;  // FP8: one fp32 in device memory; null means 1
+    const void* b_scale = nullptr;
 };
 
 struct Layout {
@@ -124,6 +127,8 @@ Field desc_field(MatmulDesc& d, cublasLtMatmulDescAttributes_t a) {
         case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return {&d.bias, sizeof d.bias};
         case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE: return {&d.bias_stride, sizeof d.bias_stride};
         case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return {&d.bias_type, sizeof d.bias_type};
+        case CUBLASLT_MATMUL_DESC_A_SCALE_POINTER: return {&d.a_scale, sizeof d.a_scale};
+        case CUBLASLT_MATMUL_DESC_B_SCALE_POINTER: return {&d.b_scale, sizeof d.b_scale};
         case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return {&d.aux, sizeof d.aux};
         case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return {&d.aux_ld, sizeof d.aux_ld};
         case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE: return {&d.aux_stride, sizeof d.aux_stride};
@@ -132,7 +137,8 @@ Field desc_field(MatmulDesc& d, cublasLtMatmulDescAttributes_t a) {
     return {nullptr, 0};
 }
 
-std::size_t type_size(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
+bool fp8_type(int t) { return t == CUDA_R_8F_E4M3 || t == CUDA_R_8F_E5M2; }
+std::size_t type_size(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : fp8_type(t) ? 1 : 2; }
 
 const char* type_name(int t) {
     switch (t) {
@@ -142,6 +148,8 @@ const char* type_name(int t) {
         case CUDA_R_64F: return "CUDA_R_64F";
         case CUDA_R_8I: return "CUDA_R_8I";
         case CUDA_R_32I: return "CUDA_R_32I";
+        case CUDA_R_8F_E4M3: return "CUDA_R_8F_E4M3";
+        case CUDA_R_8F_E5M2: return "CUDA_R_8F_E5M2";
     }
     return "an unknown data type";
 }
@@ -178,7 +186,8 @@ bool uses_vector(std::uint32_t e) { return (e & kBias) || writes_bias(e); }
 struct Problem {
     std::int64_t m, n, k, batch;
     bool ta, tb;
-    cudaDataType_t ab, cd, vec, aux;  // vec: the bias / bias-gradient vector's type
+    cudaDataType_t ab, bb, cd, vec, aux;  // A's, B's, C/D's types; vec: the bias / bias-gradient vector's
+    bool fp8;
     std::uint32_t epi;
     const MatmulDesc* op;
     const Layout *A, *B, *C, *D;
@@ -223,14 +232,29 @@ cublasStatus_t check(const char* fn, cublasLtMatmulDesc_t op, cublasLtMatrixLayo
     if (!known_epilogue(op->epilogue))
         return fail(kNotSupported, fn, "epilogue ", op->epilogue, " is not emulated");
 
-    if (a->type != b->type)
-        return fail(kNotSupported, fn, "A is ", type_name(a->type), " but B is ", type_name(b->type));
-    if (!float_type(a->type)) return fail(kNotSupported, fn, "A/B of type ", type_name(a->type));
+    const bool fp8 = fp8_type(a->type) || fp8_type(b->type);
+    if (fp8) {
+        // cuBLAS guide, cublasLtMatmul, FP8 requirements on Hopper: both operands FP8, not
+        // both E5M2, A transposed and B not ("TN"), fp32/fp16/bf16 C and D (fp8 D with C/D
+        // scales and amax outputs is not emulated).
+        if (!fp8_type(a->type) || !fp8_type(b->type))
+            return fail(kNotSupported, fn, "A is ", type_name(a->type), " but B is ", type_name(b->type));
+        if (a->type == CUDA_R_8F_E5M2 && b->type == CUDA_R_8F_E5M2)
+            return fail(kNotSupported, fn, "FP8 A and B both CUDA_R_8F_E5M2");
+        if (op->transa != CUBLAS_OP_T || op->transb != CUBLAS_OP_N)
+            return fail(kNotSupported, fn, "FP8 needs A transposed and B not (the TN layout)");
+        if (!float_type(d->type))
+            return fail(kNotSupported, fn, "FP8 A/B with ", type_name(d->type), " D");
+    } else {
+        if (a->type != b->type)
+            return fail(kNotSupported, fn, "A is ", type_name(a->type), " but B is ", type_name(b->type));
+        if (!float_type(a->type)) return fail(kNotSupported, fn, "A/B of type ", type_name(a->type));
+        if (d->type != a->type && d->type != CUDA_R_32F)
+            return fail(kNotSupported, fn, type_name(a->type), " A/B with ", type_name(d->type),
+                        " C/D (needs the same type or fp32)");
+    }
     if (c->type != d->type)
         return fail(kNotSupported, fn, "C is ", type_name(c->type), " but D is ", type_name(d->type));
-    if (d->type != a->type && d->type != CUDA_R_32F)
-        return fail(kNotSupported, fn, type_name(a->type), " A/B with ", type_name(d->type),
-                    " C/D (needs the same type or fp32)");
 
     p = Problem{};
     p.ta = op->transa == CUBLAS_OP_T;
@@ -254,13 +278,19 @@ cublasStatus_t check(const char* fn, cublasLtMatmulDesc_t op, cublasLtMatrixLayo
         return fail(kInvalid, fn, "D's batches (stride ", d->stride, ", ld ", d->ld, ", ", p.m, "x", p.n,
                     ") would overwrite each other");
 
+    if (fp8 && (p.m % 16 || p.n % 16 || p.k % 16 || a->ld % 16 || b->ld % 16))
+        return fail(kNotSupported, fn, "FP8 needs m, n, k and the leading dimensions of A and B in "
+                    "multiples of 16 (m=", p.m, " n=", p.n, " k=", p.k, " lda=", a->ld, " ldb=", b->ld, ")");
     p.epi = op->epilogue;
+    p.fp8 = fp8;
     p.ab = a->type;
+    p.bb = b->type;
     p.cd = d->type;
     p.vec = p.aux = p.cd;
     if (uses_vector(p.epi)) {
         if (op->bias_type != -1) p.vec = static_cast<cudaDataType_t>(op->bias_type);
-        if (p.vec != p.cd && !(p.cd == CUDA_R_32F && p.vec == p.ab))
+        if (p.vec != p.cd && !(p.cd == CUDA_R_32F && p.vec == p.ab) &&
+            !(p.fp8 && p.cd == CUDA_R_32F && p.vec == CUDA_R_16BF))
             return fail(kNotSupported, fn, "bias of type ", type_name(p.vec), " with ", type_name(p.ab),
                         " A/B and ", type_name(p.cd), " D");
         if (op->bias_stride < 0) return fail(kNotSupported, fn, "negative bias batch stride");
@@ -324,7 +354,8 @@ std::uint64_t pointer_align(const void* p) {
 
 std::uint64_t signature(const Problem& p) {
     return std::uint64_t{static_cast<std::uint32_t>(p.ab)} |
-           std::uint64_t{static_cast<std::uint32_t>(p.cd)} << 8 | std::uint64_t{p.epi} << 16;
+           std::uint64_t{static_cast<std::uint32_t>(p.cd)} << 8 | std::uint64_t{p.epi} << 16 |
+           std::uint64_t{static_cast<std::uint32_t>(p.bb)} << 48;
 }
 
 std::uint64_t stricter_library_align() {
@@ -338,6 +369,8 @@ cublasStatus_t find_algo(const Problem& p, const Preference& pref, cublasLtMatmu
     for (int i = 0; i < 4; ++i) {
         const std::uint64_t esz = type_size(ls[i]->type), promised = pref.align[i];
         if (promised == 0 || promised % esz != 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+        // FP8 kernels need every matrix 16-byte aligned (cuBLAS guide, FP8 requirements).
+        if (p.fp8 && promised < 16) return CUBLAS_STATUS_NOT_SUPPORTED;
         if (strict) {
             std::uint64_t bits = promised | static_cast<std::uint64_t>(ls[i]->ld) * esz;
             if (p.batch > 1) bits |= static_cast<std::uint64_t>(ls[i]->stride) * esz;
@@ -361,6 +394,10 @@ cublasStatus_t find_algo(const Problem& p, const Preference& pref, cublasLtMatmu
 
 float load(const void* base, cudaDataType_t t, std::int64_t i) {
     switch (t) {
+        case CUDA_R_8F_E4M3:
+            return gpt::fp8_to_float(static_cast<const std::uint8_t*>(base)[i], gpt::Fp8Format::E4M3);
+        case CUDA_R_8F_E5M2:
+            return gpt::fp8_to_float(static_cast<const std::uint8_t*>(base)[i], gpt::Fp8Format::E5M2);
         case CUDA_R_16F: return __half2float(static_cast<const __half*>(base)[i]);
         case CUDA_R_16BF: return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
         default: return static_cast<const float*>(base)[i];
@@ -403,6 +440,9 @@ void compute(const Problem& p, float alpha, float beta, const void* A, const voi
     // op(A) by rows and op(B) by columns, both contiguous in k, converted once per batch.
     std::vector<float> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(n * k));
     std::vector<double> row_sum;
+    // FP8: D = alpha * scaleA * scaleB * op(A)op(B) + beta * C (+ epilogue).
+    if (op.a_scale) alpha *= *static_cast<const float*>(op.a_scale);
+    if (op.b_scale) alpha *= *static_cast<const float*>(op.b_scale);
     for (std::int64_t t = 0; t < p.batch; ++t) {
         const std::int64_t a0 = t * p.A->stride, b0 = t * p.B->stride;
         for (std::int64_t i = 0; i < m; ++i)
@@ -410,7 +450,7 @@ void compute(const Problem& p, float alpha, float beta, const void* A, const voi
                 a[i * k + q] = load(A, p.ab, a0 + (p.ta ? i * p.A->ld + q : q * p.A->ld + i));
         for (std::int64_t j = 0; j < n; ++j)
             for (std::int64_t q = 0; q < k; ++q)
-                b[j * k + q] = load(B, p.ab, b0 + (p.tb ? q * p.B->ld + j : j * p.B->ld + q));
+                b[j * k + q] = load(B, p.bb, b0 + (p.tb ? q * p.B->ld + j : j * p.B->ld + q));
         void* grad = writes_bias(p.epi) ? const_cast<void*>(op.bias) : nullptr;
         const std::int64_t v0 = t * op.bias_stride, x0 = t * op.aux_stride;
         if (p.epi == CUBLASLT_EPILOGUE_BGRADA || p.epi == CUBLASLT_EPILOGUE_BGRADB) {
@@ -682,6 +722,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                     type_size(p.aux)))
         return kInvalid;
     if (workspace_bytes > 0 && !device("workspace", workspace, workspace_bytes)) return kInvalid;
+    if ((op.a_scale && !device("A scale", op.a_scale, sizeof(float))) ||
+        (op.b_scale && !device("B scale", op.b_scale, sizeof(float))))
+        return kInvalid;
 
     // The product is stream work (deferred, runtime.cpp): it keeps copies of the descriptors,
     // which the caller may change or destroy once the call returns.

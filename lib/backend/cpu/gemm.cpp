@@ -2,12 +2,14 @@
 // operands are converted to packed fp32 first. Epilogues write the bias into the output
 // before the GEMM and let sgemm add the product (beta = 1), so Bias costs one pass over C.
 // Threads are ours (OpenMP), OpenBLAS runs serial inside them: see gemm_f32.
+#include <array>
 #include <cstring>
 
 #include "backend/cpu/blas.hpp"
 #include "backend/cpu/common.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/vmath.hpp"
+#include "core/fp8.hpp"
 
 namespace gpt::cpu {
 
@@ -30,6 +32,36 @@ void stage_to_f32(const void* src, DType t, std::int64_t rows, std::int64_t cols
         for (std::int64_t r = 0; r < rows; ++r)
             convert(s + r * ld, dst + r * cols, static_cast<std::size_t>(cols));
     });
+}
+
+// The element type of operand A or B: the GEMM's dtype, or an FP8 format (issue 34).
+struct Operand {
+    DType dtype;
+    bool fp8 = false;
+    Fp8Format format = Fp8Format::E4M3;
+    std::size_t size() const { return fp8 ? 1 : dtype_size(dtype); }
+};
+
+// stage_to_f32 for either kind of operand; FP8 codes decode exactly through a table.
+void stage_operand(const void* src, const Operand& t, std::int64_t rows, std::int64_t cols,
+                   std::int64_t ld, float* dst) {
+    if (!t.fp8) {
+        stage_to_f32(src, t.dtype, rows, cols, ld, dst);
+        return;
+    }
+    static const auto tables = [] {
+        std::array<std::array<float, 256>, 2> v{};
+        for (int c = 0; c < 256; ++c) {
+            v[0][c] = fp8_to_float(static_cast<std::uint8_t>(c), Fp8Format::E4M3);
+            v[1][c] = fp8_to_float(static_cast<std::uint8_t>(c), Fp8Format::E5M2);
+        }
+        return v;
+    }();
+    const float* table = tables[t.format == Fp8Format::E4M3 ? 0 : 1].data();
+    const auto* s = static_cast<const std::uint8_t*>(src);
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
+    for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c) dst[r * cols + c] = table[s[r * ld + c]];
 }
 
 // Writes fp32 [rows, cols] (leading dimension src_ld) into a row-major matrix of type t.
@@ -132,8 +164,11 @@ void CpuBackend::do_gemm(const GemmArgs& g) {
         gelu_backward(g.c, g.aux, g.c, g.m * g.n, g.tanh_gelu, g.c_dtype);
         return;
     }
-    const bool all_f32 = g.dtype == DType::F32 && g.c_dtype == DType::F32;
-    const std::size_t dsz = dtype_size(g.dtype), csz = dtype_size(g.c_dtype);
+    const bool all_f32 = g.dtype == DType::F32 && g.c_dtype == DType::F32 && !g.fp8.on;
+    const Operand ta{g.dtype, g.fp8.on, g.fp8.a_format}, tb{g.dtype, g.fp8.on, g.fp8.b_format};
+    const std::size_t asz = ta.size(), bsz = tb.size(), csz = dtype_size(g.c_dtype);
+    // FP8: the codes' product is dequantised by the two scales, as cuBLASLt's A/B scales.
+    const float alpha = g.fp8.on ? g.alpha * *g.fp8.a_scale_inv * *g.fp8.b_scale_inv : g.alpha;
 
     // Bias in fp32 (converted once for every batch entry).
     const float* bias = nullptr;
@@ -181,8 +216,8 @@ void CpuBackend::do_gemm(const GemmArgs& g) {
     float* pre32 = gelu && !c_f32 ? scratch(4, bmax * bmax) : nullptr;
     BlasSerialRegion serial;
     for (std::int64_t t = 0; t < g.batch; ++t) {
-        const char* A = static_cast<const char*>(g.a) + t * g.stride_a * dsz;
-        const char* B = static_cast<const char*>(g.b) + t * g.stride_b * dsz;
+        const char* A = static_cast<const char*>(g.a) + t * g.stride_a * asz;
+        const char* B = static_cast<const char*>(g.b) + t * g.stride_b * bsz;
         char* C = static_cast<char*>(g.c) + t * g.stride_c * csz;
         char* AUX = g.aux ? static_cast<char*>(g.aux) + t * g.stride_c * csz : nullptr;
         for (std::int64_t i0 = 0; i0 < g.m; i0 += bmax) {
@@ -199,14 +234,15 @@ void CpuBackend::do_gemm(const GemmArgs& g) {
                 for (std::int64_t k0 = 0; k0 < g.k || k0 == 0; k0 += bmax) {
                     const std::int64_t kb = std::min(bmax, g.k - k0);
                     if (g.trans_a)
-                        stage_to_f32(A + (k0 * g.lda + i0) * dsz, g.dtype, kb, mb, g.lda, a32);
+                        stage_operand(A + (k0 * g.lda + i0) * asz, ta, kb, mb, g.lda, a32);
                     else
-                        stage_to_f32(A + (i0 * g.lda + k0) * dsz, g.dtype, mb, kb, g.lda, a32);
+                        stage_operand(A + (i0 * g.lda + k0) * asz, ta, mb, kb, g.lda, a32);
                     if (g.trans_b)
-                        stage_to_f32(B + (j0 * g.ldb + k0) * dsz, g.dtype, nb, kb, g.ldb, b32);
+                        stage_operand(B + (j0 * g.ldb + k0) * bsz, tb, nb, kb, g.ldb, b32);
                     else
-                        stage_to_f32(B + (k0 * g.ldb + j0) * dsz, g.dtype, kb, nb, g.ldb, b32);
+                        stage_operand(B + (k0 * g.ldb + j0) * bsz, tb, kb, nb, g.ldb, b32);
                     GemmArgs sub = g;
+                    sub.alpha = alpha;
                     sub.m = mb;
                     sub.n = nb;
                     sub.k = kb;

@@ -94,6 +94,12 @@ protected:
     void do_scale(void* x, float alpha, std::int64_t n, DType dtype) override;
     void do_cast(const void* src, DType src_type, void* dst, DType dst_type,
                  std::int64_t n) override;
+    void do_cast_to_fp8(const void* x, DType dtype, std::int64_t rows, std::int64_t cols,
+                        Fp8Format format, const float* scale, std::uint8_t* q, std::uint8_t* q_t,
+                        float* amax) override;
+    void do_amax(const void* x, DType dtype, std::int64_t n, float* amax) override;
+    void do_fp8_current_scales(const float* amax, float* scale, float* scale_inv, std::int64_t n,
+                               Fp8Format format, float if_overflow) override;
 
     void check_attention_limits(const AttentionArgs& a) const override;
     void do_attention_forward(const AttentionArgs& a, const void* qkv, void* out,

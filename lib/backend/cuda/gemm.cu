@@ -24,6 +24,8 @@ constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;  // what Hopper k
                       cublasLtGetStatusName(gpt_st_), ")");                                  \
     } while (0)
 
+cudaDataType_t fp8_type(Fp8Format f) { return f == Fp8Format::E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2; }
+
 cudaDataType_t cuda_type(DType t) {
     switch (t) {
         case DType::F32: return CUDA_R_32F;
@@ -132,6 +134,10 @@ void launch_fallback(const GemmArgs& g, void* d, const void* bias, cudaStream_t 
 }
 
 void fallback_gemm(const GemmArgs& g, void* d, const void* bias, cudaStream_t stream) {
+    // FP8 GEMMs exist only in cuBLASLt, on GPUs with FP8 tensor cores (sm_89 and later).
+    GPT_REQUIRE(!g.fp8.on, DeviceError, "gemm: cuBLASLt has no FP8 algorithm for m=", g.m, " n=", g.n,
+                " k=", g.k, " on this GPU (FP8 GEMMs need compute capability 8.9 or later, "
+                "e.g. an H100/H200); run without --fp8-format");
     GPT_REQUIRE(g.m <= 65535L * kFb && g.batch <= 65535, DeviceError,
                 "gemm: no cuBLASLt algorithm and the shape exceeds the fallback kernel's grid (m=",
                 g.m, " batch=", g.batch, ")");
@@ -161,10 +167,19 @@ GemmEngine::~GemmEngine() {
 
 bool GemmEngine::matmul(const GemmArgs& g, void* d, const Fused& f) {
     const void* bias = f.bias;
-    const cudaDataType_t ab = cuda_type(g.dtype), ct = cuda_type(g.c_dtype);
-    const std::size_t esz = dtype_size(g.dtype), csz = dtype_size(g.c_dtype);
+    // Our A's and B's element types (FP8 codes under g.fp8), C's.
+    const cudaDataType_t ta = g.fp8.on ? fp8_type(g.fp8.a_format) : cuda_type(g.dtype);
+    const cudaDataType_t tb = g.fp8.on ? fp8_type(g.fp8.b_format) : cuda_type(g.dtype);
+    const cudaDataType_t ct = cuda_type(g.c_dtype);
+    const std::size_t esz = g.fp8.on ? 1 : dtype_size(g.dtype), csz = dtype_size(g.c_dtype);
     Descs ds;
     GPT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&ds.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "gemm");
+    if (g.fp8.on) {
+        // cuBLASLt multiplies the product by its A's and B's scales: our B's and A's
+        // dequantisation factors. Accumulation stays precise (no FAST_ACCUM).
+        GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.fp8.b_scale_inv, sizeof(g.fp8.b_scale_inv)), "gemm");
+        GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.fp8.a_scale_inv, sizeof(g.fp8.a_scale_inv)), "gemm");
+    }
     // cuBLASLt's A is our B (and vice versa), see the file comment.
     const cublasOperation_t op_a = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_b = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -200,8 +215,8 @@ bool GemmEngine::matmul(const GemmArgs& g, void* d, const Fused& f) {
         GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)), "gemm");
     }
     // Stored shapes, column-major: our B is [k,n] row-major = (n x k) col-major, etc.
-    GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ds.a, ab, g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb), "gemm");
-    GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ds.b, ab, g.trans_a ? g.m : g.k, g.trans_a ? g.k : g.m, g.lda), "gemm");
+    GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ds.a, tb, g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb), "gemm");
+    GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ds.b, ta, g.trans_a ? g.m : g.k, g.trans_a ? g.k : g.m, g.lda), "gemm");
     GPT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ds.c, ct, g.n, g.m, g.ldc), "gemm");
     set_batch(ds.a, g.batch, g.stride_b);
     set_batch(ds.b, g.batch, g.stride_a);
@@ -212,7 +227,8 @@ bool GemmEngine::matmul(const GemmArgs& g, void* d, const Fused& f) {
     const std::uint32_t al_c = alignment(d, g.ldc, g.batch > 1 ? g.stride_c : 0, csz);
     const std::string key = detail::concat(
         g.trans_a, g.trans_b, ',', g.m, ',', g.n, ',', g.k, ',', g.lda, ',', g.ldb, ',', g.ldc,
-        ',', static_cast<int>(g.dtype), static_cast<int>(g.c_dtype), ',', g.batch, ',',
+        ',', static_cast<int>(ta), ',', static_cast<int>(tb), ',', static_cast<int>(g.dtype),
+        static_cast<int>(g.c_dtype), ',', g.batch, ',',
         g.stride_a, ',', g.stride_b, ',', g.stride_c, ',', bias != nullptr, ',', al_a, ',',
         al_b, ',', al_c, ',', reinterpret_cast<std::uintptr_t>(vec) % 256, ',', g.beta != 0.0f, ',',
         static_cast<int>(epi), ',', reinterpret_cast<std::uintptr_t>(aux) % 256);

@@ -5,7 +5,9 @@
 // What it emulates: D = epilogue(alpha * op(A) op(B) + beta * C [+ bias]) on column-major
 // matrices with strided batches, fp32 compute (CUBLAS_COMPUTE_32F and its _PEDANTIC/_FAST_*
 // variants: the FAST ones are allowed, not required, to round inputs, and are computed
-// exactly), fp32/fp16/bf16 A and B, C and D of A's type or fp32, the BIAS/RELU/GELU/DGELU/
+// exactly), fp32/fp16/bf16 A and B, C and D of A's type or fp32; FP8 (E4M3/E5M2) A and B
+// with their scale pointers under cuBLASLt's Hopper rules (TN layout, 16-byte multiples, not
+// both E5M2) and fp32/fp16/bf16 C and D; the BIAS/RELU/GELU/DGELU/
 // BGRAD epilogues below, and a heuristic that finds an algorithm exactly where real cuBLASLt
 // documents one (see cublasLtMatmulAlgoGetHeuristic in cublaslt.cpp for the rule and sources).
 // Like the real library it returns statuses (never throws) and, unlike it, it also says on
@@ -15,7 +17,7 @@
 // C is read only when beta != 0 (so it may then be null or hold NaN), as in BLAS.
 //
 // Limits: host pointer mode only (alpha/beta are host floats); column order only; no
-// RELU_AUX/DRELU bit masks, fp8, int8, complex, 16F/64F/32I compute, matrix transforms or
+// RELU_AUX/DRELU bit masks, fp8 C/D, C/D scales or amax outputs, int8, complex, 16F/64F/32I compute, matrix transforms or
 // algorithm enumeration. The work runs to completion when issued, in stream order.
 //
 // Names are declared with C++ linkage, and the handle/descriptor types are our own structs,
@@ -38,6 +40,8 @@ enum cudaDataType_t {
     CUDA_R_8I = 3,
     CUDA_R_32I = 10,
     CUDA_R_16BF = 14,
+    CUDA_R_8F_E4M3 = 28,
+    CUDA_R_8F_E5M2 = 29,
 };
 typedef cudaDataType_t cudaDataType;
 #endif
@@ -107,6 +111,10 @@ enum cublasLtMatmulDescAttributes_t {
     CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
     CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
     CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE = 10,
+    // const void* to one fp32 in device memory: the factor of A's (B's) values in FP8 GEMMs;
+    // unset (null) means 1.
+    CUBLASLT_MATMUL_DESC_A_SCALE_POINTER = 17,
+    CUBLASLT_MATMUL_DESC_B_SCALE_POINTER = 18,
     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,
     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,
     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE = 13,

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "gpt_emu/simt.hpp"
@@ -118,6 +119,11 @@ cudaError_t cudaFuncSetAttribute(F* func, cudaFuncAttribute attr, int value) {
 // Device math the kernels use, with CUDA's names.
 inline float normcdff(float x) { return 0.5f * std::erfc(-x * 0.70710678118654752f); }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline unsigned __float_as_uint(float f) {
+    unsigned u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+}
 using std::isfinite;
 using std::isinf;
 using std::isnan;

@@ -1,0 +1,128 @@
+// The FP8 casts (issue 34) on CUDA, twins of cpu/fp8.cpp: the hardware's satfinite
+// round-to-nearest-even conversion (cuda_fp8.h; sm_89+ in one instruction, a bit-exact
+// software path on sm_80), the transposed copy through a shared-memory tile so that both
+// the reads of x and the writes of q_t are coalesced, and the amax as an atomicMax on the
+// bits of |x| (non-negative floats order as their bits; every NaN sorts above infinity, so
+// a NaN sticks as on the CPU).
+#include <cuda_fp8.h>
+
+#include <cfloat>
+#include <cstdint>
+
+#include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_common.cuh"
+
+namespace gpt::cuda {
+
+namespace {
+
+constexpr int kTile = 32;     // a tile of x: kTile x kTile
+constexpr int kTileRows = 8;  // threads per tile column: each thread does kTile / kTileRows rows
+
+__device__ __forceinline__ std::uint8_t to_fp8(float v, bool e4m3) {
+    return static_cast<std::uint8_t>(
+        __nv_cvt_float_to_fp8(v, __NV_SATFINITE, e4m3 ? __NV_E4M3 : __NV_E5M2));
+}
+
+__device__ __forceinline__ unsigned abs_bits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
+
+// One warp's maximum, then one atomic per warp.
+__device__ __forceinline__ void amax_commit(unsigned m, float* amax) {
+    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x + threadIdx.y * blockDim.x) % 32 == 0 && m != 0)
+        atomicMax(reinterpret_cast<unsigned*>(amax), m);
+}
+
+template <typename T>
+__global__ void cast_to_fp8_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t cols,
+                                   bool e4m3, const float* __restrict__ scale,
+                                   std::uint8_t* __restrict__ q, std::uint8_t* __restrict__ q_t,
+                                   float* amax) {
+    __shared__ std::uint8_t tile[kTile][kTile + 4];
+    const float s = *scale;
+    const std::int64_t row_tiles = (rows + kTile - 1) / kTile;
+    const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
+    unsigned m = 0;
+    for (std::int64_t rt = blockIdx.y; rt < row_tiles; rt += gridDim.y) {
+        const std::int64_t r0 = rt * kTile;
+        // Read and quantise: threadIdx.x along the columns (coalesced reads and writes of q).
+        for (int i = threadIdx.y; i < kTile; i += kTileRows) {
+            const std::int64_t r = r0 + i, c = c0 + threadIdx.x;
+            if (r < rows && c < cols) {
+                const float v = ldf(x + r * cols + c);
+                m = max(m, abs_bits(v));
+                const std::uint8_t code = to_fp8(v * s, e4m3);
+                if (q) q[r * cols + c] = code;
+                tile[i][threadIdx.x] = code;
+            }
+        }
+        if (q_t) {
+            __syncthreads();
+            // Write the transpose: threadIdx.x along the rows of x, i.e. along q_t's rows.
+            for (int j = threadIdx.y; j < kTile; j += kTileRows) {
+                const std::int64_t c = c0 + j, r = r0 + threadIdx.x;
+                if (r < rows && c < cols) q_t[c * rows + r] = tile[threadIdx.x][j];
+            }
+            __syncthreads();
+        }
+    }
+    if (amax) amax_commit(m, amax);
+}
+
+template <typename T>
+__global__ void amax_kernel(const T* __restrict__ x, std::int64_t n, float* amax) {
+    unsigned m = 0;
+    GPT_GRID_STRIDE(i, n) m = max(m, abs_bits(ldf(x + i)));
+    amax_commit(m, amax);
+}
+
+// core/fp8_scaling.cpp's current_scale, for the device: 1 for an amax of 0, NaN or infinity,
+// if_overflow where fp8_max / amax overflows. The emulator test checks it against the CPU.
+__global__ void current_scales_kernel(const float* __restrict__ amax, float* __restrict__ scale,
+                                      float* __restrict__ scale_inv, std::int64_t n, float max_value,
+                                      float if_overflow) {
+    GPT_GRID_STRIDE(i, n) {
+        const float a = amax[i];
+        float s = 1.0f;
+        if (a > 0.0f && !isinf(a)) {
+            s = max_value / a;
+            if (isinf(s)) s = if_overflow;
+        }
+        scale[i] = s;
+        scale_inv[i] = 1.0f / s;
+    }
+}
+
+}  // namespace
+
+void CudaBackend::do_cast_to_fp8(const void* x, DType dtype, std::int64_t rows, std::int64_t cols,
+                                 Fp8Format format, const float* scale, std::uint8_t* q,
+                                 std::uint8_t* q_t, float* amax) {
+    const std::int64_t col_tiles = (cols + kTile - 1) / kTile;
+    GPT_REQUIRE(col_tiles <= INT32_MAX, DeviceError, "cast_to_fp8: ", cols, " columns exceed the grid");
+    const dim3 grid(static_cast<unsigned>(col_tiles),
+                    static_cast<unsigned>(std::min<std::int64_t>((rows + kTile - 1) / kTile, 65535)));
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        cast_to_fp8_kernel<T><<<grid, dim3(kTile, kTileRows), 0, cuda_stream(stream())>>>(
+            static_cast<const T*>(x), rows, cols, format == Fp8Format::E4M3, scale, q, q_t, amax);
+    });
+    GPT_CUDA_LAUNCH_CHECK("cast_to_fp8");
+}
+
+void CudaBackend::do_amax(const void* x, DType dtype, std::int64_t n, float* amax) {
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        amax_kernel<T><<<grid_for(n), kThreads, 0, cuda_stream(stream())>>>(static_cast<const T*>(x), n, amax);
+    });
+    GPT_CUDA_LAUNCH_CHECK("amax");
+}
+
+void CudaBackend::do_fp8_current_scales(const float* amax, float* scale, float* scale_inv,
+                                        std::int64_t n, Fp8Format format, float if_overflow) {
+    current_scales_kernel<<<grid_for(n), kThreads, 0, cuda_stream(stream())>>>(
+        amax, scale, scale_inv, n, fp8_max(format), if_overflow);
+    GPT_CUDA_LAUNCH_CHECK("fp8_current_scales");
+}
+
+}  // namespace gpt::cuda

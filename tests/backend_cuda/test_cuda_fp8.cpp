@@ -1,0 +1,125 @@
+// CUDA FP8 ops (issue 34) against the CPU backend: the casts must give the same codes
+// (both are the satfinite round-to-nearest-even conversion, so any difference is a bug), the
+// transposed copy and amax the same bits; FP8 GEMMs through cuBLASLt's FP8 path (scale
+// pointers, the TN layout) within the bound of operands quantised by hand.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "../backend/fp8_gemm_reference.hpp"
+#include "core/fp8_scaling.hpp"
+#include "cuda_test_util.hpp"
+
+namespace gpt::test {
+namespace {
+
+// Equal codes, or the first difference and how many (not a dump of every byte).
+::testing::AssertionResult same_codes(const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want) {
+    std::size_t bad = 0, first = 0;
+    for (std::size_t i = 0; i < want.size(); ++i)
+        if (got[i] != want[i] && bad++ == 0) first = i;
+    if (bad == 0) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << bad << " of " << want.size() << " codes differ; first at " << first
+                                         << ": 0x" << std::hex << int{got[first]} << " instead of 0x" << int{want[first]};
+}
+
+class CudaFp8 : public CudaVsCpu {
+protected:
+    // n bytes in the GPU's memory with the given contents.
+    void* upload(const void* host, std::size_t n) {
+        void* p = gpu().alloc(n);
+        gpu().copy_to_device(p, host, n);
+        owned_.push_back(p);
+        return p;
+    }
+    template <typename T>
+    std::vector<T> download(const void* p, std::size_t n) {
+        std::vector<T> v(n);
+        gpu().copy_to_host(v.data(), p, n * sizeof(T));
+        return v;
+    }
+    void TearDown() override {
+        for (void* p : owned_) gpu().free(p);
+    }
+    std::vector<void*> owned_;
+};
+
+TEST_F(CudaFp8, CastGivesTheCpuBackendsCodesTransposeAndAmax) {
+    // 70 x 100: partial tiles on both edges of the 32 x 32 tiles.
+    const std::int64_t rows = 70, cols = 100;
+    const std::size_t n = static_cast<std::size_t>(rows * cols);
+    for (DType t : kAllTypes)
+        for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+            SCOPED_TRACE(dname(t) + (f == Fp8Format::E4M3 ? " e4m3" : " e5m2"));
+            std::vector<double> v = random_vec(n, 11, -30.0, 30.0);
+            v[3] = 1e30;
+            v[n - 1] = -0.0;
+            Twin x(cpu(), gpu(), t, v);
+            const float scale = 17.25f;
+            float* gscale = static_cast<float*>(upload(&scale, sizeof scale));
+            const float start = 0.5f;
+            float* gamax = static_cast<float*>(upload(&start, sizeof start));
+            auto* gq = static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0xAA).data(), n));
+            auto* gqt = static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0xAA).data(), n));
+            gpu().cast_to_fp8(x.g(), t, rows, cols, f, gscale, gq, gqt, gamax);
+            std::vector<std::uint8_t> q(n), qt(n);
+            float amax = start;
+            cpu().cast_to_fp8(x.c(), t, rows, cols, f, &scale, q.data(), qt.data(), &amax);
+            EXPECT_TRUE(same_codes(download<std::uint8_t>(gq, n), q));
+            EXPECT_TRUE(same_codes(download<std::uint8_t>(gqt, n), qt));
+            EXPECT_EQ(download<float>(gamax, 1)[0], amax);
+        }
+}
+
+TEST_F(CudaFp8, AmaxAndCurrentScalesEqualTheCpuBackends) {
+    std::vector<double> v = random_vec(100000, 5, -3.0, 3.0);
+    v[77777] = 12.0;
+    Twin x(cpu(), gpu(), DType::BF16, v);
+    const float zero = 0.0f;
+    float* gamax = static_cast<float*>(upload(&zero, sizeof zero));
+    gpu().amax(x.g(), DType::BF16, 100000, gamax);
+    float amax = 0.0f;
+    cpu().amax(x.c(), DType::BF16, 100000, &amax);
+    EXPECT_EQ(download<float>(gamax, 1)[0], amax);
+    EXPECT_EQ(amax, 12.0f);
+    v[10] = std::numeric_limits<double>::quiet_NaN();
+    x.set(v);
+    gpu().amax(x.g(), DType::BF16, 100000, gamax);
+    EXPECT_TRUE(std::isnan(download<float>(gamax, 1)[0]));
+
+    const std::vector<float> a{0.0f, std::numeric_limits<float>::quiet_NaN(),
+                               std::numeric_limits<float>::infinity(), 1e-45f, 3.0f, 57344.0f};
+    const std::size_t k = a.size();
+    float* ga = static_cast<float*>(upload(a.data(), k * 4));
+    float* gs = static_cast<float*>(upload(a.data(), k * 4));
+    float* gi = static_cast<float*>(upload(a.data(), k * 4));
+    for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+        gpu().fp8_current_scales(ga, gs, gi, static_cast<std::int64_t>(k), f, 0x1.fep127f);
+        std::vector<float> s(k), inv(k);
+        cpu().fp8_current_scales(a.data(), s.data(), inv.data(), static_cast<std::int64_t>(k), f, 0x1.fep127f);
+        EXPECT_EQ(download<float>(gs, k), s);
+        EXPECT_EQ(download<float>(gi, k), inv);
+    }
+}
+
+TEST_F(CudaFp8, GemmOfHandQuantisedOperandsIsWithinItsBound) {
+    std::uint32_t seed = 300;
+    for (const Fp8GemmCase& c : kFp8GemmCases) {
+        SCOPED_TRACE(detail::concat("m=", c.m, " n=", c.n, " k=", c.k, " -> ", dname(c.c_dtype),
+                                    " beta=", c.beta));
+        const Fp8Operands o = make_fp8_operands(c, seed += 10);
+        Twin out(cpu(), gpu(), c.c_dtype, o.c0);
+        Twin bias(cpu(), gpu(), DType::BF16, o.bias);
+        const void* ga = upload(o.a.data(), o.a.size());
+        const void* gb = upload(o.b.data(), o.b.size());
+        const auto* gsa = static_cast<const float*>(upload(&o.a_scale_inv, 4));
+        const auto* gsb = static_cast<const float*>(upload(&o.b_scale_inv, 4));
+        gpu().gemm(fp8_gemm_args(c, ga, gb, out.g(), bias.g(), gsa, gsb));
+        std::vector<double> exact, bound;
+        fp8_gemm_exact(c, o, exact, bound);
+        EXPECT_TRUE(within_bound(out.gpu_vals(), exact, bound));
+    }
+}
+
+}  // namespace
+}  // namespace gpt::test
