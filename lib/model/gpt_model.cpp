@@ -111,9 +111,13 @@ GptModel::GptModel(const ModelDims& dims, const ChunkSpec& chunk, const ModelOpt
     }
     be_.zero(params_, n * dtype_size(opt.dtype));
     be_.zero(grads_, n * sizeof(float));
+    if (opt_.fp8.on && chunk.num_layers > 0)
+        fp8_ = std::make_unique<Fp8Linears>(be_, opt_.fp8, dims_, chunk.first_layer, chunk.num_layers,
+                                            dims.num_layers, plan_.tokens(), opt_.dtype);
 }
 
 GptModel::~GptModel() {
+    fp8_.reset();
     if (own_arena_) be_.free(arena_);
     be_.free(grads_);
     be_.free(params_);
@@ -122,7 +126,9 @@ GptModel::~GptModel() {
 ModelMemory GptModel::memory() const {
     const std::size_t n = static_cast<std::size_t>(padded_);
     const std::size_t slots = own_arena_ ? plan_.total_bytes() - plan_.workspace_bytes() : 0;
-    return ModelMemory{n * dtype_size(opt_.dtype), n * sizeof(float), slots, plan_.workspace_bytes()};
+    // The FP8 copies and scaling state count as workspace.
+    return ModelMemory{n * dtype_size(opt_.dtype), n * sizeof(float), slots,
+                       plan_.workspace_bytes() + (fp8_ ? fp8_->device_bytes() : 0)};
 }
 
 ArenaNeeds GptModel::arena_needs(Backend& backend, const ModelDims& dims, const ChunkSpec& chunk,
@@ -241,6 +247,8 @@ PassContext GptModel::context(int slot) const {
     c.arena = arena_;
     c.ws = &plan_.workspace();
     c.dropout = st.training;
+    c.training = st.training;
+    c.fp8 = fp8_.get();
     c.hidden_key = mix64(opt_.seed, st.stream);
     // Megatron's tensor-parallel RNG: seed + 2718 + tp_rank inside the TP region.
     c.attention_key = mix64(opt_.seed + 2718 + static_cast<std::uint64_t>(dims_.tp_rank), st.stream);

@@ -17,6 +17,7 @@
 #include "dist/communicator.hpp"
 #include "model/activation_plan.hpp"
 #include "model/embedding_head.hpp"
+#include "model/fp8_linears.hpp"
 #include "model/model_spec.hpp"
 #include "model/param_layout.hpp"
 
@@ -113,6 +114,17 @@ public:
     // into their gradient (read by inference and the checkpoint converter's logit check).
     const void* logits() const;
 
+    // FP8 linear layers (issue 34; nullptr when the options leave FP8 off or the chunk has
+    // no layers): fp8_weights_changed() before every pass (the casts of the weights are
+    // redone), fp8_end_step() after a training step's backward (delayed scaling's update).
+    Fp8Linears* fp8() { return fp8_.get(); }
+    void fp8_weights_changed() {
+        if (fp8_) fp8_->weights_changed();
+    }
+    void fp8_end_step(dist::Communicator& dp) {
+        if (fp8_) fp8_->end_step(tp_, dp);
+    }
+
 private:
     PassContext context(int slot) const;
     const void* layer_input(const SlotSaved& s, int local_layer) const;
@@ -149,6 +161,7 @@ private:
     std::vector<SlotState> slot_state_;
     // The slot whose logits and softmax statistics the shared workspace holds (-1: none).
     int head_slot_ = -1;
+    std::unique_ptr<Fp8Linears> fp8_;
 };
 
 }  // namespace gpt::model

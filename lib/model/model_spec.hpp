@@ -6,6 +6,7 @@
 
 #include "config/config.hpp"
 #include "core/dtype.hpp"
+#include "core/fp8_scaling.hpp"
 
 namespace gpt::model {
 
@@ -67,6 +68,22 @@ ModelDims make_model_dims(const ModelConfig& cfg, std::int64_t vocab_size, int t
                           int tp_rank);
 
 // Numerical options of the forward/backward pass.
+// FP8 linear layers (issue 34; --fp8-format and its flags, resolved from config's Fp8Config):
+// the four linear layers of every transformer layer outside the 16-bit first/last ones run
+// their GEMMs in FP8 (forward, data gradient, and the weight gradient unless !wgrad);
+// attention, norms, embedding and the output layer stay in dtype, as in Megatron.
+struct Fp8Options {
+    bool on = false;
+    Fp8Format forward = Fp8Format::E4M3;   // activations and weights
+    Fp8Format gradient = Fp8Format::E5M2;  // output gradients (E4M3 under --fp8-format e4m3)
+    bool delayed = true;                   // --fp8-recipe delayed, else tensorwise (current scaling)
+    int amax_history_len = 1;
+    AmaxAlgo amax_compute_algo = AmaxAlgo::MostRecent;
+    int margin = 0;
+    bool wgrad = true;                     // --no-fp8-wgrad: weight gradients in dtype
+    int bf16_layers_at_start = 0, bf16_layers_at_end = 0;  // of the model's num_layers
+};
+
 struct ModelOptions {
     DType dtype = DType::F32;         // parameters and activations
     bool flash_attention = false;     // --use-flash-attn
@@ -94,6 +111,7 @@ struct ModelOptions {
     Recompute recompute = Recompute::None;
     bool recompute_block = false;     // --recompute-method block (else uniform)
     int recompute_num_layers = 0;     // --recompute-num-layers (Full only; > 0)
+    Fp8Options fp8;
 };
 
 // Sequence parallelism is in effect: asked for and more than one TP rank.

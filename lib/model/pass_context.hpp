@@ -8,6 +8,7 @@
 #include "backend/backend.hpp"
 #include "dist/communicator.hpp"
 #include "model/activation_plan.hpp"
+#include "model/fp8_linears.hpp"
 #include "model/model_spec.hpp"
 
 namespace gpt::model {
@@ -35,6 +36,9 @@ struct PassContext {
     // hidden dropout is the same on every TP rank, attention dropout differs per TP rank
     // (Megatron's model-parallel RNG tracker).
     bool dropout = false;
+    bool training = false;  // a training pass (FP8 delayed scaling records amaxes)
+    // The chunk's FP8 linear layers (issue 34), or nullptr: every linear in dtype.
+    Fp8Linears* fp8 = nullptr;
     std::uint64_t hidden_key = 0;
     std::uint64_t attention_key = 0;
 

@@ -51,6 +51,29 @@ const void* opt_param(const PassContext& c, std::int64_t off) { return off < 0 ?
 float* opt_grad(const PassContext& c, std::int64_t off) { return off < 0 ? nullptr : c.grad(off); }
 GemmEpilogue bias_epilogue(std::int64_t off) { return off < 0 ? GemmEpilogue::None : GemmEpilogue::Bias; }
 
+// A linear layer's forward, in FP8 where the chunk runs layer L's linears in FP8.
+void linear_fwd(const PassContext& c, int L, Linear which, const void* x, std::int64_t w, void* y,
+                std::int64_t in, std::int64_t out, GemmEpilogue epilogue = GemmEpilogue::None,
+                const void* bias = nullptr, void* aux = nullptr, bool tanh_gelu = false) {
+    if (c.fp8 && c.fp8->in_fp8(L))
+        c.fp8->forward(*c.tp, L, which, x, c.param(w), y, in, out, epilogue, bias, aux, tanh_gelu, c.training);
+    else
+        linear_forward(*c.be, x, c.param(w), y, c.tokens, in, out, c.opt->dtype, epilogue, bias, aux, tanh_gelu);
+}
+
+// Its backward: dW += dy^T x (and dbias), then dx = dy W (through GELU's backward with
+// gelu_pre). The weight gradient comes first: dx may overwrite x (SwiGLU's output buffer).
+void linear_bwd(const PassContext& c, int L, Linear which, const void* dy, const void* x, std::int64_t w,
+                float* dbias, void* dx, std::int64_t in, std::int64_t out, const void* gelu_pre = nullptr,
+                bool tanh_gelu = false) {
+    if (c.fp8 && c.fp8->in_fp8(L)) {
+        c.fp8->backward(*c.tp, L, which, dy, x, c.param(w), c.grad(w), dbias, dx, in, out, gelu_pre, tanh_gelu);
+        return;
+    }
+    linear_weight_grad(*c.be, dy, x, c.grad(w), c.tokens, in, out, c.opt->dtype, dbias);
+    linear_input_grad(*c.be, dy, c.param(w), dx, c.tokens, in, out, c.opt->dtype, gelu_pre, tanh_gelu);
+}
+
 }  // namespace
 
 // The residual stream (x_in, x_mid, x_out, the norms and hidden dropout) has c.rows rows;
@@ -75,16 +98,16 @@ void transformer_layer_forward(const PassContext& c, const LayerParamOffsets& p,
     if (d.rope) {
         // Rotated: the projection goes through the workspace (wide is free during forward).
         void* proj = c.act(c.ws->wide);
-        linear_forward(be, a, c.param(p.qkv_w), proj, T, h, d.local_qkv_proj(), t,
-                       bias_epilogue(p.qkv_b), opt_param(c, p.qkv_b));
+        linear_fwd(c, L, Linear::Qkv, a, p.qkv_w, proj, h, d.local_qkv_proj(), bias_epilogue(p.qkv_b),
+                   opt_param(c, p.qkv_b));
         be.qkv_expand_forward(qkv_expand_args(c), proj, c.act(s.qkv));
     } else {
-        linear_forward(be, a, c.param(p.qkv_w), c.act(s.qkv), T, h, d.local_qkv_proj(), t,
-                       bias_epilogue(p.qkv_b), opt_param(c, p.qkv_b));
+        linear_fwd(c, L, Linear::Qkv, a, p.qkv_w, c.act(s.qkv), h, d.local_qkv_proj(),
+                   bias_epilogue(p.qkv_b), opt_param(c, p.qkv_b));
     }
     be.attention_forward(pass_attention_args(c, L), c.act(s.qkv), c.act(s.ctx), c.act(s.attn));
     // Row parallel: partial sums, reduced before the bias is added once.
-    linear_forward(be, c.act(s.ctx), c.param(p.dense_w), tmp1, T, d.local_hidden(), h, t);
+    linear_fwd(c, L, Linear::Dense, c.act(s.ctx), p.dense_w, tmp1, d.local_hidden(), h);
     const void* proj = row_parallel_output(c, tmp1, tmp2);
     be.bias_dropout_add(proj, opt_param(c, p.dense_b), x_in, c.act(s.x_mid), R, h, p_hidden,
                         c.hidden_key, dropout_site_offset(L, 1) + c.shard_offset(), t);
@@ -94,17 +117,17 @@ void transformer_layer_forward(const PassContext& c, const LayerParamOffsets& p,
                  c.actf(s.ln2_rstd), R);
     const void* a2 = column_parallel_input(c, c.act(s.ln2_out), gathered);
     if (d.swiglu) {
-        linear_forward(be, a2, c.param(p.fc1_w), c.act(s.fc1_pre), T, h, d.local_fc1(), t,
-                       bias_epilogue(p.fc1_b), opt_param(c, p.fc1_b));
+        linear_fwd(c, L, Linear::Fc1, a2, p.fc1_w, c.act(s.fc1_pre), h, d.local_fc1(),
+                   bias_epilogue(p.fc1_b), opt_param(c, p.fc1_b));
         be.swiglu_forward(c.act(s.fc1_pre), c.act(s.gelu_out), T, d.local_ffn(), t);
     } else if (p.fc1_b >= 0) {
-        linear_forward(be, a2, c.param(p.fc1_w), c.act(s.gelu_out), T, h, d.local_ffn(), t,
-                       GemmEpilogue::BiasGelu, c.param(p.fc1_b), c.act(s.fc1_pre), c.opt->tanh_gelu);
+        linear_fwd(c, L, Linear::Fc1, a2, p.fc1_w, c.act(s.gelu_out), h, d.local_ffn(),
+                   GemmEpilogue::BiasGelu, c.param(p.fc1_b), c.act(s.fc1_pre), c.opt->tanh_gelu);
     } else {
-        linear_forward(be, a2, c.param(p.fc1_w), c.act(s.fc1_pre), T, h, d.local_ffn(), t);
+        linear_fwd(c, L, Linear::Fc1, a2, p.fc1_w, c.act(s.fc1_pre), h, d.local_ffn());
         be.gelu_forward(c.act(s.fc1_pre), c.act(s.gelu_out), T * d.local_ffn(), c.opt->tanh_gelu, t);
     }
-    linear_forward(be, c.act(s.gelu_out), c.param(p.fc2_w), tmp1, T, d.local_ffn(), h, t);
+    linear_fwd(c, L, Linear::Fc2, c.act(s.gelu_out), p.fc2_w, tmp1, d.local_ffn(), h);
     const void* fc2 = row_parallel_output(c, tmp1, tmp2);
     be.bias_dropout_add(fc2, opt_param(c, p.fc2_b), c.act(s.x_mid), c.act(s.x_out), R, h, p_hidden,
                         c.hidden_key, dropout_site_offset(L, 2) + c.shard_offset(), t);
@@ -144,21 +167,20 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
     // --- MLP: x_out = x_mid + dropout(fc2 + b) ---
     const DropoutGrad mlp = dropout_grad(opt_grad(c, p.fc2_b), dropout_site_offset(L, 2));
     const void* dfc2 = row_parallel_output_grad(c, mlp.dx, gathered);
-    linear_weight_grad(be, dfc2, c.act(s.gelu_out), c.grad(p.fc2_w), T, d.local_ffn(), h, t, mlp.gemm_dbias);
     if (d.swiglu) {
-        // d(swiglu output) into the output's own buffer (read for the last time just above),
-        // then d[gate, up] into wide.
-        linear_input_grad(be, dfc2, c.param(p.fc2_w), c.act(s.gelu_out), T, d.local_ffn(), h, t);
+        // d(swiglu output) into the output's own buffer (read for the last time by the
+        // weight gradient), then d[gate, up] into wide.
+        linear_bwd(c, L, Linear::Fc2, dfc2, c.act(s.gelu_out), p.fc2_w, mlp.gemm_dbias, c.act(s.gelu_out),
+                   d.local_ffn(), h);
         be.swiglu_backward(c.act(s.gelu_out), c.act(s.fc1_pre), wide, T, d.local_ffn(), t);
     } else {
         // d(fc1 output) = (dfc2 W2) * gelu'(fc1_pre), one GEMM with a GELU-gradient epilogue.
-        linear_input_grad(be, dfc2, c.param(p.fc2_w), wide, T, d.local_ffn(), h, t, c.act(s.fc1_pre),
-                          c.opt->tanh_gelu);
+        linear_bwd(c, L, Linear::Fc2, dfc2, c.act(s.gelu_out), p.fc2_w, mlp.gemm_dbias, wide, d.local_ffn(), h,
+                   c.act(s.fc1_pre), c.opt->tanh_gelu);
     }
     // Sequence parallel saves only the shard of LN2's output: gather it again (Megatron).
     const void* a2 = column_parallel_input(c, c.act(s.ln2_out), gathered);
-    linear_weight_grad(be, wide, a2, c.grad(p.fc1_w), T, h, d.local_fc1(), t, opt_grad(c, p.fc1_b));
-    linear_input_grad(be, wide, c.param(p.fc1_w), tmp1, T, h, d.local_fc1(), t);
+    linear_bwd(c, L, Linear::Fc1, wide, a2, p.fc1_w, opt_grad(c, p.fc1_b), tmp1, h, d.local_fc1());
     const void* dln2 = column_parallel_input_grad(c, tmp1, tmp2);
     // dL/dx_mid = residual path (G) + LN2 path, in G.
     norm_backward(c, dln2, c.act(s.x_mid), p.ln2_w, p.ln2_b, c.actf(s.ln2_mean),
@@ -167,8 +189,7 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
     // --- attention: x_mid = x_in + dropout(dense + b) ---
     const DropoutGrad attn = dropout_grad(opt_grad(c, p.dense_b), dropout_site_offset(L, 1));
     const void* ddense = row_parallel_output_grad(c, attn.dx, gathered);
-    linear_weight_grad(be, ddense, c.act(s.ctx), c.grad(p.dense_w), T, d.local_hidden(), h, t, attn.gemm_dbias);
-    linear_input_grad(be, ddense, c.param(p.dense_w), tmp2, T, d.local_hidden(), h, t);
+    linear_bwd(c, L, Linear::Dense, ddense, c.act(s.ctx), p.dense_w, attn.gemm_dbias, tmp2, d.local_hidden(), h);
     const AttentionArgs aa = pass_attention_args(c, L);
     // Selective recomputation: the attention buffer was overwritten by later layers and
     // micro-batches; the same key and offset redraw the same dropout, so ctx is rewritten
@@ -183,8 +204,7 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
         dqkv = c.act(s.qkv);
     }
     const void* a = column_parallel_input(c, c.act(s.ln1_out), gathered);
-    linear_weight_grad(be, dqkv, a, c.grad(p.qkv_w), T, h, qkv_width, t, opt_grad(c, p.qkv_b));
-    linear_input_grad(be, dqkv, c.param(p.qkv_w), tmp1, T, h, qkv_width, t);
+    linear_bwd(c, L, Linear::Qkv, dqkv, a, p.qkv_w, opt_grad(c, p.qkv_b), tmp1, h, qkv_width);
     const void* dln1 = column_parallel_input_grad(c, tmp1, tmp2);
     // dL/dx_in = residual path (G) + LN1 path, in G.
     norm_backward(c, dln1, x_in, p.ln1_w, p.ln1_b, c.actf(s.ln1_mean), c.actf(s.ln1_rstd), G, G, R);

@@ -1,0 +1,168 @@
+// FP8 linear layers in the model (issue 34), delayed scaling: after a training step every
+// weight operand's amax is its weight's largest magnitude and its scale fp8_max / amax; the
+// activations' and gradients' amaxes were recorded; evaluation records nothing; layers kept
+// 16-bit hold no FP8 state; and with 2 tensor-parallel ranks every scale is the same on both
+// ranks (the amax reduction) and each weight's equals the 1-rank model's.
+// Registered in test_model (1 rank) and test_model.np2.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+
+#include "core/errors.hpp"
+#include "core/fp8.hpp"
+#include "dist/comm_mpi.hpp"
+#include "model_test_util.hpp"
+
+namespace gpt::model {
+namespace {
+
+constexpr int kPerLayer = Fp8Linears::kLinears * Fp8Linears::kOperands;
+
+ModelOptions fp8_options() {
+    ModelOptions opt;
+    opt.dtype = DType::BF16;
+    opt.seed = 5;
+    opt.fp8.on = true;
+    opt.fp8.amax_history_len = 2;  // the step's amaxes land in the last row after the roll
+    return opt;
+}
+
+// Runs one training step (forward, backward, the scaling update) on a fixed batch.
+void train_step(GptModel& m, dist::Communicator& dp) {
+    auto tokens = test::random_tokens(2, m.dims().seq, 50, 11);
+    m.zero_grads();
+    m.fp8_weights_changed();
+    m.set_batch(0, tokens.data());
+    m.forward(0, true, 3);
+    m.backward(0, 1.0f / static_cast<float>(m.tokens()));
+    m.fp8_end_step(dp);
+}
+
+// max |W| of a bf16 parameter entry, from the model's own (rounded) parameters.
+float weight_amax(const GptModel& m, const std::vector<float>& p, const std::string& name) {
+    const ParamEntry& e = m.layout().at(name);
+    float a = 0.0f;
+    for (std::int64_t i = 0; i < e.numel; ++i) a = std::max(a, std::abs(p[static_cast<std::size_t>(e.offset + i)]));
+    return a;
+}
+
+const char* kWeights[Fp8Linears::kLinears] = {"self_attention/query_key_value/weight", "self_attention/dense/weight",
+                                              "mlp/dense_h_to_4h/weight", "mlp/dense_4h_to_h/weight"};
+
+TEST(GptModelFp8, DelayedScalingRecordsEachOperandsAmax) {
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world != 1) GTEST_SKIP() << "one rank";
+    auto be = make_backend("cpu", 0);
+    auto tp = test::self_comm("tp"), dp = test::self_comm("dp");
+    ModelConfig mc = test::tiny_model_config();  // hidden 16, seq 8: every GEMM dimension a multiple of 16
+    const ModelDims d = make_model_dims(mc, 50, 1, 0);
+    GptModel m(d, ChunkSpec{0, 2, true, true}, fp8_options(), 2, *be, *tp);
+    m.init_parameters();
+    ASSERT_NE(m.fp8(), nullptr);
+    std::vector<float> p(static_cast<std::size_t>(m.padded_elements()));
+    m.get_parameters(p.data());
+
+    // Evaluation casts but records nothing.
+    auto tokens = test::random_tokens(2, d.seq, 50, 11);
+    m.fp8_weights_changed();
+    m.set_batch(0, tokens.data());
+    const double eval_loss = m.forward(0, false, 0);
+    EXPECT_TRUE(std::isfinite(eval_loss));
+    m.fp8_end_step(*dp);
+    const DelayedScaling& s = *m.fp8()->delayed();
+    const auto n = static_cast<std::size_t>(s.tensors());
+    ASSERT_EQ(n, static_cast<std::size_t>(2 * kPerLayer));
+    for (std::size_t i = 0; i < n; ++i) {
+        EXPECT_EQ(s.history()[n + i], 0.0f) << "operand " << i << " recorded by an evaluation pass";
+        EXPECT_EQ(s.scale(static_cast<int>(i)), 1.0f);
+    }
+
+    train_step(m, *dp);
+    for (int L = 0; L < 2; ++L)
+        for (int j = 0; j < Fp8Linears::kLinears; ++j) {
+            SCOPED_TRACE(detail::concat("layer ", L, " ", kWeights[j]));
+            const std::size_t base = static_cast<std::size_t>((L * Fp8Linears::kLinears + j) * Fp8Linears::kOperands);
+            const float w = weight_amax(m, p, ParamLayout::layer_prefix(L) + kWeights[j]);
+            EXPECT_EQ(s.history()[n + base + 1], w);  // last row: this step's
+            EXPECT_EQ(s.scale(static_cast<int>(base + 1)), 448.0f / w);
+            for (int k : {0, 2}) {
+                const float a = s.history()[n + base + static_cast<std::size_t>(k)];
+                EXPECT_TRUE(std::isfinite(a) && a > 0.0f) << (k == 0 ? "input" : "output gradient") << " amax " << a;
+                const float fmax = k == 0 ? 448.0f : 57344.0f;  // hybrid: E5M2 gradients
+                EXPECT_EQ(s.scale(static_cast<int>(base + static_cast<std::size_t>(k))), fmax / a);
+            }
+            for (int k = 0; k < 3; ++k) EXPECT_EQ(s.history()[base + static_cast<std::size_t>(k)], 0.0f) << "row 0 cleared";
+        }
+}
+
+TEST(GptModelFp8, FirstAndLastLayersCanStay16Bit) {
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world != 1) GTEST_SKIP() << "one rank";
+    auto be = make_backend("cpu", 0);
+    auto tp = test::self_comm("tp"), dp = test::self_comm("dp");
+    ModelConfig mc = test::tiny_model_config();
+    mc.num_layers = 3;
+    const ModelDims d = make_model_dims(mc, 50, 1, 0);
+    ModelOptions opt = fp8_options();
+    opt.fp8.bf16_layers_at_start = 1;
+    opt.fp8.bf16_layers_at_end = 1;
+    GptModel m(d, ChunkSpec{0, 3, true, true}, opt, 2, *be, *tp);
+    m.init_parameters();
+    EXPECT_FALSE(m.fp8()->in_fp8(0));
+    EXPECT_TRUE(m.fp8()->in_fp8(1));
+    EXPECT_FALSE(m.fp8()->in_fp8(2));
+    train_step(m, *dp);
+    const DelayedScaling& s = *m.fp8()->delayed();
+    const auto n = static_cast<std::size_t>(s.tensors());
+    for (int L = 0; L < 3; ++L)
+        for (int k = 0; k < kPerLayer; ++k) {
+            const float a = s.history()[n + static_cast<std::size_t>(L * kPerLayer + k)];
+            if (L == 1) {
+                EXPECT_GT(a, 0.0f) << "FP8 layer 1 operand " << k;
+            } else {
+                EXPECT_EQ(a, 0.0f) << "16-bit layer " << L << " operand " << k;
+            }
+        }
+}
+
+TEST(GptModelFp8, TensorParallelRanksShareEveryScale) {
+    int world = 1, rank = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (world != 2) GTEST_SKIP() << "needs 2 ranks (test_model.np2)";
+    auto be = make_backend("cpu", 0);
+    ModelConfig mc = test::tiny_model_config();
+    mc.hidden_size = 32;  // TP slices of 16: QKV 48, FC1 64, projection and FC2 inputs 16 and 64
+    mc.num_attention_heads = 4;
+    auto self = test::self_comm("tp1"), dp = test::self_comm("dp");
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    dist::MpiCommunicator tp2(dup, "tp");
+    const ModelDims d1 = make_model_dims(mc, 50, 1, 0), d2 = make_model_dims(mc, 50, 2, rank);
+    const ChunkSpec all{0, 2, true, true};
+    GptModel full(d1, all, fp8_options(), 2, *be, *self);
+    GptModel part(d2, all, fp8_options(), 2, *be, tp2);
+    std::vector<float> p(static_cast<std::size_t>(full.layout().total_elements()));
+    full.init_parameters_host(p.data());
+    full.set_parameters(p.data());
+    const auto mine = test::take_slices(full.layout(), p, part.layout());
+    part.set_parameters(mine.data());
+    train_step(full, *dp);
+    train_step(part, *dp);
+    const DelayedScaling& s1 = *full.fp8()->delayed();
+    const DelayedScaling& s2 = *part.fp8()->delayed();
+    std::vector<float> other(s2.scales().size());
+    MPI_Allreduce(s2.scales().data(), other.data(), static_cast<int>(other.size()), MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+    for (std::size_t i = 0; i < other.size(); ++i) {
+        EXPECT_EQ(s2.scales()[i], other[i]) << "operand " << i << ": the TP ranks' scales differ";
+        if (i % Fp8Linears::kOperands == 1) {
+            EXPECT_EQ(s2.scales()[i], s1.scales()[i]) << "weight operand " << i;
+        }
+    }
+}
+
+}  // namespace
+}  // namespace gpt::model
