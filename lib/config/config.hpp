@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/enums.hpp"
+#include "core/fp8.hpp"
 
 namespace gpt {
 
@@ -208,6 +209,43 @@ struct PlanConfig {
     double plan_inter_node_gbps = 0.0;  // 0: the device preset's InfiniBand bandwidth
 };
 
+// FP8 training (issue 34): Megatron-LM's flags, choices and defaults (its TransformerConfig's
+// fp8 fields). Field names follow the flags; the arguments table and the saved run show
+// Megatron's attribute names: fp8 (--fp8-format) and fp8_wgrad (True unless --no-fp8-wgrad).
+// Which GEMMs run in FP8: the four linear layers of every transformer layer (QKV, attention
+// projection, fc1, fc2), forward, data gradient and, unless --no-fp8-wgrad, weight gradient;
+// attention's batched GEMMs, the embedding and the output layer stay 16-bit. Checked in
+// validate_fp8.cpp; until the model path lands, training refuses FP8 (train::check_supported)
+// while --plan-only plans it.
+struct Fp8Config {
+    Fp8Scheme fp8_format = Fp8Scheme::None;       // --fp8-format: none (off), e4m3 or hybrid
+    Fp8Recipe fp8_recipe = Fp8Recipe::Delayed;    // delayed or tensorwise (mxfp8, blockwise, custom refused)
+    int fp8_margin = 0;                           // scale = fp8_max / 2^margin / amax
+    // Megatron marks it deprecated and ignores it (Transformer Engine 1.8 and later update
+    // the scaling factors every step): accepted and ignored here too, with a warning when
+    // set (train::resolve_run).
+    int fp8_interval = 1;
+    int fp8_amax_history_len = 1;                 // delayed scaling's amax history, in steps
+    AmaxAlgo fp8_amax_compute_algo = AmaxAlgo::MostRecent;  // most_recent or max of the history
+    bool fp8_wgrad = true;                        // --no-fp8-wgrad: weight gradients in 16-bit
+    bool first_last_layers_bf16 = false;          // keep the first and last layers 16-bit
+    int num_layers_at_start_in_bf16 = 1;          // with first_last_layers_bf16
+    int num_layers_at_end_in_bf16 = 1;
+
+    bool enabled() const { return fp8_format != Fp8Scheme::None; }
+    // The FP8 element formats: E4M3 for activations and weights; gradients E5M2 under hybrid.
+    Fp8Format forward_format() const { return Fp8Format::E4M3; }
+    Fp8Format gradient_format() const { return fp8_format == Fp8Scheme::Hybrid ? Fp8Format::E5M2 : Fp8Format::E4M3; }
+    // Layers kept 16-bit at each end (0 without --first-last-layers-bf16), and whether layer
+    // `layer` (0-based, of num_layers) runs its linear GEMMs in FP8 (Megatron's
+    // is_first_last_bf16_layer, negated).
+    int bf16_layers_at_start() const { return first_last_layers_bf16 ? num_layers_at_start_in_bf16 : 0; }
+    int bf16_layers_at_end() const { return first_last_layers_bf16 ? num_layers_at_end_in_bf16 : 0; }
+    bool layer_in_fp8(int layer, int num_layers) const {
+        return enabled() && layer >= bf16_layers_at_start() && layer < num_layers - bf16_layers_at_end();
+    }
+};
+
 // Text samples during training (llm.c's periodic generation): every sample_interval
 // iterations rank 0 logs the model's greedy continuation of sample_prompt.
 struct SampleConfig {
@@ -252,6 +290,7 @@ struct Config {
     PlanConfig plan;
     SampleConfig sample;
     MonitorConfig monitor;
+    Fp8Config fp8;
     std::string config_file;       // the --config INI, if any
 
     int padded_vocab_size() const;  // vocab padded to make-vocab-size-divisible-by x TP

@@ -11,6 +11,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/fp8_scaling.hpp"
+
 namespace gpt {
 
 enum class PositionEmbeddingType { LearnedAbsolute, Rope };
@@ -28,6 +30,14 @@ enum class LogLevel { Trace, Debug, Info, Warning, Error };
 enum class PlanFormat { Table, Json };
 enum class PlanDevice { Auto, A100_40GB, A100_80GB, H100_80GB, H200, Cpu };
 enum class TimingLogOption { MinMax, Max, All };
+// FP8 (issue 34). --fp8-format (Megatron's args.fp8, Transformer Engine's recipe.Format): which
+// element format each FP8 GEMM operand takes: e4m3 for all of them, or hybrid (E4M3
+// activations and weights, E5M2 gradients); None (the flag not given) is FP8 off.
+enum class Fp8Scheme { None, E4M3, Hybrid };
+// --fp8-recipe: every choice Megatron lists, so the ones this build does not implement
+// (mxfp8, blockwise, custom) are refused by name with the reason (config/validate_fp8.cpp)
+// rather than as an unknown value. --fp8-amax-compute-algo is core's AmaxAlgo.
+enum class Fp8Recipe { Tensorwise, Delayed, Mxfp8, Blockwise, Custom };
 
 // EnumNames<E>::names: every value of E with its spelling, in the order the flag's help and
 // error messages list them.
@@ -63,6 +73,11 @@ GPT_ENUM_NAMES(PlanDevice, 6, {PlanDevice::Auto, "auto"}, {PlanDevice::A100_40GB
                {PlanDevice::H200, "h200"}, {PlanDevice::Cpu, "cpu"});
 GPT_ENUM_NAMES(TimingLogOption, 3, {TimingLogOption::MinMax, "minmax"}, {TimingLogOption::Max, "max"},
                {TimingLogOption::All, "all"});
+// None prints as "" (None in the arguments table, as Megatron's args.fp8 = None).
+GPT_ENUM_NAMES(Fp8Scheme, 3, {Fp8Scheme::None, ""}, {Fp8Scheme::E4M3, "e4m3"}, {Fp8Scheme::Hybrid, "hybrid"});
+GPT_ENUM_NAMES(Fp8Recipe, 5, {Fp8Recipe::Tensorwise, "tensorwise"}, {Fp8Recipe::Delayed, "delayed"},
+               {Fp8Recipe::Mxfp8, "mxfp8"}, {Fp8Recipe::Blockwise, "blockwise"}, {Fp8Recipe::Custom, "custom"});
+GPT_ENUM_NAMES(AmaxAlgo, 2, {AmaxAlgo::MostRecent, "most_recent"}, {AmaxAlgo::Max, "max"});
 
 #undef GPT_ENUM_NAMES
 

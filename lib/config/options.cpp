@@ -43,8 +43,15 @@ std::string to_text(const std::vector<std::string>& v) {
     return s + "]";
 }
 
+// The arguments table's (and the saved run's) name of a flag: Megatron's, with underscores.
+std::string row_key(std::string flag) {
+    std::replace(flag.begin(), flag.end(), '-', '_');
+    return flag;
+}
+
 struct Entry {
     std::string name;
+    std::string key;  // the arguments table's and the saved run's name: Megatron's attribute
     std::function<std::string(const Config&)> print;
     std::function<OptionValue(const Config&)> get;     // the saved run's typed value
     std::function<void(Config&, const OptionValue&)> set;
@@ -69,9 +76,11 @@ public:
 private:
     Config& cfg_;
 
+    // `key`: Megatron's attribute where it is not the flag's name with underscores (the
+    // flag's argparse dest, e.g. fp8 for --fp8-format); nullptr: the flag's name.
     template <typename S, typename T>
     void add(po::options_description& g, const char* name, S Config::*sec, T S::*field,
-             const char* help) {
+             const char* help, const char* key = nullptr) {
         T* target = &(cfg_.*sec.*field);
         if constexpr (std::is_same_v<T, bool>) {
             g.add_options()(name, po::bool_switch(target), help);
@@ -93,7 +102,25 @@ private:
             g.add_options()(name, po::value<T>(target)->default_value(*target, to_text(*target)),
                             help);
         }
-        entries.push_back({name, [sec, field](const Config& c) { return to_text(c.*sec.*field); },
+        push_entry(name, key ? std::string(key) : row_key(name), sec, field);
+    }
+
+    // Megatron's store_false switch: --name clears `field` (default true), which the table
+    // and the saved run show under Megatron's dest `key` (--no-fp8-wgrad: fp8_wgrad False).
+    template <typename S>
+    void add_store_false(po::options_description& g, const char* name, const char* key, S Config::*sec,
+                         bool S::*field, const char* help) {
+        bool* target = &(cfg_.*sec.*field);
+        g.add_options()(name, po::bool_switch()->notifier([target](bool on) {
+                                  if (on) *target = false;
+                              }),
+                        help);
+        push_entry(name, key, sec, field);
+    }
+
+    template <typename S, typename T>
+    void push_entry(const char* name, std::string key, S Config::*sec, T S::*field) {
+        entries.push_back({name, std::move(key), [sec, field](const Config& c) { return to_text(c.*sec.*field); },
                            [sec, field](const Config& c) { return option_value::to(c.*sec.*field); },
                            [sec, field, name](Config& c, const OptionValue& v) { option_value::from(v, c.*sec.*field, name); }});
     }
@@ -152,7 +179,7 @@ private:
         po::options_description train("training");
         train.add_options()("micro-batch-size", po::value<std::string>(&micro_batch_text)->default_value("1"),
                             "samples per micro-batch per data-parallel rank, or auto (planner)");
-        entries.push_back({"micro-batch-size", [](const Config& c) { return to_text(c.training.micro_batch_size); },
+        entries.push_back({"micro-batch-size", "micro_batch_size", [](const Config& c) { return to_text(c.training.micro_batch_size); },
                            [](const Config& c) { return option_value::to(c.training.micro_batch_size); },
                            [](Config& c, const OptionValue& v) { option_value::from(v, c.training.micro_batch_size, "micro-batch-size"); }});
         add(train, "global-batch-size", &C::training, &TrainingConfig::global_batch_size, "samples per iteration (0: derived)");
@@ -176,6 +203,32 @@ private:
         add(mp, "loss-scale-window", &C::training, &TrainingConfig::loss_scale_window, "clean iterations before the scale doubles");
         add(mp, "hysteresis", &C::training, &TrainingConfig::hysteresis, "overflows tolerated before the scale halves");
         groups.emplace_back("mixed precision", mp);
+
+        // Megatron's FP8 flags (its TransformerConfig's fp8 fields; validate_fp8.cpp checks them).
+        po::options_description f8("fp8");
+        add(f8, "fp8-format", &C::fp8, &Fp8Config::fp8_format,
+            "FP8 GEMMs in the linear layers: e4m3 (every FP8 tensor E4M3) or hybrid (E4M3 activations and "
+            "weights, E5M2 gradients); not given: no FP8. Needs --bf16 or --fp16",
+            "fp8");
+        add(f8, "fp8-recipe", &C::fp8, &Fp8Config::fp8_recipe,
+            "FP8 scaling recipe: delayed (scales from an amax history) or tensorwise (current per-tensor "
+            "scaling); Megatron's mxfp8, blockwise and custom are not supported");
+        add(f8, "fp8-margin", &C::fp8, &Fp8Config::fp8_margin, "scaling margin: the scale maps amax to the FP8 maximum / 2^margin");
+        add(f8, "fp8-interval", &C::fp8, &Fp8Config::fp8_interval,
+            "DEPRECATED in Megatron-LM and ignored: scaling factors are updated every step");
+        add(f8, "fp8-amax-history-len", &C::fp8, &Fp8Config::fp8_amax_history_len,
+            "steps of amax history kept per FP8 tensor (delayed scaling)");
+        add(f8, "fp8-amax-compute-algo", &C::fp8, &Fp8Config::fp8_amax_compute_algo,
+            "amax taken from the history: most_recent or max");
+        add_store_false(f8, "no-fp8-wgrad", "fp8_wgrad", &C::fp8, &Fp8Config::fp8_wgrad,
+                        "weight-gradient GEMMs in 16-bit even in FP8 runs");
+        add(f8, "first-last-layers-bf16", &C::fp8, &Fp8Config::first_last_layers_bf16,
+            "keep the first and last transformer layers' GEMMs in 16-bit in FP8 runs (not with --fp8-recipe delayed)");
+        add(f8, "num-layers-at-start-in-bf16", &C::fp8, &Fp8Config::num_layers_at_start_in_bf16,
+            "layers at the start kept in 16-bit with --first-last-layers-bf16");
+        add(f8, "num-layers-at-end-in-bf16", &C::fp8, &Fp8Config::num_layers_at_end_in_bf16,
+            "layers at the end kept in 16-bit with --first-last-layers-bf16");
+        groups.emplace_back("fp8", f8);
 
         po::options_description opt("optimizer and learning rate");
         add(opt, "optimizer", &C::optimizer, &OptimizerConfig::optimizer, "adam");
@@ -298,6 +351,16 @@ const std::map<std::string, std::string>& unsupported_flags() {
         {"expert-model-parallel-size", "mixture of experts is not implemented"},
         {"num-experts", "mixture of experts is not implemented"},
         {"overlap-param-gather", "the distributed optimizer gathers parameters after the step, not overlapped with the next forward"},
+        // FP8 and Transformer Engine (issue 34): this build's FP8 casts 16-bit parameters and
+        // activations for the linear layers' GEMMs itself.
+        {"transformer-impl", "there is one implementation of the layers, this project's own (no Transformer Engine); drop the flag"},
+        {"fp8-param-gather", "not implemented: parameters stay 16-bit and are cast to FP8 each step, so the all-gather is 16-bit"},
+        {"fp8-quantizer-factory", "it names a Python quantizer for --fp8-recipe custom, which is not supported"},
+        {"fp8-output-proj", "it needs --fp8-recipe mxfp8, which is not supported; the output layer stays 16-bit"},
+        {"te-precision-config-file", "per-module precision overrides are Transformer Engine's; not implemented"},
+        {"fp4-format", "FP4 (NVFP4) training is not implemented"},
+        {"fp4-recipe", "FP4 (NVFP4) training is not implemented"},
+        {"fp4-param-gather", "FP4 (NVFP4) training is not implemented"},
     };
     return m;
 }
@@ -356,12 +419,6 @@ std::vector<std::string> last_occurrence_wins(const std::vector<std::string>& ar
         if (!later) out.insert(out.end(), groups[i].begin(), groups[i].end());
     }
     return out;
-}
-
-// The arguments table's (and the saved run's) name of a flag: Megatron's, with underscores.
-std::string row_key(std::string flag) {
-    std::replace(flag.begin(), flag.end(), '-', '_');
-    return flag;
 }
 
 }  // namespace
@@ -468,7 +525,7 @@ const std::vector<OptionField>& option_fields() {
         Config scratch;
         OptionTable table(scratch);
         std::vector<OptionField> f;
-        for (const auto& e : table.entries) f.push_back({row_key(e.name), e.get, e.set});
+        for (const auto& e : table.entries) f.push_back({e.key, e.get, e.set});
         return f;
     }();
     return fields;
@@ -479,7 +536,7 @@ std::string format_arguments(const Config& cfg,
     Config scratch;
     OptionTable table(scratch);
     std::vector<std::pair<std::string, std::string>> rows;
-    for (const auto& e : table.entries) rows.emplace_back(row_key(e.name), e.print(cfg));
+    for (const auto& e : table.entries) rows.emplace_back(e.key, e.print(cfg));
     rows.emplace_back("padded_vocab_size", cfg.model.vocab_size > 0 ? std::to_string(cfg.padded_vocab_size()) : "None");
     rows.emplace_back("config", cfg.config_file.empty() ? "None" : cfg.config_file);
     rows.insert(rows.end(), extra.begin(), extra.end());

@@ -199,6 +199,8 @@ void validate_model_and_training(Config& cfg) {
     require_positive(cfg.logging.log_interval, "log-interval");
     validate_monitor(cfg.monitor);
 
+    validate_fp8(cfg);
+
     // The data flags' values, as lib/data will read them (a bad one fails a dry run too).
     parse_blend(cfg.data.data_path, "data-path");
     parse_split(cfg.data.split);
@@ -301,6 +303,7 @@ void resolve_layout(Config& cfg, int world_size) {
                     micro_batches, " micro-batches per iteration (global-batch-size / (micro-batch-size x DP)) to be a multiple of pipeline-model-parallel-size ",
                     pp);
     }
+    validate_fp8_layout(cfg);
     validate_samples(cfg);
 }
 

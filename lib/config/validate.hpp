@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "config/config.hpp"
 
@@ -29,6 +30,28 @@ void validate_samples(const Config& cfg);
 // The monitoring flags (timers, straggler report, profiler window, NaN and spike guards):
 // values in range. validate_model_and_training calls it. Throws UsageError.
 void validate_monitor(const MonitorConfig& m);
+
+// FP8 (validate_fp8.cpp). validate_fp8: every --fp8-* value in range, the recipe one this
+// build implements, FP8 only in a 16-bit run, --first-last-layers-bf16's counts, and the
+// GEMM dimensions that do not depend on the layout (validate_model_and_training calls it).
+// validate_fp8_layout: the rest, once TP, PP and the micro-batch are known (resolve_layout
+// calls it). Throws UsageError, one line naming the flag and the value.
+void validate_fp8(const Config& cfg);
+void validate_fp8_layout(const Config& cfg);
+
+// cuBLASLt's FP8 GEMMs on Hopper need every dimension a multiple of 16 (Transformer Engine
+// refuses other shapes before launching one).
+inline constexpr int kFp8GemmMultiple = 16;
+// The first dimension of the FP8 linear layers' GEMMs that is not a multiple of 16, as one
+// line naming it, its flags and its value; "" when every one is. The dimensions: the hidden
+// size, the ffn hidden size and the QKV projection's width (qkv_width, (a + 2g) h / a), their
+// slices over `tp` tensor-parallel ranks, and the tokens of a micro-batch, seq_length x
+// micro_batch. tp or micro_batch 0: not known yet, those dimensions are not checked.
+std::string fp8_gemm_dims_problem(int hidden, int ffn, std::int64_t qkv_width, int seq_length, int tp,
+                                  int micro_batch);
+// Megatron's bound on --num-layers-at-start/end-in-bf16 with --first-last-layers-bf16: each
+// at most the layers of one pipeline stage (num_layers / pp). "" or the one-line reason.
+std::string fp8_bf16_layers_problem(const Fp8Config& f, int num_layers, int pp);
 
 // Both of the above, in order.
 void validate(Config& cfg, int world_size);

@@ -21,6 +21,10 @@ namespace {
 //   dense, 19.5 fp32 / 156 TF32; 1,555 GB/s for 40 GB, 2,039 GB/s for 80 GB SXM), H100 SXM
 //   datasheet (989 TFLOP/s bf16 dense, 67 fp32; 3.35 TB/s), H200 datasheet (989 TFLOP/s,
 //   4.8 TB/s, 141 GB).
+// - FP8: the H100 SXM and H200 datasheets' dense FP8 tensor throughput, 1,979 TFLOP/s (twice
+//   the bf16 rate; the datasheets' 3,958 is with sparsity). A100 has no FP8 tensor cores (0:
+//   FP8 is not planned on it). The FP8 GEMMs take the 16-bit GEMMs' efficiency curve. The CPU
+//   backend quantises to FP8 and multiplies in fp32: its FP8 rate is its fp32 rate.
 // - gemm_efficiency: large cuBLAS GEMMs reach ~80% of peak on A100 (Narayanan et al. 2021,
 //   Sec. 5.8 measured per-layer GEMM throughput; NVIDIA "Matrix Multiplication Background"
 //   guide). Hopper's large GEMMs reach ~65-70% of its 989 TFLOP/s in published Megatron-Core
@@ -62,12 +66,14 @@ std::vector<DevicePreset> make_presets() {
     a100_80.hbm_gbps = 2039;
     DevicePreset h100{"h100-80gb", true, 80, 989, 67, 0.68, 4.0, 0.40, 0.55, 3350, 0.75,
                       360, 45, 5, 10, 0.75, 0.125, 0.10};
+    h100.peak_tflops_fp8 = 1979;
     DevicePreset h200 = h100;
     h200.name = "h200";
     h200.memory_gib = 141.0 * 1e9 / (1ull << 30);  // 141 GB = 131 GiB
     h200.hbm_gbps = 4800;
     DevicePreset cpu{"cpu", false, 0, 2.0, 2.0, 0.70, 0.05, 0.50, 0.50, 100, 0.60,
                      10, 10, 2, 15, 0.0, 0.0, 0.0};
+    cpu.peak_tflops_fp8 = cpu.peak_tflops_fp32;
     p.push_back(a100_40);
     p.push_back(a100_80);
     p.push_back(h100);
@@ -99,7 +105,7 @@ DevicePreset cpu_preset_for_host(const DevicePreset& cpu, int local_world_size) 
     if (const auto forced = env::cpu_cores()) cores = *forced;
     const double per_rank = std::max(1.0, double(std::max(cores, 1)) / std::max(local_world_size, 1));
     DevicePreset p = cpu;
-    p.peak_tflops_fp32 = p.peak_tflops_16bit = per_rank * kCpuCoreTflops;
+    p.peak_tflops_fp32 = p.peak_tflops_16bit = p.peak_tflops_fp8 = per_rank * kCpuCoreTflops;
     return p;
 }
 

@@ -28,6 +28,9 @@ struct DevicePreset {
     double runtime_overhead_gib = 0;  // context, library handles, GEMM workspace
     double comm_buffer_gib_per_group = 0;  // collective library buffers per communicator
     double fragmentation_fraction = 0;     // allocator margin on activations + workspace
+    // Dense FP8 matrix throughput (--fp8-format: the linear layers' GEMMs); 0: the device
+    // has no FP8 tensor cores and the planner refuses to plan FP8 on it.
+    double peak_tflops_fp8 = 0;
 };
 
 // The "cpu" preset's dense-GEMM peak of one rank: this host's cores shared by the ranks of

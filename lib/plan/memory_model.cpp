@@ -106,6 +106,14 @@ double state_bytes_per_param(DType dtype, bool distributed_optimizer, int dp) {
     return b.param + b.grad + b.optimizer / (distributed_optimizer ? std::max(dp, 1) : 1);
 }
 
+double fp8_bytes_per_layer(const ModelShape& m, int tp) {
+    if (!m.fp8.enabled()) return 0.0;
+    const double weight_copies = 2.0 * double(layer_linear_weights_per_rank(m, tp));
+    const int amaxes = m.fp8.fp8_recipe == Fp8Recipe::Delayed ? m.fp8.fp8_amax_history_len : 1;
+    constexpr int kLinearGemms = 4, kOperands = 3;
+    return weight_copies + kLinearGemms * kOperands * 4.0 * (amaxes + 2);
+}
+
 double activation_bytes_per_layer(const ActivationInputs& in) {
     if (in.recompute == Recompute::Full) return rows_of(in).R * double(in.h) * double(dtype_size(in.dtype));
     return layer_saved_bytes(in, in.recompute == Recompute::None);
@@ -191,16 +199,19 @@ MemoryBreakdown stage_memory(const ModelShape& m, const Layout& l, const DeviceP
     const double comm = groups * dev.comm_buffer_gib_per_group * kGiB;
     r.buffers = dev.runtime_overhead_gib * kGiB + comm + workspace;
     r.fragmentation = dev.fragmentation_fraction * (r.activations + workspace);
+    r.fp8 = fp8_layers_on_stage(m, l.pp, l.vp, stage) * fp8_bytes_per_layer(m, l.tp);
     return r;
 }
 
 MemoryBreakdown peak_memory(const ModelShape& m, const Layout& l, const DevicePreset& dev) {
     MemoryBreakdown best = stage_memory(m, l, dev, 0);
     // Middle stages hold fewer micro-batches than the first and no embedding or logits, so
-    // the first and the last stage bound every other.
-    if (l.pp > 1) {
-        MemoryBreakdown last = stage_memory(m, l, dev, l.pp - 1);
-        if (last.total() > best.total()) best = last;
+    // the first and the last stage bound every other. Not under --first-last-layers-bf16:
+    // the middle stages hold more FP8 layers, so each stage is looked at.
+    const bool uneven_fp8 = m.fp8.enabled() && m.fp8.first_last_layers_bf16;
+    for (int stage = uneven_fp8 ? 1 : l.pp - 1; stage < l.pp && l.pp > 1; ++stage) {
+        MemoryBreakdown other = stage_memory(m, l, dev, stage);
+        if (other.total() > best.total()) best = other;
     }
     return best;
 }

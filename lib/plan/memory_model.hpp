@@ -87,6 +87,15 @@ std::vector<int> chunk_slots(int pp, int vp, int micro_batches, int stage);
 // slots of the arena the chunks share.
 int pooled_slots(int pp, int vp, int micro_batches, int stage);
 
+// FP8 state of one FP8 layer on one TP rank, held through the step (bytes): the FP8 copy of
+// its linear weights and a transposed FP8 copy (the data gradient's operand), 1 byte each per
+// weight element (layer_linear_weights_per_rank); and per linear GEMM the scaling state of
+// its three FP8 operands (input, weight, output gradient): an fp32 amax history of
+// --fp8-amax-history-len steps (one amax under --fp8-recipe tensorwise), scale and scale_inv.
+// Saved activations do not change: the model keeps them 16-bit and re-quantises in backward.
+// 0 without FP8.
+double fp8_bytes_per_layer(const ModelShape& m, int tp);
+
 struct MemoryBreakdown {
     int stage = 0;             // the pipeline stage this breakdown is for
     double weights = 0;        // bytes
@@ -96,7 +105,8 @@ struct MemoryBreakdown {
     double buffers = 0;        // model workspace (incl. logits), distributed-optimizer scratch,
                                // communication buffers, runtime
     double fragmentation = 0;  // the device's margin on activations + workspace
-    double total() const { return weights + gradients + optimizer + activations + buffers + fragmentation; }
+    double fp8 = 0;            // the stage's FP8 layers' weight copies and scaling state
+    double total() const { return weights + gradients + optimizer + activations + buffers + fragmentation + fp8; }
 };
 
 // Memory of one pipeline stage (per TP rank) for the layout.

@@ -34,6 +34,7 @@ ModelShape model_shape_from_config(const Config& cfg) {
     m.rmsnorm = mc.rmsnorm();
     m.position_table = !mc.rope();
     m.untied_output = mc.untie_embeddings_and_output_weights;
+    m.fp8 = cfg.fp8;
     GPT_REQUIRE(m.num_layers > 0 && m.hidden > 0 && m.heads > 0 && m.seq > 0, UsageError,
                 "the planner needs --num-layers, --hidden-size, --num-attention-heads and --seq-length (got ",
                 m.num_layers, ", ", m.hidden, ", ", m.heads, ", ", m.seq, ")");
@@ -56,6 +57,23 @@ std::int64_t layer_params_per_rank(const ModelShape& m, int tp) {
     std::int64_t fc1 = (fc1_out * h + bias * fc1_out) / tp;
     std::int64_t fc2 = h * f / tp + bias * h;
     return norms + qkv + dense + fc1 + fc2;
+}
+
+std::int64_t layer_linear_weights_per_rank(const ModelShape& m, int tp) {
+    const std::int64_t h = m.hidden, f = m.ffn;
+    return (qkv_rows(m) * h + h * h + fc1_rows(m) * h + f * h) / tp;
+}
+
+int fp8_layers_on_stage(const ModelShape& m, int pp, int vp, int stage) {
+    GPT_ASSERT(pp > 0 && vp > 0 && stage >= 0 && stage < pp && m.num_layers % (pp * vp) == 0);
+    if (!m.fp8.enabled()) return 0;
+    const int per_chunk = m.num_layers / (pp * vp);
+    int n = 0;
+    for (int c = 0; c < vp; ++c) {
+        const int first = (c * pp + stage) * per_chunk;
+        for (int layer = first; layer < first + per_chunk; ++layer) n += m.fp8.layer_in_fp8(layer, m.num_layers);
+    }
+    return n;
 }
 
 StageParams stage_params(const ModelShape& m, int tp, int pp, int stage) {

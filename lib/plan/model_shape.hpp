@@ -5,12 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "config/config.hpp"
 #include "core/dtype.hpp"
-
-namespace gpt {
-struct Config;
-struct ModelConfig;
-}
 
 namespace gpt::plan {
 
@@ -33,6 +29,9 @@ struct ModelShape {
     bool rmsnorm = false;         // norms without bias
     bool position_table = true;   // false with rope
     bool untied_output = false;   // an output layer of V_pad x h besides the embeddings
+    // FP8 (--fp8-format and its flags): the linear layers' GEMMs of the layers it covers run
+    // at the device's FP8 rate and keep FP8 weight copies and scaling state; off by default.
+    Fp8Config fp8;
 };
 
 // Output rows of the fused QKV linear, (a + 2 g) h / a (3h without grouped-query attention),
@@ -64,6 +63,15 @@ struct StageParams {
     std::int64_t total() const { return embedding + layers + final_norm + lm_head; }
 };
 StageParams stage_params(const ModelShape& m, int tp, int pp, int stage);
+
+// Weight elements (no biases) of one layer's four linear layers held by one TP rank: what
+// FP8 casts, (q + h + f1 + f) h / t.
+std::int64_t layer_linear_weights_per_rank(const ModelShape& m, int tp);
+
+// Transformer layers of pipeline stage `stage` (its vp model chunks, Megatron's interleaved
+// assignment: chunk c holds virtual stage c pp + stage) whose linear GEMMs run in FP8: all
+// of them under FP8 but --first-last-layers-bf16's first and last; 0 without FP8.
+int fp8_layers_on_stage(const ModelShape& m, int pp, int vp, int stage);
 
 // Unique parameters of the whole model (one copy of the tied embedding), padded vocab at tp.
 std::int64_t total_params(const ModelShape& m, int tp = 1);

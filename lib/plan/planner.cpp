@@ -25,6 +25,7 @@ SearchInputs search_inputs_from_config(const Config& cfg, int world_size, int lo
     SearchInputs in;
     in.model = model_shape_from_config(cfg);
     in.device = find_device_preset(default_device(cfg, plan_only));
+    require_fp8_device(in.model, in.device);
     in.fabric = default_fabric(in.device);
     if (double v = cfg.plan.plan_intra_node_gbps; v > 0) in.fabric.intra_node_gbps = v;
     if (double v = cfg.plan.plan_inter_node_gbps; v > 0) in.fabric.inter_node_gbps = v;
@@ -146,7 +147,9 @@ std::string check_memory(const Config& cfg, int world_size, int local_world_size
     os.setf(std::ios::fixed);
     os.precision(2);
     os << l.describe() << " needs " << m.total() / GiB << " GiB per rank on pipeline stage "
-       << m.stage << " (weights " << m.weights / GiB << ", gradients " << m.gradients / GiB
+       << m.stage << " (weights " << m.weights / GiB;
+    if (m.fp8 > 0) os << ", FP8 weight copies and scaling state " << m.fp8 / GiB;
+    os << ", gradients " << m.gradients / GiB
        << ", optimizer " << m.optimizer / GiB << ", activations " << m.activations / GiB
        << ", buffers " << (m.buffers + m.fragmentation) / GiB << ") of " << have / GiB
        << " GiB on " << in.device.name << " (" << in.device_memory_source << ")";

@@ -5,6 +5,7 @@
 #include <map>
 #include <utility>
 
+#include "config/validate.hpp"
 #include "core/errors.hpp"
 
 namespace gpt::plan {
@@ -33,6 +34,12 @@ std::string shape_reason(const SearchInputs& in, int tp, int pp, const Placement
     if (m.ffn % tp) return "ffn hidden size " + std::to_string(m.ffn) + " not divisible by TP " + std::to_string(tp);
     if (m.num_layers % pp)
         return std::to_string(m.num_layers) + " layers not divisible by PP " + std::to_string(pp);
+    if (m.fp8.enabled()) {
+        // FP8's rules that depend on TP and PP (config/validate_fp8.cpp's, as training checks them).
+        if (std::string why = fp8_gemm_dims_problem(m.hidden, m.ffn, qkv_rows(m), m.seq, tp, 0); !why.empty())
+            return "FP8: " + why;
+        if (std::string why = fp8_bf16_layers_problem(m.fp8, m.num_layers, pp); !why.empty()) return "FP8: " + why;
+    }
     if (place.tp_crosses_nodes && in.tp == 0)
         return "TP " + std::to_string(tp) + " spans nodes (" + std::to_string(in.local_world_size) +
                " ranks per node): its per-layer all-reduces would cross the inter-node fabric";
@@ -67,6 +74,7 @@ SearchResult search_layouts(const SearchInputs& in) {
     GPT_REQUIRE(in.global_batch == 0 || in.max_global_batch == 0 || in.global_batch <= in.max_global_batch,
                 UsageError, "--global-batch-size ", in.global_batch, " exceeds --max-global-batch-size ",
                 in.max_global_batch);
+    require_fp8_device(in.model, in.device);
     SearchResult r;
     r.batch_assumed = in.global_batch == 0 && in.max_global_batch == 0;
     const double capacity = double(in.device_memory_bytes);
@@ -106,6 +114,17 @@ SearchResult search_layouts(const SearchInputs& in) {
                 Layout l = base;
                 l.micro_batch = mbs;
                 const int unit = mbs * dp;
+                if (in.model.fp8.enabled()) {
+                    // The tokens of a micro-batch are a dimension of every FP8 GEMM.
+                    const ModelShape& m = in.model;
+                    if (std::string why = fp8_gemm_dims_problem(m.hidden, m.ffn, qkv_rows(m), m.seq, tp, mbs);
+                        !why.empty()) {
+                        ++r.evaluated;
+                        l.global_batch = 0;
+                        reject(l, "FP8: " + why, 1e29);
+                        continue;
+                    }
+                }
                 if (in.global_batch) {
                     l.global_batch = in.global_batch;
                     if (in.global_batch % unit) {

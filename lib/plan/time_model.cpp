@@ -23,7 +23,27 @@ struct MicroBatchCost {
     double compute = 0;  // GEMMs, attention and element-wise work incl. recompute
     double tp = 0;       // TP collectives
     double backward = 0; // backward share of compute (for DP overlap)
+    double gemm = 0;     // GEMM share of compute: the linear layers, attention's batched GEMMs, LM head
+    double gemm_fp8 = 0; // the part of it run in FP8
 };
+
+// Bytes one FP8 layer's casts move for one micro-batch, per rank: each FP8 GEMM operand is
+// read in the activation type and written as FP8 (1 byte), amax computed in the same pass
+// (delayed scaling; tensorwise reads the tensor once more for its amax first). Forward: the
+// four GEMMs' inputs. Backward: the four output gradients (written twice with an FP8 weight
+// gradient: row-wise for the data gradient, transposed for the weight gradient) and, for an
+// FP8 weight gradient, the inputs again (the saved activations are 16-bit), transposed.
+struct CastBytes {
+    double forward = 0, backward = 0;
+};
+CastBytes fp8_cast_bytes(const ModelShape& m, const Layout& l) {
+    const double e = double(dtype_size(m.dtype)), t = l.tp, bs = double(l.micro_batch) * m.seq;
+    const double h = m.hidden, f = m.ffn, qkv = double(qkv_rows(m)), fc1 = double(fc1_rows(m));
+    const double inputs = bs * (h + h / t + h + f / t), grads = bs * (qkv / t + h + fc1 / t + h);
+    const double read = m.fp8.fp8_recipe == Fp8Recipe::Tensorwise ? 2 * e : e;
+    const bool wgrad = m.fp8.fp8_wgrad;
+    return {inputs * (read + 1), grads * (read + 1 + (wgrad ? 1 : 0)) + (wgrad ? inputs * (read + 1) : 0.0)};
+}
 
 // Forward and backward of the layers one stage runs for one micro-batch, per rank.
 MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, const DevicePreset& dev,
@@ -33,12 +53,10 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
     const double peak = (m.dtype == DType::F32 ? dev.peak_tflops_fp32 : dev.peak_tflops_16bit) * 1e12;
     const double hbm = dev.hbm_gbps * 1e9 * dev.memory_efficiency;
 
-    // GEMMs of one layer per rank (each is split t ways); backward runs two GEMMs of the same
+    // GEMMs of one layer per rank (linear_gemm_seconds); backward runs two GEMMs of the same
     // size per forward GEMM (data gradient and weight gradient).
-    // QKV is (a + 2g) h / a wide with grouped-query attention, fc1 2f with SwiGLU.
-    const double bs = b * s, qkv = double(qkv_rows(m)), fc1 = double(fc1_rows(m));
-    double gemm_fwd = gemm_seconds(2 * bs * h * qkv / t, peak, dev) + gemm_seconds(2 * bs * h * h / t, peak, dev) +
-                      gemm_seconds(2 * bs * h * fc1 / t, peak, dev) + gemm_seconds(2 * bs * h * f / t, peak, dev);
+    const double bs = b * s, qkv = double(qkv_rows(m));
+    const LinearGemmSeconds lin16 = linear_gemm_seconds(m, l, dev, false);
     double attn_eff = m.flash_attention ? dev.flash_attention_efficiency : dev.attention_efficiency;
     double attn_fwd = 4 * b * s * s * h / t / (peak * attn_eff);
     // Element-wise traffic per layer (bytes): LayerNorms and the two bias-dropout-add
@@ -56,9 +74,28 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
     double elem_fwd = (22 * e * sbh / sp_div + act_traffic + expand + elem_core) / hbm;
     double core_fwd = attn_fwd + elem_core / hbm;
 
-    double fwd = gemm_fwd + attn_fwd + elem_fwd;
-    double bwd = 2 * fwd;
-    double recompute = l.recompute == Recompute::Full ? fwd : l.recompute == Recompute::Selective ? core_fwd : 0.0;
+    // One layer of each kind: 16-bit, and FP8 (its linear GEMMs at the FP8 rate, plus the
+    // casts). Backward is twice the forward's attention and element-wise work.
+    struct LayerCost {
+        double fwd = 0, bwd = 0, recompute = 0, gemm = 0, gemm_fp8 = 0;
+    };
+    auto layer_cost = [&](const LinearGemmSeconds& lin, bool fp8) {
+        const CastBytes cast = fp8 ? fp8_cast_bytes(m, l) : CastBytes{};
+        LayerCost c;
+        c.fwd = lin.forward + attn_fwd + elem_fwd + cast.forward / hbm;
+        c.bwd = lin.data_grad + lin.weight_grad + 2 * (attn_fwd + elem_fwd) + cast.backward / hbm;
+        c.recompute = l.recompute == Recompute::Full ? c.fwd : l.recompute == Recompute::Selective ? core_fwd : 0.0;
+        const double rc_lin = l.recompute == Recompute::Full ? lin.forward : 0.0;
+        const double rc_attn = l.recompute == Recompute::None ? 0.0 : attn_fwd;
+        c.gemm = lin.total() + rc_lin + 3 * attn_fwd + rc_attn;
+        if (fp8) c.gemm_fp8 = lin.forward + lin.data_grad + (m.fp8.fp8_wgrad ? lin.weight_grad : 0.0) + rc_lin;
+        return c;
+    };
+    const LayerCost c16 = layer_cost(lin16, false);
+    const int layers_here = m.num_layers / l.pp;
+    const int fp8_layers = fp8_layers_on_stage(m, l.pp, l.vp, stage);
+    const LayerCost c8 = fp8_layers > 0 ? layer_cost(linear_gemm_seconds(m, l, dev, true), true) : LayerCost{};
+    const double n16 = layers_here - fp8_layers, n8 = fp8_layers;
 
     // TP: two all-reduces of the b x s x h activations per layer forward and two in backward
     // (or, with sequence parallelism, two all-gather + reduce-scatter pairs: the same volume).
@@ -70,11 +107,12 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
     }
     double tp_layer = 2 * tp_fwd + (l.recompute == Recompute::Full ? tp_fwd : 0.0);
 
-    const double layers = double(m.num_layers) / l.pp;
     MicroBatchCost c;
-    c.compute = layers * (fwd + bwd + recompute);
-    c.backward = layers * bwd;
-    c.tp = layers * tp_layer;
+    c.compute = n16 * (c16.fwd + c16.bwd + c16.recompute) + n8 * (c8.fwd + c8.bwd + c8.recompute);
+    c.backward = n16 * c16.bwd + n8 * c8.bwd;
+    c.gemm = n16 * c16.gemm + n8 * c8.gemm;
+    c.gemm_fp8 = n8 * c8.gemm_fp8;
+    c.tp = double(layers_here) * tp_layer;
     if (!fab.fused_grad_accumulation) {
         // Every micro-batch's backward adds the stage's weight gradients (activation type)
         // into the fp32 main gradients: read both, write the fp32 sum. At micro-batch 1 this
@@ -97,6 +135,7 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
         double ce = 3 * (2 * e + 4) * bs * vocab_shard / hbm;
         c.compute += 3 * head + ce;
         c.backward += 2 * head;
+        c.gemm += 3 * head;
         if (l.tp > 1) {
             double gbps = place.tp_crosses_nodes ? fab.inter_node_gbps : fab.intra_node_gbps;
             double lat = place.tp_crosses_nodes ? dev.inter_node_latency_us : dev.intra_node_latency_us;
@@ -107,6 +146,26 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
 }
 
 }  // namespace
+
+LinearGemmSeconds linear_gemm_seconds(const ModelShape& m, const Layout& l, const DevicePreset& dev, bool fp8) {
+    const double peak16 = (m.dtype == DType::F32 ? dev.peak_tflops_fp32 : dev.peak_tflops_16bit) * 1e12;
+    const double peak8 = dev.peak_tflops_fp8 * 1e12;
+    GPT_ASSERT(!fp8 || peak8 > 0, "FP8 GEMMs on ", dev.name, ", which has no FP8 peak");
+    const double bs = double(l.micro_batch) * m.seq, h = m.hidden, f = m.ffn, t = l.tp;
+    const double qkv = double(qkv_rows(m)), fc1 = double(fc1_rows(m));
+    auto four = [&](double peak) {
+        return gemm_seconds(2 * bs * h * qkv / t, peak, dev) + gemm_seconds(2 * bs * h * h / t, peak, dev) +
+               gemm_seconds(2 * bs * h * fc1 / t, peak, dev) + gemm_seconds(2 * bs * h * f / t, peak, dev);
+    };
+    const double at16 = four(peak16), at8 = fp8 ? four(peak8) : at16;
+    return {at8, at8, fp8 && m.fp8.fp8_wgrad ? at8 : at16};
+}
+
+void require_fp8_device(const ModelShape& m, const DevicePreset& dev) {
+    GPT_REQUIRE(!m.fp8.enabled() || dev.peak_tflops_fp8 > 0, UsageError, "--fp8-format ", m.fp8.fp8_format,
+                ": the planner's device ", dev.name,
+                " has no FP8 tensor cores (FP8 GEMMs need Hopper). HINT: --plan-device h100-80gb or h200");
+}
 
 double layer_gemm_flops(const ModelShape& m, int micro_batch) {
     const double bs = double(micro_batch) * m.seq, h = m.hidden, f = m.ffn;
@@ -179,6 +238,15 @@ TimeBreakdown iteration_time(const ModelShape& m, const Layout& l, const DeviceP
     const double mcount = l.micro_batches();
     TimeBreakdown t;
     t.compute = mcount * slow.compute;
+    t.gemm = mcount * slow.gemm;
+    t.gemm_fp8 = mcount * slow.gemm_fp8;
+    if (const int fp8_layers = fp8_layers_on_stage(m, l.pp, l.vp, slow_stage); fp8_layers > 0) {
+        // The FP8 weights and their transposes, cast once per iteration (the first
+        // micro-batch; the others reuse them): read the 16-bit weight, write two FP8 copies.
+        const double read = m.fp8.fp8_recipe == Fp8Recipe::Tensorwise ? 4 * e : 2 * e;
+        t.compute += fp8_layers * double(layer_linear_weights_per_rank(m, l.tp)) * (read + 2) /
+                     (dev.hbm_gbps * 1e9 * dev.memory_efficiency);
+    }
     t.tp_comm = mcount * slow.tp;
     t.pp_p2p = mcount * p2p_mb;
     // Narayanan et al. 2021, Sec. 2.2: the bubble is (p - 1)/v micro-batch slots.

@@ -38,6 +38,21 @@ struct Fabric {
 };
 Fabric default_fabric(const DevicePreset& dev);
 
+// The four linear layers' GEMMs of one transformer layer for one micro-batch on one rank
+// (QKV, attention projection, fc1, fc2, each split t ways), in seconds at the preset's GEMM
+// efficiency: forward, data gradient and weight gradient, each 2 b s h (q + h + f1 + f) / t
+// FLOPs. fp8: at the device's FP8 peak (the same efficiency curve), the weight gradient too
+// unless the shape's --no-fp8-wgrad keeps it 16-bit; else at the 16-bit (or fp32) peak.
+struct LinearGemmSeconds {
+    double forward = 0, data_grad = 0, weight_grad = 0;
+    double total() const { return forward + data_grad + weight_grad; }
+};
+LinearGemmSeconds linear_gemm_seconds(const ModelShape& m, const Layout& l, const DevicePreset& dev, bool fp8);
+
+// UsageError when the shape asks for FP8 and the device has none (A100): one line naming
+// --fp8-format and the device.
+void require_fp8_device(const ModelShape& m, const DevicePreset& dev);
+
 struct TimeBreakdown {
     double compute = 0;        // s: m micro-batches of forward + backward (+ recompute) on the slowest stage
     double tp_comm = 0;        // s: TP all-reduce / all-gather / reduce-scatter in that critical path
@@ -46,6 +61,10 @@ struct TimeBreakdown {
     double dp_exposed = 0;     // s: gradient reduction (and param all-gather) not hidden by backward
     double optimizer = 0;      // s: Adam step over the local shard
     double total() const { return compute + tp_comm + pp_p2p + pp_bubble + dp_exposed + optimizer; }
+    // Of compute (not added to the total): every GEMM's time (the linear layers, attention's
+    // batched GEMMs, the LM head) and the part of it run in FP8.
+    double gemm = 0;
+    double gemm_fp8 = 0;
 };
 
 TimeBreakdown iteration_time(const ModelShape& m, const Layout& l, const DevicePreset& dev,

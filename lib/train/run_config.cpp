@@ -38,6 +38,11 @@ void resolve_vocab(Config& cfg) {
 
 RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vocab) {
     validate_model_and_training(cfg);
+    // Megatron's --fp8-interval is deprecated and ignored (Transformer Engine 1.8 and later
+    // update the FP8 scaling factors every step): accepted and ignored here too, said once.
+    if (cfg.fp8.fp8_interval != 1)
+        GPT_LOG(warning) << "--fp8-interval " << cfg.fp8.fp8_interval
+                         << " is ignored: deprecated in Megatron-LM, the FP8 scaling factors are updated every step";
     const bool auto_layout = !cfg.parallel.tp_given && !cfg.parallel.pp_given &&
                              (cfg.training.max_global_batch_size > 0 || !cfg.parallel.mbs_given);
     std::string plan_summary;

@@ -9,22 +9,14 @@
 #include <vector>
 
 #include "config/options.hpp"
+#include "config_test_util.hpp"
 #include "core/errors.hpp"
 #include "test_env.hpp"
 
 using namespace gpt;
+using gpt::test::printed;
 
 namespace {
-
-// The arguments-table row of `key` ("  key ..... value").
-std::string printed(const Config& cfg, const std::string& key) {
-    const std::string table = format_arguments(cfg, {});
-    const std::size_t at = table.find("  " + key + " .");
-    if (at == std::string::npos) return "<no row " + key + ">";
-    const std::size_t end = table.find('\n', at);
-    const std::string row = table.substr(at, end - at);
-    return row.substr(row.find(". ", key.size() + 2) + 2);
-}
 
 template <typename E, typename Field>
 void expect_every_value_round_trips(const char* flag, Field field) {
@@ -74,6 +66,10 @@ TEST(OptionEnums, EverySpellingParsesAndPrintsBack) {
     expect_every_value_round_trips<PlanDevice>("plan-device", [](const Config& c) { return c.plan.plan_device; });
     expect_every_value_round_trips<TimingLogOption>("timing-log-option",
                                                     [](const Config& c) { return c.monitor.timing_log_option; });
+    // Every recipe Megatron lists parses (validation refuses the unimplemented ones by name).
+    expect_every_value_round_trips<Fp8Recipe>("fp8-recipe", [](const Config& c) { return c.fp8.fp8_recipe; });
+    expect_every_value_round_trips<AmaxAlgo>("fp8-amax-compute-algo",
+                                             [](const Config& c) { return c.fp8.fp8_amax_compute_algo; });
 }
 
 // Megatron's defaults, printed as Megatron prints them (None for a choice not made).

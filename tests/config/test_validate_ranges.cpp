@@ -8,30 +8,15 @@
 
 #include "config/options.hpp"
 #include "config/validate.hpp"
+#include "config_test_util.hpp"
 #include "core/errors.hpp"
 #include "test_env.hpp"
 
 using namespace gpt;
+using gpt::test::rejection;
+using gpt::test::tiny_args;
 
 namespace {
-
-std::vector<std::string> tiny_args() {
-    return {"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
-            "--seq-length", "32", "--vocab-size", "100", "--train-iters", "10"};
-}
-
-// The UsageError message that parsing and validating tiny + extra gives ("" if none).
-std::string rejection(std::vector<std::string> extra) {
-    auto args = tiny_args();
-    args.insert(args.end(), extra.begin(), extra.end());
-    try {
-        Config cfg = parse_args(args).config;
-        validate(cfg, 1);
-    } catch (const UsageError& e) {
-        return e.what();
-    }
-    return "";
-}
 
 }  // namespace
 

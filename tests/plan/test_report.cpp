@@ -70,7 +70,8 @@ TEST(Report, JsonIsValidAndHasTheTableRows) {
         double total = row.get<double>("memory_bytes.total");
         double parts = row.get<double>("memory_bytes.weights") + row.get<double>("memory_bytes.gradients") +
                        row.get<double>("memory_bytes.optimizer") + row.get<double>("memory_bytes.activations") +
-                       row.get<double>("memory_bytes.buffers") + row.get<double>("memory_bytes.fragmentation");
+                       row.get<double>("memory_bytes.buffers") + row.get<double>("memory_bytes.fragmentation") +
+                       row.get<double>("memory_bytes.fp8");
         EXPECT_NEAR(total, parts, 1e-5 * total);
         EXPECT_GT(row.get<double>("tokens_per_second"), 0);
         ++i;
