@@ -109,9 +109,20 @@ double state_bytes_per_param(DType dtype, bool distributed_optimizer, int dp) {
 double fp8_bytes_per_layer(const ModelShape& m, int tp) {
     if (!m.fp8.enabled()) return 0.0;
     const double weight_copies = 2.0 * double(layer_linear_weights_per_rank(m, tp));
-    const int amaxes = m.fp8.fp8_recipe == Fp8Recipe::Delayed ? m.fp8.fp8_amax_history_len : 1;
+    // On the device (model::Fp8Linears): each operand's amax, scale and 1/scale; delayed
+    // scaling's history lives on the host.
     constexpr int kLinearGemms = 4, kOperands = 3;
-    return weight_copies + kLinearGemms * kOperands * 4.0 * (amaxes + 2);
+    return weight_copies + kLinearGemms * kOperands * 4.0 * 3;
+}
+
+// model::Fp8Linears' activation buffers, one set per model chunk with FP8 layers: the codes
+// of a linear's input and output gradient and their transposes, tokens x the widest linear
+// dimension each (1 byte per element).
+double fp8_workspace_bytes(const ModelShape& m, const Layout& l) {
+    if (!m.fp8.enabled()) return 0.0;
+    const double tokens = double(l.micro_batch) * m.seq;
+    const double widest = std::max({double(m.hidden), double(qkv_rows(m)) / l.tp, double(fc1_rows(m)) / l.tp});
+    return 4.0 * tokens * widest * l.vp;
 }
 
 double activation_bytes_per_layer(const ActivationInputs& in) {
@@ -199,7 +210,8 @@ MemoryBreakdown stage_memory(const ModelShape& m, const Layout& l, const DeviceP
     const double comm = groups * dev.comm_buffer_gib_per_group * kGiB;
     r.buffers = dev.runtime_overhead_gib * kGiB + comm + workspace;
     r.fragmentation = dev.fragmentation_fraction * (r.activations + workspace);
-    r.fp8 = fp8_layers_on_stage(m, l.pp, l.vp, stage) * fp8_bytes_per_layer(m, l.tp);
+    const int fp8_layers = fp8_layers_on_stage(m, l.pp, l.vp, stage);
+    r.fp8 = fp8_layers * fp8_bytes_per_layer(m, l.tp) + (fp8_layers > 0 ? fp8_workspace_bytes(m, l) : 0.0);
     return r;
 }
 

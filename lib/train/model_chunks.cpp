@@ -26,6 +26,19 @@ model::ModelOptions model_options(const RunConfig& run) {
     opt.recompute = p.recompute();
     opt.recompute_block = p.recompute_method == RecomputeMethod::Block;
     opt.recompute_num_layers = p.recompute_num_layers;
+    const Fp8Config& f = cfg.fp8;
+    if (f.enabled()) {
+        opt.fp8.on = true;
+        opt.fp8.forward = f.forward_format();
+        opt.fp8.gradient = f.gradient_format();
+        opt.fp8.delayed = f.fp8_recipe == Fp8Recipe::Delayed;
+        opt.fp8.amax_history_len = f.fp8_amax_history_len;
+        opt.fp8.amax_compute_algo = f.fp8_amax_compute_algo;
+        opt.fp8.margin = f.fp8_margin;
+        opt.fp8.wgrad = f.fp8_wgrad;
+        opt.fp8.bf16_layers_at_start = f.bf16_layers_at_start();
+        opt.fp8.bf16_layers_at_end = f.bf16_layers_at_end();
+    }
     return opt;
 }
 
@@ -175,7 +188,10 @@ double ModelChunks::forward_backward(MicroBatchSource& data, float dloss,
         read_batch(data);
     }
     reset_slots();
-    for (auto& m : chunks_) m->zero_grads();
+    for (auto& m : chunks_) {
+        m->zero_grads();
+        m->fp8_weights_changed();  // the optimizer (or a load) changed them since the last pass
+    }
     double loss = 0.0;
     pipeline::StageFunctions fn;
     fn.forward = [&](int mb, int c, const void* in, void* out) {
@@ -196,6 +212,8 @@ double ModelChunks::forward_backward(MicroBatchSource& data, float dloss,
     };
     timing_ = pipeline::run_pipeline(sh, data_.pp(), fn, space_, timers_);
     finalize_grads();
+    // FP8 delayed scaling: this step's amaxes, reduced over TP and DP, give the next step's scales.
+    for (auto& m : chunks_) m->fp8_end_step(data_.dp());
     local_loss_ = loss / static_cast<double>(num_micro_batches_);
     return global_mean(local_loss_);
 }
@@ -295,6 +313,7 @@ double ModelChunks::evaluate(MicroBatchSource& data, int iters) {
     const std::size_t act_bytes =
         static_cast<std::size_t>(sh.activation_count) * dist::comm_type_size(sh.type);
     double total = 0.0;
+    for (auto& m : chunks_) m->fp8_weights_changed();
     pipeline::StageFunctions fn;
     fn.forward = [&](int mb, int c, const void* in, void* out) {
         total += stage_forward(mb, c, take_slot(c, mb), in, out, act_bytes, false, 0);

@@ -57,6 +57,7 @@ int pretrain(const RunConfig& run, dist::ProcessGroups& groups) {
             GPT_LOG(info) << "> --device auto: no usable GPU (" << why << "); using the CPU";
         });
     GPT_LOG(info) << "> backend: " << backend->name();
+    check_fp8_device(cfg.fp8, *backend, groups.local_rank());
 
     Trainer trainer(run, groups, *backend);
     trainer.load_checkpoint();  // before the loaders: they start at the saved data position

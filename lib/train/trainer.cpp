@@ -24,10 +24,6 @@
 namespace gpt::train {
 
 void check_supported(const Config& cfg, const dist::ProcessGroups& groups) {
-    // FP8: removed when the model path lands (issue #34)
-    GPT_REQUIRE(!cfg.fp8.enabled(), UsageError, "--fp8-format ", cfg.fp8.fp8_format,
-                ": FP8 training is not implemented yet (the model's FP8 path is issue 34's next step); "
-                "--plan-only plans it. HINT: train without --fp8-format");
     pipeline_num_chunks(cfg, groups);  // layers must split evenly over (virtual) stages
     GPT_REQUIRE(!(cfg.training.fp16 && cfg.training.bf16), UsageError,
                 "--fp16 and --bf16 are exclusive");

@@ -152,6 +152,9 @@ private:
     // The host copy every save reuses (allocated at the load or the first save, kept):
     // with --async-save, and for every save on a device backend (train/host_copy.hpp).
     std::shared_ptr<class HostCopy> host_copy_;
+    // The FP8 scaling state a save writes from (fp8_checkpoint.hpp): kept until the next save,
+    // which begins only after this one's background write has finished.
+    std::vector<std::vector<float>> fp8_saved_;
     std::unique_ptr<TrainingSampler> sampler_;      // with --sample-interval
     // The current logging interval.
     double interval_loss_ = 0.0, interval_ms_ = 0.0;

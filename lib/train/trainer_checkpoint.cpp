@@ -15,6 +15,7 @@
 #include "log/log.hpp"
 #include "train/checkpoint_slices.hpp"
 #include "train/exit_conditions.hpp"
+#include "train/fp8_checkpoint.hpp"
 #include "train/host_copy.hpp"
 #include "train/load_model_state.hpp"
 #include "train/saved_progress.hpp"
@@ -134,6 +135,8 @@ void Trainer::save_checkpoint() {
     for (StateKind k : {StateKind::Param, StateKind::MainParam, StateKind::ExpAvg, StateKind::ExpAvgSq})
         for (auto&& s : save_slices(tensors, host, k, dt)) slices.push_back(std::move(s));
     w.write(slices);
+    // FP8 delayed scaling's amax histories and scales (host arrays, current after the step).
+    if (const auto fp8 = fp8_state_slices(cfg_, *chunks_, groups_, fp8_saved_); !fp8.empty()) w.write(fp8);
     const int dp = groups_.grid().dp_size();
     SavedProgress p;
     p.iteration = iteration_;
@@ -265,6 +268,9 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
             // --finetune / --no-load-optim: the fp32 main parameters only; the Adam moments
             // stay this trainer's own (a fresh run's zeros), as Megatron leaves them.
             load_model_state(r, tensors, host, load_optim);
+            // FP8 scaling state belongs to the model (Megatron's _extra_state): loaded whenever
+            // the checkpoint has it and this run uses delayed scaling.
+            read_fp8_state(r, cfg_, *chunks_);
             p = SavedProgress::read(r, groups_.world_size(), groups_.rank());
             // The schedule, as Megatron's --override-opt_param-scheduler (the flags') or
             // --use-checkpoint-opt_param-scheduler (the checkpoint's) decide. Without either,

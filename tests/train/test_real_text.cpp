@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -70,6 +71,65 @@ TEST(TrainerRealText, LossFallsOnEnglishText) {
     const double valid_after = tr.evaluate(valid_again, cfg.training.eval_iters);
     EXPECT_LT(valid_after, valid_before - 2.0) << "before " << valid_before << " after " << valid_after;
     EXPECT_LT(tr.history().back().lm_loss, tr.history().front().lm_loss - 2.0);
+}
+
+// FP8 training (issue 34) on the same text: the bf16 run and the FP8 run (hybrid formats,
+// Megatron's default delayed scaling: history 1, most recent) from the same initialisation
+// on the same batches. FP8 rounds every linear layer's inputs to 3 (E4M3) or 2 (E5M2)
+// mantissa bits, relative errors up to 2^-4 and 2^-3 per operand, which add noise to each
+// step, not a bias: the loss must keep falling as far as bf16's. Bound (measured, see the
+// README's FP8 section): at every iteration the FP8 training loss within kFp8LossBand (5%)
+// of the bf16 loss, relative (measured: 0.04% over these 30 iterations; 3.8% over 60, whose
+// higher learning rate for longer moves the runs apart more), and the held-out loss after
+// training no worse than bf16's by more than the same band (one-sided: on this little text
+// the held-out loss is noisy; after 60 iterations FP8's came out lower, 7.18 against 7.90).
+TEST(TrainerRealText, Fp8LossFollowsBf16) {
+    const std::string text_path = "/usr/share/common-licenses/GPL-3";
+    std::ifstream in(text_path);
+    ASSERT_TRUE(in.good()) << text_path << " missing (Debian's base-files ships it)";
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const auto tok = data::Gpt2Tokenizer::load(test::source_dir() + "/data/gpt2/gpt2-vocab.json",
+                                               test::source_dir() + "/data/gpt2/gpt2-merges.txt");
+    const std::vector<std::int32_t> ids = tok.encode(ss.str());
+    const std::size_t split = ids.size() * 9 / 10;
+    constexpr double kFp8LossBand = 0.05;
+    constexpr int kIters = 30;
+    std::vector<std::vector<double>> curves;
+    std::vector<double> valid;
+    for (const bool fp8 : {false, true}) {
+        Config cfg = test::tiny_train_config();
+        cfg.model.vocab_size = tok.vocab_size();
+        cfg.model.make_vocab_size_divisible_by = 128;
+        cfg.model.seq_length = 32;
+        cfg.training.micro_batch_size = 4;
+        cfg.training.global_batch_size = 8;
+        cfg.training.train_iters = kIters;
+        cfg.training.eval_iters = 4;
+        cfg.training.bf16 = true;
+        cfg.optimizer.lr = 5e-3;
+        cfg.optimizer.lr_warmup_iters = 5;
+        if (fp8) cfg.fp8.fp8_format = Fp8Scheme::Hybrid;
+        dist::ProcessGroups groups(MPI_COMM_SELF, 1, 1);
+        auto be = make_backend("cpu", 0);
+        Trainer tr(cfg, groups, *be);
+        WindowSource train(ids, 0, split, 32, 4);
+        std::vector<double> curve;
+        for (int i = 0; i < kIters; ++i) curve.push_back(tr.train_step(train).lm_loss);
+        WindowSource held_out(ids, split, ids.size(), 32, 4);
+        valid.push_back(tr.evaluate(held_out, cfg.training.eval_iters));
+        curves.push_back(curve);
+    }
+    double worst = 0.0;
+    for (std::size_t i = 0; i < curves[0].size(); ++i) {
+        const double rel = std::abs(curves[1][i] - curves[0][i]) / curves[0][i];
+        worst = std::max(worst, rel);
+        EXPECT_LE(rel, kFp8LossBand) << "iteration " << i + 1 << ": FP8 " << curves[1][i] << ", bf16 " << curves[0][i];
+    }
+    EXPECT_LE(valid[1], valid[0] * (1.0 + kFp8LossBand)) << "held-out: FP8 " << valid[1] << ", bf16 " << valid[0];
+    EXPECT_LT(curves[1].back(), curves[1].front() - 1.5);
+    std::printf("FP8 vs bf16 on GPL-3: worst relative loss difference %.4f over %d iterations; held-out %.4f vs %.4f; "
+                "final train loss %.4f vs %.4f\n", worst, kIters, valid[1], valid[0], curves[1].back(), curves[0].back());
 }
 
 }  // namespace
