@@ -2,14 +2,13 @@
 
 #include <boost/program_options.hpp>
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
 
-#include "config/option_error_text.hpp"
+#include "config/flag_binding.hpp"
+#include "config/flag_parser.hpp"
 #include "core/errors.hpp"
 #include "core/strings.hpp"
 
@@ -18,30 +17,6 @@ namespace po = boost::program_options;
 namespace gpt {
 
 namespace {
-
-std::string to_text(bool v) { return v ? "True" : "False"; }
-std::string to_text(int v) { return std::to_string(v); }
-std::string to_text(std::int64_t v) { return std::to_string(v); }
-std::string to_text(std::uint64_t v) { return std::to_string(v); }
-std::string to_text(double v) {
-    std::ostringstream os;
-    os << v;
-    return os.str();
-}
-std::string to_text(const std::string& v) { return v.empty() ? "None" : v; }
-std::string to_text(const std::vector<int>& v) {
-    std::string s = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-    return s + "]";
-}
-template <OptionEnum E>
-std::string to_text(E v) { return to_text(std::string(to_string(v))); }
-std::string to_text(const std::vector<std::string>& v) {
-    if (v.empty()) return "None";
-    std::string s = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", '" : "'") + v[i] + "'";
-    return s + "]";
-}
 
 // The arguments table's (and the saved run's) name of a flag: Megatron's, with underscores.
 std::string row_key(std::string flag) {
@@ -81,27 +56,7 @@ private:
     template <typename S, typename T>
     void add(po::options_description& g, const char* name, S Config::*sec, T S::*field,
              const char* help, const char* key = nullptr) {
-        T* target = &(cfg_.*sec.*field);
-        if constexpr (std::is_same_v<T, bool>) {
-            g.add_options()(name, po::bool_switch(target), help);
-        } else if constexpr (std::is_same_v<T, std::vector<int>>) {
-            g.add_options()(name, po::value<T>(target)->multitoken()->default_value(*target, to_text(*target)), help);
-        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-            g.add_options()(name, po::value<T>(target)->multitoken(), help);
-        } else if constexpr (std::is_same_v<T, std::string>) {
-            g.add_options()(name, po::value<T>(target)->default_value(*target), help);
-        } else if constexpr (OptionEnum<T>) {
-            // Read as text and parsed by the enum's one table, so a bad value is one line
-            // naming the flag and the allowed values.
-            g.add_options()(name,
-                            po::value<std::string>()
-                                ->default_value(std::string(to_string(*target)))
-                                ->notifier([target, name](const std::string& v) { *target = parse_enum<T>(v, name); }),
-                            help);
-        } else {
-            g.add_options()(name, po::value<T>(target)->default_value(*target, to_text(*target)),
-                            help);
-        }
+        add_flag(g, name, &(cfg_.*sec.*field), help);
         push_entry(name, key ? std::string(key) : row_key(name), sec, field);
     }
 
@@ -120,7 +75,7 @@ private:
 
     template <typename S, typename T>
     void push_entry(const char* name, std::string key, S Config::*sec, T S::*field) {
-        entries.push_back({name, std::move(key), [sec, field](const Config& c) { return to_text(c.*sec.*field); },
+        entries.push_back({name, std::move(key), [sec, field](const Config& c) { return flag_text(c.*sec.*field); },
                            [sec, field](const Config& c) { return option_value::to(c.*sec.*field); },
                            [sec, field, name](Config& c, const OptionValue& v) { option_value::from(v, c.*sec.*field, name); }});
     }
@@ -179,7 +134,7 @@ private:
         po::options_description train("training");
         train.add_options()("micro-batch-size", po::value<std::string>(&micro_batch_text)->default_value("1"),
                             "samples per micro-batch per data-parallel rank, or auto (planner)");
-        entries.push_back({"micro-batch-size", "micro_batch_size", [](const Config& c) { return to_text(c.training.micro_batch_size); },
+        entries.push_back({"micro-batch-size", "micro_batch_size", [](const Config& c) { return flag_text(c.training.micro_batch_size); },
                            [](const Config& c) { return option_value::to(c.training.micro_batch_size); },
                            [](Config& c, const OptionValue& v) { option_value::from(v, c.training.micro_batch_size, "micro-batch-size"); }});
         add(train, "global-batch-size", &C::training, &TrainingConfig::global_batch_size, "samples per iteration (0: derived)");
@@ -371,18 +326,6 @@ std::vector<std::string> names_of(const OptionTable& t) {
     return n;
 }
 
-[[noreturn]] void unknown(const std::string& raw, const OptionTable& t, const std::string& where) {
-    std::string name = raw;
-    while (!name.empty() && name.front() == '-') name.erase(0, 1);
-    auto u = unsupported_flags().find(name);
-    if (u != unsupported_flags().end())
-        GPT_THROW(UsageError, "--", name, " is not supported", where, ": ", u->second);
-    std::string hint = closest_match(name, names_of(t));
-    GPT_THROW(UsageError, "unknown ", where.empty() ? "flag --" : "key '", name,
-              where.empty() ? "" : "'", where, hint.empty() ? "" : "; did you mean ",
-              hint.empty() ? "" : (where.empty() ? "--" : ""), hint, hint.empty() ? "" : "?");
-}
-
 void parse_micro_batch(const std::string& text, Config& cfg) {
     if (text == "auto") {
         cfg.training.micro_batch_size = 0;
@@ -399,68 +342,25 @@ void parse_micro_batch(const std::string& text, Config& cfg) {
     }
 }
 
-// argparse semantics: a flag given twice keeps its last value, so scripts can append
-// overrides to a base command line. Groups are "--flag [values...]".
-std::vector<std::string> last_occurrence_wins(const std::vector<std::string>& args) {
-    std::vector<std::vector<std::string>> groups;
-    for (const auto& a : args) {
-        if (a.rfind("--", 0) == 0 || groups.empty()) groups.push_back({a});
-        else groups.back().push_back(a);
-    }
-    auto flag_of = [](const std::vector<std::string>& g) {
-        const std::string& f = g.front();
-        return f.rfind("--", 0) == 0 ? f.substr(0, f.find('=')) : std::string();
-    };
-    std::vector<std::string> out;
-    for (std::size_t i = 0; i < groups.size(); ++i) {
-        const std::string f = flag_of(groups[i]);
-        bool later = false;
-        for (std::size_t j = i + 1; j < groups.size() && !f.empty(); ++j) later |= flag_of(groups[j]) == f;
-        if (!later) out.insert(out.end(), groups[i].begin(), groups[i].end());
-    }
-    return out;
 }
 
 }  // namespace
 
 ParsedArgs parse_args(const std::vector<std::string>& raw_args) {
-    const std::vector<std::string> args = last_occurrence_wins(raw_args);
     ParsedArgs out;
     Config& cfg = out.config;
     OptionTable table(cfg);
-    po::options_description desc = table.all();
-    po::options_description generic;
-    generic.add_options()("config", po::value<std::string>(&cfg.config_file), "INI file of options")(
+    // --config and --help first: the suggestions' candidates in option_names()'s order.
+    po::options_description desc;
+    desc.add_options()("config", po::value<std::string>(&cfg.config_file), "INI file of options")(
         "help,h", po::bool_switch(&out.help), "print the options");
-    desc.add(generic);
-
-    // Reject abbreviations (argparse would guess them): a typo must never silently pick a flag.
-    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing &
-                      ~po::command_line_style::allow_sticky;
-    po::variables_map vm;
-    try {
-        po::store(po::command_line_parser(args).options(desc).style(style).run(), vm);
-        if (vm.count("config")) {
-            const std::string path = vm["config"].as<std::string>();
-            std::ifstream in(path);
-            if (!in) GPT_THROW(UsageError, "cannot read config file '", path, "' (--config)");
-            // A folder opens as an empty stream on Linux: it would silently give no options.
-            GPT_REQUIRE(!std::filesystem::is_directory(path), UsageError, "config file '", path,
-                        "' (--config) is a directory, not an INI file");
-            try {
-                po::store(po::parse_config_file(in, desc, false), vm);
-            } catch (const po::unknown_option& e) {
-                unknown(e.get_option_name(), table, " in config file " + path);
-            } catch (const po::error& e) {
-                GPT_THROW(UsageError, "config file ", path, ": ", option_error_text(e));
-            }
-        }
-        po::notify(vm);
-    } catch (const po::unknown_option& e) {
-        unknown(e.get_option_name(), table, "");
-    } catch (const po::error& e) {
-        GPT_THROW(UsageError, option_error_text(e));
-    }
+    desc.add(table.all());
+    FlagRules rules;
+    rules.config_flag = "config";
+    rules.unsupported = unsupported_flags();
+    const ParsedFlags parsed = parse_flags(desc, raw_args, rules);
+    const po::variables_map& vm = parsed.values;
+    const std::vector<std::string>& args = parsed.args;
 
     parse_micro_batch(table.micro_batch_text, cfg);
     auto given = [&](const char* n) { return vm.count(n) && !vm[n].defaulted(); };
@@ -507,11 +407,18 @@ ParsedArgs parse_args(int argc, const char* const* argv) {
 std::string usage_text() {
     Config cfg;
     OptionTable table(cfg);
-    std::ostringstream os;
-    os << "usage: gpt_pretrain [--config FILE.ini] [--flag value ...]\n"
-          "Flags are Megatron-LM's; INI keys are the same names without dashes.\n";
-    for (const auto& g : table.groups) os << "\n" << g.second;
-    return os.str();
+    std::vector<const po::options_description*> groups;
+    for (const auto& g : table.groups) groups.push_back(&g.second);
+    return flags_usage("usage: gpt_pretrain [--config FILE.ini] [--flag value ...]\n"
+                       "Flags are Megatron-LM's; INI keys are the same names without dashes.\n",
+                       groups);
+}
+
+FlagRules pretrain_flags_passed_on() {
+    FlagRules rules;
+    rules.unsupported = unsupported_flags();
+    rules.pass_on = option_names();
+    return rules;
 }
 
 std::vector<std::string> option_names() {

@@ -1,5 +1,6 @@
 // Binds the Config structs to Megatron-LM's flag names, from an INI file (--config FILE,
-// keys without the dashes: `num-layers = 48`) and the command line (which overrides the file).
+// keys without the dashes: `num-layers = 48`) and the command line (which overrides the file),
+// in the style every tool shares (config/flag_parser.hpp).
 #pragma once
 
 #include <string>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "config/flag_parser.hpp"
 #include "config/option_value.hpp"
 
 namespace gpt {
@@ -32,6 +34,10 @@ std::string format_arguments(const Config& cfg,
 
 // Names of every accepted flag (without dashes).
 std::vector<std::string> option_names();
+
+// The rules of a tool that passes gpt_pretrain's flags on to parse_args (gpt_generate): their
+// names (option_names()), and the Megatron flags refused by name, as parse_args refuses them.
+FlagRules pretrain_flags_passed_on();
 
 // Every flag's typed getter and setter, keyed by its arguments-table name (underscores), in
 // the option table's order: what a checkpoint's saved run stores.
