@@ -10,6 +10,7 @@
 #include "dist/fatal.hpp"
 #include "dist/mpi_environment.hpp"
 #include "generation/generate_cli.hpp"
+#include "generation/generate_options.hpp"
 
 namespace {
 constexpr int kUsageExit = 2;

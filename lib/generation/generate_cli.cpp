@@ -8,7 +8,6 @@
 #include "config/options.hpp"
 #include "config/params_dtype.hpp"
 #include "core/errors.hpp"
-#include "core/strings.hpp"
 #include "text/gpt2_tokenizer.hpp"
 #include "dist/process_groups.hpp"
 #include "train/device_backend.hpp"
@@ -26,19 +25,6 @@ using inference::KvModel;
 
 
 namespace {
-
-template <class T>
-T number(const std::string& flag, const std::string& v) {
-    try {
-        std::size_t used = 0;
-        T x;
-        if constexpr (std::is_floating_point_v<T>) x = static_cast<T>(std::stod(v, &used));
-        else x = static_cast<T>(std::stoll(v, &used));
-        if (used == v.size()) return x;
-    } catch (const std::exception&) {
-    }
-    GPT_THROW(UsageError, flag, ": '", v, "' is not a number");
-}
 
 std::vector<std::string> read_prompt_file(const std::string& path) {
     std::ifstream in(path);
@@ -75,66 +61,6 @@ void write_jsonl(std::ostream& out, const std::string& prompt, const std::string
 }
 
 }  // namespace
-
-std::string generate_usage() {
-    return "usage: [mpiexec -n T] gpt_generate --load DIR [--ckpt-step N] (--prompt TEXT ... | --prompt-file F)\n"
-           "                    [--max-new-tokens N] [--greedy | --temperature T --top-k K --top-p P --seed S]\n"
-           "                    [--batch-size B] [--output-format text|jsonl] [--device cpu|cuda|auto]\n"
-           "                    [--fp16 | --bf16] [--tensor-model-parallel-size T] [--use-flash-attn]\n"
-           "The model's shape, vocabulary and tokenizer come from the checkpoint's saved arguments.\n"
-           "  --prompt TEXT          a prompt (repeatable); --prompt-file F: one prompt per line\n"
-           "  --max-new-tokens N     tokens to generate per prompt at most (default 64); EOD (50256) ends one\n"
-           "  --greedy               argmax decoding (also what --top-k 1 gives)\n"
-           "  --temperature T        divides the logits before top-k/top-p (default 1.0)\n"
-           "  --top-k K              keep the K most likely tokens (0: off)\n"
-           "  --top-p P              keep the most likely tokens until their mass reaches P (0: off)\n"
-           "  --seed S               Philox seed of the draws (default 1234): same seed, same text\n"
-           "  --batch-size B         prompts run together (default 8)\n"
-           "  --output-format F      text (prompt + completion) or jsonl (prompt, completion, token ids,\n"
-           "                         log-probabilities of the chosen tokens, finish_reason)\n";
-}
-
-GenerateOptions parse_generate_args(const std::vector<std::string>& args) {
-    GenerateOptions o;
-    for (std::size_t i = 0; i < args.size(); ++i) {
-        std::string flag = args[i], value;
-        bool inline_value = false;
-        if (auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-            value = flag.substr(eq + 1);
-            flag.resize(eq);
-            inline_value = true;
-        }
-        auto take = [&]() -> std::string {
-            if (inline_value) return value;
-            GPT_REQUIRE(i + 1 < args.size(), UsageError, flag, " needs a value");
-            return args[++i];
-        };
-        if (flag == "--help" || flag == "-h") o.help = true;
-        else if (flag == "--load") o.load = take();
-        else if (flag == "--ckpt-step") o.ckpt_step = number<std::int64_t>(flag, take());
-        else if (flag == "--prompt") o.prompts.push_back(take());
-        else if (flag == "--prompt-file") o.prompt_file = take();
-        else if (flag == "--max-new-tokens") o.max_new_tokens = number<int>(flag, take());
-        else if (flag == "--temperature") o.sampling.temperature = number<float>(flag, take());
-        else if (flag == "--top-k") o.sampling.top_k = number<int>(flag, take());
-        else if (flag == "--top-p") o.sampling.top_p = number<float>(flag, take());
-        else if (flag == "--seed") o.sampling.seed = number<std::uint64_t>(flag, take());
-        else if (flag == "--greedy") o.sampling.greedy = true;
-        else if (flag == "--batch-size") o.batch_size = number<int>(flag, take());
-        else if (flag == "--output-format") o.output_format = take();
-        else o.other.push_back(args[i]);
-    }
-    if (o.help) return o;
-    GPT_REQUIRE(!o.load.empty(), UsageError, "--load DIR is required (a folder gpt_pretrain --save wrote)");
-    GPT_REQUIRE(o.prompts.empty() != o.prompt_file.empty(), UsageError,
-                "give the prompts with --prompt TEXT (repeatable) or --prompt-file F, one of the two");
-    GPT_REQUIRE(o.output_format == "text" || o.output_format == "jsonl", UsageError, "--output-format ",
-                o.output_format, ": expected text or jsonl");
-    GPT_REQUIRE(o.max_new_tokens >= 0, UsageError, "--max-new-tokens ", o.max_new_tokens, " must be >= 0");
-    GPT_REQUIRE(o.batch_size > 0, UsageError, "--batch-size ", o.batch_size, " must be positive");
-    inference::validate(o.sampling);
-    return o;
-}
 
 int run_generate(const GenerateOptions& o, MPI_Comm comm, std::ostream& out, std::ostream& err) {
     int rank = 0, world = 1;
@@ -197,7 +123,7 @@ int run_generate(const GenerateOptions& o, MPI_Comm comm, std::ostream& out, std
         std::vector<std::int32_t> shown = g.tokens;
         if (g.eod && !shown.empty()) shown.pop_back();  // the EOD ends the text, it is not part of it
         const std::string completion = inference::utf8_replace_invalid(tok.decode(shown));
-        if (o.output_format == "jsonl")
+        if (o.output_format == OutputFormat::Jsonl)
             write_jsonl(out, texts[i], completion, rq.prompts[i], g);
         else
             write_text(out, texts[i], completion, i + 1 == gens.size());
