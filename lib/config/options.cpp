@@ -342,8 +342,6 @@ void parse_micro_batch(const std::string& text, Config& cfg) {
     }
 }
 
-}
-
 }  // namespace
 
 ParsedArgs parse_args(const std::vector<std::string>& raw_args) {

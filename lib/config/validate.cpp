@@ -183,6 +183,11 @@ void validate_model_and_training(Config& cfg) {
     require_non_negative(ck.keep_last, "keep-last");
     GPT_REQUIRE(ck.ckpt_step >= -1, UsageError, "--ckpt-step must be an iteration (>= 0), or -1 for the latest; got ",
                 ck.ckpt_step);
+    // Whose learning-rate schedule a resumed run follows: one of the two, never both (the
+    // checks against what the checkpoint holds are the load's: train/load_policy.cpp).
+    GPT_REQUIRE(ck.load.empty() || !(ck.override_opt_param_scheduler && ck.use_checkpoint_opt_param_scheduler),
+                UsageError,
+                "--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler exclude each other");
 
     require_non_negative(cfg.plan.world_size, "world-size");
     require_non_negative(cfg.plan.local_world_size, "local-world-size");

@@ -63,8 +63,9 @@ std::vector<ckpt::TensorSlice> fp8_state_slices(const Config& cfg, ModelChunks& 
     return out;
 }
 
-bool read_fp8_state(ckpt::CheckpointReader& r, const Config& cfg, ModelChunks& chunks) {
-    if (!delayed_fp8(cfg)) return false;
+std::optional<SavedFp8Scaling> read_fp8_state(ckpt::CheckpointReader& r, const Config& cfg,
+                                              ModelChunks& chunks) {
+    if (!delayed_fp8(cfg)) return std::nullopt;
     const int layers = cfg.model.num_layers, H = cfg.fp8.fp8_amax_history_len;
     // Every rank decides alike: from the file and the flags only.
     std::vector<int> stored;
@@ -73,14 +74,14 @@ bool read_fp8_state(ckpt::CheckpointReader& r, const Config& cfg, ModelChunks& c
         if (!r.has_tensor(history_name(L)) || !r.has_tensor(scale_name(L))) {
             GPT_LOG(info) << "checkpoint " << r.file() << " holds no FP8 scaling state for layer " << L
                           << ": delayed scaling starts afresh (scales 1, empty amax history)";
-            return false;
+            return std::nullopt;
         }
         const ckpt::Shape shape = r.tensor_info(history_name(L)).shape;
         if (shape.size() != 2 || shape[0] != H || shape[1] != kPerLayer) {
             GPT_LOG(warning) << "checkpoint " << r.file() << " holds an FP8 amax history of "
                              << (shape.empty() ? 0 : shape[0]) << " steps, this run keeps --fp8-amax-history-len "
                              << H << ": delayed scaling starts afresh";
-            return false;
+            return std::nullopt;
         }
         stored.push_back(L);
     }
@@ -97,6 +98,14 @@ bool read_fp8_state(ckpt::CheckpointReader& r, const Config& cfg, ModelChunks& c
         want.push_back({scale_name(stored[i]), {kPerLayer}, DType::F32, sel, sc[i].data()});
     }
     r.read(want);
+    return SavedFp8Scaling{stored, std::move(hist), std::move(sc)};
+}
+
+void restore_fp8_state(const SavedFp8Scaling& saved, const Config& cfg, ModelChunks& chunks) {
+    const int H = cfg.fp8.fp8_amax_history_len;
+    const std::vector<int>& stored = saved.layers;
+    const auto& hist = saved.history;
+    const auto& sc = saved.scales;
     for (int c = 0; c < chunks.num_chunks(); ++c) {
         model::GptModel& m = chunks.chunk(c);
         if (!m.fp8()) continue;
@@ -115,7 +124,6 @@ bool read_fp8_state(ckpt::CheckpointReader& r, const Config& cfg, ModelChunks& c
         }
         m.fp8()->restore(history, scales);
     }
-    return true;
 }
 
 }  // namespace gpt::train

@@ -12,6 +12,7 @@
 // 16-bit or tensorwise run ignores them.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "ckpt/checkpoint_reader.hpp"
@@ -28,7 +29,17 @@ std::vector<ckpt::TensorSlice> fp8_state_slices(const Config& cfg, ModelChunks& 
                                                 const dist::ProcessGroups& groups,
                                                 std::vector<std::vector<float>>& storage);
 
-// Collective: restores the state into every chunk from r when it holds it. Returns whether it did.
-bool read_fp8_state(ckpt::CheckpointReader& r, const Config& cfg, ModelChunks& chunks);
+// What a checkpoint holds of it for this rank: per FP8 layer of the model, its amax history
+// [history x 12] and scales [12] (empty for the layers this rank does not hold).
+struct SavedFp8Scaling {
+    std::vector<int> layers;
+    std::vector<std::vector<float>> history, scales;
+};
+
+// Collective: the state stored in r, when it holds it and this run uses delayed scaling.
+std::optional<SavedFp8Scaling> read_fp8_state(ckpt::CheckpointReader& r, const Config& cfg,
+                                              ModelChunks& chunks);
+// Into every chunk's FP8 linears (the restore step of a load).
+void restore_fp8_state(const SavedFp8Scaling& saved, const Config& cfg, ModelChunks& chunks);
 
 }  // namespace gpt::train

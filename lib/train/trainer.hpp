@@ -17,6 +17,7 @@
 #include "optim/loss_scaler.hpp"
 #include "optim/lr_scheduler.hpp"
 #include "train/batch_source.hpp"
+#include "train/load_policy.hpp"
 #include "train/metrics_file.hpp"
 #include "train/model_chunks.hpp"
 #include "train/run_config.hpp"
@@ -29,6 +30,8 @@
 namespace gpt::train {
 
 class ExitConditions;
+struct ChunkHost;
+class HostCopy;
 
 // What one iteration did (kept for tests and the benchmark).
 struct IterationRecord {
@@ -81,8 +84,10 @@ public:
     // One iteration (public for tests and the benchmark).
     IterationRecord train_step(MicroBatchSource& data);
     // Checkpoints (train/trainer_checkpoint.cpp), collective. load_checkpoint: --load /
-    // --ckpt-step / --load-fallback; the iteration loaded, nullopt for a fresh start (no
-    // --load, or an empty folder). save_checkpoint: the whole training state to --save.
+    // --ckpt-step / --load-fallback, in three steps: read what the checkpoint holds, apply
+    // the run's policy (train/load_policy.hpp: --finetune, --no-load-optim, ...), restore;
+    // the iteration loaded, nullopt for a fresh start (no --load, or an empty folder).
+    // save_checkpoint: the whole training state to --save.
     std::optional<std::int64_t> load_checkpoint();
     void save_checkpoint();
     std::int64_t consumed_train_samples() const { return consumed_samples_; }
@@ -124,6 +129,11 @@ private:
     bool end_of_iteration(ExitConditions& exits);
     void save_at_end();  // after the last iteration, unless just saved
     void open_saver();   // with --save: the saver, which locks the folder (collective)
+    // load_checkpoint's first and last steps (trainer_checkpoint.cpp): read what the
+    // checkpoint holds (its tensors into `state`), and restore what the policy takes.
+    std::optional<HeldCheckpoint> read_checkpoint(const LoadPolicy& policy, HostCopy& state);
+    void restore_checkpoint(const std::vector<ChunkHost>& host, const SavedProgress& progress,
+                            const std::optional<optim::LrScheduler>& schedule);
 
     Config cfg_;
     dist::ProcessGroups& groups_;

@@ -5,11 +5,9 @@
 #include <cstring>
 #include <functional>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 #include "ckpt/checkpoint.hpp"
-#include "config/saved_run_check.hpp"
 #include "core/environment.hpp"
 #include "core/errors.hpp"
 #include "log/log.hpp"
@@ -17,6 +15,7 @@
 #include "train/exit_conditions.hpp"
 #include "train/fp8_checkpoint.hpp"
 #include "train/host_copy.hpp"
+#include "train/load_policy.hpp"
 #include "train/load_model_state.hpp"
 #include "train/saved_progress.hpp"
 #include "train/saved_run_attributes.hpp"
@@ -179,118 +178,61 @@ void Trainer::open_saver() {
                                                      [](const std::string& m) { GPT_LOG(info) << m; });
 }
 
-namespace {
-
-// The vocabulary is padded to a multiple of --make-vocab-size-divisible-by x TP, so a
-// checkpoint from another TP size may have more or fewer embedding rows. The padding rows
-// take part in the softmax, so cutting or adding them would change the model: refuse,
-// saying how to make the two agree (Megatron needs its converter here).
-void check_padded_vocab(const ckpt::CheckpointReader& r, const model::ParamLayout& full) {
-    const char* name = model::ParamLayout::word_embeddings();
-    if (!r.has_tensor(name)) return;  // the reader reports the missing tensor itself
-    const std::int64_t saved = stored_vocab_rows(r);
-    const std::int64_t now = full.at(name).global_shape.at(0);
-    GPT_REQUIRE(saved == now, UsageError, "checkpoint ", r.file(), " has a padded vocabulary of ",
-                saved, " rows but this run pads it to ", now, " (--make-vocab-size-divisible-by x "
-                "--tensor-model-parallel-size). HINT: pick --make-vocab-size-divisible-by so that "
-                "both layouts pad to ", saved, ", e.g. double it when halving TP (gpt_pretrain adopts "
-                "the padded vocabulary of the checkpoint --load names first when the TP size divides it)");
-}
-
-// The checkpoint's learning-rate schedule, rebuilt from its saved run as the saving run
-// built it (Megatron stores the scheduler's fields; we store the flags they come from).
-// nullopt: the run lacks one of them (an older build's table) or from_config refuses them.
-std::optional<optim::LrScheduler> saved_scheduler(const SavedRun& saved) {
-    for (const char* k : {"lr", "min_lr", "lr_decay_style", "lr_decay_iters", "lr_decay_samples", "lr_warmup_iters",
-                          "lr_warmup_samples", "lr_warmup_fraction", "train_iters", "train_samples", "global_batch_size"})
-        if (!saved.has(k)) return std::nullopt;
-    const Config& c = saved.config;
-    try {
-        return optim::LrScheduler::from_config(c.optimizer, c.training.train_iters, c.training.train_samples,
-                                               c.training.global_batch_size);
-    } catch (const UsageError&) {  // flags from_config refuses: not a schedule we can rebuild
-        return std::nullopt;
-    }
-}
-
-// Megatron's OptimizerParamScheduler.load_state_dict compares the schedule's fields with the
-// checkpoint's. Differences, as one text ("" when none).
-std::string schedule_differences(const optim::LrScheduler& saved, const optim::LrScheduler& run) {
-    std::ostringstream os;
-    auto cmp = [&](const char* what, auto a, auto b) {
-        if (a != b) os << (os.tellp() > 0 ? "; " : "") << what << ": " << a << " in the checkpoint, " << b << " in this run";
-    };
-    cmp("max learning rate", saved.lr_at(saved.warmup_steps()), run.lr_at(run.warmup_steps()));
-    cmp("warm-up samples", saved.warmup_steps(), run.warmup_steps());
-    cmp("decay samples", saved.decay_steps(), run.decay_steps());
-    cmp("final learning rate", saved.lr_at(saved.decay_steps()), run.lr_at(run.decay_steps()));
-    // The decay style shows halfway (linear and cosine agree at both ends).
-    cmp("learning rate halfway through the decay", saved.lr_at((saved.warmup_steps() + saved.decay_steps()) / 2),
-        run.lr_at((run.warmup_steps() + run.decay_steps()) / 2));
-    return os.str();
-}
-
-}  // namespace
-
 std::optional<std::int64_t> Trainer::load_checkpoint() {
     const auto& ck = cfg_.checkpoint;
     open_saver();  // locks --save now: a second job on the folder is refused before training
     if (ck.load.empty()) return std::nullopt;
-    GPT_REQUIRE(!(ck.override_opt_param_scheduler && ck.use_checkpoint_opt_param_scheduler), UsageError,
-                "--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler exclude each other");
-    const DType dt = chunks_->chunk(0).options().dtype;
+    const LoadPolicy policy(cfg_);
+    // Read into a host copy (pinned on a GPU), kept for the saves when they reuse it.
+    std::shared_ptr<HostCopy> state = std::make_shared<HostCopy>(be_);
+    if (!ck.save.empty() && (ck.async_save || !be_.host_memory())) host_copy_ = state;
+    // 1. Read what the checkpoint holds. The policy refuses one this run cannot take before
+    //    its tensors are read, and says whether the Adam moments are read at all.
+    const std::optional<HeldCheckpoint> held = read_checkpoint(policy, *state);
+    if (!held) return std::nullopt;
+    // 2. The run's policy: what of it this run takes.
+    const auto c = groups_.coords();
+    const SavedProgress progress = policy.progress(*held, groups_.grid().dp_size(), c.dp);
+    const std::optional<optim::LrScheduler> schedule = policy.schedule(*held, scheduler_);
+    // 3. Restore it into the trainer.
+    restore_checkpoint(state->chunks(), progress, schedule);
+    if (held->fp8) restore_fp8_state(*held->fp8, cfg_, *chunks_);
+    GPT_LOG(info) << "successfully loaded checkpoint from " << ck.load << " at iteration " << iteration_
+                  << policy.left_out();
+    return iteration_;
+}
+
+std::optional<HeldCheckpoint> Trainer::read_checkpoint(const LoadPolicy& policy, HostCopy& state) {
+    const auto& ck = cfg_.checkpoint;
     const ChunkRefs refs = chunk_refs(*chunks_);
     const model::ParamLayout full = whole_model_layout(chunks_->chunk(0));
     const std::vector<TensorBinding> tensors = bind(refs, full, groups_.coords());
-    // Read into a host copy (pinned on a GPU), kept for the saves when they reuse it. Filled
-    // from the device first, so the alignment padding between entries keeps its (zero)
-    // values when everything is copied back.
-    std::shared_ptr<HostCopy> loaded = std::make_shared<HostCopy>(be_);
-    loaded->fill(state_in_backend(refs))->wait();
-    if (!cfg_.checkpoint.save.empty() && (ck.async_save || !be_.host_memory())) host_copy_ = loaded;
-    std::vector<ChunkHost>& host = loaded->chunks();
-    SavedProgress p;
-    // Megatron's load_checkpoint: --finetune takes the parameters only; --no-load-optim
-    // drops the optimizer with its scheduler (and our loss scaler, part of its state);
-    // --no-load-rng the dropout position.
-    const bool load_optim = !ck.finetune && !ck.no_load_optim;
-    const bool load_rng = !ck.finetune && !ck.no_load_rng;
+    const char* embedding = model::ParamLayout::word_embeddings();
+    const std::int64_t padded_vocab_rows = full.at(embedding).global_shape.at(0);
+    // Filled from the device first, so the alignment padding between entries keeps its
+    // (zero) values when everything is copied back.
+    state.fill(state_in_backend(refs))->wait();
+    HeldCheckpoint held;
     ckpt::LoadRequest req(ck.load, ck.ckpt_step, ck.load_fallback);
     const ckpt::LoadResult res = ckpt::load_checkpoint(
         groups_.world_mpi(), req, [&](ckpt::CheckpointReader& r) {
+            held = HeldCheckpoint{};  // --load-fallback: an older candidate starts afresh
+            held.file = r.file();
+            // A missing embedding the tensor read reports itself.
+            if (r.has_tensor(embedding)) held.vocab_rows = stored_vocab_rows(r);
+            held.saved_run = read_saved_run(r);
+            policy.refuse_mismatch(held, padded_vocab_rows);
             // The model's parameters are the rounding of the fp32 main parameters (the
             // invariant Adam keeps), so they are set from those, in any precision, without
             // a second rounding through the stored model dtype (fp16 -> bf16). Optimizer
-            // state is read in its own call, as the reader asks of sharded state.
-            check_padded_vocab(r, full);
-            const std::optional<SavedRun> saved_run = read_saved_run(r);
-            if (saved_run) check_checkpoint_args(*saved_run, cfg_);
-            // --finetune / --no-load-optim: the fp32 main parameters only; the Adam moments
-            // stay this trainer's own (a fresh run's zeros), as Megatron leaves them.
-            load_model_state(r, tensors, host, load_optim);
-            // FP8 scaling state belongs to the model (Megatron's _extra_state): loaded whenever
+            // state is read in its own call, as the reader asks of sharded state. Without
+            // the optimizer (--finetune, --no-load-optim), the fp32 main parameters only:
+            // the Adam moments stay this trainer's own (a fresh run's zeros), as Megatron's.
+            load_model_state(r, tensors, state.chunks(), policy.load_optim());
+            held.progress = SavedProgress::read(r, groups_.world_size(), groups_.rank());
+            // FP8 scaling state belongs to the model (Megatron's _extra_state): read whenever
             // the checkpoint has it and this run uses delayed scaling.
-            read_fp8_state(r, cfg_, *chunks_);
-            p = SavedProgress::read(r, groups_.world_size(), groups_.rank());
-            // The schedule, as Megatron's --override-opt_param-scheduler (the flags') or
-            // --use-checkpoint-opt_param-scheduler (the checkpoint's) decide. Without either,
-            // Megatron refuses a difference; this project has always let the flags win, so it
-            // warns instead (docs/checkpoint-format.md).
-            if (load_optim && saved_run && !ck.override_opt_param_scheduler) {
-                const std::optional<optim::LrScheduler> saved = saved_scheduler(*saved_run);
-                GPT_REQUIRE(saved || !ck.use_checkpoint_opt_param_scheduler, UsageError, "checkpoint ", r.file(),
-                            " does not record a learning-rate schedule this build can rebuild: "
-                            "--use-checkpoint-opt_param-scheduler cannot be honoured; give the schedule's flags");
-                const std::string diff = saved ? schedule_differences(*saved, scheduler_) : std::string();
-                if (ck.use_checkpoint_opt_param_scheduler) {
-                    scheduler_ = *saved;
-                    if (!diff.empty()) GPT_LOG(info) << "using the checkpoint's learning-rate schedule: " << diff;
-                } else if (!diff.empty()) {
-                    GPT_LOG(warning) << "the learning-rate schedule differs from the checkpoint's (" << diff
-                                     << "): following this run's flags. HINT: --override-opt_param-scheduler "
-                                        "says so, --use-checkpoint-opt_param-scheduler takes the checkpoint's";
-                }
-            }
+            held.fp8 = read_fp8_state(r, cfg_, *chunks_);
         });
     for (const auto& why : res.rejected) GPT_LOG(warning) << "rejected checkpoint: " << why;
     for (const auto& note : res.notes) GPT_LOG(warning) << note;
@@ -299,6 +241,14 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
         GPT_LOG(info) << "no checkpoint found in " << ck.load << ": starting from iteration 0";
         return std::nullopt;
     }
+    return held;
+}
+
+void Trainer::restore_checkpoint(const std::vector<ChunkHost>& host, const SavedProgress& p,
+                                 const std::optional<optim::LrScheduler>& schedule) {
+    const auto& ck = cfg_.checkpoint;
+    const DType dt = chunks_->chunk(0).options().dtype;
+    const ChunkRefs refs = chunk_refs(*chunks_);
     for (std::size_t c = 0; c < host.size(); ++c) {
         model::GptModel& m = *refs.models[c];
         optim::AdamOptimizer& o = *refs.optimizers[c];
@@ -314,45 +264,18 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
             m.set_parameters(host[c].main.data());
         }
     }
-    if (ck.finetune) {
-        // A new run on the loaded parameters: iteration, data position and counters at 0.
-        p.iteration = p.consumed_train = p.consumed_valid = p.skipped = 0;
-    }
-    if (!load_optim) {
-        p.optimizer_steps = p.scheduler_steps = 0;
-        p.dynamic_scaler = false;
-    }
-    if (!load_rng) {
-        p.have_rng = false;
-        p.dropout_micro_batches = 0;
-    }
-    const int dp = groups_.grid().dp_size();
-    // This rank's own saved RNG position when the layout is the same; else the global one.
-    if (!p.own_rng(dp, groups_.coords().dp) && p.dropout_micro_batches % dp != 0)
-        GPT_LOG(warning) << "checkpoint " << res.file << " stopped after " << p.dropout_micro_batches
-                         << " micro-batches, not a multiple of the data-parallel size " << dp
-                         << " (was --micro-batch-size changed?): dropout masks will not continue the saved run's";
     iteration_ = p.iteration;
     consumed_samples_ = p.consumed_train;
     consumed_valid_samples_ = p.consumed_valid;
     total_skipped_ = p.skipped;
     for (auto* o : refs.optimizers) o->set_steps(p.optimizer_steps);  // every chunk's
+    if (schedule) scheduler_ = *schedule;
     scheduler_.set_num_steps(p.scheduler_steps);
     // A checkpoint of a bf16/fp32 run holds no dynamic scaler state: an fp16 run from it
     // starts its scaler afresh, as Megatron does when the checkpoint has none.
     if (scaler_.is_dynamic() && p.dynamic_scaler) scaler_.restore(p.scale, p.growth, p.hysteresis);
-    micro_batches_done_ = p.micro_batches_done(dp, groups_.coords().dp);
-    if (p.seed != static_cast<std::int64_t>(cfg_.training.seed))
-        GPT_LOG(warning) << "checkpoint " << res.file << " was trained with --seed " << p.seed
-                         << "; this run uses " << cfg_.training.seed
-                         << ": dropout masks and data order follow the new seed";
+    micro_batches_done_ = p.micro_batches_done(groups_.grid().dp_size(), groups_.coords().dp);
     if (ck.save == ck.load) last_saved_iteration_ = iteration_;
-    GPT_LOG(info) << "successfully loaded checkpoint from " << ck.load << " at iteration " << iteration_
-                  << (ck.finetune ? " (--finetune: parameters only, starting at iteration 0)"
-                      : !load_optim ? " (--no-load-optim: optimizer, scheduler and loss scale start afresh)"
-                                    : "")
-                  << (load_rng || ck.finetune ? "" : " (--no-load-rng: dropout RNG starts afresh)");
-    return iteration_;
 }
 
 bool Trainer::end_of_iteration(ExitConditions& exits) {

@@ -37,6 +37,10 @@ one_line impossible-layout "world size 4 is not divisible by .* 3 x 1 = 3" -- "$
   --tensor-model-parallel-size 3 --pipeline-model-parallel-size 1 --dry-run
 one_line heads-vs-tp "num-attention-heads 63 is not divisible by tensor-model-parallel-size 2" -- "$mpiexec" -n 2 "$bin" --config configs/gpt22b.ini \
   --tensor-model-parallel-size 2 --num-attention-heads 63 --hidden-size 6174 --dry-run
+# A check of the flags alone fires at validation, in a dry run, before any checkpoint is read.
+one_line both-schedules "override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler exclude each other" -- \
+  "$mpiexec" -n 1 "$bin" --config configs/gpt-tiny.ini --load no/such/folder --override-opt_param-scheduler \
+  --use-checkpoint-opt_param-scheduler --dry-run
 expect typo-suggests 2 'did you mean --num-layers' -- "$bin" --num-layres 4
 # The Llama-style configs parse and validate; K/V groups must split over TP.
 expect llama-tiny-dry-run 0 'num_query_groups \.+ 2' -- "$mpiexec" -n 2 "$bin" --config configs/llama-tiny.ini \

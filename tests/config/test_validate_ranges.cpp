@@ -184,6 +184,27 @@ TEST(ValidateRanges, DistributedTimeoutIsPositiveMinutes) {
               std::string::npos);
 }
 
+// The two schedule flags of a resumed run exclude each other: a check of the flags alone, so
+// it fires at validation (a --dry-run, before any rank reads the checkpoint), not at the load.
+TEST(ValidateRanges, BothScheduleFlagsWithLoadAreRefusedAtValidation) {
+    const std::string both = "--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler exclude each other";
+    auto args = tiny_args();
+    args.insert(args.end(), {"--load", "no/such/folder", "--override-opt_param-scheduler",
+                             "--use-checkpoint-opt_param-scheduler"});
+    Config cfg = parse_args(args).config;
+    try {
+        validate_model_and_training(cfg);
+        FAIL() << "both schedule flags were accepted";
+    } catch (const UsageError& e) {
+        EXPECT_EQ(std::string(e.what()), both);
+    }
+    // Without --load neither flag means anything (Megatron's load_checkpoint flags); each
+    // alone is a choice.
+    EXPECT_EQ(rejection({"--override-opt_param-scheduler", "--use-checkpoint-opt_param-scheduler"}), "");
+    EXPECT_EQ(rejection({"--load", "x", "--override-opt_param-scheduler"}), "");
+    EXPECT_EQ(rejection({"--load", "x", "--use-checkpoint-opt_param-scheduler"}), "");
+}
+
 // The monitoring flags: Megatron's names and defaults parse into MonitorConfig, and every
 // bad value is rejected naming the flag.
 TEST(MonitorFlags, MegatronsNamesAndDefaults) {

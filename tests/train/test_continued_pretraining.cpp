@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "config/validate.hpp"
 #include "core/errors.hpp"
 #include "test_env.hpp"
 #include "train/trainer.hpp"
@@ -174,9 +175,16 @@ TEST(ContinuedPretraining, SchedulerFromTheFlagsOrTheCheckpoint) {
     straight_half.train(5);
     EXPECT_EQ(flags_sched.records.at(0).lr, straight_half.records.at(4).lr);
     EXPECT_NE(flags_sched.records.at(0).lr, straight.records.at(4).lr);
+    // Both flags at once: refused with the other flags, before the run (config/validate.cpp).
+    Config one = c;
+    EXPECT_NO_THROW(validate_model_and_training(one));
     c.checkpoint.use_checkpoint_opt_param_scheduler = true;
-    Job both(c);
-    EXPECT_THROW(both.tr->load_checkpoint(), UsageError);
+    try {
+        validate_model_and_training(c);
+        ADD_FAILURE() << "both schedule flags were accepted";
+    } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("exclude each other"), std::string::npos) << e.what();
+    }
 }
 
 }  // namespace
