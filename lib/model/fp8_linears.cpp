@@ -34,6 +34,28 @@ float overflow_scale(DType t) {
     return 1.0f;
 }
 
+// An FP8 GEMM in Hopper's layout: C[m, n] (type ct, leading dimension n) = A[m, k] B[n, k]^T,
+// both operands k-contiguous codes, dequantised by *sa and *sb.
+GemmArgs fp8_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint8_t* a, Fp8Format fa,
+                  const float* sa, const std::uint8_t* b, Fp8Format fb, const float* sb, void* c, DType dtype,
+                  DType ct) {
+    GemmArgs g;
+    g.trans_b = true;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.a = a;
+    g.lda = k;
+    g.b = b;
+    g.ldb = k;
+    g.c = c;
+    g.ldc = n;
+    g.dtype = dtype;
+    g.c_dtype = ct;
+    g.fp8 = {true, fa, fb, sa, sb};
+    return g;
+}
+
 }  // namespace
 
 Fp8Linears::Fp8Linears(Backend& be, const Fp8Options& opt, const ModelDims& dims, int first_layer,
@@ -134,24 +156,12 @@ void Fp8Linears::forward(dist::Communicator& tp, int layer, Linear which, const 
     prepare_scale(tp, xi, x, tokens_ * in);
     be_.cast_to_fp8(x, dtype_, tokens_, in, opt_.forward, scale_ + xi, x8_, nullptr,
                     record && opt_.delayed ? amax_ + xi : nullptr);
-    GemmArgs g;
-    g.trans_b = true;
-    g.m = tokens_;
-    g.n = out;
-    g.k = in;
-    g.a = x8_;
-    g.lda = in;
-    g.b = w8_[at];
-    g.ldb = in;
-    g.c = y;
-    g.ldc = out;
-    g.dtype = dtype_;
-    g.c_dtype = dtype_;
+    GemmArgs g = fp8_gemm(tokens_, out, in, x8_, opt_.forward, scale_inv_ + xi, w8_[at], opt_.forward,
+                          scale_inv_ + wi, y, dtype_, dtype_);
     g.epilogue = epilogue;
     g.bias = bias;
     g.aux = aux;
     g.tanh_gelu = tanh_gelu;
-    g.fp8 = {true, opt_.forward, opt_.forward, scale_inv_ + xi, scale_inv_ + wi};
     be_.gemm(g);
 }
 
@@ -170,44 +180,21 @@ void Fp8Linears::backward(dist::Communicator& tp, int layer, Linear which, const
         prepare_scale(tp, xi, x, tokens_ * in);
         be_.cast_to_fp8(x, dtype_, tokens_, in, opt_.forward, scale_ + xi, nullptr, xt8_, nullptr);
         if (dbias) be_.bias_grad(dy, dbias, tokens_, out, dtype_);
-        GemmArgs g;
-        g.trans_b = true;
-        g.m = out;
-        g.n = in;
-        g.k = tokens_;
-        g.a = dyt8_;
-        g.lda = tokens_;
-        g.b = xt8_;
-        g.ldb = tokens_;
-        g.c = dw;
-        g.ldc = in;
-        g.beta = 1.0f;
-        g.dtype = dtype_;
-        g.c_dtype = DType::F32;
-        g.fp8 = {true, opt_.gradient, opt_.forward, scale_inv_ + gi, scale_inv_ + xi};
+        GemmArgs g = fp8_gemm(out, in, tokens_, dyt8_, opt_.gradient, scale_inv_ + gi, xt8_, opt_.forward,
+                              scale_inv_ + xi, dw, dtype_, DType::F32);
+        g.beta = 1.0f;  // accumulates into the fp32 main gradient
         be_.gemm(g);
     } else {
         linear_weight_grad(be_, dy, x, dw, tokens_, in, out, dtype_, dbias);
     }
-    GemmArgs g;
-    g.trans_b = true;  // W^T [in, out]: op(B) = W
-    g.m = tokens_;
-    g.n = in;
-    g.k = out;
-    g.a = dy8_;
-    g.lda = out;
-    g.b = wt8_[at];
-    g.ldb = out;
-    g.c = dx;
-    g.ldc = in;
-    g.dtype = dtype_;
-    g.c_dtype = dtype_;
+    // B = W^T [in, out]: op(B) = W.
+    GemmArgs g = fp8_gemm(tokens_, in, out, dy8_, opt_.gradient, scale_inv_ + gi, wt8_[at], opt_.forward,
+                          scale_inv_ + wi, dx, dtype_, dtype_);
     if (gelu_pre) {
         g.epilogue = GemmEpilogue::GeluGrad;
         g.aux = const_cast<void*>(gelu_pre);  // read only by GeluGrad
         g.tanh_gelu = tanh_gelu;
     }
-    g.fp8 = {true, opt_.gradient, opt_.forward, scale_inv_ + gi, scale_inv_ + wi};
     be_.gemm(g);
 }
 

@@ -85,6 +85,23 @@ void expect_identical(const std::vector<IterationRecord>& a, const std::vector<I
     }
 }
 
+// N + save + load + N against the straight run of 2N: the same records, parameters, main
+// parameters and loss scale, bit for bit.
+void expect_restart_matches(Config cfg, int tp, int n, const RunResult& straight, const std::string& name) {
+    const std::string dir = test::scratch_dir(name);
+    cfg.checkpoint.save = dir;
+    const RunResult first = train_for(cfg, tp, n, true);
+    cfg.checkpoint.load = dir;
+    const RunResult second = train_for(cfg, tp, n, false);
+    EXPECT_EQ(second.iteration, 2 * n);
+    std::vector<IterationRecord> joined = first.records;
+    joined.insert(joined.end(), second.records.begin(), second.records.end());
+    expect_identical(straight.records, joined);
+    EXPECT_EQ(straight.params, second.params);
+    EXPECT_EQ(straight.main, second.main);
+    EXPECT_EQ(straight.scale, second.scale);
+}
+
 // 2N straight vs N + save + load + N: bit-identical, with dropout and fp16 loss scaling
 // (a small initial scale and window, so steps are both skipped and applied, and the scale
 // both halves and grows, around the restart).
@@ -103,18 +120,7 @@ void check_exact_restart(int tp, const std::string& name) {
     EXPECT_GE(skipped, 1) << "no skipped step: the loss scaler state was not exercised";
     EXPECT_LT(skipped, 2 * n);
 
-    const std::string dir = test::scratch_dir(name);
-    cfg.checkpoint.save = dir;
-    const RunResult first = train_for(cfg, tp, n, true);
-    cfg.checkpoint.load = dir;
-    const RunResult second = train_for(cfg, tp, n, false);
-    EXPECT_EQ(second.iteration, 2 * n);
-    std::vector<IterationRecord> joined = first.records;
-    joined.insert(joined.end(), second.records.begin(), second.records.end());
-    expect_identical(straight.records, joined);
-    EXPECT_EQ(straight.params, second.params);
-    EXPECT_EQ(straight.main, second.main);
-    EXPECT_EQ(straight.scale, second.scale);
+    expect_restart_matches(cfg, tp, n, straight, name);
 }
 
 TEST(Checkpointing, ExactRestartDataParallel) { check_exact_restart(1, "exact_restart_dp"); }
@@ -367,18 +373,7 @@ Config fp8_config() {
 void check_fp8_exact_restart(int tp, const std::string& name) {
     Config cfg = fp8_config();
     const int n = 4;
-    const RunResult straight = train_for(cfg, tp, 2 * n, false);
-    const std::string dir = test::scratch_dir(name);
-    cfg.checkpoint.save = dir;
-    const RunResult first = train_for(cfg, tp, n, true);
-    cfg.checkpoint.load = dir;
-    const RunResult second = train_for(cfg, tp, n, false);
-    EXPECT_EQ(second.iteration, 2 * n);
-    std::vector<IterationRecord> joined = first.records;
-    joined.insert(joined.end(), second.records.begin(), second.records.end());
-    expect_identical(straight.records, joined);
-    EXPECT_EQ(straight.params, second.params);
-    EXPECT_EQ(straight.main, second.main);
+    expect_restart_matches(cfg, tp, n, train_for(cfg, tp, 2 * n, false), name);
 }
 
 TEST(Checkpointing, Fp8ExactRestart) { check_fp8_exact_restart(1, "fp8_exact_restart"); }
