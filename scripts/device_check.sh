@@ -70,7 +70,11 @@ for s in $steps; do
         awk '/^device .*causal/ { buf = ""; found = 1 } found { buf = buf $0 "\n" }
              END { printf "%s", buf }' "$out/attn.log" >> "$summary" ;;
     gemm)
+        # FP8 training steps beside bf16 (issue 34), then the GEMMs alone.
+        for c in gpt-1.3b gpt22b-shape-4layers; do
+            for p in bf16 fp8; do step gemm 90 "$bin/bench_train_gpu" --config "$c" --precision "$p"; done
+        done
         step gemm 150 "$bin/bench_gemm" --reps 10
-        grep -E "^\||fp8_peak" "$out/gemm.log" >> "$summary" ;;
+        grep -E "^\||fp8_peak|TFLOP/s" "$out/gemm.log" >> "$summary" ;;
     esac
 done

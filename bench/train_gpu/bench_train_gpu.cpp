@@ -53,6 +53,9 @@ constexpr double kDefaultGemmPeakTflops = 762.0;
 struct Options {
     std::string config = "gpt-1.3b";
     std::string device = "cuda";
+    // fp16 (the peer's), bf16, or fp8: bf16 with --fp8-format hybrid and Megatron's default
+    // delayed scaling (issue 34's rows).
+    std::string precision = "fp16";
     int steps = 20, warmup = 6;  // the peer's counts
     int profile_steps = 0;       // 0: --steps
     bool profile = false;
@@ -66,7 +69,7 @@ struct Options {
 void usage(std::FILE* out) {
     std::fprintf(out,
                  "usage: bench_train_gpu [--config gpt-1.3b|gpt2-1.5b-s1024|gpt22b-shape-4layers|tiny]\n"
-                 "                       [--device cuda|cpu] [--steps N] [--warmup N]\n"
+                 "                       [--device cuda|cpu] [--precision fp16|bf16|fp8] [--steps N] [--warmup N]\n"
                  "                       [--profile] [--profile-steps N] [--gemm-peak-tflops X (default 762, H200)]\n"
                  "                       [--num-layers N] [--hidden-size N] [--num-attention-heads N]\n"
                  "                       [--seq-length N] [--micro-batch-size N] [--vocab-size N]\n");
@@ -108,6 +111,7 @@ Options parse(int argc, char** argv) {
         const std::string v = argv[++i];
         if (a == "--config") o.config = v;
         else if (a == "--device") o.device = v;
+        else if (a == "--precision") o.precision = v;
         else if (a == "--gemm-peak-tflops") o.gemm_peak_tflops = std::atof(v.c_str());
         else if (auto it = ints.find(a); it != ints.end()) *it->second = to_int(a, v);
         else GPT_THROW(UsageError, "unknown flag '", a, "'. HINT: bench_train_gpu --help");
@@ -115,6 +119,8 @@ Options parse(int argc, char** argv) {
     GPT_REQUIRE(presets().count(o.config), UsageError, "unknown --config '", o.config,
                 "' (expected gpt-1.3b, gpt2-1.5b-s1024, gpt22b-shape-4layers or tiny)");
     GPT_REQUIRE(o.steps > 0, UsageError, "--steps must be positive");
+    GPT_REQUIRE(o.precision == "fp16" || o.precision == "bf16" || o.precision == "fp8", UsageError,
+                "--precision must be fp16, bf16 or fp8, got '", o.precision, "'");
     if (o.profile_steps == 0) o.profile_steps = o.steps;
     return o;
 }
@@ -133,8 +139,10 @@ gpt::Config make_config(const Options& o, std::string& name) {
     cfg.training.micro_batch_size = pick(o.micro_batch_size, p.micro_batch);
     cfg.training.global_batch_size = cfg.training.micro_batch_size;
     cfg.training.train_iters = o.warmup + o.steps + (o.profile ? o.profile_steps : 0);
-    cfg.training.fp16 = true;
-    // Dynamic scaling from 4096 rather than Megatron's 2^32, so the first iterations are not
+    cfg.training.fp16 = o.precision == "fp16";
+    cfg.training.bf16 = !cfg.training.fp16;
+    if (o.precision == "fp8") cfg.fp8.fp8_format = gpt::Fp8Scheme::Hybrid;
+    // Dynamic scaling (fp16) from 4096 rather than Megatron's 2^32, so the first iterations are not
     // skipped for overflow while the scale comes down (a skipped step has no optimizer work).
     cfg.training.initial_loss_scale = 4096.0;
     cfg.parallel.use_flash_attn = true;
@@ -148,7 +156,7 @@ gpt::Config make_config(const Options& o, std::string& name) {
     const bool custom = cfg.model.num_layers != p.layers || cfg.model.hidden_size != p.hidden ||
                         cfg.model.num_attention_heads != p.heads || cfg.model.seq_length != p.seq ||
                         cfg.training.micro_batch_size != p.micro_batch || o.vocab_size != 50304;
-    name = custom ? o.config + "-custom" : o.config;
+    name = (custom ? o.config + "-custom" : o.config) + (o.precision == "fp16" ? "" : "-" + o.precision);
     return cfg;
 }
 
