@@ -5,11 +5,9 @@
 #include <cstring>
 #include <filesystem>
 #include <algorithm>
-#include <deque>
 #include <map>
 
 #include "ckpt/checksum.hpp"
-#include "ckpt/checksum_worker.hpp"
 #include "ckpt/collective.hpp"
 #include "ckpt/dataset_io.hpp"
 #include "ckpt/direct_reads.hpp"
@@ -17,49 +15,10 @@
 #include "ckpt/h5_util.hpp"
 #include "ckpt/manifest.hpp"
 #include "ckpt/profile.hpp"
-#include "ckpt/strided_exchange.hpp"
-#include "core/half.hpp"
+#include "ckpt/reader_impl.hpp"
 #include "core/watchdog_deadline.hpp"
 
 namespace gpt::ckpt {
-
-struct CheckpointReader::Impl {
-    MPI_Comm comm = MPI_COMM_NULL;
-    int rank = 0, size = 1;
-    std::string path;
-    ReaderOptions opts;
-    h5::Handle file, dxpl_collective, dxpl_independent;
-    std::vector<ManifestEntry> manifest;
-    std::map<std::string, std::size_t> index;  // name -> manifest position
-    AttributeMap attrs;
-    std::int64_t iteration = 0;
-    int world = 0;
-    // Per manifest entry: its checksum has been checked over the whole dataset (by read()
-    // or a full pass). verify_unread() checks the rest.
-    std::vector<char> verified;
-    // Per manifest entry: the file offset of its contiguous data (H5Dget_offset), or
-    // kNoOffset where reads must go through HDF5 (another layout, a user block, empty).
-    static constexpr std::uint64_t kNoOffset = ~std::uint64_t{0};
-    std::vector<std::uint64_t> offsets;
-    CheckpointReader::ReadStats stats;
-
-    std::string where(const std::string& name) const { return "dataset '" + name + "' of checkpoint " + path; }
-    const ManifestEntry& entry(const std::string& name) const {
-        auto it = index.find(name);
-        if (it == index.end()) GPT_THROW(DataError, "checkpoint ", path, " has no tensor '", name, "'");
-        return manifest[it->second];
-    }
-    void open_and_validate();
-    // Collective full pass over the listed manifest entries; throws DataError on mismatch.
-    void verify_entries(const std::vector<std::size_t>& which);
-    // Collective (dataset opens are collective metadata operations).
-    h5::Handle open_dataset(const ManifestEntry& e);
-    // Reads sel of an open dataset into `out` (stored type, packed). Collective only when
-    // `collective` (which must then be the same on every rank).
-    void read_open(hid_t dset, const ManifestEntry& e, const Selection& sel, void* out, bool collective);
-    // Collective: open_dataset + read_open.
-    void read_raw(const ManifestEntry& e, const Selection& sel, void* out, bool collective = false);
-};
 
 namespace {
 std::string hex(std::uint64_t v) {
@@ -330,16 +289,19 @@ std::vector<std::string> CheckpointReader::tensor_names() const {
     return out;
 }
 
-bool CheckpointReader::has_tensor(const std::string& name) const {
-    return name.rfind(kReservedGroup, 0) != 0 && impl_->index.count(name) > 0;
+bool CheckpointReader::Impl::has_tensor(const std::string& name) const {
+    return name.rfind(kReservedGroup, 0) != 0 && index.count(name) > 0;
 }
 
-TensorInfo CheckpointReader::tensor_info(const std::string& name) const {
-    const ManifestEntry& e = impl_->entry(name);
+TensorInfo CheckpointReader::Impl::tensor_info(const std::string& name) const {
+    const ManifestEntry& e = entry(name);
     TensorInfo info{e.shape, DType::F32};
-    GPT_REQUIRE(tensor_dtype(e.type, info.dtype), DataError, impl_->where(name), " is not a tensor");
+    GPT_REQUIRE(tensor_dtype(e.type, info.dtype), DataError, where(name), " is not a tensor");
     return info;
 }
+
+bool CheckpointReader::has_tensor(const std::string& name) const { return impl_->has_tensor(name); }
+TensorInfo CheckpointReader::tensor_info(const std::string& name) const { return impl_->tensor_info(name); }
 
 const AttributeMap& CheckpointReader::attributes() const { return impl_->attrs; }
 bool CheckpointReader::has_attribute(const std::string& name) const { return impl_->attrs.count(name) > 0; }
@@ -354,25 +316,6 @@ T get_attr(const AttributeMap& attrs, const std::string& name, const std::string
     return *v;
 }
 
-// Converts n packed elements between the float storage types through fp32.
-void convert_elements(DType from, const void* src, DType to, void* dst, std::size_t n) {
-    auto load = [&](std::size_t i) -> float {
-        switch (from) {
-            case DType::F32: return static_cast<const float*>(src)[i];
-            case DType::F16: return half_bits_to_float(static_cast<const std::uint16_t*>(src)[i]);
-            case DType::BF16: return bf16_bits_to_float(static_cast<const std::uint16_t*>(src)[i]);
-        }
-        return 0.f;
-    };
-    for (std::size_t i = 0; i < n; ++i) {
-        const float v = load(i);
-        switch (to) {
-            case DType::F32: static_cast<float*>(dst)[i] = v; break;
-            case DType::F16: static_cast<std::uint16_t*>(dst)[i] = float_to_half_bits(v); break;
-            case DType::BF16: static_cast<std::uint16_t*>(dst)[i] = float_to_bf16_bits(v); break;
-        }
-    }
-}
 }  // namespace
 
 std::int64_t CheckpointReader::attribute_int(const std::string& name) const {
@@ -385,220 +328,13 @@ std::string CheckpointReader::attribute_string(const std::string& name) const {
     return get_attr<std::string>(impl_->attrs, name, impl_->path, "a string");
 }
 
+// Plan (check the request, choose each tensor's path), execute (read), verify (settle the
+// checksums): read_plan.cpp, read_execute.cpp, read_verify.cpp.
 void CheckpointReader::read(const std::vector<TensorSliceOut>& slices) {
     Impl& s = *impl_;
-    std::uint64_t fingerprint = fnv1a(nullptr, 0);
-    std::vector<DType> stored(slices.size());
-    collectively(s.comm, [&] {
-        for (std::size_t i = 0; i < slices.size(); ++i) {
-            const TensorSliceOut& t = slices[i];
-            GPT_REQUIRE(has_tensor(t.name), DataError, "checkpoint ", s.path, " has no tensor '", t.name, "'");
-            const TensorInfo info = tensor_info(t.name);
-            GPT_REQUIRE(info.shape == t.global_shape, DataError, "tensor '", t.name, "' is ", shape_string(info.shape),
-                        " in checkpoint ", s.path, " but ", shape_string(t.global_shape),
-                        " was requested. HINT: the checkpoint is of a different model size");
-            t.selection.check_fits(t.global_shape, "checkpoint tensor", t.name);
-            GPT_REQUIRE(t.selection.num_elements(t.global_shape) == 0 || t.data != nullptr, InternalError,
-                        "tensor '", t.name, "': no output buffer");
-            stored[i] = info.dtype;
-            fingerprint = fnv1a(t.name.data(), t.name.size() + 1, fingerprint);
-        }
-    });
-    require_same_on_all_ranks(s.comm, fingerprint, "tensor lists to CheckpointReader::read");
-
-    // Replicas (ranks asking for exactly the same selections, e.g. data-parallel copies of
-    // one model slice) must count once: only the lowest rank of each signature contributes
-    // to the checksum sums. Then a tensor whose contributed element counts add up to its
-    // size is covered exactly once, and the sum of partial checksums must be the stored one.
-    std::uint64_t signature = fnv1a(nullptr, 0);
-    for (const auto& t : slices) signature = t.selection.hash(signature);
-    std::vector<std::uint64_t> signatures(s.size);
-    allgather(&signature, signatures.data(), 1, MPI_UINT64_T, s.comm);
-    const bool leader = std::find(signatures.begin(), signatures.begin() + s.rank, signature) ==
-                        signatures.begin() + s.rank;
-
-    std::vector<std::uint64_t> partial(slices.size(), 0);
-    std::vector<std::int64_t> counted(slices.size(), 0), covered(slices.size(), 0);
-    // As in the writer: open everything (collective metadata), read the collective-I/O
-    // tensors, then each rank reads its independent pieces without waiting for the others.
-    // Collective I/O only when asked for (IoMode::Collective): unlike the writer, Auto reads
-    // strided tensors without MPI-IO on several nodes too. MPI-IO's two-phase reads go
-    // through the page cache (at host-fault speed on our VMs, 9-14% of the disk in
-    // bench/checkpoint's loadH5); ours (StridedGather, below) read each byte once with
-    // O_DIRECT. IoMode::Independent keeps each rank reading its own windows with O_DIRECT
-    // (the other ranks' rows in the gaps included: see kMaxGap in direct_reads.cpp).
-    const bool collective_io = s.opts.io_mode == IoMode::Collective;
-    // Independent reads of contiguous datasets bypass HDF5 (DirectReads); the rest go through
-    // H5Dread. The same choice on every rank: it depends on the file and the options only.
-    std::vector<char> direct(slices.size(), 0);
-    for (std::size_t i = 0; i < slices.size(); ++i)
-        direct[i] = s.opts.direct_reads && !collective_io && s.offsets[s.index.at(slices[i].name)] != Impl::kNoOffset;
-    // Tensors some rank reads strided (row-parallel slices: a short run per row) are read
-    // once, by domain owners, and handed out (StridedGather), not once per rank.
-    std::vector<int> strided(slices.size(), 0), any_strided(slices.size(), 0);
-    for (std::size_t i = 0; i < slices.size(); ++i)
-        strided[i] = slices[i].selection.num_elements(slices[i].global_shape) > 0 &&
-                     !slices[i].selection.is_contiguous(slices[i].global_shape);
-    allreduce(strided.data(), any_strided.data(), static_cast<int>(slices.size()), MPI_INT, MPI_MAX, s.comm);
-    std::vector<char> gathered(slices.size(), 0);
-    for (std::size_t i = 0; i < slices.size(); ++i)
-        gathered[i] = direct[i] && any_strided[i] && s.size > 1 && s.opts.io_mode == IoMode::Auto;
-    std::vector<h5::Handle> dsets(slices.size());
-    collectively(s.comm, [&] {
-        for (std::size_t i = 0; i < slices.size(); ++i)
-            if (!direct[i]) dsets[i] = s.open_dataset(s.entry(slices[i].name));
-    });
-    std::vector<unsigned char> staging;
-    // Pieces read independently into their final buffers are summed on a helper thread
-    // while the next piece is read (1 rank: the checksum no longer adds to the load time).
-    ChecksumWorker worker(Phase::LoadVerify);
-    const bool verifying = s.opts.verify_checksums && leader;
-    auto convert = [&](std::size_t i, std::size_t n) {
-        PhaseTimer t(Phase::LoadScatter);
-        convert_elements(stored[i], staging.data(), slices[i].dtype, slices[i].data, n);
-    };
-    auto read_one = [&](std::size_t i, bool collective) {
-        const TensorSliceOut& t = slices[i];
-        const ManifestEntry& e = s.entry(t.name);
-        const std::size_t esize = h5::stored_size(e.type);
-        const std::size_t n = static_cast<std::size_t>(t.selection.num_elements(t.global_shape));
-        // Converting: read the stored type into staging, convert after. (Not in HDF5: a
-        // conversion in H5Dread turns collective I/O into independent I/O.)
-        unsigned char* dest = static_cast<unsigned char*>(t.data);
-        if (stored[i] != t.dtype) {
-            staging.resize(n * esize);
-            dest = staging.data();
-        }
-        const bool verify = verifying && n > 0;
-        // Independent reads go in cache-sized pieces, each checksummed while still cached:
-        // by the worker, unless the piece lands in the staging buffer the next tensor reuses.
-        const bool to_worker = !collective && dest == t.data;
-        auto io = [&](const Selection& piece, std::size_t mem_offset) {
-            s.read_open(dsets[i].get(), e, piece, dest + mem_offset, collective);
-            if (!verify) return;
-            if (to_worker) {
-                worker.add(&partial[i], e.shape, piece, esize, dest + mem_offset);
-            } else {
-                PhaseTimer tv(Phase::LoadVerify);
-                partial[i] = checksum_add(partial[i], checksum_selection(e.shape, piece, esize, dest + mem_offset));
-            }
-        };
-        if (collective) io(t.selection, 0);
-        else for_each_piece(e.shape, t.selection, esize, io);
-        if (verify) counted[i] = static_cast<std::int64_t>(n);
-        if (stored[i] != t.dtype) convert(i, n);
-    };
-    // This rank's runs of tensor i (row-major inside each box: the packed order) into dest.
-    auto add_runs = [&](DirectReads& reads, std::size_t i, unsigned char* dest) {
-        const TensorSliceOut& t = slices[i];
-        const ManifestEntry& e = s.entry(t.name);
-        const std::size_t esize = h5::stored_size(e.type);
-        const std::uint64_t base = s.offsets[s.index.at(t.name)];
-        for (const Box& b : t.selection.boxes(e.shape))
-            for_each_run(e.shape, b, [&](std::int64_t start, std::int64_t len) {
-                const std::uint64_t off = static_cast<std::uint64_t>(start) * esize;
-                const std::size_t bytes = static_cast<std::size_t>(len) * esize;
-                reads.add(i, &e.name, base + off, off, dest, bytes);
-                dest += bytes;
-            });
-        if (verifying) counted[i] = t.selection.num_elements(e.shape);
-    };
-    for (std::size_t i = 0; i < slices.size(); ++i)
-        if (collective_io) collectively(s.comm, [&] { read_one(i, true); });
-    std::exception_ptr err;
-    StridedGather gather(s.comm);
-    // Domains' checksums: every owner's counts (replicas own domains too), not the leaders'.
-    std::vector<std::uint64_t> domain_partial(slices.size(), 0);
-    std::deque<std::vector<unsigned char>> gather_staging;  // gathered tensors stored in another type
-    try {
-        // This rank's domains of the gathered tensors, then all of its direct pieces, each in
-        // one sweep over the file, straight into the caller's buffers; tensors stored in
-        // another type one by one through staging.
-        DirectReads domains(s.path, s.opts.readahead_bytes);
-        for (std::size_t i = 0; i < slices.size(); ++i) {
-            if (!gathered[i]) continue;
-            const TensorSliceOut& t = slices[i];
-            const ManifestEntry& e = s.entry(t.name);
-            const std::size_t esize = h5::stored_size(e.type);
-            const std::uint64_t base = s.offsets[s.index.at(t.name)];
-            auto* dest = static_cast<unsigned char*>(t.data);
-            if (stored[i] != t.dtype)
-                dest = gather_staging.emplace_back(t.selection.num_elements(e.shape) * esize).data();
-            std::vector<StridedGather::Run> wanted;
-            if (t.selection.num_elements(e.shape) > 0)
-                for (const Box& b : t.selection.boxes(e.shape))
-                    for_each_run(e.shape, b, [&](std::int64_t start, std::int64_t len) {
-                        const std::size_t bytes = static_cast<std::size_t>(len) * esize;
-                        wanted.push_back({static_cast<std::uint64_t>(start) * esize, dest, bytes});
-                        dest += bytes;
-                    });
-            const auto mine = gather.add(i, e.name, base, static_cast<std::uint64_t>(num_elements(e.shape)) * esize,
-                                         std::move(wanted));
-            if (mine) domains.add(i, &e.name, base + mine->lo, mine->lo, mine->data, mine->hi - mine->lo);
-        }
-        domains.run(s.opts.verify_checksums ? &domain_partial : nullptr, &worker);
-        DirectReads reads(s.path, s.opts.readahead_bytes);
-        std::vector<std::size_t> converted;
-        for (std::size_t i = 0; i < slices.size(); ++i) {
-            if (gathered[i] || !direct[i] || slices[i].selection.num_elements(slices[i].global_shape) == 0) continue;
-            if (stored[i] != slices[i].dtype) converted.push_back(i);
-            else add_runs(reads, i, static_cast<unsigned char*>(slices[i].data));
-        }
-        reads.run(verifying ? &partial : nullptr, &worker);
-        for (std::size_t i : converted) {
-            const auto n = static_cast<std::size_t>(slices[i].selection.num_elements(slices[i].global_shape));
-            staging.resize(n * h5::stored_size(s.entry(slices[i].name).type));
-            add_runs(reads, i, staging.data());
-            reads.run(verifying ? &partial : nullptr, nullptr);  // summed before staging is reused
-            convert(i, n);
-        }
-        for (std::size_t i = 0; i < slices.size(); ++i)
-            if (!collective_io && !direct[i]) read_one(i, false);
-        PhaseTimer t(Phase::LoadVerifyWait);
-        worker.finish();
-    } catch (...) {
-        err = std::current_exception();
-    }
-    PhaseTimer agree_timer(Phase::LoadAgree);
-    agree_on_error(s.comm, err);
-    agree_timer.stop();
-    {
-        PhaseTimer t(Phase::LoadExchange);
-        s.stats.gathered_bytes += gather.domain_bytes();
-        collectively(s.comm, [&] { gather.exchange(); });  // every rank read its domains
-    }
-    for (std::size_t i = 0, k = 0; i < slices.size(); ++i) {
-        if (!gathered[i]) continue;
-        if (stored[i] != slices[i].dtype) {
-            PhaseTimer t(Phase::LoadScatter);
-            const auto n = static_cast<std::size_t>(slices[i].selection.num_elements(slices[i].global_shape));
-            convert_elements(stored[i], gather_staging[k++].data(), slices[i].dtype, slices[i].data, n);
-        }
-        // Counted once (rank 0) for the whole tensor: the domains tile it and every owner
-        // summed its own; the reduction below adds the owners' sums.
-        partial[i] = domain_partial[i];
-        counted[i] = s.opts.verify_checksums && s.rank == 0 ? num_elements(slices[i].global_shape) : 0;
-    }
-    PhaseTimer agree_rest(Phase::LoadAgree);
-    collectively(s.comm, [&] {
-        for (auto& d : dsets)
-            if (d.valid()) h5::check_status(d.close(), "closing a dataset of " + s.path);
-    });
-    if (!s.opts.verify_checksums || slices.empty()) return;
-    const int m = static_cast<int>(slices.size());
-    const std::vector<std::uint64_t> sums = allreduce_checksums(s.comm, partial);
-    allreduce(counted.data(), covered.data(), m, MPI_INT64_T, MPI_SUM, s.comm);
-    agree_rest.stop();
-    // Tensors read partly or with overlapping non-identical selections, and any mismatch
-    // (which overlapping leaders could also cause), get an authoritative full pass.
-    std::vector<std::size_t> recheck;
-    for (std::size_t i = 0; i < slices.size(); ++i) {
-        const ManifestEntry& e = s.entry(slices[i].name);
-        if (covered[i] != num_elements(e.shape) || sums[i] != e.checksum) recheck.push_back(s.index.at(e.name));
-        else s.verified[s.index.at(e.name)] = 1;
-    }
-    s.stats.rechecked_tensors += static_cast<std::int64_t>(recheck.size());
-    if (!recheck.empty()) collectively(s.comm, [&] { s.verify_entries(recheck); });
+    const ReadPlan plan = s.plan_read(slices);
+    const ReadSums sums = s.execute_read(plan, slices);
+    s.verify_read(plan, slices, sums);
 }
 
 CheckpointReader::ReadStats CheckpointReader::stats() const { return impl_->stats; }
