@@ -24,6 +24,7 @@
 #include "ckpt/manifest.hpp"
 #include "ckpt/profile.hpp"
 #include "ckpt/strided_exchange.hpp"
+#include "ckpt/write_plan.hpp"
 #include "core/watchdog_deadline.hpp"
 
 namespace gpt::ckpt {
@@ -62,22 +63,23 @@ struct CheckpointWriter::Impl {
         return "dataset '" + dataset + "' of " + file_path;
     }
 
-    struct Item {
-        std::string name;
-        h5::Stored type;
-        Shape shape;
-        Selection sel;
-        const void* data;
-        bool collective;  // the same on every rank
-        bool exchange = false;  // strided on some rank: two-phase, through StridedExchange (same on every rank)
-    };
+    using Item = WriteItem;
     // Collective: creates every dataset (adding its manifest entry, checksum to come) and
     // writes this rank's selections, adding their partial checksums to local_sums. Phases
     // keep synchronisation off the data path: all creates (metadata, collective), the
     // collective-I/O tensors, then each rank streams its independent pieces (DirectWrites)
     // without waiting for anyone (or queues them, in background mode), and the ranks agree
-    // on errors once at the end.
+    // on errors once at the end. Plan (write_plan.hpp), execute (the three below), verify.
     void write_batch(const std::vector<Item>& items);
+    // Collective: H5Dcreate2 of every item, allocated at once (its file offset is known).
+    void create_datasets(const std::vector<Item>& items, std::vector<h5::Handle>& dsets,
+                         std::vector<h5::Handle>& ftypes);
+    // Collective: the WritePath::Collective datasets through HDF5, checksummed here.
+    void write_collective(const std::vector<Item>& items, const WritePlan& plan, const std::vector<h5::Handle>& dsets,
+                          const std::vector<h5::Handle>& ftypes);
+    // Collective (the exchanges): the Exchange and Direct datasets' runs, queued on
+    // `direct` and, unless in background mode, written now.
+    void write_independent(const std::vector<Item>& items, const WritePlan& plan, const std::vector<h5::Handle>& dsets);
     hid_t dxpl(bool collective) const {
         return collective ? dxpl_collective.get() : dxpl_independent.get();
     }
@@ -219,8 +221,33 @@ void CheckpointWriter::set_attribute(const std::string& name, AttributeValue val
 }
 
 void CheckpointWriter::Impl::write_batch(const std::vector<Item>& items) {
+    // Plan: each dataset's path, from the items alone (the same on every rank where the
+    // path is collective).
+    const WritePlan plan = plan_write(items, manifest.size());
+    // Execute: create, then write (or queue) the bytes.
     std::vector<h5::Handle> dsets(items.size());
     std::vector<h5::Handle> ftypes(items.size());
+    create_datasets(items, dsets, ftypes);
+    for (const Item& it : items) manifest.push_back({it.name, it.type, it.shape, 0});
+    local_sums.resize(manifest.size(), 0);
+    std::exception_ptr err;
+    try {
+        write_collective(items, plan, dsets, ftypes);
+        write_independent(items, plan, dsets);
+    } catch (...) {
+        err = std::current_exception();
+    }
+    // Verify: a rank that failed fails every rank together (none is left waiting in a
+    // collective), then every dataset must close cleanly (HDF5 reports deferred errors there).
+    agree_on_error(comm, err);
+    collectively(comm, [&] {
+        for (std::size_t i = 0; i < items.size(); ++i)
+            h5::check_status(dsets[i].close(), "closing " + where(items[i].name));
+    });
+}
+
+void CheckpointWriter::Impl::create_datasets(const std::vector<Item>& items, std::vector<h5::Handle>& dsets,
+                                             std::vector<h5::Handle>& ftypes) {
     PhaseTimer create_timer(Phase::SaveCreate);
     collectively(comm, [&] {
         // Dataset creation is collective in parallel HDF5 (metadata, early allocation).
@@ -244,87 +271,83 @@ void CheckpointWriter::Impl::write_batch(const std::vector<Item>& items) {
             h5::write_attribute(dsets[i].get(), "dtype", std::string(h5::stored_name(it.type)), what);
         }
     });
-    create_timer.stop();
-    const std::size_t first_entry = manifest.size();
-    for (const Item& it : items) manifest.push_back({it.name, it.type, it.shape, 0});
-    local_sums.resize(manifest.size(), 0);
-    std::exception_ptr err;
-    try {
-        // Collective tensors go through HDF5's two-phase I/O, whole (every rank must make
-        // the same calls), checksummed here.
-        for (std::size_t i = 0; i < items.size(); ++i) {
-            const Item& it = items[i];
-            if (!it.collective) continue;
-            PhaseTimer t(Phase::SaveCollective);
-            collectively(comm, [&] {
-                const std::string what = where(it.name);
-                const std::size_t esize = h5::stored_size(it.type);
-                h5::Handle fsel = file_selection(it.shape, it.sel, what);
-                const std::int64_t n = it.sel.num_elements(it.shape);
-                h5::Handle msel = memory_selection(n, what);
-                if (n > 0)
-                    local_sums[first_entry + i] = checksum_add(
-                        local_sums[first_entry + i], checksum_selection(it.shape, it.sel, esize, it.data));
-                static const unsigned char dummy = 0;  // HDF5 wants a buffer even for an empty selection
-                // Memory type == file type: no conversion, which would turn collective I/O independent.
-                // Two-phase I/O exchanges data between the ranks inside MPI-IO.
-                watchdog::BlockedScope blocked("H5Dwrite of a collective tensor (MPI-IO two-phase I/O)");
-                h5::check_status(H5Dwrite(dsets[i].get(), ftypes[i].get(), msel.get(), fsel.get(), dxpl(true),
-                                          n > 0 ? it.data : &dummy),
-                                 "writing " + what);
-            });
-        }
-        // The others: this rank's runs at the dataset's file offset (contiguous, allocated
-        // at creation), in the tensor's row-major order, which is also the packed order.
-        // Strided tensors are first exchanged into page-aligned domains (every rank takes
-        // part in each exchange, also with nothing to send).
-        std::optional<StridedExchange> exchange;
-        for (std::size_t i = 0; i < items.size(); ++i) {
-            const Item& it = items[i];
-            if (it.collective || (!it.exchange && it.sel.num_elements(it.shape) == 0)) continue;
-            const std::size_t esize = h5::stored_size(it.type);
-            const haddr_t base = H5Dget_offset(dsets[i].get());
-            GPT_REQUIRE(base != HADDR_UNDEF, IoError, "HDF5 allocated no contiguous storage for ", where(it.name));
-            std::vector<StridedExchange::Run> runs;
-            const auto* bytes = static_cast<const unsigned char*>(it.data);
-            if (it.sel.num_elements(it.shape) > 0)
-                for (const Box& b : it.sel.boxes(it.shape))
-                    for_each_run(it.shape, b, [&](std::int64_t start, std::int64_t len) {
-                        const std::uint64_t off = static_cast<std::uint64_t>(start) * esize;
-                        const std::size_t n = static_cast<std::size_t>(len) * esize;
-                        if (it.exchange) runs.push_back({off, bytes, n});
-                        else direct->add(first_entry + i, base + off, off, bytes, n);
-                        bytes += n;
-                    });
-            if (!it.exchange) continue;
-            if (!exchange) exchange.emplace(comm);
-            PhaseTimer t(Phase::SaveExchange);
-            exchange->exchange(first_entry + i, where(it.name), base,
-                               static_cast<std::uint64_t>(num_elements(it.shape)) * esize, runs, *direct);
-        }
-        if (exchange) {
-            stats.exchanged_bytes += exchange->domain_bytes();
-            exchange->finish();
-            exchanged.push_back(exchange->buffers());
-        }
-        // Synchronous: written now, while the caller's buffers are valid; a helper thread
-        // checksums each piece while this one writes the next.
-        if (!opts.background) {
-            ChecksumWorker worker(Phase::SaveChecksum);
-            direct->run(local_sums, false, {}, &worker);
-            count_run();
-            PhaseTimer t(Phase::SaveChecksumWait);
-            worker.finish();
-            exchanged.clear();  // written: back to the pool for the next save
-        }
-    } catch (...) {
-        err = std::current_exception();
+}
+
+void CheckpointWriter::Impl::write_collective(const std::vector<Item>& items, const WritePlan& plan,
+                                              const std::vector<h5::Handle>& dsets,
+                                              const std::vector<h5::Handle>& ftypes) {
+    // Collective tensors go through HDF5's two-phase I/O, whole (every rank must make
+    // the same calls), checksummed here.
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        const Item& it = items[i];
+        const DatasetWrite& d = plan.datasets[i];
+        if (d.path != WritePath::Collective) continue;
+        PhaseTimer t(Phase::SaveCollective);
+        collectively(comm, [&] {
+            const std::string what = where(it.name);
+            h5::Handle fsel = file_selection(it.shape, it.sel, what);
+            const std::int64_t n = d.elements;
+            h5::Handle msel = memory_selection(n, what);
+            if (n > 0)
+                local_sums[d.entry] = checksum_add(local_sums[d.entry], checksum_selection(it.shape, it.sel, d.esize, it.data));
+            static const unsigned char dummy = 0;  // HDF5 wants a buffer even for an empty selection
+            // Memory type == file type: no conversion, which would turn collective I/O independent.
+            // Two-phase I/O exchanges data between the ranks inside MPI-IO.
+            watchdog::BlockedScope blocked("H5Dwrite of a collective tensor (MPI-IO two-phase I/O)");
+            h5::check_status(H5Dwrite(dsets[i].get(), ftypes[i].get(), msel.get(), fsel.get(), dxpl(true),
+                                      n > 0 ? it.data : &dummy),
+                             "writing " + what);
+        });
     }
-    agree_on_error(comm, err);
-    collectively(comm, [&] {
-        for (std::size_t i = 0; i < items.size(); ++i)
-            h5::check_status(dsets[i].close(), "closing " + where(items[i].name));
-    });
+}
+
+void CheckpointWriter::Impl::write_independent(const std::vector<Item>& items, const WritePlan& plan,
+                                               const std::vector<h5::Handle>& dsets) {
+    // This rank's runs at the dataset's file offset (contiguous, allocated at creation), in
+    // the tensor's row-major order, which is also the packed order. Strided tensors are
+    // first exchanged into page-aligned domains (every rank takes part in each exchange,
+    // also with nothing to send).
+    std::optional<StridedExchange> exchange;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        const Item& it = items[i];
+        const DatasetWrite& d = plan.datasets[i];
+        if (d.path != WritePath::Direct && d.path != WritePath::Exchange) continue;
+        const bool exchanged_here = d.path == WritePath::Exchange;
+        const std::size_t esize = d.esize;
+        const haddr_t base = H5Dget_offset(dsets[i].get());
+        GPT_REQUIRE(base != HADDR_UNDEF, IoError, "HDF5 allocated no contiguous storage for ", where(it.name));
+        std::vector<StridedExchange::Run> runs;
+        const auto* bytes = static_cast<const unsigned char*>(it.data);
+        if (d.elements > 0)
+            for (const Box& b : it.sel.boxes(it.shape))
+                for_each_run(it.shape, b, [&](std::int64_t start, std::int64_t len) {
+                    const std::uint64_t off = static_cast<std::uint64_t>(start) * esize;
+                    const std::size_t n = static_cast<std::size_t>(len) * esize;
+                    if (exchanged_here) runs.push_back({off, bytes, n});
+                    else direct->add(d.entry, base + off, off, bytes, n);
+                    bytes += n;
+                });
+        if (!exchanged_here) continue;
+        if (!exchange) exchange.emplace(comm);
+        PhaseTimer t(Phase::SaveExchange);
+        exchange->exchange(d.entry, where(it.name), base, static_cast<std::uint64_t>(num_elements(it.shape)) * esize,
+                           runs, *direct);
+    }
+    if (exchange) {
+        stats.exchanged_bytes += exchange->domain_bytes();
+        exchange->finish();
+        exchanged.push_back(exchange->buffers());
+    }
+    // Synchronous: written now, while the caller's buffers are valid; a helper thread
+    // checksums each piece while this one writes the next.
+    if (!opts.background) {
+        ChecksumWorker worker(Phase::SaveChecksum);
+        direct->run(local_sums, false, {}, &worker);
+        count_run();
+        PhaseTimer t(Phase::SaveChecksumWait);
+        worker.finish();
+        exchanged.clear();  // written: back to the pool for the next save
+    }
 }
 
 void CheckpointWriter::write(const std::vector<TensorSlice>& slices) {
