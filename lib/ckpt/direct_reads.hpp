@@ -60,6 +60,24 @@ private:
         unsigned char* dest;  // nullptr: checksum only
         std::size_t bytes;
     };
+    // One read: the whole pages [lo, hi) covering what it needs (at most 4 MiB): a piece of one
+    // run (first == last; `in_run` bytes into it), or a window of small runs first..last whole.
+    struct Read {
+        std::uint64_t lo, hi, end;  // end: the last byte it needs + 1
+        std::size_t first, last;
+        std::size_t in_run, bytes;  // the piece of a single run
+    };
+    // run() in three steps. Plan: `runs` sorted into file order, and the reads that cover
+    // them (direct_read_plan.cpp: the window and piece sizes live there). Execute: the reads,
+    // each handed out by deliver(). Verify: check_complete() after each read, before its
+    // bytes are used.
+    static std::vector<Read> plan(std::vector<Run>& runs);
+    // The bytes of `rd` (at `page`, its first page) into the runs' destinations, each
+    // piece's checksum added to sums (on the worker's thread where one is given).
+    static void deliver(const std::vector<Run>& runs, const Read& rd, const unsigned char* page,
+                        std::vector<std::uint64_t>* sums, ChecksumWorker* worker);
+    // DataError naming the dataset when the file ended before `rd` got all it needs.
+    void check_complete(const std::vector<Run>& runs, const Read& rd, std::size_t got) const;
 
     std::string file_;
     std::uint64_t readahead_;

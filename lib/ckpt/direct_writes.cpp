@@ -57,6 +57,24 @@ void pwrite_exact(int fd, const std::string& file, const unsigned char* p, std::
     }
 }
 
+// How one run's bytes go to the file (the plan, worked out for every run before the file is
+// opened): with O_DIRECT its whole pages, `middle` bytes after `head` bytes up to the first
+// page boundary; the partial pages at its ends (shared with HDF5's metadata or another
+// rank's run) through the page cache. middle == 0: the whole run through the page cache
+// (too little to gain from direct I/O).
+struct RunSplit {
+    std::size_t head = 0, middle = 0;
+};
+
+RunSplit split_run(std::uint64_t file_offset, std::size_t bytes) {
+    constexpr std::size_t kAlign = AlignedWrites::kAlign;
+    RunSplit s;
+    s.head = std::min<std::size_t>(bytes, (kAlign - file_offset % kAlign) % kAlign);
+    s.middle = (bytes - s.head) / kAlign * kAlign;
+    if (s.middle < AlignedWrites::kMinDirectBytes) s.middle = 0;
+    return s;
+}
+
 }  // namespace
 
 void DirectWrites::run(std::vector<std::uint64_t>& sums, bool durable, std::stop_token stop,
@@ -66,6 +84,12 @@ void DirectWrites::run(std::vector<std::uint64_t>& sums, bool durable, std::stop
     pending_bytes_ = 0;
     direct_bytes_ = buffered_bytes_ = in_place_bytes_ = 0;
     if (runs.empty() && !durable) return;
+    // Plan: each run's split between direct and buffered writes.
+    std::vector<RunSplit> splits;
+    splits.reserve(runs.size());
+    for (const Run& r : runs) splits.push_back(split_run(r.file_offset, r.bytes));
+
+    // Execute: every run checksummed and written.
     Fd fd{::open(file_.c_str(), O_WRONLY | O_CLOEXEC)};
     if (fd.fd < 0) GPT_THROW(IoError, "cannot open checkpoint file ", file_, " for writing: ", std::strerror(errno));
     // EINVAL here: the file system has no direct I/O (tmpfs before Linux 6.6): buffered.
@@ -92,7 +116,8 @@ void DirectWrites::run(std::vector<std::uint64_t>& sums, bool durable, std::stop
     };
     // A run as a flat byte range of a 1-D "tensor" for the checksum worker.
     static const Shape kBytes{std::numeric_limits<std::int64_t>::max()};
-    for (const Run& r : runs) {
+    for (std::size_t k = 0; k < runs.size(); ++k) {
+        const Run& r = runs[k];
         // Checksums of the caller's bytes, in cache-sized pieces: on the worker's thread while
         // this one copies and writes, or here.
         for (std::size_t done = 0; done < r.bytes; done += kIoChunkBytes) {
@@ -106,10 +131,8 @@ void DirectWrites::run(std::vector<std::uint64_t>& sums, bool durable, std::stop
                 sums[r.entry] = checksum_add(sums[r.entry], checksum_bytes(r.data_offset + done, r.data + done, n));
             }
         }
-        constexpr std::size_t kAlign = AlignedWrites::kAlign;
-        const std::size_t head = std::min<std::size_t>(r.bytes, (kAlign - r.file_offset % kAlign) % kAlign);
-        const std::size_t middle = (r.bytes - head) / kAlign * kAlign;
-        if (!aligned || middle < AlignedWrites::kMinDirectBytes) {
+        const std::size_t head = splits[k].head, middle = splits[k].middle;
+        if (!aligned || middle == 0) {
             for (std::size_t done = 0; done < r.bytes; done += kIoChunkBytes) {
                 check_stop();
                 buffered(r.data + done, std::min(kIoChunkBytes, r.bytes - done), r.file_offset + done);
@@ -122,7 +145,7 @@ void DirectWrites::run(std::vector<std::uint64_t>& sums, bool durable, std::stop
         const unsigned char* p = r.data + head;
         const std::uint64_t off = r.file_offset + head;
         // Caller's memory on a page boundary too: written from there, no copy.
-        const bool in_place = reinterpret_cast<std::uintptr_t>(p) % kAlign == 0;
+        const bool in_place = reinterpret_cast<std::uintptr_t>(p) % AlignedWrites::kAlign == 0;
         if (in_place) in_place_bytes_ += middle;
         PhaseTimer tw(Phase::SaveWrite);
         for (std::size_t done = 0; done < middle;) {
@@ -140,6 +163,9 @@ void DirectWrites::run(std::vector<std::uint64_t>& sums, bool durable, std::stop
         tw.stop();
         if (head + middle < r.bytes) buffered(p + middle, r.bytes - head - middle, off + middle);
     }
+
+    // Verify: every direct write completed (AlignedWrites::finish throws the first failure),
+    // then, when asked, this rank's bytes are on the disk.
     if (aligned) {
         PhaseTimer tw(Phase::SaveWrite);
         aligned->finish();
