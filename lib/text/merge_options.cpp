@@ -2,7 +2,6 @@
 
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/value_semantic.hpp>
-#include <sstream>
 
 #include "config/flag_binding.hpp"
 #include "text/tool_flags.hpp"
@@ -27,19 +26,12 @@ po::options_description merge_flags(MergeArgs& a) {
 
 std::string merge_usage() {
     MergeArgs defaults;
-    std::ostringstream os;
-    os << merge_flags(defaults);
-    return os.str();
+    return tool_usage(merge_flags(defaults));
 }
 
 MergeArgs parse_merge_args(const std::vector<std::string>& args) {
     MergeArgs a;
-    const po::options_description flags = merge_flags(a);
-    const ParsedFlags parsed = parse_tool_flags(flags, args);
-    if (a.help || args.empty()) return a;
-    // Boost's order: the required flags by name.
-    require_flag(parsed, "input");
-    require_flag(parsed, "output-prefix");
+    parse_tool_flags(merge_flags(a), args, {"input", "output-prefix"});
     return a;
 }
 

@@ -2,7 +2,6 @@
 
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/value_semantic.hpp>
-#include <sstream>
 
 #include "config/flag_binding.hpp"
 #include "text/tool_flags.hpp"
@@ -52,19 +51,13 @@ po::options_description preprocess_flags(PreprocessArgs& a) {
 
 std::string preprocess_usage() {
     PreprocessArgs defaults;
-    std::ostringstream os;
-    os << preprocess_flags(defaults);
-    return os.str();
+    return tool_usage(preprocess_flags(defaults));
 }
 
 PreprocessArgs parse_preprocess_args(const std::vector<std::string>& args) {
     PreprocessArgs a;
-    const po::options_description flags = preprocess_flags(a);
-    const ParsedFlags parsed = parse_tool_flags(flags, args);
+    const ParsedFlags parsed = parse_tool_flags(preprocess_flags(a), args, {"input", "output-prefix"});
     if (a.help || args.empty()) return a;
-    // Boost's order: the required flags by name.
-    require_flag(parsed, "input");
-    require_flag(parsed, "output-prefix");
     a.dataset_impl_given = !parsed.values["dataset-impl"].defaulted();
     validate_preprocess_args(a);
     return a;

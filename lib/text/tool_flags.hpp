@@ -11,13 +11,15 @@
 
 namespace gpt::data {
 
-// parse_flags, its UsageError's text followed by " (see --help)".
+// parse_flags, its UsageError's text followed by " (see --help)"; then, unless the command
+// line is empty or has --help (the tool prints its usage), each of `required` must have been
+// given: Boost's required_option, checked here because a Boost `required()` would fail inside
+// parse_flags, before --help is seen ("the option '--NAME' is required but missing (see
+// --help)"; Boost's order: by name).
 ParsedFlags parse_tool_flags(const boost::program_options::options_description& flags,
-                             const std::vector<std::string>& args);
+                             const std::vector<std::string>& args, const std::vector<std::string>& required);
 
-// Boost's required_option, checked by the tool once it knows --help was not asked for (a
-// Boost `required()` fails in parse_flags, before --help is seen): UsageError "the option
-// '--NAME' is required but missing (see --help)" unless --NAME was on the command line.
-void require_flag(const ParsedFlags& parsed, const std::string& name);
+// The tool's --help: its flags as Boost prints them, caption first.
+std::string tool_usage(const boost::program_options::options_description& flags);
 
 }  // namespace gpt::data
