@@ -108,26 +108,6 @@ SplitPlan plan_split(const SplitSpec& s) {
     return p;
 }
 
-// The lengths of the documents in document-index order: one cache miss per entry (the index
-// is shuffled), prefetched, and on a second thread for half of a large index.
-std::vector<std::int32_t> lengths_in_order(const IndexedDataset& data, const std::vector<std::int32_t>& document,
-                                           bool two_threads) {
-    std::vector<std::int32_t> out(document.size());
-    auto gather = [&](std::size_t begin, std::size_t end) {
-        constexpr std::size_t kAhead = 32;
-        for (std::size_t p = begin; p < end; ++p) {
-            if (p + kAhead < end) data.prefetch_sequence_length(document[p + kAhead]);
-            out[p] = data.sequence_length(document[p]);
-        }
-    };
-    const std::size_t half = two_threads ? document.size() / 2 : document.size();
-    std::future<void> second;
-    if (half < document.size()) second = std::async(std::launch::async, gather, half, document.size());
-    gather(0, half);
-    if (second.valid()) second.get();
-    return out;
-}
-
 template <typename T>
 std::vector<T> shuffle_index_of(const SplitSpec& s, const SplitPlan& p, std::int64_t total, IndexShuffler rng) {
     skip_document_index(s.first, s.last, p.epochs, rng);
@@ -148,11 +128,13 @@ void build_and_write(const SplitSpec& s, const SplitPlan& p, std::int64_t total,
         shuffle = std::async(std::launch::async, [&] { return shuffle_index_of<T>(s, p, total, seeded); });
     IndexShuffler rng = seeded;
     {
-        const std::vector<std::int32_t> document = build_document_index(s.first, s.last, p.epochs, rng);
-        out.append(document);
+        DocumentOrder order = build_document_order(s.first, s.last, p.epochs, rng,
+                                                   [&](std::int64_t seq) { return s.data->sequence_length(seq); });
+        out.append(order.document);
+        order.document = {};
         // The sample index is written as it is walked, a megabyte at a time, so the disk writes
         // it back meanwhile and the fsync has only the last piece left.
-        const std::vector<std::int32_t> ordered = lengths_in_order(*s.data, document, large);
+        const std::vector<std::int32_t>& ordered = order.lengths;
         constexpr std::int64_t kPiece = std::int64_t{1} << 17;  // samples: 1 MB of entries
         std::vector<std::int32_t> piece(static_cast<std::size_t>(2 * std::min(kPiece, std::max<std::int64_t>(total, 1))));
         const std::int32_t origin[2] = {0, 0};  // sample 0 starts at the first document's first token

@@ -5,11 +5,15 @@
 // in the .bin are sequences; they coincide unless a JSON list made several per document).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <climits>
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "core/errors.hpp"
 
 namespace gpt::data {
 
@@ -52,6 +56,39 @@ EpochPlan plan_epochs(std::int64_t tokens_per_epoch, std::int64_t seq_length, st
 // 2^31 entries (the builder refuses larger requests with the numbers before calling this).
 std::vector<std::int32_t> build_document_index(std::int64_t first, std::int64_t last, const EpochPlan& plan,
                                                IndexShuffler& rng);
+// build_document_index's index (the same draws, the same permutation) and beside it each entry's
+// sequence length (lengths[s - first] is sequence s's): what the sample index walks, gathered
+// while shuffling instead of by a random read per entry afterwards.
+struct DocumentOrder {
+    std::vector<std::int32_t> document, lengths;
+};
+// build_document_index's shuffle (the final epoch apart when the plan says so) over any entries.
+// T: std::int32_t or std::int64_t.
+template <typename T>
+void shuffle_documents(std::int64_t docs, const EpochPlan& plan, IndexShuffler& rng, T* entries);
+// Packed entries ((length << 32) | document) back into the two arrays.
+DocumentOrder split_document_order(std::vector<std::int64_t> packed);
+// length_of(s): sequence s's length (>= 0), read once per sequence, in order.
+template <typename LengthOf>
+DocumentOrder build_document_order(std::int64_t first, std::int64_t last, const EpochPlan& plan, IndexShuffler& rng,
+                                   LengthOf&& length_of) {
+    const std::int64_t docs = last - first;
+    GPT_ASSERT(last <= INT32_MAX && docs * plan.num_epochs <= INT32_MAX, "a 32-bit document index of sequences [",
+               first, ", ", last, ") x ", plan.num_epochs, " epochs");
+    // Each entry carries its length in the high half: the draws and swaps are
+    // build_document_index's, so the low halves are its permutation, and the lengths come out
+    // in document-index order without a random read per entry after the shuffle.
+    std::vector<std::int64_t> packed(static_cast<std::size_t>(docs * plan.num_epochs));
+    for (std::int64_t d = 0; d < docs; ++d) {
+        const std::int32_t length = length_of(first + d);
+        GPT_ASSERT(length >= 0, "sequence ", first + d, " of negative length");
+        packed[static_cast<std::size_t>(d)] = (static_cast<std::int64_t>(length) << 32) | (first + d);
+    }
+    for (std::int64_t e = 1; e < plan.num_epochs; ++e)
+        std::copy(packed.begin(), packed.begin() + docs, packed.begin() + e * docs);
+    shuffle_documents(docs, plan, rng, packed.data());
+    return split_document_order(std::move(packed));
+}
 // Leaves rng where build_document_index(first, last, plan, rng) would, touching no memory: the
 // shuffle index, drawn next, can then be built beside the document and sample indices.
 void skip_document_index(std::int64_t first, std::int64_t last, const EpochPlan& plan, IndexShuffler& rng);
