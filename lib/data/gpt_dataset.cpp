@@ -14,6 +14,7 @@
 #include "data/commit_queue.hpp"
 #include "data/gpt_indices.hpp"
 #include "data/indexed_dataset.hpp"
+#include "data/large_array.hpp"
 #include "data/temp_files.hpp"
 #include "log/log.hpp"
 
@@ -130,16 +131,22 @@ void build_and_write(const SplitSpec& s, const SplitPlan& p, std::int64_t total,
     {
         DocumentOrder order = build_document_order(s.first, s.last, p.epochs, rng,
                                                    [&](std::int64_t seq) { return s.data->sequence_length(seq); });
-        out.append(order.document);
-        order.document = {};
-        // The sample index is written as it is walked, a megabyte at a time, so the disk writes
-        // it back meanwhile and the fsync has only the last piece left.
-        const std::vector<std::int32_t>& ordered = order.lengths;
+        // Both arrays are written as they are produced, a megabyte at a time (the document index
+        // from the packed entries, the sample index as it is walked), so the disk writes them
+        // back meanwhile and the fsync has only the last piece left.
         constexpr std::int64_t kPiece = std::int64_t{1} << 17;  // samples: 1 MB of entries
-        std::vector<std::int32_t> piece(static_cast<std::size_t>(2 * std::min(kPiece, std::max<std::int64_t>(total, 1))));
+        LargeArray<std::int32_t> piece(static_cast<std::size_t>(
+            std::min(2 * kPiece, std::max<std::int64_t>({2 * total, static_cast<std::int64_t>(order.size()), 2}))));
+        for (std::size_t done = 0; done < order.size();) {
+            const std::size_t n = std::min(piece.size(), order.size() - done);
+            for (std::size_t k = 0; k < n; ++k) piece[k] = order.document(done + k);
+            out.append(piece.data(), n);
+            done += n;
+        }
+        order.packed = {};
         const std::int32_t origin[2] = {0, 0};  // sample 0 starts at the first document's first token
         out.append(origin, 2);
-        SampleIndexWalker walk(ordered.data(), static_cast<std::int64_t>(ordered.size()), s.seq_length);
+        SampleIndexWalker walk(order.lengths.data(), static_cast<std::int64_t>(order.size()), s.seq_length);
         for (std::int64_t done = 0; done < total;) {
             const std::int64_t n = std::min(kPiece, total - done);
             walk.next(n, piece.data());

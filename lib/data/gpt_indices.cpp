@@ -91,17 +91,6 @@ std::vector<std::int32_t> build_document_index(std::int64_t first, std::int64_t 
     return idx;
 }
 
-DocumentOrder split_document_order(std::vector<std::int64_t> both) {
-    DocumentOrder out;
-    out.document.resize(both.size());
-    out.lengths.resize(both.size());
-    for (std::size_t p = 0; p < both.size(); ++p) {
-        out.document[p] = static_cast<std::int32_t>(both[p] & 0xffffffff);
-        out.lengths[p] = static_cast<std::int32_t>(both[p] >> 32);
-    }
-    return out;
-}
-
 template <typename T>
 void shuffle_documents(std::int64_t docs, const EpochPlan& plan, IndexShuffler& rng, T* entries) {
     if (plan.separate_final_epoch) {
