@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "../model/model_test_util.hpp"
+#include "model_test_util.hpp"
 #include "inference/kv_model.hpp"
 
 namespace gpt::test {

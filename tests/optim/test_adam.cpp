@@ -6,7 +6,7 @@
 #include <limits>
 #include <random>
 
-#include "../model/model_test_util.hpp"
+#include "model_test_util.hpp"
 #include "optim/adam.hpp"
 
 namespace gpt::optim {

@@ -8,7 +8,7 @@
 #include <limits>
 #include <random>
 
-#include "../model/model_test_util.hpp"
+#include "model_test_util.hpp"
 #include "core/errors.hpp"
 #include "optim/adam.hpp"
 
