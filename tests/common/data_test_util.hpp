@@ -1,4 +1,4 @@
-// Helpers shared by the data tests: paths of the committed GPT-2 files, JSON-lines I/O, and
+// Helpers shared by the data and text tests: paths of the committed GPT-2 files, JSON-lines I/O, and
 // running the reference tokenizer (node + tiktoken, installed by scripts/setup.sh).
 #pragma once
 

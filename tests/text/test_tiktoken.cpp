@@ -67,7 +67,7 @@ std::vector<std::string> adversarial_texts() {
 }
 
 std::vector<std::string> all_texts() {
-    std::vector<std::string> texts = read_json_string_lines(gpt::test::source_dir() + "/tests/data/corpus/tokenizer_cases.jsonl");
+    std::vector<std::string> texts = read_json_string_lines(gpt::test::source_dir() + "/tests/text/corpus/tokenizer_cases.jsonl");
     for (auto& s : adversarial_texts()) texts.push_back(s);
     for (auto& s : random_texts(1500, 2718)) texts.push_back(s);
     return texts;

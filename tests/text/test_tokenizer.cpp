@@ -70,7 +70,7 @@ TEST(Gpt2Tokenizer, PreTokenizerPieces) {
 }
 
 TEST(Gpt2Tokenizer, MatchesTiktokenOnEdgeCases) {
-    expect_same_as_tiktoken(read_json_string_lines(gpt::test::source_dir() + "/tests/data/corpus/tokenizer_cases.jsonl"),
+    expect_same_as_tiktoken(read_json_string_lines(gpt::test::source_dir() + "/tests/text/corpus/tokenizer_cases.jsonl"),
                             "tokenizer_cases");
 }
 

@@ -40,7 +40,7 @@ std::vector<std::string> corpus_lines() {
         "   ",
         R"({"text": ["", ""]})",
     };
-    const auto cases = read_json_string_lines(gpt::test::source_dir() + "/tests/data/corpus/tokenizer_cases.jsonl");
+    const auto cases = read_json_string_lines(gpt::test::source_dir() + "/tests/text/corpus/tokenizer_cases.jsonl");
     for (int i = 0; i < 400; ++i)
         lines.push_back("{\"text\": " + json_string("Document " + std::to_string(i) + ": " + cases[i % cases.size()]) + "}");
     return lines;

@@ -1,4 +1,4 @@
-// Shared pieces of the model tests: a tiny configuration, a 1-rank TP group, random
+// Shared pieces of the model tests (their tiny configuration: tiny.hpp): a 1-rank TP group, random
 // batches, and a plain fp64 reference forward pass of the whole GPT.
 #pragma once
 
@@ -12,6 +12,7 @@
 
 #include "dist/comm_mpi.hpp"
 #include "model/gpt_model.hpp"
+#include "tiny.hpp"
 
 namespace gpt::test {
 
@@ -19,17 +20,6 @@ inline std::unique_ptr<dist::Communicator> self_comm(const char* name = "tp") {
     MPI_Comm c;
     MPI_Comm_dup(MPI_COMM_SELF, &c);
     return std::make_unique<dist::MpiCommunicator>(c, name);
-}
-
-inline ModelConfig tiny_model_config() {
-    ModelConfig m;
-    m.num_layers = 2;
-    m.hidden_size = 16;
-    m.num_attention_heads = 2;
-    m.seq_length = 8;
-    m.make_vocab_size_divisible_by = 16;
-    m.init_method_std = 0.02;
-    return m;
 }
 
 inline std::vector<std::int32_t> random_tokens(int b, int s, int vocab, unsigned seed) {
