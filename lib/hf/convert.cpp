@@ -23,7 +23,7 @@
 #include "hf/safetensors.hpp"
 #include "hf/staging_dir.hpp"
 #include "inference/kv_model.hpp"
-#include "train/model_chunks.hpp"
+#include "train/step/model_chunks.hpp"
 
 namespace gpt::hf {
 

@@ -1,6 +1,6 @@
 #include "train/trainer.hpp"
 
-#include "train/dataset_samples.hpp"
+#include "train/run/dataset_samples.hpp"
 
 #include <cmath>
 #include <sstream>
@@ -14,12 +14,12 @@
 #include "core/timer.hpp"
 #include "core/watchdog.hpp"
 #include "log/log.hpp"
-#include "train/chunk_layout.hpp"
-#include "train/exit_conditions.hpp"
-#include "train/iteration_log.hpp"
-#include "train/nan_check.hpp"
-#include "train/profile_window.hpp"
-#include "train/timer_log.hpp"
+#include "train/step/chunk_layout.hpp"
+#include "train/run/exit_conditions.hpp"
+#include "train/monitor/iteration_log.hpp"
+#include "train/monitor/nan_check.hpp"
+#include "train/monitor/profile_window.hpp"
+#include "train/monitor/timer_log.hpp"
 
 namespace gpt::train {
 

@@ -16,16 +16,16 @@
 #include "dist/process_groups.hpp"
 #include "optim/loss_scaler.hpp"
 #include "optim/lr_scheduler.hpp"
-#include "train/batch_source.hpp"
-#include "train/load_policy.hpp"
-#include "train/metrics_file.hpp"
-#include "train/model_chunks.hpp"
-#include "train/run_config.hpp"
-#include "train/skip_watch.hpp"
-#include "train/train_sample.hpp"
-#include "train/spike_guard.hpp"
+#include "train/step/batch_source.hpp"
+#include "train/state/load_policy.hpp"
+#include "train/monitor/metrics_file.hpp"
+#include "train/step/model_chunks.hpp"
+#include "train/run/run_config.hpp"
+#include "train/monitor/skip_watch.hpp"
+#include "train/monitor/train_sample.hpp"
+#include "train/monitor/spike_guard.hpp"
 #include "core/timers.hpp"
-#include "train/tensorboard_log.hpp"
+#include "train/monitor/tensorboard_log.hpp"
 
 namespace gpt::train {
 
@@ -85,7 +85,7 @@ public:
     IterationRecord train_step(MicroBatchSource& data);
     // Checkpoints (train/trainer_checkpoint.cpp), collective. load_checkpoint: --load /
     // --ckpt-step / --load-fallback, in three steps: read what the checkpoint holds, apply
-    // the run's policy (train/load_policy.hpp: --finetune, --no-load-optim, ...), restore;
+    // the run's policy (train/state/load_policy.hpp: --finetune, --no-load-optim, ...), restore;
     // the iteration loaded, nullopt for a fresh start (no --load, or an empty folder).
     // save_checkpoint: the whole training state to --save.
     std::optional<std::int64_t> load_checkpoint();
@@ -160,7 +160,7 @@ private:
     std::int64_t last_saved_iteration_ = -1;
     std::unique_ptr<ckpt::CheckpointSaver> saver_;  // with --save; owns a save in flight
     // The host copy every save reuses (allocated at the load or the first save, kept):
-    // with --async-save, and for every save on a device backend (train/host_copy.hpp).
+    // with --async-save, and for every save on a device backend (train/state/host_copy.hpp).
     std::shared_ptr<class HostCopy> host_copy_;
     // The FP8 scaling state a save writes from (fp8_checkpoint.hpp): kept until the next save,
     // which begins only after this one's background write has finished.

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "train/batch_source.hpp"
+#include "train/step/batch_source.hpp"
 
 namespace gpt::test {
 
