@@ -10,6 +10,7 @@
 #include "config/config.hpp"
 #include "core/dtype.hpp"
 #include "dist/rank_grid.hpp"
+#include "model/model_spec.hpp"
 
 namespace gpt::train {
 
@@ -22,6 +23,9 @@ struct RunConfig {
     int padded_vocab_size = 0;   // Megatron's padding: make-vocab-size-divisible-by x TP
     DType dtype = DType::F32;    // --fp16 / --bf16
     std::int64_t num_micro_batches = 0;  // per iteration and data-parallel rank
+    // The model's options (precision, dropout, recompute, flash attention, FP8, seed): the
+    // training chunks' and the converter's one-rank model's, derived here once.
+    model::ModelOptions model_options;
 };
 
 // Fills the unpadded vocab size from the tokenizer files when not given, as Megatron's

@@ -9,39 +9,6 @@
 
 namespace gpt::train {
 
-model::ModelOptions model_options(const RunConfig& run) {
-    const Config& cfg = run.cfg;
-    const auto& t = cfg.training;
-    const auto& p = cfg.parallel;
-    model::ModelOptions opt;
-    opt.dtype = run.dtype;
-    opt.flash_attention = p.use_flash_attn;
-    opt.tanh_gelu = cfg.model.tanh_gelu();
-    opt.hidden_dropout = static_cast<float>(cfg.model.hidden_dropout);
-    opt.attention_dropout = static_cast<float>(cfg.model.attention_dropout);
-    opt.layernorm_eps = static_cast<float>(cfg.model.layernorm_epsilon);
-    opt.init_std = cfg.model.init_method_std;
-    opt.seed = t.seed;
-    opt.sequence_parallel = p.sequence_parallel;
-    opt.recompute = p.recompute();
-    opt.recompute_block = p.recompute_method == RecomputeMethod::Block;
-    opt.recompute_num_layers = p.recompute_num_layers;
-    const Fp8Config& f = cfg.fp8;
-    if (f.enabled()) {
-        opt.fp8.on = true;
-        opt.fp8.forward = f.forward_format();
-        opt.fp8.gradient = f.gradient_format();
-        opt.fp8.delayed = f.fp8_recipe == Fp8Recipe::Delayed;
-        opt.fp8.amax_history_len = f.fp8_amax_history_len;
-        opt.fp8.amax_compute_algo = f.fp8_amax_compute_algo;
-        opt.fp8.margin = f.fp8_margin;
-        opt.fp8.wgrad = f.fp8_wgrad;
-        opt.fp8.bf16_layers_at_start = f.bf16_layers_at_start();
-        opt.fp8.bf16_layers_at_end = f.bf16_layers_at_end();
-    }
-    return opt;
-}
-
 ModelChunks::ModelChunks(const RunConfig& run, dist::ProcessGroups& groups, dist::DataGroups& data,
                          Backend& backend)
     : groups_(groups), data_(data), be_(backend), num_micro_batches_(run.num_micro_batches) {
@@ -51,7 +18,7 @@ ModelChunks::ModelChunks(const RunConfig& run, dist::ProcessGroups& groups, dist
     const int micro_batch = cfg.training.micro_batch_size;
     const model::ModelDims dims = model::make_model_dims(
         cfg.model, cfg.model.vocab_size, groups.grid().tp_size(), groups.coords().tp);
-    const model::ModelOptions opt = model_options(run);
+    const model::ModelOptions& opt = run.model_options;
     // Several chunks share one arena of micro-batch slots, sized for the schedule.
     if (v > 1)
         shared_ = std::make_unique<SharedActivations>(cfg, groups, be_, dims, opt, micro_batch,

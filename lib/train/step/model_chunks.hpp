@@ -32,9 +32,6 @@ struct MemoryReport {
     std::size_t in_use = 0, peak = 0;  // from the backend
 };
 
-// The model options of this run (precision, dropout, recompute, flash attention, seed).
-model::ModelOptions model_options(const RunConfig& run);
-
 class ModelChunks {
 public:
     // Builds and initialises this rank's chunks, their optimizers and reducers for the
