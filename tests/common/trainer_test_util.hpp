@@ -6,7 +6,7 @@
 
 #include "config/config.hpp"
 #include "tiny.hpp"
-#include "train/batch_source.hpp"
+#include "train/step/batch_source.hpp"
 
 namespace gpt::test {
 

@@ -16,8 +16,8 @@
 #include "core/half.hpp"
 #include "h5_damage.hpp"
 #include "test_env.hpp"
-#include "train/exit_conditions.hpp"
-#include "train/run_config.hpp"
+#include "train/run/exit_conditions.hpp"
+#include "train/run/run_config.hpp"
 #include "train/trainer.hpp"
 #include "trainer_test_util.hpp"
 

@@ -11,9 +11,9 @@
 #include <set>
 
 #include "core/errors.hpp"
-#include "train/nan_check.hpp"
-#include "train/spike_guard.hpp"
-#include "train/timer_log.hpp"
+#include "train/monitor/nan_check.hpp"
+#include "train/monitor/spike_guard.hpp"
+#include "train/monitor/timer_log.hpp"
 #include "train/trainer.hpp"
 #include "trainer_test_util.hpp"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/errors.hpp"
-#include "train/profile_window.hpp"
+#include "train/monitor/profile_window.hpp"
 #include "train/trainer.hpp"
 #include "trainer_test_util.hpp"
 

@@ -9,7 +9,7 @@
 
 #include "core/errors.hpp"
 #include "test_env.hpp"
-#include "train/iteration_log.hpp"
+#include "train/monitor/iteration_log.hpp"
 #include "train/trainer.hpp"
 #include "trainer_test_util.hpp"
 
