@@ -1,4 +1,4 @@
-// gpt_pretrain: parse the flags, resolve the run (train/run_config.hpp), print it, build the
+// gpt_pretrain: parse the flags, resolve the run (train/run/run_config.hpp), print it, build the
 // process groups and train. All logic lives in lib/; this main only wires it and turns
 // errors into exit codes.
 #include <mpi.h>
@@ -24,7 +24,7 @@
 #include "plan/checkpoint_size.hpp"
 #include "plan/planner.hpp"
 #include "train/pretrain.hpp"
-#include "train/run_config.hpp"
+#include "train/run/run_config.hpp"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include "config/options.hpp"
 #include "config/validate.hpp"
 #include "log/log.hpp"
-#include "train/prepare_cache.hpp"
-#include "train/run_config.hpp"
+#include "train/run/prepare_cache.hpp"
+#include "train/run/run_config.hpp"
 
 int main(int argc, char** argv) {
     return gpt::app::run_tool("prepare_cache", [&] {

@@ -327,7 +327,7 @@ int main(int argc, char** argv) {
             SaverOptions so;
             so.async = true;
             so.writer.io_mode = mode;
-            // The trainer's host copy on the CPU backend (train/host_copy.cpp): Backend::alloc_host
+            // The trainer's host copy on the CPU backend (train/state/host_copy.cpp): Backend::alloc_host
             // blocks (page-aligned, kept for the run; declared before the saver, so freed after
             // it is gone), filled with copy_to_host_async.
             const std::unique_ptr<Backend> be = make_backend("cpu", 0);

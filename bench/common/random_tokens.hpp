@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "train/batch_source.hpp"
+#include "train/step/batch_source.hpp"
 
 namespace gpt::bench {
 

@@ -17,7 +17,7 @@
 #include "common/timed_backend.hpp"
 #include "core/timer.hpp"
 #include "dist/process_groups.hpp"
-#include "train/iteration_log.hpp"
+#include "train/monitor/iteration_log.hpp"
 #include "train/trainer.hpp"
 
 namespace {

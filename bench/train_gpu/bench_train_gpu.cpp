@@ -27,7 +27,7 @@
 #include "core/errors.hpp"
 #include "core/timer.hpp"
 #include "dist/process_groups.hpp"
-#include "train/iteration_log.hpp"
+#include "train/monitor/iteration_log.hpp"
 #include "train/trainer.hpp"
 
 namespace {

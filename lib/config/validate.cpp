@@ -184,7 +184,7 @@ void validate_model_and_training(Config& cfg) {
     GPT_REQUIRE(ck.ckpt_step >= -1, UsageError, "--ckpt-step must be an iteration (>= 0), or -1 for the latest; got ",
                 ck.ckpt_step);
     // Whose learning-rate schedule a resumed run follows: one of the two, never both (the
-    // checks against what the checkpoint holds are the load's: train/load_policy.cpp).
+    // checks against what the checkpoint holds are the load's: train/state/load_policy.cpp).
     GPT_REQUIRE(ck.load.empty() || !(ck.override_opt_param_scheduler && ck.use_checkpoint_opt_param_scheduler),
                 UsageError,
                 "--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler exclude each other");

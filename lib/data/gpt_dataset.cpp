@@ -14,6 +14,7 @@
 #include "data/commit_queue.hpp"
 #include "data/gpt_indices.hpp"
 #include "data/indexed_dataset.hpp"
+#include "data/large_array.hpp"
 #include "data/temp_files.hpp"
 #include "log/log.hpp"
 
@@ -108,26 +109,6 @@ SplitPlan plan_split(const SplitSpec& s) {
     return p;
 }
 
-// The lengths of the documents in document-index order: one cache miss per entry (the index
-// is shuffled), prefetched, and on a second thread for half of a large index.
-std::vector<std::int32_t> lengths_in_order(const IndexedDataset& data, const std::vector<std::int32_t>& document,
-                                           bool two_threads) {
-    std::vector<std::int32_t> out(document.size());
-    auto gather = [&](std::size_t begin, std::size_t end) {
-        constexpr std::size_t kAhead = 32;
-        for (std::size_t p = begin; p < end; ++p) {
-            if (p + kAhead < end) data.prefetch_sequence_length(document[p + kAhead]);
-            out[p] = data.sequence_length(document[p]);
-        }
-    };
-    const std::size_t half = two_threads ? document.size() / 2 : document.size();
-    std::future<void> second;
-    if (half < document.size()) second = std::async(std::launch::async, gather, half, document.size());
-    gather(0, half);
-    if (second.valid()) second.get();
-    return out;
-}
-
 template <typename T>
 std::vector<T> shuffle_index_of(const SplitSpec& s, const SplitPlan& p, std::int64_t total, IndexShuffler rng) {
     skip_document_index(s.first, s.last, p.epochs, rng);
@@ -148,16 +129,24 @@ void build_and_write(const SplitSpec& s, const SplitPlan& p, std::int64_t total,
         shuffle = std::async(std::launch::async, [&] { return shuffle_index_of<T>(s, p, total, seeded); });
     IndexShuffler rng = seeded;
     {
-        const std::vector<std::int32_t> document = build_document_index(s.first, s.last, p.epochs, rng);
-        out.append(document);
-        // The sample index is written as it is walked, a megabyte at a time, so the disk writes
-        // it back meanwhile and the fsync has only the last piece left.
-        const std::vector<std::int32_t> ordered = lengths_in_order(*s.data, document, large);
+        DocumentOrder order = build_document_order(s.first, s.last, p.epochs, rng,
+                                                   [&](std::int64_t seq) { return s.data->sequence_length(seq); });
+        // Both arrays are written as they are produced, a megabyte at a time (the document index
+        // from the packed entries, the sample index as it is walked), so the disk writes them
+        // back meanwhile and the fsync has only the last piece left.
         constexpr std::int64_t kPiece = std::int64_t{1} << 17;  // samples: 1 MB of entries
-        std::vector<std::int32_t> piece(static_cast<std::size_t>(2 * std::min(kPiece, std::max<std::int64_t>(total, 1))));
+        LargeArray<std::int32_t> piece(static_cast<std::size_t>(
+            std::min(2 * kPiece, std::max<std::int64_t>({2 * total, static_cast<std::int64_t>(order.size()), 2}))));
+        for (std::size_t done = 0; done < order.size();) {
+            const std::size_t n = std::min(piece.size(), order.size() - done);
+            for (std::size_t k = 0; k < n; ++k) piece[k] = order.document(done + k);
+            out.append(piece.data(), n);
+            done += n;
+        }
+        order.packed = {};
         const std::int32_t origin[2] = {0, 0};  // sample 0 starts at the first document's first token
         out.append(origin, 2);
-        SampleIndexWalker walk(ordered.data(), static_cast<std::int64_t>(ordered.size()), s.seq_length);
+        SampleIndexWalker walk(order.lengths.data(), static_cast<std::int64_t>(order.size()), s.seq_length);
         for (std::int64_t done = 0; done < total;) {
             const std::int64_t n = std::min(kPiece, total - done);
             walk.next(n, piece.data());

@@ -87,14 +87,21 @@ std::vector<std::int32_t> build_document_index(std::int64_t first, std::int64_t 
     for (std::int64_t e = 0; e < plan.num_epochs; ++e)
         for (std::int64_t d = 0; d < docs; ++d)
             idx[static_cast<std::size_t>(e * docs + d)] = static_cast<std::int32_t>(first + d);
-    if (plan.separate_final_epoch) {
-        rng.shuffle(idx.data(), docs * (plan.num_epochs - 1));
-        rng.shuffle(idx.data() + docs * (plan.num_epochs - 1), docs);
-    } else {
-        rng.shuffle(idx.data(), static_cast<std::int64_t>(idx.size()));
-    }
+    shuffle_documents(docs, plan, rng, idx.data());
     return idx;
 }
+
+template <typename T>
+void shuffle_documents(std::int64_t docs, const EpochPlan& plan, IndexShuffler& rng, T* entries) {
+    if (plan.separate_final_epoch) {
+        rng.shuffle(entries, docs * (plan.num_epochs - 1));
+        rng.shuffle(entries + docs * (plan.num_epochs - 1), docs);
+    } else {
+        rng.shuffle(entries, docs * plan.num_epochs);
+    }
+}
+template void shuffle_documents(std::int64_t, const EpochPlan&, IndexShuffler&, std::int32_t*);
+template void shuffle_documents(std::int64_t, const EpochPlan&, IndexShuffler&, std::int64_t*);
 
 void skip_document_index(std::int64_t first, std::int64_t last, const EpochPlan& plan, IndexShuffler& rng) {
     const std::int64_t docs = last - first;
@@ -158,28 +165,5 @@ std::vector<T> build_shuffle_index(std::int64_t first_part, std::int64_t total, 
 }
 template std::vector<std::int32_t> build_shuffle_index(std::int64_t, std::int64_t, IndexShuffler&);
 template std::vector<std::int64_t> build_shuffle_index(std::int64_t, std::int64_t, IndexShuffler&);
-
-void build_blending_indices(const std::vector<double>& weights, std::int64_t size,
-                            std::vector<std::int16_t>& dataset_index, std::vector<std::int64_t>& dataset_sample_index) {
-    GPT_ASSERT(!weights.empty() && weights.size() < 32768, "blend of ", weights.size(), " datasets");
-    dataset_index.assign(static_cast<std::size_t>(size), 0);
-    dataset_sample_index.assign(static_cast<std::size_t>(size), 0);
-    std::vector<std::int64_t> current(weights.size(), 0);
-    for (std::int64_t i = 0; i < size; ++i) {
-        const double x = std::max(static_cast<double>(i), 1.0);
-        std::size_t best = 0;
-        double best_err = weights[0] * x - static_cast<double>(current[0]);
-        for (std::size_t d = 1; d < weights.size(); ++d) {
-            // Rounded twice, as Megatron's helper does: lib/data is built without contraction.
-            const double err = weights[d] * x - static_cast<double>(current[d]);
-            if (err > best_err) {
-                best_err = err;
-                best = d;
-            }
-        }
-        dataset_index[static_cast<std::size_t>(i)] = static_cast<std::int16_t>(best);
-        dataset_sample_index[static_cast<std::size_t>(i)] = current[best]++;
-    }
-}
 
 }  // namespace gpt::data

@@ -5,11 +5,16 @@
 // in the .bin are sequences; they coincide unless a JSON list made several per document).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <climits>
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "core/errors.hpp"
+#include "data/large_array.hpp"
 
 namespace gpt::data {
 
@@ -52,6 +57,42 @@ EpochPlan plan_epochs(std::int64_t tokens_per_epoch, std::int64_t seq_length, st
 // 2^31 entries (the builder refuses larger requests with the numbers before calling this).
 std::vector<std::int32_t> build_document_index(std::int64_t first, std::int64_t last, const EpochPlan& plan,
                                                IndexShuffler& rng);
+// build_document_index's index (the same draws, the same permutation) and beside it each entry's
+// sequence length: what the sample index walks, carried through the shuffle instead of gathered
+// by a random read per entry afterwards.
+struct DocumentOrder {
+    LargeArray<std::int64_t> packed;   // (length << 32) | document, in document-index order
+    LargeArray<std::int32_t> lengths;  // the same lengths, alone: what the sample walk reads
+    std::size_t size() const { return lengths.size(); }
+    std::int32_t document(std::size_t p) const { return static_cast<std::int32_t>(packed[p] & 0xffffffff); }
+};
+// build_document_index's shuffle (the final epoch apart when the plan says so) over any entries.
+// T: std::int32_t or std::int64_t.
+template <typename T>
+void shuffle_documents(std::int64_t docs, const EpochPlan& plan, IndexShuffler& rng, T* entries);
+// length_of(s): sequence s's length (>= 0), read once per sequence, in order.
+template <typename LengthOf>
+DocumentOrder build_document_order(std::int64_t first, std::int64_t last, const EpochPlan& plan, IndexShuffler& rng,
+                                   LengthOf&& length_of) {
+    const std::int64_t docs = last - first;
+    GPT_ASSERT(last <= INT32_MAX && docs * plan.num_epochs <= INT32_MAX, "a 32-bit document index of sequences [",
+               first, ", ", last, ") x ", plan.num_epochs, " epochs");
+    // Each entry carries its length in the high half: the draws and swaps are
+    // build_document_index's, so the low halves are its permutation, and the lengths come out
+    // in document-index order without a random read per entry after the shuffle.
+    const auto n = static_cast<std::size_t>(docs * plan.num_epochs);
+    DocumentOrder out{LargeArray<std::int64_t>(n), LargeArray<std::int32_t>(n)};
+    std::int64_t* packed = out.packed.data();
+    for (std::int64_t d = 0; d < docs; ++d) {
+        const std::int32_t length = length_of(first + d);
+        GPT_ASSERT(length >= 0, "sequence ", first + d, " of negative length");
+        packed[d] = (static_cast<std::int64_t>(length) << 32) | (first + d);
+    }
+    for (std::int64_t e = 1; e < plan.num_epochs; ++e) std::copy(packed, packed + docs, packed + e * docs);
+    shuffle_documents(docs, plan, rng, packed);
+    for (std::size_t p = 0; p < n; ++p) out.lengths[p] = static_cast<std::int32_t>(packed[p] >> 32);
+    return out;
+}
 // Leaves rng where build_document_index(first, last, plan, rng) would, touching no memory: the
 // shuffle index, drawn next, can then be built beside the document and sample indices.
 void skip_document_index(std::int64_t first, std::int64_t last, const EpochPlan& plan, IndexShuffler& rng);

@@ -10,7 +10,7 @@
 #include "core/errors.hpp"
 #include "text/gpt2_tokenizer.hpp"
 #include "dist/process_groups.hpp"
-#include "train/device_backend.hpp"
+#include "train/run/device_backend.hpp"
 #include "train/trainer.hpp"
 #include "inference/generator.hpp"
 #include "inference/kv_model.hpp"

@@ -6,8 +6,8 @@
 #include "core/errors.hpp"
 #include "generation/checkpoint_args.hpp"
 #include "model/param_layout.hpp"
-#include "train/load_model_state.hpp"
-#include "train/saved_run_attributes.hpp"
+#include "train/state/load_model_state.hpp"
+#include "train/state/saved_run_attributes.hpp"
 
 namespace gpt::generation {
 

@@ -1,6 +1,6 @@
 // A checkpoint's model, for inference on this rank: the Config from its saved arguments
 // (generate/checkpoint_args.hpp) and this TP rank's slice of the fp32 main parameters,
-// whatever layout (TP, PP, DP, distributed optimizer) saved it (train/load_model_state.hpp,
+// whatever layout (TP, PP, DP, distributed optimizer) saved it (train/state/load_model_state.hpp,
 // the loader the trainer and the converter use too).
 #pragma once
 

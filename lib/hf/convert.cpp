@@ -23,7 +23,7 @@
 #include "hf/safetensors.hpp"
 #include "hf/staging_dir.hpp"
 #include "inference/kv_model.hpp"
-#include "train/model_chunks.hpp"
+#include "train/step/model_chunks.hpp"
 
 namespace gpt::hf {
 
@@ -124,7 +124,7 @@ namespace {
 
 // The loaded model's forward on one fp32 CPU rank (no optimizer: nothing trains here).
 struct OneRankForward {
-    explicit OneRankForward(const LoadedCheckpoint& ck) : options(train::model_options(ck.run)) {}
+    explicit OneRankForward(const LoadedCheckpoint& ck) : options(ck.run.model_options) {}
     dist::ProcessGroups groups{MPI_COMM_SELF, 1, 1};
     std::unique_ptr<Backend> backend = make_backend("cpu", 0);
     model::ModelOptions options;

@@ -9,8 +9,8 @@
 #include "core/errors.hpp"
 #include "dist/process_groups.hpp"
 #include "hf/staging_dir.hpp"
-#include "train/load_model_state.hpp"
-#include "train/saved_run_attributes.hpp"
+#include "train/state/load_model_state.hpp"
+#include "train/state/saved_run_attributes.hpp"
 #include "train/trainer.hpp"
 
 namespace gpt::hf {

@@ -1,5 +1,5 @@
 // Our GPT as one fp32 rank, for the converter: its configuration rebuilt from a checkpoint's
-// saved run, the checkpoint's model read by the shared loader (train/load_model_state.hpp:
+// saved run, the checkpoint's model read by the shared loader (train/state/load_model_state.hpp:
 // any saved layout resharded into one TP rank; no trainer), and for an import a one-rank
 // trainer whose saver writes our checkpoint with the optimizer state a fresh run has.
 #pragma once
@@ -13,7 +13,7 @@
 #include "config/saved_run.hpp"
 #include "model/gpt_model.hpp"
 #include "model/param_layout.hpp"
-#include "train/run_config.hpp"
+#include "train/run/run_config.hpp"
 
 namespace gpt::hf {
 

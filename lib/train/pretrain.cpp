@@ -8,9 +8,9 @@
 #include "data/gpt_dataset.hpp"
 #include "data/split_datasets.hpp"
 #include "log/log.hpp"
-#include "train/dataset_samples.hpp"
-#include "train/device_backend.hpp"
-#include "train/exit_conditions.hpp"
+#include "train/run/dataset_samples.hpp"
+#include "train/run/device_backend.hpp"
+#include "train/run/exit_conditions.hpp"
 #include "train/trainer.hpp"
 
 namespace gpt::train {

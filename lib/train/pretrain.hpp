@@ -3,7 +3,7 @@
 #pragma once
 
 #include "dist/process_groups.hpp"
-#include "train/run_config.hpp"
+#include "train/run/run_config.hpp"
 
 namespace gpt::train {
 

@@ -11,14 +11,14 @@
 #include "core/environment.hpp"
 #include "core/errors.hpp"
 #include "log/log.hpp"
-#include "train/checkpoint_slices.hpp"
-#include "train/exit_conditions.hpp"
-#include "train/fp8_checkpoint.hpp"
-#include "train/host_copy.hpp"
-#include "train/load_policy.hpp"
-#include "train/load_model_state.hpp"
-#include "train/saved_progress.hpp"
-#include "train/saved_run_attributes.hpp"
+#include "train/state/checkpoint_slices.hpp"
+#include "train/run/exit_conditions.hpp"
+#include "train/state/fp8_checkpoint.hpp"
+#include "train/state/host_copy.hpp"
+#include "train/state/load_policy.hpp"
+#include "train/state/load_model_state.hpp"
+#include "train/state/saved_progress.hpp"
+#include "train/state/saved_run_attributes.hpp"
 #include "train/trainer.hpp"
 
 namespace gpt::train {
@@ -96,15 +96,16 @@ void Trainer::save_checkpoint() {
     std::int64_t latest = -1;
     if (groups_.rank() == 0) latest = ckpt::read_tracker_if_valid(dir).value_or(-1);
     groups_.world().broadcast(&latest, 1, dist::CommType::I64, 0);
-    if (latest == iteration_) {
-        GPT_LOG(info) << "checkpoint at iteration " << iteration_ << " is already the latest in "
+    const std::int64_t iteration = state_.iteration;
+    if (latest == iteration) {
+        GPT_LOG(info) << "checkpoint at iteration " << iteration << " is already the latest in "
                       << dir << ": not saving it again";
-        last_saved_iteration_ = iteration_;
+        last_saved_iteration_ = iteration;
         return;
     }
-    GPT_LOG(info) << "saving checkpoint at iteration " << iteration_ << " to " << dir;
+    GPT_LOG(info) << "saving checkpoint at iteration " << iteration << " to " << dir;
     open_saver();
-    ckpt::CheckpointWriter& w = saver_->begin(iteration_);  // waits for a save in flight
+    ckpt::CheckpointWriter& w = saver_->begin(iteration);  // waits for a save in flight
     const DType dt = chunks_->chunk(0).options().dtype;
     const auto c = groups_.coords();
     const ChunkRefs refs = chunk_refs(*chunks_);
@@ -137,24 +138,7 @@ void Trainer::save_checkpoint() {
     // FP8 delayed scaling's amax histories and scales (host arrays, current after the step).
     if (const auto fp8 = fp8_state_slices(cfg_, *chunks_, groups_, fp8_saved_); !fp8.empty()) w.write(fp8);
     const int dp = groups_.grid().dp_size();
-    SavedProgress p;
-    p.iteration = iteration_;
-    p.consumed_train = consumed_samples_;
-    p.consumed_valid = consumed_valid_samples_;
-    p.skipped = total_skipped_;
-    p.optimizer_steps = chunks_->optimizer(0).steps();
-    p.scheduler_steps = scheduler_.num_steps();
-    p.dynamic_scaler = scaler_.is_dynamic();
-    p.scale = scaler_.scale();
-    p.growth = scaler_.growth_tracker();
-    p.hysteresis = scaler_.hysteresis_tracker();
-    // Layout-free dropout position: the global micro-batch index (micro-batches x DP).
-    p.dropout_micro_batches = static_cast<std::int64_t>(micro_batches_done_) * dp;
-    p.seed = static_cast<std::int64_t>(cfg_.training.seed);
-    p.rng.seed = cfg_.training.seed;
-    p.rng.next_stream = dropout_stream(micro_batches_done_, dp, c.dp);
-    p.rng.dp_rank = c.dp;
-    p.rng.dp_size = dp;
+    const SavedProgress p = state_.save(chunks_->optimizer(0).steps(), dp, c.dp);
     p.write_attributes(w);
     w.set_attribute("params_dtype", dtype_label(dt));
     w.set_attribute("tensor_model_parallel_size", std::int64_t{groups_.grid().tp_size()});
@@ -166,7 +150,7 @@ void Trainer::save_checkpoint() {
     // save wrote from the model's own buffers.
     const std::uint64_t host_bytes = copy ? copy->bytes() : 0;
     saver_->commit(copy, host_bytes, std::move(ready));  // logs "successfully saved ..." when published
-    last_saved_iteration_ = iteration_;
+    last_saved_iteration_ = iteration;
 }
 
 void Trainer::open_saver() {
@@ -193,13 +177,13 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
     // 2. The run's policy: what of it this run takes.
     const auto c = groups_.coords();
     const SavedProgress progress = policy.progress(*held, groups_.grid().dp_size(), c.dp);
-    const std::optional<optim::LrScheduler> schedule = policy.schedule(*held, scheduler_);
+    const std::optional<optim::LrScheduler> schedule = policy.schedule(*held, state_.scheduler);
     // 3. Restore it into the trainer.
     restore_checkpoint(state->chunks(), progress, schedule);
     if (held->fp8) restore_fp8_state(*held->fp8, cfg_, *chunks_);
-    GPT_LOG(info) << "successfully loaded checkpoint from " << ck.load << " at iteration " << iteration_
+    GPT_LOG(info) << "successfully loaded checkpoint from " << ck.load << " at iteration " << state_.iteration
                   << policy.left_out();
-    return iteration_;
+    return state_.iteration;
 }
 
 std::optional<HeldCheckpoint> Trainer::read_checkpoint(const LoadPolicy& policy, HostCopy& state) {
@@ -264,36 +248,27 @@ void Trainer::restore_checkpoint(const std::vector<ChunkHost>& host, const Saved
             m.set_parameters(host[c].main.data());
         }
     }
-    iteration_ = p.iteration;
-    consumed_samples_ = p.consumed_train;
-    consumed_valid_samples_ = p.consumed_valid;
-    total_skipped_ = p.skipped;
     for (auto* o : refs.optimizers) o->set_steps(p.optimizer_steps);  // every chunk's
-    if (schedule) scheduler_ = *schedule;
-    scheduler_.set_num_steps(p.scheduler_steps);
-    // A checkpoint of a bf16/fp32 run holds no dynamic scaler state: an fp16 run from it
-    // starts its scaler afresh, as Megatron does when the checkpoint has none.
-    if (scaler_.is_dynamic() && p.dynamic_scaler) scaler_.restore(p.scale, p.growth, p.hysteresis);
-    micro_batches_done_ = p.micro_batches_done(groups_.grid().dp_size(), groups_.coords().dp);
-    if (ck.save == ck.load) last_saved_iteration_ = iteration_;
+    state_.restore(p, schedule, groups_.grid().dp_size(), groups_.coords().dp);
+    if (ck.save == ck.load) last_saved_iteration_ = state_.iteration;
 }
 
 bool Trainer::end_of_iteration(ExitConditions& exits) {
     const auto& ck = cfg_.checkpoint;
-    const ExitReason why = exits.check(iteration_);
-    const bool interval = ck.save_interval > 0 && iteration_ % ck.save_interval == 0;
+    const ExitReason why = exits.check(state_.iteration);
+    const bool interval = ck.save_interval > 0 && state_.iteration % ck.save_interval == 0;
     const bool save = !ck.save.empty() && (interval || why != ExitReason::None);
     if (saver_) saver_->poll();  // publishes a finished background save; throws if one failed
     if (save) save_checkpoint();
     if (why == ExitReason::None) return false;
     if (saver_) saver_->wait();  // exit (signal, interval, duration): the save must be on disk
-    GPT_LOG(info) << exits.describe(why, iteration_, save);
+    GPT_LOG(info) << exits.describe(why, state_.iteration, save);
     return true;
 }
 
 void Trainer::save_at_end() {
     // Megatron saves after the last iteration unless the interval just did.
-    if (!cfg_.checkpoint.save.empty() && iteration_ > 0 && last_saved_iteration_ != iteration_)
+    if (!cfg_.checkpoint.save.empty() && state_.iteration > 0 && last_saved_iteration_ != state_.iteration)
         save_checkpoint();
     if (saver_) saver_->wait();
 }

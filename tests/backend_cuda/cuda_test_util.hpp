@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "../backend/backend_test_util.hpp"
+#include "backend_test_util.hpp"
 #include "core/device_info.hpp"
 #include "core/errors.hpp"
 #include "test_env.hpp"

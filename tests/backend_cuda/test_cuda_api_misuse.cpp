@@ -1,5 +1,5 @@
-// API misuse raises InternalError on the CUDA backend, as on the CPU (../backend/api_misuse.hpp).
-#include "../backend/api_misuse.hpp"
+// API misuse raises InternalError on the CUDA backend, as on the CPU (tests/common/api_misuse.hpp).
+#include "api_misuse.hpp"
 
 #include "cuda_test_util.hpp"
 

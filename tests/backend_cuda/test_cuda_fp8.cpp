@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "../backend/fp8_gemm_reference.hpp"
+#include "fp8_gemm_reference.hpp"
 #include "core/fp8_scaling.hpp"
 #include "cuda_test_util.hpp"
 

@@ -133,7 +133,7 @@ TEST(CudaHostCopy, SavedRunResumesBitExactly) {
     if (!have_gpu()) GTEST_SKIP() << "no GPU visible";
     if (test::world_size() != 1) GTEST_SKIP() << "one rank";
     const int n = 2;
-    Config cfg = test::short_train_config();
+    Config cfg = test::tiny::short_train();
     cfg.model.hidden_size = 64;
     cfg.model.num_attention_heads = 2;
     cfg.model.hidden_dropout = 0.1;

@@ -35,7 +35,7 @@ TEST(CudaMonitoring, NvtxRangesBalanceAndTheProfilerWindowIsExact) {
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     ASSERT_EQ(world, 2) << "registered for 2 ranks";
-    Config cfg = test::tiny_train_config();
+    Config cfg = test::tiny::train();
     cfg.model.hidden_size = 64;
     cfg.model.num_attention_heads = 2;
     cfg.training.train_iters = 4;

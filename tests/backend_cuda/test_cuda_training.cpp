@@ -21,12 +21,7 @@ namespace {
 
 // Head dim 64 (the flash kernels' smallest tile), fp16 by default.
 Config gpu_config(bool flash, bool bf16 = false) {
-    Config c = test::tiny_train_config();
-    c.model.num_layers = 4;
-    c.model.hidden_size = 256;
-    c.model.num_attention_heads = 4;
-    c.model.seq_length = 128;
-    c.model.vocab_size = 500;
+    Config c = test::tiny::wide(500);
     c.training.micro_batch_size = 2;
     c.training.global_batch_size = 4;
     c.training.train_iters = 5;
@@ -152,7 +147,7 @@ TEST(CudaTraining, LlamaStyleFollowsTheCpuBackend) {
     Config cfg = gpu_config(/*flash=*/true, /*bf16=*/true);
     cfg.model.num_layers = 2;
     cfg.model.seq_length = 64;
-    test::llama_style(cfg.model);
+    test::tiny::llama_style(cfg.model);
     cfg.model.ffn_hidden_size = 512;
     const test::Run cpu = test::train_run(cfg, MPI_COMM_SELF, "cpu");
     const test::Run gpu = test::train_run(cfg, MPI_COMM_SELF, "cuda");

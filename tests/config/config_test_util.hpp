@@ -1,4 +1,4 @@
-// The small valid command line the validation tests change one flag of at a time, and the
+// Validation of the small valid command line (tiny::cli) with one flag changed, and the
 // arguments table's row of one key.
 #pragma once
 
@@ -8,18 +8,14 @@
 #include "config/options.hpp"
 #include "config/validate.hpp"
 #include "core/errors.hpp"
+#include "tiny.hpp"
 
 namespace gpt::test {
-
-inline std::vector<std::string> tiny_args() {
-    return {"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
-            "--seq-length", "32", "--vocab-size", "100", "--train-iters", "10"};
-}
 
 // The UsageError message that parsing and validating tiny + extra on `world` ranks gives
 // ("" if none).
 inline std::string rejection(const std::vector<std::string>& extra, int world = 1) {
-    auto args = tiny_args();
+    auto args = tiny::cli();
     args.insert(args.end(), extra.begin(), extra.end());
     try {
         Config cfg = parse_args(args).config;

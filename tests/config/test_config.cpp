@@ -7,6 +7,7 @@
 #include "config/validate.hpp"
 #include "core/errors.hpp"
 #include "test_env.hpp"
+#include "tiny.hpp"
 
 using namespace gpt;
 
@@ -30,11 +31,7 @@ std::string usage_error(F f) {
     return "";
 }
 
-Config tiny() {
-    return parse_args({"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
-                       "--seq-length", "32", "--vocab-size", "100", "--train-iters", "10"})
-        .config;
-}
+Config tiny() { return parse_args(test::tiny::cli()).config; }
 
 }  // namespace
 
@@ -162,8 +159,7 @@ TEST(ConfigValidate, ImpossibleCombinationsNameTheNumbers) {
         {{"--data-path", "0.5", "a", "b"}, 1, "alternate weight and prefix"},
     };
     for (const auto& c : cases) {
-        std::vector<std::string> args{"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
-                                      "--seq-length", "32", "--vocab-size", "100", "--train-iters", "10"};
+        std::vector<std::string> args = test::tiny::cli();
         for (const auto& e : c.extra) args.push_back(e);
         // A flag given again overrides the earlier value (argparse semantics).
         std::string m = usage_error([&] {

@@ -17,12 +17,12 @@
 using namespace gpt;
 using gpt::test::printed;
 using gpt::test::rejection;
-using gpt::test::tiny_args;
+namespace tiny = gpt::test::tiny;
 
 namespace {
 
 TEST(Fp8Flags, MegatronDefaultsAndTableRows) {
-    const Config cfg = parse_args(tiny_args()).config;
+    const Config cfg = parse_args(tiny::cli()).config;
     const Fp8Config& f = cfg.fp8;
     EXPECT_FALSE(f.enabled());
     EXPECT_EQ(f.fp8_format, Fp8Scheme::None);
@@ -56,7 +56,7 @@ TEST(Fp8Flags, MegatronDefaultsAndTableRows) {
 }
 
 TEST(Fp8Flags, EveryFlagParsesFromTheCommandLineAndIni) {
-    auto args = tiny_args();
+    auto args = tiny::cli();
     for (const char* a : {"--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "tensorwise", "--fp8-margin", "2",
                           "--fp8-interval", "4", "--fp8-amax-history-len", "16", "--fp8-amax-compute-algo", "max",
                           "--no-fp8-wgrad", "--first-last-layers-bf16", "--num-layers-at-start-in-bf16", "2",
@@ -211,7 +211,7 @@ TEST(Fp8Validate, WhatFp8AcceptsAndWhatItIgnores) {
 }
 
 TEST(Fp8Flags, TheSavedRunKeepsThemUnderMegatronsNames) {
-    auto args = tiny_args();
+    auto args = tiny::cli();
     for (const char* a : {"--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "tensorwise", "--fp8-amax-compute-algo",
                           "max", "--no-fp8-wgrad", "--fp8-amax-history-len", "8"})
         args.push_back(a);

@@ -14,7 +14,7 @@
 
 using namespace gpt;
 using gpt::test::rejection;
-using gpt::test::tiny_args;
+namespace tiny = gpt::test::tiny;
 
 namespace {
 
@@ -144,7 +144,7 @@ TEST(ValidateRanges, DecoderOptionsAreCheckedNamingTheFlag) {
                          "--group-query-attention", "--num-query-groups", "2",
                          "--untie-embeddings-and-output-weights", "--disable-bias-linear"}),
               "");
-    auto args = tiny_args();
+    auto args = tiny::cli();
     for (const char* a : {"--swiglu", "--norm-epsilon", "1e-6"}) args.push_back(a);
     Config cfg = parse_args(args).config;
     validate(cfg, 1);
@@ -174,7 +174,7 @@ TEST(ValidateRanges, SamplesRefuseLlamaStyleModels) {
 // The hang watchdog's limit (core/watchdog.hpp): Megatron's whole minutes, default 10; a
 // limit of 0 or less would end every job at its first wait, so it is refused.
 TEST(ValidateRanges, DistributedTimeoutIsPositiveMinutes) {
-    auto args = tiny_args();
+    auto args = tiny::cli();
     EXPECT_EQ(parse_args(args).config.parallel.distributed_timeout_minutes, 10);
     args.insert(args.end(), {"--distributed-timeout-minutes", "3"});
     EXPECT_EQ(parse_args(args).config.parallel.distributed_timeout_minutes, 3);
@@ -188,7 +188,7 @@ TEST(ValidateRanges, DistributedTimeoutIsPositiveMinutes) {
 // it fires at validation (a --dry-run, before any rank reads the checkpoint), not at the load.
 TEST(ValidateRanges, BothScheduleFlagsWithLoadAreRefusedAtValidation) {
     const std::string both = "--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler exclude each other";
-    auto args = tiny_args();
+    auto args = tiny::cli();
     args.insert(args.end(), {"--load", "no/such/folder", "--override-opt_param-scheduler",
                              "--use-checkpoint-opt_param-scheduler"});
     Config cfg = parse_args(args).config;
@@ -274,7 +274,7 @@ TEST(MonitorFlags, BarrierProfileRanksAndMinmaxCount) {
 // The TensorBoard flags, per-split data paths and --skip-train: parsed into Config, and each
 // bad combination rejected with one message naming the flags.
 TEST(EvalFlags, TensorboardFlagsParse) {
-    std::vector<std::string> args = tiny_args();
+    std::vector<std::string> args = tiny::cli();
     for (const char* a : {"--tensorboard-dir", "tb", "--tensorboard-log-interval", "5", "--tensorboard-queue-size", "10",
                           "--log-timers-to-tensorboard", "--log-validation-ppl-to-tensorboard",
                           "--log-memory-to-tensorboard", "--log-world-size-to-tensorboard",
@@ -287,14 +287,14 @@ TEST(EvalFlags, TensorboardFlagsParse) {
     EXPECT_TRUE(l.log_timers_to_tensorboard && l.log_validation_ppl_to_tensorboard &&
                 l.log_memory_to_tensorboard && l.log_world_size_to_tensorboard &&
                 l.no_log_loss_scale_to_tensorboard && l.no_log_learning_rate_to_tensorboard);
-    const LoggingConfig d = parse_args(tiny_args()).config.logging;  // Megatron's defaults
+    const LoggingConfig d = parse_args(tiny::cli()).config.logging;  // Megatron's defaults
     EXPECT_EQ(d.tensorboard_log_interval, 1);
     EXPECT_EQ(d.tensorboard_queue_size, 1000);
     EXPECT_EQ(rejection({"--tensorboard-log-interval", "0"}), "--tensorboard-log-interval must be positive, got 0");
 }
 
 TEST(EvalFlags, PerSplitPathsParseBlends) {
-    std::vector<std::string> args = tiny_args();
+    std::vector<std::string> args = tiny::cli();
     for (const char* a : {"--train-data-path", "0.3", "a", "0.7", "b", "--valid-data-path", "v", "--test-data-path", "t"})
         args.push_back(a);
     Config cfg = parse_args(args).config;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <random>
 #include <mpi.h>
 
 #include "config/data_blend.hpp"
@@ -133,6 +134,24 @@ TEST(GptIndices, ShuffleAndSampleIndexKeepTheirValues) {
     EXPECT_EQ(fnv1a(si), 0x72c91433b8094b17ull);
 }
 
+// The start-up's document order (lengths carried through the shuffle) is build_document_index's
+// permutation with each entry's length beside it, and leaves the engine where it does: one
+// epoch, several, and a final epoch shuffled apart.
+TEST(GptIndices, DocumentOrderIsTheDocumentIndexWithItsLengths) {
+    auto length_of = [](std::int64_t seq) { return static_cast<std::int32_t>((seq * 7919) % 1000 + (seq % 5 == 0 ? 0 : 1)); };
+    for (const EpochPlan& plan : {plan_epochs(5000, 10, 100), plan_epochs(5000, 10, 600), plan_epochs(5000, 10, 900)}) {
+        IndexShuffler a(11), b(11);
+        const std::vector<std::int32_t> want = build_document_index(3, 1003, plan, a);
+        const DocumentOrder got = build_document_order(3, 1003, plan, b, length_of);
+        ASSERT_EQ(got.size(), want.size()) << plan.num_epochs << " epochs, separate final " << plan.separate_final_epoch;
+        for (std::size_t p = 0; p < want.size(); ++p) {
+            ASSERT_EQ(got.document(p), want[p]) << "entry " << p << ", " << plan.num_epochs << " epochs";
+            ASSERT_EQ(got.lengths[p], length_of(want[p])) << "entry " << p << ", " << plan.num_epochs << " epochs";
+        }
+        EXPECT_EQ(build_shuffle_index<std::int32_t>(50, 100, a), build_shuffle_index<std::int32_t>(50, 100, b));
+    }
+}
+
 // The shuffle index may be drawn on a second thread whose engine skipped the document
 // shuffle's draws: it must be left exactly where the document shuffle leaves it.
 TEST(GptIndices, SkippingTheDocumentIndexLeavesTheEngineWhereBuildingItDoes) {
@@ -173,6 +192,49 @@ TEST(GptIndices, BlendingRoundsAsMegatronsHelperDoes) {
     const std::vector<std::int64_t> want_sample = {246, 928, 384, 929, 462, 930, 463, 931, 385, 932};
     EXPECT_EQ(std::vector<std::int16_t>(which.begin() + 2020, which.begin() + 2030), want_which);
     EXPECT_EQ(std::vector<std::int64_t>(sample.begin() + 2020, sample.begin() + 2030), want_sample);
+}
+
+// The vectorised builder against Megatron's loop written plainly (helpers.cpp's arithmetic:
+// fl(w * max(i, 1)) - count, the first largest on a tie), on blends whose sizes fill 8-wide
+// blocks exactly, leave padding lanes, or are one dataset; equal weights tie at every step.
+TEST(GptIndices, BlendingEqualsMegatronsLoopForEveryBlendSize) {
+    auto megatron = [](const std::vector<double>& w, std::int64_t size) {
+        std::vector<std::int16_t> which(static_cast<std::size_t>(size));
+        std::vector<std::int64_t> count(w.size(), 0);
+        for (std::int64_t i = 0; i < size; ++i) {
+            const double x = std::max(static_cast<double>(i), 1.0);
+            std::size_t best = 0;
+            volatile double product = w[0] * x;  // volatile: rounded before the subtraction
+            double best_err = product - static_cast<double>(count[0]);
+            for (std::size_t d = 1; d < w.size(); ++d) {
+                product = w[d] * x;
+                const double err = product - static_cast<double>(count[d]);
+                if (err > best_err) best_err = err, best = d;
+            }
+            which[static_cast<std::size_t>(i)] = static_cast<std::int16_t>(best);
+            ++count[best];
+        }
+        return which;
+    };
+    std::mt19937_64 gen(5);
+    for (const std::size_t n : {1, 3, 8, 9, 16, 100, 301}) {
+        for (const bool equal : {false, true}) {
+            std::vector<double> w(n, 1.0);
+            if (!equal)
+                for (double& v : w) v = std::uniform_real_distribution<double>(0.001, 1.0)(gen);
+            if (!equal && n > 2) w[1] = 0.0;  // a zero weight: never drawn
+            double sum = 0;
+            for (double v : w) sum += v;
+            for (double& v : w) v /= sum;
+            const std::int64_t size = 40 * static_cast<std::int64_t>(n) + 7;
+            std::vector<std::int16_t> which;
+            std::vector<std::int64_t> sample;
+            build_blending_indices(w, size, which, sample);
+            ASSERT_EQ(which, megatron(w, size)) << n << " datasets, equal weights " << equal;
+            std::vector<std::int64_t> next(n, 0);
+            for (std::size_t i = 0; i < which.size(); ++i) ASSERT_EQ(sample[i], next[which[i]]++);
+        }
+    }
 }
 
 TEST(GptDataset, IndicesDeterministicCoverEachDocumentAndFollowTheStream) {

@@ -27,8 +27,8 @@ struct Saved {
 };
 
 Saved train_and_save(bool llama) {
-    Config cfg = test::short_train_config();
-    if (llama) test::llama_style(cfg.model);
+    Config cfg = test::tiny::short_train();
+    if (llama) test::tiny::llama_style(cfg.model);
     cfg.training.bf16 = true;
     Saved s;
     s.dir = test::scratch_dir(llama ? "model_state_load_llama" : "model_state_load_gpt2");

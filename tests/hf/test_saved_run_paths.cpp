@@ -58,7 +58,7 @@ struct Job {
 
 // Two copies of one checkpoint after 2 iterations: as saved, and as an older build saved it.
 struct Checkpoints {
-    Config cfg = test::short_train_config();
+    Config cfg = test::tiny::short_train();
     std::string typed, legacy, legacy_file;
     Checkpoints() {
         typed = test::scratch_dir("saved_run_typed");

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "../model/model_test_util.hpp"
+#include "model_test_util.hpp"
 #include "inference/kv_model.hpp"
 
 namespace gpt::test {
@@ -20,19 +20,8 @@ namespace gpt::test {
 // Rotary base 100: every rotary pair turns noticeably within the 24 positions.
 
 inline ModelConfig inference_config(const std::string& arch) {
-    ModelConfig c = tiny_model_config();
+    ModelConfig c = arch == "gpt" ? tiny::model() : tiny::llama_model();
     c.max_position_embeddings = 24;
-    if (arch == "gpt") return c;
-    c.num_attention_heads = 4;
-    c.ffn_hidden_size = 24;
-    c.position_embedding_type = PositionEmbeddingType::Rope;
-    c.rotary_base = 100.0;
-    c.normalization = Normalization::RMSNorm;
-    c.swiglu = true;
-    c.group_query_attention = true;
-    c.num_query_groups = 2;
-    c.untie_embeddings_and_output_weights = true;
-    c.disable_bias_linear = true;
     if (arch == "llama_partial") {
         c.disable_bias_linear = false;
         c.rotary_percent = 0.5;

@@ -18,22 +18,6 @@
 namespace gpt::model {
 namespace {
 
-// Tiny: 2 layers, hidden 16, 4 heads of 4 dims, 2 query groups, ffn 24, seq 8.
-ModelConfig llama_config() {
-    ModelConfig m = test::tiny_model_config();
-    m.num_attention_heads = 4;
-    m.ffn_hidden_size = 24;
-    m.position_embedding_type = PositionEmbeddingType::Rope;
-    m.rotary_base = 100.0;  // every rotary pair turns noticeably within 8 positions
-    m.normalization = Normalization::RMSNorm;
-    m.swiglu = true;
-    m.group_query_attention = true;
-    m.num_query_groups = 2;
-    m.untie_embeddings_and_output_weights = true;
-    m.disable_bias_linear = true;
-    return m;
-}
-
 struct Variant {
     const char* name;
     void (*apply)(ModelConfig&);
@@ -43,14 +27,14 @@ struct Variant {
 // full Llama-style set, and the remaining rope forms with biases back on.
 const Variant kVariants[] = {
     {"llama", [](ModelConfig&) {}},
-    {"rope_only", [](ModelConfig& m) { m = test::tiny_model_config(); m.num_attention_heads = 4;
+    {"rope_only", [](ModelConfig& m) { m = test::tiny::model(); m.num_attention_heads = 4;
                                        m.position_embedding_type = PositionEmbeddingType::Rope; m.rotary_base = 100.0; }},
-    {"rmsnorm_only", [](ModelConfig& m) { m = test::tiny_model_config(); m.normalization = Normalization::RMSNorm; }},
-    {"swiglu_only", [](ModelConfig& m) { m = test::tiny_model_config(); m.swiglu = true; m.ffn_hidden_size = 24; }},
-    {"gqa_only", [](ModelConfig& m) { m = test::tiny_model_config(); m.num_attention_heads = 4;
+    {"rmsnorm_only", [](ModelConfig& m) { m = test::tiny::model(); m.normalization = Normalization::RMSNorm; }},
+    {"swiglu_only", [](ModelConfig& m) { m = test::tiny::model(); m.swiglu = true; m.ffn_hidden_size = 24; }},
+    {"gqa_only", [](ModelConfig& m) { m = test::tiny::model(); m.num_attention_heads = 4;
                                       m.group_query_attention = true; m.num_query_groups = 1; }},
-    {"untied_only", [](ModelConfig& m) { m = test::tiny_model_config(); m.untie_embeddings_and_output_weights = true; }},
-    {"no_bias_only", [](ModelConfig& m) { m = test::tiny_model_config(); m.disable_bias_linear = true; }},
+    {"untied_only", [](ModelConfig& m) { m = test::tiny::model(); m.untie_embeddings_and_output_weights = true; }},
+    {"no_bias_only", [](ModelConfig& m) { m = test::tiny::model(); m.disable_bias_linear = true; }},
     {"partial_interleaved_rope_biases", [](ModelConfig& m) {
          m.disable_bias_linear = false; m.rotary_percent = 0.5; m.rotary_interleaved = true; }},
 };
@@ -99,7 +83,7 @@ class DecoderArchGradient : public ::testing::TestWithParam<std::tuple<Variant, 
 
 // Directional derivatives per parameter tensor and over all parameters, as GptModelGradient.
 TEST_P(DecoderArchGradient, MatchesFiniteDifferences) {
-    ModelConfig cfg = llama_config();
+    ModelConfig cfg = test::tiny::llama_model();
     std::get<0>(GetParam()).apply(cfg);
     Model M(cfg, std::get<1>(GetParam()));
     const auto tokens = test::random_tokens(2, M.dims.seq, 50, 6);
@@ -146,7 +130,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(DecoderArch, LayoutHasMegatronsParametersAndNoOthers) {
-    Model M(llama_config(), 0.0f);
+    Model M(test::tiny::llama_model(), 0.0f);
     const ParamLayout& L = M.m->layout();
     EXPECT_EQ(L.find(ParamLayout::position_embeddings()), nullptr);  // rope: no table
     EXPECT_EQ(L.find(ParamLayout::final_ln_bias()), nullptr);        // RMSNorm: no bias
@@ -168,12 +152,12 @@ TEST(DecoderArch, CpuRefusesBadCombinationsNamingTheFlags) {
             EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
         }
     };
-    ModelConfig m = llama_config();
+    ModelConfig m = test::tiny::llama_model();
     m.num_query_groups = 3;
     expect_usage(m, 1, "--num-query-groups");
-    m = llama_config();
+    m = test::tiny::llama_model();
     expect_usage(m, 4, "--num-query-groups 2 is not divisible by --tensor-model-parallel-size 4");
-    m = llama_config();
+    m = test::tiny::llama_model();
     m.rotary_percent = 0.25;  // 1 of 4 dims: odd
     expect_usage(m, 1, "--rotary-percent");
     m.rotary_percent = 1.5;
@@ -198,7 +182,7 @@ TEST(DecoderArch, LossAndGradientsMatchPyTorch) {
     ASSERT_NE(src, nullptr) << "GPT_TEST_SOURCE_DIR is set by ctest";
     for (const Variant& v : {kVariants[0], kVariants[7]}) {
         SCOPED_TRACE(v.name);
-        ModelConfig cfg = llama_config();
+        ModelConfig cfg = test::tiny::llama_model();
         v.apply(cfg);
         Model M(cfg, 0.0f);
         const auto tokens = test::random_tokens(2, M.dims.seq, 50, 8);

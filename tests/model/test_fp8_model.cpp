@@ -56,7 +56,7 @@ TEST(GptModelFp8, DelayedScalingRecordsEachOperandsAmax) {
     if (world != 1) GTEST_SKIP() << "one rank";
     auto be = make_backend("cpu", 0);
     auto tp = test::self_comm("tp"), dp = test::self_comm("dp");
-    ModelConfig mc = test::tiny_model_config();  // hidden 16, seq 8: every GEMM dimension a multiple of 16
+    ModelConfig mc = test::tiny::model();  // hidden 16, seq 8: every GEMM dimension a multiple of 16
     const ModelDims d = make_model_dims(mc, 50, 1, 0);
     GptModel m(d, ChunkSpec{0, 2, true, true}, fp8_options(), 2, *be, *tp);
     m.init_parameters();
@@ -103,8 +103,7 @@ TEST(GptModelFp8, FirstAndLastLayersCanStay16Bit) {
     if (world != 1) GTEST_SKIP() << "one rank";
     auto be = make_backend("cpu", 0);
     auto tp = test::self_comm("tp"), dp = test::self_comm("dp");
-    ModelConfig mc = test::tiny_model_config();
-    mc.num_layers = 3;
+    ModelConfig mc = test::tiny::model(3);
     const ModelDims d = make_model_dims(mc, 50, 1, 0);
     ModelOptions opt = fp8_options();
     opt.fp8.bf16_layers_at_start = 1;
@@ -134,7 +133,7 @@ TEST(GptModelFp8, TensorParallelRanksShareEveryScale) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (world != 2) GTEST_SKIP() << "needs 2 ranks (test_model.np2)";
     auto be = make_backend("cpu", 0);
-    ModelConfig mc = test::tiny_model_config();
+    ModelConfig mc = test::tiny::model();
     mc.hidden_size = 32;  // TP slices of 16: QKV 48, FC1 64, projection and FC2 inputs 16 and 64
     mc.num_attention_heads = 4;
     auto self = test::self_comm("tp1"), dp = test::self_comm("dp");

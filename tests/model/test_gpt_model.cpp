@@ -20,7 +20,7 @@ struct Fixture {
     int mb = 2;
 
     explicit Fixture(DType dtype = DType::F32, float dropout = 0.0f, bool flash = false) {
-        dims = make_model_dims(test::tiny_model_config(), 50, 1, 0);  // vocab 50 -> 64
+        dims = make_model_dims(test::tiny::model(), 50, 1, 0);  // vocab 50 -> 64
         opt.dtype = dtype;
         opt.hidden_dropout = dropout;
         opt.attention_dropout = dropout;

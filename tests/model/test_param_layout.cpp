@@ -12,8 +12,7 @@ namespace gpt::model {
 namespace {
 
 ModelDims dims(int tp_size, int tp_rank) {
-    ModelConfig m = test::tiny_model_config();
-    m.num_layers = 3;
+    ModelConfig m = test::tiny::model(3);
     m.hidden_size = 32;
     m.num_attention_heads = 4;
     return make_model_dims(m, 120, tp_size, tp_rank);  // 128 for TP 1 and 2
@@ -113,7 +112,7 @@ TEST(ParamInit, FollowsMegatronsScheme) {
 }
 
 TEST(ModelDims, RejectsBadShapesWithTheFlagName) {
-    ModelConfig m = test::tiny_model_config();
+    ModelConfig m = test::tiny::model();
     m.num_attention_heads = 3;
     try {
         make_model_dims(m, 100, 1, 0);
@@ -121,7 +120,7 @@ TEST(ModelDims, RejectsBadShapesWithTheFlagName) {
     } catch (const UsageError& e) {
         EXPECT_NE(std::string(e.what()).find("--num-attention-heads"), std::string::npos);
     }
-    m = test::tiny_model_config();
+    m = test::tiny::model();
     m.max_position_embeddings = 4;
     EXPECT_THROW(make_model_dims(m, 100, 1, 0), UsageError);
     EXPECT_EQ(pad_vocab_size(50257, 128, 1), 50304);

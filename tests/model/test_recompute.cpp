@@ -58,8 +58,7 @@ Passes two_in_flight(GptModel& m, const std::vector<float>& params,
 TEST(Recompute, GivesBitIdenticalLossAndGrads) {
     auto be = make_backend("cpu", 0);
     auto tp = test::self_comm();
-    ModelConfig mc = test::tiny_model_config();
-    mc.num_layers = 4;
+    ModelConfig mc = test::tiny::model(4);
     const ModelDims d = make_model_dims(mc, 50, 1, 0);
     const int mb = 2;
     const auto a = test::random_tokens(mb, d.seq, 50, 71);
@@ -96,8 +95,7 @@ TEST(Recompute, GivesBitIdenticalLossAndGrads) {
 TEST(Recompute, InnerChunkKeepsItsBoundaries) {
     auto be = make_backend("cpu", 0);
     auto tp = test::self_comm();
-    ModelConfig mc = test::tiny_model_config();
-    mc.num_layers = 4;
+    ModelConfig mc = test::tiny::model(4);
     const ModelDims d = make_model_dims(mc, 50, 1, 0);
     ModelOptions opt;
     opt.hidden_dropout = 0.1f;
@@ -147,8 +145,7 @@ TEST(Recompute, InnerChunkKeepsItsBoundaries) {
 // The shared set of n layers costs n layer - e T h once: its last x_out is per slot.
 TEST(Recompute, SavedBytesPerSlotFallAsExpected) {
     auto be = make_backend("cpu", 0);
-    ModelConfig mc = test::tiny_model_config();
-    mc.num_layers = 4;
+    ModelConfig mc = test::tiny::model(4);
     mc.seq_length = 32;  // every buffer a multiple of the plan's 256-byte alignment
     const ModelDims d = make_model_dims(mc, 50, 1, 0);
     const int mb = 2;
@@ -183,7 +180,7 @@ TEST(Recompute, SavedBytesPerSlotFallAsExpected) {
 TEST(Recompute, FullNeedsALayerCount) {
     ModelOptions opt;
     opt.recompute = Recompute::Full;
-    const ModelDims d = make_model_dims(test::tiny_model_config(), 50, 1, 0);
+    const ModelDims d = make_model_dims(test::tiny::model(), 50, 1, 0);
     EXPECT_THROW(validate_model_options(opt, d), UsageError);
     opt.recompute_num_layers = 1;
     EXPECT_NO_THROW(validate_model_options(opt, d));

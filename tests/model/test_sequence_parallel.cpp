@@ -22,7 +22,7 @@ struct SpFixture {
     std::unique_ptr<Backend> be = make_backend("cpu", 0);
     std::unique_ptr<dist::Communicator> self = test::self_comm("tp1");
     std::unique_ptr<dist::MpiCommunicator> tp;
-    ModelConfig mc = test::tiny_model_config();
+    ModelConfig mc = test::tiny::model();
     ModelDims d1, dn;
     int mb = 2;
 
@@ -229,7 +229,7 @@ TEST(SequenceParallel, SequenceParallelOnEqualsOffWithDropoutAndRecompute) {
 // sbh(34 + 5as/h)/t for fp16 less the 2 sbh of dropout masks, which Philox regenerates
 // (the attention term is A: fp32 probabilities, the mask and dropped values regenerated).
 TEST(SequenceParallel, ShrinksTheResidualStreamActivations) {
-    ModelConfig mc = test::tiny_model_config();
+    ModelConfig mc = test::tiny::model();
     mc.num_attention_heads = 4;
     mc.seq_length = 32;  // every buffer a multiple of the plan's 256-byte alignment
     const int mb = 4, tp = 2;
@@ -260,7 +260,7 @@ TEST(SequenceParallel, ShrinksTheResidualStreamActivations) {
 }
 
 TEST(SequenceParallel, RejectsASequenceThatDoesNotSplit) {
-    ModelConfig mc = test::tiny_model_config();
+    ModelConfig mc = test::tiny::model();
     mc.num_attention_heads = 4;
     mc.seq_length = 6;
     ModelOptions sp;

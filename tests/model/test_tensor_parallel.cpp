@@ -18,7 +18,7 @@ TEST(GptModelTensorParallel, TwoRanksMatchOneRank) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (world != 2) GTEST_SKIP() << "needs 2 ranks (registered as test_model.np2)";
     auto be = make_backend("cpu", 0);
-    ModelConfig mc = test::tiny_model_config();
+    ModelConfig mc = test::tiny::model();
     mc.num_attention_heads = 4;
     ModelOptions opt;
     opt.hidden_dropout = 0.1f;  // the same mask on both TP ranks (outside the TP region)

@@ -6,7 +6,7 @@
 #include <limits>
 #include <random>
 
-#include "../model/model_test_util.hpp"
+#include "model_test_util.hpp"
 #include "optim/adam.hpp"
 
 namespace gpt::optim {
@@ -20,7 +20,7 @@ struct TinyModel {
     explicit TinyModel(DType dtype) {
         model::ModelOptions opt;
         opt.dtype = dtype;
-        m = std::make_unique<model::GptModel>(model::make_model_dims(test::tiny_model_config(), 50, 1, 0),
+        m = std::make_unique<model::GptModel>(model::make_model_dims(test::tiny::model(), 50, 1, 0),
                                               model::ChunkSpec{0, 2, true, true}, opt, 1, *be, *tp);
         m->init_parameters();
     }

@@ -8,7 +8,7 @@
 #include <limits>
 #include <random>
 
-#include "../model/model_test_util.hpp"
+#include "model_test_util.hpp"
 #include "core/errors.hpp"
 #include "optim/adam.hpp"
 
@@ -27,7 +27,7 @@ int world_size() {
     return n;
 }
 
-model::ModelDims tiny_dims() { return model::make_model_dims(test::tiny_model_config(), 50, 1, 0); }
+model::ModelDims tiny_dims() { return model::make_model_dims(test::tiny::model(), 50, 1, 0); }
 const model::ChunkSpec kChunk{0, 2, true, true};
 
 std::unique_ptr<model::GptModel> make_model(Backend& be, dist::Communicator& tp, DType dtype,

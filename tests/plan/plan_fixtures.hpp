@@ -1,8 +1,13 @@
 // Model shapes and search inputs shared by the planner tests.
 #pragma once
 
+#include <string>
+
+#include "config/options.hpp"
 #include "plan/device_presets.hpp"
+#include "plan/model_shape.hpp"
 #include "plan/search.hpp"
+#include "test_env.hpp"
 
 namespace gpt::plan::test {
 
@@ -21,8 +26,20 @@ inline ModelShape gpt(int layers, int hidden, int heads, int seq, DType dtype = 
     return m;
 }
 
-// configs/gpt22b.ini: 48 layers, 64 heads, hidden 6144, seq 2048, fp16, GPT-2 vocabulary.
-inline ModelShape gpt22b() { return gpt(48, 6144, 64, 2048); }
+// A shipped configuration, configs/<name>.ini, as gpt_pretrain --config reads it (the
+// files are the truth: a test of a shipped config follows an edit of it).
+inline Config shipped_config(const std::string& name) {
+    return parse_args({"--config", gpt::test::source_dir() + "/configs/" + name + ".ini"}).config;
+}
+
+// configs/gpt22b.ini's shape: 48 layers, 64 heads, hidden 6144, seq 2048, fp16, GPT-2
+// vocabulary. Without flash attention: the figures the shape tests check (Megatron's
+// published runs, hand computations) are for the materialised attention core.
+inline ModelShape gpt22b() {
+    ModelShape m = model_shape_from_config(shipped_config("gpt22b"));
+    m.flash_attention = false;
+    return m;
+}
 
 inline SearchInputs inputs(const ModelShape& m, const char* device, int world, int local, double memory_gib) {
     SearchInputs in;

@@ -198,12 +198,14 @@ TEST(Fp8Plans, SearchKeepsToFp8Shapes) {
         << w.rejected.front().reason;
 }
 
+// configs/gpt22b.ini in bf16 with FP8, planned for 2 x 8 of `device`.
 Config fp8_config(const char* device) {
-    Config c = parse_args({"--num-layers", "48", "--hidden-size", "6144", "--num-attention-heads", "64",
-                           "--seq-length", "2048", "--vocab-size", "50257", "--train-iters", "1", "--bf16",
+    Config c = parse_args({"--config", gpt::test::source_dir() + "/configs/gpt22b.ini", "--train-iters", "1",
                            "--fp8-format", "hybrid", "--plan-only", "--world-size", "16", "--local-world-size", "8",
                            "--max-global-batch-size", "32", "--plan-device", device})
                    .config;
+    c.training.fp16 = false;  // the file's fp16 = true: FP8 trains in bf16
+    c.training.bf16 = true;
     validate_model_and_training(c);
     return c;
 }

@@ -69,21 +69,11 @@ TEST(ModelShape, StagesHoldEmbeddingsAndHead) {
 // TinyLlama 1.1B (rope, RMSNorm, SwiGLU, 4 K/V groups, untied, no biases): per layer
 // 2h + (a + 2g) hn h + h^2 + 2 f h + f h = 4096 + 5,242,880 + 4,194,304 + 23,068,672 +
 // 11,534,336 = 44,044,288; x 22 + 2 x 32000 x 2048 + 2048 = 1,100,048,384, its published count.
+// configs/llama-style-1b.ini is that shape; TinyLlama's 32000-token vocabulary is given as
+// the file's own example command line gives it (--vocab-size 32000).
 TEST(ModelShape, TinyLlamaMatchesPublishedCount) {
-    Config c;
-    c.model.num_layers = 22;
-    c.model.hidden_size = 2048;
-    c.model.num_attention_heads = 32;
-    c.model.ffn_hidden_size = 5632;
-    c.model.seq_length = 2048;
+    Config c = shipped_config("llama-style-1b");
     c.model.vocab_size = 32000;
-    c.model.position_embedding_type = PositionEmbeddingType::Rope;
-    c.model.normalization = Normalization::RMSNorm;
-    c.model.swiglu = true;
-    c.model.group_query_attention = true;
-    c.model.num_query_groups = 4;
-    c.model.untie_embeddings_and_output_weights = true;
-    c.model.disable_bias_linear = true;
     const ModelShape m = model_shape_from_config(c);
     EXPECT_EQ(total_params(m), 1100048384);
     // Two stages at TP 2: the halves of every split tensor, the norms whole, the output

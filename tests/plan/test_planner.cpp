@@ -8,21 +8,13 @@
 #include "config/options.hpp"
 #include "config/validate.hpp"
 #include "plan/planner.hpp"
+#include "plan_fixtures.hpp"
 
 namespace gpt::plan::test {
 namespace {
 
-// configs/gpt22b.ini as the lead's parser will fill it.
-Config gpt22b_config() {
-    Config c;
-    c.model.num_layers = 48;
-    c.model.hidden_size = 6144;
-    c.model.num_attention_heads = 64;
-    c.model.seq_length = 2048;
-    c.model.max_position_embeddings = 2048;
-    c.training.fp16 = true;
-    return c;
-}
+// configs/gpt22b.ini as gpt_pretrain reads it.
+Config gpt22b_config() { return shipped_config("gpt22b"); }
 
 class PlannerTest : public ::testing::Test {
 protected:
@@ -84,7 +76,8 @@ TEST_F(PlannerTest, AutoModeKeepsGivenFlags) {
 
 TEST_F(PlannerTest, AutoModeFailsClearly) {
     Config c = gpt22b_config();
-    EXPECT_THROW(choose_layout(c, 16, 8), UsageError);  // no batch size at all
+    c.training.max_global_batch_size = 0;  // the file's bound taken away: no batch size at all
+    EXPECT_THROW(choose_layout(c, 16, 8), UsageError);
     c.training.max_global_batch_size = 8;
     setenv("DEVICE_MEMORY_GB", "4", 1);
     try {
@@ -102,9 +95,9 @@ TEST_F(PlannerTest, AutoModeFailsClearly) {
 namespace gpt::plan::test {
 
 TEST(PlanFlags, DeviceAndFabricFlagsReachTheSearch) {
-    Config cfg = parse_args({"--num-layers", "4", "--hidden-size", "256", "--num-attention-heads", "4",
-                             "--seq-length", "256", "--vocab-size", "50257", "--train-iters", "1",
-                             "--plan-device", "a100-80gb", "--plan-intra-node-gbps", "150",
+    // configs/gpt-tiny.ini's model (4 layers, hidden 256, 4 heads, sequence 256).
+    Config cfg = parse_args({"--config", gpt::test::source_dir() + "/configs/gpt-tiny.ini", "--vocab-size", "50257",
+                             "--train-iters", "1", "--plan-device", "a100-80gb", "--plan-intra-node-gbps", "150",
                              "--plan-inter-node-gbps", "12.5"})
                      .config;
     validate_model_and_training(cfg);
@@ -123,10 +116,10 @@ TEST(PlanFlags, DeviceAndFabricFlagsReachTheSearch) {
 namespace gpt::plan::test {
 
 TEST(CheckMemory, FitsOrNamesTheShortfall) {
-    Config cfg = parse_args({"--num-layers", "48", "--hidden-size", "6144", "--num-attention-heads", "64",
-                             "--seq-length", "2048", "--vocab-size", "50257", "--train-iters", "1",
-                             "--fp16", "--use-distributed-optimizer", "--plan-device", "h100-80gb",
-                             "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "2"})
+    // configs/gpt22b.ini (fp16, distributed optimizer) at TP 8 x PP 2.
+    Config cfg = parse_args({"--config", gpt::test::source_dir() + "/configs/gpt22b.ini", "--train-iters", "1",
+                             "--plan-device", "h100-80gb", "--tensor-model-parallel-size", "8",
+                             "--pipeline-model-parallel-size", "2"})
                      .config;
     validate(cfg, 16);
     setenv("DEVICE_MEMORY_GB", "80", 1);

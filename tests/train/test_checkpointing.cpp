@@ -16,8 +16,8 @@
 #include "core/half.hpp"
 #include "h5_damage.hpp"
 #include "test_env.hpp"
-#include "train/exit_conditions.hpp"
-#include "train/run_config.hpp"
+#include "train/run/exit_conditions.hpp"
+#include "train/run/run_config.hpp"
 #include "train/trainer.hpp"
 #include "trainer_test_util.hpp"
 
@@ -106,7 +106,7 @@ void expect_restart_matches(Config cfg, int tp, int n, const RunResult& straight
 // (a small initial scale and window, so steps are both skipped and applied, and the scale
 // both halves and grows, around the restart).
 void check_exact_restart(int tp, const std::string& name) {
-    Config cfg = test::short_train_config();
+    Config cfg = test::tiny::short_train();
     cfg.model.hidden_dropout = 0.1;
     cfg.model.attention_dropout = 0.1;
     cfg.training.fp16 = true;
@@ -155,7 +155,7 @@ void expect_follows(const RunResult& straight, const RunResult& resumed, int n, 
 }
 
 void check_reshard(const CkptLayout& save, const CkptLayout& load, const std::string& name) {
-    Config cfg = test::short_train_config();
+    Config cfg = test::tiny::short_train();
     cfg.model.num_layers = 4;
     cfg.training.micro_batch_size = 1;  // global batch 4 splits over up to 4 DP ranks
     if (save.model) save.model(cfg.model);
@@ -196,7 +196,7 @@ TEST(Checkpointing, ReshardTensorParallelToOneRank) {
 TEST(Checkpointing, ReshardLlamaStyleTensorParallelToOneRank) {
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
     CkptLayout save{2, 1, false, 0};
-    save.model = test::llama_style;
+    save.model = test::tiny::llama_style;
     check_reshard(save, CkptLayout{1, 1, false, 0}, "reshard_llama_tp2_dp2");
 }
 
@@ -225,7 +225,7 @@ TEST(Checkpointing, DistributedOptimizerReshards) {
 
 TEST(Checkpointing, ExactRestartDistributedOptimizer) {
     if (world_size() != 2) GTEST_SKIP() << "needs 2 ranks";
-    Config cfg = test::short_train_config();
+    Config cfg = test::tiny::short_train();
     cfg.parallel.use_distributed_optimizer = true;
     cfg.training.fp16 = true;
     cfg.training.initial_loss_scale = 65536.0;
@@ -255,7 +255,7 @@ TEST(Checkpointing, ReshardingMatrixOnFourRanks) {
 // A trainer built without resolve_run (no look at the checkpoint first) whose padding
 // differs from the checkpoint's: refused at load, with the fix.
 TEST(Checkpointing, DifferentVocabPaddingIsRefused) {
-    Config cfg = test::short_train_config();
+    Config cfg = test::tiny::short_train();
     const std::string dir = test::scratch_dir("vocab_padding");
     cfg.checkpoint.save = dir;
     train_for(cfg, 1, 1, true);
@@ -270,7 +270,7 @@ TEST(Checkpointing, DifferentVocabPaddingIsRefused) {
 // `tp` with the same flag, which alone would pad to 64 x tp rows. The resumed run trains on
 // and follows the straight TP 1 run as any reshard does.
 void check_adopted_vocab(int tp, const std::string& name) {
-    Config cfg = test::short_train_config();
+    Config cfg = test::tiny::short_train();
     cfg.training.micro_batch_size = 1;  // global batch 4 splits over up to 4 DP ranks
     cfg.model.make_vocab_size_divisible_by = 64;
     const int n = 3;
@@ -306,7 +306,7 @@ TEST(Checkpointing, LoadAdoptsThePaddedVocabularyOnFourRanks) {
 // Saved rows that the new TP size does not divide: one line naming both numbers. The look
 // at the checkpoint needs no other rank, so any world resolves a TP 2 run of 2 ranks.
 TEST(Checkpointing, PaddedVocabularyTheTpSizeDoesNotDivideIsRefused) {
-    Config cfg = test::short_train_config();
+    Config cfg = test::tiny::short_train();
     cfg.model.make_vocab_size_divisible_by = 1;  // 61 rows, odd
     cfg.training.micro_batch_size = 1;           // global batch 4 splits over up to 4 DP ranks
     const std::string dir = test::scratch_dir("adopt_vocab_odd");
@@ -329,7 +329,7 @@ TEST(Checkpointing, PaddedVocabularyTheTpSizeDoesNotDivideIsRefused) {
 // fp16 -> fp32 and bf16: the fp32 main params carry over bit for bit, the bf16 model params
 // are their rounding, and the run continues close to the fp16 one.
 TEST(Checkpointing, PrecisionChangeOnLoad) {
-    Config cfg = test::short_train_config();
+    Config cfg = test::tiny::short_train();
     cfg.training.fp16 = true;
     cfg.training.loss_scale = 1024.0;
     const std::string dir = test::scratch_dir("precision");
@@ -361,7 +361,7 @@ TEST(Checkpointing, PrecisionChangeOnLoad) {
 // history longer than one step with the max algorithm makes the restored history matter
 // beyond the last step's amaxes.
 Config fp8_config() {
-    Config cfg = test::short_train_config();
+    Config cfg = test::tiny::short_train();
     cfg.training.bf16 = true;
     cfg.fp8.fp8_format = Fp8Scheme::Hybrid;
     cfg.fp8.fp8_recipe = Fp8Recipe::Delayed;
@@ -408,7 +408,7 @@ void flip_dataset_byte(const std::string& file, const char* dataset) {
 }
 
 TEST(Checkpointing, DamagedCheckpointIsRejectedAndFallbackLoadsThePreviousOne) {
-    Config cfg = test::short_train_config();
+    Config cfg = test::tiny::short_train();
     const std::string dir = test::scratch_dir("damaged");
     cfg.checkpoint.save = dir;
     const RunResult at2 = train_for(cfg, 1, 2, true);
@@ -429,7 +429,7 @@ TEST(Checkpointing, DamagedCheckpointIsRejectedAndFallbackLoadsThePreviousOne) {
 }
 
 TEST(Checkpointing, EmptyLoadFolderIsAFreshStartAndKeepLastRetains) {
-    Config cfg = test::short_train_config();
+    Config cfg = test::tiny::short_train();
     const std::string dir = test::scratch_dir("fresh_keep");
     cfg.checkpoint.save = dir;
     cfg.checkpoint.load = dir;
@@ -478,7 +478,7 @@ TrainRun run_train(const Config& cfg, int signal_at) {
 }
 
 TEST(Checkpointing, SignalSavesAndExitsThenTheRunResumesExactly) {
-    Config cfg = test::short_train_config();
+    Config cfg = test::tiny::short_train();
     cfg.model.hidden_dropout = 0.1;
     const TrainRun straight = run_train(cfg, -1);
     ASSERT_EQ(straight.iteration, 8);
@@ -508,7 +508,7 @@ TEST(Checkpointing, SignalSavesAndExitsThenTheRunResumesExactly) {
 }
 
 TEST(Checkpointing, ExitIntervalSavesThenStops) {
-    Config cfg = test::short_train_config();
+    Config cfg = test::tiny::short_train();
     const std::string dir = test::scratch_dir("exit_interval");
     cfg.checkpoint.save = dir;
     cfg.training.exit_interval = 5;

@@ -45,12 +45,8 @@ struct Case {
 };
 
 Config bytes_config(const Case& k) {
-    Config c = test::tiny_train_config();
-    c.model.num_layers = 4;
+    Config c = test::tiny::layers4(1);
     c.model.hidden_size = 128;  // every parameter a multiple of 64 elements: no padding
-    c.training.micro_batch_size = 1;
-    c.training.global_batch_size = 4;
-    c.training.train_iters = 1;
     c.optimizer.lr_warmup_iters = 0;
     c.parallel.tensor_model_parallel_size = k.tp;
     c.parallel.pipeline_model_parallel_size = k.pp;

@@ -74,7 +74,7 @@ Saved save_after_four(const std::string& name, Config cfg) {
 }
 
 TEST(ContinuedPretraining, FinetuneIsAFreshRunFromTheParameters) {
-    const Config cfg = test::short_train_config();
+    const Config cfg = test::tiny::short_train();
     const Saved s = save_after_four("finetune", cfg);
     Config ft = cfg;
     ft.checkpoint.load = s.dir;
@@ -102,7 +102,7 @@ TEST(ContinuedPretraining, FinetuneIsAFreshRunFromTheParameters) {
 }
 
 TEST(ContinuedPretraining, NoLoadOptimKeepsIterationAndDataButResetsAdamAndSchedule) {
-    const Config cfg = test::short_train_config();
+    const Config cfg = test::tiny::short_train();
     const Saved s = save_after_four("no_load_optim", cfg);
     Config c = cfg;
     c.checkpoint.load = s.dir;
@@ -131,7 +131,7 @@ TEST(ContinuedPretraining, NoLoadOptimKeepsIterationAndDataButResetsAdamAndSched
 }
 
 TEST(ContinuedPretraining, NoLoadRngRestartsTheDropoutStreamOnly) {
-    Config cfg = test::short_train_config();
+    Config cfg = test::tiny::short_train();
     cfg.model.hidden_dropout = 0.1;
     cfg.model.attention_dropout = 0.1;
     const Saved s = save_after_four("no_load_rng", cfg);
@@ -152,7 +152,7 @@ TEST(ContinuedPretraining, NoLoadRngRestartsTheDropoutStreamOnly) {
 }
 
 TEST(ContinuedPretraining, SchedulerFromTheFlagsOrTheCheckpoint) {
-    const Config cfg = test::short_train_config();
+    const Config cfg = test::tiny::short_train();
     const Saved s = save_after_four("scheduler", cfg);
     Job straight(cfg);
     straight.train(5);

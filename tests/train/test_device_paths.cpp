@@ -25,11 +25,7 @@ struct Variant {
 };
 
 Config variant_config(const Variant& v) {
-    Config c = test::tiny_train_config();
-    c.model.num_layers = 4;
-    c.training.micro_batch_size = 1;
-    c.training.global_batch_size = 4;
-    c.training.train_iters = 4;
+    Config c = test::tiny::layers4(4);
     c.optimizer.lr_warmup_iters = 1;
     auto& p = c.parallel;
     p.tensor_model_parallel_size = v.tp;

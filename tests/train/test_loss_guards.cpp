@@ -11,9 +11,9 @@
 #include <set>
 
 #include "core/errors.hpp"
-#include "train/nan_check.hpp"
-#include "train/spike_guard.hpp"
-#include "train/timer_log.hpp"
+#include "train/monitor/nan_check.hpp"
+#include "train/monitor/spike_guard.hpp"
+#include "train/monitor/timer_log.hpp"
 #include "train/trainer.hpp"
 #include "trainer_test_util.hpp"
 
@@ -109,7 +109,7 @@ private:
 };
 
 Config spiky_config() {
-    Config cfg = test::tiny_train_config();
+    Config cfg = test::tiny::train();
     cfg.monitor.check_for_spiky_loss = true;
     cfg.monitor.spiky_loss_window = 8;
     cfg.monitor.spiky_loss_max_consecutive = 3;
@@ -175,7 +175,7 @@ TEST(SpikyLoss, ConsecutiveSpikesStopTheRun) {
 // A NaN in one rank's gradient after the reduction: every rank gets the same report, which
 // names that rank, its host and the parameter.
 TEST(NanCheck, GradientReportNamesTheRankAndTheParameter) {
-    const Config cfg = test::tiny_train_config();
+    const Config cfg = test::tiny::train();
     dist::ProcessGroups groups(MPI_COMM_WORLD, 1, 1);
     auto be = make_backend("cpu", 0);
     Trainer tr(cfg, groups, *be);
@@ -234,7 +234,7 @@ void expect_local_nan_report(Trainer& tr, test::WalkSource& src, const std::stri
 TEST(NanCheck, NamesTheRankWhereALocalGradientWentBadBeforeTheReduction) {
     for (const bool distributed : {false, true})
         for (const bool overlap : {false, true}) {
-            Config cfg = test::tiny_train_config();
+            Config cfg = test::tiny::train();
             cfg.parallel.use_distributed_optimizer = distributed;
             cfg.parallel.overlap_grad_reduce = overlap;
             cfg.parallel.ddp_bucket_size = 4000;  // several buckets
@@ -269,7 +269,7 @@ TEST(NanCheck, NamesTheStageWhereATiedEmbeddingGradientWentBad) {
     int world = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     if (world != 2) GTEST_SKIP() << "needs 2 ranks (pipeline 2); the np2 run of this test runs it";
-    Config cfg = test::tiny_train_config();
+    Config cfg = test::tiny::train();
     dist::ProcessGroups groups(MPI_COMM_WORLD, 1, 2);
     auto be = make_backend("cpu", 0);
     Trainer tr(cfg, groups, *be);
@@ -297,7 +297,7 @@ TEST(NanCheck, NamesTheStageWhereATiedEmbeddingGradientWentBad) {
 // (the parameters are not touched) and goes on.
 TEST(NanCheck, NanLossStopsUnlessTheCheckIsOff) {
     for (const bool check : {true, false}) {
-        Config cfg = test::tiny_train_config();
+        Config cfg = test::tiny::train();
         cfg.monitor.no_check_for_nan_in_loss_and_grad = !check;
         dist::ProcessGroups groups(MPI_COMM_WORLD, 1, 1);
         auto be = make_backend("cpu", 0);
@@ -325,7 +325,7 @@ TEST(NanCheck, NanLossStopsUnlessTheCheckIsOff) {
 }
 
 TEST(Profile, RejectedOnTheCpuBackend) {
-    Config cfg = test::tiny_train_config();
+    Config cfg = test::tiny::train();
     cfg.monitor.profile = true;
     dist::ProcessGroups groups(MPI_COMM_WORLD, 1, 1);
     auto be = make_backend("cpu", 0);

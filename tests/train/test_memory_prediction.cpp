@@ -76,26 +76,15 @@ const std::vector<Case>& cases() {
 // Big enough that the activations and the logits, not alignment, dominate: ~3.7 M
 // parameters, ~5 MiB of activations per layer and micro-batch at fp32.
 Config case_config(const Case& k) {
-    Config c = test::tiny_train_config();
-    c.model.num_layers = 4;
-    c.model.hidden_size = 256;
-    c.model.num_attention_heads = 4;
-    c.model.seq_length = 128;
+    Config c = test::tiny::wide(2000);
     c.model.max_position_embeddings = 128;
-    c.model.vocab_size = 2000;
     c.model.make_vocab_size_divisible_by = 128;
     // Dropout on: its masks are regenerated, so it must not cost memory.
     c.model.hidden_dropout = 0.1;
     c.model.attention_dropout = 0.1;
     if (k.llama) {  // every width stays a multiple of 64 elements (see above)
-        c.model.position_embedding_type = PositionEmbeddingType::Rope;
-        c.model.normalization = Normalization::RMSNorm;
-        c.model.swiglu = true;
+        test::tiny::llama_style(c.model);
         c.model.ffn_hidden_size = 768;
-        c.model.group_query_attention = true;
-        c.model.num_query_groups = 2;
-        c.model.untie_embeddings_and_output_weights = true;
-        c.model.disable_bias_linear = true;
     }
     c.training.micro_batch_size = 2;
     const int dp = k.ranks / (k.tp * k.pp);

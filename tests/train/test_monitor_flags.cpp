@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/errors.hpp"
-#include "train/profile_window.hpp"
+#include "train/monitor/profile_window.hpp"
 #include "train/trainer.hpp"
 #include "trainer_test_util.hpp"
 
@@ -59,7 +59,7 @@ TEST(BarrierWithL1Time, OneWorldBarrierPerLevelOnePhaseOnEveryRank) {
     std::vector<Case> cases{{1, 1, true, 5}, {2, 1, true, 5}, {0, 1, true, 0}, {2, 1, false, 0}};
     if (world == 2) cases.push_back({1, 2, true, 6});
     for (const Case& c : cases) {
-        Config cfg = test::tiny_train_config();
+        Config cfg = test::tiny::train();
         cfg.monitor.timing_log_level = c.level;
         cfg.monitor.no_barrier_with_level_1_timing = !c.barrier;
         dist::ProcessGroups groups(MPI_COMM_WORLD, 1, c.pp);

@@ -37,12 +37,7 @@ struct Features {
 };
 
 Config base_config() {
-    Config c = test::tiny_train_config();
-    c.model.num_layers = 4;            // 2 stages x 2 virtual stages x 1 layer
-    c.training.micro_batch_size = 1;
-    c.training.global_batch_size = 4;  // 4 micro-batches on one replica, 2 with DP 2
-    c.training.train_iters = 10;
-    return c;
+    return test::tiny::layers4(10);  // 2 stages x 2 virtual stages x 1 layer; 4 micro-batches
 }
 
 Config parallel_config(const Layout& l, const Features& f) {
@@ -238,7 +233,7 @@ TEST(ParallelMatrix, LlamaStyleTwoRanks) {
     // The fp32 rounding bound, with this model's reductions (SwiGLU's fc1 twice as wide,
     // the grouped QKV narrower).
     Numerics n{"llama-style fp32", false, false, 0.0, 0.0};
-    n.model = test::llama_style;
+    n.model = test::tiny::llama_style;
     run_layouts({{2, 1}, {1, 2}, {1, 1}}, {v[0], v[2], v[3]}, n);
 }
 

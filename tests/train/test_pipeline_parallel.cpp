@@ -25,11 +25,7 @@ struct Layout {
 };
 
 Config pipeline_config(const Layout& l) {
-    Config c = test::tiny_train_config();
-    c.model.num_layers = 4;  // 2 stages x 2 virtual stages x 1 layer
-    c.training.micro_batch_size = 1;
-    c.training.global_batch_size = 4;  // 4 micro-batches on one replica, 2 with DP 2
-    c.training.train_iters = 6;
+    Config c = test::tiny::layers4(6);  // 2 stages x 2 virtual stages x 1 layer
     c.parallel.tensor_model_parallel_size = l.tp;
     c.parallel.pipeline_model_parallel_size = l.pp;
     c.parallel.num_layers_per_virtual_pipeline_stage = l.per_virtual;

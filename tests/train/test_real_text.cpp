@@ -57,7 +57,7 @@ TEST(TrainerRealText, LossFallsOnEnglishText) {
     const std::vector<std::int32_t> ids = gpl3_tokens(tok);
     ASSERT_GT(ids.size(), 6000u);
 
-    Config cfg = test::tiny_train_config();
+    Config cfg = test::tiny::train();
     cfg.model.vocab_size = tok.vocab_size();  // 50257 -> 50304 padded
     cfg.model.make_vocab_size_divisible_by = 128;
     cfg.model.seq_length = 32;
@@ -102,7 +102,7 @@ TEST(TrainerRealText, Fp8LossFollowsBf16) {
     std::vector<std::vector<double>> curves;
     std::vector<double> valid;
     for (const bool fp8 : {false, true}) {
-        Config cfg = test::tiny_train_config();
+        Config cfg = test::tiny::train();
         cfg.model.vocab_size = tok.vocab_size();
         cfg.model.make_vocab_size_divisible_by = 128;
         cfg.model.seq_length = 32;

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/errors.hpp"
-#include "train/skip_watch.hpp"
+#include "train/monitor/skip_watch.hpp"
 
 using namespace gpt;
 

@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include "dist/process_groups.hpp"
-#include "train/timer_log.hpp"
+#include "train/monitor/timer_log.hpp"
 
 namespace gpt::train {
 namespace {

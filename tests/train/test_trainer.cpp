@@ -9,7 +9,7 @@
 
 #include "core/errors.hpp"
 #include "test_env.hpp"
-#include "train/iteration_log.hpp"
+#include "train/monitor/iteration_log.hpp"
 #include "train/trainer.hpp"
 #include "trainer_test_util.hpp"
 
@@ -31,7 +31,7 @@ std::vector<double> run_losses(const Config& cfg, MPI_Comm comm = MPI_COMM_SELF,
 }
 
 TEST(Trainer, LossFallsOnALearnableSequence) {
-    Config cfg = test::tiny_train_config();
+    Config cfg = test::tiny::train();
     cfg.model.hidden_dropout = 0.1;
     cfg.model.attention_dropout = 0.1;
     auto losses = run_losses(cfg);
@@ -42,7 +42,7 @@ TEST(Trainer, LossFallsOnALearnableSequence) {
 }
 
 TEST(Trainer, SameSeedGivesBitIdenticalLosses) {
-    Config cfg = test::tiny_train_config();
+    Config cfg = test::tiny::train();
     cfg.training.train_iters = 6;
     cfg.model.hidden_dropout = 0.1;
     cfg.model.attention_dropout = 0.1;
@@ -55,7 +55,7 @@ TEST(Trainer, SameSeedGivesBitIdenticalLosses) {
 // From the initial scale 2^32 the first fp16 iterations overflow: they are skipped, do not
 // advance the LR schedule, and the scale follows hysteresis then halving, until steps apply.
 TEST(Trainer, Fp16OverflowSkipsStepsAndTheScaleFollowsTheRules) {
-    Config cfg = test::tiny_train_config();
+    Config cfg = test::tiny::train();
     cfg.training.fp16 = true;
     cfg.training.train_iters = 30;
     cfg.training.hysteresis = 2;
@@ -83,7 +83,7 @@ TEST(Trainer, Fp16OverflowSkipsStepsAndTheScaleFollowsTheRules) {
 }
 
 TEST(Trainer, HalfPrecisionRunsTrackTheFp32Run) {
-    Config cfg = test::tiny_train_config();
+    Config cfg = test::tiny::train();
     cfg.training.train_iters = 25;
     auto ref = run_losses(cfg);
     for (int variant = 0; variant < 2; ++variant) {
@@ -102,7 +102,7 @@ TEST(Trainer, HalfPrecisionRunsTrackTheFp32Run) {
 }
 
 TEST(Trainer, NanLossIsAnErrorNamingTheIteration) {
-    Config cfg = test::tiny_train_config();
+    Config cfg = test::tiny::train();
     dist::ProcessGroups groups(MPI_COMM_SELF, 1, 1);
     auto be = make_backend("cpu", 0);
     Trainer tr(cfg, groups, *be);
@@ -125,7 +125,7 @@ TEST(Trainer, DataParallelMatchesOneRankWithTheSameGlobalBatch) {
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     if (world != 2) GTEST_SKIP() << "needs 2 ranks (registered as test_train.np2)";
-    Config cfg = test::tiny_train_config();
+    Config cfg = test::tiny::train();
     cfg.training.train_iters = 5;
     cfg.model.hidden_dropout = 0.1;
     auto one = run_losses(cfg, MPI_COMM_SELF);
@@ -139,7 +139,7 @@ TEST(Trainer, TensorParallelMatchesOneRank) {
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     if (world != 2) GTEST_SKIP() << "needs 2 ranks (registered as test_train.np2)";
-    Config cfg = test::tiny_train_config();
+    Config cfg = test::tiny::train();
     cfg.training.train_iters = 5;
     cfg.model.hidden_dropout = 0.1;
     std::vector<IterationRecord> r1, r2;
@@ -153,7 +153,7 @@ TEST(Trainer, TensorParallelMatchesOneRank) {
 }
 
 TEST(Trainer, TrainLogsEvaluatesAndWritesMetrics) {
-    Config cfg = test::tiny_train_config();
+    Config cfg = test::tiny::train();
     cfg.training.train_iters = 6;
     cfg.training.eval_interval = 3;
     const std::string dir = test::scratch_dir("trainer_metrics");
@@ -236,10 +236,10 @@ TEST(IterationLog, FormatsMegatronsLines) {
 
 TEST(Trainer, RejectsImpossibleCombinations) {
     dist::ProcessGroups groups(MPI_COMM_SELF, 1, 1);
-    Config cfg = test::tiny_train_config();
+    Config cfg = test::tiny::train();
     cfg.training.fp16 = cfg.training.bf16 = true;
     EXPECT_THROW(check_supported(cfg, groups), UsageError);
-    cfg = test::tiny_train_config();
+    cfg = test::tiny::train();
     cfg.training.loss_scale = 1024;
     EXPECT_THROW(check_supported(cfg, groups), UsageError);
 }

@@ -1,0 +1,144 @@
+#include "train/run/run_config.hpp"
+
+#include <sstream>
+
+#include "config/params_dtype.hpp"
+#include "config/validate.hpp"
+#include "core/device_info.hpp"
+#include "core/errors.hpp"
+#include "text/gpt2_tokenizer.hpp"
+#include "text/tiktoken_tokenizer.hpp"
+#include "dist/rank_grid.hpp"
+#include "log/log.hpp"
+#include "plan/model_shape.hpp"
+#include "plan/planner.hpp"
+#include "train/run/checkpoint_vocab.hpp"
+
+namespace gpt::train {
+
+void resolve_vocab(Config& cfg) {
+    if (cfg.data.tokenizer_type == TokenizerType::TikTokenizer) {
+        // Megatron's TikTokenizer: --vocab-size (all ids, special tokens included; the rank
+        // file is cut to it) or, unlike Megatron's 2^17 fallback, the file's ranks + special
+        // tokens. Loading checks the flags and the file on every rank before training starts.
+        data::TikTokenizerOptions o{cfg.data.tokenizer_model, cfg.data.tiktoken_pattern,
+                                    cfg.data.tiktoken_num_special_tokens, cfg.data.tiktoken_special_tokens,
+                                    cfg.model.vocab_size};
+        cfg.model.vocab_size = data::TikTokenizer::load(o).vocab_size();
+        return;
+    }
+    if (cfg.model.vocab_size > 0) return;
+    if (!cfg.data.vocab_file.empty()) {
+        cfg.model.vocab_size =
+            data::Gpt2Tokenizer::load(cfg.data.vocab_file, cfg.data.merge_file).vocab_size();
+        return;
+    }
+    GPT_THROW(UsageError, "the vocab size is unknown: give --vocab-file and --merge-file (GPT-2 BPE) or --vocab-size");
+}
+
+namespace {
+
+// The model options of a run (precision, dropout, recompute, flash attention, FP8, seed).
+model::ModelOptions model_options_of(const Config& cfg, DType dtype) {
+    const auto& t = cfg.training;
+    const auto& p = cfg.parallel;
+    model::ModelOptions opt;
+    opt.dtype = dtype;
+    opt.flash_attention = p.use_flash_attn;
+    opt.tanh_gelu = cfg.model.tanh_gelu();
+    opt.hidden_dropout = static_cast<float>(cfg.model.hidden_dropout);
+    opt.attention_dropout = static_cast<float>(cfg.model.attention_dropout);
+    opt.layernorm_eps = static_cast<float>(cfg.model.layernorm_epsilon);
+    opt.init_std = cfg.model.init_method_std;
+    opt.seed = t.seed;
+    opt.sequence_parallel = p.sequence_parallel;
+    opt.recompute = p.recompute();
+    opt.recompute_block = p.recompute_method == RecomputeMethod::Block;
+    opt.recompute_num_layers = p.recompute_num_layers;
+    const Fp8Config& f = cfg.fp8;
+    if (f.enabled()) {
+        opt.fp8.on = true;
+        opt.fp8.forward = f.forward_format();
+        opt.fp8.gradient = f.gradient_format();
+        opt.fp8.delayed = f.fp8_recipe == Fp8Recipe::Delayed;
+        opt.fp8.amax_history_len = f.fp8_amax_history_len;
+        opt.fp8.amax_compute_algo = f.fp8_amax_compute_algo;
+        opt.fp8.margin = f.fp8_margin;
+        opt.fp8.wgrad = f.fp8_wgrad;
+        opt.fp8.bf16_layers_at_start = f.bf16_layers_at_start();
+        opt.fp8.bf16_layers_at_end = f.bf16_layers_at_end();
+    }
+    return opt;
+}
+
+}  // namespace
+
+RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vocab) {
+    validate_model_and_training(cfg);
+    // Megatron's --fp8-interval is deprecated and ignored (Transformer Engine 1.8 and later
+    // update the FP8 scaling factors every step): accepted and ignored here too, said once.
+    if (cfg.fp8.fp8_interval != 1)
+        GPT_LOG(warning) << "--fp8-interval " << cfg.fp8.fp8_interval
+                         << " is ignored: deprecated in Megatron-LM, the FP8 scaling factors are updated every step";
+    const bool auto_layout = !cfg.parallel.tp_given && !cfg.parallel.pp_given &&
+                             (cfg.training.max_global_batch_size > 0 || !cfg.parallel.mbs_given);
+    std::string plan_summary;
+    if (auto_layout && cfg.training.max_global_batch_size > 0) {
+        resolve_vocab(cfg);  // the planner sizes the embeddings
+        plan_summary = plan::choose_layout(cfg, world_size, local_world_size);
+    }
+    if (cfg.training.micro_batch_size == 0)
+        GPT_THROW(UsageError, "--micro-batch-size auto needs the planner and --max-global-batch-size");
+    resolve_layout(cfg, world_size);
+    if (vocab == Vocab::Resolve) {
+        resolve_vocab(cfg);
+        // A resumed run keeps its checkpoint's padded vocabulary when the TP size changed.
+        const std::string vocab_note = adopt_checkpoint_vocab(cfg);
+        if (!vocab_note.empty()) GPT_LOG(info) << vocab_note;
+    }
+    const dist::RankGrid grid(world_size, cfg.parallel.tensor_model_parallel_size,
+                              cfg.parallel.pipeline_model_parallel_size);
+    RunConfig run = derive_run(cfg, grid, local_world_size);
+    run.plan_summary = std::move(plan_summary);
+    return run;
+}
+
+RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size) {
+    RunConfig run;
+    run.cfg = cfg;
+    run.world_size = grid.world_size();
+    run.local_world_size = local_world_size;
+    const auto& t = cfg.training;
+    run.padded_vocab_size = cfg.padded_vocab_size();
+    run.dtype = params_dtype(t);
+    run.num_micro_batches = micro_batches_per_iteration(t, grid.dp_size());
+    run.model_options = model_options_of(cfg, run.dtype);
+    return run;
+}
+
+std::string describe_layout(const RunConfig& run) {
+    const Config& cfg = run.cfg;
+    const dist::RankGrid g(run.world_size, cfg.parallel.tensor_model_parallel_size,
+                           cfg.parallel.pipeline_model_parallel_size);
+    std::ostringstream os;
+    os << "> parallel layout: world " << g.world_size() << " = TP " << g.tp_size() << " x PP "
+       << g.pp_size() << " x DP " << g.dp_size() << "; micro-batch " << cfg.training.micro_batch_size
+       << ", global batch " << cfg.training.global_batch_size << " (" << run.num_micro_batches
+       << " micro-batches per iteration)\n";
+    os << "> rank layout (global rank: tp dp pp):";
+    for (int r = 0; r < g.world_size(); ++r) {
+        auto c = g.coords(r);
+        os << (r % 8 == 0 ? "\n   " : "  ") << r << ": " << c.tp << " " << c.dp << " " << c.pp;
+    }
+    return os.str();
+}
+
+std::string check_run_memory(const RunConfig& run) {
+    Config planned = run.cfg;
+    if (planned.plan.plan_device == PlanDevice::Auto &&
+        (planned.parallel.device == DeviceKind::Cpu || visible_gpu_count() == 0))
+        planned.plan.plan_device = PlanDevice::Cpu;
+    return plan::check_memory(planned, run.world_size, run.local_world_size);
+}
+
+}  // namespace gpt::train

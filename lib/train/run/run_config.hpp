@@ -1,0 +1,56 @@
+// The run resolved once, before ranks do different work: the validated flags with the
+// planner's layout (when it chose one) and the vocabulary size filled in, and the numbers
+// every later step derives from them. Every rank resolves it alike, so an error here is
+// every rank's and each may exit on its own.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "config/config.hpp"
+#include "core/dtype.hpp"
+#include "dist/rank_grid.hpp"
+#include "model/model_spec.hpp"
+
+namespace gpt::train {
+
+struct RunConfig {
+    Config cfg;  // validated; TP, PP, DP, batch sizes and the vocab size filled in
+    int world_size = 1;
+    int local_world_size = 1;    // ranks on this node
+    std::string plan_summary;    // the planner's choice and runner-up; "" when the user chose
+    // Derived once from cfg.
+    int padded_vocab_size = 0;   // Megatron's padding: make-vocab-size-divisible-by x TP
+    DType dtype = DType::F32;    // --fp16 / --bf16
+    std::int64_t num_micro_batches = 0;  // per iteration and data-parallel rank
+    // The model's options (precision, dropout, recompute, flash attention, FP8, seed): the
+    // training chunks' and the converter's one-rank model's, derived here once.
+    model::ModelOptions model_options;
+};
+
+// Fills the unpadded vocab size from the tokenizer files when not given, as Megatron's
+// build_tokenizer does (UsageError when neither is given).
+void resolve_vocab(Config& cfg);
+
+// Validates cfg, lets the planner choose the layout when the user left it open (no TP/PP
+// given and --max-global-batch-size or --micro-batch-size auto), resolves the layout for
+// world_size ranks (local_world_size per node) and the vocabulary; with --load, the padded
+// vocabulary of the checkpoint to load (train/run/checkpoint_vocab.hpp). Throws UsageError.
+// Vocab::OnlyForThePlanner: a tool that reads no token ids (prepare_cache) skips loading the
+// tokenizer, tens of milliseconds, unless the planner sizes the embeddings with it; the
+// vocabulary then stays unresolved (padded_vocab_size 0 when the user gave no --vocab-size).
+enum class Vocab { Resolve, OnlyForThePlanner };
+RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vocab = Vocab::Resolve);
+
+// The numbers derived from a resolved cfg on the ranks of `grid` (the tail of resolve_run;
+// a Config resolved by hand, as tests build them, goes through it too).
+RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size);
+
+// "> parallel layout: ..." and the rank table, for the log.
+std::string describe_layout(const RunConfig& run);
+
+// The planner's memory model for this layout on the device this run uses (the CPU when no
+// GPU is visible): the log line when it fits, else UsageError naming the shortfall.
+std::string check_run_memory(const RunConfig& run);
+
+}  // namespace gpt::train

@@ -1,0 +1,20 @@
+// What one training iteration did: the step's result that the run monitor logs
+// (train/monitor/run_monitor.hpp) and the trainer keeps for tests and the benchmark.
+#pragma once
+
+#include <cstdint>
+
+namespace gpt::train {
+
+struct IterationRecord {
+    std::int64_t iteration = 0;
+    double lm_loss = 0.0;       // mean over the global batch
+    double lr = 0.0;            // the learning rate this step used
+    double grad_norm = 0.0;     // NaN when skipped
+    double loss_scale = 1.0;    // the scale this step used
+    bool skipped = false;
+    bool spiky = false;         // skipped by --check-for-spiky-loss
+    double elapsed_ms = 0.0;
+};
+
+}  // namespace gpt::train
