@@ -2,9 +2,32 @@
 
 #include <algorithm>
 
+#include "config/param_count.hpp"
 #include "core/errors.hpp"
 
 namespace gpt::model {
+
+namespace {
+
+// The dimensions the one parameter count (config/param_count.hpp) reads.
+ParamDims count_dims(const ModelDims& d) {
+    ParamDims p;
+    p.hidden = d.hidden;
+    p.heads = d.heads;
+    p.head_dim = d.head_dim;
+    p.ffn = d.ffn;
+    p.query_groups = d.query_groups;
+    p.max_positions = d.max_positions;
+    p.vocab_padded = d.vocab_padded;
+    p.swiglu = d.swiglu;
+    p.linear_bias = d.linear_bias;
+    p.rmsnorm = d.rmsnorm;
+    p.position_table = !d.rope;
+    p.untied_output = d.untied_output;
+    return p;
+}
+
+}  // namespace
 
 std::string ParamLayout::layer_prefix(int layer) {
     return "language_model/encoder/layers." + std::to_string(layer) + "/";
@@ -27,7 +50,8 @@ ParamLayout::ParamLayout(const ModelDims& d, const ChunkSpec& chunk) {
         add(name + "/weight", {h}, -1, ParamInit::One, layer, d);
         if (!d.rmsnorm) add(name + "/bias", {h}, -1, ParamInit::Zero, layer, d);
     };
-    const std::int64_t qkv_rows = static_cast<std::int64_t>(d.heads + 2 * d.groups()) * d.head_dim;
+    const ParamDims counted = count_dims(d);
+    const std::int64_t qkv_rows = gpt::qkv_rows(counted);
     for (int l = chunk.first_layer; l < chunk.first_layer + chunk.num_layers; ++l) {
         const std::string p = layer_prefix(l);
         norm(p + "input_layernorm", l);
@@ -67,6 +91,13 @@ ParamLayout::ParamLayout(const ModelDims& d, const ChunkSpec& chunk) {
             add(word_embeddings_for_head(), {V, h}, 0, ParamInit::Normal, -1, d);
         }
     }
+    // The table must hold what the planner counted (its memory model and this run's
+    // buffers read the same count): a tensor added here without the count is caught at once.
+    std::int64_t held = 0;
+    for (const auto& e : entries_) held += e.numel;
+    const std::int64_t expected =
+        chunk_params(counted, d.tp_size, chunk.num_layers, chunk.pre_process, chunk.post_process).total();
+    GPT_ASSERT(held == expected, "parameter layout holds ", held, " elements, the parameter count says ", expected);
 }
 
 void ParamLayout::add(std::string name, std::vector<std::int64_t> global_shape, int split_dim,

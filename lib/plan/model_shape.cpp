@@ -1,18 +1,33 @@
 #include "plan/model_shape.hpp"
 
 #include "config/config.hpp"
+#include "config/param_count.hpp"
 #include "config/params_dtype.hpp"
 #include "config/vocab_padding.hpp"
 #include "core/errors.hpp"
 
 namespace gpt::plan {
 
-std::int64_t qkv_rows(const ModelShape& m) {
-    const std::int64_t g = m.query_groups > 0 ? m.query_groups : m.heads;
-    return (m.heads + 2 * g) * (m.hidden / m.heads);
+ParamDims param_dims(const ModelShape& m, int tp) {
+    ParamDims d;
+    d.hidden = m.hidden;
+    d.heads = m.heads;
+    d.head_dim = m.hidden / m.heads;
+    d.ffn = m.ffn;
+    d.query_groups = m.query_groups;
+    d.max_positions = m.max_positions;
+    d.vocab_padded = padded_vocab(m, tp);
+    d.swiglu = m.swiglu;
+    d.linear_bias = m.linear_bias;
+    d.rmsnorm = m.rmsnorm;
+    d.position_table = m.position_table;
+    d.untied_output = m.untied_output;
+    return d;
 }
 
-std::int64_t fc1_rows(const ModelShape& m) { return (m.swiglu ? 2 : 1) * std::int64_t(m.ffn); }
+std::int64_t qkv_rows(const ModelShape& m) { return gpt::qkv_rows(param_dims(m, 1)); }
+
+std::int64_t fc1_rows(const ModelShape& m) { return gpt::fc1_rows(param_dims(m, 1)); }
 
 ModelShape model_shape_from_config(const Config& cfg) {
     const ModelConfig& mc = cfg.model;
@@ -48,15 +63,7 @@ std::int64_t padded_vocab(const ModelShape& m, int tp) {
 }
 
 std::int64_t layer_params_per_rank(const ModelShape& m, int tp) {
-    const std::int64_t h = m.hidden, f = m.ffn;
-    const std::int64_t qkv_out = qkv_rows(m), fc1_out = fc1_rows(m);
-    const std::int64_t bias = m.linear_bias ? 1 : 0;
-    std::int64_t norms = 2 * (m.rmsnorm ? h : 2 * h);
-    std::int64_t qkv = (qkv_out * h + bias * qkv_out) / tp;
-    std::int64_t dense = h * h / tp + bias * h;
-    std::int64_t fc1 = (fc1_out * h + bias * fc1_out) / tp;
-    std::int64_t fc2 = h * f / tp + bias * h;
-    return norms + qkv + dense + fc1 + fc2;
+    return gpt::layer_params_per_rank(param_dims(m, tp), tp);
 }
 
 std::int64_t layer_linear_weights_per_rank(const ModelShape& m, int tp) {
@@ -78,23 +85,14 @@ int fp8_layers_on_stage(const ModelShape& m, int pp, int vp, int stage) {
 
 StageParams stage_params(const ModelShape& m, int tp, int pp, int stage) {
     GPT_ASSERT(pp > 0 && stage >= 0 && stage < pp && m.num_layers % pp == 0);
-    const std::int64_t h = m.hidden;
-    const std::int64_t word_shard = padded_vocab(m, tp) / tp * h;
-    StageParams s;
-    s.layers = std::int64_t(m.num_layers / pp) * layer_params_per_rank(m, tp);
-    if (stage == 0) s.embedding = word_shard + (m.position_table ? std::int64_t(m.max_positions) * h : 0);
-    if (stage == pp - 1) {
-        s.final_norm = m.rmsnorm ? h : 2 * h;
-        if (pp > 1 || m.untied_output) s.lm_head = word_shard;
-    }
-    return s;
+    const ChunkParams c = chunk_params(param_dims(m, tp), tp, m.num_layers / pp, stage == 0, stage == pp - 1);
+    return StageParams{c.embedding, c.layers, c.final_norm, c.lm_head};
 }
 
+// One copy of everything: the whole model as a single chunk at TP 1, with the vocabulary
+// padded for tp.
 std::int64_t total_params(const ModelShape& m, int tp) {
-    const std::int64_t h = m.hidden;
-    const std::int64_t vocab = padded_vocab(m, tp) * h;
-    return std::int64_t(m.num_layers) * layer_params_per_rank(m, 1) + vocab * (m.untied_output ? 2 : 1) +
-           (m.position_table ? std::int64_t(m.max_positions) * h : 0) + (m.rmsnorm ? h : 2 * h);
+    return chunk_params(param_dims(m, tp), 1, m.num_layers, true, true).total();
 }
 
 }  // namespace gpt::plan

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "config/config.hpp"
+#include "config/param_count.hpp"
 #include "core/dtype.hpp"
 
 namespace gpt::plan {
@@ -34,6 +35,10 @@ struct ModelShape {
     Fp8Config fp8;
 };
 
+// The shape's parameter-bearing dimensions with the vocabulary padded for tp: what the one
+// parameter count (config/param_count.hpp) reads.
+ParamDims param_dims(const ModelShape& m, int tp);
+
 // Output rows of the fused QKV linear, (a + 2 g) h / a (3h without grouped-query attention),
 // and of fc1 (2f with SwiGLU's gate and up), before the TP split.
 std::int64_t qkv_rows(const ModelShape& m);
@@ -46,9 +51,10 @@ ModelShape model_shape_from_config(const Config& cfg);
 // _vocab_size_with_padding), so every TP rank holds the same number of rows.
 std::int64_t padded_vocab(const ModelShape& m, int tp);
 
-// Parameters of one transformer layer held by one TP rank: LayerNorms replicated (2 x 2h);
-// QKV (3h x h + 3h) and fc1 (f x h + f) split by rows incl. biases; attention dense
-// (h x h) and fc2 (h x f) split by columns with their biases (h each) replicated.
+// Parameters of one transformer layer held by one TP rank (config/param_count.hpp's count):
+// LayerNorms replicated (2 x 2h); QKV (3h x h + 3h) and fc1 (f x h + f) split by rows incl.
+// biases; attention dense (h x h) and fc2 (h x f) split by columns with their biases (h
+// each) replicated.
 std::int64_t layer_params_per_rank(const ModelShape& m, int tp);
 
 // What one (pipeline stage, TP rank) holds. Stage 0 holds the word-embedding shard

@@ -1,6 +1,8 @@
-// The planner's analytic parameter count per (pipeline stage, TP rank) against the model's
-// own layout table (lib/model ParamLayout), so the planner's memory numbers and the real
-// run's buffers cannot drift apart.
+// The planner's parameter count per (pipeline stage, TP rank) against the model's own
+// layout table (lib/model ParamLayout). Both read the one count (config/param_count.hpp,
+// checked against published counts in test_model_shape.cpp) and ParamLayout checks its
+// table against it per chunk; this adds the planner's stage-to-chunks mapping under
+// interleaving and the flat buffers' alignment slack over whole stages.
 #include <gtest/gtest.h>
 
 #include "model/model_spec.hpp"
