@@ -6,11 +6,11 @@
 
 #include "backend/backend.hpp"
 #include "config/options.hpp"
-#include "config/params_dtype.hpp"
 #include "core/errors.hpp"
 #include "text/gpt2_tokenizer.hpp"
 #include "dist/process_groups.hpp"
 #include "train/run/device_backend.hpp"
+#include "train/run/model_options.hpp"
 #include "train/trainer.hpp"
 #include "inference/generator.hpp"
 #include "inference/kv_model.hpp"
@@ -99,11 +99,8 @@ int run_generate(const GenerateOptions& o, MPI_Comm comm, std::ostream& out, std
     rq.eod = tok.eod();
     rq.batch_size = o.batch_size;
 
-    model::ModelOptions mo;
-    mo.dtype = params_dtype(cfg.training);
-    mo.flash_attention = cfg.parallel.use_flash_attn;
-    mo.tanh_gelu = cfg.model.tanh_gelu();
-    mo.layernorm_eps = static_cast<float>(cfg.model.layernorm_epsilon);
+    // Training's options from the same resolution, dropout and FP8 off.
+    const model::ModelOptions mo = train::generation_model_options(cfg);
     const std::unique_ptr<Backend> be =
         train::backend_for_device(cfg.parallel.device, groups.local_rank(), [&](const std::string& why) {
             if (rank == 0) err << "gpt_generate: --device auto: no usable GPU (" << why << "); using the CPU\n";
