@@ -59,9 +59,18 @@ void blend_vectorised(const std::vector<double>& weights, std::int64_t size, std
         count[pick] += 1.0;
     }
 }
-#else
-// Without AVX2: the plain loop (Megatron's own).
-void blend_plain(const std::vector<double>& weights, std::int64_t size, std::int16_t* which, std::int64_t* sample) {
+#endif
+
+}  // namespace
+
+void build_blending_indices_plain(const std::vector<double>& weights, std::int64_t size,
+                                  std::vector<std::int16_t>& dataset_index,
+                                  std::vector<std::int64_t>& dataset_sample_index) {
+    GPT_ASSERT(!weights.empty() && weights.size() < 32768, "blend of ", weights.size(), " datasets");
+    dataset_index.assign(static_cast<std::size_t>(size), 0);
+    dataset_sample_index.assign(static_cast<std::size_t>(size), 0);
+    std::int16_t* which = dataset_index.data();
+    std::int64_t* sample = dataset_sample_index.data();
     std::vector<std::int64_t> current(weights.size(), 0);
     for (std::int64_t i = 0; i < size; ++i) {
         const double x = std::max(static_cast<double>(i), 1.0);
@@ -79,19 +88,16 @@ void blend_plain(const std::vector<double>& weights, std::int64_t size, std::int
         sample[i] = current[best]++;
     }
 }
-#endif
-
-}  // namespace
 
 void build_blending_indices(const std::vector<double>& weights, std::int64_t size,
                             std::vector<std::int16_t>& dataset_index, std::vector<std::int64_t>& dataset_sample_index) {
+#if defined(__AVX2__)
     GPT_ASSERT(!weights.empty() && weights.size() < 32768, "blend of ", weights.size(), " datasets");
     dataset_index.assign(static_cast<std::size_t>(size), 0);
     dataset_sample_index.assign(static_cast<std::size_t>(size), 0);
-#if defined(__AVX2__)
     blend_vectorised(weights, size, dataset_index.data(), dataset_sample_index.data());
 #else
-    blend_plain(weights, size, dataset_index.data(), dataset_sample_index.data());
+    build_blending_indices_plain(weights, size, dataset_index, dataset_sample_index);
 #endif
 }
 

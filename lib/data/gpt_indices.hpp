@@ -55,6 +55,7 @@ EpochPlan plan_epochs(std::int64_t tokens_per_epoch, std::int64_t seq_length, st
 // The split's sequence ids repeated num_epochs times and shuffled (the final epoch separately
 // when plan.separate_final_epoch). 32-bit, as Megatron's: needs last <= 2^31 - 1 and fewer than
 // 2^31 entries (the builder refuses larger requests with the numbers before calling this).
+// (The start-up builds build_document_order below; this plain form is its tested reference.)
 std::vector<std::int32_t> build_document_index(std::int64_t first, std::int64_t last, const EpochPlan& plan,
                                                IndexShuffler& rng);
 // build_document_index's index (the same draws, the same permutation) and beside it each entry's
@@ -130,5 +131,10 @@ std::vector<T> build_shuffle_index(std::int64_t first_part, std::int64_t total, 
 // Megatron's build_blending_indices: sample i goes to the dataset furthest below its share.
 void build_blending_indices(const std::vector<double>& weights, std::int64_t size,
                             std::vector<std::int16_t>& dataset_index, std::vector<std::int64_t>& dataset_sample_index);
+// The same with Megatron's plain loop: what build_blending_indices runs without AVX2, compiled
+// everywhere so the tests check it on every machine.
+void build_blending_indices_plain(const std::vector<double>& weights, std::int64_t size,
+                                  std::vector<std::int16_t>& dataset_index,
+                                  std::vector<std::int64_t>& dataset_sample_index);
 
 }  // namespace gpt::data

@@ -229,10 +229,17 @@ TEST(GptIndices, BlendingEqualsMegatronsLoopForEveryBlendSize) {
             const std::int64_t size = 40 * static_cast<std::int64_t>(n) + 7;
             std::vector<std::int16_t> which;
             std::vector<std::int64_t> sample;
-            build_blending_indices(w, size, which, sample);
-            ASSERT_EQ(which, megatron(w, size)) << n << " datasets, equal weights " << equal;
-            std::vector<std::int64_t> next(n, 0);
-            for (std::size_t i = 0; i < which.size(); ++i) ASSERT_EQ(sample[i], next[which[i]]++);
+            const std::vector<std::int16_t> want = megatron(w, size);
+            // The one start-up uses (vectorised with AVX2), and the plain loop of other CPUs.
+            for (const bool plain : {false, true}) {
+                if (plain)
+                    build_blending_indices_plain(w, size, which, sample);
+                else
+                    build_blending_indices(w, size, which, sample);
+                ASSERT_EQ(which, want) << n << " datasets, equal weights " << equal << ", plain " << plain;
+                std::vector<std::int64_t> next(n, 0);
+                for (std::size_t i = 0; i < which.size(); ++i) ASSERT_EQ(sample[i], next[which[i]]++);
+            }
         }
     }
 }
