@@ -66,6 +66,12 @@ void expect_close(const test::Run& ref, const test::Run& got, double rel, const 
 //    tensors forward (layernorm out, qkv, context, projection, residual, layernorm out,
 //    fc1, gelu, fc2, residual) and their 10 gradients, plus the embedding and logits:
 //    delta = 2 (20 L + 4) u16 (L = 4: 0.082 fp16, 0.66 bf16).
+//    This relative model is the bound's one assumption, not a proof: an element whose gradient
+//    is a sum that nearly cancels (over the batch's positions) carries the terms' rounding, not
+//    delta of its own size. Seen on the emulator at L = 2 (tried for CI time): one fp16 flash
+//    position-embedding element of 32768 at 1.43 of the bound. At L = 4 the worst element is
+//    at 0.84 (CPU emulator) - a sound per-element bound needs the terms' magnitudes
+//    (|du_t| <= (1 + C_t) e / (sqrt(vh) + eps) for an absolute gradient error e): issue #33.
 //  - The parameters differ by the sum of lr_t |du_t| <= sum_t lr_t 2 delta C_t (weight
 //    decay's lr wd |dp| is second order); the differences of the parameters feed back into
 //    the gradients by far less than delta over 5 steps (|dp| / |p| below 1e-2 here).
@@ -185,15 +191,24 @@ constexpr Layout kTwoRankLayouts[] = {{"TP2 SP", 2, 1, true, false},
                                       {"DP2 distopt overlap", 1, 1, false, true},
                                       {"PP2", 1, 2, false, false}};
 
+// The 2-rank tests' model: fp16 flash at half the depth (the emulator's time; PP 2 keeps a
+// layer per stage). They compare losses and gradient norms with the 1-rank GPU run, not the
+// parameters against the AdamW bound, whose depth term the 4-layer runs above are sized for.
+Config two_rank_config() {
+    Config c = gpu_config(/*flash=*/true);
+    c.model.num_layers = 2;
+    return c;
+}
+
 // The 1-rank GPU run both 2-rank tests compare with (computed once per process).
 const test::Run& one_rank_reference() {
-    static const test::Run ref = test::train_run(gpu_config(true), MPI_COMM_SELF, "cuda");
+    static const test::Run ref = test::train_run(two_rank_config(), MPI_COMM_SELF, "cuda");
     return ref;
 }
 
 void expect_layouts_follow_one_rank(const std::string& backend) {
     for (const Layout& l : kTwoRankLayouts) {
-        Config cfg = gpu_config(true);
+        Config cfg = two_rank_config();
         cfg.parallel.distributed_backend = parse_enum<DistributedBackend>(backend, "distributed-backend");
         cfg.parallel.tensor_model_parallel_size = l.tp;
         cfg.parallel.pipeline_model_parallel_size = l.pp;
