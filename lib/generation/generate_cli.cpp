@@ -101,10 +101,10 @@ int run_generate(const GenerateOptions& o, MPI_Comm comm, std::ostream& out, std
 
     // Training's options from the same resolution, dropout and FP8 off.
     const model::ModelOptions mo = train::generation_model_options(cfg);
-    const std::unique_ptr<Backend> be =
-        train::backend_for_device(cfg.parallel.device, groups.local_rank(), [&](const std::string& why) {
-            if (rank == 0) err << "gpt_generate: --device auto: no usable GPU (" << why << "); using the CPU\n";
-        });
+    const train::RunDevice device = train::resolve_device(cfg.parallel.device);
+    if (!device.auto_fallback.empty() && rank == 0)
+        err << "gpt_generate: --device auto: no usable GPU (" << device.auto_fallback << "); using the CPU\n";
+    const std::unique_ptr<Backend> be = train::make_run_backend(device, groups.local_rank());
     // The TP communicator for backend memory (NCCL or host-staged on a GPU), as training's.
     const std::unique_ptr<dist::DataGroups> data = train::make_data_groups(cfg, groups, *be);
     KvModel model(lm.dims, mo, *be, data->tp(), lm.params);

@@ -51,11 +51,10 @@ int pretrain(const RunConfig& run, dist::ProcessGroups& groups) {
     // trainer acts on it after its next iteration.
     std::optional<SignalCatcher> signals;
     if (cfg.training.exit_signal_handler) signals.emplace();
-    // --device auto: the log says which backend and why.
-    const std::unique_ptr<Backend> backend =
-        backend_for_device(cfg.parallel.device, groups.local_rank(), [](const std::string& why) {
-            GPT_LOG(info) << "> --device auto: no usable GPU (" << why << "); using the CPU";
-        });
+    // --device auto: the log says which backend and why (resolve_run chose it).
+    if (!run.device.auto_fallback.empty())
+        GPT_LOG(info) << "> --device auto: no usable GPU (" << run.device.auto_fallback << "); using the CPU";
+    const std::unique_ptr<Backend> backend = make_run_backend(run.device, groups.local_rank());
     GPT_LOG(info) << "> backend: " << backend->name();
     check_fp8_device(cfg.fp8, *backend, groups.local_rank());
 

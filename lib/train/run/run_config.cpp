@@ -77,6 +77,7 @@ RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_wo
     run.dtype = params_dtype(t);
     run.num_micro_batches = micro_batches_per_iteration(t, grid.dp_size());
     run.model_options = model_options_of(cfg, run.dtype);
+    run.device = resolve_device(cfg.parallel.device);
     return run;
 }
 
@@ -99,8 +100,10 @@ std::string describe_layout(const RunConfig& run) {
 
 std::string check_run_memory(const RunConfig& run) {
     Config planned = run.cfg;
+    // The run's device; --device cuda without a visible GPU (refused when the backend is
+    // built, after this line) is measured on the CPU too, as there is no GPU to measure.
     if (planned.plan.plan_device == PlanDevice::Auto &&
-        (planned.parallel.device == DeviceKind::Cpu || visible_gpu_count() == 0))
+        (run.device.kind == DeviceKind::Cpu || visible_gpu_count() == 0))
         planned.plan.plan_device = PlanDevice::Cpu;
     return plan::check_memory(planned, run.world_size, run.local_world_size);
 }

@@ -11,6 +11,7 @@
 #include "core/dtype.hpp"
 #include "dist/rank_grid.hpp"
 #include "model/model_spec.hpp"
+#include "train/run/device_backend.hpp"
 
 namespace gpt::train {
 
@@ -18,6 +19,7 @@ struct RunConfig {
     Config cfg;  // validated; TP, PP, DP, batch sizes and the vocab size filled in
     int world_size = 1;
     int local_world_size = 1;    // ranks on this node
+    RunDevice device;            // --device, auto resolved: the backend's and the memory check's
     std::string plan_summary;    // the planner's choice and runner-up; "" when the user chose
     // Derived once from cfg.
     int padded_vocab_size = 0;   // Megatron's padding: make-vocab-size-divisible-by x TP
@@ -49,8 +51,8 @@ RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_wo
 // "> parallel layout: ..." and the rank table, for the log.
 std::string describe_layout(const RunConfig& run);
 
-// The planner's memory model for this layout on the device this run uses (the CPU when no
-// GPU is visible): the log line when it fits, else UsageError naming the shortfall.
+// The planner's memory model for this layout on the device this run uses (run.device; the
+// CPU when no GPU is visible): the log line when it fits, else UsageError naming the shortfall.
 std::string check_run_memory(const RunConfig& run);
 
 }  // namespace gpt::train
