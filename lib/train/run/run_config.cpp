@@ -62,12 +62,12 @@ RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vo
     }
     const dist::RankGrid grid(world_size, cfg.parallel.tensor_model_parallel_size,
                               cfg.parallel.pipeline_model_parallel_size);
-    RunConfig run = derive_run(cfg, grid, local_world_size);
+    RunConfig run = derive_run(cfg, grid, local_world_size, vocab);
     run.plan_summary = std::move(plan_summary);
     return run;
 }
 
-RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size) {
+RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size, Vocab vocab) {
     RunConfig run;
     run.cfg = cfg;
     run.world_size = grid.world_size();
@@ -78,6 +78,7 @@ RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_wo
     run.num_micro_batches = micro_batches_per_iteration(t, grid.dp_size());
     run.model_options = model_options_of(cfg, run.dtype);
     run.device = resolve_device(cfg.parallel.device);
+    if (vocab == Vocab::Resolve) run.data_positions = read_data_positions(cfg);
     return run;
 }
 

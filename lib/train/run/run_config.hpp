@@ -11,6 +11,7 @@
 #include "core/dtype.hpp"
 #include "dist/rank_grid.hpp"
 #include "model/model_spec.hpp"
+#include "train/run/data_positions.hpp"
 #include "train/run/device_backend.hpp"
 
 namespace gpt::train {
@@ -28,6 +29,9 @@ struct RunConfig {
     // The model's options (precision, dropout, recompute, flash attention, FP8, seed): the
     // training chunks' and the converter's one-rank model's, derived here once.
     model::ModelOptions model_options;
+    // Where the data loaders start: a resumed run's from its checkpoint (read here, checked
+    // by the Trainer's load), else 0.
+    DataPositions data_positions;
 };
 
 // Fills the unpadded vocab size from the tokenizer files when not given, as Megatron's
@@ -45,8 +49,11 @@ enum class Vocab { Resolve, OnlyForThePlanner };
 RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vocab = Vocab::Resolve);
 
 // The numbers derived from a resolved cfg on the ranks of `grid` (the tail of resolve_run;
-// a Config resolved by hand, as tests build them, goes through it too).
-RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size);
+// a Config resolved by hand, as tests build them, goes through it too). With --load, the
+// data positions of the checkpoint to load; Vocab::OnlyForThePlanner: a tool that reads no
+// token ids starts no loader either, and leaves them 0 without looking at the checkpoint.
+RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size,
+                     Vocab vocab = Vocab::Resolve);
 
 // "> parallel layout: ..." and the rank table, for the log.
 std::string describe_layout(const RunConfig& run);
