@@ -23,7 +23,7 @@ struct RunConfig {
     RunDevice device;            // --device, auto resolved: the backend's and the memory check's
     std::string plan_summary;    // the planner's choice and runner-up; "" when the user chose
     // Derived once from cfg.
-    int padded_vocab_size = 0;   // Megatron's padding: make-vocab-size-divisible-by x TP
+    int padded_vocab_size = 0;   // Megatron's padding (make-vocab-size-divisible-by x TP); a checkpoint's rows
     DType dtype = DType::F32;    // --fp16 / --bf16
     std::int64_t num_micro_batches = 0;  // per iteration and data-parallel rank
     // The model's options (precision, dropout, recompute, flash attention, FP8, seed): the
@@ -54,6 +54,14 @@ RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vo
 // token ids starts no loader either, and leaves them 0 without looking at the checkpoint.
 RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size,
                      Vocab vocab = Vocab::Resolve);
+
+// gpt_generate's run: a checkpoint's Config (generation/load_model: its saved arguments and
+// the user's flags) on the TP ranks of `grid`, padded to the checkpoint's `stored_vocab_rows`.
+// Derived as a training run is, less what only training has: generation's model options
+// (dropout, FP8, recompute, sequence parallelism off: train/run/model_options.hpp), no
+// micro-batches (0) and no data positions.
+RunConfig generation_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size,
+                         std::int64_t stored_vocab_rows);
 
 // "> parallel layout: ..." and the rank table, for the log.
 std::string describe_layout(const RunConfig& run);
