@@ -443,4 +443,8 @@ protected:
 // Factory: "cpu" always; "cuda" when built with CUDA and a GPU is visible.
 std::unique_ptr<Backend> make_backend(const std::string& device, int local_rank);
 
+// Why make_backend("cuda", ...) would refuse (its UsageError's text), "" when it would not:
+// lets a run decide its device (--device auto) before it builds the backend.
+std::string cuda_unusable_reason();
+
 }  // namespace gpt

@@ -1,27 +1,39 @@
 // make_backend: picks the implementation for a device name.
 #include "backend/backend.hpp"
 #include "backend/cpu/cpu_backend.hpp"
+#include "core/device_info.hpp"
 #include "core/errors.hpp"
 
 #if GPT_HAVE_CUDA_BACKEND
 namespace gpt::cuda {
-// Defined by backend/cuda (built only with CUDA); throws UsageError when no GPU is visible.
+// Defined by backend/cuda (built only with CUDA); make_backend checked that a GPU is visible.
 std::unique_ptr<Backend> make_cuda_backend(int local_rank);
 }  // namespace gpt::cuda
 #endif
 
 namespace gpt {
 
+std::string cuda_unusable_reason() {
+#if GPT_HAVE_CUDA_BACKEND
+    if (visible_gpu_count() > 0) return "";
+    return "device 'cuda' requested but no GPU is visible to this process. HINT: check "
+           "CUDA_VISIBLE_DEVICES and the Slurm --gpus options, or use --device cpu";
+#else
+    return "device 'cuda' requested but this build has no CUDA backend (GPT_HAVE_CUDA=" +
+           std::to_string(GPT_HAVE_CUDA) + "). HINT: rebuild with -DGPT_CUDA=ON on a machine with "
+           "the CUDA toolkit, or use --device cpu";
+#endif
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& device, int local_rank) {
     if (device == "cpu") return std::make_unique<cpu::CpuBackend>();
     if (device == "cuda") {
+        const std::string why = cuda_unusable_reason();
+        if (!why.empty()) GPT_THROW(UsageError, why);
 #if GPT_HAVE_CUDA_BACKEND
         return cuda::make_cuda_backend(local_rank);
 #else
         (void)local_rank;
-        GPT_THROW(UsageError, "device 'cuda' requested but this build has no CUDA backend "
-                  "(GPT_HAVE_CUDA=", GPT_HAVE_CUDA, "). HINT: rebuild with -DGPT_CUDA=ON on a "
-                  "machine with the CUDA toolkit, or use --device cpu");
 #endif
     }
     GPT_THROW(UsageError, "unknown device '", device, "' (expected cpu or cuda)");

@@ -10,7 +10,7 @@
 #include "text/gpt2_tokenizer.hpp"
 #include "dist/process_groups.hpp"
 #include "train/run/device_backend.hpp"
-#include "train/run/model_options.hpp"
+#include "train/run/run_config.hpp"
 #include "train/trainer.hpp"
 #include "inference/generator.hpp"
 #include "inference/kv_model.hpp"
@@ -99,15 +99,15 @@ int run_generate(const GenerateOptions& o, MPI_Comm comm, std::ostream& out, std
     rq.eod = tok.eod();
     rq.batch_size = o.batch_size;
 
-    // Training's options from the same resolution, dropout and FP8 off.
-    const model::ModelOptions mo = train::generation_model_options(cfg);
-    const std::unique_ptr<Backend> be =
-        train::backend_for_device(cfg.parallel.device, groups.local_rank(), [&](const std::string& why) {
-            if (rank == 0) err << "gpt_generate: --device auto: no usable GPU (" << why << "); using the CPU\n";
-        });
+    // Resolved as training's run is (the device, the dtype), with generation's model options.
+    const train::RunConfig run =
+        train::generation_run(cfg, groups.grid(), groups.local_size(), lm.dims.vocab_padded);
+    if (!run.device.auto_fallback.empty() && rank == 0)
+        err << "gpt_generate: --device auto: no usable GPU (" << run.device.auto_fallback << "); using the CPU\n";
+    const std::unique_ptr<Backend> be = train::make_run_backend(run.device, groups.local_rank());
     // The TP communicator for backend memory (NCCL or host-staged on a GPU), as training's.
-    const std::unique_ptr<dist::DataGroups> data = train::make_data_groups(cfg, groups, *be);
-    KvModel model(lm.dims, mo, *be, data->tp(), lm.params);
+    const std::unique_ptr<dist::DataGroups> data = train::make_data_groups(run.cfg, groups, *be);
+    KvModel model(lm.dims, run.model_options, *be, data->tp(), lm.params);
     inference::GenerationStats stats;
     const std::vector<Generation> gens = inference::generate(model, rq, &stats);
     if (rank != 0) return 0;

@@ -51,16 +51,16 @@ int pretrain(const RunConfig& run, dist::ProcessGroups& groups) {
     // trainer acts on it after its next iteration.
     std::optional<SignalCatcher> signals;
     if (cfg.training.exit_signal_handler) signals.emplace();
-    // --device auto: the log says which backend and why.
-    const std::unique_ptr<Backend> backend =
-        backend_for_device(cfg.parallel.device, groups.local_rank(), [](const std::string& why) {
-            GPT_LOG(info) << "> --device auto: no usable GPU (" << why << "); using the CPU";
-        });
+    // --device auto: the log says which backend and why (resolve_run chose it).
+    if (!run.device.auto_fallback.empty())
+        GPT_LOG(info) << "> --device auto: no usable GPU (" << run.device.auto_fallback << "); using the CPU";
+    const std::unique_ptr<Backend> backend = make_run_backend(run.device, groups.local_rank());
     GPT_LOG(info) << "> backend: " << backend->name();
     check_fp8_device(cfg.fp8, *backend, groups.local_rank());
 
     Trainer trainer(run, groups, *backend);
-    trainer.load_checkpoint();  // before the loaders: they start at the saved data position
+    trainer.load_checkpoint();  // checks it restored run.data_positions, where the loaders start
+    const DataPositions& start = trainer.data_start();
     const auto& t = cfg.training;
     const std::int64_t gbs = t.global_batch_size;
     const std::int64_t iters = trainer.train_iters();
@@ -82,7 +82,7 @@ int pretrain(const RunConfig& run, dist::ProcessGroups& groups) {
     std::vector<EvalSet> valid_sets;
     for (const auto& v : ds.valid) {
         valid_srcs.push_back(std::make_unique<LoaderSource>(*v.data, t.micro_batch_size, dp_rank, dp,
-                                                            trainer.consumed_valid_samples()));
+                                                            start.consumed_valid));
         valid_sets.push_back({v.name, valid_srcs.back().get()});
     }
     std::unique_ptr<LoaderSource> test_src;
@@ -96,7 +96,7 @@ int pretrain(const RunConfig& run, dist::ProcessGroups& groups) {
     }
     GPT_REQUIRE(ds.train != nullptr, UsageError,
                 "no training data: the --split gives train 0 (or give --train-data-path)");
-    LoaderSource train_src(*ds.train, t.micro_batch_size, dp_rank, dp, trainer.consumed_train_samples());
+    LoaderSource train_src(*ds.train, t.micro_batch_size, dp_rank, dp, start.consumed_train);
 
     GPT_LOG(info) << "> training for " << iters << " iterations of " << gbs << " samples ("
                   << trainer.num_micro_batches() << " micro-batches of " << t.micro_batch_size

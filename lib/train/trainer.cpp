@@ -74,7 +74,8 @@ Trainer::Trainer(const RunConfig& run, dist::ProcessGroups& groups, Backend& bac
     : cfg_(run.cfg),
       groups_(groups),
       be_(backend),
-      state_(run.cfg) {
+      state_(run.cfg),
+      data_start_(run.data_positions) {
     check_supported(cfg_, groups);
     const auto& t = cfg_.training;
     global_batch_ = t.global_batch_size;

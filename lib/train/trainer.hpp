@@ -77,8 +77,13 @@ public:
     // the run's policy (train/state/load_policy.hpp: --finetune, --no-load-optim, ...), restore;
     // the iteration loaded, nullopt for a fresh start (no --load, or an empty folder).
     // save_checkpoint: the whole training state to --save.
+    // The load checks that it restored the data positions the run was resolved with
+    // (RunConfig::data_positions; DataError otherwise).
     std::optional<std::int64_t> load_checkpoint();
     void save_checkpoint();
+    // Where the data loaders start: RunConfig's data positions, as the load confirmed them;
+    // after --load-fallback took an older checkpoint than the one resolve_run read, that one's.
+    const DataPositions& data_start() const { return data_start_; }
     std::int64_t consumed_train_samples() const { return state_.consumed_train; }
     std::int64_t consumed_valid_samples() const { return state_.consumed_valid; }
 
@@ -128,6 +133,7 @@ private:
     bool skip_on_overflow_ = false;  // a loss scaler is active (fp16, or --loss-scale)
     std::int64_t global_batch_ = 0, num_micro_batches_ = 0, train_iters_ = 0;
     std::int64_t start_iteration_ = 0;    // where train() began (the loaded checkpoint's)
+    DataPositions data_start_;            // the run's, checked by load_checkpoint
     std::vector<IterationRecord> history_;
     std::int64_t last_saved_iteration_ = -1;
     std::unique_ptr<ckpt::CheckpointSaver> saver_;  // with --save; owns a save in flight

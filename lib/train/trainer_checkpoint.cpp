@@ -173,7 +173,10 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
     // 1. Read what the checkpoint holds. The policy refuses one this run cannot take before
     //    its tensors are read, and says whether the Adam moments are read at all.
     const std::optional<HeldCheckpoint> held = read_checkpoint(policy, *state);
-    if (!held) return std::nullopt;
+    if (!held) {
+        data_start_ = checked_positions(data_start_, std::nullopt, state_.consumed_train, state_.consumed_valid);
+        return std::nullopt;
+    }
     // 2. The run's policy: what of it this run takes.
     const auto c = groups_.coords();
     const SavedProgress progress = policy.progress(*held, groups_.grid().dp_size(), c.dp);
@@ -181,6 +184,7 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
     // 3. Restore it into the trainer.
     restore_checkpoint(state->chunks(), progress, schedule);
     if (held->fp8) restore_fp8_state(*held->fp8, cfg_, *chunks_);
+    data_start_ = checked_positions(data_start_, held->progress.iteration, state_.consumed_train, state_.consumed_valid);
     GPT_LOG(info) << "successfully loaded checkpoint from " << ck.load << " at iteration " << state_.iteration
                   << policy.left_out();
     return state_.iteration;

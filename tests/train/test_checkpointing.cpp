@@ -252,15 +252,21 @@ TEST(Checkpointing, ReshardingMatrixOnFourRanks) {
     check_reshard({1, 1, true}, {1, 2, true, 1}, "reshard_114_distopt_122_interleaved_distopt");
 }
 
+// `cfg` trained `iters` iterations at TP 1 and saved into the scratch folder `name`; returned
+// with --load on that folder (and no --save).
+Config loading_after(int iters, const std::string& name, Config cfg = test::tiny::short_train()) {
+    const std::string dir = test::scratch_dir(name);
+    cfg.checkpoint.save = dir;
+    train_for(cfg, 1, iters, true);
+    cfg.checkpoint.save.clear();
+    cfg.checkpoint.load = dir;
+    return cfg;
+}
+
 // A trainer built without resolve_run (no look at the checkpoint first) whose padding
 // differs from the checkpoint's: refused at load, with the fix.
 TEST(Checkpointing, DifferentVocabPaddingIsRefused) {
-    Config cfg = test::tiny::short_train();
-    const std::string dir = test::scratch_dir("vocab_padding");
-    cfg.checkpoint.save = dir;
-    train_for(cfg, 1, 1, true);
-    cfg.checkpoint.save.clear();
-    cfg.checkpoint.load = dir;
+    Config cfg = loading_after(1, "vocab_padding");
     cfg.model.make_vocab_size_divisible_by = 128;  // 64 rows saved, 128 now
     EXPECT_THROW(train_for(cfg, 1, 0, false), UsageError);
 }
@@ -306,14 +312,10 @@ TEST(Checkpointing, LoadAdoptsThePaddedVocabularyOnFourRanks) {
 // Saved rows that the new TP size does not divide: one line naming both numbers. The look
 // at the checkpoint needs no other rank, so any world resolves a TP 2 run of 2 ranks.
 TEST(Checkpointing, PaddedVocabularyTheTpSizeDoesNotDivideIsRefused) {
-    Config cfg = test::tiny::short_train();
-    cfg.model.make_vocab_size_divisible_by = 1;  // 61 rows, odd
-    cfg.training.micro_batch_size = 1;           // global batch 4 splits over up to 4 DP ranks
-    const std::string dir = test::scratch_dir("adopt_vocab_odd");
-    cfg.checkpoint.save = dir;
-    train_for(cfg, 1, 1, true);
-    cfg.checkpoint.save.clear();
-    cfg.checkpoint.load = dir;
+    Config odd = test::tiny::short_train();
+    odd.model.make_vocab_size_divisible_by = 1;  // 61 rows, odd
+    odd.training.micro_batch_size = 1;           // global batch 4 splits over up to 4 DP ranks
+    Config cfg = loading_after(1, "adopt_vocab_odd", odd);
     cfg.parallel.tensor_model_parallel_size = 2;
     cfg.parallel.tp_given = true;
     try {
@@ -324,6 +326,57 @@ TEST(Checkpointing, PaddedVocabularyTheTpSizeDoesNotDivideIsRefused) {
         EXPECT_NE(what.find("padded vocabulary of 61 rows"), std::string::npos) << what;
         EXPECT_NE(what.find("--tensor-model-parallel-size 2 does not divide"), std::string::npos) << what;
     }
+}
+
+// The data positions are resolved with the run (issue #35): resolve_run reads them from the
+// checkpoint --load names, the load restores the same, and the loaders start there;
+// --finetune starts at 0 without reading them.
+TEST(Checkpointing, DataPositionsAreResolvedFromTheCheckpoint) {
+    const Config cfg = loading_after(3, "data_positions");
+    const RunConfig run = resolve_run(cfg, world_size(), 1);
+    EXPECT_EQ(run.data_positions.consumed_train, 3 * cfg.training.global_batch_size);
+    EXPECT_EQ(run.data_positions.consumed_valid, 0);
+    EXPECT_EQ(run.data_positions.checkpoint_iteration, std::optional<std::int64_t>(3));
+    dist::ProcessGroups groups(MPI_COMM_WORLD, 1, 1);
+    auto be = make_backend("cpu", 0);
+    Trainer tr(run, groups, *be);
+    tr.load_checkpoint();
+    EXPECT_EQ(tr.data_start(), run.data_positions);
+    EXPECT_EQ(tr.consumed_train_samples(), run.data_positions.consumed_train);
+    Config ft = cfg;
+    ft.checkpoint.finetune = true;
+    EXPECT_EQ(resolve_run(ft, world_size(), 1).data_positions, DataPositions{});
+}
+
+// A load that restores other positions than the run was resolved with (the folder changed
+// after resolve_run looked) is refused, naming both numbers.
+TEST(Checkpointing, RestoredDataPositionsOtherThanTheResolvedAreRefused) {
+    const Config cfg = loading_after(2, "data_positions_changed");
+    RunConfig run = resolve_run(cfg, world_size(), 1);
+    const std::int64_t saved = run.data_positions.consumed_train;
+    run.data_positions.consumed_train = saved + 1;
+    dist::ProcessGroups groups(MPI_COMM_WORLD, 1, 1);
+    auto be = make_backend("cpu", 0);
+    Trainer tr(run, groups, *be);
+    try {
+        tr.load_checkpoint();
+        ADD_FAILURE() << "positions " << saved << " restored where " << saved + 1 << " were resolved";
+    } catch (const DataError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("data positions " + std::to_string(saved) + " (training)"), std::string::npos) << what;
+        EXPECT_NE(what.find("resolved with " + std::to_string(saved + 1)), std::string::npos) << what;
+    }
+}
+
+// --load-fallback past a damaged newest checkpoint loads an older one than resolve_run read:
+// the loaders start at that one's positions (what the run did before they were resolved).
+TEST(Checkpointing, FallbackToAnOlderCheckpointStartsAtItsPositions) {
+    const DataPositions resolved{40, 8, 5};
+    EXPECT_EQ(checked_positions(resolved, 5, 40, 8), resolved);
+    EXPECT_EQ(checked_positions(resolved, 3, 24, 0), (DataPositions{24, 0, 3}));
+    EXPECT_THROW(checked_positions(resolved, 5, 24, 8), DataError);
+    EXPECT_THROW(checked_positions(resolved, std::nullopt, 0, 0), DataError);
+    EXPECT_EQ(checked_positions(DataPositions{}, std::nullopt, 0, 0), DataPositions{});
 }
 
 // fp16 -> fp32 and bf16: the fp32 main params carry over bit for bit, the bf16 model params

@@ -221,9 +221,7 @@ void CudaBackend::do_gemm(const GemmArgs& g) { gemm_->run(*this, g); }
 
 std::unique_ptr<Backend> make_cuda_backend(int local_rank) {
     const int n = visible_gpu_count();
-    GPT_REQUIRE(n > 0, UsageError, "device 'cuda' requested but no GPU is visible to this "
-                "process. HINT: check CUDA_VISIBLE_DEVICES and the Slurm --gpus options, or "
-                "use --device cpu");
+    GPT_REQUIRE(n > 0, UsageError, cuda_unusable_reason());  // make_backend's check, kept for direct callers
     GPT_REQUIRE(local_rank >= 0, UsageError, "make_backend: negative local rank ", local_rank);
     // Ranks of a node share its GPUs round-robin (one GPU per rank when counts match).
     return std::make_unique<CudaBackend>(local_rank % n);

@@ -1,15 +1,10 @@
 #include "train/run/checkpoint_vocab.hpp"
 
-#include <mpi.h>
-
-#include <memory>
 #include <optional>
 
-#include "ckpt/checkpoint_dir.hpp"
-#include "ckpt/checkpoint_reader.hpp"
-#include "ckpt/load.hpp"
 #include "core/errors.hpp"
 #include "model/param_layout.hpp"
+#include "train/run/first_checkpoint.hpp"
 
 namespace gpt::train {
 
@@ -28,25 +23,11 @@ int divisible_by_for_saved_vocab(const Config& cfg, std::int64_t saved, const st
 }
 
 std::string adopt_checkpoint_vocab(Config& cfg) {
-    const auto& ck = cfg.checkpoint;
-    if (ck.load.empty()) return "";
-    const ckpt::LoadRequest req(ck.load, ck.ckpt_step, ck.load_fallback);
-    const std::optional<std::int64_t> it = ckpt::first_candidate(req);
-    if (!it) return "";
-    const std::string file = ckpt::checkpoint_file(req.dir, *it).string();
-    // Metadata only: the load verifies the file's contents.
-    ckpt::ReaderOptions opts;
-    opts.verify_checksums = false;
-    // Outside a try block: the reader must not be destroyed while an exception unwinds.
-    std::unique_ptr<ckpt::CheckpointReader> reader;
-    try {
-        reader = std::make_unique<ckpt::CheckpointReader>(MPI_COMM_SELF, file, opts);
-    } catch (const Error&) {
-        // --load-fallback may load an older checkpoint; the load decides and the row check
-        // there names a mismatch. Without it the load reports this same error.
-        if (ck.load_fallback) return "";
-        throw;
-    }
+    const std::optional<FirstCheckpoint> first = open_first_checkpoint(cfg.checkpoint);
+    // No reader: --load-fallback may load an older checkpoint; the row check there names a mismatch.
+    if (!first || !first->reader) return "";
+    const ckpt::CheckpointReader* reader = first->reader.get();
+    const std::string& file = first->file;
     const char* name = model::ParamLayout::word_embeddings();
     if (!reader->has_tensor(name)) return "";  // the load reports the missing tensor
     const std::int64_t saved = reader->tensor_info(name).shape.at(0);

@@ -1,21 +1,24 @@
 #include "train/run/device_backend.hpp"
 
+#include <utility>
+
 #include "core/device_info.hpp"
 #include "core/errors.hpp"
 
 namespace gpt::train {
 
-std::unique_ptr<Backend> backend_for_device(DeviceKind device, int local_rank,
-                                            const std::function<void(const std::string& why)>& on_fallback) {
-    if (device != DeviceKind::Auto) return make_backend(std::string(to_string(device)), local_rank);
+RunDevice resolve_device(DeviceKind requested) {
+    if (requested != DeviceKind::Auto) return {requested, ""};
     if (GPT_HAVE_CUDA) {
-        try {
-            return make_backend("cuda", local_rank);
-        } catch (const UsageError& e) {
-            on_fallback(e.what());  // no usable GPU: the CPU instead
-        }
+        std::string why = cuda_unusable_reason();
+        if (why.empty()) return {DeviceKind::Cuda, ""};
+        return {DeviceKind::Cpu, std::move(why)};  // no usable GPU: the CPU instead
     }
-    return make_backend("cpu", local_rank);
+    return {DeviceKind::Cpu, ""};
+}
+
+std::unique_ptr<Backend> make_run_backend(const RunDevice& device, int local_rank) {
+    return make_backend(std::string(to_string(device.kind)), local_rank);
 }
 
 void check_fp8_device(const Fp8Config& fp8, const Backend& backend, int local_rank) {

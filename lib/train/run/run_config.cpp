@@ -62,21 +62,40 @@ RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vo
     }
     const dist::RankGrid grid(world_size, cfg.parallel.tensor_model_parallel_size,
                               cfg.parallel.pipeline_model_parallel_size);
-    RunConfig run = derive_run(cfg, grid, local_world_size);
+    RunConfig run = derive_run(cfg, grid, local_world_size, vocab);
     run.plan_summary = std::move(plan_summary);
     return run;
 }
 
-RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size) {
+namespace {
+
+// What every run derives alike, training's or generation's.
+RunConfig common_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size) {
     RunConfig run;
     run.cfg = cfg;
     run.world_size = grid.world_size();
     run.local_world_size = local_world_size;
-    const auto& t = cfg.training;
+    run.dtype = params_dtype(cfg.training);
+    run.device = resolve_device(cfg.parallel.device);
+    return run;
+}
+
+}  // namespace
+
+RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size, Vocab vocab) {
+    RunConfig run = common_run(cfg, grid, local_world_size);
     run.padded_vocab_size = cfg.padded_vocab_size();
-    run.dtype = params_dtype(t);
-    run.num_micro_batches = micro_batches_per_iteration(t, grid.dp_size());
+    run.num_micro_batches = micro_batches_per_iteration(cfg.training, grid.dp_size());
     run.model_options = model_options_of(cfg, run.dtype);
+    if (vocab == Vocab::Resolve) run.data_positions = read_data_positions(cfg);
+    return run;
+}
+
+RunConfig generation_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size,
+                         std::int64_t stored_vocab_rows) {
+    RunConfig run = common_run(cfg, grid, local_world_size);
+    run.padded_vocab_size = static_cast<int>(stored_vocab_rows);
+    run.model_options = generation_model_options(cfg);
     return run;
 }
 
@@ -99,8 +118,10 @@ std::string describe_layout(const RunConfig& run) {
 
 std::string check_run_memory(const RunConfig& run) {
     Config planned = run.cfg;
+    // The run's device; --device cuda without a visible GPU (refused when the backend is
+    // built, after this line) is measured on the CPU too, as there is no GPU to measure.
     if (planned.plan.plan_device == PlanDevice::Auto &&
-        (planned.parallel.device == DeviceKind::Cpu || visible_gpu_count() == 0))
+        (run.device.kind == DeviceKind::Cpu || visible_gpu_count() == 0))
         planned.plan.plan_device = PlanDevice::Cpu;
     return plan::check_memory(planned, run.world_size, run.local_world_size);
 }

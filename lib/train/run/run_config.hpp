@@ -11,6 +11,8 @@
 #include "core/dtype.hpp"
 #include "dist/rank_grid.hpp"
 #include "model/model_spec.hpp"
+#include "train/run/data_positions.hpp"
+#include "train/run/device_backend.hpp"
 
 namespace gpt::train {
 
@@ -18,14 +20,18 @@ struct RunConfig {
     Config cfg;  // validated; TP, PP, DP, batch sizes and the vocab size filled in
     int world_size = 1;
     int local_world_size = 1;    // ranks on this node
+    RunDevice device;            // --device, auto resolved: the backend's and the memory check's
     std::string plan_summary;    // the planner's choice and runner-up; "" when the user chose
     // Derived once from cfg.
-    int padded_vocab_size = 0;   // Megatron's padding: make-vocab-size-divisible-by x TP
+    int padded_vocab_size = 0;   // Megatron's padding (make-vocab-size-divisible-by x TP); a checkpoint's rows
     DType dtype = DType::F32;    // --fp16 / --bf16
     std::int64_t num_micro_batches = 0;  // per iteration and data-parallel rank
     // The model's options (precision, dropout, recompute, flash attention, FP8, seed): the
     // training chunks' and the converter's one-rank model's, derived here once.
     model::ModelOptions model_options;
+    // Where the data loaders start: a resumed run's from its checkpoint (read here, checked
+    // by the Trainer's load), else 0.
+    DataPositions data_positions;
 };
 
 // Fills the unpadded vocab size from the tokenizer files when not given, as Megatron's
@@ -43,14 +49,25 @@ enum class Vocab { Resolve, OnlyForThePlanner };
 RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vocab = Vocab::Resolve);
 
 // The numbers derived from a resolved cfg on the ranks of `grid` (the tail of resolve_run;
-// a Config resolved by hand, as tests build them, goes through it too).
-RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size);
+// a Config resolved by hand, as tests build them, goes through it too). With --load, the
+// data positions of the checkpoint to load; Vocab::OnlyForThePlanner: a tool that reads no
+// token ids starts no loader either, and leaves them 0 without looking at the checkpoint.
+RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size,
+                     Vocab vocab = Vocab::Resolve);
+
+// gpt_generate's run: a checkpoint's Config (generation/load_model: its saved arguments and
+// the user's flags) on the TP ranks of `grid`, padded to the checkpoint's `stored_vocab_rows`.
+// Derived as a training run is, less what only training has: generation's model options
+// (dropout, FP8, recompute, sequence parallelism off: train/run/model_options.hpp), no
+// micro-batches (0) and no data positions.
+RunConfig generation_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size,
+                         std::int64_t stored_vocab_rows);
 
 // "> parallel layout: ..." and the rank table, for the log.
 std::string describe_layout(const RunConfig& run);
 
-// The planner's memory model for this layout on the device this run uses (the CPU when no
-// GPU is visible): the log line when it fits, else UsageError naming the shortfall.
+// The planner's memory model for this layout on the device this run uses (run.device; the
+// CPU when no GPU is visible): the log line when it fits, else UsageError naming the shortfall.
 std::string check_run_memory(const RunConfig& run);
 
 }  // namespace gpt::train

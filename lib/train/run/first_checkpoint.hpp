@@ -1,0 +1,28 @@
+// The checkpoint a run's --load will try first, opened for its metadata before the ranks
+// build anything: resolve_run reads the padded vocabulary (checkpoint_vocab) and the data
+// positions (data_positions) from it. The load itself verifies the file's contents.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "ckpt/checkpoint_reader.hpp"
+#include "config/config.hpp"
+
+namespace gpt::train {
+
+struct FirstCheckpoint {
+    std::int64_t iteration = 0;
+    std::string file;
+    // Null when the file cannot be opened and --load-fallback may pass over it (the load
+    // decides which checkpoint it takes); without --load-fallback that error is thrown.
+    std::unique_ptr<ckpt::CheckpointReader> reader;
+};
+
+// Collective-free, on every rank alike. None: no --load, or a fresh start (no checkpoint
+// in the folder). The same errors as the load's for a --ckpt-step or tracker it cannot follow.
+std::optional<FirstCheckpoint> open_first_checkpoint(const CheckpointConfig& ck);
+
+}  // namespace gpt::train
