@@ -215,8 +215,7 @@ struct PlanConfig {
 // Which GEMMs run in FP8: the four linear layers of every transformer layer (QKV, attention
 // projection, fc1, fc2), forward, data gradient and, unless --no-fp8-wgrad, weight gradient;
 // attention's batched GEMMs, the embedding and the output layer stay 16-bit. Checked in
-// validate_fp8.cpp; until the model path lands, training refuses FP8 (train::check_supported)
-// while --plan-only plans it.
+// validate_fp8.cpp (and on the device, for FP8 tensor cores: train/run/device_backend).
 struct Fp8Config {
     Fp8Scheme fp8_format = Fp8Scheme::None;       // --fp8-format: none (off), e4m3 or hybrid
     Fp8Recipe fp8_recipe = Fp8Recipe::Delayed;    // delayed or tensorwise (mxfp8, blockwise, custom refused)

@@ -77,6 +77,27 @@ void validate_decoder_options(ModelConfig& m) {
 
 }  // namespace
 
+void validate_precision(const TrainingConfig& t) {
+    GPT_REQUIRE(!(t.fp16 && t.bf16), UsageError, "--fp16 and --bf16 are mutually exclusive");
+    GPT_REQUIRE(t.loss_scale >= 0, UsageError, "--loss-scale must not be negative");
+    GPT_REQUIRE(t.loss_scale == 0.0 || t.fp16 || t.bf16, UsageError,
+                "--loss-scale applies to --fp16 / --bf16 training only");
+}
+
+void validate_pipeline_split(int num_layers, int pp, int layers_per_virtual_stage) {
+    GPT_REQUIRE(num_layers % pp == 0, UsageError, "num-layers ", num_layers,
+                " is not divisible by pipeline-model-parallel-size ", pp, ": pipeline stages need equal layer counts");
+    if (layers_per_virtual_stage <= 0) return;
+    GPT_REQUIRE(pp > 1, UsageError, "--num-layers-per-virtual-pipeline-stage needs pipeline-model-parallel-size > 1");
+    GPT_REQUIRE((num_layers / pp) % layers_per_virtual_stage == 0, UsageError, "layers per pipeline stage ",
+                num_layers / pp, " (num-layers ", num_layers, " / PP ", pp,
+                ") is not divisible by num-layers-per-virtual-pipeline-stage ", layers_per_virtual_stage);
+}
+
+void validate_training_length(const TrainingConfig& t) {
+    GPT_REQUIRE(t.train_iters > 0 || t.train_samples > 0, UsageError, "set --train-iters or --train-samples");
+}
+
 void validate_model_and_training(Config& cfg) {
     ModelConfig& m = cfg.model;
     ParallelConfig& p = cfg.parallel;
@@ -119,8 +140,7 @@ void validate_model_and_training(Config& cfg) {
     require_finite(t.loss_scale, "loss-scale");
     require_finite(t.initial_loss_scale, "initial-loss-scale");
     require_finite(t.min_loss_scale, "min-loss-scale");
-    GPT_REQUIRE(!(t.fp16 && t.bf16), UsageError, "--fp16 and --bf16 are mutually exclusive");
-    GPT_REQUIRE(t.loss_scale >= 0, UsageError, "--loss-scale must not be negative");
+    validate_precision(t);
     GPT_REQUIRE(t.initial_loss_scale > 0 && t.min_loss_scale > 0 &&
                     t.min_loss_scale <= t.initial_loss_scale,
                 UsageError, "loss scales disagree: min-loss-scale ", t.min_loss_scale,
@@ -259,17 +279,7 @@ void resolve_layout(Config& cfg, int world_size) {
 
     GPT_REQUIRE(m.num_attention_heads % tp == 0, UsageError, "num-attention-heads ",
                 m.num_attention_heads, " is not divisible by tensor-model-parallel-size ", tp);
-    GPT_REQUIRE(m.num_layers % pp == 0, UsageError, "num-layers ", m.num_layers,
-                " is not divisible by pipeline-model-parallel-size ", pp);
-    if (p.num_layers_per_virtual_pipeline_stage > 0) {
-        GPT_REQUIRE(pp > 1, UsageError,
-                    "--num-layers-per-virtual-pipeline-stage needs pipeline-model-parallel-size > 1");
-        GPT_REQUIRE((m.num_layers / pp) % p.num_layers_per_virtual_pipeline_stage == 0, UsageError,
-                    "layers per pipeline stage ", m.num_layers / pp,
-                    " (num-layers ", m.num_layers, " / PP ", pp,
-                    ") is not divisible by num-layers-per-virtual-pipeline-stage ",
-                    p.num_layers_per_virtual_pipeline_stage);
-    }
+    validate_pipeline_split(m.num_layers, pp, p.num_layers_per_virtual_pipeline_stage);
     // Sequence parallelism shards the sequence over TP (Megatron turns it off at TP 1).
     if (p.sequence_parallel && p.tensor_model_parallel_size > 1)
         GPT_REQUIRE(m.seq_length % p.tensor_model_parallel_size == 0, UsageError,

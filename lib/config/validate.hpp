@@ -12,6 +12,17 @@ namespace gpt {
 // Model shape, precision and schedule checks that do not depend on the world size.
 void validate_model_and_training(Config& cfg);
 
+// One 16-bit type at most, and a static --loss-scale only with one: Megatron applies it to
+// 16-bit training only, and a flag that would do nothing is refused rather than ignored.
+// validate_model_and_training calls it, as does train::check_supported for a Config built by
+// hand. Throws UsageError.
+void validate_precision(const TrainingConfig& t);
+
+// A training length, --train-iters or --train-samples (Megatron asserts one of them): every
+// training run needs one (train::resolve_run calls it; --plan-only, which trains nothing,
+// does not). Throws UsageError.
+void validate_training_length(const TrainingConfig& t);
+
 // --tensorboard-*, --train/valid/test-data-path with --data-path/--split, --multiple-validation-sets,
 // --skip-train (validate_eval.cpp); called by validate_model_and_training.
 void validate_eval_and_tensorboard(const Config& cfg);
@@ -20,6 +31,11 @@ void validate_eval_and_tensorboard(const Config& cfg);
 // (and virtual stages), global batch % (micro-batch x DP); fills data_parallel_size and,
 // when not given, global_batch_size. Throws UsageError.
 void resolve_layout(Config& cfg, int world_size);
+
+// Equal layer counts per pipeline stage, and per virtual stage when
+// --num-layers-per-virtual-pipeline-stage is given (> 0). resolve_layout calls it, as does
+// train::pipeline_num_chunks for a Config built by hand. Throws UsageError.
+void validate_pipeline_split(int num_layers, int pp, int layers_per_virtual_stage);
 
 // Micro-batches per iteration and data-parallel rank: global batch / (micro-batch x DP),
 // the one computation of it. UsageError when the layout cannot split the global batch.

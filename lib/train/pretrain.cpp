@@ -46,7 +46,6 @@ private:
 
 int pretrain(const RunConfig& run, dist::ProcessGroups& groups) {
     const Config& cfg = run.cfg;
-    check_supported(cfg, groups);
     // Catch SIGTERM/SIGUSR1 from the start, so one arriving during setup is not fatal; the
     // trainer acts on it after its next iteration.
     std::optional<SignalCatcher> signals;

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "ckpt/checkpoint_dir.hpp"
+#include "config/validate.hpp"
 #include "core/device_info.hpp"
 #include "core/errors.hpp"
 #include "core/timer.hpp"
@@ -20,10 +21,7 @@ namespace gpt::train {
 
 void check_supported(const Config& cfg, const dist::ProcessGroups& groups) {
     pipeline_num_chunks(cfg, groups);  // layers must split evenly over (virtual) stages
-    GPT_REQUIRE(!(cfg.training.fp16 && cfg.training.bf16), UsageError,
-                "--fp16 and --bf16 are exclusive");
-    GPT_REQUIRE(cfg.training.loss_scale == 0.0 || cfg.training.fp16 || cfg.training.bf16,
-                UsageError, "--loss-scale applies to --fp16 / --bf16 training only");
+    validate_precision(cfg.training);  // the flag check itself lives in config/validate
     GPT_REQUIRE(cfg.model.vocab_size > 0, UsageError,
                 "the vocab size is unknown: give --vocab-file/--merge-file or --vocab-size");
     GPT_REQUIRE(cfg.training.global_batch_size > 0, InternalError,

@@ -39,7 +39,9 @@ class HostCopy;
 std::unique_ptr<dist::DataGroups> make_data_groups(const Config& cfg, dist::ProcessGroups& groups,
                                                    Backend& backend);
 
-// Rejects flags this build cannot honour yet, with a message naming them (UsageError).
+// The Trainer's own guard for a Config that did not come through resolve_run (tests build
+// them by hand): the precision flags and the pipeline split, by config/validate's checks
+// (UsageError), and a resolved vocabulary and global batch. The Trainer calls it.
 void check_supported(const Config& cfg, const dist::ProcessGroups& groups);
 
 // One validation set: `name` is "" for the single set, the prefix's file name with

@@ -45,6 +45,10 @@ one_line layernorm-eps-negative 2 "layernorm-epsilon must be positive" -- "$bin"
 one_line save-interval-negative 2 "save-interval must not be negative" -- "$bin" "${small[@]}" --save-interval -1 --dry-run
 one_line ckpt-step-negative 2 "ckpt-step must be an iteration" -- "$bin" "${small[@]}" --ckpt-step -7 --dry-run
 one_line config-is-folder 2 "is a directory" -- "$bin" --config configs
+# Checked before the dry run ends, not at the first training step: a static loss scale in a
+# 32-bit run, and no training length.
+one_line loss-scale-fp32 2 "--loss-scale applies to --fp16 / --bf16 training only" -- "$bin" "${small[@]}" --loss-scale 1024 --dry-run
+one_line no-train-length 2 "set --train-iters or --train-samples" -- "$bin" "${small[@]}" --train-iters 0 --dry-run
 one_line plan-world-size-typo 2 "exceed the planner's bounds" -- "$bin" "${small[@]}" --plan-only --world-size 10000000
 touch a-file
 one_line save-is-a-file 2 "--save $tmp/a-file is a file, not a folder" -- "$mpiexec" -n 2 "$bin" "${small[@]}" --save "$tmp/a-file" --dry-run

@@ -150,6 +150,7 @@ TEST(ConfigValidate, ImpossibleCombinationsNameTheNumbers) {
         {{"--global-batch-size", "6", "--micro-batch-size", "4"}, 1, "global-batch-size 6 is not divisible by micro-batch-size x DP = 4 x 1"},
         {{"--seq-length", "64", "--max-position-embeddings", "32"}, 1, "seq-length 64 exceeds max-position-embeddings 32"},
         {{"--fp16", "--bf16"}, 1, "mutually exclusive"},
+        {{"--loss-scale", "1024"}, 1, "--loss-scale applies to --fp16 / --bf16 training only"},
         {{"--data-parallel-size", "3"}, 2, "--data-parallel-size 3 disagrees with world size 2"},
         {{"--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "3"}, 2, "not divisible by num-layers-per-virtual-pipeline-stage 3"},
         {{"--recompute-granularity", "full"}, 1, "needs --recompute-method"},

@@ -92,7 +92,7 @@ TEST(PipelineParallel, LayersThatDoNotSplitEvenlyAreAUsageError) {
         Trainer tr(cfg, groups, *be);
         FAIL() << "expected UsageError";
     } catch (const UsageError& e) {
-        EXPECT_NE(std::string(e.what()).find("not divisible by --pipeline-model-parallel-size 2"),
+        EXPECT_NE(std::string(e.what()).find("not divisible by pipeline-model-parallel-size 2"),
                   std::string::npos) << e.what();
     }
     cfg = pipeline_config({1, 2, 1});

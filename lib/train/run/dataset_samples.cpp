@@ -1,12 +1,12 @@
 #include "train/run/dataset_samples.hpp"
 
-#include "core/errors.hpp"
+#include "config/validate.hpp"
 
 namespace gpt::train {
 
 std::int64_t resolve_train_iters(const TrainingConfig& t) {
     if (t.train_iters > 0) return t.train_iters;
-    GPT_REQUIRE(t.train_samples > 0, UsageError, "set --train-iters or --train-samples");
+    validate_training_length(t);  // a Config built by hand; resolve_run checked the run's
     return t.train_samples / t.global_batch_size;
 }
 

@@ -39,6 +39,7 @@ void resolve_vocab(Config& cfg) {
 
 RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vocab) {
     validate_model_and_training(cfg);
+    validate_training_length(cfg.training);
     // Megatron's --fp8-interval is deprecated and ignored (Transformer Engine 1.8 and later
     // update the FP8 scaling factors every step): accepted and ignored here too, said once.
     if (cfg.fp8.fp8_interval != 1)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "config/validate.hpp"
 #include "core/errors.hpp"
 #include "pipeline/schedule.hpp"
 
@@ -10,15 +11,8 @@ namespace gpt::train {
 int pipeline_num_chunks(const Config& cfg, const dist::ProcessGroups& groups) {
     const int p = groups.grid().pp_size(), L = cfg.model.num_layers;
     const int per_virtual = cfg.parallel.num_layers_per_virtual_pipeline_stage;
-    GPT_REQUIRE(L % p == 0, UsageError, "--num-layers ", L,
-                " is not divisible by --pipeline-model-parallel-size ", p,
-                ": pipeline stages need equal layer counts");
+    validate_pipeline_split(L, p, per_virtual);  // the flag check itself lives in config/validate
     if (per_virtual <= 0) return 1;
-    GPT_REQUIRE(p > 1, UsageError,
-                "--num-layers-per-virtual-pipeline-stage needs --pipeline-model-parallel-size > 1");
-    GPT_REQUIRE((L / p) % per_virtual == 0, UsageError, "layers per pipeline stage ", L / p,
-                " (--num-layers ", L, " / PP ", p,
-                ") is not divisible by --num-layers-per-virtual-pipeline-stage ", per_virtual);
     return L / p / per_virtual;
 }
 
