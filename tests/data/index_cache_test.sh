@@ -43,7 +43,10 @@ echo "concurrent builders: $built of 4 built the file, the rest found it"
 caught=0
 for try in 1 2 3 4 5; do
   rm -rf killed
-  prep killed > killed.log 2>&1 & pid=$!
+  # exec: $! must be prepare_cache itself. A backgrounded shell function is a subshell that
+  # may fork the tool as its child, and SIGKILL to the subshell leaves the tool writing (seen
+  # in CI: the "killed" builder finished and renamed its cache).
+  ( exec "$build/app/prepare_cache" "${RUN[@]}" --data-cache-path killed ) > killed.log 2>&1 & pid=$!
   while kill -0 "$pid" 2>/dev/null; do
     if ls killed 2>/dev/null | grep -q "\.tmp\."; then kill -9 "$pid"; caught=1; break; fi
     sleep 0.005
