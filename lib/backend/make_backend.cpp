@@ -13,18 +13,6 @@ std::unique_ptr<Backend> make_cuda_backend(int local_rank);
 
 namespace gpt {
 
-std::string cuda_unusable_reason() {
-#if GPT_HAVE_CUDA_BACKEND
-    if (visible_gpu_count() > 0) return "";
-    return "device 'cuda' requested but no GPU is visible to this process. HINT: check "
-           "CUDA_VISIBLE_DEVICES and the Slurm --gpus options, or use --device cpu";
-#else
-    return "device 'cuda' requested but this build has no CUDA backend (GPT_HAVE_CUDA=" +
-           std::to_string(GPT_HAVE_CUDA) + "). HINT: rebuild with -DGPT_CUDA=ON on a machine with "
-           "the CUDA toolkit, or use --device cpu";
-#endif
-}
-
 std::unique_ptr<Backend> make_backend(const std::string& device, int local_rank) {
     if (device == "cpu") return std::make_unique<cpu::CpuBackend>();
     if (device == "cuda") {

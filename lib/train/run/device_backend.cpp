@@ -7,16 +7,6 @@
 
 namespace gpt::train {
 
-RunDevice resolve_device(DeviceKind requested) {
-    if (requested != DeviceKind::Auto) return {requested, ""};
-    if (GPT_HAVE_CUDA) {
-        std::string why = cuda_unusable_reason();
-        if (why.empty()) return {DeviceKind::Cuda, ""};
-        return {DeviceKind::Cpu, std::move(why)};  // no usable GPU: the CPU instead
-    }
-    return {DeviceKind::Cpu, ""};
-}
-
 std::unique_ptr<Backend> make_run_backend(const RunDevice& device, int local_rank) {
     return make_backend(std::string(to_string(device.kind)), local_rank);
 }

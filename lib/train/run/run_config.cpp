@@ -70,21 +70,23 @@ RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vo
 
 namespace {
 
-// What every run derives alike, training's or generation's.
-RunConfig common_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size) {
+// What every run derives alike, training's or generation's. A tool that trains nothing
+// (prepare_cache, Vocab::OnlyForThePlanner) probes no GPU: it runs on login nodes, and the
+// device stays RunDevice's default, which nothing there reads.
+RunConfig common_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size, bool probe_device = true) {
     RunConfig run;
     run.cfg = cfg;
     run.world_size = grid.world_size();
     run.local_world_size = local_world_size;
     run.dtype = params_dtype(cfg.training);
-    run.device = resolve_device(cfg.parallel.device);
+    if (probe_device) run.device = resolve_device(cfg.parallel.device);
     return run;
 }
 
 }  // namespace
 
 RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size, Vocab vocab) {
-    RunConfig run = common_run(cfg, grid, local_world_size);
+    RunConfig run = common_run(cfg, grid, local_world_size, vocab == Vocab::Resolve);
     run.padded_vocab_size = cfg.padded_vocab_size();
     run.num_micro_batches = micro_batches_per_iteration(cfg.training, grid.dp_size());
     run.model_options = model_options_of(cfg, run.dtype);

@@ -51,7 +51,8 @@ RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vo
 // The numbers derived from a resolved cfg on the ranks of `grid` (the tail of resolve_run;
 // a Config resolved by hand, as tests build them, goes through it too). With --load, the
 // data positions of the checkpoint to load; Vocab::OnlyForThePlanner: a tool that reads no
-// token ids starts no loader either, and leaves them 0 without looking at the checkpoint.
+// token ids starts no loader either, and leaves them 0 without looking at the checkpoint; it
+// builds no backend either, so it probes no GPU (device: RunDevice's default).
 RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size,
                      Vocab vocab = Vocab::Resolve);
 
