@@ -111,9 +111,11 @@ TEST(H200Calibration, TheStepRunsOnTheKernelRates) {
 // predicted step in GEMMs and 12% in attention: it checks the GEMM figures, within 5%. The
 // other two rows spend 29% and 33% in attention, and there the figures do not add up: the
 // isolated attention bench gives attention more time than the measured step leaves it
-// (gpt2-1.5b-s1024: its 142 ms of head-dim-64 attention plus the GEMMs at even cuBLAS's
-// 762 TFLOP/s exceed the measured 373 ms). Those two rows are held to what the figures
-// allow: the prediction is slower than the measurement, by less than the attention time.
+// (gpt2-1.5b-s1024: its 142 ms of head-dim-64 attention, every GEMM at cuBLAS's 762 TFLOP/s
+// and Adam and the LayerNorms at the full 4.8 TB/s need 381 ms; it measured 373). Those two
+// rows are held to what the figures allow: the prediction is slower than the measurement, by
+// less than the attention time (which no longer holds if a planted error makes attention or
+// anything else much faster or slower). Issue #33's "within 5%" is not met on them.
 // docs/planner.md ("Hopper presets") has the arithmetic and what would settle it.
 TEST(H200Calibration, PredictsTheMeasuredSteps) {
     const DevicePreset& dev = find_device_preset("h200");
