@@ -114,8 +114,7 @@ TEST(H200Calibration, TheStepRunsOnTheKernelRates) {
 // (gpt2-1.5b-s1024: its 142 ms of head-dim-64 attention, every GEMM at cuBLAS's 762 TFLOP/s
 // and Adam and the LayerNorms at the full 4.8 TB/s need 381 ms; it measured 373). Those two
 // rows are held to what the figures allow: the prediction is slower than the measurement, by
-// less than the attention time (which no longer holds if a planted error makes attention or
-// anything else much faster or slower). Issue #33's "within 5%" is not met on them.
+// less than the attention time. Issue #33's "within 5%" is not met on them.
 // docs/planner.md ("Hopper presets") has the arithmetic and what would settle it.
 TEST(H200Calibration, PredictsTheMeasuredSteps) {
     const DevicePreset& dev = find_device_preset("h200");
