@@ -23,7 +23,7 @@
 #include "hf/safetensors.hpp"
 #include "hf/staging_dir.hpp"
 #include "inference/kv_model.hpp"
-#include "train/step/model_chunks.hpp"
+#include "model/gpt_model.hpp"
 
 namespace gpt::hf {
 
@@ -106,8 +106,8 @@ std::string import_from_hf(const ImportOptions& o) {
     if (config_model_type(config_text, config_path) == "llama") return import_llama(o, config_text, config_path);
     const Gpt2Config hc = parse_config_json(config_text, config_path);
     const SafetensorsFile weights(o.load_hf + "/model.safetensors");
-    const DataConfig data = save_imported_checkpoint(o.load_hf, o.save, model_config_of(hc), [&](const model::GptModel& m, float* flat) {
-        hf_to_megatron(weights, m.dims(), m.layout(), hc.vocab_size, flat);
+    const DataConfig data = save_imported_checkpoint(o.load_hf, o.save, model_config_of(hc), [&](const model::ModelDims& d, const model::ParamLayout& layout, float* flat) {
+        hf_to_megatron(weights, d, layout, hc.vocab_size, flat);
     });
     std::ostringstream os;
     os << "wrote checkpoint at iteration 0 to " << o.save << " from " << o.load_hf

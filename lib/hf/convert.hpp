@@ -2,8 +2,9 @@
 // optimizer, any precision) to a Hugging Face GPT-2 or Llama folder, such a folder to
 // our checkpoint at iteration 0, and the logits of our model's forward on given tokens (the
 // reference check of tests/hf). Each runs in one process: the checkpoint is read by the shared
-// resharding loader (train/state/load_model_state.hpp) into one fp32 rank's parameters, no trainer
-// built; an import is written by a one-rank trainer's saver (with the optimizer state).
+// resharding loader (train/state/load_model_state.hpp) into one fp32 rank's parameters; an
+// import is written by the shared saver (train/state/save_model_state.hpp) with the optimizer
+// state a fresh run has. No trainer is built.
 // Needs MPI initialised (a one-rank world is enough).
 #pragma once
 

@@ -99,8 +99,8 @@ std::string export_llama(const ExportOptions& o, const LoadedCheckpoint& ck, Sta
 std::string import_llama(const ImportOptions& o, const std::string& text, const std::string& config_path) {
     const LlamaConfig c = parse_llama_config_json(text, config_path);
     const SafetensorsFile weights(o.load_hf + "/model.safetensors");
-    const DataConfig data = save_imported_checkpoint(o.load_hf, o.save, model_config_of(c), [&](const model::GptModel& m, float* flat) {
-        llama_to_megatron(weights, m.dims(), m.layout(), c.vocab_size, flat);
+    const DataConfig data = save_imported_checkpoint(o.load_hf, o.save, model_config_of(c), [&](const model::ModelDims& d, const model::ParamLayout& layout, float* flat) {
+        llama_to_megatron(weights, d, layout, c.vocab_size, flat);
     });
     std::ostringstream os;
     os << "wrote checkpoint at iteration 0 to " << o.save << " from " << o.load_hf

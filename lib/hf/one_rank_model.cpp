@@ -3,15 +3,17 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 
-#include "backend/backend.hpp"
 #include "ckpt/checkpoint.hpp"
+#include "ckpt/checkpoint_saver.hpp"
 #include "core/errors.hpp"
-#include "dist/process_groups.hpp"
 #include "hf/staging_dir.hpp"
+#include "model/param_init.hpp"
 #include "train/state/load_model_state.hpp"
 #include "train/state/saved_run_attributes.hpp"
-#include "train/trainer.hpp"
+#include "train/state/save_model_state.hpp"
+#include "train/state/training_state.hpp"
 
 namespace gpt::hf {
 
@@ -96,7 +98,7 @@ HfArchitecture hf_architecture(const ModelConfig& m, const std::string& file) {
 }
 
 DataConfig save_imported_checkpoint(const std::string& load_hf, const std::string& save, const ModelConfig& model,
-                                    const std::function<void(const model::GptModel&, float*)>& fill) {
+                                    const ImportFill& fill) {
     namespace fs = std::filesystem;
     StagingDir out(save);
     DataConfig data;
@@ -108,16 +110,30 @@ DataConfig save_imported_checkpoint(const std::string& load_hf, const std::strin
     CheckpointConfig ck;
     ck.save = out.path();
     {
-        // A trainer, for its saver: the checkpoint holds the optimizer state too.
-        dist::ProcessGroups groups(MPI_COMM_SELF, 1, 1);
-        const std::unique_ptr<Backend> backend = make_backend("cpu", 0);
-        train::Trainer trainer(one_rank_run(model, data, ck), groups, *backend);
-        model::GptModel& m = trainer.chunks().chunk(0);
-        std::vector<float> flat(static_cast<std::size_t>(m.layout().total_elements()));
-        m.get_parameters(flat.data());
-        fill(m, flat.data());
-        m.set_parameters(flat.data());  // fp32: also the optimizer's main parameters
-        trainer.save_checkpoint();      // iteration 0, synchronous
+        const train::RunConfig run = one_rank_run(model, data, ck);
+        const model::ModelDims dims = model::make_model_dims(run.cfg.model, run.cfg.model.vocab_size, 1, 0);
+        const model::ParamLayout layout(dims, model::ChunkSpec{0, dims.num_layers, true, true});
+        // A fresh run's parameters (its initialisation wherever fill writes nothing, the
+        // alignment padding zero), then the imported ones.
+        std::vector<float> params(static_cast<std::size_t>(layout.total_elements()));
+        model::init_parameters(layout, dims, run.model_options.init_std, run.model_options.seed, params.data());
+        fill(dims, layout, params.data());
+        // What a fresh fp32 run saves: the parameters are also the optimizer's main
+        // parameters, Adam's moments are zero (both read only: one zero buffer serves both),
+        // the training state is at its start (iteration 0, optimizer step 0).
+        std::vector<float> zeros(params.size(), 0.0f);
+        std::vector<train::ChunkHost> host(1);
+        host[0].layout = &layout;
+        host[0].params = std::as_writable_bytes(std::span<float>(params));
+        host[0].main = params;
+        host[0].exp_avg = host[0].exp_avg_sq = zeros;
+        ckpt::SaverOptions o;
+        o.keep_last = run.cfg.checkpoint.keep_last;
+        ckpt::CheckpointSaver saver(MPI_COMM_SELF, ck.save, o);  // no log: the converter prints its own line
+        ckpt::CheckpointWriter& w = saver.begin(0);
+        train::save_model_state(w, train::bind_tensors(layout, {&layout}, 0, 0), host, DType::F32, {},
+                                train::TrainingState(run.cfg).save(0, 1, 0), train::SavedLayout{}, run.cfg);
+        saver.commit(nullptr);  // synchronous: published in the staging folder
     }
     out.publish();
     return data;

@@ -1,7 +1,7 @@
 // Our GPT as one fp32 rank, for the converter: its configuration rebuilt from a checkpoint's
 // saved run, the checkpoint's model read by the shared loader (train/state/load_model_state.hpp:
-// any saved layout resharded into one TP rank; no trainer), and for an import a one-rank
-// trainer whose saver writes our checkpoint with the optimizer state a fresh run has.
+// any saved layout resharded into one TP rank) and an import written by the shared saver
+// (train/state/save_model_state.hpp) with the optimizer state a fresh run has; no trainer.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 #include "config/config.hpp"
 #include "config/saved_run.hpp"
-#include "model/gpt_model.hpp"
+#include "model/model_spec.hpp"
 #include "model/param_layout.hpp"
 #include "train/run/run_config.hpp"
 
@@ -49,12 +49,14 @@ struct LoadedCheckpoint {
 // lacks the model's shape.
 LoadedCheckpoint load_checkpoint_one_rank(const std::string& dir, std::int64_t ckpt_step);
 
-// An import's checkpoint at iteration 0 in `save` (staged, published only when whole): a
-// fresh one-rank run of `model`, whose fp32 parameters fill(model, flat) replaces, so the
-// fresh optimizer (zero moments, step 0) holds them as its main parameters. The Hugging Face
-// folder's GPT-2 tokenizer files (vocab.json + merges.txt), when present, travel as its
-// arguments (an export of it finds them there); returns the data flags recorded.
+// An import's checkpoint at iteration 0 in `save` (staged, published only when whole): what a
+// fresh one-rank fp32 run of `model` saves (train/state/save_model_state.hpp; no trainer),
+// its initialised parameters replaced by fill(dims, layout, flat), which are also the main
+// parameters of the fresh optimizer (zero moments, step 0). The Hugging Face folder's GPT-2
+// tokenizer files (vocab.json + merges.txt), when present, travel as its arguments (an export
+// of it finds them there); returns the data flags recorded.
+using ImportFill = std::function<void(const model::ModelDims&, const model::ParamLayout&, float*)>;
 DataConfig save_imported_checkpoint(const std::string& load_hf, const std::string& save, const ModelConfig& model,
-                                    const std::function<void(const model::GptModel&, float*)>& fill);
+                                    const ImportFill& fill);
 
 }  // namespace gpt::hf

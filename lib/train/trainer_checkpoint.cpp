@@ -17,6 +17,7 @@
 #include "train/state/host_copy.hpp"
 #include "train/state/load_policy.hpp"
 #include "train/state/load_model_state.hpp"
+#include "train/state/save_model_state.hpp"
 #include "train/state/saved_progress.hpp"
 #include "train/state/saved_run_attributes.hpp"
 #include "train/trainer.hpp"
@@ -24,8 +25,6 @@
 namespace gpt::train {
 
 namespace {
-
-std::string dtype_label(DType t) { return t == DType::F16 ? "fp16" : t == DType::BF16 ? "bf16" : "fp32"; }
 
 // This rank's model chunks and their optimizers (chunk 0 first).
 struct ChunkRefs {
@@ -131,21 +130,11 @@ void Trainer::save_checkpoint() {
         else landed->wait();
     }
     const std::vector<ChunkHost>& host = copy ? copy->chunks() : state;
-    std::vector<ckpt::TensorSlice> slices;
-    for (StateKind k : {StateKind::Param, StateKind::MainParam, StateKind::ExpAvg, StateKind::ExpAvgSq})
-        for (auto&& s : save_slices(tensors, host, k, dt)) slices.push_back(std::move(s));
-    w.write(slices);
     // FP8 delayed scaling's amax histories and scales (host arrays, current after the step).
-    if (const auto fp8 = fp8_state_slices(cfg_, *chunks_, groups_, fp8_saved_); !fp8.empty()) w.write(fp8);
-    const int dp = groups_.grid().dp_size();
-    const SavedProgress p = state_.save(chunks_->optimizer(0).steps(), dp, c.dp);
-    p.write_attributes(w);
-    w.set_attribute("params_dtype", dtype_label(dt));
-    w.set_attribute("tensor_model_parallel_size", std::int64_t{groups_.grid().tp_size()});
-    w.set_attribute("pipeline_model_parallel_size", std::int64_t{groups_.grid().pp_size()});
-    w.set_attribute("data_parallel_size", std::int64_t{dp});
-    write_saved_run(w, cfg_);
-    p.write_rng(w);
+    const std::vector<ckpt::TensorSlice> fp8 = fp8_state_slices(cfg_, *chunks_, groups_, fp8_saved_);
+    const SavedLayout layout{groups_.grid().tp_size(), groups_.grid().pp_size(), groups_.grid().dp_size()};
+    save_model_state(w, tensors, host, dt, fp8, state_.save(chunks_->optimizer(0).steps(), layout.dp, c.dp),
+                     layout, cfg_);
     // The host copy's bytes: what --async-save holds until published (logged); 0 when the
     // save wrote from the model's own buffers.
     const std::uint64_t host_bytes = copy ? copy->bytes() : 0;

@@ -1,7 +1,5 @@
 #include "train/run/checkpoint_vocab.hpp"
 
-#include <optional>
-
 #include "core/errors.hpp"
 #include "model/param_layout.hpp"
 #include "train/run/first_checkpoint.hpp"
@@ -22,8 +20,7 @@ int divisible_by_for_saved_vocab(const Config& cfg, std::int64_t saved, const st
     return static_cast<int>(saved / tp);
 }
 
-std::string adopt_checkpoint_vocab(Config& cfg) {
-    const std::optional<FirstCheckpoint> first = open_first_checkpoint(cfg.checkpoint);
+std::string adopt_checkpoint_vocab(Config& cfg, const std::optional<FirstCheckpoint>& first) {
     // No reader: --load-fallback may load an older checkpoint; the row check there names a mismatch.
     if (!first || !first->reader) return "";
     const ckpt::CheckpointReader* reader = first->reader.get();

@@ -4,11 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "config/config.hpp"
 
 namespace gpt::train {
+
+struct FirstCheckpoint;  // train/run/first_checkpoint.hpp
 
 // The decision, apart from the file system (tested on its own): the
 // --make-vocab-size-divisible-by that pads cfg's vocabulary to `saved` rows at cfg's TP,
@@ -17,10 +20,11 @@ namespace gpt::train {
 // divisible by the TP size. `file` names the checkpoint in the message.
 int divisible_by_for_saved_vocab(const Config& cfg, std::int64_t saved, const std::string& file);
 
-// Collective-free, on every rank alike: when --load names a checkpoint, reads its
-// embedding rows and adopts them (sets cfg.model.make_vocab_size_divisible_by, so that the
-// arguments table, the planner and the model all pad to them). Returns the log line; ""
-// when nothing changed. Fresh runs keep Megatron's padding.
-std::string adopt_checkpoint_vocab(Config& cfg);
+// Collective-free, on every rank alike: when --load names a checkpoint (`first`, as
+// open_first_checkpoint(cfg.checkpoint) gave it), reads its embedding rows and adopts them
+// (sets cfg.model.make_vocab_size_divisible_by, so that the arguments table, the planner and
+// the model all pad to them). Returns the log line; "" when nothing changed. Fresh runs keep
+// Megatron's padding.
+std::string adopt_checkpoint_vocab(Config& cfg, const std::optional<FirstCheckpoint>& first);
 
 }  // namespace gpt::train

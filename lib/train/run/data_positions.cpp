@@ -15,11 +15,9 @@ std::string at(std::optional<std::int64_t> iteration) {
 
 }  // namespace
 
-DataPositions read_data_positions(const Config& cfg) {
+DataPositions read_data_positions(const Config& cfg, const std::optional<FirstCheckpoint>& first) {
     // --finetune: a new run on the loaded parameters, its loaders at 0 (LoadPolicy::progress).
-    if (cfg.checkpoint.finetune) return {};
-    const std::optional<FirstCheckpoint> first = open_first_checkpoint(cfg.checkpoint);
-    if (!first) return {};
+    if (cfg.checkpoint.finetune || !first) return {};
     DataPositions p;
     p.checkpoint_iteration = first->iteration;
     if (!first->reader) return p;  // --load-fallback will pass over it

@@ -11,6 +11,8 @@
 
 namespace gpt::train {
 
+struct FirstCheckpoint;  // train/run/first_checkpoint.hpp
+
 struct DataPositions {
     std::int64_t consumed_train = 0;  // the training loader's first sample
     std::int64_t consumed_valid = 0;  // every validation set's first sample (the test set starts at 0)
@@ -21,10 +23,11 @@ struct DataPositions {
 };
 
 // Collective-free, on every rank alike: the positions the load will restore, read from the
-// checkpoint --load tries first as the load decides (--finetune: 0). A first checkpoint
-// that --load-fallback may pass over because it cannot be opened gives 0 at its iteration:
-// the load then takes an older one (see checked_positions).
-DataPositions read_data_positions(const Config& cfg);
+// checkpoint --load tries first (`first`, as open_first_checkpoint(cfg.checkpoint) gave it)
+// as the load decides (--finetune: 0). A first checkpoint that --load-fallback may pass over
+// because it cannot be opened gives 0 at its iteration: the load then takes an older one
+// (see checked_positions).
+DataPositions read_data_positions(const Config& cfg, const std::optional<FirstCheckpoint>& first);
 
 // The Trainer's load: `resolved` (RunConfig's) against what it restored at
 // `loaded_iteration` (none: nothing loaded). Returns where the loaders start: `resolved`,

@@ -1,6 +1,6 @@
 // The checkpoint a run's --load will try first, opened for its metadata before the ranks
-// build anything: resolve_run reads the padded vocabulary (checkpoint_vocab) and the data
-// positions (data_positions) from it. The load itself verifies the file's contents.
+// build anything: resolve_run opens it once and reads the padded vocabulary
+// (checkpoint_vocab) and the data positions (data_positions) from it. The load itself verifies the file's contents.
 #pragma once
 
 #include <cstdint>

@@ -13,6 +13,7 @@
 #include "plan/model_shape.hpp"
 #include "plan/planner.hpp"
 #include "train/run/checkpoint_vocab.hpp"
+#include "train/run/first_checkpoint.hpp"
 #include "train/run/model_options.hpp"
 
 namespace gpt::train {
@@ -55,15 +56,19 @@ RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vo
     if (cfg.training.micro_batch_size == 0)
         GPT_THROW(UsageError, "--micro-batch-size auto needs the planner and --max-global-batch-size");
     resolve_layout(cfg, world_size);
+    // The checkpoint --load tries first, opened once for what the run takes from it before
+    // the ranks build anything: its padded vocabulary and its data positions.
+    std::optional<FirstCheckpoint> first;
     if (vocab == Vocab::Resolve) {
         resolve_vocab(cfg);
+        first = open_first_checkpoint(cfg.checkpoint);
         // A resumed run keeps its checkpoint's padded vocabulary when the TP size changed.
-        const std::string vocab_note = adopt_checkpoint_vocab(cfg);
+        const std::string vocab_note = adopt_checkpoint_vocab(cfg, first);
         if (!vocab_note.empty()) GPT_LOG(info) << vocab_note;
     }
     const dist::RankGrid grid(world_size, cfg.parallel.tensor_model_parallel_size,
                               cfg.parallel.pipeline_model_parallel_size);
-    RunConfig run = derive_run(cfg, grid, local_world_size, vocab);
+    RunConfig run = derive_run(cfg, grid, local_world_size, vocab, first);
     run.plan_summary = std::move(plan_summary);
     return run;
 }
@@ -85,13 +90,21 @@ RunConfig common_run(const Config& cfg, const dist::RankGrid& grid, int local_wo
 
 }  // namespace
 
-RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size, Vocab vocab) {
+RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size, Vocab vocab,
+                     const std::optional<FirstCheckpoint>& first) {
     RunConfig run = common_run(cfg, grid, local_world_size, vocab == Vocab::Resolve);
     run.padded_vocab_size = cfg.padded_vocab_size();
     run.num_micro_batches = micro_batches_per_iteration(cfg.training, grid.dp_size());
     run.model_options = model_options_of(cfg, run.dtype);
-    if (vocab == Vocab::Resolve) run.data_positions = read_data_positions(cfg);
+    if (vocab == Vocab::Resolve) run.data_positions = read_data_positions(cfg, first);
     return run;
+}
+
+RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size, Vocab vocab) {
+    // --finetune reads no data positions (nor anything else of the checkpoint here).
+    const bool read = vocab == Vocab::Resolve && !cfg.checkpoint.finetune;
+    return derive_run(cfg, grid, local_world_size, vocab,
+                      read ? open_first_checkpoint(cfg.checkpoint) : std::nullopt);
 }
 
 RunConfig generation_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "config/config.hpp"
@@ -15,6 +16,8 @@
 #include "train/run/device_backend.hpp"
 
 namespace gpt::train {
+
+struct FirstCheckpoint;  // train/run/first_checkpoint.hpp
 
 struct RunConfig {
     Config cfg;  // validated; TP, PP, DP, batch sizes and the vocab size filled in
@@ -55,6 +58,11 @@ RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vo
 // builds no backend either, so it probes no GPU (device: RunDevice's default).
 RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size,
                      Vocab vocab = Vocab::Resolve);
+// The same with the checkpoint --load tries first already opened (resolve_run's, which
+// opens it once for the vocabulary and the data positions): `first` as
+// open_first_checkpoint(cfg.checkpoint) gave it.
+RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size, Vocab vocab,
+                     const std::optional<FirstCheckpoint>& first);
 
 // gpt_generate's run: a checkpoint's Config (generation/load_model: its saved arguments and
 // the user's flags) on the TP ranks of `grid`, padded to the checkpoint's `stored_vocab_rows`.
