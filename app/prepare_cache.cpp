@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
         gpt::log::init({0, 1, std::string(gpt::to_string(cfg.logging.log_level)), cfg.logging.log_dir});
         const int world = cfg.plan.world_size > 0 ? cfg.plan.world_size : 1;
         const int local = cfg.plan.local_world_size > 0 ? std::min(cfg.plan.local_world_size, world) : world;
-        const gpt::train::RunConfig run = gpt::train::resolve_run(cfg, world, local, gpt::train::Vocab::OnlyForThePlanner);
+        const gpt::train::RunConfig run = gpt::train::resolve_data_run(cfg, world, local);
         const gpt::train::PreparedCaches done = gpt::train::prepare_data_caches(run);
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         gpt::log::flush();

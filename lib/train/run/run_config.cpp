@@ -12,9 +12,8 @@
 #include "log/log.hpp"
 #include "plan/model_shape.hpp"
 #include "plan/planner.hpp"
-#include "train/run/checkpoint_vocab.hpp"
-#include "train/run/first_checkpoint.hpp"
 #include "train/run/model_options.hpp"
+#include "train/run/run_config_steps.hpp"
 
 namespace gpt::train {
 
@@ -38,7 +37,7 @@ void resolve_vocab(Config& cfg) {
     GPT_THROW(UsageError, "the vocab size is unknown: give --vocab-file and --merge-file (GPT-2 BPE) or --vocab-size");
 }
 
-RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vocab) {
+ResolvedFlags resolve_flags(Config cfg, int world_size, int local_world_size) {
     validate_model_and_training(cfg);
     validate_training_length(cfg.training);
     // Megatron's --fp8-interval is deprecated and ignored (Transformer Engine 1.8 and later
@@ -56,28 +55,14 @@ RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vo
     if (cfg.training.micro_batch_size == 0)
         GPT_THROW(UsageError, "--micro-batch-size auto needs the planner and --max-global-batch-size");
     resolve_layout(cfg, world_size);
-    // The checkpoint --load tries first, opened once for what the run takes from it before
-    // the ranks build anything: its padded vocabulary and its data positions.
-    std::optional<FirstCheckpoint> first;
-    if (vocab == Vocab::Resolve) {
-        resolve_vocab(cfg);
-        first = open_first_checkpoint(cfg.checkpoint);
-        // A resumed run keeps its checkpoint's padded vocabulary when the TP size changed.
-        const std::string vocab_note = adopt_checkpoint_vocab(cfg, first);
-        if (!vocab_note.empty()) GPT_LOG(info) << vocab_note;
-    }
-    const dist::RankGrid grid(world_size, cfg.parallel.tensor_model_parallel_size,
-                              cfg.parallel.pipeline_model_parallel_size);
-    RunConfig run = derive_run(cfg, grid, local_world_size, vocab, first);
-    run.plan_summary = std::move(plan_summary);
-    return run;
+    return {std::move(cfg), std::move(plan_summary)};
 }
 
 namespace {
 
 // What every run derives alike, training's or generation's. A tool that trains nothing
-// (prepare_cache, Vocab::OnlyForThePlanner) probes no GPU: it runs on login nodes, and the
-// device stays RunDevice's default, which nothing there reads.
+// (prepare_cache) probes no GPU: it runs on login nodes, and the device stays RunDevice's
+// default, which nothing there reads.
 RunConfig common_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size, bool probe_device = true) {
     RunConfig run;
     run.cfg = cfg;
@@ -90,21 +75,21 @@ RunConfig common_run(const Config& cfg, const dist::RankGrid& grid, int local_wo
 
 }  // namespace
 
-RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size, Vocab vocab,
-                     const std::optional<FirstCheckpoint>& first) {
-    RunConfig run = common_run(cfg, grid, local_world_size, vocab == Vocab::Resolve);
+RunConfig derive_common(const Config& cfg, const dist::RankGrid& grid, int local_world_size, bool probe_device) {
+    RunConfig run = common_run(cfg, grid, local_world_size, probe_device);
     run.padded_vocab_size = cfg.padded_vocab_size();
     run.num_micro_batches = micro_batches_per_iteration(cfg.training, grid.dp_size());
     run.model_options = model_options_of(cfg, run.dtype);
-    if (vocab == Vocab::Resolve) run.data_positions = read_data_positions(cfg, first);
     return run;
 }
 
-RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size, Vocab vocab) {
-    // --finetune reads no data positions (nor anything else of the checkpoint here).
-    const bool read = vocab == Vocab::Resolve && !cfg.checkpoint.finetune;
-    return derive_run(cfg, grid, local_world_size, vocab,
-                      read ? open_first_checkpoint(cfg.checkpoint) : std::nullopt);
+RunConfig resolve_data_run(Config cfg, int world_size, int local_world_size) {
+    ResolvedFlags r = resolve_flags(std::move(cfg), world_size, local_world_size);
+    const dist::RankGrid grid(world_size, r.cfg.parallel.tensor_model_parallel_size,
+                              r.cfg.parallel.pipeline_model_parallel_size);
+    RunConfig run = derive_common(r.cfg, grid, local_world_size, false);
+    run.plan_summary = std::move(r.plan_summary);
+    return run;
 }
 
 RunConfig generation_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size,

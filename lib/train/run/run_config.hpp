@@ -44,24 +44,25 @@ void resolve_vocab(Config& cfg);
 // Validates cfg, lets the planner choose the layout when the user left it open (no TP/PP
 // given and --max-global-batch-size or --micro-batch-size auto), resolves the layout for
 // world_size ranks (local_world_size per node) and the vocabulary; with --load, the padded
-// vocabulary of the checkpoint to load (train/run/checkpoint_vocab.hpp). Throws UsageError.
-// Vocab::OnlyForThePlanner: a tool that reads no token ids (prepare_cache) skips loading the
-// tokenizer, tens of milliseconds, unless the planner sizes the embeddings with it; the
-// vocabulary then stays unresolved (padded_vocab_size 0 when the user gave no --vocab-size).
-enum class Vocab { Resolve, OnlyForThePlanner };
-RunConfig resolve_run(Config cfg, int world_size, int local_world_size, Vocab vocab = Vocab::Resolve);
+// vocabulary and the data positions of the checkpoint to load (train/run/checkpoint_vocab.hpp,
+// data_positions.hpp). Throws UsageError. (resolve_run.cpp)
+RunConfig resolve_run(Config cfg, int world_size, int local_world_size);
+
+// The run a tool that reads no token ids and trains nothing resolves (prepare_cache): the
+// same flags, layout and numbers as resolve_run, without loading the tokenizer (tens of
+// milliseconds; only when the planner sizes the embeddings with it), without the checkpoint
+// (data positions 0: it starts no loader) and without a GPU probe (device: RunDevice's
+// default). The vocabulary stays unresolved (padded_vocab_size 0 without --vocab-size).
+RunConfig resolve_data_run(Config cfg, int world_size, int local_world_size);
 
 // The numbers derived from a resolved cfg on the ranks of `grid` (the tail of resolve_run;
 // a Config resolved by hand, as tests build them, goes through it too). With --load, the
-// data positions of the checkpoint to load; Vocab::OnlyForThePlanner: a tool that reads no
-// token ids starts no loader either, and leaves them 0 without looking at the checkpoint; it
-// builds no backend either, so it probes no GPU (device: RunDevice's default).
-RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size,
-                     Vocab vocab = Vocab::Resolve);
+// data positions of the checkpoint to load. (resolve_run.cpp)
+RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size);
 // The same with the checkpoint --load tries first already opened (resolve_run's, which
 // opens it once for the vocabulary and the data positions): `first` as
 // open_first_checkpoint(cfg.checkpoint) gave it.
-RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size, Vocab vocab,
+RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size,
                      const std::optional<FirstCheckpoint>& first);
 
 // gpt_generate's run: a checkpoint's Config (generation/load_model: its saved arguments and
