@@ -57,4 +57,40 @@ AsyncCopies& current_async_copies();  // the running kernel thread's
 // a read before the wait.
 bool async_copies_land_at_issue();
 
+// One thread's wgmma.mma_async operations not yet complete (wgmma.cpp), in issue order;
+// `group` counts the thread's commit_groups before the operation, so the committed groups
+// are a prefix. The accumulator registers of a pending operation read as NaN (the hardware
+// writes them asynchronously); its result lands at the wait_group that covers its group.
+struct WgmmaOp {
+    float* d;                      // the thread's accumulator registers (n / 2 floats)
+    std::vector<float> d_in;       // their value at issue (empty when chained or scale-d = 0)
+    bool chained = false;          // accumulates onto an earlier pending operation's result
+    int n = 0;
+    bool bf16 = false, trans_a = false, trans_b = false, accumulate = false, a_in_regs = false;
+    unsigned long long desc_a = 0, desc_b = 0;
+    unsigned a_warp[32][4] = {};   // with a_in_regs: the A fragments of the thread's warp
+    const unsigned* a_ptr = nullptr;  // this thread's A registers, which must not change
+    unsigned a_mine[4] = {};
+    unsigned group = 0;
+};
+struct WgmmaState {
+    std::vector<WgmmaOp> ops;
+    unsigned committed = 0;
+    // wgmma.fence is due before the first mma_async and again after every wait_group (the
+    // thread reads or writes its registers then): cleared by wgmma.fence.
+    bool fence_due = true;
+};
+WgmmaState& current_wgmma();  // the running kernel thread's
+// Bytes of dynamic shared memory the running kernel was launched with (at g_dynamic_smem).
+std::size_t dynamic_smem_bytes();
+// Warpgroup gather: each of the 128 threads of the caller's warpgroup (threads 128g ..
+// 128g + 127 of the block, four whole warps) offers `bytes` bytes (kWarpgroupGatherMax at
+// most) and receives all 128 offers, thread after thread, in `all`, after one warpgroup
+// barrier. Returns, in `mask`, which threads offered at this barrier (bit t % 64 of word
+// t / 64): threads that exited, lie past the block's end or wait at another barrier are
+// absent and their bytes stale.
+constexpr std::size_t kWarpgroupGatherMax = 48;
+void warpgroup_gather(const void* mine, std::size_t bytes, void* all, unsigned long long (&mask)[2]);
+int warpgroup_thread();  // the running thread's index within its warpgroup (0..127)
+
 }  // namespace gpt_emu
