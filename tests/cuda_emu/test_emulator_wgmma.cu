@@ -1,0 +1,113 @@
+// The emulator's wgmma (tests/cuda_emu/wgmma.cpp) reports the misuses a GPU leaves undefined:
+// accumulators read before their wait_group (NaN), a missing wgmma.fence, commit_group or
+// wait_group, a warpgroup with threads missing, descriptors that differ between its threads,
+// point outside dynamic shared memory or at a misaligned address, and A registers changed
+// while the instruction still reads them. (Its layouts are checked against a host product,
+// and on a GPU against the hardware, by test_cuda_wgmma.)
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/wgmma_sm90.cuh"
+
+namespace {
+
+namespace w = ::gpt::cuda::wgmma;
+
+enum Misuse { kNone, kNoFence, kNoWait, kNoCommit, kMisaligned, kPastTheEnd, kNonUniform, kARegsChanged };
+constexpr int kSmemBytes = 4096;  // A (64x16) and B (16x64), fp16, no swizzle, 2 KiB each
+
+// D = A B with all-ones operands (every element 16), reading D before and after the wait.
+__global__ void wgmma_misuse_kernel(float* out, int misuse) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    auto* h = reinterpret_cast<std::uint16_t*>(smem);
+    for (int i = threadIdx.x; i < kSmemBytes / 2; i += blockDim.x) h[i] = 0x3C00;  // fp16 1.0
+    w::fence_proxy_async_shared();
+    __syncthreads();
+    float acc[32];
+    for (float& v : acc) v = 0.0f;
+    // K-major, no swizzle: core matrices 128 bytes apart along K (LBO), 8-row groups 256 (SBO).
+    const std::uint64_t da = misuse == kPastTheEnd ? w::make_desc(smem + 3072, 128, 256, w::Swizzle::None)
+                             : misuse == kMisaligned ? w::make_desc(smem + 8, 128, 256, w::Swizzle::None)
+                                                     : w::make_desc(smem, 128, 256, w::Swizzle::None);
+    std::uint64_t db = w::make_desc(smem + 2048, 128, 256, w::Swizzle::None);
+    if (misuse == kNonUniform && threadIdx.x == 5) db = w::desc_add(db, 16);
+    std::uint32_t a[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
+    if (misuse != kNoFence) w::fence();
+    if (misuse == kARegsChanged) {
+        w::mma_rs<64, __half>(acc, a, db, false);
+        a[0] = 0;  // the instruction may still be reading it
+    } else {
+        w::mma_ss<64, __half>(acc, da, db, false);
+    }
+    if (misuse != kNoCommit) w::commit_group();
+    out[threadIdx.x] = acc[0];  // still in flight
+    if (misuse != kNoWait) w::wait_group<0>();
+    w::fence_operand(acc);
+    out[blockDim.x + threadIdx.x] = acc[0];
+}
+
+struct Out {
+    float* p = nullptr;
+    explicit Out(int n) { cudaMalloc(&p, n * sizeof(float)); }
+    ~Out() { cudaFree(p); }
+    std::vector<float> get(int n) const {
+        std::vector<float> v(n);
+        cudaMemcpy(v.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost);
+        return v;
+    }
+};
+
+// Runs the kernel; the launch's error message, "" when it succeeded.
+std::string run(int misuse, int threads, std::vector<float>* out = nullptr) {
+    Out d(2 * threads);
+    wgmma_misuse_kernel<<<1, threads, kSmemBytes>>>(d.p, misuse);
+    const cudaError_t sync = cudaDeviceSynchronize();
+    const cudaError_t last = cudaGetLastError();
+    const cudaError_t err = last != cudaSuccess ? last : sync;
+    if (err != cudaSuccess) return cudaGetErrorString(err);
+    if (out) *out = d.get(2 * threads);
+    return "";
+}
+
+void expect_failure(int misuse, int threads, const std::string& what) {
+    const std::string msg = run(misuse, threads);
+    EXPECT_NE(msg.find(what), std::string::npos) << "misuse " << misuse << ": got \"" << msg << "\"";
+}
+
+TEST(CudaEmulatorWgmma, AccumulatorsReadBeforeTheirWaitAreNaN) {
+    std::vector<float> out;
+    ASSERT_EQ(run(kNone, 128, &out), "");
+    for (int t = 0; t < 128; ++t) {
+        EXPECT_TRUE(std::isnan(out[t])) << "thread " << t << " read " << out[t] << " before the wait";
+        EXPECT_EQ(out[128 + t], 16.0f) << "thread " << t;
+    }
+}
+
+TEST(CudaEmulatorWgmma, MissingFenceCommitOrWaitFailsTheLaunch) {
+    expect_failure(kNoFence, 128, "without a wgmma.fence");
+    expect_failure(kNoWait, 128, "still in flight (0 never committed)");
+    expect_failure(kNoCommit, 128, "still in flight (1 never committed)");
+}
+
+TEST(CudaEmulatorWgmma, AWarpgroupWithThreadsMissingFailsTheLaunch) {
+    expect_failure(kNone, 96, "thread 96 of the warpgroup did not take part");
+}
+
+TEST(CudaEmulatorWgmma, BadDescriptorsFailTheLaunch) {
+    expect_failure(kMisaligned, 128, "is not 16-byte aligned");
+    expect_failure(kPastTheEnd, 128, "operand A: element (");
+    expect_failure(kPastTheEnd, 128, "past the 4096 bytes of dynamic shared memory");
+    expect_failure(kNonUniform, 128, "give different descriptors");
+}
+
+TEST(CudaEmulatorWgmma, ARegistersChangedBeforeTheWaitFailTheLaunch) {
+    expect_failure(kARegsChanged, 128, "A-fragment registers changed before the wgmma.wait_group");
+}
+
+}  // namespace
