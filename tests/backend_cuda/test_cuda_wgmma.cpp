@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/device_info.hpp"
@@ -90,6 +91,59 @@ TEST_F(CudaWgmma, MatchesAHostProductInEveryLayout) {
                     check_case(cs, seed++);
                     if (HasFailure()) return;  // one broken layout would repeat in every case
                 }
+}
+
+// Attention's two products as FA3 chains them: S = Q K^T with both from shared memory, P = S
+// rounded to 16 bits in registers, O = P V with V N-major. The reference rounds the exact S;
+// the device's fp32 S can round to the neighbouring 16-bit value where S lies near a
+// rounding boundary, so P may differ by one ulp (2^-8 |S| relative in bf16, 2^-11 in fp16) on
+// top of each product's fp32 accumulation (as above). A P fragment out of place moves whole
+// products.
+void check_chain(bool bf16, int n, int swizzle, std::uint32_t seed) {
+    SCOPED_TRACE(std::string(bf16 ? "bf16" : "fp16") + " n " + std::to_string(n) + " swizzle " + std::to_string(swizzle));
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<std::uint16_t> q(std::size_t{kRows} * kDepth), k(std::size_t{64} * kDepth), v(std::size_t{64} * n);
+    for (auto& x : q) x = to_bits(dist(rng), bf16);
+    for (auto& x : k) x = to_bits(dist(rng), bf16);
+    for (auto& x : v) x = to_bits(dist(rng), bf16);
+    const std::vector<float> o = run_chain(bf16, n, swizzle, q, k, v);
+    const double ulp = std::ldexp(1.0, bf16 ? -8 : -11);
+    int bad = 0;
+    for (int r = 0; r < kRows; ++r) {
+        double p[64], s_abs[64];
+        for (int j = 0; j < 64; ++j) {
+            double sv = 0.0, mag = 0.0;
+            for (int d = 0; d < kDepth; ++d) {
+                const double x = static_cast<double>(from_bits(q[r * kDepth + d], bf16)) * from_bits(k[j * kDepth + d], bf16);
+                sv += x;
+                mag += std::fabs(x);
+            }
+            p[j] = from_bits(to_bits(static_cast<float>(sv), bf16), bf16);
+            s_abs[j] = std::fabs(sv) + (kDepth + 1) * std::ldexp(mag, -22);  // |S| with the device's error
+        }
+        for (int col = 0; col < n; ++col) {
+            double ref = 0.0, mag = 0.0, p_err = 0.0;
+            for (int j = 0; j < 64; ++j) {
+                const double vj = from_bits(v[j * n + col], bf16);
+                ref += p[j] * vj;
+                mag += std::fabs(p[j] * vj);
+                p_err += (ulp * s_abs[j] + (kDepth + 1) * std::ldexp(s_abs[j], -22)) * std::fabs(vj);
+            }
+            const double got = o[r * n + col], tol = p_err + 65 * std::ldexp(mag, -22);
+            if (!(std::fabs(got - ref) <= tol) && bad++ < 5)
+                ADD_FAILURE() << "O(" << r << ", " << col << ") = " << got << ", expected " << ref << " (tolerance " << tol
+                              << ")";
+        }
+    }
+    EXPECT_EQ(bad, 0) << bad << " of " << kRows * n << " elements wrong";
+}
+
+TEST_F(CudaWgmma, ChainsQKTransposedThroughRegistersIntoPV) {
+    std::uint32_t seed = 1000;
+    for (int swizzle : {128, 0})
+        for (bool bf16 : {false, true})
+            for (int n : {64, 128}) check_chain(bf16, n, swizzle, seed++);
 }
 
 }  // namespace

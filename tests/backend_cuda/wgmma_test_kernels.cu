@@ -19,7 +19,8 @@ namespace {
 namespace w = ::gpt::cuda::wgmma;
 
 constexpr int kTileA = 64 * kDepth * 2;       // one warpgroup's A tile, bytes
-constexpr int kSmem = 2 * kTileA + kDepth * 128 * 2 + 1024;  // A, B at most n = 128, alignment slack
+// Two A tiles, a third (the chain's K), B of at most n = 128, and the alignment slack.
+constexpr int kSmem = 3 * kTileA + kDepth * 128 * 2 + 1024;
 
 __host__ __device__ w::Swizzle swizzle_mode(int s) {
     return s == 128 ? w::Swizzle::B128 : s == 64 ? w::Swizzle::B64 : s == 32 ? w::Swizzle::B32 : w::Swizzle::None;
@@ -115,6 +116,44 @@ __global__ void __launch_bounds__(256) wgmma_gemm_kernel(const std::uint16_t* a,
     for (int i = 0; i < N / 2; ++i) d[(64 * wg + frag_row(t, i)) * N + frag_col(t, i)] = acc[i];
 }
 
+// S = Q K^T (64 x 64 per warpgroup, four k steps), then O = P V with P = S in registers.
+template <int N, typename T>
+__global__ void __launch_bounds__(256) wgmma_chain_kernel(const std::uint16_t* q, const std::uint16_t* k,
+                                                          const std::uint16_t* v, float* o, int swz) {
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char* smem = smem_raw + (1024 - w::smem_address(smem_raw) % 1024) % 1024;
+    unsigned char* sq = smem;                   // two 64 x kDepth tiles
+    unsigned char* sk = smem + 2 * kTileA;      // 64 x kDepth
+    unsigned char* sv = smem + 3 * kTileA;      // 64 (kv) x N
+    for (int i = threadIdx.x; i < kRows * kDepth; i += blockDim.x)
+        *reinterpret_cast<std::uint16_t*>(sq + i / kDepth / 64 * kTileA +
+                                          kmajor_offset(i / kDepth % 64, i % kDepth, 64, swz)) = q[i];
+    for (int i = threadIdx.x; i < 64 * kDepth; i += blockDim.x)
+        *reinterpret_cast<std::uint16_t*>(sk + kmajor_offset(i / kDepth, i % kDepth, 64, swz)) = k[i];
+    for (int i = threadIdx.x; i < 64 * N; i += blockDim.x)
+        *reinterpret_cast<std::uint16_t*>(sv + mnmajor_offset(i % N, i / N, N, swz)) = v[i];
+    w::fence_proxy_async_shared();
+    __syncthreads();
+    const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+    float s[32];
+    w::fence();
+    for (int step = 0; step < 4; ++step)
+        w::mma_ss<64, T>(s, kmajor_desc(sq + wg * kTileA, step, 64, swz), kmajor_desc(sk, step, 64, swz), step > 0);
+    w::commit_group();
+    w::wait_group<0>();
+    w::fence_operand(s);
+    std::uint32_t p[4][4];
+    for (int step = 0; step < 4; ++step) w::accumulators_to_a<T>(s, step, p[step]);
+    float acc[N / 2];
+    w::fence();
+    for (int step = 0; step < 4; ++step) w::mma_rs<N, T, true>(acc, p[step], mnmajor_desc(sv, step, N, swz), step > 0);
+    w::commit_group();
+    w::wait_group<0>();
+    w::fence_operand(acc);
+    for (int step = 0; step < 4; ++step) w::fence_operand(p[step]);
+    for (int i = 0; i < N / 2; ++i) o[(64 * wg + frag_row(t, i)) * N + frag_col(t, i)] = acc[i];
+}
+
 void check(cudaError_t e, const char* what) {
     if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
@@ -140,6 +179,14 @@ void launch_t(const Case& cs, const std::uint16_t* a, const std::uint16_t* b, co
 }
 
 }  // namespace
+
+template <int N, typename T>
+void launch_chain(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v, float* o, int swz) {
+    auto* kern = wgmma_chain_kernel<N, T>;
+    check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem), "cudaFuncSetAttribute");
+    kern<<<1, 256, kSmem>>>(q, k, v, o, swz);
+    check(cudaGetLastError(), "wgmma_chain_kernel launch");
+}
 
 std::string describe(const Case& c) {
     std::ostringstream m;
@@ -191,6 +238,38 @@ std::vector<float> run(const Case& cs, const std::vector<std::uint16_t>& a, cons
         throw;
     }
     cudaFree(da), cudaFree(db), cudaFree(dc), cudaFree(dd);
+    return out;
+}
+
+std::vector<float> run_chain(bool bf16, int n, int swizzle_bytes, const std::vector<std::uint16_t>& q,
+                             const std::vector<std::uint16_t>& k, const std::vector<std::uint16_t>& v) {
+    if ((n != 64 && n != 128) || q.size() != std::size_t{kRows} * kDepth || k.size() != std::size_t{64} * kDepth ||
+        v.size() != std::size_t{64} * n)
+        throw std::invalid_argument("wgmma chain test: bad shape or operand sizes");
+    std::uint16_t *dq = nullptr, *dk = nullptr, *dv = nullptr;
+    float* dout = nullptr;
+    check(cudaMalloc(&dq, q.size() * 2), "cudaMalloc");
+    check(cudaMalloc(&dk, k.size() * 2), "cudaMalloc");
+    check(cudaMalloc(&dv, v.size() * 2), "cudaMalloc");
+    check(cudaMalloc(&dout, std::size_t{kRows} * n * 4), "cudaMalloc");
+    std::vector<float> out(std::size_t{kRows} * n);
+    try {
+        check(cudaMemcpy(dq, q.data(), q.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
+        check(cudaMemcpy(dk, k.data(), k.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
+        check(cudaMemcpy(dv, v.data(), v.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
+        if (n == 64)
+            bf16 ? launch_chain<64, __nv_bfloat16>(dq, dk, dv, dout, swizzle_bytes)
+                 : launch_chain<64, __half>(dq, dk, dv, dout, swizzle_bytes);
+        else
+            bf16 ? launch_chain<128, __nv_bfloat16>(dq, dk, dv, dout, swizzle_bytes)
+                 : launch_chain<128, __half>(dq, dk, dv, dout, swizzle_bytes);
+        check(cudaDeviceSynchronize(), "wgmma_chain_kernel");
+        check(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    } catch (...) {
+        cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dout);
+        throw;
+    }
+    cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dout);
     return out;
 }
 

@@ -52,6 +52,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backend/cuda/mma_sm80.cuh"  // pack2
+
 #if defined(GPT_CUDA_EMU)
 #include <gpt_emu/wgmma.hpp>
 #endif
@@ -330,6 +332,19 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const std::uint32_t (&
     (void)d, (void)a, (void)desc_b, (void)accumulate;
     __trap();
 #endif
+}
+
+// The accumulators of a 64 x N product (the fragment above), rounded to T, as the A
+// registers of k step `step` (columns 16 step .. 16 step + 15) of a following mma_rs: the
+// D fragment of two 8-column chunks is the A fragment of one 16-deep step, so attention's P
+// goes from S = Q K^T to P V without leaving registers.
+template <typename T, int K>
+__device__ __forceinline__ void accumulators_to_a(const float (&d)[K], int step, std::uint32_t (&a)[4]) {
+    const float* c = d + 8 * step;
+    a[0] = pack2<T>(c[0], c[1]);  // row g,     k 2q, 2q+1
+    a[1] = pack2<T>(c[2], c[3]);  // row g + 8
+    a[2] = pack2<T>(c[4], c[5]);  // row g,     k 2q + 8, 2q + 9
+    a[3] = pack2<T>(c[6], c[7]);  // row g + 8
 }
 
 }  // namespace gpt::cuda::wgmma
