@@ -99,15 +99,16 @@ TEST_F(CudaWgmma, MatchesAHostProductInEveryLayout) {
 // rounding boundary, so P may differ by one ulp (2^-8 |S| relative in bf16, 2^-11 in fp16) on
 // top of each product's fp32 accumulation (as above). A P fragment out of place moves whole
 // products.
-void check_chain(bool bf16, int n, int swizzle, std::uint32_t seed) {
-    SCOPED_TRACE(std::string(bf16 ? "bf16" : "fp16") + " n " + std::to_string(n) + " swizzle " + std::to_string(swizzle));
+void check_chain(bool bf16, int n, int swizzle, std::uint32_t seed, bool use_tma = false) {
+    SCOPED_TRACE(std::string(bf16 ? "bf16" : "fp16") + " n " + std::to_string(n) + " swizzle " + std::to_string(swizzle) +
+                 (use_tma ? " TMA" : ""));
     std::mt19937 rng(seed);
     std::normal_distribution<float> dist(0.0f, 1.0f);
     std::vector<std::uint16_t> q(std::size_t{kRows} * kDepth), k(std::size_t{64} * kDepth), v(std::size_t{64} * n);
     for (auto& x : q) x = to_bits(dist(rng), bf16);
     for (auto& x : k) x = to_bits(dist(rng), bf16);
     for (auto& x : v) x = to_bits(dist(rng), bf16);
-    const std::vector<float> o = run_chain(bf16, n, swizzle, q, k, v);
+    const std::vector<float> o = run_chain(bf16, n, swizzle, q, k, v, use_tma);
     const double ulp = std::ldexp(1.0, bf16 ? -8 : -11);
     int bad = 0;
     for (int r = 0; r < kRows; ++r) {
@@ -144,6 +145,15 @@ TEST_F(CudaWgmma, ChainsQKTransposedThroughRegistersIntoPV) {
     for (int swizzle : {128, 0})
         for (bool bf16 : {false, true})
             for (int n : {64, 128}) check_chain(bf16, n, swizzle, seed++);
+}
+
+// The same chain with Q, K and V loaded by TMA (128-byte swizzled 64 x 64 boxes) on one
+// mbarrier, reused for V in its second phase: the tensor map's swizzle must be the one
+// wgmma's descriptors read.
+TEST_F(CudaWgmma, TmaLoadsTheTilesWgmmaReads) {
+    std::uint32_t seed = 2000;
+    for (bool bf16 : {false, true})
+        for (int n : {64, 128}) check_chain(bf16, n, 128, seed++, true);
 }
 
 }  // namespace

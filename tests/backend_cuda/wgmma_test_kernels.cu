@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "backend/cuda/tma_sm90.cuh"
 #include "backend/cuda/wgmma_sm90.cuh"
 
 namespace gpt::test::wgmma {
@@ -17,10 +18,12 @@ namespace gpt::test::wgmma {
 namespace {
 
 namespace w = ::gpt::cuda::wgmma;
+namespace tma = ::gpt::cuda::tma;
 
 constexpr int kTileA = 64 * kDepth * 2;       // one warpgroup's A tile, bytes
-// Two A tiles, a third (the chain's K), B of at most n = 128, and the alignment slack.
-constexpr int kSmem = 3 * kTileA + kDepth * 128 * 2 + 1024;
+// Two A tiles, a third (the chain's K), B of at most n = 128, the chain's mbarrier, and the
+// alignment slack.
+constexpr int kSmem = 3 * kTileA + kDepth * 128 * 2 + 16 + 1024;
 
 __host__ __device__ w::Swizzle swizzle_mode(int s) {
     return s == 128 ? w::Swizzle::B128 : s == 64 ? w::Swizzle::B64 : s == 32 ? w::Swizzle::B32 : w::Swizzle::None;
@@ -117,23 +120,44 @@ __global__ void __launch_bounds__(256) wgmma_gemm_kernel(const std::uint16_t* a,
 }
 
 // S = Q K^T (64 x 64 per warpgroup, four k steps), then O = P V with P = S in registers.
-template <int N, typename T>
+// With kTma the tiles come by TMA (128-byte swizzle, 64 x 64 boxes) on one mbarrier: Q and K
+// in its phase 0, V, issued once S is done, in phase 1.
+template <int N, typename T, bool kTma>
 __global__ void __launch_bounds__(256) wgmma_chain_kernel(const std::uint16_t* q, const std::uint16_t* k,
-                                                          const std::uint16_t* v, float* o, int swz) {
+                                                          const std::uint16_t* v, float* o, int swz,
+                                                          const GPT_GRID_CONSTANT tma::TensorMap qmap,
+                                                          const GPT_GRID_CONSTANT tma::TensorMap kmap,
+                                                          const GPT_GRID_CONSTANT tma::TensorMap vmap) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = smem_raw + (1024 - w::smem_address(smem_raw) % 1024) % 1024;
     unsigned char* sq = smem;                   // two 64 x kDepth tiles
     unsigned char* sk = smem + 2 * kTileA;      // 64 x kDepth
     unsigned char* sv = smem + 3 * kTileA;      // 64 (kv) x N
-    for (int i = threadIdx.x; i < kRows * kDepth; i += blockDim.x)
-        *reinterpret_cast<std::uint16_t*>(sq + i / kDepth / 64 * kTileA +
-                                          kmajor_offset(i / kDepth % 64, i % kDepth, 64, swz)) = q[i];
-    for (int i = threadIdx.x; i < 64 * kDepth; i += blockDim.x)
-        *reinterpret_cast<std::uint16_t*>(sk + kmajor_offset(i / kDepth, i % kDepth, 64, swz)) = k[i];
-    for (int i = threadIdx.x; i < 64 * N; i += blockDim.x)
-        *reinterpret_cast<std::uint16_t*>(sv + mnmajor_offset(i % N, i / N, N, swz)) = v[i];
-    w::fence_proxy_async_shared();
-    __syncthreads();
+    auto* bar = reinterpret_cast<std::uint64_t*>(sv + kDepth * 128 * 2);
+    if constexpr (kTma) {
+        if (threadIdx.x == 0) {
+            tma::mbarrier_init(bar, 1);
+            tma::fence_mbarrier_init();
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            tma::mbarrier_arrive_expect_tx(bar, 3 * kTileA);
+            tma::load_2d(sq, &qmap, bar, 0, 0);
+            tma::load_2d(sq + kTileA, &qmap, bar, 0, 64);
+            tma::load_2d(sk, &kmap, bar, 0, 0);
+        }
+        tma::mbarrier_wait(bar, 0);
+    } else {
+        for (int i = threadIdx.x; i < kRows * kDepth; i += blockDim.x)
+            *reinterpret_cast<std::uint16_t*>(sq + i / kDepth / 64 * kTileA +
+                                              kmajor_offset(i / kDepth % 64, i % kDepth, 64, swz)) = q[i];
+        for (int i = threadIdx.x; i < 64 * kDepth; i += blockDim.x)
+            *reinterpret_cast<std::uint16_t*>(sk + kmajor_offset(i / kDepth, i % kDepth, 64, swz)) = k[i];
+        for (int i = threadIdx.x; i < 64 * N; i += blockDim.x)
+            *reinterpret_cast<std::uint16_t*>(sv + mnmajor_offset(i % N, i / N, N, swz)) = v[i];
+        w::fence_proxy_async_shared();
+        __syncthreads();
+    }
     const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
     float s[32];
     w::fence();
@@ -142,6 +166,13 @@ __global__ void __launch_bounds__(256) wgmma_chain_kernel(const std::uint16_t* q
     w::commit_group();
     w::wait_group<0>();
     w::fence_operand(s);
+    if constexpr (kTma) {
+        if (threadIdx.x == 0) {
+            tma::mbarrier_arrive_expect_tx(bar, 64 * N * 2);
+            for (int c = 0; c < N; c += 64) tma::load_2d(sv + c / 64 * kDepth * 128, &vmap, bar, c, 0);
+        }
+        tma::mbarrier_wait(bar, 1);
+    }
     std::uint32_t p[4][4];
     for (int step = 0; step < 4; ++step) w::accumulators_to_a<T>(s, step, p[step]);
     float acc[N / 2];
@@ -181,10 +212,17 @@ void launch_t(const Case& cs, const std::uint16_t* a, const std::uint16_t* b, co
 }  // namespace
 
 template <int N, typename T>
-void launch_chain(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v, float* o, int swz) {
-    auto* kern = wgmma_chain_kernel<N, T>;
+void launch_chain(const std::uint16_t* q, const std::uint16_t* k, const std::uint16_t* v, float* o, int swz, bool use_tma) {
+    tma::TensorMap qmap{}, kmap{}, vmap{};
+    if (use_tma) {
+        if (swz != 128) throw std::invalid_argument("wgmma chain test: TMA loads are 128-byte swizzled");
+        check(tma::make_tensor_map_2d(&qmap, q, kRows, kDepth, kDepth * 2, 64, 64, 128), "make_tensor_map_2d(Q)");
+        check(tma::make_tensor_map_2d(&kmap, k, 64, kDepth, kDepth * 2, 64, 64, 128), "make_tensor_map_2d(K)");
+        check(tma::make_tensor_map_2d(&vmap, v, 64, N, N * 2, 64, 64, 128), "make_tensor_map_2d(V)");
+    }
+    auto* kern = use_tma ? wgmma_chain_kernel<N, T, true> : wgmma_chain_kernel<N, T, false>;
     check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem), "cudaFuncSetAttribute");
-    kern<<<1, 256, kSmem>>>(q, k, v, o, swz);
+    kern<<<1, 256, kSmem>>>(q, k, v, o, swz, qmap, kmap, vmap);
     check(cudaGetLastError(), "wgmma_chain_kernel launch");
 }
 
@@ -242,7 +280,7 @@ std::vector<float> run(const Case& cs, const std::vector<std::uint16_t>& a, cons
 }
 
 std::vector<float> run_chain(bool bf16, int n, int swizzle_bytes, const std::vector<std::uint16_t>& q,
-                             const std::vector<std::uint16_t>& k, const std::vector<std::uint16_t>& v) {
+                             const std::vector<std::uint16_t>& k, const std::vector<std::uint16_t>& v, bool use_tma) {
     if ((n != 64 && n != 128) || q.size() != std::size_t{kRows} * kDepth || k.size() != std::size_t{64} * kDepth ||
         v.size() != std::size_t{64} * n)
         throw std::invalid_argument("wgmma chain test: bad shape or operand sizes");
@@ -257,12 +295,13 @@ std::vector<float> run_chain(bool bf16, int n, int swizzle_bytes, const std::vec
         check(cudaMemcpy(dq, q.data(), q.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
         check(cudaMemcpy(dk, k.data(), k.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
         check(cudaMemcpy(dv, v.data(), v.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
+        const int s = swizzle_bytes;
         if (n == 64)
-            bf16 ? launch_chain<64, __nv_bfloat16>(dq, dk, dv, dout, swizzle_bytes)
-                 : launch_chain<64, __half>(dq, dk, dv, dout, swizzle_bytes);
+            bf16 ? launch_chain<64, __nv_bfloat16>(dq, dk, dv, dout, s, use_tma)
+                 : launch_chain<64, __half>(dq, dk, dv, dout, s, use_tma);
         else
-            bf16 ? launch_chain<128, __nv_bfloat16>(dq, dk, dv, dout, swizzle_bytes)
-                 : launch_chain<128, __half>(dq, dk, dv, dout, swizzle_bytes);
+            bf16 ? launch_chain<128, __nv_bfloat16>(dq, dk, dv, dout, s, use_tma)
+                 : launch_chain<128, __half>(dq, dk, dv, dout, s, use_tma);
         check(cudaDeviceSynchronize(), "wgmma_chain_kernel");
         check(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost), "cudaMemcpy");
     } catch (...) {

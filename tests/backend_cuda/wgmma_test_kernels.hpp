@@ -34,8 +34,9 @@ std::vector<float> run(const Case& c, const std::vector<std::uint16_t>& a, const
 
 // Attention's chain: S = Q K^T (Q: kRows x kDepth, K: 64 x kDepth, both K-major), P = S
 // rounded to the 16-bit type in registers (accumulators_to_a), O = P V (V: 64 x n, N-major,
-// A from registers). Tiles swizzled by `swizzle_bytes`. Returns O, kRows x n.
+// A from registers). Tiles swizzled by `swizzle_bytes`, written by the threads or, with
+// use_tma (128-byte swizzle only), loaded by TMA on an mbarrier. Returns O, kRows x n.
 std::vector<float> run_chain(bool bf16, int n, int swizzle_bytes, const std::vector<std::uint16_t>& q,
-                             const std::vector<std::uint16_t>& k, const std::vector<std::uint16_t>& v);
+                             const std::vector<std::uint16_t>& k, const std::vector<std::uint16_t>& v, bool use_tma);
 
 }  // namespace gpt::test::wgmma

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -71,6 +72,7 @@ struct WgmmaOp {
     unsigned a_warp[32][4] = {};   // with a_in_regs: the A fragments of the thread's warp
     const unsigned* a_ptr = nullptr;  // this thread's A registers, which must not change
     unsigned a_mine[4] = {};
+    std::vector<float> operands;   // the operand values this thread reads, taken at the issue
     unsigned group = 0;
 };
 struct WgmmaState {
@@ -92,5 +94,23 @@ std::size_t dynamic_smem_bytes();
 constexpr std::size_t kWarpgroupGatherMax = 48;
 void warpgroup_gather(const void* mine, std::size_t bytes, void* all, unsigned long long (&mask)[2]);
 int warpgroup_thread();  // the running thread's index within its warpgroup (0..127)
+
+// A TMA tile load in flight (tma.cpp): lands, and completes its bytes on the mbarrier, at a
+// wait on that barrier (at issue under the warps schedule). Kept per block.
+struct BulkCopy {
+    void* bar;                 // the mbarrier it completes
+    unsigned char* dst;        // shared memory (the box's first byte)
+    std::uint32_t dst_addr;    // its .shared address (the swizzle uses address bits)
+    const unsigned char* global;
+    unsigned long long rows, cols, row_bytes;
+    unsigned box_rows, box_cols, elem_bytes;
+    int swizzle_bytes;
+    long long row0, col0;      // the box's first element (may lie outside the tensor: zeros)
+    bool landed;               // landed at issue (warps schedule), kept until a wait on `bar`
+};
+std::vector<BulkCopy>& current_bulk_copies();  // the running block's
+// Ends the running thread's turn at an mbarrier it found incomplete: it runs again in the
+// next round. A round in which only such threads ran is a deadlock (the launch fails).
+void spin_point();
 
 }  // namespace gpt_emu

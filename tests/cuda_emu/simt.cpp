@@ -75,7 +75,7 @@ namespace {
 constexpr std::size_t kStackBytes = std::size_t{256} << 10;
 constexpr int kMaxThreads = 1024;
 
-enum class Wait { None, Block, Warp, Group, Yield, Done };
+enum class Wait { None, Block, Warp, Group, Yield, Spin, Done };
 
 struct Barrier {
     int live = 0, arrived = 0;
@@ -106,6 +106,8 @@ struct BlockRun {
     // Warpgroup gather, the same way (wgmma.mma_async).
     std::vector<unsigned char> group_gather;
     std::vector<unsigned> group_gather_gen;
+    std::vector<BulkCopy> bulk;  // TMA copies not yet landed (tma.cpp)
+    int idle_rounds = 0;         // rounds in which only threads spinning at an mbarrier ran
     Fiber* cur = nullptr;
     void* sched_sp = nullptr;
     const std::function<void()>* body = nullptr;
@@ -260,16 +262,18 @@ bool runnable(const BlockRun& r, const Fiber& f) {
         case Wait::Warp: return r.warps[static_cast<std::size_t>(f.warp)].gen != f.gen;
         case Wait::Group: return r.groups[static_cast<std::size_t>(f.warp / 4)].gen != f.gen;
         case Wait::Yield: return false;  // until the next round
+        case Wait::Spin: return false;   // likewise
         case Wait::Done: return false;
     }
     return false;
 }
 
 std::string describe_deadlock(const BlockRun& r) {
-    int at_block = 0, at_group = 0;
+    int at_block = 0, at_group = 0, spinning = 0;
     std::ostringstream warps;
     for (const Fiber& f : r.fibers) {
         if (f.wait == Wait::Block) ++at_block;
+        if (f.wait == Wait::Spin) ++spinning;
         if (f.wait == Wait::Group) ++at_group;
         if (f.wait == Wait::Warp && f.lane == 0) warps << " " << f.warp;
     }
@@ -280,6 +284,9 @@ std::string describe_deadlock(const BlockRun& r) {
          "(__syncwarp, shuffle, mma.sync or ldmatrix) their warp cannot complete";
     if (!warps.str().empty()) m << " (warps" << warps.str() << ")";
     if (at_group > 0) m << "; " << at_group << " wait at a wgmma.mma_async their warpgroup cannot complete";
+    if (spinning > 0)
+        m << "; " << spinning << " spin at an mbarrier wait whose phase can never complete "
+          << "(arrivals or transaction bytes missing)";
     return m.str();
 }
 
@@ -298,6 +305,8 @@ std::string start_block(BlockRun& r, const dim3 block, uint3 idx, const std::fun
     r.gather_gen.clear();
     r.group_gather.clear();
     r.group_gather_gen.clear();
+    r.bulk.clear();
+    r.idle_rounds = 0;
     const int ngroups = (n + 127) / 128;
     r.groups.assign(static_cast<std::size_t>(ngroups), Barrier{});
     for (int g = 0; g < ngroups; ++g) r.groups[static_cast<std::size_t>(g)].live = std::min(128, n - 128 * g);
@@ -336,7 +345,8 @@ void leave_block(BlockRun& r) {
 bool run_round(BlockRun& r) {
     const int n = static_cast<int>(r.fibers.size()), nwarps = static_cast<int>(r.warps.size());
     for (Fiber& f : r.fibers)
-        if (f.wait == Wait::Yield) f.wait = Wait::None;
+        if (f.wait == Wait::Yield || f.wait == Wait::Spin) f.wait = Wait::None;
+    bool progress = false;  // a thread did more than spin at an mbarrier once
     auto step = [&](int t) {
         Fiber& f = r.fibers[static_cast<std::size_t>(t)];
         if (!runnable(r, f)) return false;
@@ -344,6 +354,7 @@ bool run_round(BlockRun& r) {
         r.cur = &f;
         g_thread_idx = f.tid;
         gpt_emu_switch(&r.sched_sp, f.sp);
+        progress |= f.wait != Wait::Spin;
         return true;
     };
     bool ran = false;
@@ -360,7 +371,10 @@ bool run_round(BlockRun& r) {
         const bool rev = schedule() == Schedule::Reverse;
         for (int k = 0; k < n; ++k) ran |= step(rev ? n - 1 - k : k);
     }
-    return ran;
+    // A spinning thread's try_wait lands the copies it waits for, so a round in which only
+    // spinners ran changed nothing they wait for: the next would be the same (a GPU hangs).
+    r.idle_rounds = progress ? 0 : r.idle_rounds + 1;
+    return ran && r.idle_rounds < 2;
 }
 
 }  // namespace
@@ -469,6 +483,13 @@ std::uint32_t warp_gather(const void* mine, std::size_t bytes, void* all) {
 }
 
 AsyncCopies& current_async_copies() { return g_run->cur->copies; }
+std::vector<BulkCopy>& current_bulk_copies() { return g_run->bulk; }
+
+void spin_point() {
+    Fiber& f = *g_run->cur;
+    f.wait = Wait::Spin;
+    gpt_emu_switch(&f.sp, g_run->sched_sp);
+}
 WgmmaState& current_wgmma() { return g_run->cur->wgmma; }
 std::size_t dynamic_smem_bytes() { return g_smem_bytes; }
 int warpgroup_thread() { return (g_run->cur->warp % 4) * 32 + g_run->cur->lane; }
@@ -595,6 +616,13 @@ void run_grid(dim3 grid, dim3 block, std::size_t smem, const std::function<void(
             if (err.empty()) err = r->failure;
             if (!err.empty()) {
                 set_error(cudaErrorLaunchFailure, ("kernel failed: " + err).c_str());
+                return;
+            }
+            if (!r->bulk.empty()) {
+                std::ostringstream m;
+                m << "kernel failed: block " << r->idx.x << "," << r->idx.y << "," << r->idx.z << " finished with "
+                  << r->bulk.size() << " TMA copies never waited for (their mbarrier phase was not awaited)";
+                set_error(cudaErrorLaunchFailure, m.str().c_str());
                 return;
             }
             const unsigned char* zone = r->smem + smem;

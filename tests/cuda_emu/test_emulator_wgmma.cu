@@ -3,16 +3,20 @@
 // wait_group, a warpgroup with threads missing, descriptors that differ between its threads,
 // point outside dynamic shared memory or at a misaligned address, and A registers changed
 // while the instruction still reads them. (Its layouts are checked against a host product,
-// and on a GPU against the hardware, by test_cuda_wgmma.)
+// and on a GPU against the hardware, by test_cuda_wgmma.) Its TMA tile loads land swizzled,
+// with zeros outside the tensor, and an mbarrier phase that can never complete, an
+// uninitialised barrier and loads nobody waited for fail the launch.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "backend/cuda/tma_sm90.cuh"
 #include "backend/cuda/wgmma_sm90.cuh"
 
 namespace {
@@ -108,6 +112,80 @@ TEST(CudaEmulatorWgmma, BadDescriptorsFailTheLaunch) {
 
 TEST(CudaEmulatorWgmma, ARegistersChangedBeforeTheWaitFailTheLaunch) {
     expect_failure(kARegsChanged, 128, "A-fragment registers changed before the wgmma.wait_group");
+}
+
+namespace tma = ::gpt::cuda::tma;
+
+enum TmaMisuse { kTmaNone, kTmaTooManyBytes, kTmaNoInit, kTmaNoWait };
+constexpr int kTensorRows = 100, kBoxRows = 64, kBoxCols = 64;  // a 128-byte swizzled 64 x 64 box
+
+// Thread 0 loads the box from row 64 (36 rows inside the tensor, 28 past its end) and every
+// thread reads it back through the 128-byte swizzle: out[r * 64 + c] = the element's bits.
+__global__ void tma_kernel(float* out, const GPT_GRID_CONSTANT tma::TensorMap map, int misuse) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    auto* bar = reinterpret_cast<std::uint64_t*>(smem + kBoxRows * kBoxCols * 2);
+    if (threadIdx.x == 0 && misuse != kTmaNoInit) {
+        tma::mbarrier_init(bar, 1);
+        tma::fence_mbarrier_init();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        tma::mbarrier_arrive_expect_tx(bar, kBoxRows * kBoxCols * 2 + (misuse == kTmaTooManyBytes ? 16 : 0));
+        tma::load_2d(smem, &map, bar, 0, 64);
+    }
+    if (misuse == kTmaNoWait) return;
+    tma::mbarrier_wait(bar, 0);
+    for (int i = threadIdx.x; i < kBoxRows * kBoxCols; i += blockDim.x) {
+        const int r = i / kBoxCols, c = i % kBoxCols;
+        const int chunk = (c / 8) ^ (r % 8);  // the 16-byte chunk, XORed with the row
+        std::uint16_t bits;
+        std::memcpy(&bits, smem + r * 128 + chunk * 16 + c % 8 * 2, 2);
+        out[i] = static_cast<float>(bits);
+    }
+}
+
+std::string run_tma(int misuse, std::vector<float>* out = nullptr) {
+    std::vector<std::uint16_t> host(kTensorRows * kBoxCols);
+    for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<std::uint16_t>(i + 1);
+    std::uint16_t* tensor = nullptr;
+    cudaMalloc(&tensor, host.size() * 2);
+    cudaMemcpy(tensor, host.data(), host.size() * 2, cudaMemcpyHostToDevice);
+    tma::TensorMap map{};
+    std::string msg;
+    if (tma::make_tensor_map_2d(&map, tensor, kTensorRows, kBoxCols, kBoxCols * 2, kBoxRows, kBoxCols, 128) !=
+        cudaSuccess)
+        msg = "make_tensor_map_2d failed";
+    Out d(kBoxRows * kBoxCols);
+    if (msg.empty()) {
+        tma_kernel<<<1, 128, kBoxRows * kBoxCols * 2 + 16>>>(d.p, map, misuse);
+        const cudaError_t sync = cudaDeviceSynchronize();
+        const cudaError_t last = cudaGetLastError();
+        const cudaError_t err = last != cudaSuccess ? last : sync;
+        if (err != cudaSuccess) msg = cudaGetErrorString(err);
+        else if (out) *out = d.get(kBoxRows * kBoxCols);
+    }
+    cudaFree(tensor);
+    return msg;
+}
+
+TEST(CudaEmulatorTma, ATileLandsSwizzledWithZerosOutsideTheTensor) {
+    std::vector<float> out;
+    ASSERT_EQ(run_tma(kTmaNone, &out), "");
+    for (int r = 0; r < kBoxRows; ++r)
+        for (int c = 0; c < kBoxCols; ++c) {
+            const int row = 64 + r;
+            const float want = row < kTensorRows ? static_cast<float>(row * kBoxCols + c + 1) : 0.0f;
+            ASSERT_EQ(out[r * kBoxCols + c], want) << "box element (" << r << ", " << c << ")";
+        }
+}
+
+TEST(CudaEmulatorTma, MisusedBarriersFailTheLaunch) {
+    std::string msg = run_tma(kTmaTooManyBytes);
+    EXPECT_NE(msg.find("spin at an mbarrier wait whose phase can never complete"), std::string::npos) << msg;
+    msg = run_tma(kTmaNoInit);
+    EXPECT_NE(msg.find("the mbarrier was not initialised"), std::string::npos) << msg;
+    msg = run_tma(kTmaNoWait);
+    EXPECT_NE(msg.find("TMA copies never waited for"), std::string::npos) << msg;
 }
 
 }  // namespace

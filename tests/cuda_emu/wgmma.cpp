@@ -5,9 +5,10 @@
 // descriptor exactly as the PTX ISA defines it ("Matrix Descriptor Format", "Canonical
 // Layouts"), swizzle included, so a wrong descriptor, stride or swizzle reads other elements,
 // as on the GPU. The instruction is asynchronous: the accumulator registers read as NaN from
-// the issue until the thread's wait_group that covers the operation, which computes it (and
-// reads the shared-memory operands then, the latest the hardware may). That makes a read of
-// the accumulators before the wait, or a shared-memory tile overwritten before it, show.
+// the issue until the thread's wait_group that covers the operation, which writes the result.
+// The shared-memory operands are read at the issue (the earliest the hardware may) and again
+// at the wait (the latest): a read of the accumulators before the wait, a tile not yet loaded
+// at the issue, or one overwritten before the wait, shows.
 #include "gpt_emu/wgmma.hpp"
 
 #include <cuda_bf16.h>
@@ -70,10 +71,9 @@ std::uint32_t element_address(const Desc& d, bool mn_major, int mn, int k) {
     return addr;
 }
 
-// A tile's every element must lie inside dynamic shared memory (the emulator's whole
-// .shared window); the parts of the descriptor the emulator does not model are refused.
-void check_tile(const char* which, const Desc& d, bool mn_major, int rows) {
-    const std::size_t limit = dynamic_smem_bytes();
+// The parts of the descriptor the emulator does not model are refused (every element's
+// address is checked where it is read: smem_element).
+void check_tile(const char* which, const Desc& d, bool mn_major) {
     std::ostringstream m;
     if (d.base_offset != 0)
         m << "matrix base offset " << d.base_offset
@@ -81,56 +81,69 @@ void check_tile(const char* which, const Desc& d, bool mn_major, int rows) {
     else if (!mn_major && d.swizzle_bytes != 0 && d.start % d.swizzle_bytes + 32 > static_cast<unsigned>(d.swizzle_bytes))
         m << "start address " << d.start << " puts the instruction's 32 bytes of K across a " << d.swizzle_bytes
           << "-byte swizzle row";
-    for (int mn = 0; mn < rows && m.str().empty(); ++mn)
-        for (int k = 0; k < 16; ++k) {
-            const std::uint32_t a = element_address(d, mn_major, mn, k);
-            if (a + 2 > limit) {
-                m << "element (" << mn << ", k " << k << ") is at shared address " << a << ", past the " << limit
-                  << " bytes of dynamic shared memory";
-                break;
-            }
-        }
     if (!m.str().empty()) fail(std::string("wgmma.mma_async: operand ") + which + ": " + m.str());
 }
 
 float decode(std::uint16_t bits, bool bf16) {
     return bf16 ? __bfloat162float(__nv_bfloat16{bits}) : __half2float(__half{bits});
 }
-float smem_element(std::uint32_t addr, bool bf16) {
+// Element (mn, k) of operand `which` must lie inside dynamic shared memory (the emulator's
+// whole .shared window).
+float smem_element(std::uint32_t addr, bool bf16, char which, int mn, int k) {
+    const std::size_t limit = dynamic_smem_bytes();
+    if (addr + 2 > limit) {
+        std::ostringstream m;
+        m << "wgmma.mma_async: operand " << which << ": element (" << mn << ", k " << k << ") is at shared address "
+          << addr << ", past the " << limit << " bytes of dynamic shared memory";
+        fail(m.str());
+    }
     std::uint16_t bits;
     std::memcpy(&bits, g_dynamic_smem + addr, 2);
     return decode(bits, bf16);
 }
 
-// Computes this thread's accumulators of `op` from `in` (D fragment layout: warp w of the
+// The operand values this thread's accumulators need: its two rows of A (2 x 16), then
+// the 16 k of each of its n / 4 columns of B, in the D fragment's order (warp w of the
 // warpgroup holds rows 16w..16w+15; register i is row 16w + lane/4 + 8 * (i/2 % 2), column
 // 8 * (i/4) + 2 * (lane%4) + i%2).
-std::vector<float> compute(const WgmmaOp& op) {
+std::vector<float> operands(const WgmmaOp& op) {
     const int t = warpgroup_thread(), warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
     const Desc da = decode_desc(op.desc_a), db = decode_desc(op.desc_b);
-    float arow[2][16];
+    std::vector<float> v;
+    v.reserve(32 + static_cast<std::size_t>(op.n / 4) * 16);
     for (int h = 0; h < 2; ++h) {
         const int rl = g + 8 * h;  // row within the warp's 16
         for (int k = 0; k < 16; ++k) {
             if (op.a_in_regs) {  // mma.m16n8k16's A layout: lane 4 (r%8) + (k%8)/2, register r/8 + 2 (k/8)
                 const std::uint32_t reg = op.a_warp[4 * (rl % 8) + k % 8 / 2][rl / 8 + 2 * (k / 8)];
-                arow[h][k] = decode(static_cast<std::uint16_t>(reg >> (16 * (k % 2))), op.bf16);
+                v.push_back(decode(static_cast<std::uint16_t>(reg >> (16 * (k % 2))), op.bf16));
             } else {
-                arow[h][k] = smem_element(element_address(da, op.trans_a, 16 * warp + rl, k), op.bf16);
+                const int row = 16 * warp + rl;
+                v.push_back(smem_element(element_address(da, op.trans_a, row, k), op.bf16, 'A', row, k));
             }
         }
     }
+    for (int j = 0; j < op.n / 8; ++j)
+        for (int c = 0; c < 2; ++c)
+            for (int k = 0; k < 16; ++k) {
+                const int col = 8 * j + 2 * q + c;
+                v.push_back(smem_element(element_address(db, op.trans_b, col, k), op.bf16, 'B', col, k));
+            }
+    return v;
+}
+
+// This thread's accumulators of `op` from the operand values (as `operands` orders them).
+std::vector<float> compute(const WgmmaOp& op, const std::vector<float>& v) {
+    const float* arow = v.data();
     std::vector<float> out(static_cast<std::size_t>(op.n / 2));
     for (int j = 0; j < op.n / 8; ++j)
         for (int c = 0; c < 2; ++c) {
-            const int col = 8 * j + 2 * q + c;
-            float bcol[16];
-            for (int k = 0; k < 16; ++k) bcol[k] = smem_element(element_address(db, op.trans_b, col, k), op.bf16);
+            const float* bcol = v.data() + 32 + (2 * j + c) * 16;
             for (int h = 0; h < 2; ++h) {
                 const std::size_t i = static_cast<std::size_t>(4 * j + 2 * h + c);
                 // Products of 16-bit inputs are exact in fp32; the sum is the CPU's, in k order.
                 float acc = op.accumulate ? op.d_in[i] : 0.0f;
-                for (int k = 0; k < 16; ++k) acc += arow[h][k] * bcol[k];
+                for (int k = 0; k < 16; ++k) acc += arow[16 * h + k] * bcol[k];
                 out[i] = acc;
             }
         }
@@ -187,10 +200,8 @@ void wgmma_mma(float* d, int n, bool bf16, std::uint64_t desc_a, const std::uint
     if (st.fence_due)
         fail("wgmma.mma_async without a wgmma.fence since the thread's start or its last wgmma.wait_group "
              "(the accumulator and A registers are not ordered with the thread's own accesses)");
-    if (me == 0) {  // every thread's descriptors are the same: one checks the tiles
-        if (!a_regs) check_tile("A", decode_desc(desc_a), trans_a, 64);
-        check_tile("B", decode_desc(desc_b), trans_b, n);
-    }
+    if (!a_regs) check_tile("A", decode_desc(desc_a), trans_a);
+    check_tile("B", decode_desc(desc_b), trans_b);
     WgmmaOp op;
     op.d = d;
     op.n = n;
@@ -208,6 +219,11 @@ void wgmma_mma(float* d, int n, bool bf16, std::uint64_t desc_a, const std::uint
         op.a_ptr = a_regs;
         std::memcpy(op.a_mine, a_regs, sizeof op.a_mine);
     }
+    // The hardware reads the shared-memory operands at some time between the issue and the
+    // wait: the emulator reads them at both ends (computing with the first), so operands
+    // not yet there at the issue (a TMA load not waited for) and operands overwritten before
+    // the wait both show.
+    op.operands = operands(op);
     for (const WgmmaOp& prev : st.ops)
         if (prev.d == d) op.chained = true;
     if (accumulate && !op.chained) op.d_in.assign(d, d + n / 2);
@@ -229,7 +245,11 @@ void wgmma_wait_group(int pending) {
         WgmmaOp& op = st.ops[n];
         if (op.a_in_regs && std::memcmp(op.a_ptr, op.a_mine, sizeof op.a_mine) != 0)
             fail("wgmma.mma_async: its A-fragment registers changed before the wgmma.wait_group that completes it");
-        std::vector<float> out = compute(op);
+        const std::vector<float> now = operands(op);
+        if (std::memcmp(now.data(), op.operands.data(), now.size() * sizeof(float)) != 0)
+            fail("wgmma.mma_async: its shared-memory operands changed between the issue and the wgmma.wait_group "
+                 "that completes it (written while the instruction may still read them)");
+        std::vector<float> out = compute(op, op.operands);
         // A later operation on the same accumulators takes this result as its input; the
         // registers stay in flight (NaN) until the last of them completes.
         WgmmaOp* next = nullptr;
