@@ -75,7 +75,7 @@ namespace {
 constexpr std::size_t kStackBytes = std::size_t{256} << 10;
 constexpr int kMaxThreads = 1024;
 
-enum class Wait { None, Block, Warp, Group, Yield, Spin, Done };
+enum class Wait { None, Block, Warp, Group, Named, Yield, Spin, Done };
 
 struct Barrier {
     int live = 0, arrived = 0;
@@ -88,6 +88,7 @@ struct Fiber {
     int warp = 0, lane = 0;
     Wait wait = Wait::None;
     unsigned gen = 0;  // generation of the barrier this fiber waits on
+    int named = 0;     // the named barrier it waits at (Wait::Named)
     AsyncCopies copies;  // cp.async (ptx.cpp)
     WgmmaState wgmma;    // wgmma.mma_async in flight (wgmma.cpp)
 };
@@ -107,6 +108,13 @@ struct BlockRun {
     std::vector<unsigned char> group_gather;
     std::vector<unsigned> group_gather_gen;
     std::vector<BulkCopy> bulk;  // TMA copies not yet landed (tma.cpp)
+    // Named barriers 1..15 (bar.sync / bar.arrive id, count): arrivals so far, the count the
+    // current round of arrivals expects (0 while none arrived), and the generation.
+    struct Named {
+        int arrived = 0, expected = 0;
+        unsigned gen = 0;
+    };
+    Named named[16];
     int idle_rounds = 0;         // rounds in which only threads spinning at an mbarrier ran
     Fiber* cur = nullptr;
     void* sched_sp = nullptr;
@@ -261,6 +269,7 @@ bool runnable(const BlockRun& r, const Fiber& f) {
         case Wait::Block: return r.block.gen != f.gen;
         case Wait::Warp: return r.warps[static_cast<std::size_t>(f.warp)].gen != f.gen;
         case Wait::Group: return r.groups[static_cast<std::size_t>(f.warp / 4)].gen != f.gen;
+        case Wait::Named: return r.named[f.named].gen != f.gen;
         case Wait::Yield: return false;  // until the next round
         case Wait::Spin: return false;   // likewise
         case Wait::Done: return false;
@@ -269,11 +278,12 @@ bool runnable(const BlockRun& r, const Fiber& f) {
 }
 
 std::string describe_deadlock(const BlockRun& r) {
-    int at_block = 0, at_group = 0, spinning = 0;
+    int at_block = 0, at_group = 0, spinning = 0, at_named = 0;
     std::ostringstream warps;
     for (const Fiber& f : r.fibers) {
         if (f.wait == Wait::Block) ++at_block;
         if (f.wait == Wait::Spin) ++spinning;
+        if (f.wait == Wait::Named) ++at_named;
         if (f.wait == Wait::Group) ++at_group;
         if (f.wait == Wait::Warp && f.lane == 0) warps << " " << f.warp;
     }
@@ -284,6 +294,8 @@ std::string describe_deadlock(const BlockRun& r) {
          "(__syncwarp, shuffle, mma.sync or ldmatrix) their warp cannot complete";
     if (!warps.str().empty()) m << " (warps" << warps.str() << ")";
     if (at_group > 0) m << "; " << at_group << " wait at a wgmma.mma_async their warpgroup cannot complete";
+    if (at_named > 0)
+        m << "; " << at_named << " wait at a named barrier (bar.sync) that too few threads reach";
     if (spinning > 0)
         m << "; " << spinning << " spin at an mbarrier wait whose phase can never complete "
           << "(arrivals or transaction bytes missing)";
@@ -307,6 +319,7 @@ std::string start_block(BlockRun& r, const dim3 block, uint3 idx, const std::fun
     r.group_gather_gen.clear();
     r.bulk.clear();
     r.idle_rounds = 0;
+    for (auto& nb : r.named) nb = BlockRun::Named{};
     const int ngroups = (n + 127) / 128;
     r.groups.assign(static_cast<std::size_t>(ngroups), Barrier{});
     for (int g = 0; g < ngroups; ++g) r.groups[static_cast<std::size_t>(g)].live = std::min(128, n - 128 * g);
@@ -485,6 +498,38 @@ std::uint32_t warp_gather(const void* mine, std::size_t bytes, void* all) {
 AsyncCopies& current_async_copies() { return g_run->cur->copies; }
 std::vector<BulkCopy>& current_bulk_copies() { return g_run->bulk; }
 
+// bar.sync / bar.arrive with a barrier id and a thread count: the barrier completes when
+// `count` threads have arrived (exited threads do not count, as on the GPU, where a
+// barrier short of arrivals hangs: here the launch fails). Every arrival of one round must
+// name the same count.
+void named_barrier(int id, int count, bool wait) {
+    BlockRun& r = *g_run;
+    if (id < 1 || id > 15)
+        throw std::runtime_error("bar.sync/bar.arrive: barrier " + std::to_string(id) +
+                                 " is not 1..15 (0 is __syncthreads')");
+    const int threads = static_cast<int>(r.fibers.size());
+    if (count <= 0 || count % 32 != 0 || count > (threads + 31) / 32 * 32)
+        throw std::runtime_error("bar.sync/bar.arrive: thread count " + std::to_string(count) +
+                                 " is not a multiple of 32 within the block's " + std::to_string(threads));
+    BlockRun::Named& b = r.named[id];
+    if (b.arrived > 0 && b.expected != count)
+        throw std::runtime_error("bar.sync/bar.arrive " + std::to_string(id) + ": arrivals name thread counts " +
+                                 std::to_string(b.expected) + " and " + std::to_string(count));
+    b.expected = count;
+    const unsigned gen = b.gen;
+    if (++b.arrived == count) {
+        b.arrived = 0;
+        ++b.gen;
+        return;
+    }
+    if (!wait) return;
+    Fiber& f = *r.cur;
+    f.wait = Wait::Named;
+    f.named = id;
+    f.gen = gen;
+    gpt_emu_switch(&f.sp, r.sched_sp);
+}
+
 void spin_point() {
     Fiber& f = *g_run->cur;
     f.wait = Wait::Spin;
@@ -610,7 +655,8 @@ void run_grid(dim3 grid, dim3 block, std::size_t smem, const std::function<void(
             any = true;
             enter_block(*r);
             const bool ran = run_round(*r);
-            std::string err = ran ? std::string{} : describe_deadlock(*r);
+            // A thread's exception is the cause of whatever deadlock its absence leaves.
+            std::string err = !r->failure.empty() ? r->failure : ran ? std::string{} : describe_deadlock(*r);
             leave_block(*r);
             if (err.empty() && r->block.live > 0) continue;
             if (err.empty()) err = r->failure;

@@ -5,7 +5,9 @@
 // while the instruction still reads them. (Its layouts are checked against a host product,
 // and on a GPU against the hardware, by test_cuda_wgmma.) Its TMA tile loads land swizzled,
 // with zeros outside the tensor, and an mbarrier phase that can never complete, an
-// uninitialised barrier and loads nobody waited for fail the launch.
+// uninitialised barrier and loads nobody waited for fail the launch. Named barriers order a
+// producer warpgroup and a consumer warpgroup; counts that disagree or are never reached,
+// and a setmaxnreg that not all of a warpgroup executes, fail the launch.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "backend/cuda/tma_sm90.cuh"
+#include "backend/cuda/warp_specialization.cuh"
 #include "backend/cuda/wgmma_sm90.cuh"
 
 namespace {
@@ -186,6 +189,55 @@ TEST(CudaEmulatorTma, MisusedBarriersFailTheLaunch) {
     EXPECT_NE(msg.find("the mbarrier was not initialised"), std::string::npos) << msg;
     msg = run_tma(kTmaNoWait);
     EXPECT_NE(msg.find("TMA copies never waited for"), std::string::npos) << msg;
+}
+
+enum NamedMisuse { kNamedNone, kNamedCountsDiffer, kNamedNoProducer, kNamedPartialSetmaxnreg };
+
+// Warpgroup 0 produces 128 values into shared memory and arrives at barrier 1; warpgroup 1
+// waits there and reads them; each first moves registers as FA3's warpgroups do.
+__global__ void named_barrier_kernel(float* out, int misuse) {
+    extern __shared__ __align__(16) float buf[];
+    const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+    if (misuse == kNamedPartialSetmaxnreg) {
+        if (threadIdx.x < 32) gpt::cuda::setmaxnreg<40, false>();
+    } else if (wg == 0) {
+        gpt::cuda::setmaxnreg<40, false>();
+    } else {
+        gpt::cuda::setmaxnreg<232, true>();
+    }
+    if (wg == 0) {
+        buf[t] = static_cast<float>(t) + 0.5f;
+        if (misuse != kNamedNoProducer) gpt::cuda::named_barrier_arrive(1, 256);
+    } else {
+        gpt::cuda::named_barrier_sync(1, misuse == kNamedCountsDiffer ? 128 : 256);
+        out[t] = buf[t];
+    }
+}
+
+std::string run_named(int misuse, std::vector<float>* out = nullptr) {
+    Out d(128);
+    named_barrier_kernel<<<1, 256, 128 * sizeof(float)>>>(d.p, misuse);
+    const cudaError_t sync = cudaDeviceSynchronize();
+    const cudaError_t last = cudaGetLastError();
+    const cudaError_t err = last != cudaSuccess ? last : sync;
+    if (err != cudaSuccess) return cudaGetErrorString(err);
+    if (out) *out = d.get(128);
+    return "";
+}
+
+TEST(CudaEmulatorNamedBarriers, OrderAProducerAndAConsumerWarpgroup) {
+    std::vector<float> out;
+    ASSERT_EQ(run_named(kNamedNone, &out), "");
+    for (int t = 0; t < 128; ++t) EXPECT_EQ(out[t], static_cast<float>(t) + 0.5f) << "thread " << t;
+}
+
+TEST(CudaEmulatorNamedBarriers, MisuseFailsTheLaunch) {
+    std::string msg = run_named(kNamedCountsDiffer);
+    EXPECT_NE(msg.find("arrivals name thread counts"), std::string::npos) << msg;  // 256 and 128, in either order
+    msg = run_named(kNamedNoProducer);
+    EXPECT_NE(msg.find("wait at a named barrier (bar.sync) that too few threads reach"), std::string::npos) << msg;
+    msg = run_named(kNamedPartialSetmaxnreg);
+    EXPECT_NE(msg.find("setmaxnreg: thread 32 of the warpgroup did not take part"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -165,6 +165,22 @@ std::uint32_t wgmma_smem_address(const void* p) {
     return static_cast<std::uint32_t>(b - g_dynamic_smem);
 }
 
+// setmaxnreg.{inc,dec}.sync.aligned: every thread of the warpgroup, one count.
+void setmaxnreg(int count) {
+    if (count < 24 || count > 256 || count % 8 != 0)
+        fail("setmaxnreg: " + std::to_string(count) + " registers is not a multiple of 8 from 24 to 256");
+    int all[128];
+    unsigned long long mask[2];
+    warpgroup_gather(&count, sizeof count, all, mask);
+    for (int t = 0; t < 128; ++t) {
+        if (!(mask[t / 64] >> (t % 64) & 1))
+            fail("setmaxnreg: thread " + std::to_string(t) + " of the warpgroup did not take part");
+        if (all[t] != count)
+            fail("setmaxnreg: warpgroup threads ask for " + std::to_string(all[t]) + " and " + std::to_string(count) +
+                 " registers");
+    }
+}
+
 void wgmma_fence() { current_wgmma().fence_due = false; }
 
 void wgmma_commit_group() { ++current_wgmma().committed; }

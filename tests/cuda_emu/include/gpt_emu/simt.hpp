@@ -68,6 +68,11 @@ std::uint32_t warp_gather(const void* mine, std::size_t bytes, void* all);
 int lane_id();
 // Where a thread may yield to other blocks of its grid (before an atomic).
 void atomic_point();
+// Named barrier `id` (1..15) of `count` threads: bar.sync (wait) or bar.arrive (!wait).
+void named_barrier(int id, int count, bool wait);
+// setmaxnreg: warpgroup-collective (all 128 threads, one count in 24..256, a multiple of 8);
+// register allocation itself is not modelled.
+void setmaxnreg(int count);
 
 // Runs body on grid x block threads (blocks in order); returns false and sets the emulated
 // runtime's sticky error for a bad configuration or a failed block.
