@@ -26,7 +26,7 @@ namespace {
 
 namespace w = ::gpt::cuda::wgmma;
 
-enum Misuse { kNone, kNoFence, kNoWait, kNoCommit, kMisaligned, kPastTheEnd, kNonUniform, kARegsChanged };
+enum Misuse { kNone, kNoFence, kNoWait, kNoCommit, kMisaligned, kPastTheEnd, kNonUniform, kARegsChanged, kBadN };
 constexpr int kSmemBytes = 4096;  // A (64x16) and B (16x64), fp16, no swizzle, 2 KiB each
 
 // D = A B with all-ones operands (every element 16), reading D before and after the wait.
@@ -46,7 +46,9 @@ __global__ void wgmma_misuse_kernel(float* out, int misuse) {
     if (misuse == kNonUniform && threadIdx.x == 5) db = w::desc_add(db, 16);
     std::uint32_t a[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
     if (misuse != kNoFence) w::fence();
-    if (misuse == kARegsChanged) {
+    if (misuse == kBadN) {  // the wrappers static_assert N; the emulator checks its callers too
+        ::gpt_emu::wgmma_mma(acc, 12, false, da, nullptr, db, false, false, false);
+    } else if (misuse == kARegsChanged) {
         w::mma_rs<64, __half>(acc, a, db, false);
         a[0] = 0;  // the instruction may still be reading it
     } else {
@@ -111,6 +113,7 @@ TEST(CudaEmulatorWgmma, BadDescriptorsFailTheLaunch) {
     expect_failure(kPastTheEnd, 128, "operand A: element (");
     expect_failure(kPastTheEnd, 128, "past the 4096 bytes of dynamic shared memory");
     expect_failure(kNonUniform, 128, "give different descriptors");
+    expect_failure(kBadN, 128, "N = 12 is not a multiple of 8 from 8 to 256");
 }
 
 TEST(CudaEmulatorWgmma, ARegistersChangedBeforeTheWaitFailTheLaunch) {
