@@ -6,7 +6,7 @@ function(gpt_cuda_sources target)
   if(NOT GPT_CUDA_EMU)
     target_sources(${target} PRIVATE ${ARGN})
     # ptxas fails the build when a kernel spills registers to local memory, for every
-    # architecture built (80 and 90): a spill, or a __launch_bounds__ that squeezes a kernel
+    # architecture built (80 and 90a): a spill, or a __launch_bounds__ that squeezes a kernel
     # below the registers it needs (ptxas then spills to meet it), is a slowdown no test
     # without a GPU would see. Local arrays (a stack frame without spills) stay allowed.
     target_compile_options(${target} PRIVATE

@@ -35,8 +35,11 @@ elseif(NOT GPT_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
+    # 90a, not 90: Hopper's warpgroup MMA and TMA (lib/backend/cuda/wgmma_sm90.cuh) exist only
+    # for the arch-specific target, which runs on sm_90 devices alone; sm_80's code (SASS and
+    # PTX) still covers A100 and, by JIT, newer GPUs.
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+      set(CMAKE_CUDA_ARCHITECTURES 80 90a)
     endif()
     enable_language(CUDA)
     # CMake 3.25 cannot ask nvcc for C++20: device code and the headers it includes stay C++17.

@@ -9,7 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 rt=$root/.rt
-targets="gpt_pretrain test_backend_cuda test_cuda_training bench_train_gpu bench_attention bench_gemm"
+targets="gpt_pretrain test_backend_cuda test_cuda_wgmma test_cuda_training bench_train_gpu bench_attention bench_gemm"
 cmake --build "$build" --target $targets
 rm -rf "$rt/bin" && mkdir -p "$rt/bin" "$rt/debs" "$rt/peers"
 for t in $targets; do

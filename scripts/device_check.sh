@@ -2,7 +2,8 @@
 # The GPU checks in one prepared run on a machine with one GPU, CUDA and
 # PyTorch but none of our other runtime libraries (packed by scripts/device_bundle.sh into
 # .rt/). Each step is time-boxed so one hang does not cost the others; logs go to $OUT
-# (default ./out). Steps: (1) every CUDA op against the CPU backend; (2) 5 training
+# (default ./out). Steps: (1) every CUDA op against the CPU backend, and wgmma in every
+# shared-memory layout against a host product (sm_90 only); (2) 5 training
 # iterations on the GPU against the CPU backend, and 2 ranks sharing the GPU (MPI staged)
 # against 1; (3) gpt_pretrain --device cuda on gpt-tiny, NCCL on 1 rank and MPI on 2;
 # (4) bench/train_gpu beside PyTorch eager and torch.compile; (5) attn: bench/attention_gpu,
@@ -46,7 +47,10 @@ note "NCCL from: $nccl"
 for s in $steps; do
     case $s in
     ops)
-        step ops 150 "$bin/test_backend_cuda" ;;
+        step ops 150 "$bin/test_backend_cuda"
+        # Hopper's wgmma in every descriptor layout against a host product: the hardware's
+        # verdict on the emulator's reading of the layouts (docs/cuda-emulator.md).
+        step ops 60 "$bin/test_cuda_wgmma" ;;
     train)
         step train 100 "$bin/test_cuda_training"
         step train 100 "$mpiexec" -n 2 "$bin/test_cuda_training" ;;

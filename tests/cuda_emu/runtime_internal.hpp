@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -56,5 +57,60 @@ AsyncCopies& current_async_copies();  // the running kernel thread's
 // a buffer other warps still read, with no barrier between, shows; the other schedules catch
 // a read before the wait.
 bool async_copies_land_at_issue();
+
+// One thread's wgmma.mma_async operations not yet complete (wgmma.cpp), in issue order;
+// `group` counts the thread's commit_groups before the operation, so the committed groups
+// are a prefix. The accumulator registers of a pending operation read as NaN (the hardware
+// writes them asynchronously); its result lands at the wait_group that covers its group.
+struct WgmmaOp {
+    float* d;                      // the thread's accumulator registers (n / 2 floats)
+    std::vector<float> d_in;       // their value at issue (empty when chained or scale-d = 0)
+    bool chained = false;          // accumulates onto an earlier pending operation's result
+    int n = 0;
+    bool bf16 = false, trans_a = false, trans_b = false, accumulate = false, a_in_regs = false;
+    unsigned long long desc_a = 0, desc_b = 0;
+    unsigned a_warp[32][4] = {};   // with a_in_regs: the A fragments of the thread's warp
+    const unsigned* a_ptr = nullptr;  // this thread's A registers, which must not change
+    unsigned a_mine[4] = {};
+    std::vector<float> operands;   // the operand values this thread reads, taken at the issue
+    unsigned group = 0;
+};
+struct WgmmaState {
+    std::vector<WgmmaOp> ops;
+    unsigned committed = 0;
+    // wgmma.fence is due before the first mma_async and again after every wait_group (the
+    // thread reads or writes its registers then): cleared by wgmma.fence.
+    bool fence_due = true;
+};
+WgmmaState& current_wgmma();  // the running kernel thread's
+// Bytes of dynamic shared memory the running kernel was launched with (at g_dynamic_smem).
+std::size_t dynamic_smem_bytes();
+// Warpgroup gather: each of the 128 threads of the caller's warpgroup (threads 128g ..
+// 128g + 127 of the block, four whole warps) offers `bytes` bytes (kWarpgroupGatherMax at
+// most) and receives all 128 offers, thread after thread, in `all`, after one warpgroup
+// barrier. Returns, in `mask`, which threads offered at this barrier (bit t % 64 of word
+// t / 64): threads that exited, lie past the block's end or wait at another barrier are
+// absent and their bytes stale.
+constexpr std::size_t kWarpgroupGatherMax = 48;
+void warpgroup_gather(const void* mine, std::size_t bytes, void* all, unsigned long long (&mask)[2]);
+int warpgroup_thread();  // the running thread's index within its warpgroup (0..127)
+
+// A TMA tile load in flight (tma.cpp): lands, and completes its bytes on the mbarrier, at a
+// wait on that barrier (at issue under the warps schedule). Kept per block.
+struct BulkCopy {
+    void* bar;                 // the mbarrier it completes
+    unsigned char* dst;        // shared memory (the box's first byte)
+    std::uint32_t dst_addr;    // its .shared address (the swizzle uses address bits)
+    const unsigned char* global;
+    unsigned long long rows, cols, row_bytes;
+    unsigned box_rows, box_cols, elem_bytes;
+    int swizzle_bytes;
+    long long row0, col0;      // the box's first element (may lie outside the tensor: zeros)
+    bool landed;               // landed at issue (warps schedule), kept until a wait on `bar`
+};
+std::vector<BulkCopy>& current_bulk_copies();  // the running block's
+// Ends the running thread's turn at an mbarrier it found incomplete: it runs again in the
+// next round. A round in which only such threads ran is a deadlock (the launch fails).
+void spin_point();
 
 }  // namespace gpt_emu

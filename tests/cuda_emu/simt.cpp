@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -62,6 +63,9 @@ uint3 g_block_idx{0, 0, 0};
 dim3 g_block_dim;
 dim3 g_grid_dim;
 unsigned char* g_dynamic_smem = nullptr;
+namespace {
+std::size_t g_smem_bytes = 0;  // the running launch's dynamic shared memory
+}  // namespace
 
 namespace {
 
@@ -71,7 +75,7 @@ namespace {
 constexpr std::size_t kStackBytes = std::size_t{256} << 10;
 constexpr int kMaxThreads = 1024;
 
-enum class Wait { None, Block, Warp, Yield, Done };
+enum class Wait { None, Block, Warp, Group, Named, Yield, Spin, Done };
 
 struct Barrier {
     int live = 0, arrived = 0;
@@ -84,19 +88,34 @@ struct Fiber {
     int warp = 0, lane = 0;
     Wait wait = Wait::None;
     unsigned gen = 0;  // generation of the barrier this fiber waits on
+    int named = 0;     // the named barrier it waits at (Wait::Named)
     AsyncCopies copies;  // cp.async (ptx.cpp)
+    WgmmaState wgmma;    // wgmma.mma_async in flight (wgmma.cpp)
 };
 
 struct BlockRun {
     std::vector<Fiber> fibers;
     Barrier block;
     std::vector<Barrier> warps;
+    std::vector<Barrier> groups;  // warpgroups (128 threads: wgmma.cpp)
     std::vector<std::uint64_t> slots;  // warp exchange: two sets of one per thread
     std::vector<unsigned> slot_gen;    // the warp generation each slot was written at, + 1
     // Warp gather (allocated by the block's first): two sets of kWarpGatherMax bytes per
     // thread, and the warp generation (+1) each slot was last written at.
     std::vector<unsigned char> gather;
     std::vector<unsigned> gather_gen;
+    // Warpgroup gather, the same way (wgmma.mma_async).
+    std::vector<unsigned char> group_gather;
+    std::vector<unsigned> group_gather_gen;
+    std::vector<BulkCopy> bulk;  // TMA copies not yet landed (tma.cpp)
+    // Named barriers 1..15 (bar.sync / bar.arrive id, count): arrivals so far, the count the
+    // current round of arrivals expects (0 while none arrived), and the generation.
+    struct Named {
+        int arrived = 0, expected = 0;
+        unsigned gen = 0;
+    };
+    Named named[16];
+    int idle_rounds = 0;         // rounds in which only threads spinning at an mbarrier ran
     Fiber* cur = nullptr;
     void* sched_sp = nullptr;
     const std::function<void()>* body = nullptr;
@@ -196,6 +215,7 @@ void arrive(Barrier& b, Wait kind) {
 [[noreturn]] void fiber_entry() {
     BlockRun& r = *g_run;
     r.cur->copies = AsyncCopies{};  // a thread starts with no cp.async in flight
+    r.cur->wgmma = WgmmaState{};    // nor wgmma
     try {
         (*r.body)();
     } catch (const std::exception& e) {
@@ -204,6 +224,17 @@ void arrive(Barrier& b, Wait kind) {
         if (r.failure.empty()) r.failure = "exception in a kernel thread";
     }
     Fiber& f = *r.cur;
+    // A wgmma whose wait the thread never reached writes its registers after the thread is
+    // gone: undefined on the GPU (the results are lost), a missing commit_group or
+    // wait_group here.
+    if (!f.wgmma.ops.empty() && r.failure.empty()) {
+        std::size_t uncommitted = 0;
+        for (const WgmmaOp& op : f.wgmma.ops) uncommitted += op.group >= f.wgmma.committed;
+        r.failure = "a thread exited with " + std::to_string(f.wgmma.ops.size()) +
+                    " wgmma.mma_async still in flight (" + std::to_string(uncommitted) +
+                    " never committed): a wgmma.commit_group or wgmma.wait_group is missing";
+    }
+    f.wgmma = WgmmaState{};
     // cp.async copies the thread never waited for are dropped, not landed: no thread may
     // read them (another thread sees them only after this one's wait and a barrier), so
     // a kernel that relies on them reads the stale (or NaN-poisoned) destination here.
@@ -211,8 +242,10 @@ void arrive(Barrier& b, Wait kind) {
     f.wait = Wait::Done;
     --r.block.live;
     --r.warps[static_cast<std::size_t>(f.warp)].live;
+    --r.groups[static_cast<std::size_t>(f.warp / 4)].live;
     try_release(r.block);
     try_release(r.warps[static_cast<std::size_t>(f.warp)]);
+    try_release(r.groups[static_cast<std::size_t>(f.warp / 4)]);
     gpt_emu_switch(&f.sp, r.sched_sp);  // never resumed
     __builtin_unreachable();
 }
@@ -235,17 +268,23 @@ bool runnable(const BlockRun& r, const Fiber& f) {
         case Wait::None: return true;
         case Wait::Block: return r.block.gen != f.gen;
         case Wait::Warp: return r.warps[static_cast<std::size_t>(f.warp)].gen != f.gen;
+        case Wait::Group: return r.groups[static_cast<std::size_t>(f.warp / 4)].gen != f.gen;
+        case Wait::Named: return r.named[f.named].gen != f.gen;
         case Wait::Yield: return false;  // until the next round
+        case Wait::Spin: return false;   // likewise
         case Wait::Done: return false;
     }
     return false;
 }
 
 std::string describe_deadlock(const BlockRun& r) {
-    int at_block = 0;
+    int at_block = 0, at_group = 0, spinning = 0, at_named = 0;
     std::ostringstream warps;
     for (const Fiber& f : r.fibers) {
         if (f.wait == Wait::Block) ++at_block;
+        if (f.wait == Wait::Spin) ++spinning;
+        if (f.wait == Wait::Named) ++at_named;
+        if (f.wait == Wait::Group) ++at_group;
         if (f.wait == Wait::Warp && f.lane == 0) warps << " " << f.warp;
     }
     std::ostringstream m;
@@ -254,6 +293,12 @@ std::string describe_deadlock(const BlockRun& r) {
       << " live threads wait at __syncthreads while others wait at a warp-level barrier "
          "(__syncwarp, shuffle, mma.sync or ldmatrix) their warp cannot complete";
     if (!warps.str().empty()) m << " (warps" << warps.str() << ")";
+    if (at_group > 0) m << "; " << at_group << " wait at a wgmma.mma_async their warpgroup cannot complete";
+    if (at_named > 0)
+        m << "; " << at_named << " wait at a named barrier (bar.sync) that too few threads reach";
+    if (spinning > 0)
+        m << "; " << spinning << " spin at an mbarrier wait whose phase can never complete "
+          << "(arrivals or transaction bytes missing)";
     return m.str();
 }
 
@@ -270,6 +315,14 @@ std::string start_block(BlockRun& r, const dim3 block, uint3 idx, const std::fun
     r.slot_gen.assign(static_cast<std::size_t>(nwarps) * 64, 0);
     r.gather.clear();
     r.gather_gen.clear();
+    r.group_gather.clear();
+    r.group_gather_gen.clear();
+    r.bulk.clear();
+    r.idle_rounds = 0;
+    for (auto& nb : r.named) nb = BlockRun::Named{};
+    const int ngroups = (n + 127) / 128;
+    r.groups.assign(static_cast<std::size_t>(ngroups), Barrier{});
+    for (int g = 0; g < ngroups; ++g) r.groups[static_cast<std::size_t>(g)].live = std::min(128, n - 128 * g);
     r.statics.clear();
     r.failure.clear();
     r.block = Barrier{};
@@ -305,7 +358,8 @@ void leave_block(BlockRun& r) {
 bool run_round(BlockRun& r) {
     const int n = static_cast<int>(r.fibers.size()), nwarps = static_cast<int>(r.warps.size());
     for (Fiber& f : r.fibers)
-        if (f.wait == Wait::Yield) f.wait = Wait::None;
+        if (f.wait == Wait::Yield || f.wait == Wait::Spin) f.wait = Wait::None;
+    bool progress = false;  // a thread did more than spin at an mbarrier once
     auto step = [&](int t) {
         Fiber& f = r.fibers[static_cast<std::size_t>(t)];
         if (!runnable(r, f)) return false;
@@ -313,6 +367,7 @@ bool run_round(BlockRun& r) {
         r.cur = &f;
         g_thread_idx = f.tid;
         gpt_emu_switch(&r.sched_sp, f.sp);
+        progress |= f.wait != Wait::Spin;
         return true;
     };
     bool ran = false;
@@ -329,7 +384,10 @@ bool run_round(BlockRun& r) {
         const bool rev = schedule() == Schedule::Reverse;
         for (int k = 0; k < n; ++k) ran |= step(rev ? n - 1 - k : k);
     }
-    return ran;
+    // A spinning thread's try_wait lands the copies it waits for, so a round in which only
+    // spinners ran changed nothing they wait for: the next would be the same (a GPU hangs).
+    r.idle_rounds = progress ? 0 : r.idle_rounds + 1;
+    return ran && r.idle_rounds < 2;
 }
 
 }  // namespace
@@ -438,6 +496,74 @@ std::uint32_t warp_gather(const void* mine, std::size_t bytes, void* all) {
 }
 
 AsyncCopies& current_async_copies() { return g_run->cur->copies; }
+std::vector<BulkCopy>& current_bulk_copies() { return g_run->bulk; }
+
+// bar.sync / bar.arrive with a barrier id and a thread count: the barrier completes when
+// `count` threads have arrived (exited threads do not count, as on the GPU, where a
+// barrier short of arrivals hangs: here the launch fails). Every arrival of one round must
+// name the same count.
+void named_barrier(int id, int count, bool wait) {
+    BlockRun& r = *g_run;
+    if (id < 1 || id > 15)
+        throw std::runtime_error("bar.sync/bar.arrive: barrier " + std::to_string(id) +
+                                 " is not 1..15 (0 is __syncthreads')");
+    const int threads = static_cast<int>(r.fibers.size());
+    if (count <= 0 || count % 32 != 0 || count > (threads + 31) / 32 * 32)
+        throw std::runtime_error("bar.sync/bar.arrive: thread count " + std::to_string(count) +
+                                 " is not a multiple of 32 within the block's " + std::to_string(threads));
+    BlockRun::Named& b = r.named[id];
+    if (b.arrived > 0 && b.expected != count)
+        throw std::runtime_error("bar.sync/bar.arrive " + std::to_string(id) + ": arrivals name thread counts " +
+                                 std::to_string(b.expected) + " and " + std::to_string(count));
+    b.expected = count;
+    const unsigned gen = b.gen;
+    if (++b.arrived == count) {
+        b.arrived = 0;
+        ++b.gen;
+        return;
+    }
+    if (!wait) return;
+    Fiber& f = *r.cur;
+    f.wait = Wait::Named;
+    f.named = id;
+    f.gen = gen;
+    gpt_emu_switch(&f.sp, r.sched_sp);
+}
+
+void spin_point() {
+    Fiber& f = *g_run->cur;
+    f.wait = Wait::Spin;
+    gpt_emu_switch(&f.sp, g_run->sched_sp);
+}
+WgmmaState& current_wgmma() { return g_run->cur->wgmma; }
+std::size_t dynamic_smem_bytes() { return g_smem_bytes; }
+int warpgroup_thread() { return (g_run->cur->warp % 4) * 32 + g_run->cur->lane; }
+
+// As warp_gather, over the caller's warpgroup and its barrier.
+void warpgroup_gather(const void* mine, std::size_t bytes, void* all, unsigned long long (&mask)[2]) {
+    if (bytes > kWarpgroupGatherMax)
+        throw std::logic_error("gpt_emu::warpgroup_gather: more than kWarpgroupGatherMax bytes");
+    BlockRun& r = *g_run;
+    const std::size_t ngroups = r.groups.size();
+    if (r.group_gather.empty()) {
+        r.group_gather.resize(ngroups * 256 * kWarpgroupGatherMax);
+        r.group_gather_gen.assign(ngroups * 256, 0);
+    }
+    const std::size_t group = static_cast<std::size_t>(r.cur->warp / 4);
+    Barrier& b = r.groups[group];
+    const unsigned gen = b.gen;
+    const std::size_t base = ((gen & 1u) * ngroups + group) * 128;
+    const std::size_t me = base + static_cast<std::size_t>(warpgroup_thread());
+    std::memcpy(&r.group_gather[me * kWarpgroupGatherMax], mine, bytes);
+    r.group_gather_gen[me] = gen + 1;
+    arrive(b, Wait::Group);  // every thread of the warpgroup has written
+    auto* out = static_cast<unsigned char*>(all);
+    mask[0] = mask[1] = 0;
+    for (std::size_t t = 0; t < 128; ++t) {
+        std::memcpy(out + t * bytes, &r.group_gather[(base + t) * kWarpgroupGatherMax], bytes);
+        if (r.group_gather_gen[base + t] == gen + 1) mask[t / 64] |= 1ull << (t % 64);
+    }
+}
 bool async_copies_land_at_issue() { return schedule() == Schedule::Warps; }
 bool random_drain() { return schedule() == Schedule::Warps; }
 
@@ -482,6 +608,7 @@ void run_grid(dim3 grid, dim3 block, std::size_t smem, const std::function<void(
     constexpr std::size_t kSmemRedZone = 256;
     g_grid_dim = grid;
     g_block_dim = block;
+    g_smem_bytes = smem;
     const std::uint64_t nblocks = std::uint64_t{grid.x} * grid.y * grid.z;
     const BlockOrder order(nblocks);
     // Blocks alive at once (one under forward), each with its own dynamic shared memory.
@@ -491,9 +618,11 @@ void run_grid(dim3 grid, dim3 block, std::size_t smem, const std::function<void(
     std::vector<std::vector<unsigned char>> slot_buf(static_cast<std::size_t>(nlive));
     for (int s = 0; s < nlive; ++s) {
         auto& buf = slot_buf[static_cast<std::size_t>(s)];
-        buf.assign(smem + 128 + kSmemRedZone, 0xff);
+        // 1024-byte aligned, as `extern __shared__ __align__(1024)` asks (rewrite_cu.pl drops
+        // the attribute): the 128-byte swizzle of wgmma tiles repeats every 1024 bytes.
+        buf.assign(smem + 1024 + kSmemRedZone, 0xff);
         slot_smem[static_cast<std::size_t>(s)] = reinterpret_cast<unsigned char*>(
-            (reinterpret_cast<std::uintptr_t>(buf.data()) + 127) & ~std::uintptr_t{127});
+            (reinterpret_cast<std::uintptr_t>(buf.data()) + 1023) & ~std::uintptr_t{1023});
     }
     std::uint64_t next = 0;
     const std::size_t nthreads = std::size_t{block.x} * block.y * block.z;
@@ -526,12 +655,20 @@ void run_grid(dim3 grid, dim3 block, std::size_t smem, const std::function<void(
             any = true;
             enter_block(*r);
             const bool ran = run_round(*r);
-            std::string err = ran ? std::string{} : describe_deadlock(*r);
+            // A thread's exception is the cause of whatever deadlock its absence leaves.
+            std::string err = !r->failure.empty() ? r->failure : ran ? std::string{} : describe_deadlock(*r);
             leave_block(*r);
             if (err.empty() && r->block.live > 0) continue;
             if (err.empty()) err = r->failure;
             if (!err.empty()) {
                 set_error(cudaErrorLaunchFailure, ("kernel failed: " + err).c_str());
+                return;
+            }
+            if (!r->bulk.empty()) {
+                std::ostringstream m;
+                m << "kernel failed: block " << r->idx.x << "," << r->idx.y << "," << r->idx.z << " finished with "
+                  << r->bulk.size() << " TMA copies never waited for (their mbarrier phase was not awaited)";
+                set_error(cudaErrorLaunchFailure, m.str().c_str());
                 return;
             }
             const unsigned char* zone = r->smem + smem;

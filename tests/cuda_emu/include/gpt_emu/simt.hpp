@@ -2,7 +2,9 @@
 //
 // Each kernel thread is a fiber with its own stack; a block's fibers run one after another on the
 // launching OS thread and switch only at __syncthreads, __syncwarp and the warp-collective
-// operations (shuffles, mma.sync, ldmatrix), which are barriers over the block or warp.
+// operations (shuffles, mma.sync, ldmatrix), which are barriers over the block or warp,
+// wgmma.mma_async, a barrier over the warpgroup (128 threads), and an mbarrier wait that
+// finds its phase incomplete (the thread tries again in the next round).
 // Threads that returned no longer count at barriers (as on sm_70+). A barrier some live thread can never
 // reach (divergent __syncthreads) fails the launch with a message instead of hanging.
 // `__shared__` locals are function statics, whose bytes each block keeps while another block
@@ -66,6 +68,11 @@ std::uint32_t warp_gather(const void* mine, std::size_t bytes, void* all);
 int lane_id();
 // Where a thread may yield to other blocks of its grid (before an atomic).
 void atomic_point();
+// Named barrier `id` (1..15) of `count` threads: bar.sync (wait) or bar.arrive (!wait).
+void named_barrier(int id, int count, bool wait);
+// setmaxnreg: warpgroup-collective (all 128 threads, one count in 24..256, a multiple of 8);
+// register allocation itself is not modelled.
+void setmaxnreg(int count);
 
 // Runs body on grid x block threads (blocks in order); returns false and sets the emulated
 // runtime's sticky error for a bad configuration or a failed block.

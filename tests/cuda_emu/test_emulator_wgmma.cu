@@ -1,0 +1,246 @@
+// The emulator's wgmma (tests/cuda_emu/wgmma.cpp) reports the misuses a GPU leaves undefined:
+// accumulators read before their wait_group (NaN), a missing wgmma.fence, commit_group or
+// wait_group, a warpgroup with threads missing, descriptors that differ between its threads,
+// point outside dynamic shared memory or at a misaligned address, and A registers changed
+// while the instruction still reads them. (Its layouts are checked against a host product,
+// and on a GPU against the hardware, by test_cuda_wgmma.) Its TMA tile loads land swizzled,
+// with zeros outside the tensor, and an mbarrier phase that can never complete, an
+// uninitialised barrier and loads nobody waited for fail the launch. Named barriers order a
+// producer warpgroup and a consumer warpgroup; counts that disagree or are never reached,
+// and a setmaxnreg that not all of a warpgroup executes, fail the launch.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/tma_sm90.cuh"
+#include "backend/cuda/warp_specialization.cuh"
+#include "backend/cuda/wgmma_sm90.cuh"
+
+namespace {
+
+namespace w = ::gpt::cuda::wgmma;
+
+enum Misuse { kNone, kNoFence, kNoWait, kNoCommit, kMisaligned, kPastTheEnd, kNonUniform, kARegsChanged, kBadN };
+constexpr int kSmemBytes = 4096;  // A (64x16) and B (16x64), fp16, no swizzle, 2 KiB each
+
+// D = A B with all-ones operands (every element 16), reading D before and after the wait.
+__global__ void wgmma_misuse_kernel(float* out, int misuse) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    auto* h = reinterpret_cast<std::uint16_t*>(smem);
+    for (int i = threadIdx.x; i < kSmemBytes / 2; i += blockDim.x) h[i] = 0x3C00;  // fp16 1.0
+    w::fence_proxy_async_shared();
+    __syncthreads();
+    float acc[32];
+    for (float& v : acc) v = 0.0f;
+    // K-major, no swizzle: core matrices 128 bytes apart along K (LBO), 8-row groups 256 (SBO).
+    const std::uint64_t da = misuse == kPastTheEnd ? w::make_desc(smem + 3072, 128, 256, w::Swizzle::None)
+                             : misuse == kMisaligned ? w::make_desc(smem + 8, 128, 256, w::Swizzle::None)
+                                                     : w::make_desc(smem, 128, 256, w::Swizzle::None);
+    std::uint64_t db = w::make_desc(smem + 2048, 128, 256, w::Swizzle::None);
+    if (misuse == kNonUniform && threadIdx.x == 5) db = w::desc_add(db, 16);
+    std::uint32_t a[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
+    if (misuse != kNoFence) w::fence();
+    if (misuse == kBadN) {  // the wrappers static_assert N; the emulator checks its callers too
+        ::gpt_emu::wgmma_mma(acc, 12, false, da, nullptr, db, false, false, false);
+    } else if (misuse == kARegsChanged) {
+        w::mma_rs<64, __half>(acc, a, db, false);
+        a[0] = 0;  // the instruction may still be reading it
+    } else {
+        w::mma_ss<64, __half>(acc, da, db, false);
+    }
+    if (misuse != kNoCommit) w::commit_group();
+    out[threadIdx.x] = acc[0];  // still in flight
+    if (misuse != kNoWait) w::wait_group<0>();
+    w::fence_operand(acc);
+    out[blockDim.x + threadIdx.x] = acc[0];
+}
+
+struct Out {
+    float* p = nullptr;
+    explicit Out(int n) { cudaMalloc(&p, n * sizeof(float)); }
+    ~Out() { cudaFree(p); }
+    std::vector<float> get(int n) const {
+        std::vector<float> v(n);
+        cudaMemcpy(v.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost);
+        return v;
+    }
+};
+
+// Runs the kernel; the launch's error message, "" when it succeeded.
+std::string run(int misuse, int threads, std::vector<float>* out = nullptr) {
+    Out d(2 * threads);
+    wgmma_misuse_kernel<<<1, threads, kSmemBytes>>>(d.p, misuse);
+    const cudaError_t sync = cudaDeviceSynchronize();
+    const cudaError_t last = cudaGetLastError();
+    const cudaError_t err = last != cudaSuccess ? last : sync;
+    if (err != cudaSuccess) return cudaGetErrorString(err);
+    if (out) *out = d.get(2 * threads);
+    return "";
+}
+
+void expect_failure(int misuse, int threads, const std::string& what) {
+    const std::string msg = run(misuse, threads);
+    EXPECT_NE(msg.find(what), std::string::npos) << "misuse " << misuse << ": got \"" << msg << "\"";
+}
+
+TEST(CudaEmulatorWgmma, AccumulatorsReadBeforeTheirWaitAreNaN) {
+    std::vector<float> out;
+    ASSERT_EQ(run(kNone, 128, &out), "");
+    for (int t = 0; t < 128; ++t) {
+        EXPECT_TRUE(std::isnan(out[t])) << "thread " << t << " read " << out[t] << " before the wait";
+        EXPECT_EQ(out[128 + t], 16.0f) << "thread " << t;
+    }
+}
+
+TEST(CudaEmulatorWgmma, MissingFenceCommitOrWaitFailsTheLaunch) {
+    expect_failure(kNoFence, 128, "without a wgmma.fence");
+    expect_failure(kNoWait, 128, "still in flight (0 never committed)");
+    expect_failure(kNoCommit, 128, "still in flight (1 never committed)");
+}
+
+TEST(CudaEmulatorWgmma, AWarpgroupWithThreadsMissingFailsTheLaunch) {
+    expect_failure(kNone, 96, "thread 96 of the warpgroup did not take part");
+}
+
+TEST(CudaEmulatorWgmma, BadDescriptorsFailTheLaunch) {
+    expect_failure(kMisaligned, 128, "is not 16-byte aligned");
+    expect_failure(kPastTheEnd, 128, "operand A: element (");
+    expect_failure(kPastTheEnd, 128, "past the 4096 bytes of dynamic shared memory");
+    expect_failure(kNonUniform, 128, "give different descriptors");
+    expect_failure(kBadN, 128, "N = 12 is not a multiple of 8 from 8 to 256");
+}
+
+TEST(CudaEmulatorWgmma, ARegistersChangedBeforeTheWaitFailTheLaunch) {
+    expect_failure(kARegsChanged, 128, "A-fragment registers changed before the wgmma.wait_group");
+}
+
+namespace tma = ::gpt::cuda::tma;
+
+enum TmaMisuse { kTmaNone, kTmaTooManyBytes, kTmaNoInit, kTmaNoWait };
+constexpr int kTensorRows = 100, kBoxRows = 64, kBoxCols = 64;  // a 128-byte swizzled 64 x 64 box
+
+// Thread 0 loads the box from row 64 (36 rows inside the tensor, 28 past its end) and every
+// thread reads it back through the 128-byte swizzle: out[r * 64 + c] = the element's bits.
+__global__ void tma_kernel(float* out, const GPT_GRID_CONSTANT tma::TensorMap map, int misuse) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    auto* bar = reinterpret_cast<std::uint64_t*>(smem + kBoxRows * kBoxCols * 2);
+    if (threadIdx.x == 0 && misuse != kTmaNoInit) {
+        tma::mbarrier_init(bar, 1);
+        tma::fence_mbarrier_init();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        tma::mbarrier_arrive_expect_tx(bar, kBoxRows * kBoxCols * 2 + (misuse == kTmaTooManyBytes ? 16 : 0));
+        tma::load_2d(smem, &map, bar, 0, 64);
+    }
+    if (misuse == kTmaNoWait) return;
+    tma::mbarrier_wait(bar, 0);
+    for (int i = threadIdx.x; i < kBoxRows * kBoxCols; i += blockDim.x) {
+        const int r = i / kBoxCols, c = i % kBoxCols;
+        const int chunk = (c / 8) ^ (r % 8);  // the 16-byte chunk, XORed with the row
+        std::uint16_t bits;
+        std::memcpy(&bits, smem + r * 128 + chunk * 16 + c % 8 * 2, 2);
+        out[i] = static_cast<float>(bits);
+    }
+}
+
+std::string run_tma(int misuse, std::vector<float>* out = nullptr) {
+    std::vector<std::uint16_t> host(kTensorRows * kBoxCols);
+    for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<std::uint16_t>(i + 1);
+    std::uint16_t* tensor = nullptr;
+    cudaMalloc(&tensor, host.size() * 2);
+    cudaMemcpy(tensor, host.data(), host.size() * 2, cudaMemcpyHostToDevice);
+    tma::TensorMap map{};
+    std::string msg;
+    if (tma::make_tensor_map_2d(&map, tensor, kTensorRows, kBoxCols, kBoxCols * 2, kBoxRows, kBoxCols, 128) !=
+        cudaSuccess)
+        msg = "make_tensor_map_2d failed";
+    Out d(kBoxRows * kBoxCols);
+    if (msg.empty()) {
+        tma_kernel<<<1, 128, kBoxRows * kBoxCols * 2 + 16>>>(d.p, map, misuse);
+        const cudaError_t sync = cudaDeviceSynchronize();
+        const cudaError_t last = cudaGetLastError();
+        const cudaError_t err = last != cudaSuccess ? last : sync;
+        if (err != cudaSuccess) msg = cudaGetErrorString(err);
+        else if (out) *out = d.get(kBoxRows * kBoxCols);
+    }
+    cudaFree(tensor);
+    return msg;
+}
+
+TEST(CudaEmulatorTma, ATileLandsSwizzledWithZerosOutsideTheTensor) {
+    std::vector<float> out;
+    ASSERT_EQ(run_tma(kTmaNone, &out), "");
+    for (int r = 0; r < kBoxRows; ++r)
+        for (int c = 0; c < kBoxCols; ++c) {
+            const int row = 64 + r;
+            const float want = row < kTensorRows ? static_cast<float>(row * kBoxCols + c + 1) : 0.0f;
+            ASSERT_EQ(out[r * kBoxCols + c], want) << "box element (" << r << ", " << c << ")";
+        }
+}
+
+TEST(CudaEmulatorTma, MisusedBarriersFailTheLaunch) {
+    std::string msg = run_tma(kTmaTooManyBytes);
+    EXPECT_NE(msg.find("spin at an mbarrier wait whose phase can never complete"), std::string::npos) << msg;
+    msg = run_tma(kTmaNoInit);
+    EXPECT_NE(msg.find("the mbarrier was not initialised"), std::string::npos) << msg;
+    msg = run_tma(kTmaNoWait);
+    EXPECT_NE(msg.find("TMA copies never waited for"), std::string::npos) << msg;
+}
+
+enum NamedMisuse { kNamedNone, kNamedCountsDiffer, kNamedNoProducer, kNamedPartialSetmaxnreg };
+
+// Warpgroup 0 produces 128 values into shared memory and arrives at barrier 1; warpgroup 1
+// waits there and reads them; each first moves registers as FA3's warpgroups do.
+__global__ void named_barrier_kernel(float* out, int misuse) {
+    extern __shared__ __align__(16) float buf[];
+    const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+    if (misuse == kNamedPartialSetmaxnreg) {
+        if (threadIdx.x < 32) gpt::cuda::setmaxnreg<40, false>();
+    } else if (wg == 0) {
+        gpt::cuda::setmaxnreg<40, false>();
+    } else {
+        gpt::cuda::setmaxnreg<232, true>();
+    }
+    if (wg == 0) {
+        buf[t] = static_cast<float>(t) + 0.5f;
+        if (misuse != kNamedNoProducer) gpt::cuda::named_barrier_arrive(1, 256);
+    } else {
+        gpt::cuda::named_barrier_sync(1, misuse == kNamedCountsDiffer ? 128 : 256);
+        out[t] = buf[t];
+    }
+}
+
+std::string run_named(int misuse, std::vector<float>* out = nullptr) {
+    Out d(128);
+    named_barrier_kernel<<<1, 256, 128 * sizeof(float)>>>(d.p, misuse);
+    const cudaError_t sync = cudaDeviceSynchronize();
+    const cudaError_t last = cudaGetLastError();
+    const cudaError_t err = last != cudaSuccess ? last : sync;
+    if (err != cudaSuccess) return cudaGetErrorString(err);
+    if (out) *out = d.get(128);
+    return "";
+}
+
+TEST(CudaEmulatorNamedBarriers, OrderAProducerAndAConsumerWarpgroup) {
+    std::vector<float> out;
+    ASSERT_EQ(run_named(kNamedNone, &out), "");
+    for (int t = 0; t < 128; ++t) EXPECT_EQ(out[t], static_cast<float>(t) + 0.5f) << "thread " << t;
+}
+
+TEST(CudaEmulatorNamedBarriers, MisuseFailsTheLaunch) {
+    std::string msg = run_named(kNamedCountsDiffer);
+    EXPECT_NE(msg.find("arrivals name thread counts"), std::string::npos) << msg;  // 256 and 128, in either order
+    msg = run_named(kNamedNoProducer);
+    EXPECT_NE(msg.find("wait at a named barrier (bar.sync) that too few threads reach"), std::string::npos) << msg;
+    msg = run_named(kNamedPartialSetmaxnreg);
+    EXPECT_NE(msg.find("setmaxnreg: thread 32 of the warpgroup did not take part"), std::string::npos) << msg;
+}
+
+}  // namespace
