@@ -73,6 +73,11 @@ print(json.dumps(rec))
 PY
 }
 
+# Where a figure comes from: the CPU model and its widest vector extension (the OpenBLAS kernel
+# set each run used is in the tables' "kernels" column), and when.
+cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+if grep -qw avx512f /proc/cpuinfo; then cpu_isa=AVX-512; elif grep -qw avx2 /proc/cpuinfo; then cpu_isa=AVX2; else cpu_isa="no AVX2"; fi
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'); CPU: ${cpu_model:-unknown} ($cpu_isa)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $THREADS threads; OPENBLAS_CORETYPE in the environment: ${OPENBLAS_CORETYPE:-unset}"
 if [ -n "${CORETYPE:-}" ]; then
   our_core=$CORETYPE peer_core=$CORETYPE

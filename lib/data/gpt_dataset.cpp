@@ -143,10 +143,10 @@ void build_and_write(const SplitSpec& s, const SplitPlan& p, std::int64_t total,
             out.append(piece.data(), n);
             done += n;
         }
-        order.packed = {};
+        const std::int32_t* lengths = order.pack_lengths();
         const std::int32_t origin[2] = {0, 0};  // sample 0 starts at the first document's first token
         out.append(origin, 2);
-        SampleIndexWalker walk(order.lengths.data(), static_cast<std::int64_t>(order.size()), s.seq_length);
+        SampleIndexWalker walk(lengths, static_cast<std::int64_t>(order.size()), s.seq_length);
         for (std::int64_t done = 0; done < total;) {
             const std::int64_t n = std::min(kPiece, total - done);
             walk.next(n, piece.data());

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <new>
 
 #include "core/errors.hpp"
 
@@ -102,6 +104,21 @@ void shuffle_documents(std::int64_t docs, const EpochPlan& plan, IndexShuffler& 
 }
 template void shuffle_documents(std::int64_t, const EpochPlan&, IndexShuffler&, std::int32_t*);
 template void shuffle_documents(std::int64_t, const EpochPlan&, IndexShuffler&, std::int64_t*);
+
+const std::int32_t* DocumentOrder::pack_lengths() {
+    // Entry p's length goes to bytes [4p, 4p + 4), which belong to entries read already (p / 2
+    // <= p; entry 0 is read before it is overwritten), so one ascending pass needs no copy. The
+    // bytes are moved with memcpy: the storage changes from 64-bit to 32-bit objects.
+    auto* bytes = reinterpret_cast<unsigned char*>(packed.data());
+    const std::size_t n = packed.size();
+    for (std::size_t p = 0; p < n; ++p) {
+        std::int64_t entry;
+        std::memcpy(&entry, bytes + 8 * p, sizeof entry);
+        const auto length = static_cast<std::int32_t>(entry >> 32);
+        std::memcpy(bytes + 4 * p, &length, sizeof length);
+    }
+    return std::launder(reinterpret_cast<const std::int32_t*>(bytes));
+}
 
 void skip_document_index(std::int64_t first, std::int64_t last, const EpochPlan& plan, IndexShuffler& rng) {
     const std::int64_t docs = last - first;

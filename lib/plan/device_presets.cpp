@@ -25,11 +25,10 @@ namespace {
 //   the bf16 rate; the datasheets' 3,958 is with sparsity). A100 has no FP8 tensor cores (0:
 //   FP8 is not planned on it). The FP8 GEMMs take the 16-bit GEMMs' efficiency curve. The CPU
 //   backend quantises to FP8 and multiplies in fp32: its FP8 rate is its fp32 rate.
-// - gemm_efficiency: large cuBLAS GEMMs reach ~80% of peak on A100 (Narayanan et al. 2021,
-//   Sec. 5.8 measured per-layer GEMM throughput; NVIDIA "Matrix Multiplication Background"
-//   guide). Hopper's large GEMMs reach ~65-70% of its 989 TFLOP/s in published Megatron-Core
-//   H100 runs (GPT-3 175B at ~390-420 TFLOP/s per GPU end to end, i.e. ~40-47% MFU).
-//   On A100 both are calibrated on Korthikanti et al. 2022 only (Narayanan et al. 2021 is
+// - Kernel efficiencies (KernelEfficiencies): on Hopper this project's own kernels, measured
+//   (hopper_kernels below). On A100 Megatron-LM's: large cuBLAS GEMMs reach ~80% of peak
+//   (Narayanan et al. 2021, Sec. 5.8 measured per-layer GEMM throughput; NVIDIA "Matrix
+//   Multiplication Background" guide). Both A100 efficiencies are calibrated on Korthikanti et al. 2022 only (Narayanan et al. 2021 is
 //   kept for out-of-sample validation, tests/plan/test_published_runs.cpp): the batched
 //   attention GEMMs of the unfused attention core (QK^T and AV at head dim 64-128 move an
 //   s x s score matrix per head for 2d FLOPs a score, below A100's ~150 FLOP/byte balance)
@@ -56,24 +55,65 @@ namespace {
 //   cpu_preset_for_host), shared-memory MPI inside a node and 100 Gb/s Ethernet/InfiniBand
 //   between nodes. The CPU backend computes in fp32,
 //   so its 16-bit peak equals its fp32 peak.
+
+// This project's kernels on Hopper, from the one H200 run so far (issue #33: CUDA 13.0,
+// driver 580, fp16, `bench_train_gpu --config gpt-1.3b --profile` and bench/attention_gpu
+// in the same run). Compute-bound figures are fractions of the 989 TFLOP/s peak.
+// - Plain GEMMs: the profile's GEMMs of fc1/fc2's size (8 x 2048 tokens, 2048 x 8192:
+//   549.8 GFLOP) without an epilogue ran at 657-692 TFLOP/s: the midpoint, 674.5, through the
+//   small-GEMM curve, is a large-GEMM efficiency of 0.687 (the 0.68 that published
+//   Megatron-Core H100 runs gave before).
+// - The GEMMs with the GELU epilogue (fc1 forward, fc2's data gradient: the same size) ran
+//   at 436-462 TFLOP/s: the midpoints' ratio, 449 / 674.5 = 0.666 of a plain GEMM.
+// - Flash attention (bench/attention_gpu, TFLOP/s of the causal half, forward / forward +
+//   backward): head dim 64 (gpt2-1.5b-s1024) 101.7 / 63.5, 96 (gpt22b-shape) 175.2 / 113.8,
+//   128 (gpt-1.3b) 122.6 / 116.8.
+// - Element-wise kernels: 75% of HBM bandwidth as before (the profile gives no figure
+//   against it); GELU is no separate pass (it is in the GEMM epilogue above).
+constexpr double kHopperPeakTflops = 989;
+constexpr double kHopperHalfGflop = 4.0;
+constexpr double kProfiledFcGflop = 2.0 * 8 * 2048 * 2048 * 8192 / 1e9;
+constexpr double kPlainGemmTflops = (657 + 692) / 2.0;
+constexpr double kGeluEpilogueGemmTflops = (436 + 462) / 2.0;
+
+KernelEfficiencies hopper_kernels() {
+    KernelEfficiencies k;
+    k.gemm = gemm_efficiency_from_rate(kPlainGemmTflops, kProfiledFcGflop, kHopperPeakTflops, kHopperHalfGflop);
+    k.gemm_half_gflop = kHopperHalfGflop;
+    k.gelu_epilogue = kGeluEpilogueGemmTflops / kPlainGemmTflops;
+    k.attention_core = 0.40;  // unfused core: not measured (no published H100 run without flash)
+    k.flash_by_head_dim = {flash_rate_from_bench(64, 101.7, 63.5, kHopperPeakTflops),
+                           flash_rate_from_bench(96, 175.2, 113.8, kHopperPeakTflops),
+                           flash_rate_from_bench(128, 122.6, 116.8, kHopperPeakTflops)};
+    k.memory = 0.75;
+    return k;
+}
+
 std::vector<DevicePreset> make_presets() {
     std::vector<DevicePreset> p;
-    DevicePreset a100_40{"a100-40gb", true, 40, 312, 19.5, 0.77, 1.0, 0.32, 0.65, 1555, 0.75,
-                         230, 23, 5, 10, 0.75, 0.125, 0.10};
+    // A100: Megatron-LM's kernels of the published runs the presets are calibrated on
+    // (above), not this project's (no A100 has run it): bias-GELU its own pass.
+    const KernelEfficiencies megatron_a100{.gemm = 0.77, .gemm_half_gflop = 1.0, .gelu_epilogue = 0,
+                                           .attention_core = 0.32, .flash_attention = 0.65,
+                                           .flash_by_head_dim = {}, .memory = 0.75};
+    DevicePreset a100_40{"a100-40gb", true, 40, 312, 19.5, 1555, 230, 23, 5, 10, 0.75, 0.125, 0.10, 0, megatron_a100};
     DevicePreset a100_80 = a100_40;
     a100_80.name = "a100-80gb";
     a100_80.memory_gib = 80;
     a100_80.hbm_gbps = 2039;
-    DevicePreset h100{"h100-80gb", true, 80, 989, 67, 0.68, 4.0, 0.40, 0.55, 3350, 0.75,
-                      360, 45, 5, 10, 0.75, 0.125, 0.10};
-    h100.peak_tflops_fp8 = 1979;
+    // H100 SXM runs the H200's kernels (the same GH100 chip, 132 SMs and 989 TFLOP/s at the
+    // same 700 W): the same fractions of the same peak; what is memory-bound follows its own
+    // 3.35 TB/s. Not measured on an H100.
+    DevicePreset h100{"h100-80gb", true, 80, 989, 67, 3350, 360, 45, 5, 10, 0.75, 0.125, 0.10, 1979, hopper_kernels()};
     DevicePreset h200 = h100;
     h200.name = "h200";
     h200.memory_gib = 141.0 * 1e9 / (1ull << 30);  // 141 GB = 131 GiB
     h200.hbm_gbps = 4800;
-    DevicePreset cpu{"cpu", false, 0, 2.0, 2.0, 0.70, 0.05, 0.50, 0.50, 100, 0.60,
-                     10, 10, 2, 15, 0.0, 0.0, 0.0};
-    cpu.peak_tflops_fp8 = cpu.peak_tflops_fp32;
+    const KernelEfficiencies cpu_kernels{.gemm = 0.70, .gemm_half_gflop = 0.05, .gelu_epilogue = 0,
+                                         .attention_core = 0.50, .flash_attention = 0.50,
+                                         .flash_by_head_dim = {}, .memory = 0.60};
+    // FP8 at the fp32 rate (see above).
+    DevicePreset cpu{"cpu", false, 0, 2.0, 2.0, 100, 10, 10, 2, 15, 0.0, 0.0, 0.0, 2.0, cpu_kernels};
     p.push_back(a100_40);
     p.push_back(a100_80);
     p.push_back(h100);

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "plan/kernel_efficiencies.hpp"
+
 namespace gpt::plan {
 
 struct DevicePreset {
@@ -15,12 +17,7 @@ struct DevicePreset {
     double memory_gib = 0;       // nominal memory per device (per rank for "cpu": see device_memory_bytes)
     double peak_tflops_16bit = 0;  // dense fp16/bf16 matrix throughput per device
     double peak_tflops_fp32 = 0;   // dense fp32 matrix throughput (fp32 training)
-    double gemm_efficiency = 0;    // achieved fraction of peak on large GEMMs
-    double gemm_half_gflop = 0;    // GEMM size (GFLOP) at which half of gemm_efficiency is reached
-    double attention_efficiency = 0;  // batched QK^T / AV GEMMs (head_dim 64..128) without flash
-    double flash_attention_efficiency = 0;
     double hbm_gbps = 0;           // memory bandwidth, GB/s
-    double memory_efficiency = 0;  // achieved fraction of hbm_gbps by element-wise kernels
     double intra_node_gbps = 0;    // collective bus bandwidth inside a node (NVLink), GB/s
     double inter_node_gbps = 0;    // collective bus bandwidth per device across nodes, GB/s
     double intra_node_latency_us = 0;
@@ -31,6 +28,8 @@ struct DevicePreset {
     // Dense FP8 matrix throughput (--fp8-format: the linear layers' GEMMs); 0: the device
     // has no FP8 tensor cores and the planner refuses to plan FP8 on it.
     double peak_tflops_fp8 = 0;
+    // What the kernels reach of the peaks above (GEMMs, attention, element-wise).
+    KernelEfficiencies kernels;
 };
 
 // The "cpu" preset's dense-GEMM peak of one rank: this host's cores shared by the ranks of

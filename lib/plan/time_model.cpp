@@ -15,8 +15,14 @@ namespace {
 double gemm_seconds(double flops, double peak_flops, const DevicePreset& dev) {
     if (flops <= 0) return 0;
     double w = flops / 1e9;
-    double eff = dev.gemm_efficiency * w / (w + dev.gemm_half_gflop);
+    double eff = dev.kernels.gemm * w / (w + dev.kernels.gemm_half_gflop);
     return flops / (peak_flops * eff);
+}
+
+// The GEMMs that carry the GELU epilogue (fc1's forward, fc2's data gradient) run at this
+// fraction of a plain GEMM's rate; 1 where bias-GELU is a pass of its own or there is no GELU.
+double gelu_gemm_factor(const ModelShape& m, const DevicePreset& dev) {
+    return !m.swiglu && dev.kernels.gelu_epilogue > 0 ? dev.kernels.gelu_epilogue : 1.0;
 }
 
 struct MicroBatchCost {
@@ -51,14 +57,19 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
     const double b = l.micro_batch, s = m.seq, h = m.hidden, f = m.ffn, a = m.heads, t = l.tp;
     const double e = double(dtype_size(m.dtype)) / 2.0;
     const double peak = (m.dtype == DType::F32 ? dev.peak_tflops_fp32 : dev.peak_tflops_16bit) * 1e12;
-    const double hbm = dev.hbm_gbps * 1e9 * dev.memory_efficiency;
+    const double hbm = dev.hbm_gbps * 1e9 * dev.kernels.memory;
 
     // GEMMs of one layer per rank (linear_gemm_seconds); backward runs two GEMMs of the same
     // size per forward GEMM (data gradient and weight gradient).
     const double bs = b * s, qkv = double(qkv_rows(m));
     const LinearGemmSeconds lin16 = linear_gemm_seconds(m, l, dev, false);
-    double attn_eff = m.flash_attention ? dev.flash_attention_efficiency : dev.attention_efficiency;
-    double attn_fwd = 4 * b * s * s * h / t / (peak * attn_eff);
+    // Attention's s x s products, 4bs^2h/t forward and twice that backward: flash attention
+    // at the kernels' rates for this head dimension (measured separately for the two passes
+    // where the preset has them), the unfused core's batched GEMMs at one efficiency.
+    const double attn_flops = 4 * b * s * s * h / t;
+    const FlashAttentionRate flash = dev.kernels.flash(m.hidden / m.heads);
+    const double attn_fwd = attn_flops / (peak * (m.flash_attention ? flash.forward : dev.kernels.attention_core));
+    const double attn_bwd = m.flash_attention ? 2 * attn_flops / (peak * flash.backward) : 2 * attn_fwd;
     // Element-wise traffic per layer (bytes): LayerNorms and the two bias-dropout-add
     // (~22 e sbh, replicated across TP ranks unless sequence parallel), bias-GELU on the
     // 4h-wide fc1 output (16 e sbh/t), and without flash attention the fused scale-mask-
@@ -68,14 +79,16 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
     double elem_core = m.flash_attention ? 0.0 : (8 * e + 1) * a * s * s * b / t;
     // SwiGLU reads 2f and writes f where bias-GELU reads and writes f: 3/2 the traffic; the
     // rotary embedding reads the grouped projection and writes its rotated copy (attention
-    // reads each group's K/V in place, so without rope there is no copy, GQA or not).
-    double act_traffic = 16 * e * sbh / t * (f / (4 * h)) * (m.swiglu ? 1.5 : 1.0);
+    // reads each group's K/V in place, so without rope there is no copy, GQA or not). A GELU
+    // in the GEMM epilogue has no pass: its cost is in those GEMMs' rate (gelu_gemm_factor).
+    const bool gelu_pass = m.swiglu || dev.kernels.gelu_epilogue <= 0;
+    double act_traffic = gelu_pass ? 16 * e * sbh / t * (f / (4 * h)) * (m.swiglu ? 1.5 : 1.0) : 0.0;
     double expand = m.position_table ? 0.0 : 2 * e * bs * (2 * qkv) / t;
     double elem_fwd = (22 * e * sbh / sp_div + act_traffic + expand + elem_core) / hbm;
     double core_fwd = attn_fwd + elem_core / hbm;
 
     // One layer of each kind: 16-bit, and FP8 (its linear GEMMs at the FP8 rate, plus the
-    // casts). Backward is twice the forward's attention and element-wise work.
+    // casts). Backward is twice the forward's element-wise work.
     struct LayerCost {
         double fwd = 0, bwd = 0, recompute = 0, gemm = 0, gemm_fp8 = 0;
     };
@@ -83,11 +96,11 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
         const CastBytes cast = fp8 ? fp8_cast_bytes(m, l) : CastBytes{};
         LayerCost c;
         c.fwd = lin.forward + attn_fwd + elem_fwd + cast.forward / hbm;
-        c.bwd = lin.data_grad + lin.weight_grad + 2 * (attn_fwd + elem_fwd) + cast.backward / hbm;
+        c.bwd = lin.data_grad + lin.weight_grad + attn_bwd + 2 * elem_fwd + cast.backward / hbm;
         c.recompute = l.recompute == Recompute::Full ? c.fwd : l.recompute == Recompute::Selective ? core_fwd : 0.0;
         const double rc_lin = l.recompute == Recompute::Full ? lin.forward : 0.0;
         const double rc_attn = l.recompute == Recompute::None ? 0.0 : attn_fwd;
-        c.gemm = lin.total() + rc_lin + 3 * attn_fwd + rc_attn;
+        c.gemm = lin.total() + rc_lin + attn_fwd + attn_bwd + rc_attn;
         if (fp8) c.gemm_fp8 = lin.forward + lin.data_grad + (m.fp8.fp8_wgrad ? lin.weight_grad : 0.0) + rc_lin;
         return c;
     };
@@ -153,12 +166,17 @@ LinearGemmSeconds linear_gemm_seconds(const ModelShape& m, const Layout& l, cons
     GPT_ASSERT(!fp8 || peak8 > 0, "FP8 GEMMs on ", dev.name, ", which has no FP8 peak");
     const double bs = double(l.micro_batch) * m.seq, h = m.hidden, f = m.ffn, t = l.tp;
     const double qkv = double(qkv_rows(m)), fc1 = double(fc1_rows(m));
-    auto four = [&](double peak) {
+    // fc1's forward and fc2's data gradient carry the GELU epilogue (gelu_gemm_factor); the
+    // weight gradients are plain.
+    const double gelu = gelu_gemm_factor(m, dev);
+    auto four = [&](double peak, double fc1_factor, double fc2_factor) {
         return gemm_seconds(2 * bs * h * qkv / t, peak, dev) + gemm_seconds(2 * bs * h * h / t, peak, dev) +
-               gemm_seconds(2 * bs * h * fc1 / t, peak, dev) + gemm_seconds(2 * bs * h * f / t, peak, dev);
+               gemm_seconds(2 * bs * h * fc1 / t, peak, dev) / fc1_factor +
+               gemm_seconds(2 * bs * h * f / t, peak, dev) / fc2_factor;
     };
-    const double at16 = four(peak16), at8 = fp8 ? four(peak8) : at16;
-    return {at8, at8, fp8 && m.fp8.fp8_wgrad ? at8 : at16};
+    const double peak_fd = fp8 ? peak8 : peak16;
+    const double wgrad_peak = fp8 && m.fp8.fp8_wgrad ? peak8 : peak16;
+    return {four(peak_fd, gelu, 1.0), four(peak_fd, 1.0, gelu), four(wgrad_peak, 1.0, 1.0)};
 }
 
 void require_fp8_device(const ModelShape& m, const DevicePreset& dev) {
@@ -245,7 +263,7 @@ TimeBreakdown iteration_time(const ModelShape& m, const Layout& l, const DeviceP
         // micro-batch; the others reuse them): read the 16-bit weight, write two FP8 copies.
         const double read = m.fp8.fp8_recipe == Fp8Recipe::Tensorwise ? 4 * e : 2 * e;
         t.compute += fp8_layers * double(layer_linear_weights_per_rank(m, l.tp)) * (read + 2) /
-                     (dev.hbm_gbps * 1e9 * dev.memory_efficiency);
+                     (dev.hbm_gbps * 1e9 * dev.kernels.memory);
     }
     t.tp_comm = mcount * slow.tp;
     t.pp_p2p = mcount * p2p_mb;
@@ -282,7 +300,7 @@ TimeBreakdown iteration_time(const ModelShape& m, const Layout& l, const DeviceP
     // main copy but writes the fp32 parameter itself.
     double bytes_per = m.dtype == DType::F32 ? 32.0 : 34.0;
     double local = params / (l.distributed_optimizer ? l.dp : 1);
-    t.optimizer = local * bytes_per / (dev.hbm_gbps * 1e9 * dev.memory_efficiency);
+    t.optimizer = local * bytes_per / (dev.hbm_gbps * 1e9 * dev.kernels.memory);
     return t;
 }
 

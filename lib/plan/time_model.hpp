@@ -41,7 +41,8 @@ Fabric default_fabric(const DevicePreset& dev);
 // The four linear layers' GEMMs of one transformer layer for one micro-batch on one rank
 // (QKV, attention projection, fc1, fc2, each split t ways), in seconds at the preset's GEMM
 // efficiency: forward, data gradient and weight gradient, each 2 b s h (q + h + f1 + f) / t
-// FLOPs. fp8: at the device's FP8 peak (the same efficiency curve), the weight gradient too
+// FLOPs; fc1's forward and fc2's data gradient at the kernels' GELU-epilogue rate where the
+// GELU is fused into them. fp8: at the device's FP8 peak (the same efficiency curve), the weight gradient too
 // unless the shape's --no-fp8-wgrad keeps it 16-bit; else at the 16-bit (or fp32) peak.
 struct LinearGemmSeconds {
     double forward = 0, data_grad = 0, weight_grad = 0;

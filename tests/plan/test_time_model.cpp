@@ -128,7 +128,7 @@ TEST(TimeModel, UnfusedGradientAccumulationIsOnePassPerMicroBatch) {
     unfused.fused_grad_accumulation = false;
     TimeBreakdown a = iteration_time(m, l, dev, fused, pl), b = iteration_time(m, l, dev, unfused, pl);
     // The last stage (LM head) is the slowest one in both.
-    const double pass = double(stage_params(m, 8, 4, 3).total()) * 10 / (dev.hbm_gbps * 1e9 * dev.memory_efficiency);
+    const double pass = double(stage_params(m, 8, 4, 3).total()) * 10 / (dev.hbm_gbps * 1e9 * dev.kernels.memory);
     EXPECT_NEAR(b.compute - a.compute, l.micro_batches() * pass, 1e-9);
     EXPECT_NEAR(b.pp_bubble - a.pp_bubble, 3.0 / 2 * pass, 1e-9);
     EXPECT_DOUBLE_EQ(b.tp_comm, a.tp_comm);
