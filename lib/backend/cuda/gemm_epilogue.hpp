@@ -1,6 +1,6 @@
 // Which GEMM epilogues cuBLASLt fuses (gemm.cu), chosen at run time so one build measures
 // both and a slow fused epilogue can be switched off without a rebuild
-// (GPT_CUDA_GEMM_EPILOGUE=fused|unfused, docs/gpu-switches.md).
+// (GPT_CUDA_GEMM_EPILOGUE=fused|unfused, README.md, "Kernel switches").
 #pragma once
 
 namespace gpt::cuda {
