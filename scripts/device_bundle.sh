@@ -8,6 +8,8 @@
 #   scripts/device_bundle.sh [BUILD_DIR]     # default build/, configured with CUDA
 # then ONE device call:  run(command "bash scripts/device_check.sh", carry [".rt"], timeout_s 570)
 # (device_check.sh keeps inside DEVICE_BUDGET_S, 530 s by default, and writes 5 files to $OUT).
+# BUNDLE_TARGETS: the binaries to pack instead of every one device_check.sh runs (a check of
+# this script's library bookkeeping on a build without CUDA, e.g. the emulator's).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -15,6 +17,7 @@ rt=$root/.rt
 targets="gpt_pretrain test_backend_cuda test_cuda_training bench_train_gpu bench_attention bench_gemm"
 # Bundled when this build has them (device_check.sh skips a step whose binary is absent).
 optional="test_cuda_wgmma"
+if [ -n "${BUNDLE_TARGETS:-}" ]; then targets=$BUNDLE_TARGETS optional=""; fi
 for t in $optional; do
     if cmake --build "$build" --target help | grep -q "^$t:"; then targets="$targets $t"; fi
 done
@@ -38,7 +41,10 @@ needed() {
     for b in "$rt"/bin/* $launchers; do ldd "$b" | awk '/=>/ { print $1, $3 }'; done | sort -u |
         while read -r soname path; do
             case "$path" in */cuda* | *libcuda* | *libnccl* | *libcublas*) continue ;; esac
-            pkg=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | cut -d: -f1 | head -1)
+            # dpkg knows a file by the path its package installed: /lib/... or /usr/lib/...
+            # (merged /usr), so both are asked.
+            pkg=$( (dpkg -S "$path" || dpkg -S "$(readlink -f "$path")") 2>/dev/null | grep -v '^diversion' |
+                  cut -d: -f1 | head -1)
             if [ -z "$pkg" ]; then echo "device_bundle: no Debian package owns $path" >&2; continue; fi
             if [[ "$pkg" =~ $provided ]]; then continue; fi
             echo "$pkg $soname"
@@ -54,18 +60,21 @@ missing() {
     done
     rm -rf "$tree"
 }
-gaps=$(missing)
-if [ -n "$gaps" ]; then
-    # A bundle from before (or a new library): fetch the whole set again.
-    echo "device_bundle: not in .rt/debs: $(echo "$gaps" | tr '\n' ' ')- fetching the packages" >&2
-    rm -f "$rt"/debs/*.deb
+if ! ls "$rt"/debs/*.deb >/dev/null 2>&1; then
     # shellcheck disable=SC2086  # a list of paths
     bash "$root/../shared/tools/bundle-runtime.sh" "$rt/debs" "$rt"/bin/* $launchers
-    gaps=$(missing)
-    if [ -n "$gaps" ]; then
-        echo "device_bundle: still missing after bundling: $(echo "$gaps" | tr '\n' ' ')" >&2
-        exit 1
-    fi
+fi
+# What a bundle from before lacks (libslurm38 once), or that tool does not find (it asks dpkg
+# by the resolved /usr path only): fetched one package at a time.
+gaps=$(missing)
+for p in $(echo "$gaps" | sed -n 's/.*(\(.*\))$/\1/p' | sort -u); do
+    echo "device_bundle: fetching $p" >&2
+    (cd "$rt/debs" && apt-get download "$p" >/dev/null 2>&1) || echo "device_bundle: could not download $p" >&2
+done
+gaps=$(missing)
+if [ -n "$gaps" ]; then
+    echo "device_bundle: libraries missing from .rt/debs: $(echo "$gaps" | tr '\n' ' ')" >&2
+    exit 1
 fi
 echo "device_bundle: every library of $(find "$rt/bin" -type f | wc -l) binaries, mpiexec.hydra and hydra_pmi_proxy is in .rt/debs" >&2
 cp "$root"/../shared/peers/*.py "$rt/peers/" 2>/dev/null || echo "device_bundle: no peers found next to the repo" >&2

@@ -30,7 +30,8 @@
 # reserved, whether its binary is bundled) and the timeout each step would get if every
 # earlier one ran to its limit (DEVICE_CHECK_DRY_SPEND=P: used P% of it), under the same
 # budget arithmetic as a real run. Runs here without a GPU. DEVICE_CHECK_BIN: the folder of
-# binaries (default .rt/bin).
+# binaries (default .rt/bin); DEVICE_CHECK_RT: where the bundle's packages are unpacked
+# (default /opt/rt).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/out}
@@ -128,7 +129,7 @@ note "device_check: budget $budget s, groups: $groups"
 note "GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
 
 # Runtime libraries: the bundle's Debian packages, unpacked once per machine.
-rt=/opt/rt
+rt=${DEVICE_CHECK_RT:-/opt/rt}
 if [ ! -d "$rt/usr" ] && ls "$root"/.rt/debs/*.deb >/dev/null 2>&1; then
     for d in "$root"/.rt/debs/*.deb; do dpkg -x "$d" "$rt"; done
 fi
