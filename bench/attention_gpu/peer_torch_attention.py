@@ -32,6 +32,7 @@ import contextlib
 import statistics
 import sys
 import time
+import warnings
 
 SHAPES = {  # name: (b, np, s, hn), as bench_attention.cpp
     "gpt-1.3b": (8, 16, 2048, 128),
@@ -116,11 +117,24 @@ def run_shape(torch, args, name, ctx_factory, backend_name, impl="torch", fallba
         attend, backend = (lambda: sdpa(q, k, v, is_causal=True)), backend_name
     ctx = ctx_factory if (sdpa is not None and ctx_factory is not None) else contextlib.nullcontext
     note = ""
-    try:
-        with ctx():
-            attend().backward(dout)  # probe: raises when the forced backend cannot run
-    except RuntimeError as e:
-        note = str(e).splitlines()[0][:120].replace('"', "'") if str(e) else type(e).__name__
+    # PyTorch says why a forced backend cannot run in warnings, then raises "No available
+    # kernel": both go into the note.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with ctx():
+                attend().backward(dout)  # probe: raises when the forced backend cannot run
+            failure = None
+        except RuntimeError as e:
+            failure = e
+    if failure is not None:
+        e = failure
+        note = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+        why = [str(w.message).splitlines()[0] for w in caught if str(w.message)]
+        why = [w for w in why if "cudnn" in w.lower()] or why
+        if why:
+            note += " (" + why[0][:160] + ")"
+        note = note.replace('"', "'")
         if not fallback:
             print('shape=%s impl=%s unavailable="forcing %s failed: %s"' % (name, impl, backend_name, note),
                   flush=True)
