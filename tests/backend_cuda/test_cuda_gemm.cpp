@@ -405,8 +405,9 @@ TEST_F(CudaGemm, FusedAndUnfusedEpiloguesAgree) {
             }
             EXPECT_TRUE(within_bound(c_blocks(g, un.c), c_blocks(g, f.c), c_blocks(g, bound)))
                 << "unfused against fused";
-            if (t == DType::BF16 && epi == GemmEpilogue::BiasGelu)
+            if (t == DType::BF16 && epi == GemmEpilogue::BiasGelu) {
                 EXPECT_NE(f.c, un.c) << "bf16 fused and unfused GELU are bit-identical: the switch chose the same path";
+            }
         }
 }
 
