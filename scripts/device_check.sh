@@ -29,9 +29,9 @@
 # DEVICE_CHECK_DRY=1 runs nothing: it prints the plan (each step's cap, floor, whether it is
 # reserved, whether its binary is bundled) and the timeout each step would get if every
 # earlier one ran to its limit (DEVICE_CHECK_DRY_SPEND=P: used P% of it), under the same
-# budget arithmetic as a real run. Runs here without a GPU. DEVICE_CHECK_BIN: the folder of
-# binaries (default .rt/bin); DEVICE_CHECK_RT: where the bundle's packages are unpacked
-# (default /opt/rt).
+# budget arithmetic as a real run. Runs here without a GPU. DEVICE_CHECK_BIN: a folder of
+# binaries to use instead of the bundle's .rt/bin.tar.xz (unpacked to /tmp/gpt-rt/bin);
+# DEVICE_CHECK_RT: where the bundle's packages are unpacked (default /opt/rt).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/out}
@@ -39,7 +39,9 @@ groups=${1:-ops train app bench attn gemm}
 budget=${DEVICE_BUDGET_S:-530}
 dry=${DEVICE_CHECK_DRY:-0}
 spend=${DEVICE_CHECK_DRY_SPEND:-100}
-bin=${DEVICE_CHECK_BIN:-$root/.rt/bin}
+unpack=/tmp/gpt-rt  # the bundle's bin.tar.xz unpacks to $unpack/bin
+bin=${DEVICE_CHECK_BIN:-$unpack/bin}
+tarball=$root/.rt/bin.tar.xz
 for v in "$budget" "$spend"; do
     case $v in '' | *[!0-9]*) echo "device_check: '$v' (DEVICE_BUDGET_S, DEVICE_CHECK_DRY_SPEND) is not a whole number" >&2; exit 2 ;; esac
 done
@@ -78,6 +80,12 @@ needs() {
 selected() { [[ " $groups " == *" $1 "* ]]; }
 # Whether step $1 can run: its binary is bundled (a dry run plans as if every one were).
 runnable() { [ "$dry" = 1 ] || [ -x "$bin/$(needs "$1")" ]; }
+# The bundle's binaries, unpacked (python3's tarfile: the GPU machine may lack xz).
+if [ -z "${DEVICE_CHECK_BIN:-}" ] && [ -f "$tarball" ] && [ "$dry" != 1 ]; then
+    rm -rf "$unpack"
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$tarball" "$unpack" ||
+        echo "device_check: cannot unpack $tarball" >&2
+fi
 
 # Floors of the reserved, selected steps after index $1.
 reserve_after() {
@@ -108,7 +116,10 @@ if [ "$dry" = 1 ]; then
     for i in "${!STEPS[@]}"; do
         IFS='|' read -r name group log cap floor res <<<"${STEPS[$i]}"
         have=no
-        if [ -x "$bin/$(needs "$name")" ]; then have=yes; fi
+        if [ -x "$bin/$(needs "$name")" ] ||
+            { [ -z "${DEVICE_CHECK_BIN:-}" ] && [ -f "$tarball" ] &&
+              python3 -c 'import sys, tarfile; sys.exit(("bin/" + sys.argv[2]) not in tarfile.open(sys.argv[1]).getnames())' \
+                  "$tarball" "$(needs "$name")"; }; then have=yes; fi
         if ! selected "$group"; then verdict="not selected"
         else
             lim=$(limit_for "$i" "$left")
@@ -201,7 +212,7 @@ digest() {
                  END { printf "%s", found ? buf : json }' ;;
     attn*) awk '/^device .*causal/ { buf = ""; found = 1 } found { buf = buf $0 "\n" } END { printf "%s", buf }' ;;
     gemm*) grep -E '^\||fp8_peak|"model_tflops"' ;;
-    *) grep -E '^\[  (PASSED|FAILED) |tests? ran' ;;
+    *) grep -E '^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]|suites? ran|GPT_TEST_HARDWARE_SKIP' ;;
     esac
 }
 
