@@ -1,26 +1,149 @@
 #!/usr/bin/env bash
-# The GPU checks in one prepared run on a machine with one GPU, CUDA and
-# PyTorch but none of our other runtime libraries (packed by scripts/device_bundle.sh into
-# .rt/). Each step is time-boxed so one hang does not cost the others; logs go to $OUT
-# (default ./out). Steps: (1) every CUDA op against the CPU backend, and wgmma in every
-# shared-memory layout against a host product (sm_90 only); (2) 5 training
-# iterations on the GPU against the CPU backend, and 2 ranks sharing the GPU (MPI staged)
-# against 1; (3) gpt_pretrain --device cuda on gpt-tiny, NCCL on 1 rank and MPI on 2;
-# (4) bench/train_gpu beside PyTorch eager and torch.compile; (5) attn: bench/attention_gpu,
-# our flash attention forward and forward+backward beside PyTorch's
-# scaled_dot_product_attention on the three configs' attention shapes; (6) gemm:
-# bench/gemm_gpu, the linear layers' GEMMs in 16 bits and FP8 beside cuBLASLt's best FP8
-# algorithm per problem and its FP8 peak (issue 34).
-#   bash scripts/device_check.sh [STEPS]     # STEPS: any of "ops train app bench attn gemm" (default all)
-# A lent machine runs one command for at most 10 minutes: run "ops train app" (about 6
-# minutes at most) and "bench attn" (7 + 2) as two calls, carrying .rt.
+# The GPU checks as ONE prepared call on a lent machine with one GPU, CUDA and PyTorch but
+# none of our other runtime libraries (packed by scripts/device_bundle.sh into .rt/):
+#
+#   run (timeout_s 570, carry .rt):  bash scripts/device_check.sh [GROUPS]
+#   GROUPS: any of "ops train app bench attn gemm" (default all)
+#
+# Budget. The whole call has DEVICE_BUDGET_S seconds (default 530: a lent machine runs one
+# command for at most 9-10 minutes, and the files must still come back). Steps run in order
+# of value: the op tests, training and the app first, benchmarks after. Each step's timeout
+# is min(its cap, what is left - the floors of the reserved steps still to come), so a slow
+# early step shrinks the later ones instead of pushing the call past its end; a step whose
+# timeout would fall below its own floor is not started and the summary says "skipped: no
+# time". Reserved steps (R below) are the must-haves: ops, both training runs, the app on
+# the GPU, and the two benchmark rows that decide issue #33's switches (the unfused GEMM
+# epilogue, attention beside PyTorch).
+#
+# Files. A lent machine returns at most 8 files from $OUT and every file counts (a folder of
+# logs is not one file), so this writes 5: summary.txt (the GPU, each step's exit status and
+# time, the benchmark tables), tests.log (ops, wgmma, train, app), bench.log (training
+# throughput with each kernel variant), attn.log (attention alone) and gemm.log (FP8 rows
+# and the GEMM table). Results go to $OUT (default ./out).
+#
+# Kernel variants (README, "Kernel switches"): bench and attn run the default kernels beside
+# PyTorch; bench-unfused (GPT_CUDA_GEMM_EPILOGUE=unfused), bench-flash-simple and
+# attn-flash-simple (GPT_CUDA_FLASH=simple) are short rows without peers, so old and new are
+# measured side by side in the same call.
+#
+# DEVICE_CHECK_DRY=1 runs nothing: it prints the plan (each step's cap, floor, whether it is
+# reserved, whether its binary is bundled) and the timeout each step would get if every
+# earlier one ran to its limit (DEVICE_CHECK_DRY_SPEND=P: used P% of it), under the same
+# budget arithmetic as a real run. Runs here without a GPU. DEVICE_CHECK_BIN: a folder of
+# binaries to use instead of the bundle's .rt/bin.tar.xz (unpacked to /tmp/gpt-rt/bin);
+# DEVICE_CHECK_RT: where the bundle's packages are unpacked (default /opt/rt).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/out}
-steps=${1:-ops train app bench attn gemm}
+groups=${1:-ops train app bench attn gemm}
+budget=${DEVICE_BUDGET_S:-530}
+dry=${DEVICE_CHECK_DRY:-0}
+spend=${DEVICE_CHECK_DRY_SPEND:-100}
+unpack=/tmp/gpt-rt  # the bundle's bin.tar.xz unpacks to $unpack/bin
+bin=${DEVICE_CHECK_BIN:-$unpack/bin}
+tarball=$root/.rt/bin.tar.xz
+for v in "$budget" "$spend"; do
+    case $v in '' | *[!0-9]*) echo "device_check: '$v' (DEVICE_BUDGET_S, DEVICE_CHECK_DRY_SPEND) is not a whole number" >&2; exit 2 ;; esac
+done
+
+# name|group|log|cap_s|floor_s|R (reserved) or -
+STEPS=(
+    "ops|ops|tests|120|40|R"
+    "wgmma|ops|tests|40|10|-"
+    "train|train|tests|90|40|R"
+    "train-mpi2|train|tests|90|40|R"
+    "app-cpu|app|tests|45|15|-"
+    "app-cuda|app|tests|30|10|R"
+    "app-mpi2|app|tests|40|15|R"
+    "bench|bench|bench|240|60|-"
+    "bench-unfused|bench|bench|60|25|R"
+    "bench-flash-simple|bench|bench|45|20|-"
+    "attn|attn|attn|120|40|R"
+    "attn-flash-simple|attn|attn|30|10|-"
+    "gemm-fp8|gemm|gemm|60|30|-"
+    "gemm|gemm|gemm|90|30|-"
+    "gemm-fp8-torch|gemm|gemm|120|60|-"
+)
+
+# The binary a step needs (its absence: "skipped: not bundled").
+needs() {
+    case $1 in
+    ops) echo test_backend_cuda ;;
+    wgmma) echo test_cuda_wgmma ;;
+    train*) echo test_cuda_training ;;
+    app*) echo gpt_pretrain ;;
+    bench* | gemm-fp8) echo bench_train_gpu ;;
+    attn*) echo bench_attention ;;
+    gemm) echo bench_gemm ;;
+    gemm-fp8-torch) echo bench_train_gpu ;;  # a peer only: runs where our FP8 row could
+    esac
+}
+
+selected() { [[ " $groups " == *" $1 "* ]]; }
+# Whether step $1 can run: its binary is bundled (a dry run plans as if every one were).
+runnable() { [ "$dry" = 1 ] || [ -x "$bin/$(needs "$1")" ]; }
+# The bundle's binaries, unpacked (python3's tarfile: the GPU machine may lack xz).
+if [ -z "${DEVICE_CHECK_BIN:-}" ] && [ -f "$tarball" ] && [ "$dry" != 1 ]; then
+    rm -rf "$unpack"
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$tarball" "$unpack" ||
+        echo "device_check: cannot unpack $tarball" >&2
+fi
+
+# Floors of the reserved, selected steps after index $1.
+reserve_after() {
+    local i r=0 name group log cap floor res
+    for ((i = $1 + 1; i < ${#STEPS[@]}; i++)); do
+        IFS='|' read -r name group log cap floor res <<<"${STEPS[$i]}"
+        if [ "$res" = R ] && selected "$group" && runnable "$name"; then r=$((r + floor)); fi
+    done
+    echo "$r"
+}
+
+# The timeout step $1 gets with $2 seconds left: min(cap, left - reserve), or 0 to skip.
+limit_for() {
+    local name group log cap floor res lim
+    IFS='|' read -r name group log cap floor res <<<"${STEPS[$1]}"
+    lim=$(($2 - $(reserve_after "$1")))
+    if [ "$lim" -gt "$cap" ]; then lim=$cap; fi
+    if [ "$lim" -lt "$floor" ]; then lim=0; fi
+    echo "$lim"
+}
+
+if [ "$dry" = 1 ]; then
+    echo "device_check plan (dry run): budget $budget s, groups: $groups, binaries from $bin"
+    echo "timeouts assume every earlier step used $spend% of its limit (100: the worst case), and every"
+    echo "binary bundled (a real run skips a step whose binary is not, and reserves nothing for it)"
+    printf '%-20s %-6s %-10s %5s %6s %4s %-8s %s\n' step group log cap floor res bundled "timeout / verdict"
+    left=$budget
+    for i in "${!STEPS[@]}"; do
+        IFS='|' read -r name group log cap floor res <<<"${STEPS[$i]}"
+        have=no
+        if [ -x "$bin/$(needs "$name")" ] ||
+            { [ -z "${DEVICE_CHECK_BIN:-}" ] && [ -f "$tarball" ] &&
+              python3 -c 'import sys, tarfile; sys.exit(("bin/" + sys.argv[2]) not in tarfile.open(sys.argv[1]).getnames())' \
+                  "$tarball" "$(needs "$name")"; }; then have=yes; fi
+        if ! selected "$group"; then verdict="not selected"
+        else
+            lim=$(limit_for "$i" "$left")
+            if [ "$lim" -eq 0 ]; then verdict="skipped: no time ($left s left, $(reserve_after "$i") s reserved)"
+            else verdict="$lim s"; left=$((left - lim * spend / 100)); fi
+        fi
+        printf '%-20s %-6s %-10s %5s %6s %4s %-8s %s\n' "$name" "$group" "$log.log" "$cap" "$floor" "$res" "$have" "$verdict"
+    done
+    echo "the plan leaves $left s of $budget; files under \$OUT: summary.txt tests.log bench.log attn.log gemm.log (5 of the 8 allowed)"
+    exit 0
+fi
+
 mkdir -p "$out"
-rt=/opt/rt
-if [ ! -d "$rt/usr" ]; then
+summary=$out/summary.txt
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+note "device_check: budget $budget s, groups: $groups"
+note "GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+
+# Runtime libraries: the bundle's Debian packages, unpacked once per machine.
+rt=${DEVICE_CHECK_RT:-/opt/rt}
+if [ ! -d "$rt/usr" ] && ls "$root"/.rt/debs/*.deb >/dev/null 2>&1; then
     for d in "$root"/.rt/debs/*.deb; do dpkg -x "$d" "$rt"; done
 fi
 lib=$rt/usr/lib/x86_64-linux-gnu
@@ -28,57 +151,99 @@ lib=$rt/usr/lib/x86_64-linux-gnu
 nccl=$(dirname "$( (ls /usr/local/cuda/lib64/libnccl.so.2 /usr/lib/x86_64-linux-gnu/libnccl.so.2; \
         python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))') 2>/dev/null | head -1)")
 export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread:$lib/hdf5/mpich:$nccl:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-mpiexec=$rt/usr/bin/mpiexec.hydra
-export PATH=$rt/usr/bin:$PATH  # hydra_pmi_proxy beside mpiexec
-bin=$root/.rt/bin
+export PATH=$rt/usr/bin:$PATH  # mpiexec.hydra and hydra_pmi_proxy (which it starts from PATH)
+mpiexec=$(command -v mpiexec.hydra || command -v mpiexec || echo mpiexec)
 export GPT_TEST_SOURCE_DIR=$root GPT_TEST_BINARY_DIR=/tmp/gpt-check
 mkdir -p /tmp/gpt-check
-summary=$out/summary.txt
-note() { echo "$*" | tee -a "$summary"; }
-step() {  # step NAME TIMEOUT_S COMMAND...: runs, logs to $out/NAME.log, notes the result
-    local name=$1 limit=$2; shift 2
-    local t0=$SECONDS
-    timeout "$limit" "$@" >>"$out/$name.log" 2>&1
-    note "$name: exit $? after $((SECONDS - t0)) s ($*)"
-}
-: > "$summary"
-note "GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
-note "NCCL from: $nccl"
-for s in $steps; do
-    case $s in
-    ops)
-        step ops 150 "$bin/test_backend_cuda"
-        # Hopper's wgmma in every descriptor layout against a host product: the hardware's
-        # verdict on the emulator's reading of the layouts (docs/cuda-emulator.md).
-        step ops 60 "$bin/test_cuda_wgmma" ;;
-    train)
-        step train 100 "$bin/test_cuda_training"
-        step train 100 "$mpiexec" -n 2 "$bin/test_cuda_training" ;;
-    app)
-        # The same command on both devices: losses side by side in app.log.
-        tiny=(--config "$root/configs/gpt-tiny.ini" --train-iters 10 --lr-warmup-iters 2 --fp16
-              --initial-loss-scale 4096 --eval-iters 0 --log-interval 1 --use-flash-attn)
-        step app 60 "$bin/gpt_pretrain" "${tiny[@]}" --device cpu
-        step app 30 "$bin/gpt_pretrain" "${tiny[@]}" --device cuda
-        step app 45 "$mpiexec" -n 2 "$bin/gpt_pretrain" "${tiny[@]}" --device cuda \
-            --tensor-model-parallel-size 2 --sequence-parallel --distributed-backend mpi
-        grep -h "iteration \+10/" "$out/app.log" | tee -a "$summary" ;;
-    bench)
-        BENCH_BIN=$bin/bench_train_gpu PEERS=$root/.rt/peers PYTHON=python3 \
-            step bench 400 bash "$root/bench/train_gpu/run.sh"
-        tail -n 12 "$out/bench.log" >> "$summary" ;;
-    attn)
-        BENCH_BIN=$bin/bench_attention PYTHON=python3 \
-            step attn 120 bash "$root/bench/attention_gpu/run.sh"
-        # The last table (from its "device ..." line), or nothing when run.sh died first.
-        awk '/^device .*causal/ { buf = ""; found = 1 } found { buf = buf $0 "\n" }
-             END { printf "%s", buf }' "$out/attn.log" >> "$summary" ;;
-    gemm)
-        # FP8 training steps beside bf16 (issue 34), then the GEMMs alone.
-        for c in gpt-1.3b gpt22b-shape-4layers; do
-            for p in bf16 fp8; do step gemm 90 "$bin/bench_train_gpu" --config "$c" --precision "$p"; done
-        done
-        step gemm 150 "$bin/bench_gemm" --reps 10
-        grep -E "^\||fp8_peak|TFLOP/s" "$out/gemm.log" >> "$summary" ;;
+note "NCCL from: $nccl; mpiexec: $mpiexec"
+# What the loader cannot find (the 2-rank steps once failed on libslurm.so.38, which
+# Debian's mpiexec.hydra links): said once here rather than as a failing step later.
+missing=$(for b in "$bin"/* "$mpiexec" "$(command -v hydra_pmi_proxy || true)"; do
+              [ -f "$b" ] && ldd "$b" 2>/dev/null | awk -v b="${b##*/}" '/not found/ { print b ": " $1 }'
+          done | sort -u | tr '\n' ' ')
+note "libraries not found: ${missing:-none}"
+
+tiny=(--config "$root/configs/gpt-tiny.ini" --train-iters 10 --lr-warmup-iters 2 --fp16
+      --initial-loss-scale 4096 --eval-iters 0 --log-interval 1 --use-flash-attn)
+# Short rows of the kernel variants: fewer iterations, no peers.
+short=(PEER=none "BENCH_ARGS=--steps 10 --warmup 3" "BENCH_BIN=$bin/bench_train_gpu")
+
+# run_step NAME LIMIT: the step's command under `timeout` (which signals its whole process
+# group: mpiexec's ranks and run.sh's benchmark and peers too).
+run_step() {
+    local t=(timeout -k 5 "$2")
+    case $1 in
+    ops) "${t[@]}" "$bin/test_backend_cuda" ;;
+    # Hopper's wgmma in every descriptor layout against a host product (sm_90 only).
+    wgmma) "${t[@]}" "$bin/test_cuda_wgmma" ;;
+    train) "${t[@]}" "$bin/test_cuda_training" ;;
+    # Two ranks on one GPU: the staged MPI path (NCCL refuses two ranks on one device).
+    train-mpi2) "${t[@]}" "$mpiexec" -n 2 "$bin/test_cuda_training" ;;
+    # The same command on both devices: losses side by side in tests.log.
+    app-cpu) "${t[@]}" "$bin/gpt_pretrain" "${tiny[@]}" --device cpu ;;
+    app-cuda) "${t[@]}" "$bin/gpt_pretrain" "${tiny[@]}" --device cuda ;;
+    app-mpi2) "${t[@]}" "$mpiexec" -n 2 "$bin/gpt_pretrain" "${tiny[@]}" --device cuda \
+                  --tensor-model-parallel-size 2 --sequence-parallel --distributed-backend mpi ;;
+    bench) "${t[@]}" env "BENCH_BIN=$bin/bench_train_gpu" "PEERS=$root/.rt/peers" PYTHON=python3 \
+               bash "$root/bench/train_gpu/run.sh" ;;
+    bench-unfused) "${t[@]}" env GPT_CUDA_GEMM_EPILOGUE=unfused "${short[@]}" \
+                       bash "$root/bench/train_gpu/run.sh" gpt-1.3b gpt22b-shape-4layers ;;
+    bench-flash-simple) "${t[@]}" env GPT_CUDA_FLASH=simple "${short[@]}" \
+                            bash "$root/bench/train_gpu/run.sh" gpt-1.3b ;;
+    # Beside PyTorch's SDPA with its flash backend and, where offered, its cuDNN backend.
+    attn) "${t[@]}" env "BENCH_BIN=$bin/bench_attention" PYTHON=python3 \
+              bash "$root/bench/attention_gpu/run.sh" ;;
+    attn-flash-simple) "${t[@]}" env GPT_CUDA_FLASH=simple "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
+                           bash "$root/bench/attention_gpu/run.sh" gpt-1.3b ;;
+    # FP8 training steps beside bf16 (issue 34), short.
+    gemm-fp8) for p in bf16 fp8; do  # half the limit each
+                  timeout -k 5 $(($2 / 2)) "$bin/bench_train_gpu" --config gpt-1.3b --precision "$p" \
+                      --steps 10 --warmup 3 || return
+              done ;;
+    gemm) "${t[@]}" "$bin/bench_gemm" --reps 10 ;;
+    # PyTorch's own FP8 path (torch._scaled_mm, compiled) on gpt-1.3b: the peer of gemm-fp8.
+    gemm-fp8-torch) "${t[@]}" python3 "$root/bench/train_gpu/peer_torch_fp8.py" --peers "$root/.rt/peers" \
+                        --only gpt-1.3b ;;
     esac
+}
+
+# What a step adds to the summary from its own lines of its log.
+digest() {
+    case $1 in
+    app-*) grep -h "iteration \+10/" ;;
+    # The table run.sh ends with, or its JSON lines when it was stopped before the table.
+    bench*) awk '/^device .*TFLOP/ { buf = ""; found = 1 } found { buf = buf $0 "\n" }
+                 /^\{.*model_tflops/ { json = json $0 "\n" }
+                 END { printf "%s", found ? buf : json }' ;;
+    attn*) awk '/^device .*causal/ { buf = ""; found = 1 } found { buf = buf $0 "\n" } END { printf "%s", buf }' ;;
+    gemm*) grep -E '^\||fp8_peak|"model_tflops"|"error"' ;;
+    *) grep -E '^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]|suites? ran|GPT_TEST_HARDWARE_SKIP' ;;
+    esac
+}
+
+for i in "${!STEPS[@]}"; do
+    IFS='|' read -r name group log cap floor res <<<"${STEPS[$i]}"
+    selected "$group" || continue
+    need=$(needs "$name")
+    if [ ! -x "$bin/$need" ]; then
+        note "$name: skipped: not bundled ($bin/$need)"
+        continue
+    fi
+    left=$((budget - SECONDS))
+    lim=$(limit_for "$i" "$left")
+    if [ "$lim" -eq 0 ]; then
+        note "$name: skipped: no time ($left s left, $(reserve_after "$i") s reserved for later steps, floor $floor s)"
+        continue
+    fi
+    logf=$out/$log.log
+    echo "==== $name (limit $lim s) $(date -u +%H:%M:%S)" >>"$logf"
+    from=$(wc -l <"$logf")
+    t0=$SECONDS
+    run_step "$name" "$lim" >>"$logf" 2>&1
+    rc=$?
+    verdict="exit $rc"
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then verdict="timed out"; fi
+    note "$name: $verdict after $((SECONDS - t0)) s (limit $lim s, cap $cap s)"
+    tail -n +"$((from + 1))" "$logf" | digest "$name" | tee -a "$summary"
 done
+note "total $SECONDS s of the $budget s budget; files under \$OUT: $(cd "$out" && find . -type f | sed 's|^\./||' | sort | tr '\n' ' ')"

@@ -8,6 +8,12 @@ torch.backends.cuda.sdp_kernel); if forcing fails the default dispatch runs and 
 says so. Without scaled_dot_product_attention (torch < 2.0) an explicit masked-softmax
 attention runs instead (backend=math-manual: only for smoke runs).
 
+Then, in the same run, the same call with PyTorch's cuDNN backend forced
+(SDPBackend.CUDNN_ATTENTION: cuDNN 9's fused flash attention, what Megatron reaches through
+Transformer Engine on Hopper) as its own line, impl=torch-cudnn. Where this torch or device
+has no cuDNN attention, or cuDNN refuses the shape, that line says why
+(impl=torch-cudnn unavailable="...") and nothing else runs in its place.
+
 Timing and FLOPs as bench_attention: device-synchronised wall time of each call, median of
 --reps after 3 warm-ups; forward = 2*b*np*s*s*hn (the causal half of QK^T and PV),
 forward+backward = 3.5 x forward. Backward is torch.autograd.grad of the output with a
@@ -16,15 +22,17 @@ fixed random dout (fresh gradients each call, no accumulation).
   python3 peer_torch_attention.py                          # every shape but tiny, cuda fp16
   python3 peer_torch_attention.py --device cpu --shape tiny --reps 2   # smoke run
 
-Prints '#' header lines, then one key=value line per shape (shape, impl, device, dtype, b,
-np, s, hn, backend, fwd_ms, fwd_tflops, fwdbwd_ms, fwdbwd_tflops), or shape=NAME
-impl=torch error="..." when that shape failed.
+Prints '#' header lines, then per shape one key=value line per peer (shape, impl, device,
+dtype, b, np, s, hn, backend, fwd_ms, fwd_tflops, fwdbwd_ms, fwdbwd_tflops): impl=torch
+(flash) and impl=torch-cudnn; or shape=NAME impl=IMPL error="..." when it failed, or
+shape=NAME impl=torch-cudnn unavailable="..." when cuDNN attention cannot run.
 """
 import argparse
 import contextlib
 import statistics
 import sys
 import time
+import warnings
 
 SHAPES = {  # name: (b, np, s, hn), as bench_attention.cpp
     "gpt-1.3b": (8, 16, 2048, 128),
@@ -47,6 +55,20 @@ def flash_context(torch):
         return (lambda: sdp_kernel(enable_flash=True, enable_math=False,
                                    enable_mem_efficient=False)), "flash"
     return None, "no way to force flash in torch %s" % torch.__version__
+
+
+def cudnn_context(torch, device):
+    """A context manager forcing PyTorch's cuDNN attention, or (None, why not)."""
+    if device != "cuda":
+        return None, "cuDNN attention needs a CUDA device"
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel  # torch >= 2.3
+    except ImportError:
+        return None, "torch %s has no torch.nn.attention.sdpa_kernel" % torch.__version__
+    backend = getattr(SDPBackend, "CUDNN_ATTENTION", None)
+    if backend is None:
+        return None, "torch %s has no SDPBackend.CUDNN_ATTENTION" % torch.__version__
+    return (lambda: sdpa_kernel(backend)), "cudnn"
 
 
 def manual_attention(torch, q, k, v):
@@ -75,7 +97,9 @@ def median_seconds(torch, device, reps, fn):
     return statistics.median(times)
 
 
-def run_shape(torch, args, name, ctx_factory, backend_name):
+def run_shape(torch, args, name, ctx_factory, backend_name, impl="torch", fallback=True):
+    """One shape with one forced backend. fallback: when forcing fails, time the default
+    dispatch instead (the flash row); else print why and time nothing (the cuDNN row)."""
     import torch.nn.functional as F
     b, np_, s, hn = SHAPES[name]
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
@@ -93,11 +117,28 @@ def run_shape(torch, args, name, ctx_factory, backend_name):
         attend, backend = (lambda: sdpa(q, k, v, is_causal=True)), backend_name
     ctx = ctx_factory if (sdpa is not None and ctx_factory is not None) else contextlib.nullcontext
     note = ""
-    try:
-        with ctx():
-            attend().backward(dout)  # probe: raises when the forced backend cannot run
-    except RuntimeError as e:
-        note = str(e).splitlines()[0][:120].replace('"', "'")
+    # PyTorch says why a forced backend cannot run in warnings, then raises "No available
+    # kernel": both go into the note.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with ctx():
+                attend().backward(dout)  # probe: raises when the forced backend cannot run
+            failure = None
+        except RuntimeError as e:
+            failure = e
+    if failure is not None:
+        e = failure
+        note = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+        why = [str(w.message).splitlines()[0] for w in caught if str(w.message)]
+        why = [w for w in why if "cudnn" in w.lower()] or why
+        if why:
+            note += " (" + why[0][:160] + ")"
+        note = note.replace('"', "'")
+        if not fallback:
+            print('shape=%s impl=%s unavailable="forcing %s failed: %s"' % (name, impl, backend_name, note),
+                  flush=True)
+            return
         ctx, backend = contextlib.nullcontext, "default"
     q.grad = k.grad = v.grad = None
 
@@ -112,9 +153,9 @@ def run_shape(torch, args, name, ctx_factory, backend_name):
     t_fwd = median_seconds(torch, args.device, args.reps, fwd)
     t_fb = median_seconds(torch, args.device, args.reps, fwdbwd)
     flop = 2.0 * b * np_ * s * s * hn  # the causal half of QK^T and PV
-    line = ("shape=%s impl=torch device=%s dtype=%s b=%d np=%d s=%d hn=%d backend=%s "
+    line = ("shape=%s impl=%s device=%s dtype=%s b=%d np=%d s=%d hn=%d backend=%s "
             "fwd_ms=%.4f fwd_tflops=%.4f fwdbwd_ms=%.4f fwdbwd_tflops=%.4f"
-            % (name, args.device, args.dtype, b, np_, s, hn, backend, t_fwd * 1e3,
+            % (name, impl, args.device, args.dtype, b, np_, s, hn, backend, t_fwd * 1e3,
                flop / t_fwd * 1e-12, t_fb * 1e3, 3.5 * flop / t_fb * 1e-12))
     if note:
         line += ' note="forcing flash failed: %s"' % note
@@ -127,6 +168,7 @@ def main():
     p.add_argument("--dtype", default="fp16", choices=["fp16", "bf16"])
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--shape", default="all", choices=["all"] + list(SHAPES))
+    p.add_argument("--no-cudnn", action="store_true", help="only the flash backend's row")
     args = p.parse_args()
     if args.reps <= 0:
         p.error("--reps must be positive")
@@ -136,6 +178,7 @@ def main():
               "smoke run" % torch.__version__, file=sys.stderr)
         return 1
     ctx_factory, backend_name = flash_context(torch)
+    cudnn_factory, cudnn_why = (None, "--no-cudnn") if args.no_cudnn else cudnn_context(torch, args.device)
     gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
     print("# peer_torch_attention: torch %s, device %s (%s), dtype %s, causal; median of %d reps "
           "after %d warm-ups, synchronised wall time" % (torch.__version__, args.device, gpu,
@@ -144,19 +187,27 @@ def main():
           "fwd = 2*b*np*s*s*hn, fwd+bwd = 3.5 x fwd")
     if ctx_factory is None:
         print("# note: %s; default dispatch" % backend_name)
+    if cudnn_factory is None:
+        print("# note: no cuDNN row: %s" % cudnn_why)
     sys.stdout.flush()
     rc = 0
     names = [n for n in SHAPES if n != "tiny"] if args.shape == "all" else [args.shape]
     for name in names:
-        try:
-            run_shape(torch, args, name, ctx_factory, backend_name if ctx_factory else "default")
-        except Exception as e:  # one shape's failure (out of memory) is its row's error
-            msg = str(e).splitlines()[0][:200].replace('"', "'") if str(e) else type(e).__name__
-            print('shape=%s impl=torch error="%s"' % (name, msg), flush=True)
-            print("peer_torch_attention: %s: %s" % (name, e), file=sys.stderr)
-            rc = 1
-        if args.device == "cuda":
-            torch.cuda.empty_cache()
+        peers = [("torch", ctx_factory, backend_name if ctx_factory else "default", True)]
+        if cudnn_factory is not None:
+            peers.append(("torch-cudnn", cudnn_factory, cudnn_why, False))
+        for impl, factory, bname, fallback in peers:
+            try:
+                run_shape(torch, args, name, factory, bname, impl, fallback)
+            except Exception as e:  # one shape's failure (out of memory) is its row's error
+                msg = str(e).splitlines()[0][:200].replace('"', "'") if str(e) else type(e).__name__
+                print('shape=%s impl=%s error="%s"' % (name, impl, msg), flush=True)
+                print("peer_torch_attention: %s %s: %s" % (name, impl, e), file=sys.stderr)
+                rc = 1
+            if args.device == "cuda":
+                torch.cuda.empty_cache()
+        if cudnn_factory is None:
+            print('shape=%s impl=torch-cudnn unavailable="%s"' % (name, cudnn_why), flush=True)
     return rc
 
 

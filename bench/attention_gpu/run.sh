@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Our flash attention (causal, forward and forward+backward) beside PyTorch's
-# scaled_dot_product_attention (flash backend forced where possible) on the attention shapes
+# scaled_dot_product_attention, flash backend forced where possible and, in the same run, its
+# cuDNN backend where this torch and GPU offer it (else the reason is listed), on the attention shapes
 # of the three GPU training shapes (bench_attention.cpp's kShapes), shape by shape in one run; TFLOP/s count the causal half of
 # the s x s work (FlashAttention's convention), forward+backward = 3.5 x forward.
 #
@@ -41,8 +42,8 @@ fi
 field() { sed -n "s/.* $2=\"\{0,1\}\([^\" ]*\).*/\1/p" <<<" $1" | head -1; }
 # quoted LINE KEY: the whole value of KEY="..." (error messages with spaces).
 quoted() { sed -n "s/.* $2=\"\([^\"]*\)\".*/\1/p" <<<" $1" | head -1; }
-# The line of shape $2 in file $1.
-shape_line() { grep "^shape=$2 " "$1" | tail -1 || true; }
+# The line of shape $2 and implementation $3 (ours, torch, torch-cudnn) in file $1.
+shape_line() { grep "^shape=$2 impl=$3 " "$1" | tail -1 || true; }
 
 declare -A ROW
 failed=0
@@ -53,7 +54,7 @@ for shape in "${SHAPE_LIST[@]}"; do
     >"$tmp/ours.out" 2>"$tmp/ours.err" || rc=$?
   grep -v '^#' "$tmp/ours.out" || true
   cat "$tmp/ours.err" >&2
-  ours=$(shape_line "$tmp/ours.out" "$shape")
+  ours=$(shape_line "$tmp/ours.out" "$shape" ours)
   if [ -n "$ours" ] && [ -z "$(quoted "$ours" error)" ]; then
     ROW[$shape.fwd]=$(field "$ours" fwd_tflops)
     ROW[$shape.fb]=$(field "$ours" fwdbwd_tflops)
@@ -71,7 +72,7 @@ for shape in "${SHAPE_LIST[@]}"; do
     "$PYTHON" "$here/peer_torch_attention.py" --device "$DEVICE" --dtype "$DTYPE" --reps "$REPS" \
       --shape "$shape" >"$tmp/peer.out" 2>"$tmp/peer.err" || prc=$?
     grep -v '^#' "$tmp/peer.out" || true
-    peer=$(shape_line "$tmp/peer.out" "$shape")
+    peer=$(shape_line "$tmp/peer.out" "$shape" torch)
     perr=$(quoted "$peer" error)
     if [ -n "$peer" ] && [ -z "$perr" ]; then
       ROW[$shape.pfwd]=$(field "$peer" fwd_tflops)
@@ -83,6 +84,16 @@ for shape in "${SHAPE_LIST[@]}"; do
     if [ $prc -ne 0 ] || [ -z "$peer" ] || [ -n "$perr" ]; then
       tail -5 "$tmp/peer.err" >&2
       ROW[$shape.peer_error]="peer: ${perr:-exit $prc: $(tail -1 "$tmp/peer.err")}"
+    fi
+    # cuDNN's row: its numbers, or why there are none (unavailable, or its error).
+    cud=$(shape_line "$tmp/peer.out" "$shape" torch-cudnn)
+    if [ -n "$cud" ] && [ -z "$(quoted "$cud" error)" ] && [ -z "$(quoted "$cud" unavailable)" ]; then
+      ROW[$shape.cfwd]=$(field "$cud" fwd_tflops)
+      ROW[$shape.cfb]=$(field "$cud" fwdbwd_tflops)
+    else
+      why=$(quoted "$cud" unavailable)
+      [ -n "$why" ] || why=$(quoted "$cud" error)
+      ROW[$shape.cudnn_note]="cuDNN: ${why:-no line from the peer}"
     fi
   fi
 done
@@ -97,17 +108,22 @@ ratio() {  # ours / torch, or - when either is missing
 }
 echo
 echo "device $DEVICE, $DTYPE, causal, dropout 0, median of $REPS; TFLOP/s count the causal half" \
-  "(fwd 2*b*np*s*s*hn, fwd+bwd 3.5x fwd); torch = F.scaled_dot_product_attention"
+  "(fwd 2*b*np*s*s*hn, fwd+bwd 3.5x fwd); torch = F.scaled_dot_product_attention (flash forced," \
+  "its backend in the last column), cuDNN = the same with SDPBackend.CUDNN_ATTENTION forced;" \
+  "ours with GPT_CUDA_FLASH=${GPT_CUDA_FLASH:-(unset)}"
 echo
-echo "| shape | ours fwd TFLOP/s | torch fwd | ratio | ours fwd+bwd | torch fwd+bwd | ratio | torch backend |"
-echo "|---|---:|---:|---:|---:|---:|---:|---|"
+echo "| shape | ours fwd TFLOP/s | torch fwd | ratio | cuDNN fwd | ratio | ours fwd+bwd | torch fwd+bwd | ratio | cuDNN fwd+bwd | ratio | torch backend |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 for shape in "${SHAPE_LIST[@]}"; do
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$shape" "$(val "$shape.fwd")" \
-    "$(val "$shape.pfwd")" "$(ratio "$shape.fwd" "$shape.pfwd")" "$(val "$shape.fb")" \
-    "$(val "$shape.pfb")" "$(ratio "$shape.fb" "$shape.pfb")" "$(val "$shape.backend")"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$shape" "$(val "$shape.fwd")" \
+    "$(val "$shape.pfwd")" "$(ratio "$shape.fwd" "$shape.pfwd")" \
+    "$(val "$shape.cfwd")" "$(ratio "$shape.fwd" "$shape.cfwd")" "$(val "$shape.fb")" \
+    "$(val "$shape.pfb")" "$(ratio "$shape.fb" "$shape.pfb")" \
+    "$(val "$shape.cfb")" "$(ratio "$shape.fb" "$shape.cfb")" "$(val "$shape.backend")"
 done
 for shape in "${SHAPE_LIST[@]}"; do
   if [ -n "${ROW[$shape.ours_error]:-}" ]; then printf -- '- %s: %s\n' "$shape" "${ROW[$shape.ours_error]:0:200}"; fi
   if [ -n "${ROW[$shape.peer_error]:-}" ]; then printf -- '- %s: %s\n' "$shape" "${ROW[$shape.peer_error]:0:200}"; fi
+  if [ -n "${ROW[$shape.cudnn_note]:-}" ]; then printf -- '- %s: %s\n' "$shape" "${ROW[$shape.cudnn_note]:0:200}"; fi
 done
 exit $failed

@@ -9,7 +9,9 @@
 //   bench_train_gpu --device cpu --config tiny --profile   # smoke run without a GPU
 //
 // --profile runs extra iterations after the timed ones with every backend op synchronized,
-// so the JSON line is never slowed by the profiling.
+// so the JSON line is never slowed by the profiling. The kernel variants the run-time
+// switches chose (GPT_CUDA_FLASH, GPT_CUDA_GEMM_EPILOGUE: README.md, "Kernel switches") head stderr
+// and are the JSON line's "kernels", so a log says what it measured.
 #include <mpi.h>
 
 #include <cstdio>
@@ -243,6 +245,10 @@ int main(int argc, char** argv) {
                     groups.world_size(), ")");
         gpt::train::check_supported(cfg, groups);
         auto device = gpt::make_backend(o.device, 0);
+        std::string kernels = device->kernel_variants();
+        if (kernels.empty()) kernels = o.device + " reference kernels";
+        std::fprintf(stderr, "bench_train_gpu: %s on %s, %s, kernels: %s\n", name.c_str(), o.device.c_str(),
+                     o.precision.c_str(), kernels.c_str());
         // The decorator stays in place for the timed iterations too (disabled: a plain
         // forwarder, one virtual call per op), so both phases run the same code.
         gpt::bench::TimedBackend timed(*device, /*sync_each_op=*/!device->host_memory());
@@ -273,10 +279,11 @@ int main(int argc, char** argv) {
         std::printf("{\"impl\": \"gpt-pretrain-%s\", \"config\": \"%s\", \"layers\": %d, \"hidden\": %d, "
                     "\"heads\": %d, \"seq\": %d, \"micro_batch\": %d, \"params_b\": %.3f, "
                     "\"ms_per_iter\": %.1f, \"tokens_per_s\": %.0f, \"model_tflops\": %.*f, "
-                    "\"peak_mem_gib\": %.1f, \"loss\": %.3f, \"skipped_steps\": %d}\n",
+                    "\"peak_mem_gib\": %.1f, \"loss\": %.3f, \"skipped_steps\": %d, \"kernels\": \"%s\"}\n",
                     o.device.c_str(), name.c_str(), m.num_layers, m.hidden_size, m.num_attention_heads,
                     m.seq_length, B, params / 1e9, dt * 1e3, double(B) * m.seq_length / dt,
-                    tflops < 1 ? 4 : 1, tflops, timed.peak_bytes() / double(1ull << 30), loss, skipped);
+                    tflops < 1 ? 4 : 1, tflops, timed.peak_bytes() / double(1ull << 30), loss, skipped,
+                    kernels.c_str());
         std::fflush(stdout);
 
         if (o.profile) {

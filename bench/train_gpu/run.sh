@@ -7,6 +7,10 @@
 #   bench/train_gpu/run.sh gpt-1.3b                          # some of them (or CONFIGS="a b")
 #   BENCH_ARGS="--profile" bench/train_gpu/run.sh gpt-1.3b   # plus per-op/category times (stderr)
 #   DEVICE=cpu CONFIGS=tiny PEER=none bench/train_gpu/run.sh # smoke test without a GPU
+#   GPT_CUDA_GEMM_EPILOGUE=unfused PEER=none bench/train_gpu/run.sh gpt-1.3b   # another kernel variant
+#
+# The table's header names the kernel variants ours ran (bench_train_gpu's "kernels": the
+# GPT_CUDA_* switches of README.md, "Kernel switches", passed through from the environment).
 #
 # Environment: GPT_BUILD_DIR (default build), BENCH_BIN (a prebuilt bench_train_gpu: no
 # build), DEVICE (cuda), CONFIGS, BENCH_ARGS (extra
@@ -51,6 +55,7 @@ peer_line() { grep -F "\"config\": \"$2\"" "$1" | grep -F "\"peer\": \"$3\"" | t
 peer_error() { grep -F "\"config\": \"$2\"" "$1" | grep -F '"error"' | tail -1 || true; }
 
 declare -A ROW
+ours_kernels=
 failed=0
 for cfg in "${CONFIG_LIST[@]}"; do
   echo "== $cfg" >&2
@@ -67,6 +72,7 @@ for cfg in "${CONFIG_LIST[@]}"; do
     ROW[$cfg.tflops]=$(field "$ours" model_tflops)
     ROW[$cfg.tokens]=$(field "$ours" tokens_per_s)
     ROW[$cfg.peak]=$(field "$ours" peak_mem_gib)
+    if [ -z "$ours_kernels" ]; then ours_kernels=$(field "$ours" kernels); fi
   fi
 
   if [ "$PEER" != "none" ]; then
@@ -88,6 +94,7 @@ done
 val() { local v=${ROW[$1]:-}; echo "${v:--}"; }
 echo
 printf 'device %s, fp16, flash attention, vocab 50304; model TFLOP/s by Megatron'"'"'s formula (no causal discount)\n' "$DEVICE"
+printf 'kernels: %s\n' "${ours_kernels:-unknown (no run of ours finished)}"
 printf '%-22s %12s %10s %9s %14s %16s %15s\n' config "ours TFLOP/s" tokens/s "peak GiB" "eager TFLOP/s" \
   "compile TFLOP/s" "ours/compile"
 for cfg in "${CONFIG_LIST[@]}"; do

@@ -150,6 +150,10 @@ class Backend {
 public:
     virtual ~Backend() = default;
     virtual std::string name() const = 0;
+    // The kernel variants that run-time switches chose (GPU backends: GPT_CUDA_FLASH,
+    // GPT_CUDA_GEMM_EPILOGUE; README.md, "Kernel switches"), as "key=value" words for a benchmark's
+    // header; empty where there is nothing to choose (the CPU backend).
+    virtual std::string kernel_variants() const { return {}; }
     virtual bool host_memory() const = 0;  // pointers are host-addressable
 
     // ---- memory -------------------------------------------------------------------

@@ -41,6 +41,14 @@ bool cuda_flash_simple() {
     return e && std::strcmp(e, "simple") == 0;
 }
 
+bool cuda_gemm_epilogue_unfused() {
+    const char* e = get("GPT_CUDA_GEMM_EPILOGUE");
+    if (!e || std::strcmp(e, "fused") == 0) return false;
+    GPT_REQUIRE(std::strcmp(e, "unfused") == 0, UsageError, "GPT_CUDA_GEMM_EPILOGUE='", e,
+                "' is neither fused nor unfused");
+    return true;
+}
+
 std::optional<double> distributed_timeout_seconds() {
     const char* e = get("GPT_DISTRIBUTED_TIMEOUT_SECONDS");
     if (!e) return std::nullopt;
@@ -63,7 +71,8 @@ std::optional<int> test_stall_before_save() {
 
 std::vector<std::pair<std::string, std::string>> rows() {
     std::vector<std::pair<std::string, std::string>> r;
-    for (const char* name : {"DEVICE_MEMORY_GB", "GPT_CPU_CORES", "GPT_CUDA_FLASH", "GPT_DISTRIBUTED_TIMEOUT_SECONDS",
+    for (const char* name : {"DEVICE_MEMORY_GB", "GPT_CPU_CORES", "GPT_CUDA_FLASH", "GPT_CUDA_GEMM_EPILOGUE",
+                             "GPT_DISTRIBUTED_TIMEOUT_SECONDS",
                              "GPT_TEST_STALL_BEFORE_SAVE"}) {
         const char* v = std::getenv(name);
         r.emplace_back(name, v ? v : "None");

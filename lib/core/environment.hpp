@@ -18,6 +18,11 @@ std::optional<double> device_memory_gb();
 std::optional<int> cpu_cores();
 // GPT_CUDA_FLASH=simple: the CUDA backend's flash attention uses its CUDA-core kernels.
 bool cuda_flash_simple();
+// GPT_CUDA_GEMM_EPILOGUE=fused|unfused: whether the CUDA backend's GEMMs fuse the tanh GELU,
+// its derivative and the bias gradient into cuBLASLt's epilogues (fused, the default) or run
+// the GEMM with at most a bias epilogue and then our element-wise kernels (unfused). True
+// for unfused; UsageError for any other value.
+bool cuda_gemm_epilogue_unfused();
 
 // GPT_DISTRIBUTED_TIMEOUT_SECONDS: the hang watchdog's limit in seconds, overriding
 // --distributed-timeout-minutes (whose unit, as in Megatron, is a whole minute); for tests

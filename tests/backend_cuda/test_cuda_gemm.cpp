@@ -1,15 +1,44 @@
 // CUDA GEMM (cuBLASLt) vs CPU GEMM: transposes, padded leading dimensions, mixed output
 // types with beta (weight-gradient accumulation), bias, bias+GELU (erf, and tanh through
-// cuBLASLt's GELU_AUX_BIAS), GELU-gradient (DGELU) and fused bias-gradient epilogues, batches.
+// cuBLASLt's GELU_AUX_BIAS), GELU-gradient (DGELU) and fused bias-gradient epilogues, batches;
+// the epilogues both fused into cuBLASLt and unfused (GPT_CUDA_GEMM_EPILOGUE), and the two
+// against each other.
 #include <cmath>
+#include <functional>
 #include <utility>
 
+#include "backend/cuda/gemm_epilogue.hpp"
 #include "cuda_test_util.hpp"
 
 namespace gpt::test {
 namespace {
 
 class CudaGemm : public CudaVsCpu {};
+
+using cuda::GemmEpilogueMode;
+
+// Sets the epilogue mode for a scope and restores the previous one.
+class EpilogueModeGuard {
+public:
+    explicit EpilogueModeGuard(GemmEpilogueMode m) : old_(cuda::gemm_epilogue_mode()) {
+        cuda::set_gemm_epilogue_mode(m);
+    }
+    ~EpilogueModeGuard() { cuda::set_gemm_epilogue_mode(old_); }
+    EpilogueModeGuard(const EpilogueModeGuard&) = delete;
+    EpilogueModeGuard& operator=(const EpilogueModeGuard&) = delete;
+
+private:
+    GemmEpilogueMode old_;
+};
+
+// Runs f once with cuBLASLt's fused epilogues and once with ours unfused.
+void for_each_epilogue_mode(const std::function<void()>& f) {
+    for (GemmEpilogueMode m : {GemmEpilogueMode::Fused, GemmEpilogueMode::Unfused}) {
+        SCOPED_TRACE(std::string("epilogue ") + cuda::gemm_epilogue_mode_name(m));
+        EpilogueModeGuard guard(m);
+        f();
+    }
+}
 
 struct Case {
     std::int64_t m, n, k;
@@ -232,38 +261,46 @@ TEST_F(CudaGemm, Fp32OutputAccumulates) {
 }
 
 TEST_F(CudaGemm, BiasAndGeluEpilogues) {
-    for (DType t : kAllTypes)
-        for (bool tb : {false, true}) {
-            run_case(cpu(), gpu(), Case{100, 192, 64, false, tb, t, t, 1, GemmEpilogue::Bias, false, 0.0f, 0});
-            run_case(cpu(), gpu(), Case{100, 192, 64, false, tb, t, t, 1, GemmEpilogue::BiasGelu, false, 0.0f, 0});
-            run_case(cpu(), gpu(), Case{100, 192, 64, false, tb, t, t, 1, GemmEpilogue::BiasGelu, true, 0.0f, 0});
-        }
-    // Bias of the operands' type with an fp32 output.
-    run_case(cpu(), gpu(), Case{33, 64, 32, false, true, DType::BF16, DType::F32, 1, GemmEpilogue::Bias, false, 0.0f, 0});
+    for_each_epilogue_mode([&] {
+        for (DType t : kAllTypes)
+            for (bool tb : {false, true}) {
+                run_case(cpu(), gpu(), Case{100, 192, 64, false, tb, t, t, 1, GemmEpilogue::Bias, false, 0.0f, 0});
+                run_case(cpu(), gpu(), Case{100, 192, 64, false, tb, t, t, 1, GemmEpilogue::BiasGelu, false, 0.0f, 0});
+                run_case(cpu(), gpu(), Case{100, 192, 64, false, tb, t, t, 1, GemmEpilogue::BiasGelu, true, 0.0f, 0});
+            }
+        // Bias of the operands' type with an fp32 output; a row length that takes the
+        // element-by-element GELU pass (37 is no multiple of a 16-byte pack).
+        run_case(cpu(), gpu(), Case{33, 64, 32, false, true, DType::BF16, DType::F32, 1, GemmEpilogue::Bias, false, 0.0f, 0});
+        run_case(cpu(), gpu(), Case{33, 37, 32, false, true, DType::F16, DType::F16, 1, GemmEpilogue::BiasGelu, true, 0.0f, 0});
+    });
 }
 
 // The MLP's input gradient through its GELU: cuBLASLt's DGELU epilogue for the tanh GELU
 // (n a multiple of 8), else the product and then GELU's backward.
 TEST_F(CudaGemm, GeluGradientEpilogue) {
-    for (DType t : kAllTypes)
-        for (bool tanh_gelu : {false, true}) {
-            run_case(cpu(), gpu(), Case{100, 192, 64, false, false, t, t, 1, GemmEpilogue::GeluGrad, tanh_gelu, 0.0f, 0});
-            run_case(cpu(), gpu(), Case{37, 60, 48, false, false, t, t, 1, GemmEpilogue::GeluGrad, tanh_gelu, 0.0f, 0});
-        }
+    for_each_epilogue_mode([&] {
+        for (DType t : kAllTypes)
+            for (bool tanh_gelu : {false, true}) {
+                run_case(cpu(), gpu(), Case{100, 192, 64, false, false, t, t, 1, GemmEpilogue::GeluGrad, tanh_gelu, 0.0f, 0});
+                run_case(cpu(), gpu(), Case{37, 60, 48, false, false, t, t, 1, GemmEpilogue::GeluGrad, tanh_gelu, 0.0f, 0});
+            }
+    });
 }
 
 // The weight-gradient GEMM with the bias gradient fused (cuBLASLt's BGRADB epilogue, or the
 // separate column sums where the library has no algorithm for it).
 TEST_F(CudaGemm, FusedBiasGradient) {
-    for (DType t : kAllTypes) {
-        run_case(cpu(), gpu(), Case{128, 192, 256, true, false, t, DType::F32, 1,
-                                    GemmEpilogue::None, false, 1.0f, 0, true});
-        run_case(cpu(), gpu(), Case{100, 72, 37, true, false, t, DType::F32, 1,
-                                    GemmEpilogue::None, false, 1.0f, 0, true});
-    }
-    // With another epilogue the column sums are computed on their own.
-    run_case(cpu(), gpu(), Case{64, 48, 32, true, false, DType::F16, DType::F16, 1,
-                                GemmEpilogue::Bias, false, 0.0f, 0, true});
+    for_each_epilogue_mode([&] {
+        for (DType t : kAllTypes) {
+            run_case(cpu(), gpu(), Case{128, 192, 256, true, false, t, DType::F32, 1,
+                                        GemmEpilogue::None, false, 1.0f, 0, true});
+            run_case(cpu(), gpu(), Case{100, 72, 37, true, false, t, DType::F32, 1,
+                                        GemmEpilogue::None, false, 1.0f, 0, true});
+        }
+        // With another epilogue the column sums are computed on their own.
+        run_case(cpu(), gpu(), Case{64, 48, 32, true, false, DType::F16, DType::F16, 1,
+                                    GemmEpilogue::Bias, false, 0.0f, 0, true});
+    });
 }
 
 TEST_F(CudaGemm, StridedBatches) {
@@ -271,8 +308,107 @@ TEST_F(CudaGemm, StridedBatches) {
         for (int tr = 0; tr < 4; ++tr)
             run_case(cpu(), gpu(), Case{48, 40, 64, (tr & 1) != 0, (tr & 2) != 0, t, t, 5,
                                         GemmEpilogue::None, false, 0.0f, 0});
-    run_case(cpu(), gpu(), Case{48, 40, 64, false, false, DType::F16, DType::F16, 3,
-                                GemmEpilogue::BiasGelu, false, 0.0f, 8});
+    for_each_epilogue_mode([&] {
+        // Padded rows: the strided GELU pass per batch; contiguous batches: one pass.
+        run_case(cpu(), gpu(), Case{48, 40, 64, false, false, DType::F16, DType::F16, 3,
+                                    GemmEpilogue::BiasGelu, false, 0.0f, 8});
+        run_case(cpu(), gpu(), Case{48, 40, 64, false, false, DType::BF16, DType::BF16, 3,
+                                    GemmEpilogue::BiasGelu, true, 0.0f, 0});
+    });
+}
+
+// GPT_CUDA_GEMM_EPILOGUE=fused against unfused on the same operands: the same math with the
+// GELU applied at a different rounding point, so the two must agree to within that point's
+// error, which is far tighter than each one's distance to the exact product (u_o: unit
+// roundoff of C's type, und its underflow error, s = 1.13 >= max |gelu'| + 8 u32):
+//  - Bias + GELU: fused C_f = fl(G(p)) from the fp32 pre-activation p, with aux_f = fl(p);
+//    unfused C_u = fl(G(aux_u)), aux_u = fl(p') from its own GEMM (the library may pick
+//    another algorithm: p' may differ from p by the accumulation error, seen in aux).
+//    G errs by at most 8 u32 (|x| + 1) in fp32 (as above), so
+//    |C_f - C_u| <= u_o/(1-u_o) (|C_f| + |C_u|) + 2 und
+//                 + s (u_o/(1-u_o) |aux_f| + und + |aux_f - aux_u|) + 8 u32 (|aux_f| + |aux_u| + 2).
+//  - GELU gradient: fused C_f = fl(p D), unfused C_u = fl(fl(p') D), D = gelu'(aux) within
+//    8 u32 each, p and p' within err (the accumulation bound above) of the exact product e:
+//    |C_f - C_u| <= u_o/(1-u_o) (|C_f| + |C_u|) + 2 und + s (2 err + u_o (|e| + err) + und)
+//                 + 16 u32 (|e| + err) (1 + u_o) + 2 u32 s (|e| + err) (1 + u_o)  (fp32 products).
+//  - Bias gradient: both within 2 (k+1) u32 (|dbias| + sum|a|) of the exact sums: twice that.
+// A wrong GELU constant in the unfused kernel (0.044715 -> 0.0447) moves an fp32 C by ~1e-5
+// relative, 100x this bound; bf16 results must differ in some element, which shows the
+// two paths really are different code.
+struct ModeRun {
+    std::vector<double> c, aux, dbias;
+};
+
+TEST_F(CudaGemm, FusedAndUnfusedEpiloguesAgree) {
+    const double u32 = unit_roundoff(DType::F32), s = kGeluSlope;
+    for (DType t : kAllTypes)
+        for (GemmEpilogue epi : {GemmEpilogue::BiasGelu, GemmEpilogue::GeluGrad, GemmEpilogue::None}) {
+            const bool dbias = epi == GemmEpilogue::None;
+            // Shapes the fused epilogues take (tanh GELU, n a multiple of 8, batch 1).
+            const Case c = dbias ? Case{128, 192, 256, true, false, t, DType::F32, 1, epi, false, 1.0f, 0, true}
+                                 : Case{100, 192, 64, false, false, t, t, 1, epi, true, 0.0f, 0};
+            SCOPED_TRACE(describe(c));
+            const GemmArgs g = make_args(c);
+            const auto av = rounded(c.dtype, random_vec(g.stride_a, 80));
+            const auto bv = rounded(c.dtype, random_vec(g.stride_b, 81));
+            const auto cv = rounded(c.c_dtype, random_vec(g.stride_c, 82));
+            const auto biasv = rounded(c.dtype, random_vec(c.n, 83));
+            const auto auxv = rounded(c.c_dtype, random_vec(g.stride_c, 85, -3.0, 3.0));
+            const auto dbiasv = rounded(DType::F32, random_vec(c.m, 84));
+            auto run = [&](GemmEpilogueMode m) {
+                EpilogueModeGuard guard(m);
+                Twin A(cpu(), gpu(), c.dtype, av), B(cpu(), gpu(), c.dtype, bv), C(cpu(), gpu(), c.c_dtype, cv);
+                Twin bias(cpu(), gpu(), c.dtype, biasv), aux(cpu(), gpu(), c.c_dtype, auxv);
+                Twin db(cpu(), gpu(), DType::F32, dbiasv);
+                GemmArgs x = g;
+                x.a = A.g();
+                x.b = B.g();
+                x.c = C.g();
+                x.bias = epi == GemmEpilogue::BiasGelu ? bias.g() : nullptr;
+                x.aux = dbias ? nullptr : aux.g();
+                x.bias_grad = dbias ? db.gf() : nullptr;
+                gpu().gemm(x);
+                return ModeRun{C.gpu_vals(), aux.gpu_vals(), db.gpu_vals()};
+            };
+            const ModeRun f = run(GemmEpilogueMode::Fused), un = run(GemmEpilogueMode::Unfused);
+            const double uo = unit_roundoff(c.c_dtype), ur = uo / (1.0 - uo), und = underflow_error(c.c_dtype);
+            std::vector<double> bound(f.c.size());
+            if (epi == GemmEpilogue::BiasGelu) {
+                for (std::size_t i = 0; i < bound.size(); ++i)
+                    bound[i] = ur * (std::abs(f.c[i]) + std::abs(un.c[i])) + 2.0 * und +
+                               s * (ur * std::abs(f.aux[i]) + und + std::abs(f.aux[i] - un.aux[i])) +
+                               8.0 * u32 * (std::abs(f.aux[i]) + std::abs(un.aux[i]) + 2.0);
+                // The pre-activations: each within its bound of the exact one.
+                const GemmBound want = exact_gemm(g, av, bv, cv, biasv, auxv, dbiasv, false);
+                EXPECT_TRUE(within_bound(c_blocks(g, f.aux), want.aux, want.aux_bound)) << "fused aux";
+                EXPECT_TRUE(within_bound(c_blocks(g, un.aux), want.aux, want.aux_bound)) << "unfused aux";
+            } else {
+                GemmArgs plain = g;
+                plain.epilogue = GemmEpilogue::None;
+                const GemmBound prod = exact_gemm(plain, av, bv, cv, {}, {}, dbiasv, dbias);
+                for (std::size_t i = 0; i < bound.size(); ++i) {
+                    if (dbias) {  // no epilogue on C: the same GEMM in both modes
+                        bound[i] = 2.0 * prod.c_bound[i];
+                        continue;
+                    }
+                    const double e = std::abs(prod.c[i]);
+                    const double err = prod.c_bound[i] - output_rounding(c.c_dtype, prod.c[i]);
+                    bound[i] = ur * (std::abs(f.c[i]) + std::abs(un.c[i])) + 2.0 * und +
+                               s * (2.0 * err + uo * (e + err) + und) +
+                               (16.0 * u32 + 2.0 * u32 * s) * (e + err) * (1.0 + uo);
+                }
+                if (dbias) {
+                    std::vector<double> dbound(prod.dbias_bound);
+                    for (double& b : dbound) b *= 2.0;
+                    EXPECT_TRUE(within_bound(un.dbias, f.dbias, dbound)) << "bias gradients";
+                }
+            }
+            EXPECT_TRUE(within_bound(c_blocks(g, un.c), c_blocks(g, f.c), c_blocks(g, bound)))
+                << "unfused against fused";
+            if (t == DType::BF16 && epi == GemmEpilogue::BiasGelu) {
+                EXPECT_NE(f.c, un.c) << "bf16 fused and unfused GELU are bit-identical: the switch chose the same path";
+            }
+        }
 }
 
 // The bounds can fail: wrong results of the kind a real bug gives lie far outside them, for

@@ -238,6 +238,7 @@ FlashParams flash_params(const AttentionArgs& a) {
 }
 
 void set_flash_kernel(FlashKernel k) { kernel_choice() = k; }
+FlashKernel flash_kernel() { return kernel_choice(); }
 
 bool flash_uses_tensor_cores(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     if (kernel_choice() == FlashKernel::Simple || a.dtype == DType::F32) return false;

@@ -14,6 +14,7 @@ constexpr std::int64_t kMaxFlashHeadDim = 128;
 // CUDA-core kernels everywhere (also set by GPT_CUDA_FLASH=simple in the environment).
 enum class FlashKernel { Auto, Simple };
 void set_flash_kernel(FlashKernel k);
+FlashKernel flash_kernel();  // the current choice (the first call reads GPT_CUDA_FLASH)
 // Whether a call with these arguments and tensors runs on tensor cores: fp16/bf16, head dim
 // 64, 80, 96 or 128, every tensor 16-byte aligned, not forced simple.
 bool flash_uses_tensor_cores(const AttentionArgs& a, std::initializer_list<const void*> tensors);

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 
+#include "backend/cuda/attention_flash.hpp"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/gemm_engine.hpp"
+#include "backend/cuda/gemm_epilogue.hpp"
 #include "core/device_info.hpp"
 #include "core/device_wait.hpp"
 
@@ -40,6 +42,9 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     GPT_CUDA_CHECK(cudaStreamCreate(&s), "CudaBackend");
     stream_ = s;
     gemm_ = std::make_unique<GemmEngine>(s);
+    // The switches are read here, so a misspelt GPT_CUDA_GEMM_EPILOGUE fails at start-up
+    // rather than at the first GEMM.
+    kernel_variants();
     GPT_CUDA_CHECK(cudaMalloc(&reduce_partials_, kReduceBlocks * (sizeof(double) + sizeof(int))),
                    "CudaBackend");
 }
@@ -53,6 +58,13 @@ CudaBackend::~CudaBackend() {
     for (auto& [p, blk] : live_) cudaFree(p);
     for (auto& [size, p] : cache_) cudaFree(p);
     for (auto& [p, raw] : host_blocks_) cudaFreeHost(raw);
+}
+
+std::string CudaBackend::kernel_variants() const {
+    // Flash attention on tensor cores where a call allows it (fp16/bf16, head dims 64-128,
+    // 16-byte aligned tensors), CUDA-core kernels elsewhere; "simple": CUDA cores always.
+    return detail::concat("attention=", flash_kernel() == FlashKernel::Simple ? "flash-simple" : "flash-sm80",
+                          " gemm_epilogue=", gemm_epilogue_mode_name(gemm_epilogue_mode()));
 }
 
 void CudaBackend::release_cache() {

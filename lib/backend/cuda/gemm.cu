@@ -8,6 +8,8 @@
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/gemm_engine.hpp"
+#include "backend/cuda/gemm_epilogue.hpp"
+#include "core/environment.hpp"
 
 namespace gpt::cuda {
 
@@ -153,7 +155,19 @@ void fallback_gemm(const GemmArgs& g, void* d, const void* bias, cudaStream_t st
     });
 }
 
+GemmEpilogueMode& epilogue_choice() {
+    static GemmEpilogueMode m = env::cuda_gemm_epilogue_unfused() ? GemmEpilogueMode::Unfused
+                                                                   : GemmEpilogueMode::Fused;
+    return m;
+}
+
 }  // namespace
+
+GemmEpilogueMode gemm_epilogue_mode() { return epilogue_choice(); }
+void set_gemm_epilogue_mode(GemmEpilogueMode m) { epilogue_choice() = m; }
+const char* gemm_epilogue_mode_name(GemmEpilogueMode m) {
+    return m == GemmEpilogueMode::Fused ? "fused" : "unfused";
+}
 
 GemmEngine::GemmEngine(cudaStream_t stream) : stream_(stream) {
     GPT_CUBLAS_CHECK(cublasLtCreate(&handle_), "GemmEngine");
@@ -276,10 +290,14 @@ void GemmEngine::run(CudaBackend& be, const GemmArgs& g) {
     // k = 0 is the empty sum: C = beta*C (+ bias). Not something the model issues, and
     // cuBLASLt rejects it, so say so instead of guessing.
     GPT_REQUIRE(g.k > 0, UsageError, "gemm on CUDA: k = 0 is not supported (m=", g.m, " n=", g.n, ")");
+    // GPT_CUDA_GEMM_EPILOGUE (gemm_epilogue.hpp): unfused runs cuBLASLt with at most its
+    // bias epilogue and the rest as our element-wise kernels, the paths below that also
+    // serve shapes the library has no fused algorithm for.
+    const bool fuse = gemm_epilogue_mode() == GemmEpilogueMode::Fused;
     if (g.bias_grad) {
         // The weight-gradient GEMM with dY's column sums from its epilogue (BGRADB), into a
         // scratch since cuBLASLt overwrites the vector and ours accumulates.
-        if (g.epilogue == GemmEpilogue::None) {
+        if (fuse && g.epilogue == GemmEpilogue::None) {
             Scratch sums(be, static_cast<std::size_t>(g.m) * sizeof(float));
             if (matmul(g, g.c, Fused{nullptr, nullptr, sums.as<float>(), nullptr})) {
                 be.accumulate_f32(sums.get(), g.bias_grad, g.m, DType::F32);
@@ -296,7 +314,8 @@ void GemmEngine::run(CudaBackend& be, const GemmArgs& g) {
         // cuBLASLt's DGELU is the tanh GELU's derivative: one call where the library has an
         // algorithm (aux leading dimension a multiple of 8); else the product, then GELU's
         // backward over it (as the erf GELU always does).
-        if (g.tanh_gelu && g.ldc % 8 == 0 && matmul(g, g.c, Fused{nullptr, nullptr, nullptr, g.aux})) return;
+        if (fuse && g.tanh_gelu && g.ldc % 8 == 0 && matmul(g, g.c, Fused{nullptr, nullptr, nullptr, g.aux}))
+            return;
         matmul(g, g.c, Fused{});
         be.gelu_backward(g.c, g.aux, g.c, g.m * g.n, g.tanh_gelu, g.c_dtype);
         return;
@@ -316,12 +335,18 @@ void GemmEngine::run(CudaBackend& be, const GemmArgs& g) {
     // BiasGelu. cuBLASLt's GELU epilogue is the tanh approximation (our default, as Megatron's
     // fused bias-GELU): one call writes the pre-activation (aux, which backward needs) and the activation, where
     // the library has an algorithm for it (its aux leading dimension must be a multiple of 8).
-    if (g.tanh_gelu && g.batch == 1 && g.ldc % 8 == 0 &&
+    if (fuse && g.tanh_gelu && g.batch == 1 && g.ldc % 8 == 0 &&
         matmul(g, g.c, Fused{bias, g.aux, nullptr, nullptr}))
         return;
-    // The exact erf GELU (--no-bias-gelu-fusion): the GEMM writes the pre-activation into aux and one
-    // pass computes C = gelu(aux).
+    // Unfused, and the exact erf GELU (--no-bias-gelu-fusion): the GEMM with its bias
+    // epilogue writes the pre-activation into aux and one pass computes C = gelu(aux): the
+    // backend's vectorised gelu_forward where C's batches are one contiguous block (the
+    // model's MLP), else a strided pass per batch.
     matmul(g, g.aux, Fused{bias, nullptr, nullptr, nullptr});
+    if (g.ldc == g.n && (g.batch == 1 || g.stride_c == g.m * g.n)) {
+        be.gelu_forward(g.aux, g.c, g.batch * g.m * g.n, g.tanh_gelu, g.c_dtype);
+        return;
+    }
     const std::size_t csz = dtype_size(g.c_dtype);
     for (std::int64_t t = 0; t < g.batch; ++t) {
         const char* pre = static_cast<const char*>(g.aux) + t * g.stride_c * csz;

@@ -1,6 +1,7 @@
 // GemmEngine: the backend's GEMM on cuBLASLt (row-major mapping, fp32 compute, bias, tanh
 // GELU, GELU-gradient and bias-gradient epilogues, strided batches, heuristic results cached per shape,
-// one workspace).
+// one workspace). Whether the GELU and bias-gradient epilogues are fused into cuBLASLt or run
+// as our element-wise kernels after it is chosen at run time (gemm_epilogue.hpp).
 #pragma once
 
 #include <cublasLt.h>
