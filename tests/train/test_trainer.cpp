@@ -69,7 +69,9 @@ TEST(Trainer, Fp16OverflowSkipsStepsAndTheScaleFollowsTheRules) {
     for (const auto& r : rec) {
         EXPECT_EQ(r.loss_scale, ref.scale()) << "iteration " << r.iteration;
         EXPECT_EQ(r.skipped, std::isnan(r.grad_norm));
-        if (!r.skipped && applied++ == 0) EXPECT_EQ(r.lr, 0.0);  // warm-up starts at 0
+        if (!r.skipped && applied++ == 0) {
+            EXPECT_EQ(r.lr, 0.0);  // warm-up starts at 0
+        }
         skipped += r.skipped;
         ref.update(r.skipped);
     }
