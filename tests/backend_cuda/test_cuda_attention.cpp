@@ -9,6 +9,7 @@ namespace gpt::test {
 namespace {
 
 using cuda::FlashKernel;
+using cuda::flash_forward_uses_sm90;
 using cuda::flash_uses_tensor_cores;
 using cuda::set_flash_kernel;
 
@@ -189,6 +190,122 @@ TEST(CudaFlashSelection, TensorCoresWhereTheyApply) {
     EXPECT_FALSE(flash_uses_tensor_cores(a, {buf}));
     set_flash_kernel(FlashKernel::Auto);
     EXPECT_TRUE(flash_uses_tensor_cores(a, {buf}));
+}
+
+// The sm_90 wgmma forward (GPT_CUDA_FLASH=sm90, attention_flash_sm90.cu) for the span of a
+// test: on the emulator (which reports sm_80) through the library's test hook, on a GPU
+// only where the device is sm_90 (elsewhere the test skips: the kernel would trap).
+class Sm90Forward {
+public:
+    Sm90Forward() {
+#if defined(GPT_CUDA_EMU)
+        cuda::flash_assume_sm90_device_for_tests(true);
+        ok_ = true;
+#else
+        ok_ = cuda::flash_device_is_sm90();
+#endif
+        set_flash_kernel(FlashKernel::Sm90);
+    }
+    ~Sm90Forward() {
+        set_flash_kernel(FlashKernel::Auto);
+        cuda::flash_assume_sm90_device_for_tests(false);
+    }
+    Sm90Forward(const Sm90Forward&) = delete;
+    Sm90Forward& operator=(const Sm90Forward&) = delete;
+    bool ok() const { return ok_; }
+
+private:
+    bool ok_ = false;
+};
+
+AttentionArgs sm90_args(const Shape& sh, DType t) {
+    AttentionArgs a;
+    a.s = sh.s;
+    a.b = sh.b;
+    a.np = sh.np;
+    a.hn = sh.hn;
+    a.heads_per_group = sh.qpg;
+    a.dtype = t;
+    a.flash = true;
+    return a;
+}
+
+// 64 query rows per block against 64-key tiles: s below one block, exactly one, partial
+// last blocks, several blocks, batch*heads > 1, grouped K/V; forward and the sm80 backward
+// from the sm90 forward's lse, all against the fp64 bounds (the same arithmetic class as
+// the sm80 kernel: fp32 accumulation, 16-bit P; its 64-key tiles rescale less often than
+// the bound's 32-key count).
+TEST_F(CudaAttention, FlashSm90ForwardMatchesCpu) {
+    Sm90Forward on;
+    if (!on.ok()) GTEST_SKIP() << "the sm90 forward needs an sm_90 GPU (or the emulator)";
+    const Shape shapes[] = {{1, 1, 1, 64}, {64, 1, 2, 128}, {70, 2, 4, 64, 2}, {130, 1, 2, 64}, {33, 1, 2, 128}};
+    for (const Shape& sh : shapes)
+        for (DType t : {DType::F16, DType::BF16}) {
+            Twin probe(cpu(), gpu(), t, 8);
+            ASSERT_TRUE(flash_forward_uses_sm90(sm90_args(sh, t), {probe.g()})) << "hn " << sh.hn;
+            run_attention(cpu(), gpu(), sh, t, 0.0f, true);
+        }
+}
+
+// O and lse of the sm90 forward against the sm80 forward's on the same inputs: each is
+// within its bound of the fp64 result, so they differ by at most twice that.
+TEST_F(CudaAttention, FlashSm90ForwardMatchesSm80) {
+    Sm90Forward on;
+    if (!on.ok()) GTEST_SKIP() << "the sm90 forward needs an sm_90 GPU (or the emulator)";
+    const Shape shapes[] = {{65, 2, 2, 64}, {100, 1, 2, 128}};
+    for (const Shape& sh : shapes)
+        for (DType t : {DType::F16, DType::BF16}) {
+            SCOPED_TRACE(detail::concat("s=", sh.s, " hn=", sh.hn, " ", dname(t)));
+            AttentionArgs a = sm90_args(sh, t);
+            const std::int64_t nqkv = attention_qkv_elems(a), nout = sh.s * sh.b * sh.np * sh.hn;
+            const auto qkv_v = rounded(t, random_vec(nqkv, 82, -2.0, 2.0));
+            const AttnExact x = attention_exact(a, qkv_v, rounded(t, random_vec(nout, 83)));
+            Twin qkv(cpu(), gpu(), t, qkv_v), o80(cpu(), gpu(), t, nout), o90(cpu(), gpu(), t, nout);
+            const std::size_t nsaved = gpu().attention_saved_bytes(a) / 4;
+            Twin l80(cpu(), gpu(), DType::F32, nsaved), l90(cpu(), gpu(), DType::F32, nsaved);
+            set_flash_kernel(FlashKernel::Auto);
+            gpu().attention_forward(a, qkv.g(), o80.g(), l80.g());
+            set_flash_kernel(FlashKernel::Sm90);
+            gpu().attention_forward(a, qkv.g(), o90.g(), l90.g());
+            auto twice = [](std::vector<double> b) {
+                for (double& e : b) e *= 2;
+                return b;
+            };
+            EXPECT_TRUE(within_bound(o90.gpu_vals(), o80.gpu_vals(), twice(x.out_bound))) << "out";
+            EXPECT_TRUE(within_bound(l90.gpu_vals(), l80.gpu_vals(), twice(x.lse_bound))) << "lse";
+        }
+}
+
+// Which forwards take the sm90 kernel (host logic): only with FlashKernel::Sm90 on an sm_90
+// device, no dropout (the sm90 kernel has none), head dims 64 and 128, fp16/bf16, aligned.
+TEST(CudaFlashSelection, Sm90ForwardWhereItApplies) {
+    alignas(16) static unsigned char buf[64];
+    AttentionArgs a;
+    a.s = 128;
+    a.b = 1;
+    a.np = 2;
+    a.hn = 64;
+    a.dtype = DType::F16;
+    a.flash = true;
+    cuda::flash_assume_sm90_device_for_tests(true);
+    EXPECT_FALSE(flash_forward_uses_sm90(a, {buf})) << "Auto";
+    set_flash_kernel(FlashKernel::Sm90);
+    EXPECT_TRUE(flash_forward_uses_sm90(a, {buf}));
+    EXPECT_FALSE(flash_forward_uses_sm90(a, {buf + 2})) << "misaligned";
+    a.dropout = 0.1f;
+    EXPECT_FALSE(flash_forward_uses_sm90(a, {buf})) << "dropout";
+    a.dropout = 0.0f;
+    for (std::int64_t hn : {80, 96}) {
+        a.hn = hn;
+        EXPECT_FALSE(flash_forward_uses_sm90(a, {buf})) << hn;
+    }
+    a.hn = 128;
+    a.dtype = DType::BF16;
+    EXPECT_TRUE(flash_forward_uses_sm90(a, {buf}));
+    a.dtype = DType::F32;
+    EXPECT_FALSE(flash_forward_uses_sm90(a, {buf}));
+    set_flash_kernel(FlashKernel::Auto);
+    cuda::flash_assume_sm90_device_for_tests(false);
 }
 
 TEST_F(CudaAttention, LongSequence) {

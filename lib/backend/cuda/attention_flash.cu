@@ -10,6 +10,8 @@
 //  - simple kernels here (every dtype and head dim up to 128): one thread per query (or key)
 //    row with fp32 math on CUDA cores. They are the fallback and the tensor-core kernels'
 //    reference; GPT_CUDA_FLASH=simple selects them for every call.
+// GPT_CUDA_FLASH=sm90 (FlashKernel::Sm90) adds a third forward, attention_flash_sm90.cu on
+// Hopper's wgmma, for the cases it covers on an sm_90 device; the backward stays the sm80 one.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -211,8 +213,32 @@ dim3 grid_of(const FlashParams& P, bool kv = false) {
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 FlashKernel& kernel_choice() {
-    static FlashKernel k = env::cuda_flash_simple() ? FlashKernel::Simple : FlashKernel::Auto;
+    static FlashKernel k = env::cuda_flash_simple() ? FlashKernel::Simple
+                           : env::cuda_flash_sm90() ? FlashKernel::Sm90
+                                                    : FlashKernel::Auto;
     return k;
+}
+
+bool& assume_sm90() {
+    static bool on = false;
+    return on;
+}
+
+// Whether the current device is sm_90 (wgmma needs sm_90a code: the "a" target has no
+// forward compatibility, so exactly 9.0), asked once per device.
+bool device_is_sm90() {
+    if (assume_sm90()) return true;
+    int dev = 0;
+    GPT_CUDA_CHECK(cudaGetDevice(&dev), "cudaGetDevice");
+    static thread_local int cached_dev = -1;
+    static thread_local bool cached = false;
+    if (dev != cached_dev) {
+        cudaDeviceProp p{};
+        GPT_CUDA_CHECK(cudaGetDeviceProperties(&p, dev), "cudaGetDeviceProperties");
+        cached = p.major == 9 && p.minor == 0;
+        cached_dev = dev;
+    }
+    return cached;
 }
 
 }  // namespace
@@ -238,6 +264,14 @@ FlashParams flash_params(const AttentionArgs& a) {
 }
 
 void set_flash_kernel(FlashKernel k) { kernel_choice() = k; }
+void flash_assume_sm90_device_for_tests(bool on) { assume_sm90() = on; }
+bool flash_device_is_sm90() { return device_is_sm90(); }
+
+bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
+    if (kernel_choice() != FlashKernel::Sm90 || !flash_uses_tensor_cores(a, tensors)) return false;
+    // Dropout stays on the sm80 kernel: the sm90 one has no Philox masks (yet).
+    return flash_sm90_supports(flash_params(a), a.dtype) && device_is_sm90();
+}
 FlashKernel flash_kernel() { return kernel_choice(); }
 
 bool flash_uses_tensor_cores(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
@@ -252,7 +286,9 @@ void flash_forward(const AttentionArgs& a, const void* qkv, void* out, float* ls
                    const Stream& stream) {
     const cudaStream_t st = cuda_stream(stream);
     const FlashParams P = flash_params(a);
-    if (flash_uses_tensor_cores(a, {qkv, out})) {
+    if (flash_forward_uses_sm90(a, {qkv, out})) {
+        flash_forward_sm90(P, a.dtype, qkv, out, lse, st);
+    } else if (flash_uses_tensor_cores(a, {qkv, out})) {
         flash_forward_sm80(P, a.dtype, qkv, out, lse, st);
     } else {
         dispatch(a.dtype, [&](auto tag) {

@@ -51,4 +51,11 @@ void flash_forward_sm80(const FlashParams& P, DType t, const void* qkv, void* ou
 void flash_backward_sm80(const FlashParams& P, DType t, const void* qkv, const void* dout, const float* lse,
                          const float* D, void* dqkv, float* dq_acc, cudaStream_t stream);
 
+// The sm_90a forward on wgmma (attention_flash_sm90.cu): head dims 64 and 128, fp16/bf16,
+// no dropout; its O and lse are the sm80 forward's, so the sm80 backward follows it. The
+// kernel traps on any device but sm_90 (the caller checks).
+bool flash_sm90_supports(const FlashParams& P, DType t);
+void flash_forward_sm90(const FlashParams& P, DType t, const void* qkv, void* out, float* lse,
+                        cudaStream_t stream);
+
 }  // namespace gpt::cuda
