@@ -238,6 +238,7 @@ AttentionArgs sm90_args(const Shape& sh, DType t) {
 TEST_F(CudaAttention, FlashSm90ForwardMatchesCpu) {
     Sm90Forward on;
     if (!on.ok()) GTEST_SKIP() << "the sm90 forward needs an sm_90 GPU (or the emulator)";
+    EXPECT_NE(gpu().kernel_variants().find("attention=flash-sm90-fwd"), std::string::npos) << gpu().kernel_variants();
     const Shape shapes[] = {{1, 1, 1, 64}, {64, 1, 2, 128}, {70, 2, 4, 64, 2}, {130, 1, 2, 64}, {33, 1, 2, 128}};
     for (const Shape& sh : shapes)
         for (DType t : {DType::F16, DType::BF16}) {

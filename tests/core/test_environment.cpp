@@ -48,6 +48,31 @@ TEST(Environment, GemmEpilogueSwitch) {
     }
 }
 
+// GPT_CUDA_FLASH: `simple` and `sm90` select, anything else keeps the default kernels (the
+// switch predates the strict parsing of the others, and scripts set other values).
+TEST(Environment, FlashSwitch) {
+    {
+        ScopedEnv e("GPT_CUDA_FLASH", nullptr);
+        EXPECT_FALSE(env::cuda_flash_simple());
+        EXPECT_FALSE(env::cuda_flash_sm90());
+    }
+    {
+        ScopedEnv e("GPT_CUDA_FLASH", "sm90");
+        EXPECT_FALSE(env::cuda_flash_simple());
+        EXPECT_TRUE(env::cuda_flash_sm90());
+    }
+    {
+        ScopedEnv e("GPT_CUDA_FLASH", "simple");
+        EXPECT_TRUE(env::cuda_flash_simple());
+        EXPECT_FALSE(env::cuda_flash_sm90());
+    }
+    for (const char* other : {"SM90", "sm80", "wgmma"}) {
+        ScopedEnv e("GPT_CUDA_FLASH", other);
+        EXPECT_FALSE(env::cuda_flash_simple()) << other;
+        EXPECT_FALSE(env::cuda_flash_sm90()) << other;
+    }
+}
+
 TEST(Environment, SwitchesArePrintedRows) {
     ScopedEnv e("GPT_CUDA_GEMM_EPILOGUE", "unfused");
     bool flash = false, epilogue = false;
