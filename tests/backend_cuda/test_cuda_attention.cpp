@@ -20,9 +20,7 @@ struct Shape {
     std::int64_t qpg = 1;  // query heads per K/V group
 };
 
-void run_attention(Backend& cpu, Backend& gpu, const Shape& sh, DType t, float p, bool flash) {
-    SCOPED_TRACE(detail::concat("s=", sh.s, " b=", sh.b, " np=", sh.np, " hn=", sh.hn, " heads/group=", sh.qpg,
-                                " ", dname(t), " dropout=", p, flash ? " flash" : " plain"));
+AttentionArgs attention_args(const Shape& sh, DType t, bool flash) {
     AttentionArgs a;
     a.s = sh.s;
     a.b = sh.b;
@@ -30,8 +28,15 @@ void run_attention(Backend& cpu, Backend& gpu, const Shape& sh, DType t, float p
     a.hn = sh.hn;
     a.heads_per_group = sh.qpg;
     a.dtype = t;
-    a.dropout = p;
     a.flash = flash;
+    return a;
+}
+
+void run_attention(Backend& cpu, Backend& gpu, const Shape& sh, DType t, float p, bool flash) {
+    SCOPED_TRACE(detail::concat("s=", sh.s, " b=", sh.b, " np=", sh.np, " hn=", sh.hn, " heads/group=", sh.qpg,
+                                " ", dname(t), " dropout=", p, flash ? " flash" : " plain"));
+    AttentionArgs a = attention_args(sh, t, flash);
+    a.dropout = p;
     a.seed = 77;
     a.offset = 5;  // not a multiple of 4: rows start mid Philox block
     const std::int64_t nqkv = attention_qkv_elems(a), nout = sh.s * sh.b * sh.np * sh.hn;
@@ -218,18 +223,6 @@ private:
     bool ok_ = false;
 };
 
-AttentionArgs sm90_args(const Shape& sh, DType t) {
-    AttentionArgs a;
-    a.s = sh.s;
-    a.b = sh.b;
-    a.np = sh.np;
-    a.hn = sh.hn;
-    a.heads_per_group = sh.qpg;
-    a.dtype = t;
-    a.flash = true;
-    return a;
-}
-
 // 64 query rows per block against 64-key tiles: s below one block, exactly one, partial
 // last blocks, several blocks, batch*heads > 1, grouped K/V; forward and the sm80 backward
 // from the sm90 forward's lse, all against the fp64 bounds (the same arithmetic class as
@@ -243,7 +236,7 @@ TEST_F(CudaAttention, FlashSm90ForwardMatchesCpu) {
     for (const Shape& sh : shapes)
         for (DType t : {DType::F16, DType::BF16}) {
             Twin probe(cpu(), gpu(), t, 8);
-            ASSERT_TRUE(flash_forward_uses_sm90(sm90_args(sh, t), {probe.g()})) << "hn " << sh.hn;
+            ASSERT_TRUE(flash_forward_uses_sm90(attention_args(sh, t, true), {probe.g()})) << "hn " << sh.hn;
             run_attention(cpu(), gpu(), sh, t, 0.0f, true);
         }
 }
@@ -257,7 +250,7 @@ TEST_F(CudaAttention, FlashSm90ForwardMatchesSm80) {
     for (const Shape& sh : shapes)
         for (DType t : {DType::F16, DType::BF16}) {
             SCOPED_TRACE(detail::concat("s=", sh.s, " hn=", sh.hn, " ", dname(t)));
-            AttentionArgs a = sm90_args(sh, t);
+            AttentionArgs a = attention_args(sh, t, true);
             const std::int64_t nqkv = attention_qkv_elems(a), nout = sh.s * sh.b * sh.np * sh.hn;
             const auto qkv_v = rounded(t, random_vec(nqkv, 82, -2.0, 2.0));
             const AttnExact x = attention_exact(a, qkv_v, rounded(t, random_vec(nout, 83)));

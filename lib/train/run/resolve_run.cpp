@@ -23,9 +23,7 @@ RunConfig resolve_run(Config cfg, int world_size, int local_world_size) {
     // A resumed run keeps its checkpoint's padded vocabulary when the TP size changed.
     const std::string vocab_note = adopt_checkpoint_vocab(r.cfg, first);
     if (!vocab_note.empty()) GPT_LOG(info) << vocab_note;
-    const dist::RankGrid grid(world_size, r.cfg.parallel.tensor_model_parallel_size,
-                              r.cfg.parallel.pipeline_model_parallel_size);
-    RunConfig run = derive_run(r.cfg, grid, local_world_size, first);
+    RunConfig run = derive_run(r.cfg, r.grid, local_world_size, first);
     run.plan_summary = std::move(r.plan_summary);
     return run;
 }

@@ -55,7 +55,9 @@ ResolvedFlags resolve_flags(Config cfg, int world_size, int local_world_size) {
     if (cfg.training.micro_batch_size == 0)
         GPT_THROW(UsageError, "--micro-batch-size auto needs the planner and --max-global-batch-size");
     resolve_layout(cfg, world_size);
-    return {std::move(cfg), std::move(plan_summary)};
+    const dist::RankGrid grid(world_size, cfg.parallel.tensor_model_parallel_size,
+                              cfg.parallel.pipeline_model_parallel_size);
+    return {std::move(cfg), grid, std::move(plan_summary)};
 }
 
 namespace {
@@ -85,9 +87,7 @@ RunConfig derive_common(const Config& cfg, const dist::RankGrid& grid, int local
 
 RunConfig resolve_data_run(Config cfg, int world_size, int local_world_size) {
     ResolvedFlags r = resolve_flags(std::move(cfg), world_size, local_world_size);
-    const dist::RankGrid grid(world_size, r.cfg.parallel.tensor_model_parallel_size,
-                              r.cfg.parallel.pipeline_model_parallel_size);
-    RunConfig run = derive_common(r.cfg, grid, local_world_size, false);
+    RunConfig run = derive_common(r.cfg, r.grid, local_world_size, false);
     run.plan_summary = std::move(r.plan_summary);
     return run;
 }

@@ -14,6 +14,7 @@ namespace gpt::train {
 
 struct ResolvedFlags {
     Config cfg;                // validated; the planner's layout (when it chose), TP/PP/DP and batch sizes
+    dist::RankGrid grid;       // the ranks of that layout
     std::string plan_summary;  // the planner's choice and runner-up; "" when the user chose
 };
 // Validates the flags, lets the planner choose the layout when the user left it open, and
