@@ -274,13 +274,7 @@ TEST_F(CudaAttention, FlashSm90ForwardMatchesSm80) {
 // device, no dropout (the sm90 kernel has none), head dims 64 and 128, fp16/bf16, aligned.
 TEST(CudaFlashSelection, Sm90ForwardWhereItApplies) {
     alignas(16) static unsigned char buf[64];
-    AttentionArgs a;
-    a.s = 128;
-    a.b = 1;
-    a.np = 2;
-    a.hn = 64;
-    a.dtype = DType::F16;
-    a.flash = true;
+    AttentionArgs a = attention_args(Shape{128, 1, 2, 64}, DType::F16, true);
     cuda::flash_assume_sm90_device_for_tests(true);
     EXPECT_FALSE(flash_forward_uses_sm90(a, {buf})) << "Auto";
     set_flash_kernel(FlashKernel::Sm90);
