@@ -3,6 +3,10 @@
 // fastest of up to 16 algorithms cuBLASLt's heuristic offers, timed one by one (our engine
 // takes the heuristic's first), and the card's FP8 peak as the best of them on an 8192^3
 // GEMM. Also the casts in front of each FP8 GEMM (cast_to_fp8 with its transposed copy).
+// Forward FP8 GEMMs use fast accumulation as training does (GemmArgs::Fp8::fast_accum, off
+// under GPT_CUDA_FP8_FAST_ACCUM=off), and so does cuBLASLt's best for them; the gradients'
+// do not. The peak is printed both ways (fp8_peak_tflops with fast accumulation, the
+// card's FP8 rate; fp8_peak_split_tflops with cuBLASLt's default split accumulator).
 //
 //   bench_gemm [--shape gpt-1.3b|gpt22b-shape|all] [--reps N] [--dtype bf16|fp16]
 //
@@ -25,6 +29,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/environment.hpp"
 #include "core/errors.hpp"
 
 namespace {
@@ -81,7 +86,7 @@ Spread time_it(double flops, int reps, const std::function<void()>& f) {
 Spread best_cublaslt_fp8(cublasLtHandle_t h, void* ws, std::size_t ws_bytes, std::int64_t m,
                          std::int64_t n, std::int64_t k, Fp8Format fa, Fp8Format fb, cudaDataType_t dt,
                          const void* A, const void* B, void* D, const float* sa, const float* sb,
-                         float beta, int reps, int* algos_tried) {
+                         float beta, bool fast_accum, int reps, int* algos_tried) {
     auto t8 = [](Fp8Format f) { return f == Fp8Format::E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2; };
     cublasLtMatmulDesc_t op;
     CK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -90,6 +95,8 @@ Spread best_cublaslt_fp8(cublasLtHandle_t h, void* ws, std::size_t ws_bytes, std
     CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &N, sizeof N));
     CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof sb));
     CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof sa));
+    const std::int8_t fast = fast_accum ? 1 : 0;
+    CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
     cublasLtMatrixLayout_t la, lb, lc;
     CK(cublasLtMatrixLayoutCreate(&la, t8(fb), k, n, k));
     CK(cublasLtMatrixLayoutCreate(&lb, t8(fa), k, m, k));
@@ -163,10 +170,13 @@ int main(int argc, char** argv) {
             void* d = be->alloc(s * s * 2);
             be->zero(a, s * s);
             be->zero(b, s * s);
-            int tried = 0;
-            const Spread peak = best_cublaslt_fp8(lt, ws, ws_bytes, s, s, s, Fp8Format::E4M3, Fp8Format::E4M3,
-                                                  CUDA_R_16BF, a, b, d, scale, scale, 0.0f, reps, &tried);
-            std::printf("fp8_peak_tflops=%.1f spread=%s algos=%d shape=8192^3\n", peak.median, fmt(peak).c_str(), tried);
+            for (const bool fast : {true, false}) {
+                int tried = 0;
+                const Spread peak = best_cublaslt_fp8(lt, ws, ws_bytes, s, s, s, Fp8Format::E4M3, Fp8Format::E4M3,
+                                                      CUDA_R_16BF, a, b, d, scale, scale, 0.0f, fast, reps, &tried);
+                std::printf("fp8_peak%s_tflops=%.1f spread=%s algos=%d shape=8192^3\n", fast ? "" : "_split",
+                            peak.median, fmt(peak).c_str(), tried);
+            }
             be->free(a);
             be->free(b);
             be->free(d);
@@ -230,10 +240,14 @@ int main(int argc, char** argv) {
                     g.fp8.b_scale_inv = scale;
                     return g;
                 };
+                auto fast = [](GemmArgs g) {
+                    g.fp8.fast_accum = true;  // the forward GEMMs, as Fp8Linears asks
+                    return g;
+                };
                 const cudaDataType_t d16 = dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
                 Pass passes[] = {
                     {"fwd", args(false, true, T, l.out, l.in, x, l.in, w, l.in, y, dtype, 0.0f),
-                     fp8(args(false, true, T, l.out, l.in, x8, l.in, w8, l.in, y, dtype, 0.0f), Fp8Format::E4M3, Fp8Format::E4M3),
+                     fast(fp8(args(false, true, T, l.out, l.in, x8, l.in, w8, l.in, y, dtype, 0.0f), Fp8Format::E4M3, Fp8Format::E4M3)),
                      Fp8Format::E4M3, Fp8Format::E4M3, d16, 0.0f},
                     {"dgrad", args(false, false, T, l.in, l.out, dy, l.out, w, l.in, dx, dtype, 0.0f),
                      fp8(args(false, true, T, l.in, l.out, dy8, l.out, wt8, l.out, dx, dtype, 0.0f), Fp8Format::E5M2, Fp8Format::E4M3),
@@ -248,7 +262,9 @@ int main(int argc, char** argv) {
                     const Spread s8 = time_it(flops, reps, [&] { be->gemm(p.g8); });
                     int tried = 0;
                     const Spread best = best_cublaslt_fp8(lt, ws, ws_bytes, p.g8.m, p.g8.n, p.g8.k, p.fa, p.fb, p.dt,
-                                                          p.g8.a, p.g8.b, p.g8.c, scale, scale, p.beta, reps, &tried);
+                                                          p.g8.a, p.g8.b, p.g8.c, scale, scale, p.beta,
+                                                          p.g8.fp8.fast_accum && gpt::env::cuda_fp8_fast_accum_forward(),
+                                                          reps, &tried);
                     // The cast each pass adds (with the transposed copy the weight gradient
                     // reads): fwd x -> x8 and x^T; dgrad dy -> dy8 and dy^T. W's two copies are
                     // made once per step, not per micro-batch: left out.

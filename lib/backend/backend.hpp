@@ -67,12 +67,17 @@ struct GemmArgs {
     // Hopper's FP8 GEMMs take one layout: op(A) = A and op(B) = B^T (both operands contiguous
     // along k: trans_a false, trans_b true), m, n, k, lda, ldb multiples of 16, batch 1, not
     // both operands E5M2, no fused bias gradient. Every backend enforces the same rules.
+    // fast_accum: the caller accepts the tensor cores' fast accumulation (partial sums not
+    // promoted to fp32 along k), as Transformer Engine's recipes do for the forward GEMMs
+    // only; the CUDA backend then asks cuBLASLt for it (unless GPT_CUDA_FP8_FAST_ACCUM=off),
+    // the CPU backend accumulates in fp32 regardless.
     struct Fp8 {
         bool on = false;
         Fp8Format a_format = Fp8Format::E4M3;
         Fp8Format b_format = Fp8Format::E4M3;
         const float* a_scale_inv = nullptr;
         const float* b_scale_inv = nullptr;
+        bool fast_accum = false;
     } fp8;
 };
 

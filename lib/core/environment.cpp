@@ -54,6 +54,14 @@ bool cuda_gemm_epilogue_unfused() {
     return true;
 }
 
+bool cuda_fp8_fast_accum_forward() {
+    const char* e = get("GPT_CUDA_FP8_FAST_ACCUM");
+    if (!e || std::strcmp(e, "forward") == 0) return true;
+    GPT_REQUIRE(std::strcmp(e, "off") == 0, UsageError, "GPT_CUDA_FP8_FAST_ACCUM='", e,
+                "' is neither forward nor off");
+    return false;
+}
+
 std::optional<double> distributed_timeout_seconds() {
     const char* e = get("GPT_DISTRIBUTED_TIMEOUT_SECONDS");
     if (!e) return std::nullopt;
@@ -77,6 +85,7 @@ std::optional<int> test_stall_before_save() {
 std::vector<std::pair<std::string, std::string>> rows() {
     std::vector<std::pair<std::string, std::string>> r;
     for (const char* name : {"DEVICE_MEMORY_GB", "GPT_CPU_CORES", "GPT_CUDA_FLASH", "GPT_CUDA_GEMM_EPILOGUE",
+                             "GPT_CUDA_FP8_FAST_ACCUM",
                              "GPT_DISTRIBUTED_TIMEOUT_SECONDS",
                              "GPT_TEST_STALL_BEFORE_SAVE"}) {
         const char* v = std::getenv(name);

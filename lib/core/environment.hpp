@@ -26,6 +26,12 @@ bool cuda_flash_sm90();
 // the GEMM with at most a bias epilogue and then our element-wise kernels (unfused). True
 // for unfused; UsageError for any other value.
 bool cuda_gemm_epilogue_unfused();
+// GPT_CUDA_FP8_FAST_ACCUM=forward|off: whether the forward FP8 GEMMs (the linears' y = x W^T)
+// ask cuBLASLt for fast accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM: no periodic promotion
+// of the tensor cores' partial sums to fp32), as Transformer Engine's recipes do for fprop
+// (use_split_accumulator=False; dgrad and wgrad keep it True). forward, the default: true;
+// off: false; UsageError for any other value.
+bool cuda_fp8_fast_accum_forward();
 
 // GPT_DISTRIBUTED_TIMEOUT_SECONDS: the hang watchdog's limit in seconds, overriding
 // --distributed-timeout-minutes (whose unit, as in Megatron, is a whole minute); for tests

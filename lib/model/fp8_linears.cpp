@@ -52,7 +52,7 @@ GemmArgs fp8_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uin
     g.ldc = n;
     g.dtype = dtype;
     g.c_dtype = ct;
-    g.fp8 = {true, fa, fb, sa, sb};
+    g.fp8 = {true, fa, fb, sa, sb, false};
     return g;
 }
 
@@ -158,6 +158,9 @@ void Fp8Linears::forward(dist::Communicator& tp, int layer, Linear which, const 
                     record && opt_.delayed ? amax_ + xi : nullptr);
     GemmArgs g = fp8_gemm(tokens_, out, in, x8_, opt_.forward, scale_inv_ + xi, w8_[at], opt_.forward,
                           scale_inv_ + wi, y, dtype_, dtype_);
+    // Fast accumulation in the forward GEMM only, as Transformer Engine's recipes: the
+    // gradients' GEMMs (longer k for wgrad, E5M2 inputs) keep fp32 accumulation.
+    g.fp8.fast_accum = true;
     g.epilogue = epilogue;
     g.bias = bias;
     g.aux = aux;

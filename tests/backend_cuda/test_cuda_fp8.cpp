@@ -1,11 +1,13 @@
 // CUDA FP8 ops (issue 34) against the CPU backend: the casts must give the same codes
 // (both are the satfinite round-to-nearest-even conversion, so any difference is a bug), the
 // transposed copy and amax the same bits; FP8 GEMMs through cuBLASLt's FP8 path (scale
-// pointers, the TN layout) within the bound of operands quantised by hand.
+// pointers, the TN layout) within the bound of operands quantised by hand, with and without
+// the forward GEMMs' fast accumulation (GPT_CUDA_FP8_FAST_ACCUM).
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "backend/cuda/fp8_fast_accum.hpp"
 #include "fp8_gemm_reference.hpp"
 #include "core/fp8_scaling.hpp"
 #include "cuda_test_util.hpp"
@@ -119,6 +121,58 @@ TEST_F(CudaFp8, GemmOfHandQuantisedOperandsIsWithinItsBound) {
         fp8_gemm_exact(c, o, exact, bound);
         EXPECT_TRUE(within_bound(out.gpu_vals(), exact, bound));
     }
+}
+
+// Fast accumulation only where a GEMM asks for it and the switch allows it. C (fp32) = A B^T
+// with every product zero but two per element: 1 * 1 at k = 0 and 2^-9 * 2^-6 (E4M3's
+// smallest subnormal and normal) at k = 32, the next 32-deep k step: exactly 1 + 2^-15.
+// fp32 accumulation keeps it (the bound's 2(k+5) u32 = 2^-16.9 is below 2^-15, so a device
+// dropping it without the flag fails here); the emulator's unpromoted 14-bit accumulator
+// (tests/cuda_emu/cublaslt.cpp) drops it, exactly as modelled, only when the GEMM asks for
+// fast accumulation and GPT_CUDA_FP8_FAST_ACCUM is forward. On a GPU the fast result is
+// checked against its bound only (the hardware's rounding is what the model stands for).
+TEST_F(CudaFp8, FastAccumulationOnlyWhenAskedAndAllowed) {
+    Fp8GemmCase c{16, 16, 64, Fp8Format::E4M3, Fp8Format::E4M3, DType::F32, GemmEpilogue::None, 1.0f, 0.0f};
+    Fp8Operands o;
+    o.a.assign(static_cast<std::size_t>(c.m * c.k), float_to_fp8(0.0f, c.a_format));
+    o.b.assign(static_cast<std::size_t>(c.n * c.k), float_to_fp8(0.0f, c.b_format));
+    for (std::int64_t i = 0; i < c.m; ++i) {
+        o.a[static_cast<std::size_t>(i * c.k)] = float_to_fp8(1.0f, c.a_format);
+        o.a[static_cast<std::size_t>(i * c.k + 32)] = float_to_fp8(std::ldexp(1.0f, -9), c.a_format);
+    }
+    for (std::int64_t j = 0; j < c.n; ++j) {
+        o.b[static_cast<std::size_t>(j * c.k)] = float_to_fp8(1.0f, c.b_format);
+        o.b[static_cast<std::size_t>(j * c.k + 32)] = float_to_fp8(std::ldexp(1.0f, -6), c.b_format);
+    }
+    o.c0.assign(static_cast<std::size_t>(c.m * c.n), 0.0);
+    o.bias.assign(static_cast<std::size_t>(c.n), 0.0);
+    const void* ga = upload(o.a.data(), o.a.size());
+    const void* gb = upload(o.b.data(), o.b.size());
+    const float one = 1.0f;
+    const auto* gs = static_cast<const float*>(upload(&one, 4));
+    void* out = gpu().alloc(static_cast<std::size_t>(c.m * c.n) * 4);
+    owned_.push_back(out);
+    const double precise = 1.0 + std::ldexp(1.0, -15);
+    struct Restore {
+        bool old = cuda::fp8_fast_accum_forward();
+        ~Restore() { cuda::set_fp8_fast_accum_forward(old); }
+    } restore;
+    for (const bool allowed : {true, false})
+        for (const bool asked : {false, true}) {
+            SCOPED_TRACE(detail::concat("switch ", allowed ? "forward" : "off", ", GEMM ", asked ? "asks" : "does not ask"));
+            cuda::set_fp8_fast_accum_forward(allowed);
+            c.fast_accum = asked;
+            gpu().gemm(fp8_gemm_args(c, ga, gb, out, nullptr, gs, gs));
+            const std::vector<float> got = download<float>(out, static_cast<std::size_t>(c.m * c.n));
+            std::vector<double> exact, bound;
+            fp8_gemm_exact(c, o, exact, bound);
+            ASSERT_EQ(exact[0], precise);
+            EXPECT_TRUE(within_bound(std::vector<double>(got.begin(), got.end()), exact, bound));
+#if defined(GPT_CUDA_EMU)
+            const double want = allowed && asked ? 1.0 : precise;
+            for (float v : got) ASSERT_EQ(v, want);
+#endif
+        }
 }
 
 }  // namespace

@@ -15,6 +15,9 @@
 #include "parallel_match.hpp"
 #include "trainer_test_util.hpp"
 #include "core/device_info.hpp"
+#ifdef GPT_CUDA_EMU
+#include "gpt_emu/matmul_log.hpp"
+#endif
 
 namespace gpt::train {
 namespace {
@@ -177,9 +180,27 @@ TEST(CudaTraining, Fp8FollowsTheCpuBackend) {
     cfg.fp8.fp8_amax_history_len = 4;
     cfg.fp8.fp8_amax_compute_algo = AmaxAlgo::Max;
     const test::Run cpu = test::train_run(cfg, MPI_COMM_SELF, "cpu");
+#ifdef GPT_CUDA_EMU
+    gpt_emu::clear_matmul_calls();
+#endif
     const test::Run gpu = test::train_run(cfg, MPI_COMM_SELF, "cuda");
     expect_close(cpu, gpu, 5e-2, "fp8 hybrid delayed");
     EXPECT_LT(gpu.records.back().lm_loss, gpu.records.front().lm_loss) << "the loss falls";
+#ifdef GPT_CUDA_EMU
+    // Fast accumulation (GPT_CUDA_FP8_FAST_ACCUM=forward, the default) in the forward GEMMs
+    // only, as Transformer Engine's recipe: per linear and training micro-batch one forward
+    // GEMM and two precise ones (data and weight gradient; no recomputation here), plus the
+    // forward GEMMs of the evaluation at the end of training (eval_iters batches).
+    int fast = 0, precise = 0;
+    for (const gpt_emu::MatmulCall& m : gpt_emu::matmul_calls())
+        if (m.fp8) ++(m.fast_accum ? fast : precise);
+    const int micro = cfg.training.global_batch_size / cfg.training.micro_batch_size;
+    const int linears = cfg.model.num_layers * 4;
+    ASSERT_LT(cfg.training.train_iters, cfg.training.eval_interval) << "one evaluation, at the end";
+    const int train_fwd = static_cast<int>(cfg.training.train_iters) * micro * linears;
+    EXPECT_EQ(fast, train_fwd + cfg.training.eval_iters * micro * linears) << "fast-accumulating FP8 GEMMs";
+    EXPECT_EQ(precise, 2 * train_fwd) << "fp32-accumulating FP8 GEMMs";
+#endif
 }
 
 struct Layout {

@@ -9,6 +9,12 @@
 // with the same factor 2 as the 16-bit GEMM test (truncating tensor-core adders). Then the
 // rounding to C's type. A missing or doubled scale is off by a factor of 10 to 1000 here (the
 // scales are far from 1), a swapped format by far more: orders beyond the bound.
+//
+// A case with fast_accum (the forward GEMMs' GemmArgs::Fp8::fast_accum) adds the emulator's
+// model of the tensor cores' unpromoted accumulator (tests/cuda_emu/cublaslt.cpp, dot_fast):
+// one truncation to 14 significant bits per 32-deep k step, each at most 2^-13 of the running
+// sum, itself at most sum|a_i b_i|: ceil(k / 32) 2^-13 |alpha sa sb| sum|a_i b_i| more. The
+// CPU backend accumulates in fp32 either way, inside the smaller part of the bound.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +33,7 @@ struct Fp8GemmCase {
     DType c_dtype;
     GemmEpilogue epilogue;  // None or Bias
     float alpha, beta;
+    bool fast_accum = false;
 };
 
 struct Fp8Operands {
@@ -84,6 +91,8 @@ inline void fp8_gemm_exact(const Fp8GemmCase& c, const Fp8Operands& o, std::vect
             }
             exact[at] = e;
             bound[at] = acc * mag + output_rounding(c.c_dtype, e);
+            if (c.fast_accum)
+                bound[at] += static_cast<double>((c.k + 31) / 32) * std::ldexp(1.0, -13) * std::abs(scale) * sa;
         }
 }
 
@@ -112,6 +121,7 @@ inline GemmArgs fp8_gemm_args(const Fp8GemmCase& c, const void* a, const void* b
     g.fp8.b_format = c.b_format;
     g.fp8.a_scale_inv = a_scale_inv;
     g.fp8.b_scale_inv = b_scale_inv;
+    g.fp8.fast_accum = c.fast_accum;
     return g;
 }
 
@@ -126,6 +136,10 @@ inline const Fp8GemmCase kFp8GemmCases[] = {
     {32, 32, 96, Fp8Format::E5M2, Fp8Format::E4M3, DType::F32, GemmEpilogue::None, 1.0f, 1.0f},
     // alpha and beta both in play
     {16, 16, 1040, Fp8Format::E4M3, Fp8Format::E4M3, DType::F32, GemmEpilogue::None, 0.5f, -2.0f},
+    // forward GEMMs with fast accumulation, into bf16 with the bias and into fp32 (k long
+    // enough for the accumulator's truncations to show against the fp32 bound)
+    {32, 48, 64, Fp8Format::E4M3, Fp8Format::E4M3, DType::BF16, GemmEpilogue::Bias, 1.0f, 0.0f, true},
+    {16, 16, 1040, Fp8Format::E4M3, Fp8Format::E4M3, DType::F32, GemmEpilogue::None, 1.0f, 0.0f, true},
 };
 
 }  // namespace gpt::test

@@ -48,6 +48,25 @@ TEST(Environment, GemmEpilogueSwitch) {
     }
 }
 
+TEST(Environment, Fp8FastAccumulationSwitch) {
+    {
+        ScopedEnv e("GPT_CUDA_FP8_FAST_ACCUM", nullptr);
+        EXPECT_TRUE(env::cuda_fp8_fast_accum_forward());
+    }
+    {
+        ScopedEnv e("GPT_CUDA_FP8_FAST_ACCUM", "forward");
+        EXPECT_TRUE(env::cuda_fp8_fast_accum_forward());
+    }
+    {
+        ScopedEnv e("GPT_CUDA_FP8_FAST_ACCUM", "off");
+        EXPECT_FALSE(env::cuda_fp8_fast_accum_forward());
+    }
+    for (const char* bad : {"Forward", "on", "0", "all"}) {
+        ScopedEnv e("GPT_CUDA_FP8_FAST_ACCUM", bad);
+        EXPECT_THROW(env::cuda_fp8_fast_accum_forward(), UsageError) << bad;
+    }
+}
+
 // GPT_CUDA_FLASH: `simple` and `sm90` select, anything else keeps the default kernels (the
 // switch predates the strict parsing of the others, and scripts set other values).
 TEST(Environment, FlashSwitch) {
@@ -75,13 +94,16 @@ TEST(Environment, FlashSwitch) {
 
 TEST(Environment, SwitchesArePrintedRows) {
     ScopedEnv e("GPT_CUDA_GEMM_EPILOGUE", "unfused");
-    bool flash = false, epilogue = false;
+    ScopedEnv f("GPT_CUDA_FP8_FAST_ACCUM", "off");
+    bool flash = false, epilogue = false, fast_accum = false;
     for (const auto& [name, value] : env::rows()) {
         if (name == "GPT_CUDA_FLASH") flash = true;
         if (name == "GPT_CUDA_GEMM_EPILOGUE") epilogue = value == "unfused";
+        if (name == "GPT_CUDA_FP8_FAST_ACCUM") fast_accum = value == "off";
     }
     EXPECT_TRUE(flash);
     EXPECT_TRUE(epilogue);
+    EXPECT_TRUE(fast_accum);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/fp8.hpp"
+#include "gpt_emu/matmul_log.hpp"
 #include "gpt_emu/memory.hpp"
 #include "runtime_internal.hpp"  // stream_before_work: a matmul is work on its stream
 
@@ -41,6 +42,7 @@ struct MatmulDesc {
     std::int32_t aux_type = -1;  // -1: D's type
     const void* a_scale = nullptr;  // FP8: one fp32 in device memory; null means 1
     const void* b_scale = nullptr;
+    std::int8_t fast_accum = 0;  // FP8: CUBLASLT_MATMUL_DESC_FAST_ACCUM
 };
 
 struct Layout {
@@ -133,6 +135,7 @@ Field desc_field(MatmulDesc& d, cublasLtMatmulDescAttributes_t a) {
         case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return {&d.aux_ld, sizeof d.aux_ld};
         case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE: return {&d.aux_stride, sizeof d.aux_stride};
         case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE: return {&d.aux_type, sizeof d.aux_type};
+        case CUBLASLT_MATMUL_DESC_FAST_ACCUM: return {&d.fast_accum, sizeof d.fast_accum};
     }
     return {nullptr, 0};
 }
@@ -433,6 +436,37 @@ double dot(const float* x, const float* y, std::int64_t k) {
     return t;
 }
 
+// FP8 fast accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM), our model of it: the tensor
+// cores sum each 32-deep k step of an FP8 wgmma (products exact, fp32 sum), but the running
+// accumulator keeps only about 14 significant bits (DeepSeek-V3's report, sec. 3.3.2, for
+// FP8 GEMMs on Hopper without promotion), modelled as truncation toward zero to 14 bits
+// after every k step. The split accumulator cuBLASLt uses without the flag is fp32 (dot).
+// A model, not the hardware's exact rounding: test bounds derived from it (ceil(k/32)
+// truncations of at most 2^-13 relative each) are confirmed only on a GPU.
+constexpr int kFastAccumBits = 14, kFastAccumStep = 32;
+float keep_significant_bits(float v, int bits) {
+    std::uint32_t u;
+    std::memcpy(&u, &v, 4);
+    u &= ~((1u << (24 - bits)) - 1u);  // clear the low 24 - bits of the 24-bit significand
+    std::memcpy(&v, &u, 4);
+    return v;
+}
+double dot_fast(const float* x, const float* y, std::int64_t k) {
+    float acc = 0.0f;
+    for (std::int64_t q0 = 0; q0 < k; q0 += kFastAccumStep) {
+        float step = 0.0f;
+        for (std::int64_t q = q0; q < std::min(k, q0 + kFastAccumStep); ++q) step += x[q] * y[q];
+        acc = keep_significant_bits(acc + step, kFastAccumBits);
+    }
+    return acc;
+}
+
+std::mutex calls_mutex;
+std::vector<gpt_emu::MatmulCall>& calls_log() {
+    static std::vector<gpt_emu::MatmulCall> log;
+    return log;
+}
+
 void compute(const Problem& p, float alpha, float beta, const void* A, const void* B, const void* C,
              void* D) {
     const MatmulDesc& op = *p.op;
@@ -443,6 +477,8 @@ void compute(const Problem& p, float alpha, float beta, const void* A, const voi
     // FP8: D = alpha * scaleA * scaleB * op(A)op(B) + beta * C (+ epilogue).
     if (op.a_scale) alpha *= *static_cast<const float*>(op.a_scale);
     if (op.b_scale) alpha *= *static_cast<const float*>(op.b_scale);
+    // The flag means nothing for 16-bit GEMMs (they accumulate in fp32 either way).
+    const bool fast = p.fp8 && op.fast_accum != 0;
     for (std::int64_t t = 0; t < p.batch; ++t) {
         const std::int64_t a0 = t * p.A->stride, b0 = t * p.B->stride;
         for (std::int64_t i = 0; i < m; ++i)
@@ -465,7 +501,8 @@ void compute(const Problem& p, float alpha, float beta, const void* A, const voi
         row_sum.assign(static_cast<std::size_t>(m), 0.0);
         for (std::int64_t j = 0; j < n; ++j)
             for (std::int64_t i = 0; i < m; ++i) {
-                float v = alpha * static_cast<float>(dot(&a[i * k], &b[j * k], k));
+                float v = alpha * static_cast<float>(fast ? dot_fast(&a[i * k], &b[j * k], k)
+                                                          : dot(&a[i * k], &b[j * k], k));
                 // beta == 0: C is not read (it may hold NaN), as in BLAS.
                 if (beta != 0.0f) v += beta * load(C, p.cd, t * p.C->stride + j * p.C->ld + i);
                 if (p.epi & kBias) v += load(op.bias, p.vec, v0 + i);
@@ -732,6 +769,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
         MatmulDesc op;
         Layout a, b, c, d;
     };
+    {
+        std::lock_guard lock(calls_mutex);
+        calls_log().push_back({p.m, p.n, p.k, p.fp8, p.fp8 && op.fast_accum != 0});
+    }
     auto copies = std::make_shared<Copies>(Copies{*p.op, *p.A, *p.B, *p.C, *p.D});
     Problem q = p;
     q.op = &copies->op;
@@ -747,3 +788,17 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                     " does not exist");
     return CUBLAS_STATUS_SUCCESS;
 }
+
+namespace gpt_emu {
+
+std::vector<MatmulCall> matmul_calls() {
+    std::lock_guard lock(calls_mutex);
+    return calls_log();
+}
+
+void clear_matmul_calls() {
+    std::lock_guard lock(calls_mutex);
+    calls_log().clear();
+}
+
+}  // namespace gpt_emu

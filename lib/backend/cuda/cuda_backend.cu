@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/gemm_engine.hpp"
 #include "backend/cuda/gemm_epilogue.hpp"
+#include "backend/cuda/fp8_fast_accum.hpp"
 #include "core/device_info.hpp"
 #include "core/device_wait.hpp"
 
@@ -42,7 +43,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     GPT_CUDA_CHECK(cudaStreamCreate(&s), "CudaBackend");
     stream_ = s;
     gemm_ = std::make_unique<GemmEngine>(s);
-    // The switches are read here, so a misspelt GPT_CUDA_GEMM_EPILOGUE fails at start-up
+    // The switches are read here, so a misspelt GPT_CUDA_GEMM_EPILOGUE (or another) fails at start-up
     // rather than at the first GEMM.
     kernel_variants();
     GPT_CUDA_CHECK(cudaMalloc(&reduce_partials_, kReduceBlocks * (sizeof(double) + sizeof(int))),
@@ -67,7 +68,8 @@ std::string CudaBackend::kernel_variants() const {
     const FlashKernel k = flash_kernel();
     return detail::concat("attention=",
                           k == FlashKernel::Simple ? "flash-simple" : k == FlashKernel::Sm90 ? "flash-sm90-fwd" : "flash-sm80",
-                          " gemm_epilogue=", gemm_epilogue_mode_name(gemm_epilogue_mode()));
+                          " gemm_epilogue=", gemm_epilogue_mode_name(gemm_epilogue_mode()),
+                          " fp8_fast_accum=", fp8_fast_accum_forward() ? "forward" : "off");
 }
 
 void CudaBackend::release_cache() {

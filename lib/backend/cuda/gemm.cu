@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/gemm_engine.hpp"
 #include "backend/cuda/gemm_epilogue.hpp"
+#include "backend/cuda/fp8_fast_accum.hpp"
 #include "core/environment.hpp"
 
 namespace gpt::cuda {
@@ -161,6 +162,11 @@ GemmEpilogueMode& epilogue_choice() {
     return m;
 }
 
+bool& fp8_fast_accum_choice() {
+    static bool on = env::cuda_fp8_fast_accum_forward();
+    return on;
+}
+
 }  // namespace
 
 GemmEpilogueMode gemm_epilogue_mode() { return epilogue_choice(); }
@@ -168,6 +174,8 @@ void set_gemm_epilogue_mode(GemmEpilogueMode m) { epilogue_choice() = m; }
 const char* gemm_epilogue_mode_name(GemmEpilogueMode m) {
     return m == GemmEpilogueMode::Fused ? "fused" : "unfused";
 }
+bool fp8_fast_accum_forward() { return fp8_fast_accum_choice(); }
+void set_fp8_fast_accum_forward(bool on) { fp8_fast_accum_choice() = on; }
 
 GemmEngine::GemmEngine(cudaStream_t stream) : stream_(stream) {
     GPT_CUBLAS_CHECK(cublasLtCreate(&handle_), "GemmEngine");
@@ -186,13 +194,21 @@ bool GemmEngine::matmul(const GemmArgs& g, void* d, const Fused& f) {
     const cudaDataType_t tb = g.fp8.on ? fp8_type(g.fp8.b_format) : cuda_type(g.dtype);
     const cudaDataType_t ct = cuda_type(g.c_dtype);
     const std::size_t esz = g.fp8.on ? 1 : dtype_size(g.dtype), csz = dtype_size(g.c_dtype);
+    const bool fast_accum = g.fp8.on && g.fp8.fast_accum && fp8_fast_accum_forward();
     Descs ds;
     GPT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&ds.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "gemm");
     if (g.fp8.on) {
         // cuBLASLt multiplies the product by its A's and B's scales: our B's and A's
-        // dequantisation factors. Accumulation stays precise (no FAST_ACCUM).
+        // dequantisation factors.
         GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.fp8.b_scale_inv, sizeof(g.fp8.b_scale_inv)), "gemm");
         GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.fp8.a_scale_inv, sizeof(g.fp8.a_scale_inv)), "gemm");
+        // Without FAST_ACCUM cuBLASLt promotes the tensor cores' partial sums to fp32 every
+        // few k steps (the split accumulator), which costs FP8 throughput; the forward GEMMs
+        // may skip it (GemmArgs::Fp8::fast_accum), the gradients' keep it.
+        if (fast_accum) {
+            const std::int8_t on = 1;
+            GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(ds.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof(on)), "gemm");
+        }
     }
     // cuBLASLt's A is our B (and vice versa), see the file comment.
     const cublasOperation_t op_a = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -245,7 +261,7 @@ bool GemmEngine::matmul(const GemmArgs& g, void* d, const Fused& f) {
         static_cast<int>(g.c_dtype), ',', g.batch, ',',
         g.stride_a, ',', g.stride_b, ',', g.stride_c, ',', bias != nullptr, ',', al_a, ',',
         al_b, ',', al_c, ',', reinterpret_cast<std::uintptr_t>(vec) % 256, ',', g.beta != 0.0f, ',',
-        static_cast<int>(epi), ',', reinterpret_cast<std::uintptr_t>(aux) % 256);
+        static_cast<int>(epi), ',', reinterpret_cast<std::uintptr_t>(aux) % 256, ',', fast_accum);
     if (no_algo_.count(key)) {
         if (fused) return false;
         fallback_gemm(g, d, bias, stream_);

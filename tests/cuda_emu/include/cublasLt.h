@@ -119,6 +119,9 @@ enum cublasLtMatmulDescAttributes_t {
     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,
     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE = 13,
     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE = 22,
+    // int8_t, FP8 GEMMs only: 1 lets the tensor cores accumulate along k without promoting
+    // their partial sums to fp32 (the emulator's model of it: cublaslt.cpp, dot_fast).
+    CUBLASLT_MATMUL_DESC_FAST_ACCUM = 25,
     CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26,
 };
 
