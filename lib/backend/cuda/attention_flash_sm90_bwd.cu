@@ -153,18 +153,20 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
             w::commit_group();
             w::wait_group<0>();  // also dK, dV (the first time): pa, da may change after this
             w::fence_operand(dq);
+            if (n0 == 0) {  // keeps pa, da alive (their registers unused) until the wait above
+                w::fence_operand(dk);
+                w::fence_operand(dv);
+#pragma unroll
+                for (int step = 0; step < kRowsB90 / 16; ++step) {
+                    w::fence_operand(pa[step]);
+                    w::fence_operand(da[step]);
+                }
+            }
 #pragma unroll
             for (int i = 0; i < kDqN / 2; ++i) {
                 const std::int64_t qi = i0 + 16 * warp + g + 8 * ((i / 2) % 2);
                 if (qi < P.s) atomicAdd(dq_acc + (qi * P.pairs + pair) * HN + n0 + 8 * (i / 4) + 2 * q + i % 2, dq[i]);
             }
-        }
-        w::fence_operand(dk);
-        w::fence_operand(dv);
-#pragma unroll
-        for (int step = 0; step < kRowsB90 / 16; ++step) {
-            w::fence_operand(pa[step]);
-            w::fence_operand(da[step]);
         }
     }
 #pragma unroll
