@@ -275,14 +275,15 @@ TEST_F(CudaAttention, FlashSm90ForwardMatchesSm80) {
 
 // The sm_90 wgmma backward (GPT_CUDA_FLASH=sm90) after the sm90 forward: 64 keys per block
 // against 64-query tiles from the diagonal on, so partial last blocks and tiles (s 100, 150,
-// 190), one tile (s 33), several key blocks, grouped K/V (query heads of a group summed into
+// 190), one tile (s 33), whole tiles only (s 128), several key blocks, grouped K/V (query heads of a group summed into
 // one dK/dV); dQ, dK, dV against the fp64 bounds (the sm80 backward's arithmetic class:
 // fp32 accumulation, P and dS rounded to 16 bits).
 TEST_F(CudaAttention, FlashSm90BackwardMatchesCpu) {
     Sm90Forward on(FlashKernel::Sm90);
     if (!on.ok()) GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU (or the emulator)";
     EXPECT_NE(gpu().kernel_variants().find("attention=flash-sm90 "), std::string::npos) << gpu().kernel_variants();
-    const Shape shapes[] = {{100, 1, 2, 64}, {150, 2, 1, 128}, {190, 1, 2, 64}, {33, 1, 2, 128}, {130, 1, 4, 64, 2}};
+    const Shape shapes[] = {{100, 1, 2, 64},  {150, 2, 1, 128}, {190, 1, 2, 64},
+                            {33, 1, 2, 128},  {128, 2, 1, 64},  {130, 1, 4, 64, 2}};
     for (const Shape& sh : shapes)
         for (DType t : {DType::F16, DType::BF16}) {
             Twin probe(cpu(), gpu(), t, 8);

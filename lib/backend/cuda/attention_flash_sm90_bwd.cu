@@ -20,6 +20,8 @@
 //  - Tiles are written with plain 16-byte loads and stores, rows past the sequence as zeros.
 //    No TMA, no double buffering, no warp specialization yet: correctness first.
 //  - No dropout: calls with dropout > 0 stay on the sm80 backward (attention_flash.cu).
+// ptxas (CUDA 13, sm_90a): 255 registers a thread at head dim 128, 202 at 64, no spills;
+// shared memory 75,264 / 42,496 bytes: two blocks (eight warps) an SM by registers.
 #include <cmath>
 
 #include "backend/cuda/attention_flash_params.cuh"
