@@ -23,7 +23,8 @@
 #
 # Kernel variants (README, "Kernel switches"): bench and attn run the default kernels beside
 # PyTorch; bench-unfused (GPT_CUDA_GEMM_EPILOGUE=unfused), bench-flash-simple and
-# attn-flash-simple (GPT_CUDA_FLASH=simple), attn-flash-sm90 (the wgmma forward) are short rows without peers, so old and new are
+# attn-flash-simple (GPT_CUDA_FLASH=simple), attn-flash-sm90 (the wgmma forward and backward) and
+# attn-flash-sm90-fwd (the wgmma forward, sm80's backward) are short rows without peers, so old and new are
 # measured side by side in the same call.
 #
 # DEVICE_CHECK_DRY=1 runs nothing: it prints the plan (each step's cap, floor, whether it is
@@ -61,6 +62,7 @@ STEPS=(
     "attn|attn|attn|120|40|R"
     "attn-flash-simple|attn|attn|30|10|-"
     "attn-flash-sm90|attn|attn|30|10|-"
+    "attn-flash-sm90-fwd|attn|attn|30|10|-"
     "gemm-fp8|gemm|gemm|75|36|-"
     "gemm|gemm|gemm|90|30|-"
     "gemm-fp8-torch|gemm|gemm|120|60|-"
@@ -196,9 +198,12 @@ run_step() {
               bash "$root/bench/attention_gpu/run.sh" ;;
     attn-flash-simple) "${t[@]}" env GPT_CUDA_FLASH=simple "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
                            bash "$root/bench/attention_gpu/run.sh" gpt-1.3b ;;
-    # The wgmma forward (issue #33 item 2; its backward is still sm80's), all three shapes.
+    # The wgmma forward and backward (issue #33 item 2), all three shapes; beside it the
+    # wgmma forward with sm80's backward (sm90-fwd), so the backward's change shows.
     attn-flash-sm90) "${t[@]}" env GPT_CUDA_FLASH=sm90 "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
                          bash "$root/bench/attention_gpu/run.sh" ;;
+    attn-flash-sm90-fwd) "${t[@]}" env GPT_CUDA_FLASH=sm90-fwd "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
+                             bash "$root/bench/attention_gpu/run.sh" ;;
     # FP8 training steps beside bf16 (issue 34), short; fp8 twice: forward GEMMs with fast
     # accumulation (the default) and without (GPT_CUDA_FP8_FAST_ACCUM=off).
     gemm-fp8) for p in bf16 fp8 fp8-split; do  # a third of the limit each

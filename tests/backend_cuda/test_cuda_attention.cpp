@@ -9,6 +9,7 @@ namespace gpt::test {
 namespace {
 
 using cuda::FlashKernel;
+using cuda::flash_backward_uses_sm90;
 using cuda::flash_forward_uses_sm90;
 using cuda::flash_uses_tensor_cores;
 using cuda::set_flash_kernel;
@@ -197,19 +198,21 @@ TEST(CudaFlashSelection, TensorCoresWhereTheyApply) {
     EXPECT_TRUE(flash_uses_tensor_cores(a, {buf}));
 }
 
-// The sm_90 wgmma forward (GPT_CUDA_FLASH=sm90, attention_flash_sm90.cu) for the span of a
-// test: on the emulator (which reports sm_80) through the library's test hook, on a GPU
-// only where the device is sm_90 (elsewhere the test skips: the kernel would trap).
+// The sm_90 wgmma kernels for the span of a test: by default the forward alone
+// (GPT_CUDA_FLASH=sm90-fwd, attention_flash_sm90.cu, the backward sm80's), with
+// FlashKernel::Sm90 the backward too (GPT_CUDA_FLASH=sm90, attention_flash_sm90_bwd.cu). On
+// the emulator (which reports sm_80) through the library's test hook, on a GPU only where
+// the device is sm_90 (elsewhere the test skips: the kernels would trap).
 class Sm90Forward {
 public:
-    Sm90Forward() {
+    explicit Sm90Forward(FlashKernel k = FlashKernel::Sm90Fwd) {
 #if defined(GPT_CUDA_EMU)
         cuda::flash_assume_sm90_device_for_tests(true);
         ok_ = true;
 #else
         ok_ = cuda::flash_device_is_sm90();
 #endif
-        set_flash_kernel(FlashKernel::Sm90);
+        set_flash_kernel(k);
     }
     ~Sm90Forward() {
         set_flash_kernel(FlashKernel::Auto);
@@ -268,6 +271,95 @@ TEST_F(CudaAttention, FlashSm90ForwardMatchesSm80) {
             EXPECT_TRUE(within_bound(o90.gpu_vals(), o80.gpu_vals(), twice(x.out_bound))) << "out";
             EXPECT_TRUE(within_bound(l90.gpu_vals(), l80.gpu_vals(), twice(x.lse_bound))) << "lse";
         }
+}
+
+// The sm_90 wgmma backward (GPT_CUDA_FLASH=sm90) after the sm90 forward: 64 keys per block
+// against 64-query tiles from the diagonal on, so partial last blocks and tiles (s 100, 150,
+// 190), one tile (s 33), whole tiles only (s 128), several key blocks, grouped K/V (query heads of a group summed into
+// one dK/dV); dQ, dK, dV against the fp64 bounds (the sm80 backward's arithmetic class:
+// fp32 accumulation, P and dS rounded to 16 bits).
+TEST_F(CudaAttention, FlashSm90BackwardMatchesCpu) {
+    Sm90Forward on(FlashKernel::Sm90);
+    if (!on.ok()) GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU (or the emulator)";
+    EXPECT_NE(gpu().kernel_variants().find("attention=flash-sm90 "), std::string::npos) << gpu().kernel_variants();
+    const Shape shapes[] = {{100, 1, 2, 64},  {150, 2, 1, 128}, {190, 1, 2, 64},
+                            {33, 1, 2, 128},  {128, 2, 1, 64},  {130, 1, 4, 64, 2}};
+    for (const Shape& sh : shapes)
+        for (DType t : {DType::F16, DType::BF16}) {
+            Twin probe(cpu(), gpu(), t, 8);
+            ASSERT_TRUE(flash_backward_uses_sm90(attention_args(sh, t, true), {probe.g()})) << "hn " << sh.hn;
+            run_attention(cpu(), gpu(), sh, t, 0.0f, true);
+        }
+}
+
+// dQ, dK, dV of the sm90 backward against the sm80 backward's on the same qkv, O, lse and
+// dO: each is within its bound of the fp64 result, so they differ by at most twice that.
+TEST_F(CudaAttention, FlashSm90BackwardMatchesSm80) {
+    Sm90Forward on(FlashKernel::Sm90);
+    if (!on.ok()) GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU (or the emulator)";
+    const Shape shapes[] = {{130, 1, 2, 64}, {100, 1, 2, 128}};
+    for (const Shape& sh : shapes)
+        for (DType t : {DType::F16, DType::BF16}) {
+            SCOPED_TRACE(detail::concat("s=", sh.s, " hn=", sh.hn, " ", dname(t)));
+            AttentionArgs a = attention_args(sh, t, true);
+            const std::int64_t nqkv = attention_qkv_elems(a), nout = sh.s * sh.b * sh.np * sh.hn;
+            const auto qkv_v = rounded(t, random_vec(nqkv, 84, -2.0, 2.0));
+            const auto dout_v = rounded(t, random_vec(nout, 85));
+            const AttnExact x = attention_exact(a, qkv_v, dout_v);
+            Twin qkv(cpu(), gpu(), t, qkv_v), out(cpu(), gpu(), t, nout), dout(cpu(), gpu(), t, dout_v);
+            Twin saved(cpu(), gpu(), DType::F32, gpu().attention_saved_bytes(a) / 4);
+            Twin d80(cpu(), gpu(), t, nqkv), d90(cpu(), gpu(), t, nqkv);
+            gpu().attention_forward(a, qkv.g(), out.g(), saved.g());
+            set_flash_kernel(FlashKernel::Sm90Fwd);
+            ASSERT_FALSE(flash_backward_uses_sm90(a, {qkv.g()}));
+            gpu().attention_backward(a, qkv.g(), out.g(), saved.g(), dout.g(), d80.g());
+            set_flash_kernel(FlashKernel::Sm90);
+            ASSERT_TRUE(flash_backward_uses_sm90(a, {qkv.g()}));
+            gpu().attention_backward(a, qkv.g(), out.g(), saved.g(), dout.g(), d90.g());
+            auto twice = [](std::vector<double> b) {
+                for (double& e : b) e *= 2;
+                return b;
+            };
+            EXPECT_TRUE(within_bound(d90.gpu_vals(), d80.gpu_vals(), twice(x.dqkv_bound))) << "dqkv";
+        }
+}
+
+// Which backwards take the sm90 kernel (host logic): only with FlashKernel::Sm90 (not
+// Sm90Fwd, whose forward alone is sm90's) on an sm_90 device, no dropout, head dims 64 and
+// 128, fp16/bf16, aligned; grouped K/V included.
+TEST(CudaFlashSelection, Sm90BackwardWhereItApplies) {
+    alignas(16) static unsigned char buf[64];
+    AttentionArgs a = attention_args(Shape{128, 1, 2, 64}, DType::F16, true);
+    cuda::flash_assume_sm90_device_for_tests(true);
+    EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "Auto";
+    set_flash_kernel(FlashKernel::Sm90Fwd);
+    EXPECT_TRUE(flash_forward_uses_sm90(a, {buf})) << "Sm90Fwd";
+    EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "Sm90Fwd";
+    set_flash_kernel(FlashKernel::Simple);
+    EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "Simple";
+    set_flash_kernel(FlashKernel::Sm90);
+    EXPECT_TRUE(flash_backward_uses_sm90(a, {buf}));
+    EXPECT_FALSE(flash_backward_uses_sm90(a, {buf, buf + 2})) << "misaligned";
+    a.dropout = 0.1f;
+    EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "dropout";
+    a.dropout = 0.0f;
+    for (std::int64_t hn : {80, 96}) {
+        a.hn = hn;
+        EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << hn;
+    }
+    a.hn = 128;
+    a.dtype = DType::BF16;
+    EXPECT_TRUE(flash_backward_uses_sm90(a, {buf}));
+    a = attention_args(Shape{128, 1, 4, 64, 2}, DType::F16, true);
+    EXPECT_TRUE(flash_backward_uses_sm90(a, {buf})) << "grouped K/V";
+    a.dtype = DType::F32;
+    EXPECT_FALSE(flash_backward_uses_sm90(a, {buf}));
+    cuda::flash_assume_sm90_device_for_tests(false);
+    a.dtype = DType::F16;
+#if defined(GPT_CUDA_EMU)  // the emulated device is sm_80
+    EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "not an sm_90 device";
+#endif
+    set_flash_kernel(FlashKernel::Auto);
 }
 
 // Which forwards take the sm90 kernel (host logic): only with FlashKernel::Sm90 on an sm_90

@@ -67,28 +67,37 @@ TEST(Environment, Fp8FastAccumulationSwitch) {
     }
 }
 
-// GPT_CUDA_FLASH: `simple` and `sm90` select, anything else keeps the default kernels (the
+// GPT_CUDA_FLASH: `simple`, `sm90` and `sm90-fwd` select, anything else keeps the default kernels (the
 // switch predates the strict parsing of the others, and scripts set other values).
 TEST(Environment, FlashSwitch) {
     {
         ScopedEnv e("GPT_CUDA_FLASH", nullptr);
         EXPECT_FALSE(env::cuda_flash_simple());
         EXPECT_FALSE(env::cuda_flash_sm90());
+        EXPECT_FALSE(env::cuda_flash_sm90_fwd());
     }
     {
         ScopedEnv e("GPT_CUDA_FLASH", "sm90");
         EXPECT_FALSE(env::cuda_flash_simple());
         EXPECT_TRUE(env::cuda_flash_sm90());
+        EXPECT_FALSE(env::cuda_flash_sm90_fwd());
+    }
+    {
+        ScopedEnv e("GPT_CUDA_FLASH", "sm90-fwd");
+        EXPECT_FALSE(env::cuda_flash_simple());
+        EXPECT_FALSE(env::cuda_flash_sm90());
+        EXPECT_TRUE(env::cuda_flash_sm90_fwd());
     }
     {
         ScopedEnv e("GPT_CUDA_FLASH", "simple");
         EXPECT_TRUE(env::cuda_flash_simple());
         EXPECT_FALSE(env::cuda_flash_sm90());
     }
-    for (const char* other : {"SM90", "sm80", "wgmma"}) {
+    for (const char* other : {"SM90", "sm80", "wgmma", "sm90-bwd", "sm90-fwd "}) {
         ScopedEnv e("GPT_CUDA_FLASH", other);
         EXPECT_FALSE(env::cuda_flash_simple()) << other;
         EXPECT_FALSE(env::cuda_flash_sm90()) << other;
+        EXPECT_FALSE(env::cuda_flash_sm90_fwd()) << other;
     }
 }
 

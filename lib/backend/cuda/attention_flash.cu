@@ -10,8 +10,9 @@
 //  - simple kernels here (every dtype and head dim up to 128): one thread per query (or key)
 //    row with fp32 math on CUDA cores. They are the fallback and the tensor-core kernels'
 //    reference; GPT_CUDA_FLASH=simple selects them for every call.
-// GPT_CUDA_FLASH=sm90 (FlashKernel::Sm90) adds a third forward, attention_flash_sm90.cu on
-// Hopper's wgmma, for the cases it covers on an sm_90 device; the backward stays the sm80 one.
+// GPT_CUDA_FLASH=sm90 (FlashKernel::Sm90) adds a third forward and backward on Hopper's
+// wgmma (attention_flash_sm90.cu, attention_flash_sm90_bwd.cu) for the cases they cover on an
+// sm_90 device; GPT_CUDA_FLASH=sm90-fwd (Sm90Fwd) the forward alone, the backward sm80's.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -215,6 +216,7 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 FlashKernel& kernel_choice() {
     static FlashKernel k = env::cuda_flash_simple() ? FlashKernel::Simple
                            : env::cuda_flash_sm90() ? FlashKernel::Sm90
+                           : env::cuda_flash_sm90_fwd() ? FlashKernel::Sm90Fwd
                                                     : FlashKernel::Auto;
     return k;
 }
@@ -268,9 +270,15 @@ void flash_assume_sm90_device_for_tests(bool on) { assume_sm90() = on; }
 bool flash_device_is_sm90() { return device_is_sm90(); }
 
 bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
-    if (kernel_choice() != FlashKernel::Sm90 || !flash_uses_tensor_cores(a, tensors)) return false;
+    const FlashKernel k = kernel_choice();
+    if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Fwd) || !flash_uses_tensor_cores(a, tensors)) return false;
     // Dropout stays on the sm80 kernel: the sm90 one has no Philox masks (yet).
     return flash_sm90_supports(flash_params(a), a.dtype) && device_is_sm90();
+}
+bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
+    if (kernel_choice() != FlashKernel::Sm90 || !flash_uses_tensor_cores(a, tensors)) return false;
+    // Dropout stays on the sm80 backward, as in the forward.
+    return flash_sm90_bwd_supports(flash_params(a), a.dtype) && device_is_sm90();
 }
 FlashKernel flash_kernel() { return kernel_choice(); }
 
@@ -318,7 +326,10 @@ void flash_backward(const AttentionArgs& a, const void* qkv, const void* out, co
         flash_dq_kernel<T><<<grid, kRows, 0, st>>>(
             P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse, delta, static_cast<T*>(dqkv));
     });
-    if (mma) flash_backward_sm80(P, a.dtype, qkv, dout, lse, delta, dqkv, dq_acc, st);
+    if (mma && flash_backward_uses_sm90(a, {qkv, out, dout, dqkv}))
+        flash_backward_sm90(P, a.dtype, qkv, dout, lse, delta, dqkv, dq_acc, st);
+    else if (mma)
+        flash_backward_sm80(P, a.dtype, qkv, dout, lse, delta, dqkv, dq_acc, st);
     GPT_CUDA_LAUNCH_CHECK("attention_backward (flash)");
 }
 

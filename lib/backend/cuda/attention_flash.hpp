@@ -12,20 +12,25 @@ constexpr std::int64_t kMaxFlashHeadDim = 128;
 
 // Which kernels run: Auto picks the tensor-core ones where they apply; Simple forces the
 // CUDA-core kernels everywhere (also set by GPT_CUDA_FLASH=simple in the environment); Sm90
-// is Auto with the forward on the sm_90 wgmma kernel where flash_forward_uses_sm90 says so
-// (GPT_CUDA_FLASH=sm90; the backward stays the sm80 one).
-enum class FlashKernel { Auto, Simple, Sm90 };
+// is Auto with the forward and the backward on the sm_90 wgmma kernels where
+// flash_forward_uses_sm90 and flash_backward_uses_sm90 say so (GPT_CUDA_FLASH=sm90); Sm90Fwd
+// the forward only, the backward staying the sm80 one (GPT_CUDA_FLASH=sm90-fwd).
+enum class FlashKernel { Auto, Simple, Sm90, Sm90Fwd };
 void set_flash_kernel(FlashKernel k);
 FlashKernel flash_kernel();  // the current choice (the first call reads GPT_CUDA_FLASH)
 // Whether a call with these arguments and tensors runs on tensor cores: fp16/bf16, head dim
 // 64, 80, 96 or 128, every tensor 16-byte aligned, not forced simple.
 bool flash_uses_tensor_cores(const AttentionArgs& a, std::initializer_list<const void*> tensors);
 
-// Whether flash_forward runs on the sm_90 kernel: FlashKernel::Sm90, an sm_90 device, no
-// dropout, fp16/bf16, head dim 64 or 128, and flash_uses_tensor_cores.
+// Whether flash_forward runs on the sm_90 kernel: FlashKernel::Sm90 or Sm90Fwd, an sm_90
+// device, no dropout, fp16/bf16, head dim 64 or 128, and flash_uses_tensor_cores.
 bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors);
+// Whether flash_backward runs on the sm_90 kernel: FlashKernel::Sm90 (not Sm90Fwd), an sm_90
+// device, no dropout, fp16/bf16, head dim 64 or 128 (grouped K/V included), and
+// flash_uses_tensor_cores; elsewhere the sm80 backward (or the CUDA-core one).
+bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors);
 // Test hook: the emulator reports compute capability 8.0; with this on, the "device is
-// sm_90" check of flash_forward_uses_sm90 passes on any device (the emulator runs the wgmma
+// sm_90" check of flash_forward_uses_sm90 (and _backward_) passes on any device (the emulator runs the wgmma
 // kernel; a real pre-Hopper GPU would trap, so only tests on the emulator set it).
 void flash_assume_sm90_device_for_tests(bool on);
 // Whether the current device is sm_90 (or the hook above is on).

@@ -50,6 +50,9 @@ void flash_forward_sm80(const FlashParams& P, DType t, const void* qkv, void* ou
                         cudaStream_t stream);
 void flash_backward_sm80(const FlashParams& P, DType t, const void* qkv, const void* dout, const float* lse,
                          const float* D, void* dqkv, float* dq_acc, cudaStream_t stream);
+// dQ from the fp32 scratch dq_acc [s, pairs, hn] (summed there by a backward's key blocks)
+// into its place in dqkv, rounded to t (the sm80 backward's last step, shared with sm90's).
+void flash_dq_finish(const FlashParams& P, DType t, const float* dq_acc, void* dqkv, cudaStream_t stream);
 
 // The sm_90a forward on wgmma (attention_flash_sm90.cu): head dims 64 and 128, fp16/bf16,
 // no dropout; its O and lse are the sm80 forward's, so the sm80 backward follows it. The
@@ -57,5 +60,11 @@ void flash_backward_sm80(const FlashParams& P, DType t, const void* qkv, const v
 bool flash_sm90_supports(const FlashParams& P, DType t);
 void flash_forward_sm90(const FlashParams& P, DType t, const void* qkv, void* out, float* lse,
                         cudaStream_t stream);
+// The sm_90a backward on wgmma (attention_flash_sm90_bwd.cu): the sm80 backward's contract
+// (D = rowsum(dO * O), dq_acc its fp32 dQ scratch, which it clears), head dims 64 and 128,
+// fp16/bf16, no dropout, grouped K/V included. Traps on any device but sm_90 (the caller checks).
+bool flash_sm90_bwd_supports(const FlashParams& P, DType t);
+void flash_backward_sm90(const FlashParams& P, DType t, const void* qkv, const void* dout, const float* lse,
+                         const float* D, void* dqkv, float* dq_acc, cudaStream_t stream);
 
 }  // namespace gpt::cuda

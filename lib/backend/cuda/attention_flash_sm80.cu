@@ -504,8 +504,18 @@ void flash_backward_sm80(const FlashParams& P, DType dt, const void* qkv, const 
         const dim3 grid(blocks_of(P.s, kBwdKeys), static_cast<unsigned>(P.pairs / P.qpg));
         kernel<<<grid, kBlockThreads, bytes, stream>>>(P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse,
                                                         D, static_cast<T*>(dqkv), dq_acc);
-        constexpr int HN = decltype(hn)::value;
-        flash_dq_store<HN, T><<<grid_for(P.s * P.pairs * HN / 8), kThreads, 0, stream>>>(P, dq_acc, static_cast<T*>(dqkv));
+    });
+    flash_dq_finish(P, dt, dq_acc, dqkv, stream);
+}
+
+void flash_dq_finish(const FlashParams& P, DType dt, const float* dq_acc, void* dqkv, cudaStream_t stream) {
+    with_half_type(dt, [&](auto tag) {
+        using T = decltype(tag);
+        with_head_dim(P.hn, [&](auto hn) {
+            constexpr int HN = decltype(hn)::value;
+            flash_dq_store<HN, T><<<grid_for(P.s * P.pairs * HN / 8), kThreads, 0, stream>>>(P, dq_acc,
+                                                                                           static_cast<T*>(dqkv));
+        });
     });
 }
 

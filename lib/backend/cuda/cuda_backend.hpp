@@ -22,7 +22,7 @@ public:
     ~CudaBackend() override;
 
     std::string name() const override { return "cuda"; }
-    // "attention=flash-sm80|flash-simple gemm_epilogue=fused|unfused".
+    // "attention=flash-sm80|flash-simple|flash-sm90|flash-sm90-fwd gemm_epilogue=fused|unfused".
     std::string kernel_variants() const override;
     bool host_memory() const override { return false; }
     int device() const { return device_; }

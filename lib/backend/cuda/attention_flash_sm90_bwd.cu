@@ -1,0 +1,220 @@
+// Causal flash attention backward for Hopper (sm_90a) on wgmma (wgmma_sm90.cuh), the ideas
+// of FlashAttention-3's backward (Shah et al. 2024) in their simplest form, with the sm80
+// backward's contract (attention_flash_sm80.cu): inputs qkv, dout, the forward's lse and
+// D = rowsum(dO * O) per query (flash_delta_kernel); dK and dV written into dqkv, dQ summed
+// over key blocks into the fp32 scratch dq_acc with atomics and converted by the sm80 file's
+// flash_dq_store.
+//  - One warpgroup (128 threads) per block and 64 keys (wgmma's M), walking the 64-query
+//    tiles from the diagonal one on (causal) for every query head of the K/V group in head
+//    order, so a group's dK/dV is summed in registers in a fixed order, as the sm80 kernel.
+//  - S^T = K Q^T and dP^T = V dO^T are m64n64 accumulators (mma_ss: K, V, Q, dO from shared
+//    memory, all K-major over the head dim); P^T = exp(S^T scale - lse) per column (query)
+//    and dS^T = P^T (dP^T - D) scale are computed on those fragments, rounded to 16 bits, and
+//    are the register A operands of dV += P^T dO and dK += dS^T Q (mma_rs), with dO and Q
+//    read N-major from the very tiles the first two products read K-major (a canonical
+//    no-swizzle tile is both: attention_sm90_tiles.cuh).
+//  - dQ = dS K needs dS with queries as rows: dS^T goes to shared memory (16-bit, in the
+//    M-major layout, so two adjacent queries are one 32-bit store) and is the A operand of
+//    mma_ss with kTransA, K (N-major) its B, in 64-column chunks of the head dim (32
+//    accumulators a thread, not 64, at head dim 128: dK, dV, P^T and dS^T are live then).
+//  - Tiles are written with plain 16-byte loads and stores, rows past the sequence as zeros.
+//    No TMA, no double buffering, no warp specialization yet: correctness first.
+//  - No dropout: calls with dropout > 0 stay on the sm80 backward (attention_flash.cu).
+// ptxas (CUDA 13, sm_90a): 255 registers a thread at head dim 128, 202 at 64, no spills;
+// shared memory 75,264 / 42,496 bytes: two blocks (eight warps) an SM by registers.
+#include <cmath>
+
+#include "backend/cuda/attention_flash_params.cuh"
+#include "backend/cuda/attention_sm90_tiles.cuh"
+#include "backend/cuda/wgmma_sm90.cuh"
+
+namespace gpt::cuda {
+
+namespace {
+
+namespace w = wgmma;
+using sm90tiles::kmajor_desc;
+using sm90tiles::load_tile;
+using sm90tiles::nmajor_at;
+using sm90tiles::nmajor_desc;
+
+constexpr int kThreadsB90 = 128;  // one warpgroup
+constexpr int kKeysB90 = 64;      // keys per block (wgmma's M for S^T, dP^T, dK, dV)
+constexpr int kRowsB90 = 64;      // queries per tile (N of S^T, K depth of dK, dV; M of dQ)
+constexpr int kDqN = 64;          // head-dim columns per dQ product
+constexpr float kLog2eB90 = 1.4426950408889634f;
+
+template <int HN>
+constexpr int kTileBytesB90 = 64 * HN * 2;
+constexpr int kDsBytes = kKeysB90 * kRowsB90 * 2;  // dS^T, 16-bit
+// K, V, Q, dO; dS^T; lse * log2(e) and D of the tile's queries; the alignment slack.
+template <int HN>
+constexpr int kSmemB90 = 4 * kTileBytesB90<HN> + kDsBytes + 2 * kRowsB90 * 4 + 1024;
+
+template <int HN, typename T>
+__global__ void __launch_bounds__(kThreadsB90, 1)
+    flash_bwd_sm90(FlashParams P, const T* qkv, const T* dout, const float* lse, const float* D, T* dqkv,
+                   float* dq_acc) {
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char* ks = smem_raw + (1024 - w::smem_address(smem_raw) % 1024) % 1024;
+    unsigned char* vs = ks + kTileBytesB90<HN>;
+    unsigned char* qs = vs + kTileBytesB90<HN>;
+    unsigned char* dos = qs + kTileBytesB90<HN>;
+    unsigned char* dss = dos + kTileBytesB90<HN>;  // dS^T: element (key, query) at nmajor_at<64>(query, key)
+    float* ls = reinterpret_cast<float*>(dss + kDsBytes);  // lse * log2(e) per query of the tile
+    float* dl = ls + kRowsB90;                              // D per query of the tile
+    const int t = threadIdx.x, warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
+    const std::int64_t kv = blockIdx.y, j0 = static_cast<std::int64_t>(blockIdx.x) * kKeysB90;
+    const T* kb = qkv + flash_k_at(P, kv);
+    const int ntiles = static_cast<int>((P.s - j0 + kRowsB90 - 1) / kRowsB90);
+    const int nsteps = ntiles * static_cast<int>(P.qpg);
+    load_tile<HN>(ks, kb, j0, P.s, P.ldq);
+    load_tile<HN>(vs, kb + HN, j0, P.s, P.ldq);
+
+    // Accumulator register i of a 64 x N fragment: row 16 warp + g + 8 ((i / 2) % 2), column
+    // 8 (i / 4) + 2 q + i % 2 (wgmma_sm90.cuh). For S^T and dP^T rows are keys, columns queries.
+    float dk[HN / 2], dv[HN / 2];
+#pragma unroll
+    for (int i = 0; i < HN / 2; ++i) dk[i] = dv[i] = 0.0f;
+    const float sl2 = P.scale * kLog2eB90;
+    for (int it = 0; it < nsteps; ++it) {
+        const std::int64_t pair = kv * P.qpg + it / ntiles;
+        const std::int64_t i0 = j0 + static_cast<std::int64_t>(it % ntiles) * kRowsB90;
+        __syncthreads();  // the previous step's products (all waited for) are done with Q, dO, dS^T
+        load_tile<HN>(qs, qkv + flash_q_at(P, pair), i0, P.s, P.ldq);
+        load_tile<HN>(dos, dout + pair * HN, i0, P.s, P.ldo);
+        for (int e = t; e < kRowsB90; e += kThreadsB90) {
+            const bool valid = i0 + e < P.s;
+            ls[e] = valid ? lse[pair * P.s + i0 + e] * kLog2eB90 : 0.0f;
+            dl[e] = valid ? D[pair * P.s + i0 + e] : 0.0f;
+        }
+        w::fence_proxy_async_shared();  // generic-proxy stores, read by wgmma's async proxy
+        __syncthreads();
+
+        float st[kRowsB90 / 2], dp[kRowsB90 / 2];  // S^T, dP^T: 64 keys x 64 queries
+        w::fence();
+#pragma unroll
+        for (int step = 0; step < HN / 16; ++step)
+            w::mma_ss<kRowsB90, T>(st, kmajor_desc<HN>(ks, step), kmajor_desc<HN>(qs, step), step > 0);
+        w::commit_group();
+#pragma unroll
+        for (int step = 0; step < HN / 16; ++step)
+            w::mma_ss<kRowsB90, T>(dp, kmajor_desc<HN>(vs, step), kmajor_desc<HN>(dos, step), step > 0);
+        w::commit_group();
+        w::wait_group<1>();  // S^T landed; dP^T may still be under way
+        w::fence_operand(st);
+        // P^T in place. Query i sees key j when j <= i < s: only the diagonal tile (i0 == j0)
+        // and a tile reaching past s need the test; keys past s only meet queries past it.
+        const bool edge = i0 == j0 || i0 + kRowsB90 > P.s;
+#pragma unroll
+        for (int i = 0; i < kRowsB90 / 2; ++i) {
+            const int iq = 8 * (i / 4) + 2 * q + i % 2;
+            const std::int64_t qi = i0 + iq, kj = j0 + 16 * warp + g + 8 * ((i / 2) % 2);
+            const float p = exp2f(st[i] * sl2 - ls[iq]);
+            st[i] = !edge || (kj <= qi && qi < P.s) ? p : 0.0f;
+        }
+        w::wait_group<0>();
+        w::fence_operand(dp);
+        // dS^T = P^T (dP^T - D) scale; the softmax scale of dK and dQ is in it, as in sm80's.
+#pragma unroll
+        for (int i = 0; i < kRowsB90 / 2; ++i) dp[i] = st[i] * (dp[i] - dl[8 * (i / 4) + 2 * q + i % 2]) * P.scale;
+        std::uint32_t pa[kRowsB90 / 16][4], da[kRowsB90 / 16][4];
+#pragma unroll
+        for (int step = 0; step < kRowsB90 / 16; ++step) {
+            w::accumulators_to_a<T>(st, step, pa[step]);
+            w::accumulators_to_a<T>(dp, step, da[step]);
+            // dS^T to shared memory, the same rounded values dK takes: a[0] is (key g, queries
+            // 16 step + 2q, +1), a[1] key g + 8, a[2] and a[3] queries + 8 (wgmma_sm90.cuh).
+            const int kr = 16 * warp + g, qc = 16 * step + 2 * q;
+            *reinterpret_cast<std::uint32_t*>(dss + nmajor_at<kRowsB90>(qc, kr)) = da[step][0];
+            *reinterpret_cast<std::uint32_t*>(dss + nmajor_at<kRowsB90>(qc, kr + 8)) = da[step][1];
+            *reinterpret_cast<std::uint32_t*>(dss + nmajor_at<kRowsB90>(qc + 8, kr)) = da[step][2];
+            *reinterpret_cast<std::uint32_t*>(dss + nmajor_at<kRowsB90>(qc + 8, kr + 8)) = da[step][3];
+        }
+        // dV += P^T dO and dK += dS^T Q over the tile's queries (k), dO and Q N-major.
+        w::fence();  // dk, dv, pa, da were written by this thread since the last mma_async
+#pragma unroll
+        for (int step = 0; step < kRowsB90 / 16; ++step)
+            w::mma_rs<HN, T, true>(dv, pa[step], nmajor_desc<HN>(dos, step), true);
+#pragma unroll
+        for (int step = 0; step < kRowsB90 / 16; ++step)
+            w::mma_rs<HN, T, true>(dk, da[step], nmajor_desc<HN>(qs, step), true);
+        w::commit_group();
+        w::fence_proxy_async_shared();  // the dS^T stores, read next by wgmma
+        __syncthreads();                // every warp's dS^T rows are in place
+        // dQ (64 queries x kDqN columns of the head dim) += dS K over the block's 64 keys: A
+        // = dS M-major (dS^T as stored), B = K N-major, its columns n0.. at n0 * 16 bytes on.
+#pragma unroll
+        for (int n0 = 0; n0 < HN; n0 += kDqN) {
+            float dq[kDqN / 2];
+            w::fence();
+#pragma unroll
+            for (int step = 0; step < kKeysB90 / 16; ++step)
+                w::mma_ss<kDqN, T, true, true>(dq, nmajor_desc<kRowsB90>(dss, step), nmajor_desc<HN>(ks + n0 * 16, step),
+                                               step > 0);
+            w::commit_group();
+            w::wait_group<0>();  // also dK, dV (the first time): pa, da may change after this
+            w::fence_operand(dq);
+            if (n0 == 0) {  // keeps pa, da alive (their registers unused) until the wait above
+                w::fence_operand(dk);
+                w::fence_operand(dv);
+#pragma unroll
+                for (int step = 0; step < kRowsB90 / 16; ++step) {
+                    w::fence_operand(pa[step]);
+                    w::fence_operand(da[step]);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < kDqN / 2; ++i) {
+                const std::int64_t qi = i0 + 16 * warp + g + 8 * ((i / 2) % 2);
+                if (qi < P.s) atomicAdd(dq_acc + (qi * P.pairs + pair) * HN + n0 + 8 * (i / 4) + 2 * q + i % 2, dq[i]);
+            }
+        }
+    }
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+        const std::int64_t j = j0 + 16 * warp + 8 * rr + g;
+        if (j >= P.s) continue;
+        T* krow = dqkv + j * P.ldq + flash_k_at(P, kv) + 2 * q;
+#pragma unroll
+        for (int c = 0; c < HN / 8; ++c) {
+            *reinterpret_cast<std::uint32_t*>(krow + 8 * c) = pack2<T>(dk[4 * c + 2 * rr], dk[4 * c + 2 * rr + 1]);
+            *reinterpret_cast<std::uint32_t*>(krow + HN + 8 * c) = pack2<T>(dv[4 * c + 2 * rr], dv[4 * c + 2 * rr + 1]);
+        }
+    }
+}
+
+template <int HN, typename T>
+void launch_bwd90(const FlashParams& P, const void* qkv, const void* dout, const float* lse, const float* D,
+                  void* dqkv, float* dq_acc, cudaStream_t st) {
+    auto* k = flash_bwd_sm90<HN, T>;
+    GPT_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemB90<HN>),
+                   "cudaFuncSetAttribute(flash_bwd_sm90)");
+    const dim3 grid(static_cast<unsigned>((P.s + kKeysB90 - 1) / kKeysB90), static_cast<unsigned>(P.pairs / P.qpg));
+    k<<<grid, kThreadsB90, kSmemB90<HN>, st>>>(P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse, D,
+                                                static_cast<T*>(dqkv), dq_acc);
+}
+
+}  // namespace
+
+bool flash_sm90_bwd_supports(const FlashParams& P, DType t) {
+    return (P.hn == 64 || P.hn == 128) && (t == DType::F16 || t == DType::BF16) && !P.drop;
+}
+
+void flash_backward_sm90(const FlashParams& P, DType t, const void* qkv, const void* dout, const float* lse,
+                         const float* D, void* dqkv, float* dq_acc, cudaStream_t st) {
+    GPT_REQUIRE(flash_sm90_bwd_supports(P, t), InternalError, "flash_backward_sm90: unsupported case (hn ", P.hn,
+                ")");
+    GPT_CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, static_cast<std::size_t>(P.s * P.pairs * P.hn) * sizeof(float), st),
+                   "attention_backward (flash sm90)");
+    const bool bf = t == DType::BF16;
+    if (P.hn == 64)
+        bf ? launch_bwd90<64, __nv_bfloat16>(P, qkv, dout, lse, D, dqkv, dq_acc, st)
+           : launch_bwd90<64, __half>(P, qkv, dout, lse, D, dqkv, dq_acc, st);
+    else
+        bf ? launch_bwd90<128, __nv_bfloat16>(P, qkv, dout, lse, D, dqkv, dq_acc, st)
+           : launch_bwd90<128, __half>(P, qkv, dout, lse, D, dqkv, dq_acc, st);
+    flash_dq_finish(P, t, dq_acc, dqkv, st);
+}
+
+}  // namespace gpt::cuda

@@ -1,0 +1,57 @@
+// Shared-memory tiles of the sm_90 (wgmma) attention kernels in the canonical no-swizzle
+// layouts of wgmma_sm90.cuh: 8x8 core matrices of 128 contiguous bytes, written with plain
+// 16-byte stores. Used by the backward (attention_flash_sm90_bwd.cu); the forward
+// (attention_flash_sm90.cu) has its own copies of the same layouts.
+//
+// One stored [64 rows][HN] tile serves both orientations: kmajor_at(r, c) == nmajor_at(c, r),
+// so the same bytes are a K-major operand (rows along M or N, k = the HN columns) through
+// kmajor_desc and an N-major (or M-major) one (n = the HN columns, k = the 64 rows) through
+// nmajor_desc. Attention's backward uses this to read Q, dO and K both ways.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/wgmma_sm90.cuh"
+
+namespace gpt::cuda::sm90tiles {
+
+// Byte offset of element (row, k) of a K-major tile whose k runs over HN: the HN / 8 core
+// matrices of a row group side by side, row groups after one another.
+template <int HN>
+__device__ __forceinline__ int kmajor_at(int row, int k) {
+    return (row / 8 * (HN / 8) + k / 8) * 128 + row % 8 * 16 + k % 8 * 2;
+}
+// Byte offset of element (n, k) of an N-major tile HN wide (n) and 64 deep (k): core
+// matrices of 8 n x 8 k, the HN / 8 of a k group side by side.
+template <int HN>
+__device__ __forceinline__ int nmajor_at(int n, int k) {
+    return (k / 8 * (HN / 8) + n / 8) * 128 + k % 8 * 16 + n % 8 * 2;
+}
+// Descriptors of k step `step` (16 deep) of those tiles. K-major: LBO = the next 8 k (the
+// core matrix beside), SBO = the next 8 rows. N-major: LBO = the next 8 k (a whole row of
+// HN / 8 core matrices on), SBO = the next 8 n. An N-major operand narrower than HN (N = 64
+// of HN = 128) starts n0 / 8 core matrices on: tile + n0 * 16 bytes.
+template <int HN>
+__device__ __forceinline__ std::uint64_t kmajor_desc(const unsigned char* tile, int step) {
+    return wgmma::make_desc(tile + step * 256, 128, (HN / 8) * 128, wgmma::Swizzle::None);
+}
+template <int HN>
+__device__ __forceinline__ std::uint64_t nmajor_desc(const unsigned char* tile, int step) {
+    return wgmma::make_desc(tile + step * 2 * (HN / 8) * 128, (HN / 8) * 128, 128, wgmma::Swizzle::None);
+}
+
+// Rows [r0, r0 + 64) (row stride ld elements) of a 16-bit tensor into a K-major tile, 16
+// bytes (8 elements of one row) per store; rows at or past s are zeros.
+template <int HN, typename T>
+__device__ __forceinline__ void load_tile(unsigned char* tile, const T* base, std::int64_t r0, std::int64_t s,
+                                          std::int64_t ld) {
+    constexpr int kChunks = HN / 8;
+    for (int e = threadIdx.x; e < 64 * kChunks; e += blockDim.x) {
+        const int r = e / kChunks, c = e % kChunks * 8;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (r0 + r < s) v = *reinterpret_cast<const uint4*>(base + (r0 + r) * ld + c);
+        *reinterpret_cast<uint4*>(tile + kmajor_at<HN>(r, c)) = v;
+    }
+}
+
+}  // namespace gpt::cuda::sm90tiles
