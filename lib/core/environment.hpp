@@ -18,9 +18,11 @@ std::optional<double> device_memory_gb();
 std::optional<int> cpu_cores();
 // GPT_CUDA_FLASH=simple: the CUDA backend's flash attention uses its CUDA-core kernels.
 bool cuda_flash_simple();
-// GPT_CUDA_FLASH=sm90: its forward runs on the sm_90 (wgmma) kernel where the device and the
-// call allow it. (Any other value of GPT_CUDA_FLASH is ignored: the default kernels.)
+// GPT_CUDA_FLASH=sm90: its forward runs on the sm_90 (wgmma) warp-specialised kernel where the
+// device and the call allow it. (Any other value of GPT_CUDA_FLASH is ignored: the default kernels.)
 bool cuda_flash_sm90();
+// GPT_CUDA_FLASH=sm90-basic: the same with the basic (one-warpgroup, unpipelined) sm_90 forward.
+bool cuda_flash_sm90_basic();
 // GPT_CUDA_GEMM_EPILOGUE=fused|unfused: whether the CUDA backend's GEMMs fuse the tanh GELU,
 // its derivative and the bias gradient into cuBLASLt's epilogues (fused, the default) or run
 // the GEMM with at most a bias epilogue and then our element-wise kernels (unfused). True

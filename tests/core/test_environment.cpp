@@ -48,7 +48,7 @@ TEST(Environment, GemmEpilogueSwitch) {
     }
 }
 
-// GPT_CUDA_FLASH: `simple` and `sm90` select, anything else keeps the default kernels (the
+// GPT_CUDA_FLASH: `simple`, `sm90` and `sm90-basic` select, anything else keeps the default kernels (the
 // switch predates the strict parsing of the others, and scripts set other values).
 TEST(Environment, FlashSwitch) {
     {
@@ -60,16 +60,24 @@ TEST(Environment, FlashSwitch) {
         ScopedEnv e("GPT_CUDA_FLASH", "sm90");
         EXPECT_FALSE(env::cuda_flash_simple());
         EXPECT_TRUE(env::cuda_flash_sm90());
+        EXPECT_FALSE(env::cuda_flash_sm90_basic());
+    }
+    {
+        ScopedEnv e("GPT_CUDA_FLASH", "sm90-basic");
+        EXPECT_FALSE(env::cuda_flash_sm90());
+        EXPECT_TRUE(env::cuda_flash_sm90_basic());
     }
     {
         ScopedEnv e("GPT_CUDA_FLASH", "simple");
         EXPECT_TRUE(env::cuda_flash_simple());
         EXPECT_FALSE(env::cuda_flash_sm90());
+        EXPECT_FALSE(env::cuda_flash_sm90_basic());
     }
-    for (const char* other : {"SM90", "sm80", "wgmma"}) {
+    for (const char* other : {"SM90", "sm80", "wgmma", "sm90-Basic", "sm90basic"}) {
         ScopedEnv e("GPT_CUDA_FLASH", other);
         EXPECT_FALSE(env::cuda_flash_simple()) << other;
         EXPECT_FALSE(env::cuda_flash_sm90()) << other;
+        EXPECT_FALSE(env::cuda_flash_sm90_basic()) << other;
     }
 }
 

@@ -10,8 +10,11 @@
 //  - simple kernels here (every dtype and head dim up to 128): one thread per query (or key)
 //    row with fp32 math on CUDA cores. They are the fallback and the tensor-core kernels'
 //    reference; GPT_CUDA_FLASH=simple selects them for every call.
-// GPT_CUDA_FLASH=sm90 (FlashKernel::Sm90) adds a third forward, attention_flash_sm90.cu on
-// Hopper's wgmma, for the cases it covers on an sm_90 device; the backward stays the sm80 one.
+// GPT_CUDA_FLASH=sm90 (FlashKernel::Sm90) adds a third forward, attention_flash_sm90_ws.cu on
+// Hopper's wgmma and TMA (warp-specialised), for the cases it covers on an sm_90 device (the
+// basic sm_90 forward, attention_flash_sm90.cu, for any it does not but that covers);
+// GPT_CUDA_FLASH=sm90-basic (FlashKernel::Sm90Basic) the basic one alone. The backward stays
+// the sm80 one.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -215,6 +218,7 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 FlashKernel& kernel_choice() {
     static FlashKernel k = env::cuda_flash_simple() ? FlashKernel::Simple
                            : env::cuda_flash_sm90() ? FlashKernel::Sm90
+                           : env::cuda_flash_sm90_basic() ? FlashKernel::Sm90Basic
                                                     : FlashKernel::Auto;
     return k;
 }
@@ -267,9 +271,15 @@ void set_flash_kernel(FlashKernel k) { kernel_choice() = k; }
 void flash_assume_sm90_device_for_tests(bool on) { assume_sm90() = on; }
 bool flash_device_is_sm90() { return device_is_sm90(); }
 
-bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
+bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     if (kernel_choice() != FlashKernel::Sm90 || !flash_uses_tensor_cores(a, tensors)) return false;
-    // Dropout stays on the sm80 kernel: the sm90 one has no Philox masks (yet).
+    // Dropout stays on the sm80 kernel: the sm90 ones have no Philox masks (yet).
+    return flash_sm90_ws_supports(flash_params(a), a.dtype) && device_is_sm90();
+}
+bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
+    const FlashKernel k = kernel_choice();
+    if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Basic) || !flash_uses_tensor_cores(a, tensors)) return false;
+    if (flash_forward_uses_sm90_ws(a, tensors)) return true;
     return flash_sm90_supports(flash_params(a), a.dtype) && device_is_sm90();
 }
 FlashKernel flash_kernel() { return kernel_choice(); }
@@ -286,7 +296,9 @@ void flash_forward(const AttentionArgs& a, const void* qkv, void* out, float* ls
                    const Stream& stream) {
     const cudaStream_t st = cuda_stream(stream);
     const FlashParams P = flash_params(a);
-    if (flash_forward_uses_sm90(a, {qkv, out})) {
+    if (flash_forward_uses_sm90_ws(a, {qkv, out})) {
+        flash_forward_sm90_ws(P, a.dtype, qkv, out, lse, st);
+    } else if (flash_forward_uses_sm90(a, {qkv, out})) {
         flash_forward_sm90(P, a.dtype, qkv, out, lse, st);
     } else if (flash_uses_tensor_cores(a, {qkv, out})) {
         flash_forward_sm80(P, a.dtype, qkv, out, lse, st);

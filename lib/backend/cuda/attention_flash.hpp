@@ -12,18 +12,23 @@ constexpr std::int64_t kMaxFlashHeadDim = 128;
 
 // Which kernels run: Auto picks the tensor-core ones where they apply; Simple forces the
 // CUDA-core kernels everywhere (also set by GPT_CUDA_FLASH=simple in the environment); Sm90
-// is Auto with the forward on the sm_90 wgmma kernel where flash_forward_uses_sm90 says so
-// (GPT_CUDA_FLASH=sm90; the backward stays the sm80 one).
-enum class FlashKernel { Auto, Simple, Sm90 };
+// is Auto with the forward on the sm_90 warp-specialised wgmma kernel (attention_flash_sm90_ws.cu)
+// where flash_forward_uses_sm90_ws says so, else the basic sm_90 one where it applies
+// (GPT_CUDA_FLASH=sm90); Sm90Basic the same with the basic sm_90 forward
+// (attention_flash_sm90.cu, GPT_CUDA_FLASH=sm90-basic). The backward stays the sm80 one.
+enum class FlashKernel { Auto, Simple, Sm90, Sm90Basic };
 void set_flash_kernel(FlashKernel k);
 FlashKernel flash_kernel();  // the current choice (the first call reads GPT_CUDA_FLASH)
 // Whether a call with these arguments and tensors runs on tensor cores: fp16/bf16, head dim
 // 64, 80, 96 or 128, every tensor 16-byte aligned, not forced simple.
 bool flash_uses_tensor_cores(const AttentionArgs& a, std::initializer_list<const void*> tensors);
 
-// Whether flash_forward runs on the sm_90 kernel: FlashKernel::Sm90, an sm_90 device, no
-// dropout, fp16/bf16, head dim 64 or 128, and flash_uses_tensor_cores.
+// Whether flash_forward runs on an sm_90 kernel: FlashKernel::Sm90 or Sm90Basic, an sm_90
+// device, no dropout, fp16/bf16, flash_uses_tensor_cores, and a head dim the kernel has
+// (warp-specialised: 64, 96, 128; basic: 64, 128).
 bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors);
+// Whether that kernel is the warp-specialised one (FlashKernel::Sm90 only).
+bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<const void*> tensors);
 // Test hook: the emulator reports compute capability 8.0; with this on, the "device is
 // sm_90" check of flash_forward_uses_sm90 passes on any device (the emulator runs the wgmma
 // kernel; a real pre-Hopper GPU would trap, so only tests on the emulator set it).

@@ -63,10 +63,14 @@ CudaBackend::~CudaBackend() {
 std::string CudaBackend::kernel_variants() const {
     // Flash attention on tensor cores where a call allows it (fp16/bf16, head dims 64-128,
     // 16-byte aligned tensors), CUDA-core kernels elsewhere; "simple": CUDA cores always;
-    // "sm90": the forward on the wgmma kernel where the device and the call allow it.
+    // "sm90": the forward on the warp-specialised wgmma kernel where the device and the call
+    // allow it; "sm90-basic": on the basic wgmma kernel.
     const FlashKernel k = flash_kernel();
     return detail::concat("attention=",
-                          k == FlashKernel::Simple ? "flash-simple" : k == FlashKernel::Sm90 ? "flash-sm90-fwd" : "flash-sm80",
+                          k == FlashKernel::Simple      ? "flash-simple"
+                          : k == FlashKernel::Sm90      ? "flash-sm90ws-fwd"
+                          : k == FlashKernel::Sm90Basic ? "flash-sm90basic-fwd"
+                                                        : "flash-sm80",
                           " gemm_epilogue=", gemm_epilogue_mode_name(gemm_epilogue_mode()));
 }
 
