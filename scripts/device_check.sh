@@ -23,7 +23,8 @@
 #
 # Kernel variants (README, "Kernel switches"): bench and attn run the default kernels beside
 # PyTorch; bench-unfused (GPT_CUDA_GEMM_EPILOGUE=unfused), bench-flash-simple and
-# attn-flash-simple (GPT_CUDA_FLASH=simple), attn-flash-sm90 (the wgmma forward) are short rows without peers, so old and new are
+# attn-flash-simple (GPT_CUDA_FLASH=simple), attn-flash-sm90 (the warp-specialised wgmma forward) and
+# attn-flash-sm90-basic (the basic wgmma forward, GPT_CUDA_FLASH=sm90-basic) are short rows without peers, so old and new are
 # measured side by side in the same call.
 #
 # DEVICE_CHECK_DRY=1 runs nothing: it prints the plan (each step's cap, floor, whether it is
@@ -61,6 +62,7 @@ STEPS=(
     "attn|attn|attn|120|40|R"
     "attn-flash-simple|attn|attn|30|10|-"
     "attn-flash-sm90|attn|attn|30|10|-"
+    "attn-flash-sm90-basic|attn|attn|30|10|-"
     "gemm-fp8|gemm|gemm|60|30|-"
     "gemm|gemm|gemm|90|30|-"
     "gemm-fp8-torch|gemm|gemm|120|60|-"
@@ -114,7 +116,7 @@ if [ "$dry" = 1 ]; then
     echo "device_check plan (dry run): budget $budget s, groups: $groups, binaries from $bin"
     echo "timeouts assume every earlier step used $spend% of its limit (100: the worst case), and every"
     echo "binary bundled (a real run skips a step whose binary is not, and reserves nothing for it)"
-    printf '%-20s %-6s %-10s %5s %6s %4s %-8s %s\n' step group log cap floor res bundled "timeout / verdict"
+    printf '%-21s %-6s %-10s %5s %6s %4s %-8s %s\n' step group log cap floor res bundled "timeout / verdict"
     left=$budget
     for i in "${!STEPS[@]}"; do
         IFS='|' read -r name group log cap floor res <<<"${STEPS[$i]}"
@@ -129,7 +131,7 @@ if [ "$dry" = 1 ]; then
             if [ "$lim" -eq 0 ]; then verdict="skipped: no time ($left s left, $(reserve_after "$i") s reserved)"
             else verdict="$lim s"; left=$((left - lim * spend / 100)); fi
         fi
-        printf '%-20s %-6s %-10s %5s %6s %4s %-8s %s\n' "$name" "$group" "$log.log" "$cap" "$floor" "$res" "$have" "$verdict"
+        printf '%-21s %-6s %-10s %5s %6s %4s %-8s %s\n' "$name" "$group" "$log.log" "$cap" "$floor" "$res" "$have" "$verdict"
     done
     echo "the plan leaves $left s of $budget; files under \$OUT: summary.txt tests.log bench.log attn.log gemm.log (5 of the 8 allowed)"
     exit 0
@@ -196,9 +198,12 @@ run_step() {
               bash "$root/bench/attention_gpu/run.sh" ;;
     attn-flash-simple) "${t[@]}" env GPT_CUDA_FLASH=simple "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
                            bash "$root/bench/attention_gpu/run.sh" gpt-1.3b ;;
-    # The wgmma forward (issue #33 item 2; its backward is still sm80's), all three shapes.
+    # The wgmma forwards (issue #33 item 2; their backward is still sm80's), all three shapes:
+    # the warp-specialised one (TMA producer, two consumer warpgroups) and the basic one.
     attn-flash-sm90) "${t[@]}" env GPT_CUDA_FLASH=sm90 "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
                          bash "$root/bench/attention_gpu/run.sh" ;;
+    attn-flash-sm90-basic) "${t[@]}" env GPT_CUDA_FLASH=sm90-basic "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
+                               bash "$root/bench/attention_gpu/run.sh" ;;
     # FP8 training steps beside bf16 (issue 34), short.
     gemm-fp8) for p in bf16 fp8; do  # half the limit each
                   timeout -k 5 $(($2 / 2)) "$bin/bench_train_gpu" --config gpt-1.3b --precision "$p" \
