@@ -18,6 +18,10 @@
 //    the sequence arrive as zeros (TMA's out-of-bounds fill).
 //  - Math per consumer as in the basic kernel: S in registers, online softmax with four
 //    lanes per row, P rounded to 16 bits as the A registers of O += P V (mma_rs).
+//  - Intra-warpgroup overlap (FA3): tile j + 1's S = Q K^T is issued together with tile j's
+//    O += P V, and tile j + 1's softmax runs while that P V is on the tensor cores (two
+//    register sets: S of the newer tile, P of the older); O is rescaled once P V is done.
+//    No ping-pong between the two consumers yet (named barriers ordering their softmaxes).
 //  - No dropout (calls with dropout stay on sm80); head dims 64, 96, 128; fp16/bf16.
 // Output contract of flash_fwd_sm80: O / l in [s, pairs, hn], lse = m * scale + log(l) with m
 // the raw row max, so the sm80 backward consumes them.
@@ -170,26 +174,41 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
 #pragma unroll
     for (int i = 0; i < HN / 2; ++i) o[i] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // raw row max, this lane's share of the sum
+    float alpha[2];
     const float sl2 = P.scale * kLog2eWs;
-    tma::mbarrier_wait(q_full, 0);
-    for (int it = 0; it < ntiles; ++it) {
+    float sc[kKeys / 2];                // S of the tile being softmaxed
+    std::uint32_t p[kKeys / 16][4];     // P of the tile whose P V is (about to be) in flight
+
+    // The mbarrier waits come before the wgmma.fence that precedes the issues: a spin loop
+    // between an mma_async and the next makes ptxas guard the in-flight accumulators by
+    // serialising (its C7519 "warpgroup.arrive is injected").
+    auto wait_k = [&](int it) { tma::mbarrier_wait(&k_full[it % kStagesWs], (it / kStagesWs) & 1); };
+    auto wait_v = [&](int it) { tma::mbarrier_wait(&v_full[it % kStagesWs], (it / kStagesWs) & 1); };
+    // S = Q K^T of tile `it` issued (one commit group); the caller waits for it.
+    auto issue_s = [&](int it) {
         const int st = it % kStagesWs;
-        const unsigned phase = (it / kStagesWs) & 1;
-        const std::int64_t j0 = static_cast<std::int64_t>(it) * kKeys;
         const unsigned char* kt = ks + st * kKvTile<HN>;
-        const unsigned char* vt = vs + st * kKvTile<HN>;
-        tma::mbarrier_wait(&k_full[st], phase);
-        float sc[kKeys / 2];
-        w::fence();
 #pragma unroll
         for (int step = 0; step < HN / 16; ++step)
             w::mma_ss<kKeys, T>(sc, kmajor_desc_ws<HN>(qt, 64, step), kmajor_desc_ws<HN>(kt, kKeys, step), step > 0);
         w::commit_group();
-        w::wait_group<0>();
-        w::fence_operand(sc);
-        // Online softmax per row. Keys past a row (j > i) are masked where the tile reaches
-        // past this warpgroup's first row; keys past the sequence only meet rows past it
-        // (never written) or are masked as j > i.
+    };
+    // O += P V of tile `it` issued (one commit group), P from p.
+    auto issue_pv = [&](int it) {
+        const int st = it % kStagesWs;
+        const unsigned char* vt = vs + st * kKvTile<HN>;
+#pragma unroll
+        for (int step = 0; step < kKeys / 16; ++step)
+            w::mma_rs<HN, T, true>(o, p[step], nmajor_desc_ws<HN>(vt, step), true);
+        w::commit_group();
+    };
+    // Online softmax of tile `it`'s S in sc, per row: masks keys past the row (j > i) where the
+    // tile reaches past this warpgroup's first row (keys past the sequence only meet rows past
+    // it, never written, or are masked as j > i), updates m and l, leaves exp(S - m) in sc and
+    // the factor the older O must be scaled by in alpha. O itself is not touched: its P V may
+    // still be in flight.
+    auto softmax = [&](int it) {
+        const std::int64_t j0 = static_cast<std::int64_t>(it) * kKeys;
         const bool diagonal = j0 + kKeys - 1 > r0;
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
@@ -205,7 +224,7 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
                 }
             mx = quad_max_ws(mx);  // finite: key 0 of the first tile is in every row
             const float base = mx * sl2;
-            const float alpha = exp2f(m[rr] * sl2 - base);  // 0 on the first tile
+            alpha[rr] = exp2f(m[rr] * sl2 - base);  // 0 on the first tile
             m[rr] = mx;
             float sum = 0.0f;
 #pragma unroll
@@ -216,29 +235,62 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
                     v = exp2f(v * sl2 - base);  // 0 where masked
                     sum += v;
                 }
-            l[rr] = l[rr] * alpha + sum;
-#pragma unroll
-            for (int cc8 = 0; cc8 < HN / 8; ++cc8) {
-                o[4 * cc8 + 2 * rr] *= alpha;
-                o[4 * cc8 + 2 * rr + 1] *= alpha;
-            }
+            l[rr] = l[rr] * alpha[rr] + sum;
         }
-        std::uint32_t p[kKeys / 16][4];
+    };
+    auto rescale_o = [&] {
+#pragma unroll
+        for (int cc8 = 0; cc8 < HN / 8; ++cc8)
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) {
+                o[4 * cc8 + 2 * rr] *= alpha[rr];
+                o[4 * cc8 + 2 * rr + 1] *= alpha[rr];
+            }
+    };
+    auto s_to_p = [&] {
 #pragma unroll
         for (int step = 0; step < kKeys / 16; ++step) w::accumulators_to_a<T>(sc, step, p[step]);
-        tma::mbarrier_wait(&v_full[st], phase);
+    };
+
+    // Intra-warpgroup overlap (FA3): tile it's S = Q K^T is issued before tile it - 1's
+    // O += P V, and its softmax runs while that P V is on the tensor cores; two register
+    // sets (sc for the newer S, p for the older P) make that possible. The stage of tile
+    // it - 1 is released once its P V is complete.
+    tma::mbarrier_wait(q_full, 0);
+    wait_k(0);
+    w::fence();
+    issue_s(0);
+    w::wait_group<0>();
+    w::fence_operand(sc);
+    softmax(0);
+    rescale_o();
+    s_to_p();
+    for (int it = 1; it < ntiles; ++it) {
+        wait_k(it);
+        wait_v(it - 1);
         w::fence();  // o and p were written by this thread since the last mma_async
-#pragma unroll
-        for (int step = 0; step < kKeys / 16; ++step)
-            w::mma_rs<HN, T, true>(o, p[step], nmajor_desc_ws<HN>(vt, step), true);
-        w::commit_group();
+        issue_s(it);
+        issue_pv(it - 1);
+        w::wait_group<1>();  // S of tile it (the older group) is done; P V may still run
+        w::fence_operand(sc);
+        softmax(it);
         w::wait_group<0>();
         w::fence_operand(o);
 #pragma unroll
         for (int step = 0; step < kKeys / 16; ++step) w::fence_operand(p[step]);
-        // This thread's products are done with the stage's K and V: release it.
-        tma::mbarrier_arrive(&empty[st]);
+        // This thread's products are done with tile it - 1's K and V: release its stage.
+        tma::mbarrier_arrive(&empty[(it - 1) % kStagesWs]);
+        rescale_o();
+        s_to_p();
     }
+    wait_v(ntiles - 1);
+    w::fence();
+    issue_pv(ntiles - 1);
+    w::wait_group<0>();
+    w::fence_operand(o);
+#pragma unroll
+    for (int step = 0; step < kKeys / 16; ++step) w::fence_operand(p[step]);
+    tma::mbarrier_arrive(&empty[(ntiles - 1) % kStagesWs]);
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
         const float sum = quad_sum_ws(l[rr]);
