@@ -21,7 +21,9 @@
 //  - Intra-warpgroup overlap (FA3): tile j + 1's S = Q K^T is issued together with tile j's
 //    O += P V, and tile j + 1's softmax runs while that P V is on the tensor cores (two
 //    register sets: S of the newer tile, P of the older); O is rescaled once P V is done.
-//    No ping-pong between the two consumers yet (named barriers ordering their softmaxes).
+//  - Ping-pong (FA3): the two consumers take turns issuing their products, ordered by two
+//    named barriers, so one warpgroup's softmax runs while the other's GEMMs occupy the
+//    tensor cores.
 //  - No dropout (calls with dropout stay on sm80); head dims 64, 96, 128; fp16/bf16.
 // Output contract of flash_fwd_sm80: O / l in [s, pairs, hn], lse = m * scale + log(l) with m
 // the raw row max, so the sm80 backward consumes them.
@@ -43,6 +45,10 @@ constexpr int kRowsWs = 128;     // query rows per block, 64 per consumer (wgmma
 constexpr int kStagesWs = 2;     // K/V ring depth
 constexpr int kConsumerThreads = 256;
 constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+// Named barriers 1 and 2 (0 is __syncthreads'): consumer c's turn to issue its products
+// comes when barrier 1 + c completes (its 128 threads syncing, the other consumer's 128
+// arriving).
+constexpr int kTurnBarrier = 1;
 constexpr float kLog2eWs = 1.4426950408889634f;
 
 // Swizzle span (bytes) and atom width (elements) of a head dim's tiles: 128-byte atoms where
@@ -247,6 +253,19 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
                 o[4 * cc8 + 2 * rr + 1] *= alpha[rr];
             }
     };
+    // Ping-pong: this warpgroup waits for its turn before issuing and hands the turn to the
+    // other consumer after. Each consumer issues ntiles + 1 times (the first S alone, S with
+    // the previous P V, the last P V alone); consumer 1 passes the turn once up front and not
+    // after its last issue, so every barrier phase gets exactly its 256 threads.
+    // (Constant ids in each branch: with an id in a register ptxas reserves all 16 barriers.)
+    auto turn_wait = [&] {
+        if (c == 0) named_barrier_sync(kTurnBarrier, kConsumerThreads);
+        else named_barrier_sync(kTurnBarrier + 1, kConsumerThreads);
+    };
+    auto turn_pass = [&] {
+        if (c == 0) named_barrier_arrive(kTurnBarrier + 1, kConsumerThreads);
+        else named_barrier_arrive(kTurnBarrier, kConsumerThreads);
+    };
     auto s_to_p = [&] {
 #pragma unroll
         for (int step = 0; step < kKeys / 16; ++step) w::accumulators_to_a<T>(sc, step, p[step]);
@@ -256,10 +275,13 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
     // O += P V, and its softmax runs while that P V is on the tensor cores; two register
     // sets (sc for the newer S, p for the older P) make that possible. The stage of tile
     // it - 1 is released once its P V is complete.
+    if (c == 1) turn_pass();  // consumer 0 goes first
     tma::mbarrier_wait(q_full, 0);
     wait_k(0);
+    turn_wait();
     w::fence();
     issue_s(0);
+    turn_pass();
     w::wait_group<0>();
     w::fence_operand(sc);
     softmax(0);
@@ -268,9 +290,11 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
     for (int it = 1; it < ntiles; ++it) {
         wait_k(it);
         wait_v(it - 1);
+        turn_wait();
         w::fence();  // o and p were written by this thread since the last mma_async
         issue_s(it);
         issue_pv(it - 1);
+        turn_pass();
         w::wait_group<1>();  // S of tile it (the older group) is done; P V may still run
         w::fence_operand(sc);
         softmax(it);
@@ -284,8 +308,10 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
         s_to_p();
     }
     wait_v(ntiles - 1);
+    turn_wait();
     w::fence();
     issue_pv(ntiles - 1);
+    if (c == 0) turn_pass();
     w::wait_group<0>();
     w::fence_operand(o);
 #pragma unroll
