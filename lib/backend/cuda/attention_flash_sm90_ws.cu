@@ -10,8 +10,9 @@
 //    P V product has read the stage. The producer refills a stage only after its empty phase
 //    completes, so tile j + 1's loads run under tile j's math.
 //  - setmaxnreg: the producer drops to 24 registers, the consumers rise to 240 (24 * 128 +
-//    240 * 256 = 64512 of the SM's 65536), room for S (64 keys: 32 registers, 128 keys: 64),
-//    P and O (HN / 2) without spills.
+//    240 * 256 = 64512 of the SM's 65536), headroom over what S (128 keys: 64 registers),
+//    P (32), O (HN / 2) and the softmax need: ptxas (CUDA 13, sm_90a) fits every variant in
+//    the 168 of __launch_bounds__(384, 1) without spills.
 //  - Tiles are TMA boxes with the 128-byte swizzle (head dims 64, 128) or the 64-byte one
 //    (96: a 128-byte atom is 64 elements, and 96 columns would end inside one), laid out as
 //    the swizzled canonical layouts of wgmma_sm90.cuh: Q and K K-major, V N-major. Rows past
@@ -59,7 +60,8 @@ template <int HN>
 constexpr int kAw = kSw<HN> / 2;
 template <int HN>
 constexpr int kAtoms = HN / kAw<HN>;
-// Keys per K/V tile: 128, the N of S = Q K^T (64 accumulator registers).
+// Keys per K/V tile: 128, the N of S = Q K^T (64 accumulator registers), for every head
+// dim (no spills at 128, see above; shared memory 81, 121 and 161 KiB at 64, 96, 128).
 template <int HN>
 constexpr int kKeysWs = 128;
 
