@@ -23,8 +23,9 @@
 #
 # Kernel variants (README, "Kernel switches"): bench and attn run the default kernels beside
 # PyTorch; bench-unfused (GPT_CUDA_GEMM_EPILOGUE=unfused), bench-flash-simple and
-# attn-flash-simple (GPT_CUDA_FLASH=simple), attn-flash-sm90 (the wgmma forward and backward) and
-# attn-flash-sm90-fwd (the wgmma forward, sm80's backward) are short rows without peers, so old and new are
+# attn-flash-simple (GPT_CUDA_FLASH=simple), attn-flash-sm90 (the wgmma forward and backward),
+# attn-flash-sm90-fwd (that forward, sm80's backward) and attn-flash-sm90-basic (the basic wgmma
+# forward, GPT_CUDA_FLASH=sm90-basic) are short rows without peers, so old and new are
 # measured side by side in the same call.
 #
 # DEVICE_CHECK_DRY=1 runs nothing: it prints the plan (each step's cap, floor, whether it is
@@ -63,6 +64,7 @@ STEPS=(
     "attn-flash-simple|attn|attn|30|10|-"
     "attn-flash-sm90|attn|attn|30|10|-"
     "attn-flash-sm90-fwd|attn|attn|30|10|-"
+    "attn-flash-sm90-basic|attn|attn|30|10|-"
     "gemm-fp8|gemm|gemm|75|36|-"
     "gemm|gemm|gemm|90|30|-"
     "gemm-fp8-torch|gemm|gemm|120|60|-"
@@ -116,7 +118,7 @@ if [ "$dry" = 1 ]; then
     echo "device_check plan (dry run): budget $budget s, groups: $groups, binaries from $bin"
     echo "timeouts assume every earlier step used $spend% of its limit (100: the worst case), and every"
     echo "binary bundled (a real run skips a step whose binary is not, and reserves nothing for it)"
-    printf '%-20s %-6s %-10s %5s %6s %4s %-8s %s\n' step group log cap floor res bundled "timeout / verdict"
+    printf '%-21s %-6s %-10s %5s %6s %4s %-8s %s\n' step group log cap floor res bundled "timeout / verdict"
     left=$budget
     for i in "${!STEPS[@]}"; do
         IFS='|' read -r name group log cap floor res <<<"${STEPS[$i]}"
@@ -131,7 +133,7 @@ if [ "$dry" = 1 ]; then
             if [ "$lim" -eq 0 ]; then verdict="skipped: no time ($left s left, $(reserve_after "$i") s reserved)"
             else verdict="$lim s"; left=$((left - lim * spend / 100)); fi
         fi
-        printf '%-20s %-6s %-10s %5s %6s %4s %-8s %s\n' "$name" "$group" "$log.log" "$cap" "$floor" "$res" "$have" "$verdict"
+        printf '%-21s %-6s %-10s %5s %6s %4s %-8s %s\n' "$name" "$group" "$log.log" "$cap" "$floor" "$res" "$have" "$verdict"
     done
     echo "the plan leaves $left s of $budget; files under \$OUT: summary.txt tests.log bench.log attn.log gemm.log (5 of the 8 allowed)"
     exit 0
@@ -198,12 +200,15 @@ run_step() {
               bash "$root/bench/attention_gpu/run.sh" ;;
     attn-flash-simple) "${t[@]}" env GPT_CUDA_FLASH=simple "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
                            bash "$root/bench/attention_gpu/run.sh" gpt-1.3b ;;
-    # The wgmma forward and backward (issue #33 item 2), all three shapes; beside it the
-    # wgmma forward with sm80's backward (sm90-fwd), so the backward's change shows.
+    # The wgmma kernels (issue #33 item 2), all three shapes: forward (warp-specialised) and
+    # backward; beside them that forward with sm80's backward (sm90-fwd), so the backward's
+    # change shows, and the basic forward (sm90-basic), so the pipelining's shows.
     attn-flash-sm90) "${t[@]}" env GPT_CUDA_FLASH=sm90 "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
                          bash "$root/bench/attention_gpu/run.sh" ;;
     attn-flash-sm90-fwd) "${t[@]}" env GPT_CUDA_FLASH=sm90-fwd "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
                              bash "$root/bench/attention_gpu/run.sh" ;;
+    attn-flash-sm90-basic) "${t[@]}" env GPT_CUDA_FLASH=sm90-basic "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
+                               bash "$root/bench/attention_gpu/run.sh" ;;
     # FP8 training steps beside bf16 (issue 34), short; fp8 twice: forward GEMMs with fast
     # accumulation (the default) and without (GPT_CUDA_FP8_FAST_ACCUM=off).
     gemm-fp8) for p in bf16 fp8 fp8-split; do  # a third of the limit each

@@ -51,6 +51,11 @@ bool cuda_flash_sm90_fwd() {
     return e && std::strcmp(e, "sm90-fwd") == 0;
 }
 
+bool cuda_flash_sm90_basic() {
+    const char* e = std::getenv("GPT_CUDA_FLASH");
+    return e && std::strcmp(e, "sm90-basic") == 0;
+}
+
 bool cuda_gemm_epilogue_unfused() {
     const char* e = get("GPT_CUDA_GEMM_EPILOGUE");
     if (!e || std::strcmp(e, "fused") == 0) return false;

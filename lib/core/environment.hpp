@@ -19,10 +19,13 @@ std::optional<int> cpu_cores();
 // GPT_CUDA_FLASH=simple: the CUDA backend's flash attention uses its CUDA-core kernels.
 bool cuda_flash_simple();
 // GPT_CUDA_FLASH=sm90: its forward and backward run on the sm_90 (wgmma) kernels where the
-// device and the call allow it; GPT_CUDA_FLASH=sm90-fwd: the forward only (the backward on
-// the default kernels). (Any other value of GPT_CUDA_FLASH is ignored: the default kernels.)
+// device and the call allow it (the forward on the warp-specialised kernel, else the basic
+// one); GPT_CUDA_FLASH=sm90-fwd: the same forward only (the backward on the default kernels);
+// GPT_CUDA_FLASH=sm90-basic: the basic (one-warpgroup, unpipelined) sm_90 forward only.
+// (Any other value of GPT_CUDA_FLASH is ignored: the default kernels.)
 bool cuda_flash_sm90();
 bool cuda_flash_sm90_fwd();
+bool cuda_flash_sm90_basic();
 // GPT_CUDA_GEMM_EPILOGUE=fused|unfused: whether the CUDA backend's GEMMs fuse the tanh GELU,
 // its derivative and the bias gradient into cuBLASLt's epilogues (fused, the default) or run
 // the GEMM with at most a bias epilogue and then our element-wise kernels (unfused). True

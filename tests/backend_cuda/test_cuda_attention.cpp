@@ -11,6 +11,7 @@ namespace {
 using cuda::FlashKernel;
 using cuda::flash_backward_uses_sm90;
 using cuda::flash_forward_uses_sm90;
+using cuda::flash_forward_uses_sm90_ws;
 using cuda::flash_uses_tensor_cores;
 using cuda::set_flash_kernel;
 
@@ -198,14 +199,15 @@ TEST(CudaFlashSelection, TensorCoresWhereTheyApply) {
     EXPECT_TRUE(flash_uses_tensor_cores(a, {buf}));
 }
 
-// The sm_90 wgmma kernels for the span of a test: by default the forward alone
-// (GPT_CUDA_FLASH=sm90-fwd, attention_flash_sm90.cu, the backward sm80's), with
-// FlashKernel::Sm90 the backward too (GPT_CUDA_FLASH=sm90, attention_flash_sm90_bwd.cu). On
-// the emulator (which reports sm_80) through the library's test hook, on a GPU only where
-// the device is sm_90 (elsewhere the test skips: the kernels would trap).
+// The sm_90 wgmma kernels for the span of a test: FlashKernel::Sm90Basic (the basic forward,
+// attention_flash_sm90.cu, GPT_CUDA_FLASH=sm90-basic), Sm90Fwd (the warp-specialised forward,
+// attention_flash_sm90_ws.cu, GPT_CUDA_FLASH=sm90-fwd) or Sm90 (that forward and the wgmma
+// backward, attention_flash_sm90_bwd.cu, GPT_CUDA_FLASH=sm90); the other calls' backward is
+// sm80's. On the emulator (which reports sm_80) through the library's test hook, on a GPU only
+// where the device is sm_90 (elsewhere the test skips: the kernels would trap).
 class Sm90Forward {
 public:
-    explicit Sm90Forward(FlashKernel k = FlashKernel::Sm90Fwd) {
+    explicit Sm90Forward(FlashKernel k) : kernel_(k) {
 #if defined(GPT_CUDA_EMU)
         cuda::flash_assume_sm90_device_for_tests(true);
         ok_ = true;
@@ -221,56 +223,91 @@ public:
     Sm90Forward(const Sm90Forward&) = delete;
     Sm90Forward& operator=(const Sm90Forward&) = delete;
     bool ok() const { return ok_; }
+    FlashKernel kernel() const { return kernel_; }
 
 private:
+    FlashKernel kernel_;
     bool ok_ = false;
 };
 
-// 64 query rows per block against 64-key tiles: s below one block, exactly one, partial
-// last blocks, several blocks, batch*heads > 1, grouped K/V; forward and the sm80 backward
-// from the sm90 forward's lse, all against the fp64 bounds (the same arithmetic class as
-// the sm80 kernel: fp32 accumulation, 16-bit P; its 64-key tiles rescale less often than
-// the bound's 32-key count).
+// O and lse of an sm90 forward against the sm80 forward's on the same inputs: each is within
+// its bound of the fp64 result, so they differ by at most twice that.
+void sm90_matches_sm80(Backend& cpu, Backend& gpu, const Sm90Forward& on, const Shape& sh, DType t) {
+    SCOPED_TRACE(detail::concat("s=", sh.s, " np=", sh.np, " hn=", sh.hn, " ", dname(t)));
+    AttentionArgs a = attention_args(sh, t, true);
+    const std::int64_t nqkv = attention_qkv_elems(a), nout = sh.s * sh.b * sh.np * sh.hn;
+    const auto qkv_v = rounded(t, random_vec(nqkv, 82, -2.0, 2.0));
+    const AttnExact x = attention_exact(a, qkv_v, rounded(t, random_vec(nout, 83)));
+    Twin qkv(cpu, gpu, t, qkv_v), o80(cpu, gpu, t, nout), o90(cpu, gpu, t, nout);
+    const std::size_t nsaved = gpu.attention_saved_bytes(a) / 4;
+    Twin l80(cpu, gpu, DType::F32, nsaved), l90(cpu, gpu, DType::F32, nsaved);
+    set_flash_kernel(FlashKernel::Auto);
+    gpu.attention_forward(a, qkv.g(), o80.g(), l80.g());
+    set_flash_kernel(on.kernel());
+    gpu.attention_forward(a, qkv.g(), o90.g(), l90.g());
+    auto twice = [](std::vector<double> b) {
+        for (double& e : b) e *= 2;
+        return b;
+    };
+    EXPECT_TRUE(within_bound(o90.gpu_vals(), o80.gpu_vals(), twice(x.out_bound))) << "out";
+    EXPECT_TRUE(within_bound(l90.gpu_vals(), l80.gpu_vals(), twice(x.lse_bound))) << "lse";
+}
+
+// The basic forward: 64 query rows per block against 64-key tiles: s below one block,
+// exactly one, partial last blocks, several blocks, batch*heads > 1, grouped K/V; forward and
+// the sm80 backward from the sm90 forward's lse, all against the fp64 bounds (the same
+// arithmetic class as the sm80 kernel: fp32 accumulation, 16-bit P; its 64-key tiles
+// rescale less often than the bound's 32-key count).
 TEST_F(CudaAttention, FlashSm90ForwardMatchesCpu) {
-    Sm90Forward on;
+    Sm90Forward on(FlashKernel::Sm90Basic);
     if (!on.ok()) GTEST_SKIP() << "the sm90 forward needs an sm_90 GPU (or the emulator)";
-    EXPECT_NE(gpu().kernel_variants().find("attention=flash-sm90-fwd"), std::string::npos) << gpu().kernel_variants();
+    EXPECT_NE(gpu().kernel_variants().find("attention=flash-sm90basic-fwd"), std::string::npos)
+        << gpu().kernel_variants();
     const Shape shapes[] = {{1, 1, 1, 64}, {64, 1, 2, 128}, {70, 2, 4, 64, 2}, {130, 1, 2, 64}, {33, 1, 2, 128}};
     for (const Shape& sh : shapes)
         for (DType t : {DType::F16, DType::BF16}) {
             Twin probe(cpu(), gpu(), t, 8);
             ASSERT_TRUE(flash_forward_uses_sm90(attention_args(sh, t, true), {probe.g()})) << "hn " << sh.hn;
+            ASSERT_FALSE(flash_forward_uses_sm90_ws(attention_args(sh, t, true), {probe.g()})) << "hn " << sh.hn;
             run_attention(cpu(), gpu(), sh, t, 0.0f, true);
         }
 }
 
-// O and lse of the sm90 forward against the sm80 forward's on the same inputs: each is
-// within its bound of the fp64 result, so they differ by at most twice that.
 TEST_F(CudaAttention, FlashSm90ForwardMatchesSm80) {
-    Sm90Forward on;
+    Sm90Forward on(FlashKernel::Sm90Basic);
     if (!on.ok()) GTEST_SKIP() << "the sm90 forward needs an sm_90 GPU (or the emulator)";
-    const Shape shapes[] = {{65, 2, 2, 64}, {100, 1, 2, 128}};
+    for (const Shape& sh : {Shape{65, 2, 2, 64}, Shape{100, 1, 2, 128}})
+        for (DType t : {DType::F16, DType::BF16}) sm90_matches_sm80(cpu(), gpu(), on, sh, t);
+}
+
+// The warp-specialised forward: 128 query rows per block (two consumer warpgroups of 64)
+// against 128-key tiles through the two-stage TMA ring. Shapes: below one block, one block
+// with a partial tile (the second consumer's rows past s, its Q box wholly outside the
+// tensor), several blocks with a partial last one (more tiles than stages, so every stage is
+// refilled after its empty barrier), batch*heads > 1, grouped K/V; head dims 64, 96 (64-byte
+// swizzle), 128. Forward and the sm80 backward from its lse against the fp64 bounds (the
+// same arithmetic class as the sm80 kernel; 128-key tiles rescale less often than the
+// bound's 32-key count).
+TEST_F(CudaAttention, FlashSm90WsForwardMatchesCpu) {
+    Sm90Forward on(FlashKernel::Sm90Fwd);
+    if (!on.ok()) GTEST_SKIP() << "the sm90 forward needs an sm_90 GPU (or the emulator)";
+    EXPECT_NE(gpu().kernel_variants().find("attention=flash-sm90-fwd "), std::string::npos)
+        << gpu().kernel_variants();
+    const Shape shapes[] = {{1, 1, 1, 64}, {60, 1, 2, 96}, {300, 1, 1, 64}, {200, 1, 2, 96},
+                            {70, 2, 4, 64, 2}, {270, 1, 1, 128}};
     for (const Shape& sh : shapes)
         for (DType t : {DType::F16, DType::BF16}) {
-            SCOPED_TRACE(detail::concat("s=", sh.s, " hn=", sh.hn, " ", dname(t)));
-            AttentionArgs a = attention_args(sh, t, true);
-            const std::int64_t nqkv = attention_qkv_elems(a), nout = sh.s * sh.b * sh.np * sh.hn;
-            const auto qkv_v = rounded(t, random_vec(nqkv, 82, -2.0, 2.0));
-            const AttnExact x = attention_exact(a, qkv_v, rounded(t, random_vec(nout, 83)));
-            Twin qkv(cpu(), gpu(), t, qkv_v), o80(cpu(), gpu(), t, nout), o90(cpu(), gpu(), t, nout);
-            const std::size_t nsaved = gpu().attention_saved_bytes(a) / 4;
-            Twin l80(cpu(), gpu(), DType::F32, nsaved), l90(cpu(), gpu(), DType::F32, nsaved);
-            set_flash_kernel(FlashKernel::Auto);
-            gpu().attention_forward(a, qkv.g(), o80.g(), l80.g());
-            set_flash_kernel(FlashKernel::Sm90);
-            gpu().attention_forward(a, qkv.g(), o90.g(), l90.g());
-            auto twice = [](std::vector<double> b) {
-                for (double& e : b) e *= 2;
-                return b;
-            };
-            EXPECT_TRUE(within_bound(o90.gpu_vals(), o80.gpu_vals(), twice(x.out_bound))) << "out";
-            EXPECT_TRUE(within_bound(l90.gpu_vals(), l80.gpu_vals(), twice(x.lse_bound))) << "lse";
+            Twin probe(cpu(), gpu(), t, 8);
+            ASSERT_TRUE(flash_forward_uses_sm90_ws(attention_args(sh, t, true), {probe.g()})) << "hn " << sh.hn;
+            run_attention(cpu(), gpu(), sh, t, 0.0f, true);
         }
+}
+
+TEST_F(CudaAttention, FlashSm90WsForwardMatchesSm80) {
+    Sm90Forward on(FlashKernel::Sm90Fwd);
+    if (!on.ok()) GTEST_SKIP() << "the sm90 forward needs an sm_90 GPU (or the emulator)";
+    for (const Shape& sh : {Shape{65, 2, 2, 64}, Shape{150, 1, 2, 96}, Shape{260, 1, 1, 128}})
+        for (DType t : {DType::F16, DType::BF16}) sm90_matches_sm80(cpu(), gpu(), on, sh, t);
 }
 
 // The sm_90 wgmma backward (GPT_CUDA_FLASH=sm90) after the sm90 forward: 64 keys per block
@@ -362,30 +399,52 @@ TEST(CudaFlashSelection, Sm90BackwardWhereItApplies) {
     set_flash_kernel(FlashKernel::Auto);
 }
 
-// Which forwards take the sm90 kernel (host logic): only with FlashKernel::Sm90 on an sm_90
-// device, no dropout (the sm90 kernel has none), head dims 64 and 128, fp16/bf16, aligned.
+// Which forwards take an sm90 kernel (host logic): only with FlashKernel::Sm90 or Sm90Fwd (the
+// warp-specialised one: head dims 64, 96, 128) or Sm90Basic (the basic one: 64, 128) on an
+// sm_90 device, no dropout (neither has it), fp16/bf16, aligned.
 TEST(CudaFlashSelection, Sm90ForwardWhereItApplies) {
     alignas(16) static unsigned char buf[64];
     AttentionArgs a = attention_args(Shape{128, 1, 2, 64}, DType::F16, true);
     cuda::flash_assume_sm90_device_for_tests(true);
     EXPECT_FALSE(flash_forward_uses_sm90(a, {buf})) << "Auto";
-    set_flash_kernel(FlashKernel::Sm90);
-    EXPECT_TRUE(flash_forward_uses_sm90(a, {buf}));
-    EXPECT_FALSE(flash_forward_uses_sm90(a, {buf + 2})) << "misaligned";
-    a.dropout = 0.1f;
-    EXPECT_FALSE(flash_forward_uses_sm90(a, {buf})) << "dropout";
-    a.dropout = 0.0f;
-    for (std::int64_t hn : {80, 96}) {
-        a.hn = hn;
-        EXPECT_FALSE(flash_forward_uses_sm90(a, {buf})) << hn;
+    EXPECT_FALSE(flash_forward_uses_sm90_ws(a, {buf})) << "Auto";
+    for (FlashKernel k : {FlashKernel::Sm90, FlashKernel::Sm90Fwd, FlashKernel::Sm90Basic}) {
+        const bool ws = k != FlashKernel::Sm90Basic;
+        SCOPED_TRACE(k == FlashKernel::Sm90 ? "sm90" : ws ? "sm90-fwd" : "sm90-basic");
+        set_flash_kernel(k);
+        a.hn = 64;
+        a.dtype = DType::F16;
+        EXPECT_TRUE(flash_forward_uses_sm90(a, {buf}));
+        EXPECT_EQ(flash_forward_uses_sm90_ws(a, {buf}), ws);
+        EXPECT_FALSE(flash_forward_uses_sm90(a, {buf + 2})) << "misaligned";
+        EXPECT_FALSE(flash_forward_uses_sm90_ws(a, {buf + 2})) << "misaligned";
+        a.dropout = 0.1f;
+        EXPECT_FALSE(flash_forward_uses_sm90(a, {buf})) << "dropout";
+        EXPECT_FALSE(flash_forward_uses_sm90_ws(a, {buf})) << "dropout";
+        a.dropout = 0.0f;
+        a.hn = 80;
+        EXPECT_FALSE(flash_forward_uses_sm90(a, {buf})) << 80;
+        a.hn = 96;
+        EXPECT_EQ(flash_forward_uses_sm90(a, {buf}), ws) << 96;
+        EXPECT_EQ(flash_forward_uses_sm90_ws(a, {buf}), ws) << 96;
+        a.hn = 128;
+        a.dtype = DType::BF16;
+        EXPECT_TRUE(flash_forward_uses_sm90(a, {buf}));
+        EXPECT_EQ(flash_forward_uses_sm90_ws(a, {buf}), ws);
+        a.dtype = DType::F32;
+        EXPECT_FALSE(flash_forward_uses_sm90(a, {buf}));
+        EXPECT_FALSE(flash_forward_uses_sm90_ws(a, {buf}));
     }
-    a.hn = 128;
-    a.dtype = DType::BF16;
-    EXPECT_TRUE(flash_forward_uses_sm90(a, {buf}));
-    a.dtype = DType::F32;
-    EXPECT_FALSE(flash_forward_uses_sm90(a, {buf}));
-    set_flash_kernel(FlashKernel::Auto);
+    set_flash_kernel(FlashKernel::Sm90);
+    a.dtype = DType::F16;
+    a.hn = 64;
     cuda::flash_assume_sm90_device_for_tests(false);
+#if defined(GPT_CUDA_EMU)
+    // The emulator reports sm_80: without the hook neither sm90 kernel is chosen.
+    EXPECT_FALSE(flash_forward_uses_sm90(a, {buf})) << "not an sm_90 device";
+    EXPECT_FALSE(flash_forward_uses_sm90_ws(a, {buf})) << "not an sm_90 device";
+#endif
+    set_flash_kernel(FlashKernel::Auto);
 }
 
 TEST_F(CudaAttention, LongSequence) {

@@ -1,6 +1,6 @@
 // Hopper's warpgroup MMA (lib/backend/cuda/wgmma_sm90.cuh) against a plain host product:
 // every swizzle mode, A K-major, M-major and from registers, B K-major and N-major, fp16 and
-// bf16, N = 64 and 128, accumulating onto C and overwriting (scale-d = 0). On the emulator
+// bf16, N = 64, 96 and 128, accumulating onto C and overwriting (scale-d = 0). On the emulator
 // this checks its descriptor reader and fragment layouts against the test's own tile
 // writers; on an sm_90 GPU (labelled gpu: it runs whenever one is lent) the same cases check
 // both against the hardware.
@@ -91,6 +91,27 @@ TEST_F(CudaWgmma, MatchesAHostProductInEveryLayout) {
                     check_case(cs, seed++);
                     if (HasFailure()) return;  // one broken layout would repeat in every case
                 }
+}
+
+// N = 96 (head dim 96 as O = P V's N): every swizzle with B K-major, and with B N-major where
+// 96 columns are whole swizzle atoms (none, 32 and 64 bytes: 16 and 32 elements; a 128-byte
+// atom is 64 elements, so 96 would end inside one, the layout the sm90 forward avoids).
+TEST_F(CudaWgmma, N96MatchesAHostProduct) {
+    std::uint32_t seed = 500;
+    for (int swizzle : {0, 128, 64, 32})
+        for (ASource a : {ASource::KMajor, ASource::Registers})
+            for (bool b_mn : {false, true}) {
+                if (b_mn && swizzle == 128) continue;
+                Case cs;
+                cs.n = 96;
+                cs.swizzle_bytes = swizzle;
+                cs.a = a;
+                cs.b_mn_major = b_mn;
+                cs.bf16 = (swizzle / 32 + static_cast<int>(a)) % 2 == 1;
+                cs.accumulate = b_mn;
+                check_case(cs, seed++);
+                if (HasFailure()) return;
+            }
 }
 
 // Attention's two products as FA3 chains them: S = Q K^T with both from shared memory, P = S

@@ -251,7 +251,7 @@ std::string unsupported_reason() {
 std::vector<float> run(const Case& cs, const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b,
                        const std::vector<float>& cmat) {
     const int n = cs.n;
-    if ((n != 64 && n != 128) || a.size() != std::size_t{kRows} * kDepth || b.size() != std::size_t(kDepth) * n ||
+    if ((n != 64 && n != 96 && n != 128) || a.size() != std::size_t{kRows} * kDepth || b.size() != std::size_t(kDepth) * n ||
         cmat.size() != std::size_t(kRows) * n)
         throw std::invalid_argument("wgmma test: bad case or operand sizes");
     std::uint16_t *da = nullptr, *db = nullptr;
@@ -267,6 +267,8 @@ std::vector<float> run(const Case& cs, const std::vector<std::uint16_t>& a, cons
         check(cudaMemcpy(dc, cmat.data(), cmat.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
         if (n == 64)
             cs.bf16 ? launch_t<64, __nv_bfloat16>(cs, da, db, dc, dd) : launch_t<64, __half>(cs, da, db, dc, dd);
+        else if (n == 96)
+            cs.bf16 ? launch_t<96, __nv_bfloat16>(cs, da, db, dc, dd) : launch_t<96, __half>(cs, da, db, dc, dd);
         else
             cs.bf16 ? launch_t<128, __nv_bfloat16>(cs, da, db, dc, dd) : launch_t<128, __half>(cs, da, db, dc, dd);
         check(cudaDeviceSynchronize(), "wgmma_gemm_kernel");

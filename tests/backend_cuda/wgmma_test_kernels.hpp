@@ -15,7 +15,7 @@ enum class ASource { KMajor, MNMajor, Registers };
 
 struct Case {
     bool bf16 = false;
-    int n = 64;              // 64 or 128
+    int n = 64;              // 64, 96 or 128
     int swizzle_bytes = 0;   // 0 (no swizzle), 32, 64 or 128, for A's and B's tiles alike
     ASource a = ASource::KMajor;
     bool b_mn_major = false; // B N-major (as V in P V) instead of K-major (as K in Q K^T)

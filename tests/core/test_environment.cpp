@@ -67,37 +67,28 @@ TEST(Environment, Fp8FastAccumulationSwitch) {
     }
 }
 
-// GPT_CUDA_FLASH: `simple`, `sm90` and `sm90-fwd` select, anything else keeps the default kernels (the
+// GPT_CUDA_FLASH: `simple`, `sm90`, `sm90-fwd` and `sm90-basic` select, anything else keeps the default kernels (the
 // switch predates the strict parsing of the others, and scripts set other values).
 TEST(Environment, FlashSwitch) {
-    {
-        ScopedEnv e("GPT_CUDA_FLASH", nullptr);
-        EXPECT_FALSE(env::cuda_flash_simple());
-        EXPECT_FALSE(env::cuda_flash_sm90());
-        EXPECT_FALSE(env::cuda_flash_sm90_fwd());
-    }
-    {
-        ScopedEnv e("GPT_CUDA_FLASH", "sm90");
-        EXPECT_FALSE(env::cuda_flash_simple());
-        EXPECT_TRUE(env::cuda_flash_sm90());
-        EXPECT_FALSE(env::cuda_flash_sm90_fwd());
-    }
-    {
-        ScopedEnv e("GPT_CUDA_FLASH", "sm90-fwd");
-        EXPECT_FALSE(env::cuda_flash_simple());
-        EXPECT_FALSE(env::cuda_flash_sm90());
-        EXPECT_TRUE(env::cuda_flash_sm90_fwd());
-    }
-    {
-        ScopedEnv e("GPT_CUDA_FLASH", "simple");
-        EXPECT_TRUE(env::cuda_flash_simple());
-        EXPECT_FALSE(env::cuda_flash_sm90());
-    }
-    for (const char* other : {"SM90", "sm80", "wgmma", "sm90-bwd", "sm90-fwd "}) {
-        ScopedEnv e("GPT_CUDA_FLASH", other);
-        EXPECT_FALSE(env::cuda_flash_simple()) << other;
-        EXPECT_FALSE(env::cuda_flash_sm90()) << other;
-        EXPECT_FALSE(env::cuda_flash_sm90_fwd()) << other;
+    struct Case {
+        const char* value;
+        bool simple, sm90, sm90_fwd, sm90_basic;
+    };
+    const Case cases[] = {{nullptr, false, false, false, false},  {"simple", true, false, false, false},
+                          {"sm90", false, true, false, false},    {"sm90-fwd", false, false, true, false},
+                          {"sm90-basic", false, false, false, true},
+                          // near misses keep the default kernels
+                          {"SM90", false, false, false, false},    {"sm80", false, false, false, false},
+                          {"wgmma", false, false, false, false},   {"sm90-bwd", false, false, false, false},
+                          {"sm90-fwd ", false, false, false, false}, {"sm90-Basic", false, false, false, false},
+                          {"sm90basic", false, false, false, false}};
+    for (const Case& c : cases) {
+        ScopedEnv e("GPT_CUDA_FLASH", c.value);
+        const char* v = c.value ? c.value : "(unset)";
+        EXPECT_EQ(env::cuda_flash_simple(), c.simple) << v;
+        EXPECT_EQ(env::cuda_flash_sm90(), c.sm90) << v;
+        EXPECT_EQ(env::cuda_flash_sm90_fwd(), c.sm90_fwd) << v;
+        EXPECT_EQ(env::cuda_flash_sm90_basic(), c.sm90_basic) << v;
     }
 }
 

@@ -11,8 +11,11 @@
 //    row with fp32 math on CUDA cores. They are the fallback and the tensor-core kernels'
 //    reference; GPT_CUDA_FLASH=simple selects them for every call.
 // GPT_CUDA_FLASH=sm90 (FlashKernel::Sm90) adds a third forward and backward on Hopper's
-// wgmma (attention_flash_sm90.cu, attention_flash_sm90_bwd.cu) for the cases they cover on an
-// sm_90 device; GPT_CUDA_FLASH=sm90-fwd (Sm90Fwd) the forward alone, the backward sm80's.
+// wgmma for the cases they cover on an sm_90 device: the forward attention_flash_sm90_ws.cu
+// (TMA, warp-specialised; the basic attention_flash_sm90.cu for any case it does not cover
+// but that one does), the backward attention_flash_sm90_bwd.cu. GPT_CUDA_FLASH=sm90-fwd
+// (Sm90Fwd): that forward alone, the backward sm80's; GPT_CUDA_FLASH=sm90-basic
+// (Sm90Basic): the basic forward alone.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -217,6 +220,7 @@ FlashKernel& kernel_choice() {
     static FlashKernel k = env::cuda_flash_simple() ? FlashKernel::Simple
                            : env::cuda_flash_sm90() ? FlashKernel::Sm90
                            : env::cuda_flash_sm90_fwd() ? FlashKernel::Sm90Fwd
+                           : env::cuda_flash_sm90_basic() ? FlashKernel::Sm90Basic
                                                     : FlashKernel::Auto;
     return k;
 }
@@ -269,10 +273,18 @@ void set_flash_kernel(FlashKernel k) { kernel_choice() = k; }
 void flash_assume_sm90_device_for_tests(bool on) { assume_sm90() = on; }
 bool flash_device_is_sm90() { return device_is_sm90(); }
 
-bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
+bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     const FlashKernel k = kernel_choice();
     if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Fwd) || !flash_uses_tensor_cores(a, tensors)) return false;
-    // Dropout stays on the sm80 kernel: the sm90 one has no Philox masks (yet).
+    // Dropout stays on the sm80 kernel: the sm90 ones have no Philox masks (yet).
+    return flash_sm90_ws_supports(flash_params(a), a.dtype) && device_is_sm90();
+}
+bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
+    const FlashKernel k = kernel_choice();
+    if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Fwd && k != FlashKernel::Sm90Basic) ||
+        !flash_uses_tensor_cores(a, tensors))
+        return false;
+    if (flash_forward_uses_sm90_ws(a, tensors)) return true;
     return flash_sm90_supports(flash_params(a), a.dtype) && device_is_sm90();
 }
 bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
@@ -294,7 +306,9 @@ void flash_forward(const AttentionArgs& a, const void* qkv, void* out, float* ls
                    const Stream& stream) {
     const cudaStream_t st = cuda_stream(stream);
     const FlashParams P = flash_params(a);
-    if (flash_forward_uses_sm90(a, {qkv, out})) {
+    if (flash_forward_uses_sm90_ws(a, {qkv, out})) {
+        flash_forward_sm90_ws(P, a.dtype, qkv, out, lse, st);
+    } else if (flash_forward_uses_sm90(a, {qkv, out})) {
         flash_forward_sm90(P, a.dtype, qkv, out, lse, st);
     } else if (flash_uses_tensor_cores(a, {qkv, out})) {
         flash_forward_sm80(P, a.dtype, qkv, out, lse, st);

@@ -12,21 +12,28 @@ constexpr std::int64_t kMaxFlashHeadDim = 128;
 
 // Which kernels run: Auto picks the tensor-core ones where they apply; Simple forces the
 // CUDA-core kernels everywhere (also set by GPT_CUDA_FLASH=simple in the environment); Sm90
-// is Auto with the forward and the backward on the sm_90 wgmma kernels where
-// flash_forward_uses_sm90 and flash_backward_uses_sm90 say so (GPT_CUDA_FLASH=sm90); Sm90Fwd
-// the forward only, the backward staying the sm80 one (GPT_CUDA_FLASH=sm90-fwd).
-enum class FlashKernel { Auto, Simple, Sm90, Sm90Fwd };
+// is Auto with the sm_90 wgmma kernels where the device and the call allow them:
+//  - Sm90 (GPT_CUDA_FLASH=sm90): the forward on the warp-specialised kernel
+//    (attention_flash_sm90_ws.cu) where flash_forward_uses_sm90_ws says so, else the basic
+//    one (attention_flash_sm90.cu) where it applies, and the backward on
+//    attention_flash_sm90_bwd.cu where flash_backward_uses_sm90 says so;
+//  - Sm90Fwd (GPT_CUDA_FLASH=sm90-fwd): the same forward, the backward the sm80 one;
+//  - Sm90Basic (GPT_CUDA_FLASH=sm90-basic): the basic sm_90 forward, the sm80 backward.
+enum class FlashKernel { Auto, Simple, Sm90, Sm90Fwd, Sm90Basic };
 void set_flash_kernel(FlashKernel k);
 FlashKernel flash_kernel();  // the current choice (the first call reads GPT_CUDA_FLASH)
 // Whether a call with these arguments and tensors runs on tensor cores: fp16/bf16, head dim
 // 64, 80, 96 or 128, every tensor 16-byte aligned, not forced simple.
 bool flash_uses_tensor_cores(const AttentionArgs& a, std::initializer_list<const void*> tensors);
 
-// Whether flash_forward runs on the sm_90 kernel: FlashKernel::Sm90 or Sm90Fwd, an sm_90
-// device, no dropout, fp16/bf16, head dim 64 or 128, and flash_uses_tensor_cores.
+// Whether flash_forward runs on an sm_90 kernel: FlashKernel::Sm90, Sm90Fwd or Sm90Basic, an
+// sm_90 device, no dropout, fp16/bf16, flash_uses_tensor_cores, and a head dim the kernel has
+// (warp-specialised: 64, 96, 128; basic: 64, 128).
 bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors);
-// Whether flash_backward runs on the sm_90 kernel: FlashKernel::Sm90 (not Sm90Fwd), an sm_90
-// device, no dropout, fp16/bf16, head dim 64 or 128 (grouped K/V included), and
+// Whether that kernel is the warp-specialised one (FlashKernel::Sm90 or Sm90Fwd).
+bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<const void*> tensors);
+// Whether flash_backward runs on the sm_90 kernel: FlashKernel::Sm90 only, an sm_90 device,
+// no dropout, fp16/bf16, head dim 64 or 128 (grouped K/V included), and
 // flash_uses_tensor_cores; elsewhere the sm80 backward (or the CUDA-core one).
 bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors);
 // Test hook: the emulator reports compute capability 8.0; with this on, the "device is

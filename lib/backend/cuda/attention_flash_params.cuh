@@ -66,5 +66,11 @@ void flash_forward_sm90(const FlashParams& P, DType t, const void* qkv, void* ou
 bool flash_sm90_bwd_supports(const FlashParams& P, DType t);
 void flash_backward_sm90(const FlashParams& P, DType t, const void* qkv, const void* dout, const float* lse,
                          const float* D, void* dqkv, float* dq_acc, cudaStream_t stream);
+// The warp-specialised sm_90a forward (attention_flash_sm90_ws.cu: TMA producer, two
+// consumer warpgroups, two-stage K/V ring): head dims 64, 96, 128, fp16/bf16, no dropout;
+// the same O and lse contract.
+bool flash_sm90_ws_supports(const FlashParams& P, DType t);
+void flash_forward_sm90_ws(const FlashParams& P, DType t, const void* qkv, void* out, float* lse,
+                           cudaStream_t stream);
 
 }  // namespace gpt::cuda

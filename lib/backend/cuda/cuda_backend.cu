@@ -65,13 +65,15 @@ std::string CudaBackend::kernel_variants() const {
     // Flash attention on tensor cores where a call allows it (fp16/bf16, head dims 64-128,
     // 16-byte aligned tensors), CUDA-core kernels elsewhere; "simple": CUDA cores always;
     // "sm90": forward and backward on the wgmma kernels where the device and the call allow
-    // it; "sm90-fwd": the forward only (the backward on the sm80 kernel).
+    // it (the forward warp-specialised); "sm90-fwd": that forward only (the backward on the
+    // sm80 kernel); "sm90-basic": the basic wgmma forward only.
     const FlashKernel k = flash_kernel();
     return detail::concat("attention=",
-                          k == FlashKernel::Simple    ? "flash-simple"
-                          : k == FlashKernel::Sm90    ? "flash-sm90"
-                          : k == FlashKernel::Sm90Fwd ? "flash-sm90-fwd"
-                                                      : "flash-sm80",
+                          k == FlashKernel::Simple      ? "flash-simple"
+                          : k == FlashKernel::Sm90      ? "flash-sm90"
+                          : k == FlashKernel::Sm90Fwd   ? "flash-sm90-fwd"
+                          : k == FlashKernel::Sm90Basic ? "flash-sm90basic-fwd"
+                                                        : "flash-sm80",
                           " gemm_epilogue=", gemm_epilogue_mode_name(gemm_epilogue_mode()),
                           " fp8_fast_accum=", fp8_fast_accum_forward() ? "forward" : "off");
 }
