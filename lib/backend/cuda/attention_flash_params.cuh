@@ -79,14 +79,14 @@ bool flash_sm90_supports(const FlashParams& P, DType t);
 void flash_forward_sm90(const FlashParams& P, DType t, const void* qkv, void* out, float* lse,
                         cudaStream_t stream);
 // The sm_90a backward on wgmma (attention_flash_sm90_bwd.cu): the sm80 backward's contract
-// (D = rowsum(dO * O), dq_acc its fp32 dQ scratch, which it clears), head dims 64 and 128,
-// fp16/bf16, no dropout, grouped K/V included. Traps on any device but sm_90 (the caller checks).
+// (D = rowsum(dO * O), dq_acc its fp32 dQ scratch, which it clears), head dims 64, 96 and
+// 128, fp16/bf16, dropout at 64 and 96, grouped K/V included. Traps on any device but sm_90 (the caller checks).
 bool flash_sm90_bwd_supports(const FlashParams& P, DType t);
 void flash_backward_sm90(const FlashParams& P, DType t, const void* qkv, const void* dout, const float* lse,
                          const float* D, void* dqkv, float* dq_acc, cudaStream_t stream);
 // The warp-specialised sm_90a forward (attention_flash_sm90_ws.cu: TMA producer, two
-// consumer warpgroups, two-stage K/V ring): head dims 64, 96, 128, fp16/bf16, no dropout;
-// the same O and lse contract.
+// consumer warpgroups, two-stage K/V ring): head dims 64, 96, 128, fp16/bf16, dropout with
+// the mask of dropout_kept; the same O and lse contract.
 bool flash_sm90_ws_supports(const FlashParams& P, DType t);
 void flash_forward_sm90_ws(const FlashParams& P, DType t, const void* qkv, void* out, float* lse,
                            cudaStream_t stream);
