@@ -289,7 +289,7 @@ bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const
 }
 bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     if (kernel_choice() != FlashKernel::Sm90 || !flash_uses_tensor_cores(a, tensors)) return false;
-    // Dropout at head dims 64 and 96 (at 128 it stays on sm80's: flash_sm90_bwd_supports).
+    // With dropout too (the same Philox mask as sm80's).
     return flash_sm90_bwd_supports(flash_params(a), a.dtype) && device_is_sm90();
 }
 FlashKernel flash_kernel() { return kernel_choice(); }

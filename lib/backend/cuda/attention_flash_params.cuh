@@ -80,7 +80,7 @@ void flash_forward_sm90(const FlashParams& P, DType t, const void* qkv, void* ou
                         cudaStream_t stream);
 // The sm_90a backward on wgmma (attention_flash_sm90_bwd.cu): the sm80 backward's contract
 // (D = rowsum(dO * O), dq_acc its fp32 dQ scratch, which it clears), head dims 64, 96 and
-// 128, fp16/bf16, dropout at 64 and 96, grouped K/V included. Traps on any device but sm_90 (the caller checks).
+// 128, fp16/bf16, dropout (dropout_kept's mask), grouped K/V included. Traps on any device but sm_90 (the caller checks).
 bool flash_sm90_bwd_supports(const FlashParams& P, DType t);
 void flash_backward_sm90(const FlashParams& P, DType t, const void* qkv, const void* dout, const float* lse,
                          const float* D, void* dqkv, float* dq_acc, cudaStream_t stream);

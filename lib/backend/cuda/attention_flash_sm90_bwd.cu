@@ -20,12 +20,12 @@
 //    dK, dV, P^T and dS^T are live then).
 //  - Tiles are written with plain 16-byte loads and stores, rows past the sequence as zeros.
 //    No TMA, no double buffering, no warp specialization yet: correctness first.
-//  - Attention dropout (kDrop, its own instantiation) at head dims 64 and 96, as sm80's
-//    backward, on dropout_mult's Philox mask; at 128 calls with dropout stay on sm80's
-//    backward (no registers left: flash_sm90_bwd_supports).
+//  - Attention dropout (kDrop, its own instantiation) as sm80's backward, on dropout_kept's
+//    Philox mask: the keep bits drawn before the tile's products, carried into dS^T as the
+//    sign of P^T (see the step loop).
 // ptxas (CUDA 13, sm_90a), no spills: 255 registers a thread at head dim 128, 236 at 96, 202
-// at 64; with dropout 251 at 96, 215 at 64. Shared memory 75,264 / 58,880 / 42,496 bytes (128
-// / 96 / 64): two blocks (eight warps) an SM by registers.
+// at 64; with dropout 255, 238, 197. Shared memory 75,776 / 59,392 / 43,008 bytes (128 / 96 /
+// 64): two blocks (eight warps) an SM by registers.
 #include <cmath>
 #include <type_traits>
 
@@ -56,9 +56,10 @@ constexpr float kLog2eB90 = 1.4426950408889634f;
 template <int HN>
 constexpr int kTileBytesB90 = 64 * HN * 2;
 constexpr int kDsBytes = kKeysB90 * kRowsB90 * 2;  // dS^T, 16-bit
-// K, V, Q, dO; dS^T; lse * log2(e) and D of the tile's queries; the alignment slack.
+// K, V, Q, dO; dS^T; lse * log2(e) and D of the tile's queries; each thread's dropout keep
+// bits; the alignment slack.
 template <int HN>
-constexpr int kSmemB90 = 4 * kTileBytesB90<HN> + kDsBytes + 2 * kRowsB90 * 4 + 1024;
+constexpr int kSmemB90 = 4 * kTileBytesB90<HN> + kDsBytes + 2 * kRowsB90 * 4 + kThreadsB90 * 4 + 1024;
 
 template <int HN, bool kDrop, typename T>
 __global__ void __launch_bounds__(kThreadsB90, 1)
@@ -72,6 +73,7 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
     unsigned char* dss = dos + kTileBytesB90<HN>;  // dS^T: element (key, query) at nmajor_at<64>(query, key)
     float* ls = reinterpret_cast<float*>(dss + kDsBytes);  // lse * log2(e) per query of the tile
     float* dl = ls + kRowsB90;                              // D per query of the tile
+    std::uint32_t* keeps = reinterpret_cast<std::uint32_t*>(dl + kRowsB90);  // keep bits per thread
     const int t = threadIdx.x, warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
     const std::int64_t kv = blockIdx.y, j0 = static_cast<std::int64_t>(blockIdx.x) * kKeysB90;
     const T* kb = qkv + flash_k_at(P, kv);
@@ -93,7 +95,10 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
         // drawn before S^T and dP^T exist, when dK and dV are the only large live arrays: drawn
         // where they are used, the Philox rounds spill (ptxas, sm_90a, at head dims 96, 128).
         // A rolled loop (i is only a shift count): unrolled, ptxas interleaves the 32 draws'
-        // rounds for ILP and spills hundreds of bytes.
+        // rounds for ILP and spills hundreds of bytes. The word waits in this thread's own
+        // shared-memory slot (kept in a register across the products it spills at 128) until
+        // P^T is formed, where a dropped element gets its sign flipped (P >= 0, so the sign is
+        // free to carry the bit); the dS^T loop below reads the bit back from the sign.
         std::uint32_t keep = 0;
         if constexpr (kDrop) {
             // Index of (query i0 + iq, key j0 + 16 warp + g + kk): base + iq s + kk.
@@ -104,6 +109,7 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
                     base + static_cast<std::uint64_t>((8 * (i / 4) + 2 * q + i % 2) * P.s + 8 * ((i / 2) % 2));
                 keep |= static_cast<std::uint32_t>(dropout_kept_at(P, idx)) << i;
             }
+            keeps[t] = keep;
         }
         __syncthreads();  // the previous step's products (all waited for) are done with Q, dO, dS^T
         load_tile<HN>(qs, qkv + flash_q_at(P, pair), i0, P.s, P.ldq);
@@ -137,20 +143,23 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
             const std::int64_t qi = i0 + iq, kj = j0 + 16 * warp + g + 8 * ((i / 2) % 2);
             const float p = exp2f(st[i] * sl2 - ls[iq]);
             st[i] = !edge || (kj <= qi && qi < P.s) ? p : 0.0f;
+            if constexpr (kDrop) {
+                if (!(keeps[t] >> i & 1u)) st[i] = -st[i];  // dropped: -P (-0 where P is 0)
+            }
         }
         w::wait_group<0>();
         w::fence_operand(dp);
         // dS^T = P^T (dP^T - D) scale; the softmax scale of dK and dQ is in it, as in sm80's.
         // With dropout (kDrop) as sm80's backward: with M the multiplier (0 or 1 / (1 - p)),
         // dV takes the dropped P^T M and dS^T = P^T (dP^T M - D) scale (D = rowsum(dO O) of
-        // the dropped O); M from the keep bits drawn above.
+        // the dropped O); M from P^T's sign (set above from the keep bits).
 #pragma unroll
         for (int i = 0; i < kRowsB90 / 2; ++i) {
             const int iq = 8 * (i / 4) + 2 * q + i % 2;
             if constexpr (kDrop) {
-                const float mult = keep >> i & 1u ? P.keep_scale : 0.0f;
-                dp[i] = st[i] * (dp[i] * mult - dl[iq]) * P.scale;
-                st[i] *= mult;
+                const float mult = __float_as_uint(st[i]) >> 31 ? 0.0f : P.keep_scale, p = fabsf(st[i]);
+                dp[i] = p * (dp[i] * mult - dl[iq]) * P.scale;
+                st[i] = p * mult;
             } else {
                 dp[i] = st[i] * (dp[i] - dl[iq]) * P.scale;
             }
@@ -235,11 +244,7 @@ void launch_bwd90(const FlashParams& P, const void* qkv, const void* dout, const
 }  // namespace
 
 bool flash_sm90_bwd_supports(const FlashParams& P, DType t) {
-    // Dropout at head dim 128 stays on the sm80 backward: the no-dropout kernel already uses
-    // all 255 registers, and the Philox draws spill (ptxas sm_90a, CUDA 13: 24 bytes with the
-    // keep bits in a register, 4 with them parked in shared memory).
-    return (P.hn == 64 || P.hn == 96 || P.hn == 128) && (t == DType::F16 || t == DType::BF16) &&
-           !(P.drop && P.hn == 128);
+    return (P.hn == 64 || P.hn == 96 || P.hn == 128) && (t == DType::F16 || t == DType::BF16);
 }
 
 void flash_backward_sm90(const FlashParams& P, DType t, const void* qkv, const void* dout, const float* lse,
@@ -255,11 +260,8 @@ void flash_backward_sm90(const FlashParams& P, DType t, const void* qkv, const v
         bf ? launch_bwd90<H, Dr, __nv_bfloat16>(P, qkv, dout, lse, D, dqkv, dq_acc, st)
            : launch_bwd90<H, Dr, __half>(P, qkv, dout, lse, D, dqkv, dq_acc, st);
     };
-    // No dropout instantiation at 128 (see flash_sm90_bwd_supports): it would spill, and the
-    // build fails on spills.
     auto with_drop = [&](auto hn) {
-        if constexpr (decltype(hn)::value == 128) go(hn, std::false_type{});
-        else P.drop ? go(hn, std::true_type{}) : go(hn, std::false_type{});
+        P.drop ? go(hn, std::true_type{}) : go(hn, std::false_type{});
     };
     if (P.hn == 64)
         with_drop(std::integral_constant<int, 64>{});
