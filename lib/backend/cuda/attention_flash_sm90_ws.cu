@@ -12,7 +12,7 @@
 //  - setmaxnreg: the producer drops to 24 registers, the consumers rise to 240 (24 * 128 +
 //    240 * 256 = 64512 of the SM's 65536), headroom over what S (128 keys: 64 registers),
 //    P (32), O (HN / 2) and the softmax need: ptxas (CUDA 13, sm_90a) fits every variant in
-//    the 168 of __launch_bounds__(384, 1) without spills.
+//    the 168 of __launch_bounds__(384, 1) without spills (the kDrop variants too).
 //  - Tiles are TMA boxes with the 128-byte swizzle (head dims 64, 128) or the 64-byte one
 //    (96: a 128-byte atom is 64 elements, and 96 columns would end inside one), laid out as
 //    the swizzled canonical layouts of wgmma_sm90.cuh: Q and K K-major, V N-major. Rows past
