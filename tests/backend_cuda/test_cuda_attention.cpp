@@ -230,11 +230,15 @@ private:
     bool ok_ = false;
 };
 
-// O and lse of an sm90 forward against the sm80 forward's on the same inputs: each is within
-// its bound of the fp64 result, so they differ by at most twice that.
-void sm90_matches_sm80(Backend& cpu, Backend& gpu, const Sm90Forward& on, const Shape& sh, DType t) {
-    SCOPED_TRACE(detail::concat("s=", sh.s, " np=", sh.np, " hn=", sh.hn, " ", dname(t)));
+// O and lse of an sm90 forward against the sm80 forward's on the same inputs (with dropout p:
+// the same Philox mask): each is within its bound of the fp64 result, so they differ by at
+// most twice that.
+void sm90_matches_sm80(Backend& cpu, Backend& gpu, const Sm90Forward& on, const Shape& sh, DType t, float p = 0.0f) {
+    SCOPED_TRACE(detail::concat("s=", sh.s, " np=", sh.np, " hn=", sh.hn, " ", dname(t), " dropout=", p));
     AttentionArgs a = attention_args(sh, t, true);
+    a.dropout = p;
+    a.seed = 78;
+    a.offset = 7;
     const std::int64_t nqkv = attention_qkv_elems(a), nout = sh.s * sh.b * sh.np * sh.hn;
     const auto qkv_v = rounded(t, random_vec(nqkv, 82, -2.0, 2.0));
     const AttnExact x = attention_exact(a, qkv_v, rounded(t, random_vec(nout, 83)));
@@ -244,6 +248,8 @@ void sm90_matches_sm80(Backend& cpu, Backend& gpu, const Sm90Forward& on, const 
     set_flash_kernel(FlashKernel::Auto);
     gpu.attention_forward(a, qkv.g(), o80.g(), l80.g());
     set_flash_kernel(on.kernel());
+    Twin probe(cpu, gpu, t, 8);
+    EXPECT_TRUE(flash_forward_uses_sm90(a, {probe.g()}));
     gpu.attention_forward(a, qkv.g(), o90.g(), l90.g());
     auto twice = [](std::vector<double> b) {
         for (double& e : b) e *= 2;
@@ -319,8 +325,8 @@ TEST_F(CudaAttention, FlashSm90BackwardMatchesCpu) {
     Sm90Forward on(FlashKernel::Sm90);
     if (!on.ok()) GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU (or the emulator)";
     EXPECT_NE(gpu().kernel_variants().find("attention=flash-sm90 "), std::string::npos) << gpu().kernel_variants();
-    const Shape shapes[] = {{100, 1, 2, 64},  {150, 2, 1, 128}, {190, 1, 2, 64},
-                            {33, 1, 2, 128},  {128, 2, 1, 64},  {130, 1, 4, 64, 2}};
+    const Shape shapes[] = {{100, 1, 2, 64},  {150, 2, 1, 128}, {190, 1, 2, 64}, {33, 1, 2, 128},
+                            {128, 2, 1, 64},  {130, 1, 4, 64, 2}, {100, 1, 2, 96}, {70, 1, 4, 96, 2}};
     for (const Shape& sh : shapes)
         for (DType t : {DType::F16, DType::BF16}) {
             Twin probe(cpu(), gpu(), t, 8);
@@ -334,11 +340,16 @@ TEST_F(CudaAttention, FlashSm90BackwardMatchesCpu) {
 TEST_F(CudaAttention, FlashSm90BackwardMatchesSm80) {
     Sm90Forward on(FlashKernel::Sm90);
     if (!on.ok()) GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU (or the emulator)";
-    const Shape shapes[] = {{130, 1, 2, 64}, {100, 1, 2, 128}};
-    for (const Shape& sh : shapes)
+    // With dropout on the same mask too.
+    const std::pair<Shape, float> cases[] = {{{130, 1, 2, 64}, 0.0f}, {{100, 1, 2, 128}, 0.0f}, {{90, 1, 2, 96}, 0.0f},
+                                             {{100, 1, 2, 64}, 0.1f}, {{70, 1, 2, 96}, 0.1f}, {{70, 1, 1, 128}, 0.1f}};
+    for (const auto& [sh, p] : cases)
         for (DType t : {DType::F16, DType::BF16}) {
-            SCOPED_TRACE(detail::concat("s=", sh.s, " hn=", sh.hn, " ", dname(t)));
+            SCOPED_TRACE(detail::concat("s=", sh.s, " hn=", sh.hn, " ", dname(t), " dropout=", p));
             AttentionArgs a = attention_args(sh, t, true);
+            a.dropout = p;
+            a.seed = 79;
+            a.offset = 3;
             const std::int64_t nqkv = attention_qkv_elems(a), nout = sh.s * sh.b * sh.np * sh.hn;
             const auto qkv_v = rounded(t, random_vec(nqkv, 84, -2.0, 2.0));
             const auto dout_v = rounded(t, random_vec(nout, 85));
@@ -361,9 +372,36 @@ TEST_F(CudaAttention, FlashSm90BackwardMatchesSm80) {
         }
 }
 
+// Attention dropout (0.1, Megatron's GPT configs) on the sm90 kernels (GPT_CUDA_FLASH=sm90):
+// the warp-specialised forward and the sm90 backward at head dims 64, 96, 128 against the
+// fp64 bounds with the CPU's Philox mask, so a wrong mask index, l summing the dropped values
+// or a missing 1 / (1 - p) is far outside them. Shapes: partial tiles and blocks, several of each, grouped K/V.
+TEST_F(CudaAttention, FlashSm90DropoutMatchesCpu) {
+    Sm90Forward on(FlashKernel::Sm90);
+    if (!on.ok()) GTEST_SKIP() << "the sm90 kernels need an sm_90 GPU (or the emulator)";
+    const Shape shapes[] = {{150, 1, 2, 64}, {100, 1, 2, 96}, {70, 1, 4, 64, 2}, {140, 1, 1, 128}};
+    for (const Shape& sh : shapes)
+        for (DType t : {DType::F16, DType::BF16}) {
+            Twin probe(cpu(), gpu(), t, 8);
+            AttentionArgs a = attention_args(sh, t, true);
+            a.dropout = 0.1f;
+            ASSERT_TRUE(flash_forward_uses_sm90_ws(a, {probe.g()})) << "hn " << sh.hn;
+            ASSERT_TRUE(flash_backward_uses_sm90(a, {probe.g()})) << "hn " << sh.hn;
+            run_attention(cpu(), gpu(), sh, t, 0.1f, true);
+        }
+}
+
+// The warp-specialised forward with dropout against sm80's forward on the same inputs and mask.
+TEST_F(CudaAttention, FlashSm90WsDropoutMatchesSm80) {
+    Sm90Forward on(FlashKernel::Sm90Fwd);
+    if (!on.ok()) GTEST_SKIP() << "the sm90 forward needs an sm_90 GPU (or the emulator)";
+    for (const Shape& sh : {Shape{130, 1, 2, 64}, Shape{100, 1, 2, 96}, Shape{140, 1, 1, 128}})
+        for (DType t : {DType::F16, DType::BF16}) sm90_matches_sm80(cpu(), gpu(), on, sh, t, 0.1f);
+}
+
 // Which backwards take the sm90 kernel (host logic): only with FlashKernel::Sm90 (not
-// Sm90Fwd, whose forward alone is sm90's) on an sm_90 device, no dropout, head dims 64 and
-// 128, fp16/bf16, aligned; grouped K/V included.
+// Sm90Fwd, whose forward alone is sm90's) on an sm_90 device, head dims 64, 96 and 128,
+// dropout too, fp16/bf16, aligned; grouped K/V included.
 TEST(CudaFlashSelection, Sm90BackwardWhereItApplies) {
     alignas(16) static unsigned char buf[64];
     AttentionArgs a = attention_args(Shape{128, 1, 2, 64}, DType::F16, true);
@@ -378,12 +416,17 @@ TEST(CudaFlashSelection, Sm90BackwardWhereItApplies) {
     EXPECT_TRUE(flash_backward_uses_sm90(a, {buf}));
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf, buf + 2})) << "misaligned";
     a.dropout = 0.1f;
-    EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "dropout";
+    EXPECT_TRUE(flash_backward_uses_sm90(a, {buf})) << "dropout, hn 64";
+    a.hn = 96;
+    EXPECT_TRUE(flash_backward_uses_sm90(a, {buf})) << "dropout, hn 96";
+    a.hn = 128;
+    EXPECT_TRUE(flash_backward_uses_sm90(a, {buf})) << "dropout, hn 128";
+    a.hn = 64;
     a.dropout = 0.0f;
-    for (std::int64_t hn : {80, 96}) {
-        a.hn = hn;
-        EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << hn;
-    }
+    a.hn = 80;
+    EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << 80;
+    a.hn = 96;
+    EXPECT_TRUE(flash_backward_uses_sm90(a, {buf})) << 96;
     a.hn = 128;
     a.dtype = DType::BF16;
     EXPECT_TRUE(flash_backward_uses_sm90(a, {buf}));
@@ -400,8 +443,8 @@ TEST(CudaFlashSelection, Sm90BackwardWhereItApplies) {
 }
 
 // Which forwards take an sm90 kernel (host logic): only with FlashKernel::Sm90 or Sm90Fwd (the
-// warp-specialised one: head dims 64, 96, 128) or Sm90Basic (the basic one: 64, 128) on an
-// sm_90 device, no dropout (neither has it), fp16/bf16, aligned.
+// warp-specialised one: head dims 64, 96, 128, dropout too) or Sm90Basic (the basic one: 64,
+// 128, no dropout) on an sm_90 device, fp16/bf16, aligned.
 TEST(CudaFlashSelection, Sm90ForwardWhereItApplies) {
     alignas(16) static unsigned char buf[64];
     AttentionArgs a = attention_args(Shape{128, 1, 2, 64}, DType::F16, true);
@@ -418,9 +461,9 @@ TEST(CudaFlashSelection, Sm90ForwardWhereItApplies) {
         EXPECT_EQ(flash_forward_uses_sm90_ws(a, {buf}), ws);
         EXPECT_FALSE(flash_forward_uses_sm90(a, {buf + 2})) << "misaligned";
         EXPECT_FALSE(flash_forward_uses_sm90_ws(a, {buf + 2})) << "misaligned";
-        a.dropout = 0.1f;
-        EXPECT_FALSE(flash_forward_uses_sm90(a, {buf})) << "dropout";
-        EXPECT_FALSE(flash_forward_uses_sm90_ws(a, {buf})) << "dropout";
+        a.dropout = 0.1f;  // the warp-specialised forward has dropout, the basic one not
+        EXPECT_EQ(flash_forward_uses_sm90(a, {buf}), ws) << "dropout";
+        EXPECT_EQ(flash_forward_uses_sm90_ws(a, {buf}), ws) << "dropout";
         a.dropout = 0.0f;
         a.hn = 80;
         EXPECT_FALSE(flash_forward_uses_sm90(a, {buf})) << 80;

@@ -276,7 +276,7 @@ bool flash_device_is_sm90() { return device_is_sm90(); }
 bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     const FlashKernel k = kernel_choice();
     if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Fwd) || !flash_uses_tensor_cores(a, tensors)) return false;
-    // Dropout stays on the sm80 kernel: the sm90 ones have no Philox masks (yet).
+    // With dropout too (the same Philox mask as sm80's); the basic forward below has none.
     return flash_sm90_ws_supports(flash_params(a), a.dtype) && device_is_sm90();
 }
 bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
@@ -289,7 +289,7 @@ bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const
 }
 bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     if (kernel_choice() != FlashKernel::Sm90 || !flash_uses_tensor_cores(a, tensors)) return false;
-    // Dropout stays on the sm80 backward, as in the forward.
+    // With dropout too (the same Philox mask as sm80's).
     return flash_sm90_bwd_supports(flash_params(a), a.dtype) && device_is_sm90();
 }
 FlashKernel flash_kernel() { return kernel_choice(); }

@@ -34,13 +34,31 @@ __host__ __device__ __forceinline__ std::int64_t flash_k_at(const FlashParams& P
     return g * (P.qpg + 2) * P.hn + P.qpg * P.hn;
 }
 
-// The dropout multiplier of score (i, j) of a pair: the CPU's Philox index, so every kernel
-// drops the same elements.
+// Whether score (i, j) of a pair is kept by dropout: the CPU's Philox index (philox_bits,
+// dropout_keep), so every kernel drops the same elements. The word of the Philox block is
+// picked by selects, not by indexing its array with idx % 4, which would put the block in
+// local memory (a stack frame) in every kernel that draws.
+__device__ __forceinline__ bool dropout_kept_at(const FlashParams& P, std::uint64_t idx) {
+    const std::uint64_t block = idx >> 2;
+    const Philox4x32 r =
+        philox4x32_10(static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), 0u, 0u, P.seed);
+    const std::uint32_t bits = idx & 2u ? (idx & 1u ? r.v[3] : r.v[2]) : (idx & 1u ? r.v[1] : r.v[0]);
+    return bits >= P.thr;
+}
+// idx = the Philox index of score (i, j) of the pair.
+__device__ __forceinline__ std::uint64_t dropout_index(const FlashParams& P, std::int64_t pair, std::int64_t i,
+                                                       std::int64_t j) {
+    return P.offset + static_cast<std::uint64_t>((pair * P.s + i) * P.s + j);
+}
+__device__ __forceinline__ bool dropout_kept(const FlashParams& P, std::int64_t pair, std::int64_t i,
+                                             std::int64_t j) {
+    return dropout_kept_at(P, dropout_index(P, pair, i, j));
+}
+// The dropout multiplier of score (i, j): 0 if dropped, else 1 / (1 - p).
 __device__ __forceinline__ float dropout_mult(const FlashParams& P, std::int64_t pair, std::int64_t i,
                                               std::int64_t j) {
     if (!P.drop) return 1.0f;
-    const std::uint64_t idx = P.offset + static_cast<std::uint64_t>((pair * P.s + i) * P.s + j);
-    return dropout_keep(P.seed, idx, P.thr) ? P.keep_scale : 0.0f;
+    return dropout_kept(P, pair, i, j) ? P.keep_scale : 0.0f;
 }
 
 // Tensor-core kernels (sm_80+ mma.sync): head dims with a kernel, and the launches. D is
@@ -61,14 +79,14 @@ bool flash_sm90_supports(const FlashParams& P, DType t);
 void flash_forward_sm90(const FlashParams& P, DType t, const void* qkv, void* out, float* lse,
                         cudaStream_t stream);
 // The sm_90a backward on wgmma (attention_flash_sm90_bwd.cu): the sm80 backward's contract
-// (D = rowsum(dO * O), dq_acc its fp32 dQ scratch, which it clears), head dims 64 and 128,
-// fp16/bf16, no dropout, grouped K/V included. Traps on any device but sm_90 (the caller checks).
+// (D = rowsum(dO * O), dq_acc its fp32 dQ scratch, which it clears), head dims 64, 96 and
+// 128, fp16/bf16, dropout (dropout_kept's mask), grouped K/V included. Traps on any device but sm_90 (the caller checks).
 bool flash_sm90_bwd_supports(const FlashParams& P, DType t);
 void flash_backward_sm90(const FlashParams& P, DType t, const void* qkv, const void* dout, const float* lse,
                          const float* D, void* dqkv, float* dq_acc, cudaStream_t stream);
 // The warp-specialised sm_90a forward (attention_flash_sm90_ws.cu: TMA producer, two
-// consumer warpgroups, two-stage K/V ring): head dims 64, 96, 128, fp16/bf16, no dropout;
-// the same O and lse contract.
+// consumer warpgroups, two-stage K/V ring): head dims 64, 96, 128, fp16/bf16, dropout with
+// the mask of dropout_kept; the same O and lse contract.
 bool flash_sm90_ws_supports(const FlashParams& P, DType t);
 void flash_forward_sm90_ws(const FlashParams& P, DType t, const void* qkv, void* out, float* lse,
                            cudaStream_t stream);

@@ -15,14 +15,19 @@
 //    no-swizzle tile is both: attention_sm90_tiles.cuh).
 //  - dQ = dS K needs dS with queries as rows: dS^T goes to shared memory (16-bit, in the
 //    M-major layout, so two adjacent queries are one 32-bit store) and is the A operand of
-//    mma_ss with kTransA, K (N-major) its B, in 64-column chunks of the head dim (32
-//    accumulators a thread, not 64, at head dim 128: dK, dV, P^T and dS^T are live then).
+//    mma_ss with kTransA, K (N-major) its B: the whole head dim at 64 and 96 (one m64n96 at
+//    96, gpt22b-shape's head dim), 64-column halves at 128 (32 accumulators a thread, not 64:
+//    dK, dV, P^T and dS^T are live then).
 //  - Tiles are written with plain 16-byte loads and stores, rows past the sequence as zeros.
 //    No TMA, no double buffering, no warp specialization yet: correctness first.
-//  - No dropout: calls with dropout > 0 stay on the sm80 backward (attention_flash.cu).
-// ptxas (CUDA 13, sm_90a): 255 registers a thread at head dim 128, 202 at 64, no spills;
-// shared memory 75,264 / 42,496 bytes: two blocks (eight warps) an SM by registers.
+//  - Attention dropout (kDrop, its own instantiation) as sm80's backward, on dropout_kept's
+//    Philox mask: the keep bits drawn before the tile's products, carried into dS^T as the
+//    sign of P^T (see the step loop).
+// ptxas (CUDA 13, sm_90a), no spills: 255 registers a thread at head dim 128, 236 at 96, 202
+// at 64; with dropout 255, 238, 197. Shared memory 75,776 / 59,392 / 43,008 bytes (128 / 96 /
+// 64): two blocks (eight warps) an SM by registers.
 #include <cmath>
+#include <type_traits>
 
 #include "backend/cuda/attention_flash_params.cuh"
 #include "backend/cuda/attention_sm90_tiles.cuh"
@@ -41,17 +46,22 @@ using sm90tiles::nmajor_desc;
 constexpr int kThreadsB90 = 128;  // one warpgroup
 constexpr int kKeysB90 = 64;      // keys per block (wgmma's M for S^T, dP^T, dK, dV)
 constexpr int kRowsB90 = 64;      // queries per tile (N of S^T, K depth of dK, dV; M of dQ)
-constexpr int kDqN = 64;          // head-dim columns per dQ product
+// Head-dim columns per dQ product: the whole head at 64 and 96 (48 accumulators a thread at
+// 96, within the registers dK and dV leave: 48 each), 64-column halves at 128 (32, not 64:
+// dK, dV, P^T and dS^T are live then).
+template <int HN>
+constexpr int kDqN = HN == 128 ? 64 : HN;
 constexpr float kLog2eB90 = 1.4426950408889634f;
 
 template <int HN>
 constexpr int kTileBytesB90 = 64 * HN * 2;
 constexpr int kDsBytes = kKeysB90 * kRowsB90 * 2;  // dS^T, 16-bit
-// K, V, Q, dO; dS^T; lse * log2(e) and D of the tile's queries; the alignment slack.
+// K, V, Q, dO; dS^T; lse * log2(e) and D of the tile's queries; each thread's dropout keep
+// bits; the alignment slack.
 template <int HN>
-constexpr int kSmemB90 = 4 * kTileBytesB90<HN> + kDsBytes + 2 * kRowsB90 * 4 + 1024;
+constexpr int kSmemB90 = 4 * kTileBytesB90<HN> + kDsBytes + 2 * kRowsB90 * 4 + kThreadsB90 * 4 + 1024;
 
-template <int HN, typename T>
+template <int HN, bool kDrop, typename T>
 __global__ void __launch_bounds__(kThreadsB90, 1)
     flash_bwd_sm90(FlashParams P, const T* qkv, const T* dout, const float* lse, const float* D, T* dqkv,
                    float* dq_acc) {
@@ -63,6 +73,7 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
     unsigned char* dss = dos + kTileBytesB90<HN>;  // dS^T: element (key, query) at nmajor_at<64>(query, key)
     float* ls = reinterpret_cast<float*>(dss + kDsBytes);  // lse * log2(e) per query of the tile
     float* dl = ls + kRowsB90;                              // D per query of the tile
+    std::uint32_t* keeps = reinterpret_cast<std::uint32_t*>(dl + kRowsB90);  // keep bits per thread
     const int t = threadIdx.x, warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
     const std::int64_t kv = blockIdx.y, j0 = static_cast<std::int64_t>(blockIdx.x) * kKeysB90;
     const T* kb = qkv + flash_k_at(P, kv);
@@ -80,6 +91,26 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
     for (int it = 0; it < nsteps; ++it) {
         const std::int64_t pair = kv * P.qpg + it / ntiles;
         const std::int64_t i0 = j0 + static_cast<std::int64_t>(it % ntiles) * kRowsB90;
+        // kDrop: the keep bits of this thread's 32 elements of P^T (bit i: accumulator i),
+        // drawn before S^T and dP^T exist, when dK and dV are the only large live arrays: drawn
+        // where they are used, the Philox rounds spill (ptxas, sm_90a, at head dims 96, 128).
+        // A rolled loop (i is only a shift count): unrolled, ptxas interleaves the 32 draws'
+        // rounds for ILP and spills hundreds of bytes. The word waits in this thread's own
+        // shared-memory slot (kept in a register across the products it spills at 128) until
+        // P^T is formed, where a dropped element gets its sign flipped (P >= 0, so the sign is
+        // free to carry the bit); the dS^T loop below reads the bit back from the sign.
+        std::uint32_t keep = 0;
+        if constexpr (kDrop) {
+            // Index of (query i0 + iq, key j0 + 16 warp + g + kk): base + iq s + kk.
+            const std::uint64_t base = dropout_index(P, pair, i0, j0 + 16 * warp + g);
+#pragma unroll 1
+            for (int i = 0; i < kRowsB90 / 2; ++i) {
+                const std::uint64_t idx =
+                    base + static_cast<std::uint64_t>((8 * (i / 4) + 2 * q + i % 2) * P.s + 8 * ((i / 2) % 2));
+                keep |= static_cast<std::uint32_t>(dropout_kept_at(P, idx)) << i;
+            }
+            keeps[t] = keep;
+        }
         __syncthreads();  // the previous step's products (all waited for) are done with Q, dO, dS^T
         load_tile<HN>(qs, qkv + flash_q_at(P, pair), i0, P.s, P.ldq);
         load_tile<HN>(dos, dout + pair * HN, i0, P.s, P.ldo);
@@ -112,12 +143,27 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
             const std::int64_t qi = i0 + iq, kj = j0 + 16 * warp + g + 8 * ((i / 2) % 2);
             const float p = exp2f(st[i] * sl2 - ls[iq]);
             st[i] = !edge || (kj <= qi && qi < P.s) ? p : 0.0f;
+            if constexpr (kDrop) {
+                if (!(keeps[t] >> i & 1u)) st[i] = -st[i];  // dropped: -P (-0 where P is 0)
+            }
         }
         w::wait_group<0>();
         w::fence_operand(dp);
         // dS^T = P^T (dP^T - D) scale; the softmax scale of dK and dQ is in it, as in sm80's.
+        // With dropout (kDrop) as sm80's backward: with M the multiplier (0 or 1 / (1 - p)),
+        // dV takes the dropped P^T M and dS^T = P^T (dP^T M - D) scale (D = rowsum(dO O) of
+        // the dropped O); M from P^T's sign (set above from the keep bits).
 #pragma unroll
-        for (int i = 0; i < kRowsB90 / 2; ++i) dp[i] = st[i] * (dp[i] - dl[8 * (i / 4) + 2 * q + i % 2]) * P.scale;
+        for (int i = 0; i < kRowsB90 / 2; ++i) {
+            const int iq = 8 * (i / 4) + 2 * q + i % 2;
+            if constexpr (kDrop) {
+                const float mult = __float_as_uint(st[i]) >> 31 ? 0.0f : P.keep_scale, p = fabsf(st[i]);
+                dp[i] = p * (dp[i] * mult - dl[iq]) * P.scale;
+                st[i] = p * mult;
+            } else {
+                dp[i] = st[i] * (dp[i] - dl[iq]) * P.scale;
+            }
+        }
         std::uint32_t pa[kRowsB90 / 16][4], da[kRowsB90 / 16][4];
 #pragma unroll
         for (int step = 0; step < kRowsB90 / 16; ++step) {
@@ -142,15 +188,15 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
         w::commit_group();
         w::fence_proxy_async_shared();  // the dS^T stores, read next by wgmma
         __syncthreads();                // every warp's dS^T rows are in place
-        // dQ (64 queries x kDqN columns of the head dim) += dS K over the block's 64 keys: A
+        // dQ (64 queries x kDqN<HN> columns of the head dim) += dS K over the block's 64 keys: A
         // = dS M-major (dS^T as stored), B = K N-major, its columns n0.. at n0 * 16 bytes on.
 #pragma unroll
-        for (int n0 = 0; n0 < HN; n0 += kDqN) {
-            float dq[kDqN / 2];
+        for (int n0 = 0; n0 < HN; n0 += kDqN<HN>) {
+            float dq[kDqN<HN> / 2];
             w::fence();
 #pragma unroll
             for (int step = 0; step < kKeysB90 / 16; ++step)
-                w::mma_ss<kDqN, T, true, true>(dq, nmajor_desc<kRowsB90>(dss, step), nmajor_desc<HN>(ks + n0 * 16, step),
+                w::mma_ss<kDqN<HN>, T, true, true>(dq, nmajor_desc<kRowsB90>(dss, step), nmajor_desc<HN>(ks + n0 * 16, step),
                                                step > 0);
             w::commit_group();
             w::wait_group<0>();  // also dK, dV (the first time): pa, da may change after this
@@ -165,7 +211,7 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
                 }
             }
 #pragma unroll
-            for (int i = 0; i < kDqN / 2; ++i) {
+            for (int i = 0; i < kDqN<HN> / 2; ++i) {
                 const std::int64_t qi = i0 + 16 * warp + g + 8 * ((i / 2) % 2);
                 if (qi < P.s) atomicAdd(dq_acc + (qi * P.pairs + pair) * HN + n0 + 8 * (i / 4) + 2 * q + i % 2, dq[i]);
             }
@@ -184,10 +230,10 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
     }
 }
 
-template <int HN, typename T>
+template <int HN, bool kDrop, typename T>
 void launch_bwd90(const FlashParams& P, const void* qkv, const void* dout, const float* lse, const float* D,
                   void* dqkv, float* dq_acc, cudaStream_t st) {
-    auto* k = flash_bwd_sm90<HN, T>;
+    auto* k = flash_bwd_sm90<HN, kDrop, T>;
     GPT_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemB90<HN>),
                    "cudaFuncSetAttribute(flash_bwd_sm90)");
     const dim3 grid(static_cast<unsigned>((P.s + kKeysB90 - 1) / kKeysB90), static_cast<unsigned>(P.pairs / P.qpg));
@@ -198,7 +244,7 @@ void launch_bwd90(const FlashParams& P, const void* qkv, const void* dout, const
 }  // namespace
 
 bool flash_sm90_bwd_supports(const FlashParams& P, DType t) {
-    return (P.hn == 64 || P.hn == 128) && (t == DType::F16 || t == DType::BF16) && !P.drop;
+    return (P.hn == 64 || P.hn == 96 || P.hn == 128) && (t == DType::F16 || t == DType::BF16);
 }
 
 void flash_backward_sm90(const FlashParams& P, DType t, const void* qkv, const void* dout, const float* lse,
@@ -208,12 +254,21 @@ void flash_backward_sm90(const FlashParams& P, DType t, const void* qkv, const v
     GPT_CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, static_cast<std::size_t>(P.s * P.pairs * P.hn) * sizeof(float), st),
                    "attention_backward (flash sm90)");
     const bool bf = t == DType::BF16;
+    auto go = [&](auto hn, auto drop) {
+        constexpr int H = decltype(hn)::value;
+        constexpr bool Dr = decltype(drop)::value;
+        bf ? launch_bwd90<H, Dr, __nv_bfloat16>(P, qkv, dout, lse, D, dqkv, dq_acc, st)
+           : launch_bwd90<H, Dr, __half>(P, qkv, dout, lse, D, dqkv, dq_acc, st);
+    };
+    auto with_drop = [&](auto hn) {
+        P.drop ? go(hn, std::true_type{}) : go(hn, std::false_type{});
+    };
     if (P.hn == 64)
-        bf ? launch_bwd90<64, __nv_bfloat16>(P, qkv, dout, lse, D, dqkv, dq_acc, st)
-           : launch_bwd90<64, __half>(P, qkv, dout, lse, D, dqkv, dq_acc, st);
+        with_drop(std::integral_constant<int, 64>{});
+    else if (P.hn == 96)
+        with_drop(std::integral_constant<int, 96>{});
     else
-        bf ? launch_bwd90<128, __nv_bfloat16>(P, qkv, dout, lse, D, dqkv, dq_acc, st)
-           : launch_bwd90<128, __half>(P, qkv, dout, lse, D, dqkv, dq_acc, st);
+        with_drop(std::integral_constant<int, 128>{});
     flash_dq_finish(P, t, dq_acc, dqkv, st);
 }
 

@@ -12,7 +12,7 @@
 //  - setmaxnreg: the producer drops to 24 registers, the consumers rise to 240 (24 * 128 +
 //    240 * 256 = 64512 of the SM's 65536), headroom over what S (128 keys: 64 registers),
 //    P (32), O (HN / 2) and the softmax need: ptxas (CUDA 13, sm_90a) fits every variant in
-//    the 168 of __launch_bounds__(384, 1) without spills.
+//    the 168 of __launch_bounds__(384, 1) without spills (the kDrop variants too).
 //  - Tiles are TMA boxes with the 128-byte swizzle (head dims 64, 128) or the 64-byte one
 //    (96: a 128-byte atom is 64 elements, and 96 columns would end inside one), laid out as
 //    the swizzled canonical layouts of wgmma_sm90.cuh: Q and K K-major, V N-major. Rows past
@@ -25,10 +25,17 @@
 //  - Ping-pong (FA3): the two consumers take turns issuing their products, ordered by two
 //    named barriers, so one warpgroup's softmax runs while the other's GEMMs occupy the
 //    tensor cores.
-//  - No dropout (calls with dropout stay on sm80); head dims 64, 96, 128; fp16/bf16.
+//  - Attention dropout (kDrop, its own instantiation: the Philox draws cost registers the
+//    no-dropout kernel should not pay for): as sm80's forward, l sums the undropped
+//    probabilities and O accumulates the dropped ones (P * dropout_mult, 0 or 1 / (1 - p)),
+//    so O / l is the dropped attention and lse the undropped softmax's, which the backwards
+//    expect. The mask is dropout_mult's Philox index (pair, query, key): every kernel, and
+//    the CPU, drops the same elements.
+//  - Head dims 64, 96, 128; fp16/bf16.
 // Output contract of flash_fwd_sm80: O / l in [s, pairs, hn], lse = m * scale + log(l) with m
 // the raw row max, so the sm80 backward consumes them.
 #include <cmath>
+#include <type_traits>
 
 #include "backend/cuda/attention_flash_params.cuh"
 #include "backend/cuda/tma_sm90.cuh"
@@ -115,7 +122,7 @@ __device__ __forceinline__ float quad_sum_ws(float v) {
 
 // qmap: qkv as an s x ldq matrix in boxes of 64 rows x kAw; kvmap: the same in boxes of
 // kKeysWs rows.
-template <int HN, typename T>
+template <int HN, bool kDrop, typename T>
 __global__ void __launch_bounds__(kThreadsWs, 1)
     flash_fwd_sm90_ws(FlashParams P, T* out, float* lse, const GPT_GRID_CONSTANT tma::TensorMap qmap,
                       const GPT_GRID_CONSTANT tma::TensorMap kvmap) {
@@ -212,8 +219,8 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
     };
     // Online softmax of tile `it`'s S in sc, per row: masks keys past the row (j > i) where the
     // tile reaches past this warpgroup's first row (keys past the sequence only meet rows past
-    // it, never written, or are masked as j > i), updates m and l, leaves exp(S - m) in sc and
-    // the factor the older O must be scaled by in alpha. O itself is not touched: its P V may
+    // it, never written, or are masked as j > i), updates m and l, leaves exp(S - m) in sc
+    // and the factor the older O must be scaled by in alpha. O itself is not touched: its P V may
     // still be in flight.
     auto softmax = [&](int it) {
         const std::int64_t j0 = static_cast<std::int64_t>(it) * kKeys;
@@ -268,9 +275,26 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
         if (c == 0) named_barrier_arrive(kTurnBarrier + 1, kConsumerThreads);
         else named_barrier_arrive(kTurnBarrier, kConsumerThreads);
     };
-    auto s_to_p = [&] {
+    // P of tile `it` from sc into p, the A registers of its P V. With kDrop each probability
+    // takes its dropout multiplier here (l already holds the undropped sum), not in softmax:
+    // there the older P is still live under its P V and the Philox draws would spill (ptxas,
+    // sm_90a, 168 registers); here that P is dead and sc shrinks as p fills.
+    auto s_to_p = [&](int it) {
+        const std::int64_t j0 = static_cast<std::int64_t>(it) * kKeys;
 #pragma unroll
-        for (int step = 0; step < kKeys / 16; ++step) w::accumulators_to_a<T>(sc, step, p[step]);
+        for (int step = 0; step < kKeys / 16; ++step) {
+            if constexpr (kDrop) {
+#pragma unroll
+                for (int cc8 = 2 * step; cc8 < 2 * step + 2; ++cc8)
+#pragma unroll
+                    for (int rr = 0; rr < 2; ++rr)
+#pragma unroll
+                        for (int cc = 0; cc < 2; ++cc)
+                            sc[4 * cc8 + 2 * rr + cc] *=
+                                dropout_mult(P, pair, r0 + warp * 16 + rr * 8 + g, j0 + 8 * cc8 + 2 * q + cc);
+            }
+            w::accumulators_to_a<T>(sc, step, p[step]);
+        }
     };
 
     // Intra-warpgroup overlap (FA3): tile it's S = Q K^T is issued before tile it - 1's
@@ -288,7 +312,7 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
     w::fence_operand(sc);
     softmax(0);
     rescale_o();
-    s_to_p();
+    s_to_p(0);
     for (int it = 1; it < ntiles; ++it) {
         wait_k(it);
         wait_v(it - 1);
@@ -307,7 +331,7 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
         // This thread's products are done with tile it - 1's K and V: release its stage.
         tma::mbarrier_arrive(&empty[(it - 1) % kStagesWs]);
         rescale_o();
-        s_to_p();
+        s_to_p(it);
     }
     wait_v(ntiles - 1);
     turn_wait();
@@ -334,7 +358,7 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
     }
 }
 
-template <int HN, typename T>
+template <int HN, bool kDrop, typename T>
 void launch_ws(const FlashParams& P, const void* qkv, void* out, float* lse, cudaStream_t st) {
     // qkv as one s x ldq matrix of 16-bit elements: every pair's Q, K and V are column
     // ranges of it (flash_q_at, flash_k_at), so two maps serve every pair of the grid.
@@ -344,7 +368,7 @@ void launch_ws(const FlashParams& P, const void* qkv, void* out, float* lse, cud
                    "make_tensor_map_2d(flash_fwd_sm90_ws Q)");
     GPT_CUDA_CHECK(tma::make_tensor_map_2d(&kvmap, qkv, rows, cols, cols * 2, kKeysWs<HN>, kAw<HN>, kSw<HN>),
                    "make_tensor_map_2d(flash_fwd_sm90_ws K/V)");
-    auto* k = flash_fwd_sm90_ws<HN, T>;
+    auto* k = flash_fwd_sm90_ws<HN, kDrop, T>;
     GPT_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemWs<HN>),
                    "cudaFuncSetAttribute(flash_fwd_sm90_ws)");
     const dim3 grid(static_cast<unsigned>((P.s + kRowsWs - 1) / kRowsWs), static_cast<unsigned>(P.pairs));
@@ -355,7 +379,7 @@ void launch_ws(const FlashParams& P, const void* qkv, void* out, float* lse, cud
 
 bool flash_sm90_ws_supports(const FlashParams& P, DType t) {
     // TMA's column coordinate is a 32-bit int (ldq elements per row).
-    return (P.hn == 64 || P.hn == 96 || P.hn == 128) && (t == DType::F16 || t == DType::BF16) && !P.drop &&
+    return (P.hn == 64 || P.hn == 96 || P.hn == 128) && (t == DType::F16 || t == DType::BF16) &&
            P.ldq < (std::int64_t{1} << 31) && P.s < (std::int64_t{1} << 31);
 }
 
@@ -363,14 +387,21 @@ void flash_forward_sm90_ws(const FlashParams& P, DType t, const void* qkv, void*
     GPT_REQUIRE(flash_sm90_ws_supports(P, t), InternalError, "flash_forward_sm90_ws: unsupported case (hn ", P.hn,
                 ")");
     const bool bf = t == DType::BF16;
+    auto go = [&](auto hn, auto drop) {
+        constexpr int H = decltype(hn)::value;
+        constexpr bool D = decltype(drop)::value;
+        bf ? launch_ws<H, D, __nv_bfloat16>(P, qkv, out, lse, st) : launch_ws<H, D, __half>(P, qkv, out, lse, st);
+    };
+    auto with_drop = [&](auto hn) {
+        P.drop ? go(hn, std::true_type{}) : go(hn, std::false_type{});
+    };
     switch (P.hn) {
         case 64:
-            return bf ? launch_ws<64, __nv_bfloat16>(P, qkv, out, lse, st) : launch_ws<64, __half>(P, qkv, out, lse, st);
+            return with_drop(std::integral_constant<int, 64>{});
         case 96:
-            return bf ? launch_ws<96, __nv_bfloat16>(P, qkv, out, lse, st) : launch_ws<96, __half>(P, qkv, out, lse, st);
+            return with_drop(std::integral_constant<int, 96>{});
         default:
-            return bf ? launch_ws<128, __nv_bfloat16>(P, qkv, out, lse, st)
-                      : launch_ws<128, __half>(P, qkv, out, lse, st);
+            return with_drop(std::integral_constant<int, 128>{});
     }
 }
 
