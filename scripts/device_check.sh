@@ -22,9 +22,9 @@
 # and the GEMM table). Results go to $OUT (default ./out).
 #
 # Kernel variants (README, "Kernel switches"): bench and attn run the default kernels beside
-# PyTorch; bench-unfused (GPT_CUDA_GEMM_EPILOGUE=unfused), bench-flash-simple and
-# attn-flash-simple (GPT_CUDA_FLASH=simple), attn-flash-sm90 (the wgmma forward and backward),
-# attn-flash-sm90-fwd (that forward, sm80's backward) and attn-flash-sm90-basic (the basic wgmma
+# PyTorch; bench-unfused (GPT_CUDA_GEMM_EPILOGUE=unfused), bench-flash-sm90 (the whole step
+# with the sm_90 attention), bench-flash-simple and attn-flash-simple (GPT_CUDA_FLASH=simple),
+# attn-flash-sm90 (the wgmma forward and backward), attn-flash-sm90-fwd (that forward, sm80's backward) and attn-flash-sm90-basic (the basic wgmma
 # forward, GPT_CUDA_FLASH=sm90-basic) are short rows without peers, so old and new are
 # measured side by side in the same call.
 #
@@ -59,7 +59,9 @@ STEPS=(
     "app-mpi2|app|tests|40|15|R"
     "bench|bench|bench|240|60|-"
     "bench-unfused|bench|bench|60|25|R"
+    "bench-flash-sm90|bench|bench|60|25|-"
     "bench-flash-simple|bench|bench|45|20|-"
+    "profile|bench|bench|75|30|-"
     "attn|attn|attn|120|40|R"
     "attn-flash-simple|attn|attn|30|10|-"
     "attn-flash-sm90|attn|attn|30|10|-"
@@ -77,7 +79,7 @@ needs() {
     wgmma) echo test_cuda_wgmma ;;
     train*) echo test_cuda_training ;;
     app*) echo gpt_pretrain ;;
-    bench* | gemm-fp8) echo bench_train_gpu ;;
+    bench* | gemm-fp8 | profile) echo bench_train_gpu ;;
     attn*) echo bench_attention ;;
     gemm) echo bench_gemm ;;
     gemm-fp8-torch) echo bench_train_gpu ;;  # a peer only: runs where our FP8 row could
@@ -193,8 +195,15 @@ run_step() {
                bash "$root/bench/train_gpu/run.sh" ;;
     bench-unfused) "${t[@]}" env GPT_CUDA_GEMM_EPILOGUE=unfused "${short[@]}" \
                        bash "$root/bench/train_gpu/run.sh" gpt-1.3b gpt22b-shape-4layers ;;
+    # The whole step with the sm_90 attention (forward and backward), all three configs.
+    bench-flash-sm90) "${t[@]}" env GPT_CUDA_FLASH=sm90 "${short[@]}" \
+                          bash "$root/bench/train_gpu/run.sh" ;;
     bench-flash-simple) "${t[@]}" env GPT_CUDA_FLASH=simple "${short[@]}" \
                             bash "$root/bench/train_gpu/run.sh" gpt-1.3b ;;
+    # Per-op times inside the step (each op synchronised), default kernels, all three configs:
+    # the figures the planner's Hopper presets are calibrated from (docs/planner.md).
+    profile) "${t[@]}" env PEER=none "BENCH_ARGS=--steps 5 --warmup 2 --profile --profile-steps 3" \
+                 "BENCH_BIN=$bin/bench_train_gpu" bash "$root/bench/train_gpu/run.sh" ;;
     # Beside PyTorch's SDPA with its flash backend and, where offered, its cuDNN backend.
     attn) "${t[@]}" env "BENCH_BIN=$bin/bench_attention" PYTHON=python3 \
               bash "$root/bench/attention_gpu/run.sh" ;;
@@ -231,6 +240,8 @@ digest() {
     bench*) awk '/^device .*TFLOP/ { buf = ""; found = 1 } found { buf = buf $0 "\n" }
                  /^\{.*model_tflops/ { json = json $0 "\n" }
                  END { printf "%s", found ? buf : json }' ;;
+    # Each config's per-category breakdown (the per-op table stays in bench.log).
+    profile) awk '/^profile of / { print } /^per-iteration breakdown/ { f = 1 } f && /^$/ { f = 0 } f' ;;
     attn*) awk '/^device .*causal/ { buf = ""; found = 1 } found { buf = buf $0 "\n" } END { printf "%s", buf }' ;;
     gemm*) grep -E '^\||fp8_peak|"model_tflops"|"error"' ;;
     *) grep -E '^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]|suites? ran|GPT_TEST_HARDWARE_SKIP' ;;
