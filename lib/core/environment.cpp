@@ -36,25 +36,18 @@ std::optional<int> cpu_cores() {
     return static_cast<int>(v);
 }
 
-bool cuda_flash_simple() {
+namespace {
+// GPT_CUDA_FLASH names one kernel choice; any other value keeps the default kernels.
+bool cuda_flash_is(const char* value) {
     const char* e = std::getenv("GPT_CUDA_FLASH");
-    return e && std::strcmp(e, "simple") == 0;
+    return e && std::strcmp(e, value) == 0;
 }
+}  // namespace
 
-bool cuda_flash_sm90() {
-    const char* e = std::getenv("GPT_CUDA_FLASH");
-    return e && std::strcmp(e, "sm90") == 0;
-}
-
-bool cuda_flash_sm90_fwd() {
-    const char* e = std::getenv("GPT_CUDA_FLASH");
-    return e && std::strcmp(e, "sm90-fwd") == 0;
-}
-
-bool cuda_flash_sm90_basic() {
-    const char* e = std::getenv("GPT_CUDA_FLASH");
-    return e && std::strcmp(e, "sm90-basic") == 0;
-}
+bool cuda_flash_simple() { return cuda_flash_is("simple"); }
+bool cuda_flash_sm90() { return cuda_flash_is("sm90"); }
+bool cuda_flash_sm90_fwd() { return cuda_flash_is("sm90-fwd"); }
+bool cuda_flash_sm90_basic() { return cuda_flash_is("sm90-basic"); }
 
 bool cuda_gemm_epilogue_unfused() {
     const char* e = get("GPT_CUDA_GEMM_EPILOGUE");

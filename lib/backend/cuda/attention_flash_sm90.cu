@@ -14,6 +14,8 @@
 #include <cmath>
 
 #include "backend/cuda/attention_flash_params.cuh"
+#include "backend/cuda/attention_sm90_rows.cuh"
+#include "backend/cuda/attention_sm90_tiles.cuh"
 #include "backend/cuda/wgmma_sm90.cuh"
 
 namespace gpt::cuda {
@@ -21,6 +23,9 @@ namespace gpt::cuda {
 namespace {
 
 namespace w = wgmma;
+using namespace sm90tiles;  // kmajor_at/nmajor_at, their descriptors, load_tile
+using sm90rows::masked_row_max;
+using sm90rows::quad_sum;
 
 constexpr int kThreads90 = 128;  // one warpgroup
 constexpr int kRows90 = 64;      // query rows per block (wgmma's M)
@@ -31,51 +36,6 @@ template <int HN>
 constexpr int kTileBytes = 64 * HN * 2;  // a 64-row tile of Q, K or V
 template <int HN>
 constexpr int kSmem90 = 3 * kTileBytes<HN> + 1024;  // Q, K, V and the alignment slack
-
-// Byte offset of element (row, k) of a K-major tile whose k runs over HN: 8x8 core matrices
-// of 128 bytes, the HN / 8 of a row group side by side, row groups after one another.
-template <int HN>
-__device__ __forceinline__ int kmajor_at(int row, int k) {
-    return (row / 8 * (HN / 8) + k / 8) * 128 + row % 8 * 16 + k % 8 * 2;
-}
-// Byte offset of element (n, k) of an N-major tile HN wide (n) and 64 deep (k): core
-// matrices of 8 n x 8 k, the HN / 8 of a k group side by side.
-template <int HN>
-__device__ __forceinline__ int nmajor_at(int n, int k) {
-    return (k / 8 * (HN / 8) + n / 8) * 128 + k % 8 * 16 + n % 8 * 2;
-}
-// Descriptors of k step `step` (16 deep) of those tiles.
-template <int HN>
-__device__ __forceinline__ std::uint64_t kmajor_desc(const unsigned char* tile, int step) {
-    return w::make_desc(tile + step * 256, 128, (HN / 8) * 128, w::Swizzle::None);
-}
-template <int HN>
-__device__ __forceinline__ std::uint64_t nmajor_desc(const unsigned char* tile, int step) {
-    return w::make_desc(tile + step * 2 * (HN / 8) * 128, (HN / 8) * 128, 128, w::Swizzle::None);
-}
-
-// Rows [r0, r0 + 64) (row stride ld) of one third of qkv into a tile, 16 bytes (8 elements
-// of one row) per store; rows at or past s are zeros.
-template <int HN, bool kNMajor, typename T>
-__device__ __forceinline__ void load_tile90(unsigned char* tile, const T* base, std::int64_t r0, std::int64_t s,
-                                            std::int64_t ld) {
-    constexpr int kChunks = HN / 8;
-    for (int e = threadIdx.x; e < 64 * kChunks; e += blockDim.x) {
-        const int r = e / kChunks, c = e % kChunks * 8;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (r0 + r < s) v = *reinterpret_cast<const uint4*>(base + (r0 + r) * ld + c);
-        *reinterpret_cast<uint4*>(tile + (kNMajor ? nmajor_at<HN>(c, r) : kmajor_at<HN>(r, c))) = v;
-    }
-}
-
-__device__ __forceinline__ float quad_max90(float v) {
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ __forceinline__ float quad_sum90(float v) {
-    v += __shfl_xor_sync(0xffffffffu, v, 1);
-    return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
 
 template <int HN, typename T>
 __global__ void __launch_bounds__(kThreads90) flash_fwd_sm90(FlashParams P, const T* qkv, T* out, float* lse) {
@@ -89,7 +49,7 @@ __global__ void __launch_bounds__(kThreads90) flash_fwd_sm90(FlashParams P, cons
     const T* qb = qkv + flash_q_at(P, pair);
     const T* kb = qkv + flash_k_at(P, pair / P.qpg);  // the group's K, then V
     const int ntiles = static_cast<int>((min(P.s, i0 + kRows90) - 1) / kKeys90 + 1);
-    load_tile90<HN, false>(qs, qb, i0, P.s, P.ldq);
+    load_tile<HN>(qs, qb, i0, P.s, P.ldq);
 
     // Accumulator register i of this thread: row 16 warp + g + 8 ((i / 2) % 2), column
     // 8 (i / 4) + 2 q + i % 2 (wgmma_sm90.cuh); rr below is (i / 2) % 2.
@@ -101,8 +61,8 @@ __global__ void __launch_bounds__(kThreads90) flash_fwd_sm90(FlashParams P, cons
     for (int it = 0; it < ntiles; ++it) {
         const std::int64_t j0 = static_cast<std::int64_t>(it) * kKeys90;
         __syncthreads();  // the previous tile's products are done with K and V
-        load_tile90<HN, false>(ks, kb, j0, P.s, P.ldq);
-        load_tile90<HN, true>(vs, kb + HN, j0, P.s, P.ldq);
+        load_tile<HN>(ks, kb, j0, P.s, P.ldq);
+        load_tile<HN>(vs, kb + HN, j0, P.s, P.ldq);  // read N-major: the same bytes
         w::fence_proxy_async_shared();  // generic-proxy stores, read by wgmma's async proxy
         __syncthreads();
         float sc[kKeys90 / 2];
@@ -119,16 +79,7 @@ __global__ void __launch_bounds__(kThreads90) flash_fwd_sm90(FlashParams P, cons
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
             const std::int64_t i = i0 + warp * 16 + rr * 8 + g;
-            float mx = m[rr];
-#pragma unroll
-            for (int c = 0; c < kKeys90 / 8; ++c)
-#pragma unroll
-                for (int cc = 0; cc < 2; ++cc) {
-                    float& v = sc[4 * c + 2 * rr + cc];
-                    if (diagonal && j0 + 8 * c + 2 * q + cc > i) v = -INFINITY;
-                    mx = fmaxf(mx, v);
-                }
-            mx = quad_max90(mx);  // finite: key 0 of the first tile is in every row
+            const float mx = masked_row_max<kKeys90>(sc, rr, diagonal, j0, i, q, m[rr]);  // finite: key 0 of the first tile is in every row
             const float base = mx * sl2;
             const float alpha = exp2f(m[rr] * sl2 - base);  // 0 on the first tile
             m[rr] = mx;
@@ -163,7 +114,7 @@ __global__ void __launch_bounds__(kThreads90) flash_fwd_sm90(FlashParams P, cons
     }
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
-        const float sum = quad_sum90(l[rr]);
+        const float sum = quad_sum(l[rr]);
         const std::int64_t i = i0 + warp * 16 + rr * 8 + g;
         if (i >= P.s) continue;
         const float inv = 1.0f / sum;

@@ -38,6 +38,7 @@
 #include <type_traits>
 
 #include "backend/cuda/attention_flash_params.cuh"
+#include "backend/cuda/attention_sm90_rows.cuh"
 #include "backend/cuda/tma_sm90.cuh"
 #include "backend/cuda/warp_specialization.cuh"
 #include "backend/cuda/wgmma_sm90.cuh"
@@ -111,14 +112,6 @@ __device__ __forceinline__ void load_tile_ws(unsigned char* tile, const tma::Ten
         tma::load_2d(tile + a * rows * kSw<HN>, map, bar, static_cast<int>(col + a * kAw<HN>), static_cast<int>(row));
 }
 
-__device__ __forceinline__ float quad_max_ws(float v) {
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ __forceinline__ float quad_sum_ws(float v) {
-    v += __shfl_xor_sync(0xffffffffu, v, 1);
-    return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
 
 // qmap: qkv as an s x ldq matrix in boxes of 64 rows x kAw; kvmap: the same in boxes of
 // kKeysWs rows.
@@ -228,16 +221,7 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
             const std::int64_t i = r0 + warp * 16 + rr * 8 + g;
-            float mx = m[rr];
-#pragma unroll
-            for (int cc8 = 0; cc8 < kKeys / 8; ++cc8)
-#pragma unroll
-                for (int cc = 0; cc < 2; ++cc) {
-                    float& v = sc[4 * cc8 + 2 * rr + cc];
-                    if (diagonal && j0 + 8 * cc8 + 2 * q + cc > i) v = -INFINITY;
-                    mx = fmaxf(mx, v);
-                }
-            mx = quad_max_ws(mx);  // finite: key 0 of the first tile is in every row
+            const float mx = sm90rows::masked_row_max<kKeys>(sc, rr, diagonal, j0, i, q, m[rr]);  // finite: key 0 of the first tile is in every row
             const float base = mx * sl2;
             alpha[rr] = exp2f(m[rr] * sl2 - base);  // 0 on the first tile
             m[rr] = mx;
@@ -345,7 +329,7 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
     tma::mbarrier_arrive(&empty[(ntiles - 1) % kStagesWs]);
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
-        const float sum = quad_sum_ws(l[rr]);
+        const float sum = sm90rows::quad_sum(l[rr]);
         const std::int64_t i = r0 + warp * 16 + rr * 8 + g;
         if (i >= P.s) continue;
         const float inv = 1.0f / sum;

@@ -1,7 +1,7 @@
 // Shared-memory tiles of the sm_90 (wgmma) attention kernels in the canonical no-swizzle
 // layouts of wgmma_sm90.cuh: 8x8 core matrices of 128 contiguous bytes, written with plain
-// 16-byte stores. Used by the backward (attention_flash_sm90_bwd.cu); the forward
-// (attention_flash_sm90.cu) has its own copies of the same layouts.
+// 16-byte stores. Used by the backward (attention_flash_sm90_bwd.cu) and the basic forward
+// (attention_flash_sm90.cu); the warp-specialised forward's tiles are TMA's swizzled ones.
 //
 // One stored [64 rows][HN] tile serves both orientations: kmajor_at(r, c) == nmajor_at(c, r),
 // so the same bytes are a K-major operand (rows along M or N, k = the HN columns) through
