@@ -22,7 +22,8 @@ targets="gpt_pretrain test_backend_cuda test_cuda_training bench_train_gpu bench
 optional="test_cuda_wgmma"
 if [ -n "${BUNDLE_TARGETS:-}" ]; then targets=$BUNDLE_TARGETS optional=""; fi
 for t in $optional; do
-    if cmake --build "$build" --target help | grep -q "^$t:"; then targets="$targets $t"; fi
+    # (grep to /dev/null, not -q: under pipefail, an early exit would fail the pipeline by SIGPIPE)
+    if cmake --build "$build" --target help | grep "^$t:" > /dev/null; then targets="$targets $t"; fi
 done
 # shellcheck disable=SC2086  # a list of targets
 cmake --build "$build" --target $targets

@@ -37,10 +37,18 @@ std::optional<int> cpu_cores() {
 }
 
 namespace {
-// GPT_CUDA_FLASH names one kernel choice; any other value keeps the default kernels.
+// GPT_CUDA_FLASH names one kernel choice (sm80: the default kernels, by name). Any other value
+// is refused: a misspelt choice would otherwise measure the default kernels under the name
+// the user meant.
+constexpr const char* kFlashChoices[] = {"sm80", "simple", "sm90", "sm90-fwd", "sm90-basic"};
 bool cuda_flash_is(const char* value) {
-    const char* e = std::getenv("GPT_CUDA_FLASH");
-    return e && std::strcmp(e, value) == 0;
+    const char* e = get("GPT_CUDA_FLASH");
+    if (!e) return false;
+    bool known = false;
+    for (const char* c : kFlashChoices) known = known || std::strcmp(e, c) == 0;
+    GPT_REQUIRE(known, UsageError, "GPT_CUDA_FLASH='", e,
+                "' is none of sm80 (the default), simple, sm90, sm90-fwd, sm90-basic");
+    return std::strcmp(e, value) == 0;
 }
 }  // namespace
 

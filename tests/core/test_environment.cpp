@@ -67,21 +67,17 @@ TEST(Environment, Fp8FastAccumulationSwitch) {
     }
 }
 
-// GPT_CUDA_FLASH: `simple`, `sm90`, `sm90-fwd` and `sm90-basic` select, anything else keeps the default kernels (the
-// switch predates the strict parsing of the others, and scripts set other values).
+// GPT_CUDA_FLASH: `simple`, `sm90`, `sm90-fwd` and `sm90-basic` select, unset, empty or `sm80` keep the default
+// kernels, and anything else is refused (a near miss would measure the default under another name).
 TEST(Environment, FlashSwitch) {
     struct Case {
         const char* value;
         bool simple, sm90, sm90_fwd, sm90_basic;
     };
-    const Case cases[] = {{nullptr, false, false, false, false},  {"simple", true, false, false, false},
+    const Case cases[] = {{nullptr, false, false, false, false},  {"", false, false, false, false},
+                          {"sm80", false, false, false, false},   {"simple", true, false, false, false},
                           {"sm90", false, true, false, false},    {"sm90-fwd", false, false, true, false},
-                          {"sm90-basic", false, false, false, true},
-                          // near misses keep the default kernels
-                          {"SM90", false, false, false, false},    {"sm80", false, false, false, false},
-                          {"wgmma", false, false, false, false},   {"sm90-bwd", false, false, false, false},
-                          {"sm90-fwd ", false, false, false, false}, {"sm90-Basic", false, false, false, false},
-                          {"sm90basic", false, false, false, false}};
+                          {"sm90-basic", false, false, false, true}};
     for (const Case& c : cases) {
         ScopedEnv e("GPT_CUDA_FLASH", c.value);
         const char* v = c.value ? c.value : "(unset)";
@@ -89,6 +85,11 @@ TEST(Environment, FlashSwitch) {
         EXPECT_EQ(env::cuda_flash_sm90(), c.sm90) << v;
         EXPECT_EQ(env::cuda_flash_sm90_fwd(), c.sm90_fwd) << v;
         EXPECT_EQ(env::cuda_flash_sm90_basic(), c.sm90_basic) << v;
+    }
+    for (const char* bad : {"SM90", "wgmma", "sm90-bwd", "sm90-fwd ", "sm90-Basic", "sm90basic", "sm90a", "1"}) {
+        ScopedEnv e("GPT_CUDA_FLASH", bad);
+        EXPECT_THROW(env::cuda_flash_sm90(), UsageError) << bad;
+        EXPECT_THROW(env::cuda_flash_simple(), UsageError) << bad;
     }
 }
 

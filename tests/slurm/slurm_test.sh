@@ -352,9 +352,9 @@ probe tp2pp2 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
   second=$(sed -n "/job $id (restart count 1)/,\$p" "$log")
   first_iter=$(echo "$second" | grep -oE "iteration +[0-9]+/" | head -1 | grep -oE "[0-9]+")
   [ "$first_iter" = $((saved + 1)) ] || fail "the requeued job's first iteration is '$first_iter', expected $((saved + 1)) (resume from $saved)"
-  echo "$second" | grep -qiE "loaded checkpoint.* at iteration $saved\b" \
+  grep -qiE "loaded checkpoint.* at iteration $saved\b" <<< "$second" \
     || fail "the requeued job does not say it loaded the checkpoint at iteration $saved"
-  echo "$second" | grep -qE "iteration +$iters/ +$iters " || fail "the requeued job did not train to iteration $iters"
+  grep -qE "iteration +$iters/ +$iters " <<< "$second" || fail "the requeued job did not train to iteration $iters"
   say "phase 4a ok: job $id saved at $saved, requeued itself, resumed at $((saved + 1)), COMPLETED 0:0"
   show "$log" "caught USR1|exited|requeueing|restart count|loaded checkpoint|iteration +$((saved + 1))/" 10
 }

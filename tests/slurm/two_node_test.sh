@@ -280,8 +280,8 @@ fi
   expect_done "$id" 600 COMPLETED 0:0
   second=$(sed -n "/job $id (restart count 1) on node-a,node-b/,\$p" "$log")
   [ -n "$second" ] || fail "usr1: the requeued job did not run on node-a,node-b"
-  echo "$second" | grep -qiE "loaded checkpoint.* at iteration $saved\b" || fail "usr1: the requeued job did not load iteration $saved"
-  echo "$second" | grep -qE "iteration +$((saved + 1))/" || fail "usr1: the requeued job did not continue at $((saved + 1))"
+  grep -qiE "loaded checkpoint.* at iteration $saved\b" <<< "$second" || fail "usr1: the requeued job did not load iteration $saved"
+  grep -qE "iteration +$((saved + 1))/" <<< "$second" || fail "usr1: the requeued job did not continue at $((saved + 1))"
   say "phase 4a ok: saved at $saved after USR1 (sent after $seen), requeued on node-a,node-b, resumed, COMPLETED"
 }
 
