@@ -113,7 +113,7 @@ TEST_F(CudaElementwise, DropoutMaskIdenticalToCpu) {
 
 TEST_F(CudaElementwise, DropoutTypes) {
     // 5008 elements at stream offset 12 take the vectorized kernel, 5001 at 11 do not.
-    for (const auto [n, offset] : {std::pair<std::int64_t, std::uint64_t>{5001, 11}, {5008, 12}})
+    for (const auto& [n, offset] : {std::pair<std::int64_t, std::uint64_t>{5001, 11}, {5008, 12}})
         for (DType t : kAllTypes) {
             SCOPED_TRACE(dname(t) + " n=" + std::to_string(n));
             Twin x(cpu(), gpu(), t, random_vec(n, 12));
@@ -131,7 +131,7 @@ TEST_F(CudaElementwise, DropoutTypes) {
 TEST_F(CudaElementwise, BiasDropoutAddForwardBackward) {
     const std::int64_t rows = 67;
     // 136 columns at a stream offset of 8 take the vectorized kernels, 130 at 9 do not.
-    for (const auto [cols, off] : {std::pair<std::int64_t, std::uint64_t>{130, 9}, {136, 8}})
+    for (const auto& [cols, off] : {std::pair<std::int64_t, std::uint64_t>{130, 9}, {136, 8}})
         for (DType t : kAllTypes)
             for (float p : {0.0f, 0.2f})
                 for (bool with_bias : {false, true}) {

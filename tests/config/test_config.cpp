@@ -211,7 +211,9 @@ TEST(ConfigFormat, SortedMegatronStyleTable) {
 TEST(ConfigFormat, UsageListsEveryFlag) {
     std::string u = usage_text();
     for (const auto& n : option_names())
-        if (n != "help" && n != "config") EXPECT_NE(u.find("--" + n), std::string::npos) << n;
+        if (n != "help" && n != "config") {
+            EXPECT_NE(u.find("--" + n), std::string::npos) << n;
+        }
 }
 
 // fuzz_config found it: Boost's what() replaces a placeholder until none is left, so a value

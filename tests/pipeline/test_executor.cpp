@@ -103,7 +103,9 @@ void run_case(int pp_size, int v, int m, bool forward_only = false) {
         EXPECT_NEAR(got.dw[k], ref.dw.at(k), 1e-12 * std::abs(ref.dw.at(k))) << "layer " << k;
         EXPECT_NEAR(got.db[k], ref.db.at(k), 1e-12 * std::abs(ref.db.at(k))) << "layer " << k;
     }
-    if (s == p - 1) EXPECT_NEAR(got.loss, ref.loss, 1e-12 * std::abs(ref.loss));
+    if (s == p - 1) {
+        EXPECT_NEAR(got.loss, ref.loss, 1e-12 * std::abs(ref.loss));
+    }
 }
 
 int world_size() {
