@@ -12,8 +12,11 @@
 # early step shrinks the later ones instead of pushing the call past its end; a step whose
 # timeout would fall below its own floor is not started and the summary says "skipped: no
 # time". Reserved steps (R below) are the must-haves: ops, both training runs, the app on
-# the GPU, and the two benchmark rows that decide issue #33's switches (the unfused GEMM
-# epilogue, attention beside PyTorch).
+# the GPU, the two benchmark rows that decide issue #33's switches (the unfused GEMM
+# epilogue, attention beside PyTorch) and issue #34's FP8 step beside bf16 (gemm-fp8). The
+# optional rows follow in the order of what they decide: the sm_90 attention alone and in the
+# step, the GEMM table (FP8 against cuBLASLt's best), the profile for the planner, autotuned
+# GEMMs, then the older variants and PyTorch's FP8 peer.
 #
 # Files. A lent machine returns at most 8 files from $OUT and every file counts (a folder of
 # logs is not one file), so this writes 5: summary.txt (the GPU, each step's exit status and
@@ -23,7 +26,8 @@
 #
 # Kernel variants (README, "Kernel switches"): bench and attn run the default kernels beside
 # PyTorch; bench-unfused (GPT_CUDA_GEMM_EPILOGUE=unfused), bench-flash-sm90 (the whole step
-# with the sm_90 attention), bench-flash-simple and attn-flash-simple (GPT_CUDA_FLASH=simple),
+# with the sm_90 attention), bench-autotune and gemm-autotune (GPT_CUDA_GEMM_ALGO=autotune),
+# bench-flash-simple and attn-flash-simple (GPT_CUDA_FLASH=simple),
 # attn-flash-sm90 (the wgmma forward and backward), attn-flash-sm90-fwd (that forward, sm80's backward) and attn-flash-sm90-basic (the basic wgmma
 # forward, GPT_CUDA_FLASH=sm90-basic) are short rows without peers, so old and new are
 # measured side by side in the same call.
@@ -59,16 +63,18 @@ STEPS=(
     "app-mpi2|app|tests|40|15|R"
     "bench|bench|bench|240|60|-"
     "bench-unfused|bench|bench|60|25|R"
-    "bench-flash-sm90|bench|bench|60|25|-"
-    "bench-flash-simple|bench|bench|45|20|-"
-    "profile|bench|bench|75|30|-"
     "attn|attn|attn|120|40|R"
-    "attn-flash-simple|attn|attn|30|10|-"
+    "gemm-fp8|gemm|gemm|75|36|R"
     "attn-flash-sm90|attn|attn|30|10|-"
+    "bench-flash-sm90|bench|bench|60|25|-"
+    "gemm|gemm|gemm|90|30|-"
+    "profile|bench|bench|75|30|-"
+    "bench-autotune|bench|bench|50|25|-"
+    "gemm-autotune|gemm|gemm|45|20|-"
     "attn-flash-sm90-fwd|attn|attn|30|10|-"
     "attn-flash-sm90-basic|attn|attn|30|10|-"
-    "gemm-fp8|gemm|gemm|75|36|-"
-    "gemm|gemm|gemm|90|30|-"
+    "bench-flash-simple|bench|bench|45|20|-"
+    "attn-flash-simple|attn|attn|30|10|-"
     "gemm-fp8-torch|gemm|gemm|120|60|-"
 )
 
@@ -81,7 +87,7 @@ needs() {
     app*) echo gpt_pretrain ;;
     bench* | gemm-fp8 | profile) echo bench_train_gpu ;;
     attn*) echo bench_attention ;;
-    gemm) echo bench_gemm ;;
+    gemm | gemm-autotune) echo bench_gemm ;;
     gemm-fp8-torch) echo bench_train_gpu ;;  # a peer only: runs where our FP8 row could
     esac
 }
@@ -198,6 +204,10 @@ run_step() {
     # The whole step with the sm_90 attention (forward and backward), all three configs.
     bench-flash-sm90) "${t[@]}" env GPT_CUDA_FLASH=sm90 "${short[@]}" \
                           bash "$root/bench/train_gpu/run.sh" ;;
+    # The step with autotuned GEMM algorithms (GPT_CUDA_GEMM_ALGO=autotune): 8 warm-up steps,
+    # since a 4-layer model's shapes need a few steps to finish their tuning calls.
+    bench-autotune) "${t[@]}" env GPT_CUDA_GEMM_ALGO=autotune PEER=none "BENCH_ARGS=--steps 10 --warmup 8" \
+                        "BENCH_BIN=$bin/bench_train_gpu" bash "$root/bench/train_gpu/run.sh" gpt-1.3b gpt22b-shape-4layers ;;
     bench-flash-simple) "${t[@]}" env GPT_CUDA_FLASH=simple "${short[@]}" \
                             bash "$root/bench/train_gpu/run.sh" gpt-1.3b ;;
     # Per-op times inside the step (each op synchronised), default kernels, all three configs:
@@ -226,6 +236,9 @@ run_step() {
                       --steps 10 --warmup 3 || return
               done ;;
     gemm) "${t[@]}" "$bin/bench_gemm" --reps 10 ;;
+    # The same table with autotuned algorithms, gpt-1.3b's shapes: "ours" against the gemm
+    # row's heuristic choice and against cuBLASLt's best.
+    gemm-autotune) "${t[@]}" env GPT_CUDA_GEMM_ALGO=autotune "$bin/bench_gemm" --reps 10 --shape gpt-1.3b ;;
     # PyTorch's own FP8 path (torch._scaled_mm, compiled) on gpt-1.3b: the peer of gemm-fp8.
     gemm-fp8-torch) "${t[@]}" python3 "$root/bench/train_gpu/peer_torch_fp8.py" --peers "$root/.rt/peers" \
                         --only gpt-1.3b ;;
@@ -243,7 +256,7 @@ digest() {
     # Each config's per-category breakdown (the per-op table stays in bench.log).
     profile) awk '/^profile of / { print } /^per-iteration breakdown/ { f = 1 } f && /^$/ { f = 0 } f' ;;
     attn*) awk '/^device .*causal/ { buf = ""; found = 1 } found { buf = buf $0 "\n" } END { printf "%s", buf }' ;;
-    gemm*) grep -E '^\||fp8_peak|"model_tflops"|"error"' ;;
+    gemm*) grep -E '^\||fp8_peak|gemm_algo=|"model_tflops"|"error"' ;;
     *) grep -E '^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]|suites? ran|GPT_TEST_HARDWARE_SKIP' ;;
     esac
 }

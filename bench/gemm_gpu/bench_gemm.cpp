@@ -16,7 +16,8 @@
 // dW += dy^T x into fp32). FP8 operands are laid out as Hopper needs them (both contiguous
 // along k: the data gradient reads W^T, the weight gradient dy^T and x^T, as the model's
 // transposed copies give them); E4M3 forward, E5M2 gradients (--fp8-format hybrid).
-// Timing: CUDA events around each call, median of --reps (default 20) after 3 warm-ups;
+// Timing: CUDA events around each call, median of --reps (default 20) after 3 warm-ups (our
+// calls: 3 more than the tuning calls under GPT_CUDA_GEMM_ALGO=autotune);
 // the table gives TFLOP/s (2mnk / time) as median (min-max over reps).
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/cuda/gemm_algo.hpp"
 #include "core/environment.hpp"
 #include "core/errors.hpp"
 
@@ -53,11 +55,11 @@ struct Spread {
 };
 
 // Milliseconds of each of reps calls (after the warm-ups), sorted.
-std::vector<double> times_ms(int reps, const std::function<void()>& f) {
+std::vector<double> times_ms(int reps, const std::function<void()>& f, int warmup) {
     cudaEvent_t a, b;
     CK(cudaEventCreate(&a));
     CK(cudaEventCreate(&b));
-    for (int i = 0; i < kWarmup; ++i) f();
+    for (int i = 0; i < warmup; ++i) f();
     std::vector<double> t;
     for (int i = 0; i < reps; ++i) {
         CK(cudaEventRecord(a, nullptr));
@@ -75,8 +77,8 @@ std::vector<double> times_ms(int reps, const std::function<void()>& f) {
 }
 
 // TFLOP/s of a call doing `flops`: the median and the range over reps.
-Spread time_it(double flops, int reps, const std::function<void()>& f) {
-    const std::vector<double> t = times_ms(reps, f);
+Spread time_it(double flops, int reps, const std::function<void()>& f, int warmup = kWarmup) {
+    const std::vector<double> t = times_ms(reps, f, warmup);
     auto tf = [&](double ms) { return flops / (ms * 1e-3) / 1e12; };
     return {tf(t[t.size() / 2]), tf(t.back()), tf(t.front())};
 }
@@ -153,6 +155,11 @@ int main(int argc, char** argv) {
             else GPT_THROW(UsageError, "unknown flag ", a, " (expected --shape, --reps, --dtype)");
         }
         auto be = gpt::make_backend("cuda", 0);
+        // GPT_CUDA_GEMM_ALGO=autotune: our calls' first ones time the candidates
+        // (gemm_algo.hpp), so they are warm-ups too; the timed calls run the chosen algorithm.
+        const bool autotune = gpt::env::cuda_gemm_autotune();
+        const int ours_warmup = kWarmup + (autotune ? gpt::cuda::kGemmTuneCandidates * gpt::cuda::kGemmTuneRounds : 0);
+        std::printf("gemm_algo=%s (ours: %d warm-up calls a GEMM)\n", autotune ? "autotune" : "heuristic", ours_warmup);
         cublasLtHandle_t lt;
         CK(cublasLtCreate(&lt));
         const std::size_t ws_bytes = std::size_t{32} << 20;
@@ -258,8 +265,8 @@ int main(int argc, char** argv) {
                 };
                 for (const Pass& p : passes) {
                     const double flops = 2.0 * p.g16.m * p.g16.n * p.g16.k;
-                    const Spread s16 = time_it(flops, reps, [&] { be->gemm(p.g16); });
-                    const Spread s8 = time_it(flops, reps, [&] { be->gemm(p.g8); });
+                    const Spread s16 = time_it(flops, reps, [&] { be->gemm(p.g16); }, ours_warmup);
+                    const Spread s8 = time_it(flops, reps, [&] { be->gemm(p.g8); }, ours_warmup);
                     int tried = 0;
                     const Spread best = best_cublaslt_fp8(lt, ws, ws_bytes, p.g8.m, p.g8.n, p.g8.k, p.fa, p.fb, p.dt,
                                                           p.g8.a, p.g8.b, p.g8.c, scale, scale, p.beta,
@@ -276,7 +283,7 @@ int main(int argc, char** argv) {
                                 be->cast_to_fp8(x, dtype, T, l.in, Fp8Format::E4M3, scale, x8, xt8, amax);
                             else
                                 be->cast_to_fp8(dy, dtype, T, l.out, Fp8Format::E5M2, scale, dy8, dyt8, amax);
-                        });
+                        }, kWarmup);
                         cast_ms = c[c.size() / 2];
                     }
                     std::printf("| %s | %s | %s | %lld x %lld x %lld | %s | %s | %s | %.2f | %.3f |\n", sh.name, l.name,

@@ -57,21 +57,21 @@ bool cuda_flash_sm90() { return cuda_flash_is("sm90"); }
 bool cuda_flash_sm90_fwd() { return cuda_flash_is("sm90-fwd"); }
 bool cuda_flash_sm90_basic() { return cuda_flash_is("sm90-basic"); }
 
-bool cuda_gemm_epilogue_unfused() {
-    const char* e = get("GPT_CUDA_GEMM_EPILOGUE");
-    if (!e || std::strcmp(e, "fused") == 0) return false;
-    GPT_REQUIRE(std::strcmp(e, "unfused") == 0, UsageError, "GPT_CUDA_GEMM_EPILOGUE='", e,
-                "' is neither fused nor unfused");
+namespace {
+// A switch of two values: false for the default (or unset, or empty), true for the other;
+// UsageError for anything else.
+bool is_other_of_two(const char* name, const char* default_value, const char* other) {
+    const char* e = get(name);
+    if (!e || std::strcmp(e, default_value) == 0) return false;
+    GPT_REQUIRE(std::strcmp(e, other) == 0, UsageError, name, "='", e, "' is neither ", default_value, " nor ",
+                other);
     return true;
 }
+}  // namespace
 
-bool cuda_fp8_fast_accum_forward() {
-    const char* e = get("GPT_CUDA_FP8_FAST_ACCUM");
-    if (!e || std::strcmp(e, "forward") == 0) return true;
-    GPT_REQUIRE(std::strcmp(e, "off") == 0, UsageError, "GPT_CUDA_FP8_FAST_ACCUM='", e,
-                "' is neither forward nor off");
-    return false;
-}
+bool cuda_gemm_epilogue_unfused() { return is_other_of_two("GPT_CUDA_GEMM_EPILOGUE", "fused", "unfused"); }
+bool cuda_fp8_fast_accum_forward() { return !is_other_of_two("GPT_CUDA_FP8_FAST_ACCUM", "forward", "off"); }
+bool cuda_gemm_autotune() { return is_other_of_two("GPT_CUDA_GEMM_ALGO", "heuristic", "autotune"); }
 
 std::optional<double> distributed_timeout_seconds() {
     const char* e = get("GPT_DISTRIBUTED_TIMEOUT_SECONDS");
@@ -96,7 +96,7 @@ std::optional<int> test_stall_before_save() {
 std::vector<std::pair<std::string, std::string>> rows() {
     std::vector<std::pair<std::string, std::string>> r;
     for (const char* name : {"DEVICE_MEMORY_GB", "GPT_CPU_CORES", "GPT_CUDA_FLASH", "GPT_CUDA_GEMM_EPILOGUE",
-                             "GPT_CUDA_FP8_FAST_ACCUM",
+                             "GPT_CUDA_GEMM_ALGO", "GPT_CUDA_FP8_FAST_ACCUM",
                              "GPT_DISTRIBUTED_TIMEOUT_SECONDS",
                              "GPT_TEST_STALL_BEFORE_SAVE"}) {
         const char* v = std::getenv(name);

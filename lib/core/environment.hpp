@@ -37,6 +37,12 @@ bool cuda_gemm_epilogue_unfused();
 // (use_split_accumulator=False; dgrad and wgrad keep it True). forward, the default: true;
 // off: false; UsageError for any other value.
 bool cuda_fp8_fast_accum_forward();
+// GPT_CUDA_GEMM_ALGO=heuristic|autotune: which cuBLASLt algorithm a GEMM shape runs. heuristic,
+// the default: the heuristic's first answer, the same every run; autotune: the fastest of the
+// heuristic's first answers, timed on the shape's first real calls (results then depend on
+// which algorithm won, so a resumed run is no longer bit-identical to an uninterrupted one).
+// True for autotune; UsageError for any other value.
+bool cuda_gemm_autotune();
 
 // GPT_DISTRIBUTED_TIMEOUT_SECONDS: the hang watchdog's limit in seconds, overriding
 // --distributed-timeout-minutes (whose unit, as in Megatron, is a whole minute); for tests

@@ -2,13 +2,18 @@
 // types with beta (weight-gradient accumulation), bias, bias+GELU (erf, and tanh through
 // cuBLASLt's GELU_AUX_BIAS), GELU-gradient (DGELU) and fused bias-gradient epilogues, batches;
 // the epilogues both fused into cuBLASLt and unfused (GPT_CUDA_GEMM_EPILOGUE), and the two
-// against each other.
+// against each other; the autotuned algorithm choice (GPT_CUDA_GEMM_ALGO=autotune).
 #include <cmath>
 #include <functional>
 #include <utility>
 
+#include "backend/cuda/gemm_algo.hpp"
 #include "backend/cuda/gemm_epilogue.hpp"
 #include "cuda_test_util.hpp"
+
+#if defined(GPT_CUDA_EMU)
+#include <gpt_emu/matmul_log.hpp>
+#endif
 
 namespace gpt::test {
 namespace {
@@ -468,6 +473,53 @@ TEST_F(CudaGemm, RejectsBadArguments) {
     g.ldc = 8;  // C must be contiguous
     EXPECT_THROW(gpu().gemm(g), InternalError);
 }
+
+#if defined(GPT_CUDA_EMU)
+// GPT_CUDA_GEMM_ALGO=autotune (gemm_algo.hpp) on the emulator, whose heuristic offers
+// gpt_emu::kMatmulAlgos algorithms of one arithmetic, given costs here (the emulator waits
+// that long inside cublasLtMatmul, between the engine's events): 30 ms a call, 60 ms a call,
+// and for the second 90, 0 and then 90 ms again, a first launch's load and a later hiccup
+// around its true speed, so only the least of its rounds makes it the fastest. The shape's
+// first kMatmulAlgos x kGemmTuneRounds calls must run the candidates round-robin, every later
+// call the second; the heuristic mode the first answer always. Weight-gradient
+// accumulation (fp32 C, beta = 1) makes each call add its product to C, so a tuning call
+// that computed nothing, computed twice or wrote elsewhere shows against the heuristic run.
+TEST_F(CudaGemm, AutotuneRunsEachCandidateThenTheFastest) {
+    struct Restore {
+        bool old = cuda::gemm_autotune();
+        ~Restore() {
+            cuda::set_gemm_autotune(old);
+            gpt_emu::set_matmul_algo_costs_ms({});
+        }
+    } restore;
+    static_assert(gpt_emu::kMatmulAlgos == 3 && cuda::kGemmTuneCandidates >= 3);
+    const Case c{48, 40, 64, true, false, DType::BF16, DType::F32, 1, GemmEpilogue::None, false, 1.0f, 0};
+    GemmArgs g = make_args(c);
+    Twin a(cpu(), gpu(), c.dtype, rounded(c.dtype, random_vec(g.stride_a, 80)));
+    Twin b(cpu(), gpu(), c.dtype, rounded(c.dtype, random_vec(g.stride_b, 81)));
+    const int tuning = gpt_emu::kMatmulAlgos * cuda::kGemmTuneRounds, calls = tuning + 2;
+    std::vector<double> sums[2];
+    for (const bool tune : {false, true}) {
+        SCOPED_TRACE(tune ? "autotune" : "heuristic");
+        cuda::set_gemm_autotune(tune);
+        gpt_emu::set_matmul_algo_costs_ms({{30.0}, {90.0, 0.0, 90.0}, {60.0}});
+        Twin out(cpu(), gpu(), DType::F32, std::vector<double>(static_cast<std::size_t>(g.stride_c), 0.0));
+        g.a = a.g();
+        g.b = b.g();
+        g.c = out.g();
+        gpt_emu::clear_matmul_calls();
+        for (int i = 0; i < calls; ++i) gpu().gemm(g);
+        sums[tune] = out.gpu_vals();
+        std::vector<int> ran, want;
+        for (const gpt_emu::MatmulCall& m : gpt_emu::matmul_calls()) ran.push_back(m.algo);
+        for (int i = 0; i < calls; ++i) want.push_back(!tune ? 0 : i < tuning ? i % gpt_emu::kMatmulAlgos : 1);
+        EXPECT_EQ(ran, want);
+        EXPECT_NE(gpu().kernel_variants().find(tune ? "gemm_algo=autotune" : "gemm_algo=heuristic"), std::string::npos)
+            << gpu().kernel_variants();
+    }
+    EXPECT_EQ(sums[1], sums[0]) << "every autotuned call computes its own product, once";
+}
+#endif
 
 }  // namespace
 }  // namespace gpt::test

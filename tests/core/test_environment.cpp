@@ -67,6 +67,23 @@ TEST(Environment, Fp8FastAccumulationSwitch) {
     }
 }
 
+// GPT_CUDA_GEMM_ALGO: heuristic (or unset, or empty) keeps the heuristic's first algorithm, autotune times the
+// candidates, anything else is refused.
+TEST(Environment, GemmAlgoSwitch) {
+    for (const char* v : {static_cast<const char*>(nullptr), "", "heuristic"}) {
+        ScopedEnv e("GPT_CUDA_GEMM_ALGO", v);
+        EXPECT_FALSE(env::cuda_gemm_autotune()) << (v ? v : "(unset)");
+    }
+    {
+        ScopedEnv e("GPT_CUDA_GEMM_ALGO", "autotune");
+        EXPECT_TRUE(env::cuda_gemm_autotune());
+    }
+    for (const char* bad : {"Autotune", "tune", "1", "heuristic "}) {
+        ScopedEnv e("GPT_CUDA_GEMM_ALGO", bad);
+        EXPECT_THROW(env::cuda_gemm_autotune(), UsageError) << bad;
+    }
+}
+
 // GPT_CUDA_FLASH: `simple`, `sm90`, `sm90-fwd` and `sm90-basic` select, unset, empty or `sm80` keep the default
 // kernels, and anything else is refused (a near miss would measure the default under another name).
 TEST(Environment, FlashSwitch) {
@@ -96,15 +113,18 @@ TEST(Environment, FlashSwitch) {
 TEST(Environment, SwitchesArePrintedRows) {
     ScopedEnv e("GPT_CUDA_GEMM_EPILOGUE", "unfused");
     ScopedEnv f("GPT_CUDA_FP8_FAST_ACCUM", "off");
-    bool flash = false, epilogue = false, fast_accum = false;
+    ScopedEnv g("GPT_CUDA_GEMM_ALGO", "autotune");
+    bool flash = false, epilogue = false, fast_accum = false, algo = false;
     for (const auto& [name, value] : env::rows()) {
         if (name == "GPT_CUDA_FLASH") flash = true;
         if (name == "GPT_CUDA_GEMM_EPILOGUE") epilogue = value == "unfused";
         if (name == "GPT_CUDA_FP8_FAST_ACCUM") fast_accum = value == "off";
+        if (name == "GPT_CUDA_GEMM_ALGO") algo = value == "autotune";
     }
     EXPECT_TRUE(flash);
     EXPECT_TRUE(epilogue);
     EXPECT_TRUE(fast_accum);
+    EXPECT_TRUE(algo);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -466,6 +468,14 @@ std::vector<gpt_emu::MatmulCall>& calls_log() {
     static std::vector<gpt_emu::MatmulCall> log;
     return log;
 }
+struct AlgoCosts {  // guarded by calls_mutex
+    std::vector<std::vector<double>> ms;
+    std::vector<std::size_t> calls;  // per algorithm, since the costs were set
+};
+AlgoCosts& algo_costs() {
+    static AlgoCosts c;
+    return c;
+}
 
 void compute(const Problem& p, float alpha, float beta, const void* A, const void* B, const void* C,
              void* D) {
@@ -675,12 +685,17 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
     cublasLtMatmulAlgo_t algo;
     // No algorithm is an expected answer (the caller falls back): no message.
     if (cublasStatus_t st = find_algo(p, *pref, algo)) return st;
-    results[0] = cublasLtMatmulHeuristicResult_t{};
-    results[0].algo = algo;
-    results[0].workspaceSize = 0;
-    results[0].state = CUBLAS_STATUS_SUCCESS;
-    results[0].wavesCount = 1.0f;
-    *found = 1;
+    // kMatmulAlgos answers when asked for as many, told apart by data[5] (their index).
+    const int n = std::min(requested, gpt_emu::kMatmulAlgos);
+    for (int i = 0; i < n; ++i) {
+        results[i] = cublasLtMatmulHeuristicResult_t{};
+        results[i].algo = algo;
+        results[i].algo.data[5] = static_cast<std::uint64_t>(i);
+        results[i].workspaceSize = 0;
+        results[i].state = CUBLAS_STATUS_SUCCESS;
+        results[i].wavesCount = 1.0f;
+    }
+    *found = n;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -709,6 +724,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
         return fail(kInvalid, fn, "algo was not filled by cublasLtMatmulAlgoGetHeuristic");
     if (algo->data[4] != signature(p))
         return fail(kInvalid, fn, "algo was found for other data types or another epilogue");
+    if (algo->data[5] >= static_cast<std::uint64_t>(gpt_emu::kMatmulAlgos))
+        return fail(kInvalid, fn, "algo index ", algo->data[5], " was never offered by the heuristic");
+    const int algo_index = static_cast<int>(algo->data[5]);
 
     const MatmulDesc& op = *desc;
     if (!A || !B || !D || (be != 0.0f && !C)) return fail(kInvalid, fn, "null A, B, C or D");
@@ -769,10 +787,15 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
         MatmulDesc op;
         Layout a, b, c, d;
     };
+    double cost_ms = 0.0;
     {
         std::lock_guard lock(calls_mutex);
-        calls_log().push_back({p.m, p.n, p.k, p.fp8, p.fp8 && op.fast_accum != 0});
+        calls_log().push_back({p.m, p.n, p.k, p.fp8, p.fp8 && op.fast_accum != 0, algo_index});
+        AlgoCosts& c = algo_costs();
+        const auto i = static_cast<std::size_t>(algo_index);
+        if (i < c.ms.size() && !c.ms[i].empty()) cost_ms = c.ms[i][std::min(c.calls[i]++, c.ms[i].size() - 1)];
     }
+    if (cost_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(cost_ms));
     auto copies = std::make_shared<Copies>(Copies{*p.op, *p.A, *p.B, *p.C, *p.D});
     Problem q = p;
     q.op = &copies->op;
@@ -799,6 +822,12 @@ std::vector<MatmulCall> matmul_calls() {
 void clear_matmul_calls() {
     std::lock_guard lock(calls_mutex);
     calls_log().clear();
+}
+
+void set_matmul_algo_costs_ms(std::vector<std::vector<double>> cost) {
+    std::lock_guard lock(calls_mutex);
+    algo_costs().calls.assign(cost.size(), 0);
+    algo_costs().ms = std::move(cost);
 }
 
 }  // namespace gpt_emu

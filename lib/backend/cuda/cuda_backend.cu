@@ -5,6 +5,7 @@
 
 #include "backend/cuda/attention_flash.hpp"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/gemm_algo.hpp"
 #include "backend/cuda/gemm_engine.hpp"
 #include "backend/cuda/gemm_epilogue.hpp"
 #include "backend/cuda/fp8_fast_accum.hpp"
@@ -75,6 +76,7 @@ std::string CudaBackend::kernel_variants() const {
                           : k == FlashKernel::Sm90Basic ? "flash-sm90basic-fwd"
                                                         : "flash-sm80",
                           " gemm_epilogue=", gemm_epilogue_mode_name(gemm_epilogue_mode()),
+                          " gemm_algo=", gemm_autotune() ? "autotune" : "heuristic",
                           " fp8_fast_accum=", fp8_fast_accum_forward() ? "forward" : "off");
 }
 

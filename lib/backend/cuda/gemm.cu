@@ -3,10 +3,14 @@
 // transpose flags and leading dimensions, and no data moves. Compute is fp32 for every
 // dtype (CUBLAS_COMPUTE_32F: fp32 inputs stay true fp32, no TF32, so results match the CPU
 // reference to fp32 rounding).
+#include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <vector>
 
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/gemm_algo.hpp"
 #include "backend/cuda/gemm_engine.hpp"
 #include "backend/cuda/gemm_epilogue.hpp"
 #include "backend/cuda/fp8_fast_accum.hpp"
@@ -167,6 +171,11 @@ bool& fp8_fast_accum_choice() {
     return on;
 }
 
+bool& autotune_choice() {
+    static bool on = env::cuda_gemm_autotune();
+    return on;
+}
+
 }  // namespace
 
 GemmEpilogueMode gemm_epilogue_mode() { return epilogue_choice(); }
@@ -176,6 +185,8 @@ const char* gemm_epilogue_mode_name(GemmEpilogueMode m) {
 }
 bool fp8_fast_accum_forward() { return fp8_fast_accum_choice(); }
 void set_fp8_fast_accum_forward(bool on) { fp8_fast_accum_choice() = on; }
+bool gemm_autotune() { return autotune_choice(); }
+void set_gemm_autotune(bool on) { autotune_choice() = on; }
 
 GemmEngine::GemmEngine(cudaStream_t stream) : stream_(stream) {
     GPT_CUBLAS_CHECK(cublasLtCreate(&handle_), "GemmEngine");
@@ -183,6 +194,8 @@ GemmEngine::GemmEngine(cudaStream_t stream) : stream_(stream) {
 }
 
 GemmEngine::~GemmEngine() {
+    for (auto& [key, t] : tuning_)
+        for (cudaEvent_t e : t.events) cudaEventDestroy(e);
     cudaFree(workspace_);
     if (handle_) cublasLtDestroy(handle_);
 }
@@ -195,6 +208,7 @@ bool GemmEngine::matmul(const GemmArgs& g, void* d, const Fused& f) {
     const cudaDataType_t ct = cuda_type(g.c_dtype);
     const std::size_t esz = g.fp8.on ? 1 : dtype_size(g.dtype), csz = dtype_size(g.c_dtype);
     const bool fast_accum = g.fp8.on && g.fp8.fast_accum && fp8_fast_accum_forward();
+    const bool autotune = gemm_autotune();
     Descs ds;
     GPT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&ds.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "gemm");
     if (g.fp8.on) {
@@ -261,14 +275,20 @@ bool GemmEngine::matmul(const GemmArgs& g, void* d, const Fused& f) {
         static_cast<int>(g.c_dtype), ',', g.batch, ',',
         g.stride_a, ',', g.stride_b, ',', g.stride_c, ',', bias != nullptr, ',', al_a, ',',
         al_b, ',', al_c, ',', reinterpret_cast<std::uintptr_t>(vec) % 256, ',', g.beta != 0.0f, ',',
-        static_cast<int>(epi), ',', reinterpret_cast<std::uintptr_t>(aux) % 256, ',', fast_accum);
+        static_cast<int>(epi), ',', reinterpret_cast<std::uintptr_t>(aux) % 256, ',', fast_accum, ',',
+        autotune);
     if (no_algo_.count(key)) {
         if (fused) return false;
         fallback_gemm(g, d, bias, stream_);
         return true;
     }
+    auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
+        GPT_CUBLAS_CHECK(cublasLtMatmul(handle_, ds.op, &g.alpha, g.b, ds.a, g.a, ds.b, &g.beta, d, ds.c, d,
+                                        ds.c, &algo, workspace_, kWorkspaceBytes, stream_), "gemm");
+    };
     auto it = algos_.find(key);
-    if (it == algos_.end()) {
+    auto tuning = tuning_.find(key);
+    if (it == algos_.end() && tuning == tuning_.end()) {
         GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&ds.pref), "gemm");
         const std::uint64_t ws = kWorkspaceBytes;
         GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)), "gemm");
@@ -276,23 +296,54 @@ bool GemmEngine::matmul(const GemmArgs& g, void* d, const Fused& f) {
         GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)), "gemm");
         GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)), "gemm");
         GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(ds.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c)), "gemm");
-        cublasLtMatmulHeuristicResult_t result{};
+        cublasLtMatmulHeuristicResult_t results[kGemmTuneCandidates]{};
         int found = 0;
         const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-            handle_, ds.op, ds.a, ds.b, ds.c, ds.c, ds.pref, 1, &result, &found);
+            handle_, ds.op, ds.a, ds.b, ds.c, ds.c, ds.pref, autotune ? kGemmTuneCandidates : 1, results, &found);
         // NOT_SUPPORTED means "no algorithm for these operands": the fallback kernel runs.
         if (st != CUBLAS_STATUS_NOT_SUPPORTED) GPT_CUBLAS_CHECK(st, "gemm heuristic");
-        if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+        std::vector<cublasLtMatmulAlgo_t> usable;
+        for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < found; ++i)
+            if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= kWorkspaceBytes)
+                usable.push_back(results[i].algo);
+        if (usable.empty()) {
             no_algo_.insert(key);
             if (fused) return false;
             fallback_gemm(g, d, bias, stream_);
             return true;
         }
-        it = algos_.emplace(key, result.algo).first;
+        if (usable.size() == 1)
+            it = algos_.emplace(key, usable.front()).first;
+        else
+            tuning = tuning_.emplace(key, Tuning{std::move(usable), {}}).first;
     }
-    GPT_CUBLAS_CHECK(cublasLtMatmul(handle_, ds.op, &g.alpha, g.b, ds.a, g.a, ds.b, &g.beta, d,
-                                    ds.c, d, ds.c, &it->second, workspace_, kWorkspaceBytes,
-                                    stream_), "gemm");
+    if (it != algos_.end()) {
+        launch(it->second);
+        return true;
+    }
+    // Autotuning (gemm_algo.hpp): this call runs the next candidate, round-robin, between two
+    // events; the last of the rounds settles the shape's algorithm.
+    Tuning& t = tuning->second;
+    const std::size_t call = t.events.size() / 2, n = t.candidates.size();
+    cudaEvent_t ev[2];
+    for (cudaEvent_t& e : ev) GPT_CUDA_CHECK(cudaEventCreate(&e), "gemm autotune");
+    t.events.insert(t.events.end(), {ev[0], ev[1]});
+    GPT_CUDA_CHECK(cudaEventRecord(ev[0], stream_), "gemm autotune");
+    launch(t.candidates[call % n]);
+    GPT_CUDA_CHECK(cudaEventRecord(ev[1], stream_), "gemm autotune");
+    if (call + 1 == n * kGemmTuneRounds) {
+        GPT_CUDA_CHECK(cudaEventSynchronize(ev[1]), "gemm autotune");
+        std::vector<float> least(n, std::numeric_limits<float>::infinity());
+        for (std::size_t c = 0; c <= call; ++c) {
+            float ms = 0.0f;
+            GPT_CUDA_CHECK(cudaEventElapsedTime(&ms, t.events[2 * c], t.events[2 * c + 1]), "gemm autotune");
+            least[c % n] = std::min(least[c % n], ms);
+        }
+        const std::size_t best = static_cast<std::size_t>(std::min_element(least.begin(), least.end()) - least.begin());
+        algos_.emplace(key, t.candidates[best]);
+        for (cudaEvent_t e : t.events) cudaEventDestroy(e);
+        tuning_.erase(tuning);
+    }
     return true;
 }
 

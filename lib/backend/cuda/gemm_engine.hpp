@@ -1,7 +1,8 @@
 // GemmEngine: the backend's GEMM on cuBLASLt (row-major mapping, fp32 compute, bias, tanh
-// GELU, GELU-gradient and bias-gradient epilogues, strided batches, heuristic results cached per shape,
-// one workspace). Whether the GELU and bias-gradient epilogues are fused into cuBLASLt or run
-// as our element-wise kernels after it is chosen at run time (gemm_epilogue.hpp).
+// GELU, GELU-gradient and bias-gradient epilogues, strided batches, one algorithm per shape
+// cached: the heuristic's first or autotuned, gemm_algo.hpp; one workspace). Whether the
+// GELU and bias-gradient epilogues are fused into cuBLASLt or run as our element-wise
+// kernels after it is chosen at run time (gemm_epilogue.hpp).
 #pragma once
 
 #include <cublasLt.h>
@@ -9,6 +10,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "backend/backend.hpp"
 
@@ -42,7 +44,14 @@ private:
     cudaStream_t stream_;
     cublasLtHandle_t handle_ = nullptr;
     void* workspace_ = nullptr;
+    // A shape being autotuned (gemm_algo.hpp): the heuristic's candidates and the events
+    // around each of its calls so far (start and end, in call order).
+    struct Tuning {
+        std::vector<cublasLtMatmulAlgo_t> candidates;
+        std::vector<cudaEvent_t> events;
+    };
     std::unordered_map<std::string, cublasLtMatmulAlgo_t> algos_;
+    std::unordered_map<std::string, Tuning> tuning_;
     std::unordered_set<std::string> no_algo_;  // shapes that take the fallback kernel
 };
 
