@@ -48,6 +48,7 @@ bool cuda_flash_simple() { return cuda_flash_is("simple"); }
 bool cuda_flash_sm90() { return cuda_flash_is("sm90"); }
 bool cuda_flash_sm90_fwd() { return cuda_flash_is("sm90-fwd"); }
 bool cuda_flash_sm90_basic() { return cuda_flash_is("sm90-basic"); }
+bool cuda_flash_sm90_bwd_plain() { return cuda_flash_is("sm90-bwd-plain"); }
 
 bool cuda_gemm_epilogue_unfused() {
     const char* e = get("GPT_CUDA_GEMM_EPILOGUE");

@@ -67,21 +67,29 @@ TEST(Environment, Fp8FastAccumulationSwitch) {
     }
 }
 
-// GPT_CUDA_FLASH: `simple`, `sm90`, `sm90-fwd` and `sm90-basic` select, anything else keeps the default kernels (the
+// GPT_CUDA_FLASH: `simple`, `sm90`, `sm90-fwd`, `sm90-basic` and `sm90-bwd-plain` select, anything else keeps the default kernels (the
 // switch predates the strict parsing of the others, and scripts set other values).
 TEST(Environment, FlashSwitch) {
     struct Case {
         const char* value;
-        bool simple, sm90, sm90_fwd, sm90_basic;
+        bool simple, sm90, sm90_fwd, sm90_basic, sm90_bwd_plain;
     };
-    const Case cases[] = {{nullptr, false, false, false, false},  {"simple", true, false, false, false},
-                          {"sm90", false, true, false, false},    {"sm90-fwd", false, false, true, false},
-                          {"sm90-basic", false, false, false, true},
+    const Case cases[] = {{nullptr, false, false, false, false, false},
+                          {"simple", true, false, false, false, false},
+                          {"sm90", false, true, false, false, false},
+                          {"sm90-fwd", false, false, true, false, false},
+                          {"sm90-basic", false, false, false, true, false},
+                          {"sm90-bwd-plain", false, false, false, false, true},
                           // near misses keep the default kernels
-                          {"SM90", false, false, false, false},    {"sm80", false, false, false, false},
-                          {"wgmma", false, false, false, false},   {"sm90-bwd", false, false, false, false},
-                          {"sm90-fwd ", false, false, false, false}, {"sm90-Basic", false, false, false, false},
-                          {"sm90basic", false, false, false, false}};
+                          {"SM90", false, false, false, false, false},
+                          {"sm80", false, false, false, false, false},
+                          {"wgmma", false, false, false, false, false},
+                          {"sm90-bwd", false, false, false, false, false},
+                          {"sm90-fwd ", false, false, false, false, false},
+                          {"sm90-Basic", false, false, false, false, false},
+                          {"sm90basic", false, false, false, false, false},
+                          {"sm90-bwd-plain ", false, false, false, false, false},
+                          {"sm90-plain", false, false, false, false, false}};
     for (const Case& c : cases) {
         ScopedEnv e("GPT_CUDA_FLASH", c.value);
         const char* v = c.value ? c.value : "(unset)";
@@ -89,6 +97,7 @@ TEST(Environment, FlashSwitch) {
         EXPECT_EQ(env::cuda_flash_sm90(), c.sm90) << v;
         EXPECT_EQ(env::cuda_flash_sm90_fwd(), c.sm90_fwd) << v;
         EXPECT_EQ(env::cuda_flash_sm90_basic(), c.sm90_basic) << v;
+        EXPECT_EQ(env::cuda_flash_sm90_bwd_plain(), c.sm90_bwd_plain) << v;
     }
 }
 
