@@ -325,16 +325,17 @@ TEST_F(CudaAttention, FlashSm90WsForwardMatchesSm80) {
 // fp32 accumulation, P and dS rounded to 16 bits). The double-buffered variant
 // (GPT_CUDA_FLASH=sm90) on every shape: more steps than its two buffers (three query tiles at
 // s 150 and 190, head dims 128 and 64; several query heads of a group), the partial last tile
-// zero-filled by cp.async; the unpipelined one (sm90-bwd-plain) on the marked shapes (head
-// dims 64, 96, 128, grouped K/V; emulator time).
+// zero-filled by cp.async; the unpipelined one (sm90-bwd-plain) on the marked shapes (three
+// tiles at head dim 128, grouped K/V at 64; emulator time: FlashSm90BackwardMatchesSm80 runs
+// it on every case, head dim 96 and dropout included).
 TEST_F(CudaAttention, FlashSm90BackwardMatchesCpu) {
     Sm90Forward on(FlashKernel::Sm90);
     if (!on.ok()) GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU (or the emulator)";
     EXPECT_NE(gpu().kernel_variants().find("attention=flash-sm90 "), std::string::npos) << gpu().kernel_variants();
     const std::pair<Shape, bool> shapes[] = {{{100, 1, 2, 64}, false},   {{150, 2, 1, 128}, true},
-                                             {{190, 1, 2, 64}, true},    {{33, 1, 2, 128}, false},
+                                             {{190, 1, 2, 64}, false},   {{33, 1, 2, 128}, false},
                                              {{128, 2, 1, 64}, false},   {{130, 1, 4, 64, 2}, true},
-                                             {{100, 1, 2, 96}, true},    {{70, 1, 4, 96, 2}, false}};
+                                             {{100, 1, 2, 96}, false},   {{70, 1, 4, 96, 2}, false}};
     for (const auto& [sh, plain_too] : shapes)
         for (FlashKernel k : {FlashKernel::Sm90, FlashKernel::Sm90BwdPlain}) {
             if (k == FlashKernel::Sm90BwdPlain && !plain_too) continue;
