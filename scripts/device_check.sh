@@ -27,8 +27,9 @@
 # Kernel variants (README, "Kernel switches"): bench and attn run the default kernels beside
 # PyTorch; bench-unfused (GPT_CUDA_GEMM_EPILOGUE=unfused), bench-flash-sm90 (the whole step
 # with the sm_90 attention), bench-autotune and gemm-autotune (GPT_CUDA_GEMM_ALGO=autotune),
-# bench-flash-simple and attn-flash-simple (GPT_CUDA_FLASH=simple),
-# attn-flash-sm90 (the wgmma forward and backward), attn-flash-sm90-fwd (that forward, sm80's backward) and attn-flash-sm90-basic (the basic wgmma
+# bench-flash-simple and attn-flash-simple (GPT_CUDA_FLASH=simple), attn-flash-sm90 (the
+# wgmma forward and backward), attn-flash-sm90-bwd-plain (the same with the backward
+# unpipelined), attn-flash-sm90-fwd (that forward, sm80's backward) and attn-flash-sm90-basic (the basic wgmma
 # forward, GPT_CUDA_FLASH=sm90-basic) are short rows without peers, so old and new are
 # measured side by side in the same call.
 #
@@ -67,6 +68,7 @@ STEPS=(
     "gemm-fp8|gemm|gemm|75|36|R"
     "attn-flash-sm90|attn|attn|30|10|-"
     "bench-flash-sm90|bench|bench|60|25|-"
+    "attn-flash-sm90-bwd-plain|attn|attn|30|10|-"
     "gemm|gemm|gemm|90|30|-"
     "profile|bench|bench|75|30|-"
     "bench-autotune|bench|bench|50|25|-"
@@ -126,7 +128,7 @@ if [ "$dry" = 1 ]; then
     echo "device_check plan (dry run): budget $budget s, groups: $groups, binaries from $bin"
     echo "timeouts assume every earlier step used $spend% of its limit (100: the worst case), and every"
     echo "binary bundled (a real run skips a step whose binary is not, and reserves nothing for it)"
-    printf '%-21s %-6s %-10s %5s %6s %4s %-8s %s\n' step group log cap floor res bundled "timeout / verdict"
+    printf '%-25s %-6s %-10s %5s %6s %4s %-8s %s\n' step group log cap floor res bundled "timeout / verdict"
     left=$budget
     for i in "${!STEPS[@]}"; do
         IFS='|' read -r name group log cap floor res <<<"${STEPS[$i]}"
@@ -141,7 +143,7 @@ if [ "$dry" = 1 ]; then
             if [ "$lim" -eq 0 ]; then verdict="skipped: no time ($left s left, $(reserve_after "$i") s reserved)"
             else verdict="$lim s"; left=$((left - lim * spend / 100)); fi
         fi
-        printf '%-21s %-6s %-10s %5s %6s %4s %-8s %s\n' "$name" "$group" "$log.log" "$cap" "$floor" "$res" "$have" "$verdict"
+        printf '%-25s %-6s %-10s %5s %6s %4s %-8s %s\n' "$name" "$group" "$log.log" "$cap" "$floor" "$res" "$have" "$verdict"
     done
     echo "the plan leaves $left s of $budget; files under \$OUT: summary.txt tests.log bench.log attn.log gemm.log (5 of the 8 allowed)"
     exit 0
@@ -220,10 +222,14 @@ run_step() {
     attn-flash-simple) "${t[@]}" env GPT_CUDA_FLASH=simple "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
                            bash "$root/bench/attention_gpu/run.sh" gpt-1.3b ;;
     # The wgmma kernels (issue #33 item 2), all three shapes: forward (warp-specialised) and
-    # backward; beside them that forward with sm80's backward (sm90-fwd), so the backward's
-    # change shows, and the basic forward (sm90-basic), so the pipelining's shows.
+    # backward (double-buffered); beside them the same with the unpipelined backward
+    # (sm90-bwd-plain), so the double buffering's change shows, that forward with sm80's
+    # backward (sm90-fwd), so the backward's shows, and the basic forward (sm90-basic), so the
+    # forward's pipelining's shows.
     attn-flash-sm90) "${t[@]}" env GPT_CUDA_FLASH=sm90 "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
                          bash "$root/bench/attention_gpu/run.sh" ;;
+    attn-flash-sm90-bwd-plain) "${t[@]}" env GPT_CUDA_FLASH=sm90-bwd-plain "BENCH_BIN=$bin/bench_attention" \
+                                   PEER=none REPS=5 bash "$root/bench/attention_gpu/run.sh" ;;
     attn-flash-sm90-fwd) "${t[@]}" env GPT_CUDA_FLASH=sm90-fwd "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
                              bash "$root/bench/attention_gpu/run.sh" ;;
     attn-flash-sm90-basic) "${t[@]}" env GPT_CUDA_FLASH=sm90-basic "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \

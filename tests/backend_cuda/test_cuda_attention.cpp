@@ -10,6 +10,7 @@ namespace {
 
 using cuda::FlashKernel;
 using cuda::flash_backward_uses_sm90;
+using cuda::flash_backward_uses_sm90_pipelined;
 using cuda::flash_forward_uses_sm90;
 using cuda::flash_forward_uses_sm90_ws;
 using cuda::flash_uses_tensor_cores;
@@ -202,8 +203,9 @@ TEST(CudaFlashSelection, TensorCoresWhereTheyApply) {
 // The sm_90 wgmma kernels for the span of a test: FlashKernel::Sm90Basic (the basic forward,
 // attention_flash_sm90.cu, GPT_CUDA_FLASH=sm90-basic), Sm90Fwd (the warp-specialised forward,
 // attention_flash_sm90_ws.cu, GPT_CUDA_FLASH=sm90-fwd) or Sm90 (that forward and the wgmma
-// backward, attention_flash_sm90_bwd.cu, GPT_CUDA_FLASH=sm90); the other calls' backward is
-// sm80's. On the emulator (which reports sm_80) through the library's test hook, on a GPU only
+// backward, attention_flash_sm90_bwd.cu, double-buffered, GPT_CUDA_FLASH=sm90) or Sm90BwdPlain
+// (the same with the backward's unpipelined variant, GPT_CUDA_FLASH=sm90-bwd-plain); the other
+// calls' backward is sm80's. On the emulator (which reports sm_80) through the library's test hook, on a GPU only
 // where the device is sm_90 (elsewhere the test skips: the kernels would trap).
 class Sm90Forward {
 public:
@@ -316,33 +318,51 @@ TEST_F(CudaAttention, FlashSm90WsForwardMatchesSm80) {
         for (DType t : {DType::F16, DType::BF16}) sm90_matches_sm80(cpu(), gpu(), on, sh, t);
 }
 
-// The sm_90 wgmma backward (GPT_CUDA_FLASH=sm90) after the sm90 forward: 64 keys per block
-// against 64-query tiles from the diagonal on, so partial last blocks and tiles (s 100, 150,
-// 190), one tile (s 33), whole tiles only (s 128), several key blocks, grouped K/V (query heads of a group summed into
+// The sm_90 wgmma backward after the sm90 forward: 64 keys per block against 64-query tiles
+// from the diagonal on, so partial last blocks and tiles (s 100, 150, 190), one tile (s 33),
+// whole tiles only (s 128), several key blocks, grouped K/V (query heads of a group summed into
 // one dK/dV); dQ, dK, dV against the fp64 bounds (the sm80 backward's arithmetic class:
-// fp32 accumulation, P and dS rounded to 16 bits).
+// fp32 accumulation, P and dS rounded to 16 bits). The double-buffered variant
+// (GPT_CUDA_FLASH=sm90) on every shape: more steps than its two buffers (three query tiles at
+// s 150 and 190, head dims 128 and 64; several query heads of a group), the partial last tile
+// zero-filled by cp.async; the unpipelined one (sm90-bwd-plain) on the marked shapes (three
+// tiles at head dim 128, grouped K/V at 64; emulator time: FlashSm90BackwardMatchesSm80 runs
+// it on every case, head dim 96 and dropout included).
 TEST_F(CudaAttention, FlashSm90BackwardMatchesCpu) {
     Sm90Forward on(FlashKernel::Sm90);
     if (!on.ok()) GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU (or the emulator)";
     EXPECT_NE(gpu().kernel_variants().find("attention=flash-sm90 "), std::string::npos) << gpu().kernel_variants();
-    const Shape shapes[] = {{100, 1, 2, 64},  {150, 2, 1, 128}, {190, 1, 2, 64}, {33, 1, 2, 128},
-                            {128, 2, 1, 64},  {130, 1, 4, 64, 2}, {100, 1, 2, 96}, {70, 1, 4, 96, 2}};
-    for (const Shape& sh : shapes)
-        for (DType t : {DType::F16, DType::BF16}) {
-            Twin probe(cpu(), gpu(), t, 8);
-            ASSERT_TRUE(flash_backward_uses_sm90(attention_args(sh, t, true), {probe.g()})) << "hn " << sh.hn;
-            run_attention(cpu(), gpu(), sh, t, 0.0f, true);
+    const std::pair<Shape, bool> shapes[] = {{{100, 1, 2, 64}, false},   {{150, 2, 1, 128}, true},
+                                             {{190, 1, 2, 64}, false},   {{33, 1, 2, 128}, false},
+                                             {{128, 2, 1, 64}, false},   {{130, 1, 4, 64, 2}, true},
+                                             {{100, 1, 2, 96}, false},   {{70, 1, 4, 96, 2}, false}};
+    for (const auto& [sh, plain_too] : shapes)
+        for (FlashKernel k : {FlashKernel::Sm90, FlashKernel::Sm90BwdPlain}) {
+            if (k == FlashKernel::Sm90BwdPlain && !plain_too) continue;
+            SCOPED_TRACE(k == FlashKernel::Sm90 ? "double-buffered backward" : "unpipelined backward");
+            set_flash_kernel(k);
+            if (k == FlashKernel::Sm90BwdPlain)
+                EXPECT_NE(gpu().kernel_variants().find("attention=flash-sm90-bwd-plain "), std::string::npos)
+                    << gpu().kernel_variants();
+            for (DType t : {DType::F16, DType::BF16}) {
+                Twin probe(cpu(), gpu(), t, 8);
+                ASSERT_TRUE(flash_backward_uses_sm90(attention_args(sh, t, true), {probe.g()})) << "hn " << sh.hn;
+                ASSERT_EQ(flash_backward_uses_sm90_pipelined(attention_args(sh, t, true), {probe.g()}),
+                          k == FlashKernel::Sm90);
+                run_attention(cpu(), gpu(), sh, t, 0.0f, true);
+            }
         }
 }
 
-// dQ, dK, dV of the sm90 backward against the sm80 backward's on the same qkv, O, lse and
-// dO: each is within its bound of the fp64 result, so they differ by at most twice that.
+// dQ, dK, dV of both sm90 backwards (double-buffered and unpipelined) against the sm80
+// backward's on the same qkv, O, lse and dO: each is within its bound of the fp64 result, so
+// they differ by at most twice that.
 TEST_F(CudaAttention, FlashSm90BackwardMatchesSm80) {
     Sm90Forward on(FlashKernel::Sm90);
     if (!on.ok()) GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU (or the emulator)";
     // With dropout on the same mask too.
-    const std::pair<Shape, float> cases[] = {{{130, 1, 2, 64}, 0.0f}, {{100, 1, 2, 128}, 0.0f}, {{90, 1, 2, 96}, 0.0f},
-                                             {{100, 1, 2, 64}, 0.1f}, {{70, 1, 2, 96}, 0.1f}, {{70, 1, 1, 128}, 0.1f}};
+    const std::pair<Shape, float> cases[] = {{{130, 1, 2, 64}, 0.0f}, {{100, 1, 2, 128}, 0.0f}, {{150, 1, 2, 96}, 0.0f},
+                                             {{150, 1, 2, 64}, 0.1f}, {{70, 1, 2, 96}, 0.1f}, {{70, 1, 1, 128}, 0.1f}};
     for (const auto& [sh, p] : cases)
         for (DType t : {DType::F16, DType::BF16}) {
             SCOPED_TRACE(detail::concat("s=", sh.s, " hn=", sh.hn, " ", dname(t), " dropout=", p));
@@ -361,14 +381,18 @@ TEST_F(CudaAttention, FlashSm90BackwardMatchesSm80) {
             set_flash_kernel(FlashKernel::Sm90Fwd);
             ASSERT_FALSE(flash_backward_uses_sm90(a, {qkv.g()}));
             gpu().attention_backward(a, qkv.g(), out.g(), saved.g(), dout.g(), d80.g());
-            set_flash_kernel(FlashKernel::Sm90);
-            ASSERT_TRUE(flash_backward_uses_sm90(a, {qkv.g()}));
-            gpu().attention_backward(a, qkv.g(), out.g(), saved.g(), dout.g(), d90.g());
             auto twice = [](std::vector<double> b) {
                 for (double& e : b) e *= 2;
                 return b;
             };
-            EXPECT_TRUE(within_bound(d90.gpu_vals(), d80.gpu_vals(), twice(x.dqkv_bound))) << "dqkv";
+            for (FlashKernel k : {FlashKernel::Sm90, FlashKernel::Sm90BwdPlain}) {
+                set_flash_kernel(k);
+                ASSERT_TRUE(flash_backward_uses_sm90(a, {qkv.g()}));
+                ASSERT_EQ(flash_backward_uses_sm90_pipelined(a, {qkv.g()}), k == FlashKernel::Sm90);
+                gpu().attention_backward(a, qkv.g(), out.g(), saved.g(), dout.g(), d90.g());
+                EXPECT_TRUE(within_bound(d90.gpu_vals(), d80.gpu_vals(), twice(x.dqkv_bound)))
+                    << (k == FlashKernel::Sm90 ? "dqkv, double-buffered" : "dqkv, unpipelined");
+            }
         }
 }
 
@@ -399,21 +423,36 @@ TEST_F(CudaAttention, FlashSm90WsDropoutMatchesSm80) {
         for (DType t : {DType::F16, DType::BF16}) sm90_matches_sm80(cpu(), gpu(), on, sh, t, 0.1f);
 }
 
-// Which backwards take the sm90 kernel (host logic): only with FlashKernel::Sm90 (not
-// Sm90Fwd, whose forward alone is sm90's) on an sm_90 device, head dims 64, 96 and 128,
-// dropout too, fp16/bf16, aligned; grouped K/V included.
+// Which backwards take the sm90 kernel (host logic): only with FlashKernel::Sm90 (its
+// double-buffered variant) or Sm90BwdPlain (the unpipelined one; not Sm90Fwd or Sm90Basic,
+// whose forward alone is sm90's) on an sm_90 device, head dims 64, 96 and 128, dropout too,
+// fp16/bf16, aligned; grouped K/V included.
 TEST(CudaFlashSelection, Sm90BackwardWhereItApplies) {
     alignas(16) static unsigned char buf[64];
     AttentionArgs a = attention_args(Shape{128, 1, 2, 64}, DType::F16, true);
     cuda::flash_assume_sm90_device_for_tests(true);
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "Auto";
+    EXPECT_FALSE(flash_backward_uses_sm90_pipelined(a, {buf})) << "Auto";
     set_flash_kernel(FlashKernel::Sm90Fwd);
     EXPECT_TRUE(flash_forward_uses_sm90(a, {buf})) << "Sm90Fwd";
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "Sm90Fwd";
+    EXPECT_FALSE(flash_backward_uses_sm90_pipelined(a, {buf})) << "Sm90Fwd";
+    set_flash_kernel(FlashKernel::Sm90Basic);
+    EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "Sm90Basic";
+    EXPECT_FALSE(flash_backward_uses_sm90_pipelined(a, {buf})) << "Sm90Basic";
     set_flash_kernel(FlashKernel::Simple);
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "Simple";
+    EXPECT_FALSE(flash_backward_uses_sm90_pipelined(a, {buf})) << "Simple";
+    // sm90-bwd-plain: the warp-specialised forward and the unpipelined backward.
+    set_flash_kernel(FlashKernel::Sm90BwdPlain);
+    EXPECT_TRUE(flash_forward_uses_sm90_ws(a, {buf})) << "Sm90BwdPlain";
+    EXPECT_TRUE(flash_backward_uses_sm90(a, {buf})) << "Sm90BwdPlain";
+    EXPECT_FALSE(flash_backward_uses_sm90_pipelined(a, {buf})) << "Sm90BwdPlain";
+    EXPECT_FALSE(flash_backward_uses_sm90(a, {buf, buf + 2})) << "Sm90BwdPlain, misaligned";
     set_flash_kernel(FlashKernel::Sm90);
     EXPECT_TRUE(flash_backward_uses_sm90(a, {buf}));
+    EXPECT_TRUE(flash_backward_uses_sm90_pipelined(a, {buf}));
+    EXPECT_FALSE(flash_backward_uses_sm90_pipelined(a, {buf, buf + 2})) << "misaligned";
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf, buf + 2})) << "misaligned";
     a.dropout = 0.1f;
     EXPECT_TRUE(flash_backward_uses_sm90(a, {buf})) << "dropout, hn 64";
@@ -430,19 +469,23 @@ TEST(CudaFlashSelection, Sm90BackwardWhereItApplies) {
     a.hn = 128;
     a.dtype = DType::BF16;
     EXPECT_TRUE(flash_backward_uses_sm90(a, {buf}));
+    EXPECT_TRUE(flash_backward_uses_sm90_pipelined(a, {buf})) << 128;
     a = attention_args(Shape{128, 1, 4, 64, 2}, DType::F16, true);
     EXPECT_TRUE(flash_backward_uses_sm90(a, {buf})) << "grouped K/V";
+    EXPECT_TRUE(flash_backward_uses_sm90_pipelined(a, {buf})) << "grouped K/V";
     a.dtype = DType::F32;
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf}));
+    EXPECT_FALSE(flash_backward_uses_sm90_pipelined(a, {buf}));
     cuda::flash_assume_sm90_device_for_tests(false);
     a.dtype = DType::F16;
 #if defined(GPT_CUDA_EMU)  // the emulated device is sm_80
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "not an sm_90 device";
+    EXPECT_FALSE(flash_backward_uses_sm90_pipelined(a, {buf})) << "not an sm_90 device";
 #endif
     set_flash_kernel(FlashKernel::Auto);
 }
 
-// Which forwards take an sm90 kernel (host logic): only with FlashKernel::Sm90 or Sm90Fwd (the
+// Which forwards take an sm90 kernel (host logic): only with FlashKernel::Sm90, Sm90Fwd or Sm90BwdPlain (the
 // warp-specialised one: head dims 64, 96, 128, dropout too) or Sm90Basic (the basic one: 64,
 // 128, no dropout) on an sm_90 device, fp16/bf16, aligned.
 TEST(CudaFlashSelection, Sm90ForwardWhereItApplies) {
@@ -451,9 +494,12 @@ TEST(CudaFlashSelection, Sm90ForwardWhereItApplies) {
     cuda::flash_assume_sm90_device_for_tests(true);
     EXPECT_FALSE(flash_forward_uses_sm90(a, {buf})) << "Auto";
     EXPECT_FALSE(flash_forward_uses_sm90_ws(a, {buf})) << "Auto";
-    for (FlashKernel k : {FlashKernel::Sm90, FlashKernel::Sm90Fwd, FlashKernel::Sm90Basic}) {
+    for (FlashKernel k : {FlashKernel::Sm90, FlashKernel::Sm90Fwd, FlashKernel::Sm90Basic, FlashKernel::Sm90BwdPlain}) {
         const bool ws = k != FlashKernel::Sm90Basic;
-        SCOPED_TRACE(k == FlashKernel::Sm90 ? "sm90" : ws ? "sm90-fwd" : "sm90-basic");
+        SCOPED_TRACE(k == FlashKernel::Sm90           ? "sm90"
+                     : k == FlashKernel::Sm90BwdPlain ? "sm90-bwd-plain"
+                     : ws                             ? "sm90-fwd"
+                                                      : "sm90-basic");
         set_flash_kernel(k);
         a.hn = 64;
         a.dtype = DType::F16;

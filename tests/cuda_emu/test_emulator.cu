@@ -531,6 +531,40 @@ TEST(CudaEmulator, BlocksOfAGridInterleaveUnderReverseAndWarps) {
     }
 }
 
+// sm_90's atomicAdd(float2*, float2) (the sm90 attention backward's dQ): every thread of
+// every block adds (1, 2) to p[0] and (t, -t) to p[1 + t % 3]; with `misaligned` one thread
+// aims at an odd float, which the GPU faults on.
+__global__ void float2_atomic_kernel(float2* p, bool misaligned) {
+    atomicAdd(p, make_float2(1.0f, 2.0f));
+    const float t = static_cast<float>(threadIdx.x);
+    atomicAdd(p + 1 + threadIdx.x % 3, make_float2(t, -t));
+    if (misaligned && blockIdx.x == 0 && threadIdx.x == 5)
+        atomicAdd(reinterpret_cast<float2*>(reinterpret_cast<float*>(p) + 1), make_float2(1.0f, 1.0f));
+}
+
+// Each component adds atomically (no update lost when blocks interleave, both components
+// added once: integers, exact in fp32); a misaligned address fails the launch.
+TEST(CudaEmulator, Float2AtomicAddAddsEachComponent) {
+    const unsigned blocks = 7, threads = 64;
+    Buffer<float2> p(std::vector<float2>(4, make_float2(0.0f, 0.0f)));
+    float2_atomic_kernel<<<blocks, threads>>>(p.p, false);
+    ASSERT_EQ(launch_result(), cudaSuccess);
+    const std::vector<float2> got = p.get(4);
+    EXPECT_EQ(got[0].x, static_cast<float>(blocks * threads));
+    EXPECT_EQ(got[0].y, static_cast<float>(2 * blocks * threads));
+    for (unsigned r = 0; r < 3; ++r) {
+        float sum = 0.0f;
+        for (unsigned t = r; t < threads; t += 3) sum += static_cast<float>(t);
+        EXPECT_EQ(got[1 + r].x, blocks * sum) << r;
+        EXPECT_EQ(got[1 + r].y, -(blocks * sum)) << r;
+    }
+    float2_atomic_kernel<<<1, 32>>>(p.p, true);
+    const cudaError_t err = launch_result();
+    EXPECT_EQ(err, cudaErrorLaunchFailure);
+    EXPECT_NE(std::string(cudaGetErrorString(err)).find("not 8-byte aligned"), std::string::npos)
+        << cudaGetErrorString(err);
+}
+
 // y[i] = x[i] (a consumer) and x[i] = v (a producer), one block.
 __global__ void copy_kernel(const float* x, float* y) { y[threadIdx.x] = x[threadIdx.x]; }
 __global__ void fill_kernel(float* x, float v) { x[threadIdx.x] = v; }

@@ -15,7 +15,8 @@
 // (TMA, warp-specialised; the basic attention_flash_sm90.cu for any case it does not cover
 // but that one does), the backward attention_flash_sm90_bwd.cu. GPT_CUDA_FLASH=sm90-fwd
 // (Sm90Fwd): that forward alone, the backward sm80's; GPT_CUDA_FLASH=sm90-basic
-// (Sm90Basic): the basic forward alone.
+// (Sm90Basic): the basic forward alone; GPT_CUDA_FLASH=sm90-bwd-plain (Sm90BwdPlain): sm90's
+// kernels with the backward's unpipelined variant (sm90's is double-buffered).
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -221,6 +222,7 @@ FlashKernel& kernel_choice() {
                            : env::cuda_flash_sm90() ? FlashKernel::Sm90
                            : env::cuda_flash_sm90_fwd() ? FlashKernel::Sm90Fwd
                            : env::cuda_flash_sm90_basic() ? FlashKernel::Sm90Basic
+                           : env::cuda_flash_sm90_bwd_plain() ? FlashKernel::Sm90BwdPlain
                                                     : FlashKernel::Auto;
     return k;
 }
@@ -275,22 +277,30 @@ bool flash_device_is_sm90() { return device_is_sm90(); }
 
 bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     const FlashKernel k = kernel_choice();
-    if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Fwd) || !flash_uses_tensor_cores(a, tensors)) return false;
+    if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Fwd && k != FlashKernel::Sm90BwdPlain) ||
+        !flash_uses_tensor_cores(a, tensors))
+        return false;
     // With dropout too (the same Philox mask as sm80's); the basic forward below has none.
     return flash_sm90_ws_supports(flash_params(a), a.dtype) && device_is_sm90();
 }
 bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     const FlashKernel k = kernel_choice();
-    if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Fwd && k != FlashKernel::Sm90Basic) ||
+    if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Fwd && k != FlashKernel::Sm90Basic &&
+         k != FlashKernel::Sm90BwdPlain) ||
         !flash_uses_tensor_cores(a, tensors))
         return false;
     if (flash_forward_uses_sm90_ws(a, tensors)) return true;
     return flash_sm90_supports(flash_params(a), a.dtype) && device_is_sm90();
 }
 bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
-    if (kernel_choice() != FlashKernel::Sm90 || !flash_uses_tensor_cores(a, tensors)) return false;
+    const FlashKernel k = kernel_choice();
+    if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90BwdPlain) || !flash_uses_tensor_cores(a, tensors))
+        return false;
     // With dropout too (the same Philox mask as sm80's).
     return flash_sm90_bwd_supports(flash_params(a), a.dtype) && device_is_sm90();
+}
+bool flash_backward_uses_sm90_pipelined(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
+    return kernel_choice() == FlashKernel::Sm90 && flash_backward_uses_sm90(a, tensors);
 }
 FlashKernel flash_kernel() { return kernel_choice(); }
 
@@ -341,7 +351,8 @@ void flash_backward(const AttentionArgs& a, const void* qkv, const void* out, co
             P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse, delta, static_cast<T*>(dqkv));
     });
     if (mma && flash_backward_uses_sm90(a, {qkv, out, dout, dqkv}))
-        flash_backward_sm90(P, a.dtype, qkv, dout, lse, delta, dqkv, dq_acc, st);
+        flash_backward_sm90(P, a.dtype, qkv, dout, lse, delta, dqkv, dq_acc,
+                            flash_backward_uses_sm90_pipelined(a, {qkv, out, dout, dqkv}), st);
     else if (mma)
         flash_backward_sm80(P, a.dtype, qkv, dout, lse, delta, dqkv, dq_acc, st);
     GPT_CUDA_LAUNCH_CHECK("attention_backward (flash)");

@@ -18,8 +18,10 @@ constexpr std::int64_t kMaxFlashHeadDim = 128;
 //    one (attention_flash_sm90.cu) where it applies, and the backward on
 //    attention_flash_sm90_bwd.cu where flash_backward_uses_sm90 says so;
 //  - Sm90Fwd (GPT_CUDA_FLASH=sm90-fwd): the same forward, the backward the sm80 one;
-//  - Sm90Basic (GPT_CUDA_FLASH=sm90-basic): the basic sm_90 forward, the sm80 backward.
-enum class FlashKernel { Auto, Simple, Sm90, Sm90Fwd, Sm90Basic };
+//  - Sm90Basic (GPT_CUDA_FLASH=sm90-basic): the basic sm_90 forward, the sm80 backward;
+//  - Sm90BwdPlain (GPT_CUDA_FLASH=sm90-bwd-plain): Sm90's kernels, but the backward the
+//    unpipelined variant of attention_flash_sm90_bwd.cu (Sm90's is double-buffered).
+enum class FlashKernel { Auto, Simple, Sm90, Sm90Fwd, Sm90Basic, Sm90BwdPlain };
 void set_flash_kernel(FlashKernel k);
 FlashKernel flash_kernel();  // the current choice (the first call reads GPT_CUDA_FLASH)
 // Whether a call with these arguments and tensors runs on tensor cores: fp16/bf16, head dim
@@ -30,12 +32,15 @@ bool flash_uses_tensor_cores(const AttentionArgs& a, std::initializer_list<const
 // sm_90 device, no dropout, fp16/bf16, flash_uses_tensor_cores, and a head dim the kernel has
 // (warp-specialised: 64, 96, 128; basic: 64, 128).
 bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors);
-// Whether that kernel is the warp-specialised one (FlashKernel::Sm90 or Sm90Fwd).
+// Whether that kernel is the warp-specialised one (FlashKernel::Sm90, Sm90Fwd or Sm90BwdPlain).
 bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<const void*> tensors);
-// Whether flash_backward runs on the sm_90 kernel: FlashKernel::Sm90 only, an sm_90 device,
-// no dropout, fp16/bf16, head dim 64 or 128 (grouped K/V included), and
+// Whether flash_backward runs on the sm_90 kernel: FlashKernel::Sm90 or Sm90BwdPlain, an
+// sm_90 device, fp16/bf16, head dim 64, 96 or 128 (dropout and grouped K/V included), and
 // flash_uses_tensor_cores; elsewhere the sm80 backward (or the CUDA-core one).
 bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors);
+// Whether that backward is the double-buffered variant (FlashKernel::Sm90; Sm90BwdPlain's
+// is the unpipelined one).
+bool flash_backward_uses_sm90_pipelined(const AttentionArgs& a, std::initializer_list<const void*> tensors);
 // Test hook: the emulator reports compute capability 8.0; with this on, the "device is
 // sm_90" check of flash_forward_uses_sm90 (and _backward_) passes on any device (the emulator runs the wgmma
 // kernel; a real pre-Hopper GPU would trap, so only tests on the emulator set it).

@@ -18,14 +18,27 @@
 //    mma_ss with kTransA, K (N-major) its B: the whole head dim at 64 and 96 (one m64n96 at
 //    96, gpt22b-shape's head dim), 64-column halves at 128 (32 accumulators a thread, not 64:
 //    dK, dV, P^T and dS^T are live then).
-//  - Tiles are written with plain 16-byte loads and stores, rows past the sequence as zeros.
-//    No TMA, no double buffering, no warp specialization yet: correctness first.
+//  - Two variants of one template (kPipe), the same math:
+//    double-buffered (GPT_CUDA_FLASH=sm90): step i + 1's Q and dO tiles (16-byte cp.async
+//    into the canonical no-swizzle layout, load_tile_async) and its lse and D (4-byte
+//    cp.async, lse raw: times log2(e) where used) are copied into a second buffer while step
+//    i computes; one commit group in flight, waited for at the top of the next step, then a
+//    fence (cp.async writes through the generic proxy, wgmma reads through the async one) and
+//    the step's one barrier, after which the other buffer is free for the next copies. Rows
+//    past the sequence are zero-filled (source size 0). dQ partials go out as float2 atomics
+//    (sm_90's vector atomicAdd: two adjacent columns of a row, half the atomic instructions).
+//    Unpipelined (GPT_CUDA_FLASH=sm90-bwd-plain, the kernel before): plain 16-byte loads and
+//    stores between two barriers each step, scalar atomics. No TMA, no warp specialization.
 //  - Attention dropout (kDrop, its own instantiation) as sm80's backward, on dropout_kept's
 //    Philox mask: the keep bits drawn before the tile's products, carried into dS^T as the
-//    sign of P^T (see the step loop).
-// ptxas (CUDA 13, sm_90a), no spills: 255 registers a thread at head dim 128, 236 at 96, 202
-// at 64; with dropout 255, 238, 197. Shared memory 75,776 / 59,392 / 43,008 bytes (128 / 96 /
-// 64): two blocks (eight warps) an SM by registers.
+//    sign of P^T (see the step loop); double-buffered, the draws overlap the step's copies.
+// ptxas (CUDA 13, sm_90a), no spills, registers a thread at head dims 128 / 96 / 64:
+// double-buffered 251 / 230 / 188, with dropout 255 / 236 / 191; unpipelined 255 / 236 / 202,
+// with dropout 255 / 238 / 197. Shared memory (kSmemB90): double-buffered 109,056 / 84,480 /
+// 59,904 bytes, unpipelined 75,776 / 59,392 / 43,008. Two blocks (eight warps) an SM in every
+// case, set by registers (even 188 a thread is 24,576 a block of the SM's 65,536). Shared
+// memory (228 KiB an SM, 1 KiB reserved a block) would allow double-buffered 2 / 2 / 3 blocks,
+// unpipelined 3 / 3 / 5: the second buffer costs no occupancy.
 #include <cmath>
 #include <type_traits>
 
@@ -56,31 +69,73 @@ constexpr float kLog2eB90 = 1.4426950408889634f;
 template <int HN>
 constexpr int kTileBytesB90 = 64 * HN * 2;
 constexpr int kDsBytes = kKeysB90 * kRowsB90 * 2;  // dS^T, 16-bit
-// K, V, Q, dO; dS^T; lse * log2(e) and D of the tile's queries; each thread's dropout keep
-// bits; the alignment slack.
-template <int HN>
-constexpr int kSmemB90 = 4 * kTileBytesB90<HN> + kDsBytes + 2 * kRowsB90 * 4 + kThreadsB90 * 4 + 1024;
+constexpr int kStatBytes = 2 * kRowsB90 * 4;       // lse (* log2(e) unpipelined) and D of a tile's queries
+// K, V; Q, dO (twice with kPipe: the step's buffer and the next step's, filling); dS^T; the
+// tile statistics (twice with kPipe); each thread's dropout keep bits; the alignment slack.
+template <int HN, bool kPipe>
+constexpr int kSmemB90 = (kPipe ? 6 : 4) * kTileBytesB90<HN> + kDsBytes + (kPipe ? 2 : 1) * kStatBytes +
+                         kThreadsB90 * 4 + 1024;
+static_assert(kSmemB90<128, true> <= 227 * 1024, "over the opt-in shared memory of a block (227 KiB)");
 
-template <int HN, bool kDrop, typename T>
+// Two adjacent dQ columns into the fp32 scratch: one vector atomic where sm_90 has it (CUDA's
+// atomicAdd(float2*, float2): each component atomic, their order unspecified; 8-byte
+// aligned, which an even column of a cudaMalloc'd row is), half the atomic instructions of
+// two scalar ones. The scalar pair is for the sm_80 compilation of this file only, whose
+// sm_90 kernels are never launched (wgmma's wrappers trap there).
+__device__ __forceinline__ void atomic_add2(float* p, float a, float b) {
+#if defined(GPT_CUDA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
+    atomicAdd(reinterpret_cast<float2*>(p), make_float2(a, b));
+#else
+    atomicAdd(p, a);
+    atomicAdd(p + 1, b);
+#endif
+}
+
+// kPipe: the double-buffered variant (GPT_CUDA_FLASH=sm90); without it the unpipelined one
+// (GPT_CUDA_FLASH=sm90-bwd-plain), its loads and scalar dQ atomics as before. Both share
+// the step's math below.
+template <int HN, bool kDrop, bool kPipe, typename T>
 __global__ void __launch_bounds__(kThreadsB90, 1)
     flash_bwd_sm90(FlashParams P, const T* qkv, const T* dout, const float* lse, const float* D, T* dqkv,
                    float* dq_acc) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* ks = smem_raw + (1024 - w::smem_address(smem_raw) % 1024) % 1024;
     unsigned char* vs = ks + kTileBytesB90<HN>;
-    unsigned char* qs = vs + kTileBytesB90<HN>;
-    unsigned char* dos = qs + kTileBytesB90<HN>;
-    unsigned char* dss = dos + kTileBytesB90<HN>;  // dS^T: element (key, query) at nmajor_at<64>(query, key)
-    float* ls = reinterpret_cast<float*>(dss + kDsBytes);  // lse * log2(e) per query of the tile
-    float* dl = ls + kRowsB90;                              // D per query of the tile
-    std::uint32_t* keeps = reinterpret_cast<std::uint32_t*>(dl + kRowsB90);  // keep bits per thread
+    unsigned char* qd0 = vs + kTileBytesB90<HN>;  // buffer 0: Q, then dO; with kPipe buffer 1 after it
+    unsigned char* dss = qd0 + (kPipe ? 4 : 2) * kTileBytesB90<HN>;  // dS^T: (key, query) at nmajor_at<64>(query, key)
+    float* st0 = reinterpret_cast<float*>(dss + kDsBytes);  // buffer 0's lse, then D; with kPipe buffer 1's after
+    std::uint32_t* keeps = reinterpret_cast<std::uint32_t*>(st0 + (kPipe ? 4 : 2) * kRowsB90);  // keep bits per thread
     const int t = threadIdx.x, warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
     const std::int64_t kv = blockIdx.y, j0 = static_cast<std::int64_t>(blockIdx.x) * kKeysB90;
     const T* kb = qkv + flash_k_at(P, kv);
     const int ntiles = static_cast<int>((P.s - j0 + kRowsB90 - 1) / kRowsB90);
     const int nsteps = ntiles * static_cast<int>(P.qpg);
-    load_tile<HN>(ks, kb, j0, P.s, P.ldq);
-    load_tile<HN>(vs, kb + HN, j0, P.s, P.ldq);
+    // Step `step`'s query head and first query: the group's heads in order, each from the
+    // diagonal tile on.
+    auto pair_of = [&](int step) { return kv * P.qpg + step / ntiles; };
+    auto first_of = [&](int step) { return j0 + static_cast<std::int64_t>(step % ntiles) * kRowsB90; };
+    // kPipe: step `step`'s Q, dO tiles and statistics (raw lse, D; zeros past s) into buffer
+    // b by cp.async, committed as one group.
+    auto prefetch = [&](int step, int b) {
+        const std::int64_t pr = pair_of(step), r0 = first_of(step);
+        unsigned char* q = qd0 + b * 2 * kTileBytesB90<HN>;
+        sm90tiles::load_tile_async<HN>(q, qkv + flash_q_at(P, pr), r0, P.s, P.ldq);
+        sm90tiles::load_tile_async<HN>(q + kTileBytesB90<HN>, dout + pr * HN, r0, P.s, P.ldo);
+        for (int e = t; e < 2 * kRowsB90; e += kThreadsB90) {
+            const bool valid = r0 + e % kRowsB90 < P.s;
+            const float* src = (e < kRowsB90 ? lse : D) + pr * P.s + (valid ? r0 + e % kRowsB90 : 0);
+            cp_async_4(st0 + b * 2 * kRowsB90 + e, src, valid);
+        }
+        cp_async_commit();
+    };
+    if constexpr (kPipe) {
+        sm90tiles::load_tile_async<HN>(ks, kb, j0, P.s, P.ldq);
+        sm90tiles::load_tile_async<HN>(vs, kb + HN, j0, P.s, P.ldq);
+        prefetch(0, 0);  // one group with K and V
+    } else {
+        load_tile<HN>(ks, kb, j0, P.s, P.ldq);
+        load_tile<HN>(vs, kb + HN, j0, P.s, P.ldq);
+    }
 
     // Accumulator register i of a 64 x N fragment: row 16 warp + g + 8 ((i / 2) % 2), column
     // 8 (i / 4) + 2 q + i % 2 (wgmma_sm90.cuh). For S^T and dP^T rows are keys, columns queries.
@@ -89,8 +144,8 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
     for (int i = 0; i < HN / 2; ++i) dk[i] = dv[i] = 0.0f;
     const float sl2 = P.scale * kLog2eB90;
     for (int it = 0; it < nsteps; ++it) {
-        const std::int64_t pair = kv * P.qpg + it / ntiles;
-        const std::int64_t i0 = j0 + static_cast<std::int64_t>(it % ntiles) * kRowsB90;
+        const std::int64_t pair = pair_of(it);
+        const std::int64_t i0 = first_of(it);
         // kDrop: the keep bits of this thread's 32 elements of P^T (bit i: accumulator i),
         // drawn before S^T and dP^T exist, when dK and dV are the only large live arrays: drawn
         // where they are used, the Philox rounds spill (ptxas, sm_90a, at head dims 96, 128).
@@ -98,7 +153,8 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
         // rounds for ILP and spills hundreds of bytes. The word waits in this thread's own
         // shared-memory slot (kept in a register across the products it spills at 128) until
         // P^T is formed, where a dropped element gets its sign flipped (P >= 0, so the sign is
-        // free to carry the bit); the dS^T loop below reads the bit back from the sign.
+        // free to carry the bit); the dS^T loop below reads the bit back from the sign. With
+        // kPipe the draws overlap this step's copies, still in flight.
         std::uint32_t keep = 0;
         if constexpr (kDrop) {
             // Index of (query i0 + iq, key j0 + 16 warp + g + kk): base + iq s + kk.
@@ -111,16 +167,34 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
             }
             keeps[t] = keep;
         }
-        __syncthreads();  // the previous step's products (all waited for) are done with Q, dO, dS^T
-        load_tile<HN>(qs, qkv + flash_q_at(P, pair), i0, P.s, P.ldq);
-        load_tile<HN>(dos, dout + pair * HN, i0, P.s, P.ldo);
-        for (int e = t; e < kRowsB90; e += kThreadsB90) {
-            const bool valid = i0 + e < P.s;
-            ls[e] = valid ? lse[pair * P.s + i0 + e] * kLog2eB90 : 0.0f;
-            dl[e] = valid ? D[pair * P.s + i0 + e] : 0.0f;
+        const int buf = kPipe ? it % 2 : 0;
+        unsigned char* qs = qd0 + buf * 2 * kTileBytesB90<HN>;
+        unsigned char* dos = qs + kTileBytesB90<HN>;
+        const float* ls = st0 + buf * 2 * kRowsB90;  // lse per query of the tile (* log2(e) unpipelined)
+        const float* dl = ls + kRowsB90;             // D per query of the tile
+        if constexpr (kPipe) {
+            // This step's copies were issued a whole step ago (the prologue for step 0): the
+            // only group in flight. Then the fence for wgmma's async-proxy reads, and the
+            // barrier: every thread's copies landed, and every thread is past the previous
+            // step's products (all waited for), so the other buffer (the previous step's Q, dO,
+            // statistics) and dS^T are free: the next step's copies go there now and land
+            // while this step computes.
+            cp_async_wait<0>();
+            w::fence_proxy_async_shared();
+            __syncthreads();
+            if (it + 1 < nsteps) prefetch(it + 1, buf ^ 1);
+        } else {
+            __syncthreads();  // the previous step's products (all waited for) are done with Q, dO, dS^T
+            load_tile<HN>(qs, qkv + flash_q_at(P, pair), i0, P.s, P.ldq);
+            load_tile<HN>(dos, dout + pair * HN, i0, P.s, P.ldo);
+            for (int e = t; e < kRowsB90; e += kThreadsB90) {
+                const bool valid = i0 + e < P.s;
+                st0[e] = valid ? lse[pair * P.s + i0 + e] * kLog2eB90 : 0.0f;
+                st0[kRowsB90 + e] = valid ? D[pair * P.s + i0 + e] : 0.0f;
+            }
+            w::fence_proxy_async_shared();  // generic-proxy stores, read by wgmma's async proxy
+            __syncthreads();
         }
-        w::fence_proxy_async_shared();  // generic-proxy stores, read by wgmma's async proxy
-        __syncthreads();
 
         float st[kRowsB90 / 2], dp[kRowsB90 / 2];  // S^T, dP^T: 64 keys x 64 queries
         w::fence();
@@ -141,7 +215,8 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
         for (int i = 0; i < kRowsB90 / 2; ++i) {
             const int iq = 8 * (i / 4) + 2 * q + i % 2;
             const std::int64_t qi = i0 + iq, kj = j0 + 16 * warp + g + 8 * ((i / 2) % 2);
-            const float p = exp2f(st[i] * sl2 - ls[iq]);
+            // kPipe copies the raw lse (cp.async cannot scale): times log2(e) here.
+            const float p = exp2f(st[i] * sl2 - (kPipe ? ls[iq] * kLog2eB90 : ls[iq]));
             st[i] = !edge || (kj <= qi && qi < P.s) ? p : 0.0f;
             if constexpr (kDrop) {
                 if (!(keeps[t] >> i & 1u)) st[i] = -st[i];  // dropped: -P (-0 where P is 0)
@@ -210,10 +285,21 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
                     w::fence_operand(da[step]);
                 }
             }
+            if constexpr (kPipe) {
+                // Accumulators i, i + 1 (i even) are one row's adjacent columns: one float2 atomic.
 #pragma unroll
-            for (int i = 0; i < kDqN<HN> / 2; ++i) {
-                const std::int64_t qi = i0 + 16 * warp + g + 8 * ((i / 2) % 2);
-                if (qi < P.s) atomicAdd(dq_acc + (qi * P.pairs + pair) * HN + n0 + 8 * (i / 4) + 2 * q + i % 2, dq[i]);
+                for (int i = 0; i < kDqN<HN> / 2; i += 2) {
+                    const std::int64_t qi = i0 + 16 * warp + g + 8 * ((i / 2) % 2);
+                    if (qi < P.s)
+                        atomic_add2(dq_acc + (qi * P.pairs + pair) * HN + n0 + 8 * (i / 4) + 2 * q, dq[i], dq[i + 1]);
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < kDqN<HN> / 2; ++i) {
+                    const std::int64_t qi = i0 + 16 * warp + g + 8 * ((i / 2) % 2);
+                    if (qi < P.s)
+                        atomicAdd(dq_acc + (qi * P.pairs + pair) * HN + n0 + 8 * (i / 4) + 2 * q + i % 2, dq[i]);
+                }
             }
         }
     }
@@ -230,14 +316,14 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
     }
 }
 
-template <int HN, bool kDrop, typename T>
+template <int HN, bool kDrop, bool kPipe, typename T>
 void launch_bwd90(const FlashParams& P, const void* qkv, const void* dout, const float* lse, const float* D,
                   void* dqkv, float* dq_acc, cudaStream_t st) {
-    auto* k = flash_bwd_sm90<HN, kDrop, T>;
-    GPT_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemB90<HN>),
+    auto* k = flash_bwd_sm90<HN, kDrop, kPipe, T>;
+    GPT_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemB90<HN, kPipe>),
                    "cudaFuncSetAttribute(flash_bwd_sm90)");
     const dim3 grid(static_cast<unsigned>((P.s + kKeysB90 - 1) / kKeysB90), static_cast<unsigned>(P.pairs / P.qpg));
-    k<<<grid, kThreadsB90, kSmemB90<HN>, st>>>(P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse, D,
+    k<<<grid, kThreadsB90, kSmemB90<HN, kPipe>, st>>>(P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse, D,
                                                 static_cast<T*>(dqkv), dq_acc);
 }
 
@@ -248,20 +334,23 @@ bool flash_sm90_bwd_supports(const FlashParams& P, DType t) {
 }
 
 void flash_backward_sm90(const FlashParams& P, DType t, const void* qkv, const void* dout, const float* lse,
-                         const float* D, void* dqkv, float* dq_acc, cudaStream_t st) {
+                         const float* D, void* dqkv, float* dq_acc, bool pipelined, cudaStream_t st) {
     GPT_REQUIRE(flash_sm90_bwd_supports(P, t), InternalError, "flash_backward_sm90: unsupported case (hn ", P.hn,
                 ")");
     GPT_CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, static_cast<std::size_t>(P.s * P.pairs * P.hn) * sizeof(float), st),
                    "attention_backward (flash sm90)");
     const bool bf = t == DType::BF16;
-    auto go = [&](auto hn, auto drop) {
+    auto go = [&](auto hn, auto drop, auto pipe) {
         constexpr int H = decltype(hn)::value;
-        constexpr bool Dr = decltype(drop)::value;
-        bf ? launch_bwd90<H, Dr, __nv_bfloat16>(P, qkv, dout, lse, D, dqkv, dq_acc, st)
-           : launch_bwd90<H, Dr, __half>(P, qkv, dout, lse, D, dqkv, dq_acc, st);
+        constexpr bool Dr = decltype(drop)::value, Pi = decltype(pipe)::value;
+        bf ? launch_bwd90<H, Dr, Pi, __nv_bfloat16>(P, qkv, dout, lse, D, dqkv, dq_acc, st)
+           : launch_bwd90<H, Dr, Pi, __half>(P, qkv, dout, lse, D, dqkv, dq_acc, st);
+    };
+    auto with_pipe = [&](auto hn, auto drop) {
+        pipelined ? go(hn, drop, std::true_type{}) : go(hn, drop, std::false_type{});
     };
     auto with_drop = [&](auto hn) {
-        P.drop ? go(hn, std::true_type{}) : go(hn, std::false_type{});
+        P.drop ? with_pipe(hn, std::true_type{}) : with_pipe(hn, std::false_type{});
     };
     if (P.hn == 64)
         with_drop(std::integral_constant<int, 64>{});

@@ -1,6 +1,7 @@
 // Shared-memory tiles of the sm_90 (wgmma) attention kernels in the canonical no-swizzle
 // layouts of wgmma_sm90.cuh: 8x8 core matrices of 128 contiguous bytes, written with plain
-// 16-byte stores. Used by the backward (attention_flash_sm90_bwd.cu) and the basic forward
+// 16-byte stores (load_tile) or 16-byte cp.async copies (load_tile_async, for double
+// buffering: the copy needs no registers and lands while the warpgroup computes). Used by the backward (attention_flash_sm90_bwd.cu) and the basic forward
 // (attention_flash_sm90.cu); the warp-specialised forward's tiles are TMA's swizzled ones.
 //
 // One stored [64 rows][HN] tile serves both orientations: kmajor_at(r, c) == nmajor_at(c, r),
@@ -51,6 +52,22 @@ __device__ __forceinline__ void load_tile(unsigned char* tile, const T* base, st
         uint4 v = make_uint4(0, 0, 0, 0);
         if (r0 + r < s) v = *reinterpret_cast<const uint4*>(base + (r0 + r) * ld + c);
         *reinterpret_cast<uint4*>(tile + kmajor_at<HN>(r, c)) = v;
+    }
+}
+
+// The same tile with cp.async (mma_sm80.cuh): 16 bytes per copy into the same canonical
+// layout, rows at or past s zero-filled (source size 0: the source, row 0, is not read). The
+// bytes land at this thread's cp_async_wait covering the commit group; other threads' copies
+// then need a barrier, and wgmma's reads a fence_proxy_async_shared (cp.async writes through
+// the generic proxy) by every writer before it.
+template <int HN, typename T>
+__device__ __forceinline__ void load_tile_async(unsigned char* tile, const T* base, std::int64_t r0, std::int64_t s,
+                                                std::int64_t ld) {
+    constexpr int kChunks = HN / 8;
+    for (int e = threadIdx.x; e < 64 * kChunks; e += blockDim.x) {
+        const int r = e / kChunks, c = e % kChunks * 8;
+        const bool valid = r0 + r < s;
+        cp_async_16(tile + kmajor_at<HN>(r, c), base + (valid ? r0 + r : 0) * ld + c, valid);
     }
 }
 

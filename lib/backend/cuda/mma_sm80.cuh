@@ -111,6 +111,19 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool v
     __trap();
 #endif
 }
+// 4 bytes the same way (cp.async.ca: the 4- and 8-byte sizes have no .cg form), e.g. one
+// float per thread of a tile's per-row statistics, whose rows need not be 16-byte aligned.
+__device__ __forceinline__ void cp_async_4(void* smem, const void* gmem, bool valid) {
+#if defined(GPT_CUDA_EMU)
+    ::gpt_emu::cp_async(smem, gmem, 4, valid ? 4 : 0);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 4 : 0));
+#else
+    (void)smem, (void)gmem, (void)valid;
+    __trap();
+#endif
+}
 // Closes the group of this thread's cp.async copies issued since the last commit.
 __device__ __forceinline__ void cp_async_commit() {
 #if defined(GPT_CUDA_EMU)

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <type_traits>
 
 struct uint3 {
@@ -35,6 +36,10 @@ struct alignas(16) uint4 {
     unsigned x, y, z, w;
 };
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+struct alignas(8) float2 {
+    float x, y;
+};
+inline float2 make_float2(float x, float y) { return float2{x, y}; }
 struct alignas(16) float4 {
     float x, y, z, w;
 };
@@ -167,6 +172,14 @@ T atomicAdd(T* p, T v) {
     const T old = *p;
     *p = old + v;
     return old;
+}
+// sm_90's vector atomics (CUDA's atomicAdd(float2*, float2)): each component is an atomic of
+// its own, in no promised order (here each lets other blocks run first, as the scalar one);
+// the address must be 8-byte aligned, as on the GPU.
+inline float2 atomicAdd(float2* p, float2 v) {
+    if (reinterpret_cast<std::uintptr_t>(p) % 8)
+        throw std::runtime_error("atomicAdd(float2*): address not 8-byte aligned");
+    return float2{atomicAdd(&p->x, v.x), atomicAdd(&p->y, v.y)};
 }
 template <typename T>
 T atomicMax(T* p, T v) {
