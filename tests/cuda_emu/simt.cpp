@@ -93,17 +93,33 @@ struct Fiber {
     WgmmaState wgmma;    // wgmma.mma_async in flight (wgmma.cpp)
 };
 
+struct LaneMask {
+    std::uint32_t lanes = 0;
+    unsigned gen = 0;  // the warp generation the lanes offered at, + 1
+    void offer(unsigned g, int lane) {
+        if (gen != g + 1) {
+            gen = g + 1;
+            lanes = 0;
+        }
+        lanes |= std::uint32_t{1} << lane;
+    }
+    std::uint32_t at(unsigned g) const { return gen == g + 1 ? lanes : 0; }
+};
+
 struct BlockRun {
     std::vector<Fiber> fibers;
     Barrier block;
     std::vector<Barrier> warps;
     std::vector<Barrier> groups;  // warpgroups (128 threads: wgmma.cpp)
     std::vector<std::uint64_t> slots;  // warp exchange: two sets of one per thread
-    std::vector<unsigned> slot_gen;    // the warp generation each slot was written at, + 1
-    // Warp gather (allocated by the block's first): two sets of kWarpGatherMax bytes per
-    // thread, and the warp generation (+1) each slot was last written at.
+    // Which lanes wrote a set of a warp's slots at a warp generation: per (set, warp), the
+    // lane mask and the generation (+ 1) it belongs to (the first writer of a new
+    // generation clears it). One mask test per shuffle instead of 32 per-slot tags.
+    std::vector<LaneMask> slot_lanes;
+    // Warp gather: two sets of kWarpGatherMax bytes per thread (kept across the blocks of a
+    // launch: absent lanes' bytes are stale either way), and its lane masks as above.
     std::vector<unsigned char> gather;
-    std::vector<unsigned> gather_gen;
+    std::vector<LaneMask> gather_lanes;
     // Warpgroup gather, the same way (wgmma.mma_async).
     std::vector<unsigned char> group_gather;
     std::vector<unsigned> group_gather_gen;
@@ -312,9 +328,9 @@ std::string start_block(BlockRun& r, const dim3 block, uint3 idx, const std::fun
     const int nwarps = (n + 31) / 32;
     r.warps.assign(static_cast<std::size_t>(nwarps), Barrier{});
     r.slots.assign(static_cast<std::size_t>(nwarps) * 64, 0);
-    r.slot_gen.assign(static_cast<std::size_t>(nwarps) * 64, 0);
-    r.gather.clear();
-    r.gather_gen.clear();
+    r.slot_lanes.assign(static_cast<std::size_t>(nwarps) * 2, LaneMask{});
+    r.gather.resize(static_cast<std::size_t>(nwarps) * 64 * kWarpGatherMax);
+    r.gather_lanes.assign(static_cast<std::size_t>(nwarps) * 2, LaneMask{});
     r.group_gather.clear();
     r.group_gather_gen.clear();
     r.bulk.clear();
@@ -406,15 +422,15 @@ std::uint64_t warp_exchange(std::uint64_t v, int src_lane, std::uint32_t mask) {
     const std::size_t base = ((gen & 1u) * r.warps.size() + warp) * 32;
     const int lane = r.cur->lane;
     r.slots[base + static_cast<std::size_t>(lane)] = v;
-    r.slot_gen[base + static_cast<std::size_t>(lane)] = gen + 1;
+    LaneMask& offered = r.slot_lanes[(gen & 1u) * r.warps.size() + warp];
+    offered.offer(gen, lane);
     warp_barrier();  // every lane has written
     // The mask must name the calling lane and only lanes that execute this same shuffle: a
     // lane that exited, lies past a partial warp's end or waits elsewhere makes the
     // shuffle undefined on a GPU (a hang or garbage), and here a stale slot.
     // Checked before any message is built: an ostringstream per shuffle is not free.
-    int absent = -1;
-    for (int l = 0; l < 32 && absent < 0; ++l)
-        if ((mask >> l & 1u) && r.slot_gen[base + static_cast<std::size_t>(l)] != gen + 1) absent = l;
+    const std::uint32_t missing = mask & ~offered.at(gen);
+    const int absent = missing ? __builtin_ctz(missing) : -1;
     if (!(mask >> lane & 1u) || absent >= 0) {
         std::ostringstream m;
         m << "__shfl_*_sync(0x" << std::hex << mask << std::dec << ") in warp " << warp << ": ";
@@ -471,27 +487,27 @@ void atomic_point() {
 
 // The gather's sets alternate by warp generation for the reason warp_exchange's do. A slot's
 // generation tag tells which lanes wrote at this barrier: a stale slot has an older tag.
-std::uint32_t warp_gather(const void* mine, std::size_t bytes, void* all) {
+std::uint32_t warp_gather_view(const void* mine, std::size_t bytes, const unsigned char** all) {
     if (bytes > kWarpGatherMax) throw std::logic_error("gpt_emu::warp_gather: more than kWarpGatherMax bytes");
     BlockRun& r = *g_run;
     const std::size_t nwarps = r.warps.size();
-    if (r.gather.empty()) {
-        r.gather.resize(nwarps * 64 * kWarpGatherMax);
-        r.gather_gen.assign(nwarps * 64, 0);
-    }
     const std::size_t warp = static_cast<std::size_t>(r.cur->warp);
     const unsigned gen = r.warps[warp].gen;
     const std::size_t base = ((gen & 1u) * nwarps + warp) * 32;
     const std::size_t me = base + static_cast<std::size_t>(r.cur->lane);
     std::memcpy(&r.gather[me * kWarpGatherMax], mine, bytes);
-    r.gather_gen[me] = gen + 1;
+    LaneMask& offered = r.gather_lanes[(gen & 1u) * nwarps + warp];
+    offered.offer(gen, r.cur->lane);
     warp_barrier();  // every lane has written
+    *all = &r.gather[base * kWarpGatherMax];
+    return offered.at(gen);
+}
+
+std::uint32_t warp_gather(const void* mine, std::size_t bytes, void* all) {
+    const unsigned char* view = nullptr;
+    const std::uint32_t mask = warp_gather_view(mine, bytes, &view);
     auto* out = static_cast<unsigned char*>(all);
-    std::uint32_t mask = 0;
-    for (std::size_t l = 0; l < 32; ++l) {
-        std::memcpy(out + l * bytes, &r.gather[(base + l) * kWarpGatherMax], bytes);
-        if (r.gather_gen[base + l] == gen + 1) mask |= std::uint32_t{1} << l;
-    }
+    for (std::size_t l = 0; l < 32; ++l) std::memcpy(out + l * bytes, view + l * kWarpGatherMax, bytes);
     return mask;
 }
 
