@@ -133,6 +133,16 @@ struct BlockRun {
     Named named[16];
     int idle_rounds = 0;         // rounds in which only threads spinning at an mbarrier ran
     Fiber* cur = nullptr;
+    // Where the running round is in the schedule's order (run_round, next_fiber): a fiber
+    // that suspends picks the next runnable fiber itself and switches straight to it, one
+    // switch per suspension instead of two through the scheduler.
+    struct Round {
+        int k = 0;          // forward / reverse: the next position in the order
+        int w = 0, t = 0;   // warps: the warp, and the next lane to try (downwards)
+        bool more = false;  // warps: a fiber of warp w ran in this pass
+        bool ran = false;   // some fiber ran in this round
+        bool progress = false;  // a thread did more than spin at an mbarrier once
+    } round;
     void* sched_sp = nullptr;
     const std::function<void()>* body = nullptr;
     std::string failure;
@@ -209,6 +219,66 @@ void try_release(Barrier& b) {
 constexpr int kLiveBlocks = 4;
 bool interleaved() { return schedule() != Schedule::Forward; }
 
+bool runnable(const BlockRun& r, const Fiber& f);
+
+// The next fiber of the running round, in the schedule's order (the order run_round's
+// loops visited them in when the scheduler resumed each fiber itself), tested for
+// runnability when the order reaches it; nullptr at the round's end.
+Fiber* next_fiber(BlockRun& r) {
+    BlockRun::Round& c = r.round;
+    const int n = static_cast<int>(r.fibers.size());
+    if (schedule() == Schedule::Warps) {
+        // Each warp, lanes last to first, pass after pass until a pass runs none of them.
+        const int nwarps = static_cast<int>(r.warps.size());
+        while (c.w < nwarps) {
+            const int first = 32 * c.w;
+            while (c.t >= first) {
+                Fiber& f = r.fibers[static_cast<std::size_t>(c.t--)];
+                if (runnable(r, f)) {
+                    c.more = c.ran = true;
+                    return &f;
+                }
+            }
+            if (!c.more) ++c.w;
+            c.more = false;
+            c.t = std::min(n, 32 * c.w + 32) - 1;
+        }
+        return nullptr;
+    }
+    const bool rev = schedule() == Schedule::Reverse;
+    while (c.k < n) {
+        const int t = rev ? n - 1 - c.k : c.k;
+        ++c.k;
+        Fiber& f = r.fibers[static_cast<std::size_t>(t)];
+        if (runnable(r, f)) {
+            c.ran = true;
+            return &f;
+        }
+    }
+    return nullptr;
+}
+
+// Makes f the running fiber (the switch to it follows).
+void make_current(BlockRun& r, Fiber& f) {
+    f.wait = Wait::None;
+    r.cur = &f;
+    g_thread_idx = f.tid;
+}
+
+// Ends the running fiber's turn (its wait already set): the next runnable fiber of the
+// round continues, or the scheduler at the round's end.
+void suspend(Fiber& f) {
+    BlockRun& r = *g_run;
+    r.round.progress |= f.wait != Wait::Spin;
+    Fiber* next = next_fiber(r);
+    if (!next) {
+        gpt_emu_switch(&f.sp, r.sched_sp);
+        return;
+    }
+    make_current(r, *next);
+    if (next != &f) gpt_emu_switch(&f.sp, next->sp);
+}
+
 void arrive(Barrier& b, Wait kind) {
     Fiber& f = *g_run->cur;
     const unsigned gen = b.gen;
@@ -219,13 +289,13 @@ void arrive(Barrier& b, Wait kind) {
         // thread, the last to arrive too, so other blocks run between its two sides.
         if (kind == Wait::Block && interleaved()) {
             f.wait = Wait::Yield;
-            gpt_emu_switch(&f.sp, g_run->sched_sp);
+            suspend(f);
         }
         return;
     }
     f.wait = kind;
     f.gen = gen;
-    gpt_emu_switch(&f.sp, g_run->sched_sp);
+    suspend(f);
 }
 
 [[noreturn]] void fiber_entry() {
@@ -262,7 +332,7 @@ void arrive(Barrier& b, Wait kind) {
     try_release(r.block);
     try_release(r.warps[static_cast<std::size_t>(f.warp)]);
     try_release(r.groups[static_cast<std::size_t>(f.warp / 4)]);
-    gpt_emu_switch(&f.sp, r.sched_sp);  // never resumed
+    suspend(f);  // never resumed (a Done fiber is not runnable)
     __builtin_unreachable();
 }
 
@@ -372,34 +442,17 @@ void leave_block(BlockRun& r) {
 // Resumes every fiber of the running block that can run, once, in the schedule's order
 // (under warps: each warp until it blocks); false when none could (a deadlock).
 bool run_round(BlockRun& r) {
-    const int n = static_cast<int>(r.fibers.size()), nwarps = static_cast<int>(r.warps.size());
     for (Fiber& f : r.fibers)
         if (f.wait == Wait::Yield || f.wait == Wait::Spin) f.wait = Wait::None;
-    bool progress = false;  // a thread did more than spin at an mbarrier once
-    auto step = [&](int t) {
-        Fiber& f = r.fibers[static_cast<std::size_t>(t)];
-        if (!runnable(r, f)) return false;
-        f.wait = Wait::None;
-        r.cur = &f;
-        g_thread_idx = f.tid;
-        gpt_emu_switch(&r.sched_sp, f.sp);
-        progress |= f.wait != Wait::Spin;
-        return true;
-    };
-    bool ran = false;
-    if (schedule() == Schedule::Warps) {
-        for (int w = 0; w < nwarps; ++w) {
-            const int first = 32 * w, last = std::min(n, first + 32) - 1;
-            for (bool more = true; more;) {
-                more = false;
-                for (int t = last; t >= first; --t) more |= step(t);
-                ran |= more;
-            }
-        }
-    } else {
-        const bool rev = schedule() == Schedule::Reverse;
-        for (int k = 0; k < n; ++k) ran |= step(rev ? n - 1 - k : k);
+    r.round = BlockRun::Round{};
+    r.round.t = std::min(static_cast<int>(r.fibers.size()), 32) - 1;
+    // The first runnable fiber runs; each that suspends hands over to the next (suspend),
+    // the last back here.
+    if (Fiber* first = next_fiber(r)) {
+        make_current(r, *first);
+        gpt_emu_switch(&r.sched_sp, first->sp);
     }
+    const bool ran = r.round.ran, progress = r.round.progress;
     // A spinning thread's try_wait lands the copies it waits for, so a round in which only
     // spinners ran changed nothing they wait for: the next would be the same (a GPU hangs).
     r.idle_rounds = progress ? 0 : r.idle_rounds + 1;
@@ -482,7 +535,7 @@ void atomic_point() {
     if (!g_run || !interleaved()) return;
     Fiber& f = *g_run->cur;
     f.wait = Wait::Yield;
-    gpt_emu_switch(&f.sp, g_run->sched_sp);
+    suspend(f);
 }
 
 // The gather's sets alternate by warp generation for the reason warp_exchange's do. A slot's
@@ -543,13 +596,13 @@ void named_barrier(int id, int count, bool wait) {
     f.wait = Wait::Named;
     f.named = id;
     f.gen = gen;
-    gpt_emu_switch(&f.sp, r.sched_sp);
+    suspend(f);
 }
 
 void spin_point() {
     Fiber& f = *g_run->cur;
     f.wait = Wait::Spin;
-    gpt_emu_switch(&f.sp, g_run->sched_sp);
+    suspend(f);
 }
 WgmmaState& current_wgmma() { return g_run->cur->wgmma; }
 std::size_t dynamic_smem_bytes() { return g_smem_bytes; }
