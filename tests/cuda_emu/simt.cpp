@@ -142,6 +142,7 @@ struct BlockRun {
         bool more = false;  // warps: a fiber of warp w ran in this pass
         bool ran = false;   // some fiber ran in this round
         bool progress = false;  // a thread did more than spin at an mbarrier once
+        bool warps = false, reverse = false;  // the schedule (read once per round)
     } round;
     void* sched_sp = nullptr;
     const std::function<void()>* body = nullptr;
@@ -227,7 +228,7 @@ bool runnable(const BlockRun& r, const Fiber& f);
 Fiber* next_fiber(BlockRun& r) {
     BlockRun::Round& c = r.round;
     const int n = static_cast<int>(r.fibers.size());
-    if (schedule() == Schedule::Warps) {
+    if (c.warps) {
         // Each warp, lanes last to first, pass after pass until a pass runs none of them.
         const int nwarps = static_cast<int>(r.warps.size());
         while (c.w < nwarps) {
@@ -245,9 +246,8 @@ Fiber* next_fiber(BlockRun& r) {
         }
         return nullptr;
     }
-    const bool rev = schedule() == Schedule::Reverse;
     while (c.k < n) {
-        const int t = rev ? n - 1 - c.k : c.k;
+        const int t = c.reverse ? n - 1 - c.k : c.k;
         ++c.k;
         Fiber& f = r.fibers[static_cast<std::size_t>(t)];
         if (runnable(r, f)) {
@@ -298,10 +298,19 @@ void arrive(Barrier& b, Wait kind) {
     suspend(f);
 }
 
+// No cp.async and no wgmma in flight: as AsyncCopies{} and WgmmaState{}, keeping the
+// vectors' memory for the next thread.
+void clear_async(Fiber& f) {
+    f.copies.copies.clear();
+    f.copies.committed = 0;
+    f.wgmma.ops.clear();
+    f.wgmma.committed = 0;
+    f.wgmma.fence_due = WgmmaState{}.fence_due;
+}
+
 [[noreturn]] void fiber_entry() {
     BlockRun& r = *g_run;
-    r.cur->copies = AsyncCopies{};  // a thread starts with no cp.async in flight
-    r.cur->wgmma = WgmmaState{};    // nor wgmma
+    clear_async(*r.cur);  // a thread starts with no cp.async or wgmma in flight
     try {
         (*r.body)();
     } catch (const std::exception& e) {
@@ -320,11 +329,11 @@ void arrive(Barrier& b, Wait kind) {
                     " wgmma.mma_async still in flight (" + std::to_string(uncommitted) +
                     " never committed): a wgmma.commit_group or wgmma.wait_group is missing";
     }
-    f.wgmma = WgmmaState{};
     // cp.async copies the thread never waited for are dropped, not landed: no thread may
     // read them (another thread sees them only after this one's wait and a barrier), so
     // a kernel that relies on them reads the stale (or NaN-poisoned) destination here.
-    f.copies = AsyncCopies{};
+    // Pending wgmma are dropped too (reported above).
+    clear_async(f);
     f.wait = Wait::Done;
     --r.block.live;
     --r.warps[static_cast<std::size_t>(f.warp)].live;
@@ -334,6 +343,17 @@ void arrive(Barrier& b, Wait kind) {
     try_release(r.groups[static_cast<std::size_t>(f.warp / 4)]);
     suspend(f);  // never resumed (a Done fiber is not runnable)
     __builtin_unreachable();
+}
+
+// A fiber as Fiber{} makes it, but keeping its queues' memory.
+void reset_fiber(Fiber& f) {
+    f.sp = nullptr;
+    f.tid = uint3{0, 0, 0};
+    f.warp = f.lane = 0;
+    f.wait = Wait::None;
+    f.gen = 0;
+    f.named = 0;
+    clear_async(f);
 }
 
 // A fresh fiber's stack, laid out as gpt_emu_switch leaves a suspended one: control words,
@@ -394,7 +414,10 @@ std::string start_block(BlockRun& r, const dim3 block, uint3 idx, const std::fun
     const int n = static_cast<int>(block.x * block.y * block.z);
     r.body = &body;
     r.idx = idx;
-    r.fibers.assign(static_cast<std::size_t>(n), Fiber{});
+    // Fibers are reset in place (their cp.async and wgmma queues keep their capacity):
+    // destroying and rebuilding them was a few percent of a launch.
+    r.fibers.resize(static_cast<std::size_t>(n));
+    for (Fiber& f : r.fibers) reset_fiber(f);
     const int nwarps = (n + 31) / 32;
     r.warps.assign(static_cast<std::size_t>(nwarps), Barrier{});
     r.slots.assign(static_cast<std::size_t>(nwarps) * 64, 0);
@@ -445,6 +468,8 @@ bool run_round(BlockRun& r) {
     for (Fiber& f : r.fibers)
         if (f.wait == Wait::Yield || f.wait == Wait::Spin) f.wait = Wait::None;
     r.round = BlockRun::Round{};
+    r.round.warps = schedule() == Schedule::Warps;
+    r.round.reverse = schedule() == Schedule::Reverse;
     r.round.t = std::min(static_cast<int>(r.fibers.size()), 32) - 1;
     // The first runnable fiber runs; each that suspends hands over to the next (suspend),
     // the last back here.
