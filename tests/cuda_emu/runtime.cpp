@@ -331,6 +331,11 @@ bool in_arena(const void* p) {
     return c >= a.base && c < a.base + a.size;
 }
 
+ArenaRange arena_range() {
+    Arena& a = arena();
+    return ArenaRange{a.base, a.base + a.size};
+}
+
 bool is_device(const void* p, std::size_t bytes) {
     Arena& a = arena();
     std::lock_guard lock(a.mu);
