@@ -21,6 +21,17 @@
 
 namespace gpt_emu {
 
+// Every fp16 value as __half2float decodes it (built from it, so the same bits): mma_m16n8k16
+// decodes 64 inputs per lane, and the branchy conversion was most of its time.
+const float* half_table() {
+    static const std::vector<float> table = [] {
+        std::vector<float> t(65536);
+        for (std::uint32_t b = 0; b < 65536; ++b) t[b] = __half2float(__half{static_cast<std::uint16_t>(b)});
+        return t;
+    }();
+    return table.data();
+}
+
 namespace {
 
 // .sync.aligned: every lane of the warp executes the same instruction; on the GPU anything
@@ -31,17 +42,6 @@ void require_whole_warp(std::uint32_t mask, const char* what) {
     m << what << ": not all 32 lanes of the warp took part (lane mask 0x" << std::hex << mask
       << "): lanes exited, the warp is partial, or they diverged";
     throw std::runtime_error(m.str());
-}
-
-// Every fp16 value as __half2float decodes it (built from it, so the same bits): mma_m16n8k16
-// decodes 64 inputs per lane, and the branchy conversion was most of its time.
-const float* half_table() {
-    static const std::vector<float> table = [] {
-        std::vector<float> t(65536);
-        for (std::uint32_t b = 0; b < 65536; ++b) t[b] = __half2float(__half{static_cast<std::uint16_t>(b)});
-        return t;
-    }();
-    return table.data();
 }
 
 float decode(std::uint32_t reg, int high, bool bf16, const float* halves) {

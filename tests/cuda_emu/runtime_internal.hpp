@@ -104,6 +104,8 @@ struct ArenaRange {
     }
 };
 ArenaRange arena_range();
+// The float value of every fp16 bit pattern, as __half2float gives it (ptx.cpp).
+const float* half_table();
 // As warp_gather (gpt_emu/simt.hpp) without the copy: *all points at lane 0's offer, lane
 // l's at *all + l * kWarpGatherMax. Valid until the calling lane's next warp barrier (the
 // set is rewritten two warp barriers later, which no lane passes before the caller's next).
