@@ -8,16 +8,29 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstddef>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "gpt_emu/memory.hpp"
 #include "gpt_emu/simt.hpp"
 #include "runtime_internal.hpp"
 
 namespace gpt_emu {
+
+// Every fp16 value as __half2float decodes it (built from it, so the same bits): mma_m16n8k16
+// decodes 64 inputs per lane, and the branchy conversion was most of its time.
+const float* half_table() {
+    static const std::vector<float> table = [] {
+        std::vector<float> t(65536);
+        for (std::uint32_t b = 0; b < 65536; ++b) t[b] = __half2float(__half{static_cast<std::uint16_t>(b)});
+        return t;
+    }();
+    return table.data();
+}
 
 namespace {
 
@@ -31,9 +44,9 @@ void require_whole_warp(std::uint32_t mask, const char* what) {
     throw std::runtime_error(m.str());
 }
 
-float decode(std::uint32_t reg, int high, bool bf16) {
+float decode(std::uint32_t reg, int high, bool bf16, const float* halves) {
     const auto bits = static_cast<std::uint16_t>(reg >> (16 * high));
-    return bf16 ? __bfloat162float(__nv_bfloat16{bits}) : __half2float(__half{bits});
+    return bf16 ? __bfloat162float(__nv_bfloat16{bits}) : halves[bits];
 }
 
 std::string hex_address(const void* p) {
@@ -48,16 +61,26 @@ void mma_m16n8k16(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_
     struct Regs {
         std::uint32_t a[4], b[2];
     };
-    Regs mine{{a[0], a[1], a[2], a[3]}, {b[0], b[1]}}, all[32];
-    require_whole_warp(warp_gather(&mine, sizeof mine, all), "mma.sync.m16n8k16");
+    const Regs mine{{a[0], a[1], a[2], a[3]}, {b[0], b[1]}};
+    // Read in place (no copy of all 32 lanes' offers): register `reg` of lane `l`.
+    const unsigned char* all = nullptr;
+    require_whole_warp(warp_gather_view(&mine, sizeof mine, &all), "mma.sync.m16n8k16");
+    auto reg = [all](int l, std::size_t offset) {
+        std::uint32_t v;
+        std::memcpy(&v, all + static_cast<std::size_t>(l) * kWarpGatherMax + offset, sizeof v);
+        return v;
+    };
     const int lane = lane_id(), g = lane / 4, t = lane % 4;
+    const float* halves = half_table();
     // A (row, k) is in lane 4 * (row % 8) + (k % 8) / 2, register row / 8 + 2 * (k / 8),
     // half k % 2; B (k, n) in lane 4 * n + (k % 8) / 2, register k / 8, half k % 2.
     float arow[2][16], bcol[2][16];
     for (int i = 0; i < 2; ++i)  // rows g and g + 8
-        for (int k = 0; k < 16; ++k) arow[i][k] = decode(all[4 * g + k % 8 / 2].a[i + 2 * (k / 8)], k % 2, bf16);
+        for (int k = 0; k < 16; ++k)
+            arow[i][k] = decode(reg(4 * g + k % 8 / 2, offsetof(Regs, a) + 4 * (i + 2 * (k / 8))), k % 2, bf16, halves);
     for (int j = 0; j < 2; ++j)  // columns 2t and 2t + 1
-        for (int k = 0; k < 16; ++k) bcol[j][k] = decode(all[4 * (2 * t + j) + k % 8 / 2].b[k / 8], k % 2, bf16);
+        for (int k = 0; k < 16; ++k)
+            bcol[j][k] = decode(reg(4 * (2 * t + j) + k % 8 / 2, offsetof(Regs, b) + 4 * (k / 8)), k % 2, bf16, halves);
     // Products of 16-bit inputs are exact in fp32; the sum's rounding is the CPU's, in k order.
     for (int i = 0; i < 2; ++i)
         for (int j = 0; j < 2; ++j) {
@@ -70,15 +93,19 @@ void mma_m16n8k16(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_
 void ldmatrix(std::uint32_t* r, int count, bool trans, const void* row) {
     if (count != 1 && count != 2 && count != 4)
         throw std::runtime_error("ldmatrix: count " + std::to_string(count) + " is not 1, 2 or 4");
-    const unsigned char* rows[32];
     const auto* mine = static_cast<const unsigned char*>(row);
-    require_whole_warp(warp_gather(&mine, sizeof mine, rows), "ldmatrix");
+    const unsigned char* offers = nullptr;  // read in place, as mma_m16n8k16 does
+    require_whole_warp(warp_gather_view(&mine, sizeof mine, &offers), "ldmatrix");
+    const unsigned char* rows[32];
+    for (int l = 0; l < 8 * count; ++l)  // only the lanes this count reads
+        std::memcpy(&rows[l], offers + static_cast<std::size_t>(l) * kWarpGatherMax, sizeof rows[l]);
+    const ArenaRange arena = arena_range();
     for (int l = 0; l < 8 * count; ++l) {
         // Every lane checks every address, so each reports the same (first) bad lane.
         if (reinterpret_cast<std::uintptr_t>(rows[l]) % 16 != 0)
             throw std::runtime_error("ldmatrix: lane " + std::to_string(l) + "'s row address " +
                                      hex_address(rows[l]) + " is not 16-byte aligned");
-        if (in_arena(rows[l]))
+        if (arena.contains(rows[l]))
             throw std::runtime_error("ldmatrix: lane " + std::to_string(l) + "'s row address " +
                                      hex_address(rows[l]) + " is device (global) memory, not shared memory");
     }

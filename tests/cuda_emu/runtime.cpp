@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -207,10 +208,15 @@ void run_front(Stream& s) {
 
 bool g_parking = false;  // inside stream_complete_work
 
+// A run of queued work keeps device memory open from its first item to its last (each
+// kernel, copy and matmul opened and closed it itself: two mprotect calls and a TLB
+// shootdown per item). No host code of the program runs in between: only queued work.
 void complete_upto(Stream& s, std::uint64_t seq) {
+    std::optional<DeviceAccess> open;
     while (!g_parking && !s.parked.empty() && s.parked.front().seq <= seq) {
         Item it = std::move(s.parked.front());
         s.parked.pop_front();
+        if (!open) open.emplace();
         run_item(s, std::move(it));
     }
     while (!s.pending.empty() && s.pending.front().seq <= seq) {
@@ -219,6 +225,7 @@ void complete_upto(Stream& s, std::uint64_t seq) {
             s.pending.pop_front();
             continue;
         }
+        if (!open) open.emplace();
         run_front(s);
     }
 }
@@ -247,6 +254,7 @@ void enqueue(Stream& s, std::function<void()> fn, bool holds_arena) {
 // before it.
 void drain_all() {
     static std::uint64_t rng = 0x9e3779b97f4a7c15ull;
+    std::optional<DeviceAccess> open;  // as in complete_upto
     for (;;) {
         std::vector<Stream*> ready;
         auto flush_parked = [](Stream& o) { complete_upto(o, o.parked.empty() ? 0 : o.parked.back().seq); };
@@ -266,6 +274,7 @@ void drain_all() {
             for (Stream* o : ready)
                 if (o->pending.front().issued > pick->pending.front().issued) pick = o;
         }
+        if (!open) open.emplace();
         run_front(*pick);
     }
 }
@@ -329,6 +338,11 @@ bool in_arena(const void* p) {
     Arena& a = arena();
     auto* c = static_cast<const char*>(p);
     return c >= a.base && c < a.base + a.size;
+}
+
+ArenaRange arena_range() {
+    Arena& a = arena();
+    return ArenaRange{a.base, a.base + a.size};
 }
 
 bool is_device(const void* p, std::size_t bytes) {

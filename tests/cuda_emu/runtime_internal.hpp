@@ -94,6 +94,22 @@ std::size_t dynamic_smem_bytes();
 constexpr std::size_t kWarpgroupGatherMax = 48;
 void warpgroup_gather(const void* mine, std::size_t bytes, void* all, unsigned long long (&mask)[2]);
 int warpgroup_thread();  // the running thread's index within its warpgroup (0..127)
+// The arena's bytes [begin, end), for in_arena tests repeated in a loop (ldmatrix) without a
+// call each.
+struct ArenaRange {
+    const char *begin, *end;
+    bool contains(const void* p) const {
+        const auto* c = static_cast<const char*>(p);
+        return c >= begin && c < end;
+    }
+};
+ArenaRange arena_range();
+// The float value of every fp16 bit pattern, as __half2float gives it (ptx.cpp).
+const float* half_table();
+// As warp_gather (gpt_emu/simt.hpp) without the copy: *all points at lane 0's offer, lane
+// l's at *all + l * kWarpGatherMax. Valid until the calling lane's next warp barrier (the
+// set is rewritten two warp barriers later, which no lane passes before the caller's next).
+std::uint32_t warp_gather_view(const void* mine, std::size_t bytes, const unsigned char** all);
 
 // A TMA tile load in flight (tma.cpp): lands, and completes its bytes on the mbarrier, at a
 // wait on that barrier (at issue under the warps schedule). Kept per block.

@@ -93,17 +93,33 @@ struct Fiber {
     WgmmaState wgmma;    // wgmma.mma_async in flight (wgmma.cpp)
 };
 
+struct LaneMask {
+    std::uint32_t lanes = 0;
+    unsigned gen = 0;  // the warp generation the lanes offered at, + 1
+    void offer(unsigned g, int lane) {
+        if (gen != g + 1) {
+            gen = g + 1;
+            lanes = 0;
+        }
+        lanes |= std::uint32_t{1} << lane;
+    }
+    std::uint32_t at(unsigned g) const { return gen == g + 1 ? lanes : 0; }
+};
+
 struct BlockRun {
     std::vector<Fiber> fibers;
     Barrier block;
     std::vector<Barrier> warps;
     std::vector<Barrier> groups;  // warpgroups (128 threads: wgmma.cpp)
     std::vector<std::uint64_t> slots;  // warp exchange: two sets of one per thread
-    std::vector<unsigned> slot_gen;    // the warp generation each slot was written at, + 1
-    // Warp gather (allocated by the block's first): two sets of kWarpGatherMax bytes per
-    // thread, and the warp generation (+1) each slot was last written at.
+    // Which lanes wrote a set of a warp's slots at a warp generation: per (set, warp), the
+    // lane mask and the generation (+ 1) it belongs to (the first writer of a new
+    // generation clears it). One mask test per shuffle instead of 32 per-slot tags.
+    std::vector<LaneMask> slot_lanes;
+    // Warp gather: two sets of kWarpGatherMax bytes per thread (kept across the blocks of a
+    // launch: absent lanes' bytes are stale either way), and its lane masks as above.
     std::vector<unsigned char> gather;
-    std::vector<unsigned> gather_gen;
+    std::vector<LaneMask> gather_lanes;
     // Warpgroup gather, the same way (wgmma.mma_async).
     std::vector<unsigned char> group_gather;
     std::vector<unsigned> group_gather_gen;
@@ -117,6 +133,17 @@ struct BlockRun {
     Named named[16];
     int idle_rounds = 0;         // rounds in which only threads spinning at an mbarrier ran
     Fiber* cur = nullptr;
+    // Where the running round is in the schedule's order (run_round, next_fiber): a fiber
+    // that suspends picks the next runnable fiber itself and switches straight to it, one
+    // switch per suspension instead of two through the scheduler.
+    struct Round {
+        int k = 0;          // forward / reverse: the next position in the order
+        int w = 0, t = 0;   // warps: the warp, and the next lane to try (downwards)
+        bool more = false;  // warps: a fiber of warp w ran in this pass
+        bool ran = false;   // some fiber ran in this round
+        bool progress = false;  // a thread did more than spin at an mbarrier once
+        bool warps = false, reverse = false;  // the schedule (read once per round)
+    } round;
     void* sched_sp = nullptr;
     const std::function<void()>* body = nullptr;
     std::string failure;
@@ -193,6 +220,65 @@ void try_release(Barrier& b) {
 constexpr int kLiveBlocks = 4;
 bool interleaved() { return schedule() != Schedule::Forward; }
 
+bool runnable(const BlockRun& r, const Fiber& f);
+
+// The next fiber of the running round, in the schedule's order (the order run_round's
+// loops visited them in when the scheduler resumed each fiber itself), tested for
+// runnability when the order reaches it; nullptr at the round's end.
+Fiber* next_fiber(BlockRun& r) {
+    BlockRun::Round& c = r.round;
+    const int n = static_cast<int>(r.fibers.size());
+    if (c.warps) {
+        // Each warp, lanes last to first, pass after pass until a pass runs none of them.
+        const int nwarps = static_cast<int>(r.warps.size());
+        while (c.w < nwarps) {
+            const int first = 32 * c.w;
+            while (c.t >= first) {
+                Fiber& f = r.fibers[static_cast<std::size_t>(c.t--)];
+                if (runnable(r, f)) {
+                    c.more = c.ran = true;
+                    return &f;
+                }
+            }
+            if (!c.more) ++c.w;
+            c.more = false;
+            c.t = std::min(n, 32 * c.w + 32) - 1;
+        }
+        return nullptr;
+    }
+    while (c.k < n) {
+        const int t = c.reverse ? n - 1 - c.k : c.k;
+        ++c.k;
+        Fiber& f = r.fibers[static_cast<std::size_t>(t)];
+        if (runnable(r, f)) {
+            c.ran = true;
+            return &f;
+        }
+    }
+    return nullptr;
+}
+
+// Makes f the running fiber (the switch to it follows).
+void make_current(BlockRun& r, Fiber& f) {
+    f.wait = Wait::None;
+    r.cur = &f;
+    g_thread_idx = f.tid;
+}
+
+// Ends the running fiber's turn (its wait already set): the next runnable fiber of the
+// round continues, or the scheduler at the round's end.
+void suspend(Fiber& f) {
+    BlockRun& r = *g_run;
+    r.round.progress |= f.wait != Wait::Spin;
+    Fiber* next = next_fiber(r);
+    if (!next) {
+        gpt_emu_switch(&f.sp, r.sched_sp);
+        return;
+    }
+    make_current(r, *next);
+    if (next != &f) gpt_emu_switch(&f.sp, next->sp);
+}
+
 void arrive(Barrier& b, Wait kind) {
     Fiber& f = *g_run->cur;
     const unsigned gen = b.gen;
@@ -203,19 +289,28 @@ void arrive(Barrier& b, Wait kind) {
         // thread, the last to arrive too, so other blocks run between its two sides.
         if (kind == Wait::Block && interleaved()) {
             f.wait = Wait::Yield;
-            gpt_emu_switch(&f.sp, g_run->sched_sp);
+            suspend(f);
         }
         return;
     }
     f.wait = kind;
     f.gen = gen;
-    gpt_emu_switch(&f.sp, g_run->sched_sp);
+    suspend(f);
+}
+
+// No cp.async and no wgmma in flight: as AsyncCopies{} and WgmmaState{}, keeping the
+// vectors' memory for the next thread.
+void clear_async(Fiber& f) {
+    f.copies.copies.clear();
+    f.copies.committed = 0;
+    f.wgmma.ops.clear();
+    f.wgmma.committed = 0;
+    f.wgmma.fence_due = WgmmaState{}.fence_due;
 }
 
 [[noreturn]] void fiber_entry() {
     BlockRun& r = *g_run;
-    r.cur->copies = AsyncCopies{};  // a thread starts with no cp.async in flight
-    r.cur->wgmma = WgmmaState{};    // nor wgmma
+    clear_async(*r.cur);  // a thread starts with no cp.async or wgmma in flight
     try {
         (*r.body)();
     } catch (const std::exception& e) {
@@ -234,11 +329,11 @@ void arrive(Barrier& b, Wait kind) {
                     " wgmma.mma_async still in flight (" + std::to_string(uncommitted) +
                     " never committed): a wgmma.commit_group or wgmma.wait_group is missing";
     }
-    f.wgmma = WgmmaState{};
     // cp.async copies the thread never waited for are dropped, not landed: no thread may
     // read them (another thread sees them only after this one's wait and a barrier), so
     // a kernel that relies on them reads the stale (or NaN-poisoned) destination here.
-    f.copies = AsyncCopies{};
+    // Pending wgmma are dropped too (reported above).
+    clear_async(f);
     f.wait = Wait::Done;
     --r.block.live;
     --r.warps[static_cast<std::size_t>(f.warp)].live;
@@ -246,8 +341,19 @@ void arrive(Barrier& b, Wait kind) {
     try_release(r.block);
     try_release(r.warps[static_cast<std::size_t>(f.warp)]);
     try_release(r.groups[static_cast<std::size_t>(f.warp / 4)]);
-    gpt_emu_switch(&f.sp, r.sched_sp);  // never resumed
+    suspend(f);  // never resumed (a Done fiber is not runnable)
     __builtin_unreachable();
+}
+
+// A fiber as Fiber{} makes it, but keeping its queues' memory.
+void reset_fiber(Fiber& f) {
+    f.sp = nullptr;
+    f.tid = uint3{0, 0, 0};
+    f.warp = f.lane = 0;
+    f.wait = Wait::None;
+    f.gen = 0;
+    f.named = 0;
+    clear_async(f);
 }
 
 // A fresh fiber's stack, laid out as gpt_emu_switch leaves a suspended one: control words,
@@ -308,13 +414,16 @@ std::string start_block(BlockRun& r, const dim3 block, uint3 idx, const std::fun
     const int n = static_cast<int>(block.x * block.y * block.z);
     r.body = &body;
     r.idx = idx;
-    r.fibers.assign(static_cast<std::size_t>(n), Fiber{});
+    // Fibers are reset in place (their cp.async and wgmma queues keep their capacity):
+    // destroying and rebuilding them was a few percent of a launch.
+    r.fibers.resize(static_cast<std::size_t>(n));
+    for (Fiber& f : r.fibers) reset_fiber(f);
     const int nwarps = (n + 31) / 32;
     r.warps.assign(static_cast<std::size_t>(nwarps), Barrier{});
     r.slots.assign(static_cast<std::size_t>(nwarps) * 64, 0);
-    r.slot_gen.assign(static_cast<std::size_t>(nwarps) * 64, 0);
-    r.gather.clear();
-    r.gather_gen.clear();
+    r.slot_lanes.assign(static_cast<std::size_t>(nwarps) * 2, LaneMask{});
+    r.gather.resize(static_cast<std::size_t>(nwarps) * 64 * kWarpGatherMax);
+    r.gather_lanes.assign(static_cast<std::size_t>(nwarps) * 2, LaneMask{});
     r.group_gather.clear();
     r.group_gather_gen.clear();
     r.bulk.clear();
@@ -356,34 +465,19 @@ void leave_block(BlockRun& r) {
 // Resumes every fiber of the running block that can run, once, in the schedule's order
 // (under warps: each warp until it blocks); false when none could (a deadlock).
 bool run_round(BlockRun& r) {
-    const int n = static_cast<int>(r.fibers.size()), nwarps = static_cast<int>(r.warps.size());
     for (Fiber& f : r.fibers)
         if (f.wait == Wait::Yield || f.wait == Wait::Spin) f.wait = Wait::None;
-    bool progress = false;  // a thread did more than spin at an mbarrier once
-    auto step = [&](int t) {
-        Fiber& f = r.fibers[static_cast<std::size_t>(t)];
-        if (!runnable(r, f)) return false;
-        f.wait = Wait::None;
-        r.cur = &f;
-        g_thread_idx = f.tid;
-        gpt_emu_switch(&r.sched_sp, f.sp);
-        progress |= f.wait != Wait::Spin;
-        return true;
-    };
-    bool ran = false;
-    if (schedule() == Schedule::Warps) {
-        for (int w = 0; w < nwarps; ++w) {
-            const int first = 32 * w, last = std::min(n, first + 32) - 1;
-            for (bool more = true; more;) {
-                more = false;
-                for (int t = last; t >= first; --t) more |= step(t);
-                ran |= more;
-            }
-        }
-    } else {
-        const bool rev = schedule() == Schedule::Reverse;
-        for (int k = 0; k < n; ++k) ran |= step(rev ? n - 1 - k : k);
+    r.round = BlockRun::Round{};
+    r.round.warps = schedule() == Schedule::Warps;
+    r.round.reverse = schedule() == Schedule::Reverse;
+    r.round.t = std::min(static_cast<int>(r.fibers.size()), 32) - 1;
+    // The first runnable fiber runs; each that suspends hands over to the next (suspend),
+    // the last back here.
+    if (Fiber* first = next_fiber(r)) {
+        make_current(r, *first);
+        gpt_emu_switch(&r.sched_sp, first->sp);
     }
+    const bool ran = r.round.ran, progress = r.round.progress;
     // A spinning thread's try_wait lands the copies it waits for, so a round in which only
     // spinners ran changed nothing they wait for: the next would be the same (a GPU hangs).
     r.idle_rounds = progress ? 0 : r.idle_rounds + 1;
@@ -406,15 +500,15 @@ std::uint64_t warp_exchange(std::uint64_t v, int src_lane, std::uint32_t mask) {
     const std::size_t base = ((gen & 1u) * r.warps.size() + warp) * 32;
     const int lane = r.cur->lane;
     r.slots[base + static_cast<std::size_t>(lane)] = v;
-    r.slot_gen[base + static_cast<std::size_t>(lane)] = gen + 1;
+    LaneMask& offered = r.slot_lanes[(gen & 1u) * r.warps.size() + warp];
+    offered.offer(gen, lane);
     warp_barrier();  // every lane has written
     // The mask must name the calling lane and only lanes that execute this same shuffle: a
     // lane that exited, lies past a partial warp's end or waits elsewhere makes the
     // shuffle undefined on a GPU (a hang or garbage), and here a stale slot.
     // Checked before any message is built: an ostringstream per shuffle is not free.
-    int absent = -1;
-    for (int l = 0; l < 32 && absent < 0; ++l)
-        if ((mask >> l & 1u) && r.slot_gen[base + static_cast<std::size_t>(l)] != gen + 1) absent = l;
+    const std::uint32_t missing = mask & ~offered.at(gen);
+    const int absent = missing ? __builtin_ctz(missing) : -1;
     if (!(mask >> lane & 1u) || absent >= 0) {
         std::ostringstream m;
         m << "__shfl_*_sync(0x" << std::hex << mask << std::dec << ") in warp " << warp << ": ";
@@ -466,32 +560,32 @@ void atomic_point() {
     if (!g_run || !interleaved()) return;
     Fiber& f = *g_run->cur;
     f.wait = Wait::Yield;
-    gpt_emu_switch(&f.sp, g_run->sched_sp);
+    suspend(f);
 }
 
 // The gather's sets alternate by warp generation for the reason warp_exchange's do. A slot's
 // generation tag tells which lanes wrote at this barrier: a stale slot has an older tag.
-std::uint32_t warp_gather(const void* mine, std::size_t bytes, void* all) {
+std::uint32_t warp_gather_view(const void* mine, std::size_t bytes, const unsigned char** all) {
     if (bytes > kWarpGatherMax) throw std::logic_error("gpt_emu::warp_gather: more than kWarpGatherMax bytes");
     BlockRun& r = *g_run;
     const std::size_t nwarps = r.warps.size();
-    if (r.gather.empty()) {
-        r.gather.resize(nwarps * 64 * kWarpGatherMax);
-        r.gather_gen.assign(nwarps * 64, 0);
-    }
     const std::size_t warp = static_cast<std::size_t>(r.cur->warp);
     const unsigned gen = r.warps[warp].gen;
     const std::size_t base = ((gen & 1u) * nwarps + warp) * 32;
     const std::size_t me = base + static_cast<std::size_t>(r.cur->lane);
     std::memcpy(&r.gather[me * kWarpGatherMax], mine, bytes);
-    r.gather_gen[me] = gen + 1;
+    LaneMask& offered = r.gather_lanes[(gen & 1u) * nwarps + warp];
+    offered.offer(gen, r.cur->lane);
     warp_barrier();  // every lane has written
+    *all = &r.gather[base * kWarpGatherMax];
+    return offered.at(gen);
+}
+
+std::uint32_t warp_gather(const void* mine, std::size_t bytes, void* all) {
+    const unsigned char* view = nullptr;
+    const std::uint32_t mask = warp_gather_view(mine, bytes, &view);
     auto* out = static_cast<unsigned char*>(all);
-    std::uint32_t mask = 0;
-    for (std::size_t l = 0; l < 32; ++l) {
-        std::memcpy(out + l * bytes, &r.gather[(base + l) * kWarpGatherMax], bytes);
-        if (r.gather_gen[base + l] == gen + 1) mask |= std::uint32_t{1} << l;
-    }
+    for (std::size_t l = 0; l < 32; ++l) std::memcpy(out + l * bytes, view + l * kWarpGatherMax, bytes);
     return mask;
 }
 
@@ -527,13 +621,13 @@ void named_barrier(int id, int count, bool wait) {
     f.wait = Wait::Named;
     f.named = id;
     f.gen = gen;
-    gpt_emu_switch(&f.sp, r.sched_sp);
+    suspend(f);
 }
 
 void spin_point() {
     Fiber& f = *g_run->cur;
     f.wait = Wait::Spin;
-    gpt_emu_switch(&f.sp, g_run->sched_sp);
+    suspend(f);
 }
 WgmmaState& current_wgmma() { return g_run->cur->wgmma; }
 std::size_t dynamic_smem_bytes() { return g_smem_bytes; }

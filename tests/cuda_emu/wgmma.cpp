@@ -62,8 +62,10 @@ std::uint32_t element_address(const Desc& d, bool mn_major, int mn, int k) {
         if (s == 0) {
             off = umn % 8 * 2 + umn / 8 * d.sbo + uk % 8 * 16 + uk / 8 * d.lbo;
         } else {
-            const std::uint32_t per_row = s / 2;  // elements of MN in one swizzle row
-            off = umn % per_row * 2 + umn / per_row * d.lbo + uk % 8 * s + uk / 8 * d.sbo;
+            // per_row = s / 2 elements of MN in one swizzle row: a power of two (s is 32, 64
+            // or 128), so a mask and a shift instead of a division per element.
+            const std::uint32_t per_row = s / 2, shift = static_cast<std::uint32_t>(__builtin_ctz(per_row));
+            off = (umn & (per_row - 1)) * 2 + (umn >> shift) * d.lbo + uk % 8 * s + uk / 8 * d.sbo;
         }
     }
     std::uint32_t addr = d.start + off;
@@ -84,13 +86,14 @@ void check_tile(const char* which, const Desc& d, bool mn_major) {
     if (!m.str().empty()) fail(std::string("wgmma.mma_async: operand ") + which + ": " + m.str());
 }
 
-float decode(std::uint16_t bits, bool bf16) {
-    return bf16 ? __bfloat162float(__nv_bfloat16{bits}) : __half2float(__half{bits});
+// fp16 through half_table() (ptx.cpp: built from __half2float, so the same bits).
+float decode(std::uint16_t bits, bool bf16, const float* halves) {
+    return bf16 ? __bfloat162float(__nv_bfloat16{bits}) : halves[bits];
 }
 // Element (mn, k) of operand `which` must lie inside dynamic shared memory (the emulator's
-// whole .shared window).
-float smem_element(std::uint32_t addr, bool bf16, char which, int mn, int k) {
-    const std::size_t limit = dynamic_smem_bytes();
+// whole .shared window: `limit` = dynamic_smem_bytes()).
+float smem_element(std::uint32_t addr, bool bf16, char which, int mn, int k, std::size_t limit,
+                   const float* halves) {
     if (addr + 2 > limit) {
         std::ostringstream m;
         m << "wgmma.mma_async: operand " << which << ": element (" << mn << ", k " << k << ") is at shared address "
@@ -99,7 +102,7 @@ float smem_element(std::uint32_t addr, bool bf16, char which, int mn, int k) {
     }
     std::uint16_t bits;
     std::memcpy(&bits, g_dynamic_smem + addr, 2);
-    return decode(bits, bf16);
+    return decode(bits, bf16, halves);
 }
 
 // The operand values this thread's accumulators need: its two rows of A (2 x 16), then
@@ -109,17 +112,21 @@ float smem_element(std::uint32_t addr, bool bf16, char which, int mn, int k) {
 std::vector<float> operands(const WgmmaOp& op) {
     const int t = warpgroup_thread(), warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
     const Desc da = decode_desc(op.desc_a), db = decode_desc(op.desc_b);
-    std::vector<float> v;
-    v.reserve(32 + static_cast<std::size_t>(op.n / 4) * 16);
+    const std::size_t limit = dynamic_smem_bytes();
+    const float* halves = half_table();
+    // Written through a pointer into a vector sized once (push_back's capacity test per
+    // element was a tenth of the emulated wgmma's time).
+    std::vector<float> v(32 + static_cast<std::size_t>(op.n / 4) * 16);
+    float* out = v.data();
     for (int h = 0; h < 2; ++h) {
         const int rl = g + 8 * h;  // row within the warp's 16
         for (int k = 0; k < 16; ++k) {
             if (op.a_in_regs) {  // mma.m16n8k16's A layout: lane 4 (r%8) + (k%8)/2, register r/8 + 2 (k/8)
                 const std::uint32_t reg = op.a_warp[4 * (rl % 8) + k % 8 / 2][rl / 8 + 2 * (k / 8)];
-                v.push_back(decode(static_cast<std::uint16_t>(reg >> (16 * (k % 2))), op.bf16));
+                *out++ = decode(static_cast<std::uint16_t>(reg >> (16 * (k % 2))), op.bf16, halves);
             } else {
                 const int row = 16 * warp + rl;
-                v.push_back(smem_element(element_address(da, op.trans_a, row, k), op.bf16, 'A', row, k));
+                *out++ = smem_element(element_address(da, op.trans_a, row, k), op.bf16, 'A', row, k, limit, halves);
             }
         }
     }
@@ -127,7 +134,7 @@ std::vector<float> operands(const WgmmaOp& op) {
         for (int c = 0; c < 2; ++c)
             for (int k = 0; k < 16; ++k) {
                 const int col = 8 * j + 2 * q + c;
-                v.push_back(smem_element(element_address(db, op.trans_b, col, k), op.bf16, 'B', col, k));
+                *out++ = smem_element(element_address(db, op.trans_b, col, k), op.bf16, 'B', col, k, limit, halves);
             }
     return v;
 }
