@@ -14,6 +14,7 @@
 #include "backend/cuda/gemm_engine.hpp"
 #include "backend/cuda/gemm_epilogue.hpp"
 #include "backend/cuda/fp8_fast_accum.hpp"
+#include "core/device_wait.hpp"
 #include "core/environment.hpp"
 
 namespace gpt::cuda {
@@ -332,7 +333,8 @@ bool GemmEngine::matmul(const GemmArgs& g, void* d, const Fused& f) {
     launch(t.candidates[call % n]);
     GPT_CUDA_CHECK(cudaEventRecord(ev[1], stream_), "gemm autotune");
     if (call + 1 == n * kGemmTuneRounds) {
-        GPT_CUDA_CHECK(cudaEventSynchronize(ev[1]), "gemm autotune");
+        // Polled (core/device_wait.hpp), so that the hang watchdog bounds it.
+        wait_for_cuda_event(ev[1], "the GEMM autotuning's timed calls");
         std::vector<float> least(n, std::numeric_limits<float>::infinity());
         for (std::size_t c = 0; c <= call; ++c) {
             float ms = 0.0f;
