@@ -41,18 +41,24 @@ __device__ __forceinline__ std::uint64_t nmajor_desc(const unsigned char* tile, 
     return wgmma::make_desc(tile + step * 2 * (HN / 8) * 128, (HN / 8) * 128, 128, wgmma::Swizzle::None);
 }
 
+// Calls f(r, c) for each 16-byte chunk (row r of 64, first column c) of a tile, the block's
+// threads taking them in turn: the split both tile loads share.
+template <int HN, typename F>
+__device__ __forceinline__ void for_each_tile_chunk(F f) {
+    constexpr int kChunks = HN / 8;
+    for (int e = threadIdx.x; e < 64 * kChunks; e += blockDim.x) f(e / kChunks, e % kChunks * 8);
+}
+
 // Rows [r0, r0 + 64) (row stride ld elements) of a 16-bit tensor into a K-major tile, 16
 // bytes (8 elements of one row) per store; rows at or past s are zeros.
 template <int HN, typename T>
 __device__ __forceinline__ void load_tile(unsigned char* tile, const T* base, std::int64_t r0, std::int64_t s,
                                           std::int64_t ld) {
-    constexpr int kChunks = HN / 8;
-    for (int e = threadIdx.x; e < 64 * kChunks; e += blockDim.x) {
-        const int r = e / kChunks, c = e % kChunks * 8;
+    for_each_tile_chunk<HN>([&](int r, int c) {
         uint4 v = make_uint4(0, 0, 0, 0);
         if (r0 + r < s) v = *reinterpret_cast<const uint4*>(base + (r0 + r) * ld + c);
         *reinterpret_cast<uint4*>(tile + kmajor_at<HN>(r, c)) = v;
-    }
+    });
 }
 
 // The same tile with cp.async (mma_sm80.cuh): 16 bytes per copy into the same canonical
@@ -63,12 +69,10 @@ __device__ __forceinline__ void load_tile(unsigned char* tile, const T* base, st
 template <int HN, typename T>
 __device__ __forceinline__ void load_tile_async(unsigned char* tile, const T* base, std::int64_t r0, std::int64_t s,
                                                 std::int64_t ld) {
-    constexpr int kChunks = HN / 8;
-    for (int e = threadIdx.x; e < 64 * kChunks; e += blockDim.x) {
-        const int r = e / kChunks, c = e % kChunks * 8;
+    for_each_tile_chunk<HN>([&](int r, int c) {
         const bool valid = r0 + r < s;
         cp_async_16(tile + kmajor_at<HN>(r, c), base + (valid ? r0 + r : 0) * ld + c, valid);
-    }
+    });
 }
 
 }  // namespace gpt::cuda::sm90tiles

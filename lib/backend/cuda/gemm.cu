@@ -288,7 +288,8 @@ bool GemmEngine::matmul(const GemmArgs& g, void* d, const Fused& f) {
                                         ds.c, &algo, workspace_, kWorkspaceBytes, stream_), "gemm");
     };
     auto it = algos_.find(key);
-    auto tuning = tuning_.find(key);
+    // (A settled shape, every call after its first ones, needs no second lookup.)
+    auto tuning = it == algos_.end() ? tuning_.find(key) : tuning_.end();
     if (it == algos_.end() && tuning == tuning_.end()) {
         GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&ds.pref), "gemm");
         const std::uint64_t ws = kWorkspaceBytes;
