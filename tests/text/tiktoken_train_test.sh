@@ -74,7 +74,7 @@ out=$(env OMP_NUM_THREADS=1 "$mpiexec" -n 1 "$build/app/gpt_pretrain" "${common[
 rc=$?
 set -e
 if [ "$rc" -ne 2 ] || ! grep -qE "tokenizer-type: TikTokenizer in the checkpoint, GPT2BPETokenizer in this run" <<<"$out"; then
-  echo "FAIL: a GPT-2 run loaded a TikTokenizer checkpoint (rc=$rc)"; echo "$out" | tail -10; exit 1
+  echo "FAIL: a GPT-2 run loaded a TikTokenizer checkpoint (rc=$rc)"; { grep -E "error|Error|ERROR" <<<"$out" | head -20 || true; echo "$out" | tail -10; }; exit 1
 fi
 echo "ok   GPT2BPETokenizer run refuses the TikTokenizer checkpoint"
 # Another split pattern maps the same text to other ids: refused too.
@@ -84,7 +84,7 @@ out=$(env OMP_NUM_THREADS=1 "$mpiexec" -n 1 "$build/app/gpt_pretrain" "${common[
 rc=$?
 set -e
 if [ "$rc" -ne 2 ] || ! grep -qE "tiktoken-pattern: cl100k_base in the checkpoint, o200k_base in this run" <<<"$out"; then
-  echo "FAIL: a run with another --tiktoken-pattern loaded the checkpoint (rc=$rc)"; echo "$out" | tail -10; exit 1
+  echo "FAIL: a run with another --tiktoken-pattern loaded the checkpoint (rc=$rc)"; { grep -E "error|Error|ERROR" <<<"$out" | head -20 || true; echo "$out" | tail -10; }; exit 1
 fi
 echo "ok   another --tiktoken-pattern refuses the checkpoint"
 # Usage errors are one line on stderr and exit code 2, and write no dataset.
