@@ -44,7 +44,11 @@ std::uint64_t contiguous_offset(hid_t dset) {
 void CheckpointReader::Impl::open_and_validate() {
     GPT_REQUIRE(std::filesystem::exists(path), IoError, "checkpoint file ", path, " does not exist");
     h5::Handle fapl = h5::make_plist(H5P_FILE_ACCESS);
-    h5::check_status(H5Pset_fapl_mpio(fapl.get(), comm, opts.info), "H5Pset_fapl_mpio");
+    {
+        // HDF5 keeps its own MPI_Comm_dup of the communicator: a blocking collective.
+        watchdog::BlockedScope blocked("H5Pset_fapl_mpio (HDF5's MPI_Comm_dup of the checkpoint reader's communicator)");
+        h5::check_status(H5Pset_fapl_mpio(fapl.get(), comm, opts.info), "H5Pset_fapl_mpio");
+    }
     // Rank 0 reads each piece of metadata and broadcasts it, instead of N ranks asking.
     h5::check_status(H5Pset_all_coll_metadata_ops(fapl.get(), true), "H5Pset_all_coll_metadata_ops");
     // HDF5's MPI-IO driver opens the file and reads its metadata collectively inside the

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <deque>
 #include <exception>
@@ -25,6 +26,7 @@
 #include "ckpt/profile.hpp"
 #include "ckpt/strided_exchange.hpp"
 #include "ckpt/write_plan.hpp"
+#include "core/environment.hpp"
 #include "core/watchdog_deadline.hpp"
 
 namespace gpt::ckpt {
@@ -97,6 +99,15 @@ std::string make_tag(MPI_Comm comm, int rank) {
     return broadcast_string(comm, tag, 0);
 }
 
+// GPT_TEST_STALL_IN_SAVE (core/environment.hpp): this rank stops before HDF5's collective
+// file set-up, so a test sees the other ranks blocked inside it ended by the watchdog's
+// deadline monitor. Sleeping (no wait of ours) keeps this rank's own watchdog out of it.
+void stall_if_asked(int rank) {
+    const std::optional<int> stalled = env::test_stall_in_save();
+    if (!stalled || *stalled != rank) return;
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
 // The caller's MPI-IO hints plus ours where the caller set none (the caller frees it).
 MPI_Info writer_hints(MPI_Info user) {
     MPI_Info info = MPI_INFO_NULL;
@@ -156,11 +167,19 @@ CheckpointWriter::CheckpointWriter(MPI_Comm comm, const std::string& save_dir, s
         fs::create_directory(s.tmp, ec);
         if (ec) GPT_THROW(IoError, "cannot create ", s.tmp.string(), ": ", ec.message());
     });
+    stall_if_asked(s.rank);
     PhaseTimer create_timer(Phase::SaveCreate);
     collectively(s.comm, [&] {
         h5::Handle fapl = h5::make_plist(H5P_FILE_ACCESS);
         MPI_Info info = writer_hints(s.opts.info);
-        const herr_t rc = H5Pset_fapl_mpio(fapl.get(), s.comm, info);  // keeps a copy
+        herr_t rc = -1;
+        {
+            // HDF5 keeps its own MPI_Comm_dup of the communicator: a blocking collective the
+            // watchdog cannot poll. A rank whose peers were cut off mid-save waited here for
+            // ever (slurm_two_nodes phase 4b) while the watchdog watched only H5Fcreate.
+            watchdog::BlockedScope blocked("H5Pset_fapl_mpio (HDF5's MPI_Comm_dup of the checkpoint writer's communicator)");
+            rc = H5Pset_fapl_mpio(fapl.get(), s.comm, info);
+        }
         MPI_Info_free(&info);
         h5::check_status(rc, "H5Pset_fapl_mpio");
         h5::check_status(H5Pset_alignment(fapl.get(), s.opts.alignment_threshold, s.opts.alignment),

@@ -85,22 +85,27 @@ std::optional<double> distributed_timeout_seconds() {
     return v;
 }
 
-std::optional<int> test_stall_before_save() {
-    const char* e = get("GPT_TEST_STALL_BEFORE_SAVE");
+namespace {
+// A test hook's rank: unset, or a non-negative integer (UsageError otherwise).
+std::optional<int> rank_variable(const char* name) {
+    const char* e = get(name);
     if (!e) return std::nullopt;
     char* end = nullptr;
     const long v = std::strtol(e, &end, 10);
-    GPT_REQUIRE(end && *end == '\0' && v >= 0 && v < (1L << 20), UsageError, "GPT_TEST_STALL_BEFORE_SAVE='", e,
-                "' is not a rank");
+    GPT_REQUIRE(end && *end == '\0' && v >= 0 && v < (1L << 20), UsageError, name, "='", e, "' is not a rank");
     return static_cast<int>(v);
 }
+}  // namespace
+
+std::optional<int> test_stall_before_save() { return rank_variable("GPT_TEST_STALL_BEFORE_SAVE"); }
+std::optional<int> test_stall_in_save() { return rank_variable("GPT_TEST_STALL_IN_SAVE"); }
 
 std::vector<std::pair<std::string, std::string>> rows() {
     std::vector<std::pair<std::string, std::string>> r;
     for (const char* name : {"DEVICE_MEMORY_GB", "GPT_CPU_CORES", "GPT_CUDA_FLASH", "GPT_CUDA_GEMM_EPILOGUE",
                              "GPT_CUDA_GEMM_ALGO", "GPT_CUDA_FP8_FAST_ACCUM",
                              "GPT_DISTRIBUTED_TIMEOUT_SECONDS",
-                             "GPT_TEST_STALL_BEFORE_SAVE"}) {
+                             "GPT_TEST_STALL_BEFORE_SAVE", "GPT_TEST_STALL_IN_SAVE"}) {
         const char* v = std::getenv(name);
         r.emplace_back(name, v ? v : "None");
     }

@@ -55,6 +55,11 @@ std::optional<double> distributed_timeout_seconds();
 // on anyone) when it reaches a checkpoint save, so tests can check that the other ranks'
 // watchdog ends the job (UsageError unless a non-negative integer).
 std::optional<int> test_stall_before_save();
+// GPT_TEST_STALL_IN_SAVE=R: the same, inside the save: rank R of the writer's communicator
+// (the world) stops after the ranks agreed on the save's folder, before HDF5 sets up the
+// file. The other ranks then block inside HDF5's collective set-up (its MPI_Comm_dup, the
+// file's MPI-IO open), where only the watchdog's deadline monitor sees them.
+std::optional<int> test_stall_in_save();
 
 // Every variable above as (name, value or "None"), for the printed arguments.
 std::vector<std::pair<std::string, std::string>> rows();

@@ -4,6 +4,9 @@
 #  1. rank 3 (last stage, second replica) is SIGSTOPped mid-run: the job ends with the
 #     watchdog's exit code 3 and one console line naming the operation and rank 3;
 #  2. rank 3 never reaches the save (GPT_TEST_STALL_BEFORE_SAVE): the same, at the save;
+#     2b. rank 3 stops inside the save (GPT_TEST_STALL_IN_SAVE): the others, blocked inside
+#     HDF5's collective set-up, are ended by the deadline monitor, exit 3 (in their
+#     exit-code-rank-R files: mpiexec reports the killed rank 3's 9);
 #  3. rank 3 is stopped for a few seconds, well under the limit: nothing fires, exit 0.
 # No assertion is on time: `timeout` only keeps a broken watchdog from hanging CI.
 #   watchdog_test.sh GPT_PRETRAIN MPIEXEC SOURCE_DIR SCRATCH
@@ -73,6 +76,29 @@ GPT_TEST_STALL_BEFORE_SAVE=3 GPT_DISTRIBUTED_TIMEOUT_SECONDS=5 timeout 300 "$mpi
 rc=$?
 hang_report stall stall.log "$rc" "error on rank [0-2]: hang: waited [0-9]+ s .* for .+ at iteration 2; last completed: "
 [ ! -e ck/latest_checkpointed_iteration.txt ] || fail "stall: a checkpoint was published without rank 3"
+
+# --- 2b: a rank that stops inside the save, before HDF5's collective file set-up ------
+# The others block inside HDF5's MPI_Comm_dup (H5Pset_fapl_mpio), a call the watchdog cannot
+# poll: its deadline monitor ends them. Each blocked rank reports itself (no claim from a
+# monitor thread), so one to three lines. Before the fix the scope began at H5Fcreate and
+# this job waited until `timeout` (seen across two nodes when a link went down mid-save).
+GPT_TEST_STALL_IN_SAVE=3 GPT_DISTRIBUTED_TIMEOUT_SECONDS=5 timeout 120 "$mpiexec" -n 4 "$bin" "${args[@]}" \
+  --train-iters 10 --save-interval 2 --save ck-in --log-dir logs-in-save > in-save.log 2>&1
+rc=$?
+blocked_re="error on rank [0-2]: hang: blocked ([0-9]+) s \(limit 5 s, GPT_DISTRIBUTED_TIMEOUT_SECONDS\) inside H5Pset_fapl_mpio \(HDF5's MPI_Comm_dup of the checkpoint writer's communicator\), a call the watchdog cannot poll; last completed: checkpoint .* at iteration 2"
+n=$(grep -c "gpt_pretrain: error" in-save.log)
+blocked=$(grep -oE "hang: blocked [0-9]+" in-save.log | head -1 | grep -oE "[0-9]+$")
+# mpiexec's own code is the worst of its ranks' (Hydra kills the stalled rank 3: 9), so
+# the code 3 is checked where the job script reads it, the exit-code-rank-R files.
+if [ "$rc" -eq 0 ] || [ "$n" -lt 1 ] || [ "$n" -gt 3 ] || [ "$(grep -c "gpt_pretrain: error" in-save.log)" != "$(grep -cE "$blocked_re" in-save.log)" ]; then
+  fail "in-save: rc=$rc (want non-zero), $n error lines, want 1-3, each matching '$blocked_re':" "$(cat in-save.log)"
+elif [ "${blocked:-0}" -lt 5 ]; then
+  fail "in-save: reported after $blocked s, under the 5 s limit" "$(grep "gpt_pretrain: error" in-save.log)"
+elif ! cat logs-in-save/rank-*.log | grep -qE -- "$blocked_re" || ! grep -qx 3 logs-in-save/exit-code-rank-[0-2]; then
+  fail "in-save: the report or exit code 3 is not in the --log-dir files"
+elif [ -e ck-in/latest_checkpointed_iteration.txt ]; then
+  fail "in-save: a checkpoint was published without rank 3"
+else pass "in-save: $(grep -m1 "gpt_pretrain: error" in-save.log)"; fi
 
 # --- 3: a slow iteration, shorter than the limit --------------------------------------
 GPT_WD_TAG=$tag GPT_DISTRIBUTED_TIMEOUT_SECONDS=60 timeout 300 "$mpiexec" -n 4 "$bin" "${args[@]}" \

@@ -116,6 +116,27 @@ TEST(Environment, FlashSwitch) {
     }
 }
 
+TEST(Environment, StallHooksTakeARank) {
+    for (const char* name : {"GPT_TEST_STALL_BEFORE_SAVE", "GPT_TEST_STALL_IN_SAVE"}) {
+        auto read = [&] {
+            return std::string(name) == "GPT_TEST_STALL_IN_SAVE" ? env::test_stall_in_save() : env::test_stall_before_save();
+        };
+        EXPECT_EQ(read(), std::nullopt) << name;
+        {
+            ScopedEnv e(name, "3");
+            EXPECT_EQ(read(), 3) << name;
+        }
+        for (const char* bad : {"-1", "x", "3 ", "2.5", ""}) {
+            ScopedEnv e(name, bad);
+            if (*bad == '\0') {
+                EXPECT_EQ(read(), std::nullopt) << name << " empty";  // empty reads as unset, as every variable here
+                continue;
+            }
+            EXPECT_THROW(read(), UsageError) << name << "='" << bad << "'";
+        }
+    }
+}
+
 TEST(Environment, SwitchesArePrintedRows) {
     ScopedEnv e("GPT_CUDA_GEMM_EPILOGUE", "unfused");
     ScopedEnv f("GPT_CUDA_FP8_FAST_ACCUM", "off");

@@ -46,6 +46,15 @@ jobs_submitted=()
 on() { "$cluster" exec "$cdir" "$@"; }   # on HOST CMD...: CMD on that host (gpt-ctl is the login node)
 
 dump_logs() {
+  # The job the failure is about comes first: CI keeps only the head of a long failure, and
+  # the cluster's logs and every earlier job's output used to push it out.
+  if [ -n "${log:-}" ] && [ -f "$log" ]; then
+    echo "---- $log (the current job)"; grep -v '^  [a-z_]* \.\.\.' "$log" | tail -n 40
+    local d; d=$(dirname "$log")/logs/${id:-none}
+    for f in "$d"/exit-code-rank-* "$d"/rank-*.log; do
+      if [ -f "$f" ]; then echo "---- $f"; tail -n 6 "$f"; fi
+    done
+  fi
   on gpt-ctl sinfo -N -o '%N %T %E' 2>&1 || true
   for f in "$cdir"/log/*.log; do [ -s "$f" ] && { echo "---- $f"; tail -n 25 "$f"; }; done
   for f in $(find "$work/runs" -name 'slurm-*.out' 2>/dev/null); do echo "---- $f"; grep -v '^  [a-z_]* \.\.\.' "$f" | tail -n 30; done
@@ -296,6 +305,7 @@ fi
   wait_for 180 "job $id to save at iteration 2" grep -qs "successfully saved checkpoint at iteration 2 " "$log"
   wait_for 60 "job $id to log iteration 3" grep -qsE "iteration +3/" "$log"
   "$cluster" link "$cdir" node-b down
+  say "node-b's eth0 down at $(date +%T.%N | cut -c1-12) (Slurm's logs use this clock)"
   # The DP all-reduce (or a save's collective HDF5 I/O) between the nodes goes over the cut
   # link: the ranks wait, and the watchdog ends the wait after 5 s with exit 3 and its line
   # (a polled wait: "waited ... for"; a call inside MPI-IO: "blocked ... inside"), recorded
