@@ -26,6 +26,7 @@
 #include "common/random_tokens.hpp"
 #include "common/timed_backend.hpp"
 #include "config/validate.hpp"
+#include "core/environment.hpp"
 #include "core/errors.hpp"
 #include "core/timer.hpp"
 #include "dist/process_groups.hpp"
@@ -247,6 +248,8 @@ int main(int argc, char** argv) {
         auto device = gpt::make_backend(o.device, 0);
         std::string kernels = device->kernel_variants();
         if (kernels.empty()) kernels = o.device + " reference kernels";
+        // The model's own switch (not a kernel of the backend): where FP8 inputs are cast.
+        if (o.precision == "fp8") kernels += gpt::env::fp8_norm_cast_separate() ? " fp8_norm_cast=separate" : " fp8_norm_cast=fused";
         std::fprintf(stderr, "bench_train_gpu: %s on %s, %s, kernels: %s\n", name.c_str(), o.device.c_str(),
                      o.precision.c_str(), kernels.c_str());
         // The decorator stays in place for the timed iterations too (disabled: a plain

@@ -267,6 +267,23 @@ public:
     void fp8_current_scales(const float* amax, float* scale, float* scale_inv, std::int64_t n,
                             Fp8Format format, float if_overflow);
 
+    // A norm's output and its FP8 codes in one pass (issue 34: the cast fused into the
+    // kernel that produces an FP8 linear's input, saving the cast's read of y). y, mean and
+    // rstd as layernorm_forward (rmsnorm false) or rmsnorm_forward (true: beta and mean
+    // unused); then codes.q [rows, cols] and codes.amax (nullable) exactly as
+    // cast_to_fp8(y, dtype, rows, cols, codes.format, codes.scale, codes.q, nullptr,
+    // codes.amax) after it: the codes of y as stored (rounded to dtype). Backends without a
+    // fused kernel run the two (the CPU backend, the reference).
+    struct Fp8Codes {
+        Fp8Format format = Fp8Format::E4M3;
+        const float* scale = nullptr;  // this backend's memory, as cast_to_fp8's
+        std::uint8_t* q = nullptr;
+        float* amax = nullptr;
+    };
+    void norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, const void* beta, void* y,
+                          float* mean, float* rstd, std::int64_t rows, std::int64_t cols, float eps,
+                          DType dtype, const Fp8Codes& codes);
+
     // ---- modern decoder ops (RMSNorm, SwiGLU, rope / grouped QKV) -------------------
     // Backends that do not implement them say so here; the model refuses the options that
     // need them at start-up (one clear line), so the do_* defaults are never reached there.
@@ -386,6 +403,10 @@ protected:
                                 Fp8Format format, const float* scale, std::uint8_t* q,
                                 std::uint8_t* q_t, float* amax) = 0;
     virtual void do_amax(const void* x, DType dtype, std::int64_t n, float* amax) = 0;
+    // Default: the norm, then do_cast_to_fp8 of its output (checked_ops.cpp).
+    virtual void do_norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, const void* beta,
+                                     void* y, float* mean, float* rstd, std::int64_t rows,
+                                     std::int64_t cols, float eps, DType dtype, const Fp8Codes& codes);
     virtual void do_fp8_current_scales(const float* amax, float* scale, float* scale_inv,
                                        std::int64_t n, Fp8Format format, float if_overflow) = 0;
     // Decoder ops: the defaults (decoder_ops_default.cpp) name the backend that lacks them.

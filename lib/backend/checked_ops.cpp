@@ -176,6 +176,23 @@ void Backend::fp8_current_scales(const float* amax, float* scale, float* scale_i
     if (n > 0) do_fp8_current_scales(amax, scale, scale_inv, n, format, if_overflow);
 }
 
+void Backend::norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, const void* beta, void* y,
+                               float* mean, float* rstd, std::int64_t rows, std::int64_t cols, float eps,
+                               DType dtype, const Fp8Codes& codes) {
+    check_rows(rows, cols, "norm_forward_fp8");
+    GPT_REQUIRE(codes.scale && codes.q && (rmsnorm || (beta && mean)), InternalError,
+                "norm_forward_fp8: needs a scale, the codes' buffer and (layernorm) beta and mean");
+    do_norm_forward_fp8(rmsnorm, x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype, codes);
+}
+
+void Backend::do_norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, const void* beta, void* y,
+                                  float* mean, float* rstd, std::int64_t rows, std::int64_t cols, float eps,
+                                  DType dtype, const Fp8Codes& codes) {
+    if (rmsnorm) do_rmsnorm_forward(x, gamma, y, rstd, rows, cols, eps, dtype);
+    else do_layernorm_forward(x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype);
+    if (rows > 0) do_cast_to_fp8(y, dtype, rows, cols, codes.format, codes.scale, codes.q, nullptr, codes.amax);
+}
+
 void Backend::rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
                               std::int64_t rows, std::int64_t cols, float eps, DType dtype) {
     check_rows(rows, cols, "rmsnorm_forward");

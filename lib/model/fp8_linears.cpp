@@ -56,6 +56,15 @@ GemmArgs fp8_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uin
     return g;
 }
 
+// The amaxes' maximum over a group, NaN-sticky. An amax is |x| with the sign bit cleared,
+// and such floats order as their bits (every NaN above infinity), so the integers' maximum
+// is the floats' and a NaN on one rank wins, as inside one rank's cast; a float Max (MPI's,
+// NCCL's, fmax) may drop it. Under the fused norm cast with sequence parallelism each rank
+// holds only its shard's amax, so this is what keeps a NaN in one shard visible to all.
+void max_amax(dist::Communicator& group, float* amax, std::int64_t n) {
+    if (group.size() > 1) group.all_reduce(amax, n, dist::CommType::I32, dist::ReduceOp::Max);
+}
+
 }  // namespace
 
 Fp8Linears::Fp8Linears(Backend& be, const Fp8Options& opt, const ModelDims& dims, int first_layer,
@@ -137,14 +146,14 @@ void Fp8Linears::prepare_scale(dist::Communicator& tp, int i, const void* x, std
     if (opt_.delayed) return;
     be_.zero(amax_ + i, sizeof(float));
     be_.amax(x, dtype_, n, amax_ + i);
-    if (tp.size() > 1) tp.all_reduce(amax_ + i, 1, dist::CommType::F32, dist::ReduceOp::Max);
+    max_amax(tp, amax_ + i, 1);
     be_.fp8_current_scales(amax_ + i, scale_ + i, scale_inv_ + i, 1, formats_[static_cast<std::size_t>(i)],
                            overflow_scale(dtype_));
 }
 
 void Fp8Linears::forward(dist::Communicator& tp, int layer, Linear which, const void* x, const void* w,
                          void* y, std::int64_t in, std::int64_t out, GemmEpilogue epilogue,
-                         const void* bias, void* aux, bool tanh_gelu, bool record) {
+                         const void* bias, void* aux, bool tanh_gelu, bool record, bool x_cast) {
     const int xi = operand(layer, which, 0), wi = operand(layer, which, 1);
     const auto at = static_cast<std::size_t>((layer - first_layer_) * kLinears + static_cast<int>(which));
     if (!weight_cast_[at]) {
@@ -153,9 +162,11 @@ void Fp8Linears::forward(dist::Communicator& tp, int layer, Linear which, const 
                         record && opt_.delayed ? amax_ + wi : nullptr);
         weight_cast_[at] = true;
     }
-    prepare_scale(tp, xi, x, tokens_ * in);
-    be_.cast_to_fp8(x, dtype_, tokens_, in, opt_.forward, scale_ + xi, x8_, nullptr,
-                    record && opt_.delayed ? amax_ + xi : nullptr);
+    if (!x_cast) {
+        prepare_scale(tp, xi, x, tokens_ * in);
+        be_.cast_to_fp8(x, dtype_, tokens_, in, opt_.forward, scale_ + xi, x8_, nullptr,
+                        record && opt_.delayed ? amax_ + xi : nullptr);
+    }
     GemmArgs g = fp8_gemm(tokens_, out, in, x8_, opt_.forward, scale_inv_ + xi, w8_[at], opt_.forward,
                           scale_inv_ + wi, y, dtype_, dtype_);
     // Fast accumulation in the forward GEMM only, as Transformer Engine's recipes: the
@@ -166,6 +177,24 @@ void Fp8Linears::forward(dist::Communicator& tp, int layer, Linear which, const 
     g.aux = aux;
     g.tanh_gelu = tanh_gelu;
     be_.gemm(g);
+}
+
+Backend::Fp8Codes Fp8Linears::norm_codes(int layer, Linear which, bool record, bool staged) {
+    GPT_ASSERT(fuses_norm_cast(layer) && (which == Linear::Qkv || which == Linear::Fc1),
+               "fused norm cast of layer ", layer, " linear ", static_cast<int>(which));
+    const int xi = operand(layer, which, 0);
+    Backend::Fp8Codes codes;
+    codes.format = opt_.forward;
+    codes.scale = scale_ + xi;
+    // x^T's buffer is free outside backward(): the shard's codes wait there for the gather.
+    codes.q = staged ? xt8_ : x8_;
+    // Each rank's amax of its shard: end_step's reduction over TP gives the whole tensor's.
+    codes.amax = record ? amax_ + xi : nullptr;
+    return codes;
+}
+
+void Fp8Linears::gather_codes(dist::Communicator& tp, std::int64_t shard_rows, std::int64_t in) {
+    tp.all_gather(xt8_, x8_, shard_rows * in, dist::CommType::U8);
 }
 
 void Fp8Linears::backward(dist::Communicator& tp, int layer, Linear which, const void* dy, const void* x,
@@ -204,8 +233,8 @@ void Fp8Linears::backward(dist::Communicator& tp, int layer, Linear which, const
 void Fp8Linears::end_step(dist::Communicator& tp, dist::Communicator& dp) {
     if (!delayed_) return;
     const auto n = static_cast<std::int64_t>(formats_.size());
-    if (tp.size() > 1) tp.all_reduce(amax_, n, dist::CommType::F32, dist::ReduceOp::Max);
-    if (dp.size() > 1) dp.all_reduce(amax_, n, dist::CommType::F32, dist::ReduceOp::Max);
+    max_amax(tp, amax_, n);
+    max_amax(dp, amax_, n);
     std::vector<float> host(static_cast<std::size_t>(n));
     be_.copy_to_host(host.data(), amax_, host.size() * sizeof(float));
     for (std::int64_t i = 0; i < n; ++i) delayed_->record(static_cast<int>(i), host[static_cast<std::size_t>(i)]);

@@ -82,6 +82,9 @@ struct Fp8Options {
     int margin = 0;
     bool wgrad = true;                     // --no-fp8-wgrad: weight gradients in dtype
     int bf16_layers_at_start = 0, bf16_layers_at_end = 0;  // of the model's num_layers
+    // Delayed scaling: the norms before QKV and FC1 write those linears' FP8 input codes
+    // themselves (Backend::norm_forward_fp8); GPT_FP8_NORM_CAST=separate turns it off.
+    bool fused_norm_cast = true;
 };
 
 struct ModelOptions {

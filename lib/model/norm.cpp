@@ -13,6 +13,13 @@ void norm_forward(const PassContext& c, const void* x, std::int64_t w, std::int6
                                 c.opt->layernorm_eps, t);
 }
 
+void norm_forward_fp8(const PassContext& c, const void* x, std::int64_t w, std::int64_t b, void* y,
+                      float* mean, float* rstd, std::int64_t rows, const Backend::Fp8Codes& codes) {
+    const bool rms = c.dims->rmsnorm;
+    c.be->norm_forward_fp8(rms, x, c.param(w), rms ? nullptr : c.param(b), y, rms ? nullptr : mean, rstd, rows,
+                           c.dims->hidden, c.opt->layernorm_eps, c.opt->dtype, codes);
+}
+
 void norm_backward(const PassContext& c, const void* dy, const void* x, std::int64_t w,
                    std::int64_t b, const float* mean, const float* rstd, const void* dresidual,
                    void* dx, std::int64_t rows) {

@@ -11,6 +11,9 @@ namespace gpt::model {
 
 void norm_forward(const PassContext& c, const void* x, std::int64_t w, std::int64_t b, void* y,
                   float* mean, float* rstd, std::int64_t rows);
+// The same, and the FP8 codes of y in the same pass (Backend::norm_forward_fp8).
+void norm_forward_fp8(const PassContext& c, const void* x, std::int64_t w, std::int64_t b, void* y,
+                      float* mean, float* rstd, std::int64_t rows, const Backend::Fp8Codes& codes);
 // dx = dnorm + dresidual (nullable; dx may alias dy or dresidual); parameter grads +=.
 void norm_backward(const PassContext& c, const void* dy, const void* x, std::int64_t w,
                    std::int64_t b, const float* mean, const float* rstd, const void* dresidual,

@@ -1,5 +1,6 @@
 #include "model/transformer_layer.hpp"
 
+#include "core/errors.hpp"
 #include "model/linear.hpp"
 #include "model/norm.hpp"
 #include "model/sequence_parallel.hpp"
@@ -51,14 +52,34 @@ const void* opt_param(const PassContext& c, std::int64_t off) { return off < 0 ?
 float* opt_grad(const PassContext& c, std::int64_t off) { return off < 0 ? nullptr : c.grad(off); }
 GemmEpilogue bias_epilogue(std::int64_t off) { return off < 0 ? GemmEpilogue::None : GemmEpilogue::Bias; }
 
-// A linear layer's forward, in FP8 where the chunk runs layer L's linears in FP8.
+// A linear layer's forward, in FP8 where the chunk runs layer L's linears in FP8. x nullptr:
+// its FP8 codes are ready (norm_then_input).
 void linear_fwd(const PassContext& c, int L, Linear which, const void* x, std::int64_t w, void* y,
                 std::int64_t in, std::int64_t out, GemmEpilogue epilogue = GemmEpilogue::None,
                 const void* bias = nullptr, void* aux = nullptr, bool tanh_gelu = false) {
+    GPT_ASSERT(x || (c.fp8 && c.fp8->fuses_norm_cast(L)), "linear of layer ", L, " without an input");
     if (c.fp8 && c.fp8->in_fp8(L))
-        c.fp8->forward(*c.tp, L, which, x, c.param(w), y, in, out, epilogue, bias, aux, tanh_gelu, c.training);
+        c.fp8->forward(*c.tp, L, which, x, c.param(w), y, in, out, epilogue, bias, aux, tanh_gelu, c.training,
+                       x == nullptr);
     else
         linear_forward(*c.be, x, c.param(w), y, c.tokens, in, out, c.opt->dtype, epilogue, bias, aux, tanh_gelu);
+}
+
+// The norm before linear `which` (QKV, FC1) of layer L, then that linear's column-parallel
+// input: the norm's output y (saved for backward) gathered under sequence parallelism.
+// Where the chunk fuses layer L's input cast (Fp8Linears::fuses_norm_cast) the norm also
+// writes the linear's FP8 codes, all-gathered as codes under sequence parallelism, and the
+// 16-bit input is neither gathered nor cast (the cast was its only reader in forward; the
+// backward gathers y again for the weight gradient): returns nullptr, "codes ready".
+const void* norm_then_input(const PassContext& c, int L, Linear which, const void* x, std::int64_t w,
+                            std::int64_t b, void* y, float* mean, float* rstd, void* gathered) {
+    if (!c.fp8 || !c.fp8->fuses_norm_cast(L)) {
+        norm_forward(c, x, w, b, y, mean, rstd, c.rows);
+        return column_parallel_input(c, y, gathered);
+    }
+    norm_forward_fp8(c, x, w, b, y, mean, rstd, c.rows, c.fp8->norm_codes(L, which, c.training, c.sequence_parallel));
+    if (c.sequence_parallel) c.fp8->gather_codes(*c.tp, c.rows, c.dims->hidden);
+    return nullptr;
 }
 
 // Its backward: dW += dy^T x (and dbias), then dx = dy W (through GELU's backward with
@@ -90,9 +111,8 @@ void transformer_layer_forward(const PassContext& c, const LayerParamOffsets& p,
     void* tmp2 = c.act(c.ws->tmp2);
 
     // --- self attention ---
-    norm_forward(c, x_in, p.ln1_w, p.ln1_b, c.act(s.ln1_out), c.actf(s.ln1_mean),
-                 c.actf(s.ln1_rstd), R);
-    const void* a = column_parallel_input(c, c.act(s.ln1_out), gathered);
+    const void* a = norm_then_input(c, L, Linear::Qkv, x_in, p.ln1_w, p.ln1_b, c.act(s.ln1_out),
+                                    c.actf(s.ln1_mean), c.actf(s.ln1_rstd), gathered);
     // The linear's rows are Megatron's grouped [ng, np/ng + 2, hn], which the attention reads
     // as they are (grouped-query attention without a copy of K/V per head).
     if (d.rope) {
@@ -113,9 +133,8 @@ void transformer_layer_forward(const PassContext& c, const LayerParamOffsets& p,
                         c.hidden_key, dropout_site_offset(L, 1) + c.shard_offset(), t);
 
     // --- MLP ---
-    norm_forward(c, c.act(s.x_mid), p.ln2_w, p.ln2_b, c.act(s.ln2_out), c.actf(s.ln2_mean),
-                 c.actf(s.ln2_rstd), R);
-    const void* a2 = column_parallel_input(c, c.act(s.ln2_out), gathered);
+    const void* a2 = norm_then_input(c, L, Linear::Fc1, c.act(s.x_mid), p.ln2_w, p.ln2_b, c.act(s.ln2_out),
+                                     c.actf(s.ln2_mean), c.actf(s.ln2_rstd), gathered);
     if (d.swiglu) {
         linear_fwd(c, L, Linear::Fc1, a2, p.fc1_w, c.act(s.fc1_pre), h, d.local_fc1(),
                    bias_epilogue(p.fc1_b), opt_param(c, p.fc1_b));

@@ -39,16 +39,23 @@ struct MicroBatchCost {
 // four GEMMs' inputs. Backward: the four output gradients (written twice with an FP8 weight
 // gradient: row-wise for the data gradient, transposed for the weight gradient) and, for an
 // FP8 weight gradient, the inputs again (the saved activations are 16-bit), transposed.
+// With the fused norm cast (fused_norm_cast) the norms write QKV's and FC1's input codes in
+// their own pass: those two casts cost only the codes' byte per element of the norm's rows
+// (this rank's shard under sequence parallelism).
 struct CastBytes {
     double forward = 0, backward = 0;
 };
+bool fused_norm_cast(const ModelShape& m) { return m.fp8.fp8_recipe == Fp8Recipe::Delayed && m.fp8_fused_norm_cast; }
 CastBytes fp8_cast_bytes(const ModelShape& m, const Layout& l) {
     const double e = double(dtype_size(m.dtype)), t = l.tp, bs = double(l.micro_batch) * m.seq;
     const double h = m.hidden, f = m.ffn, qkv = double(qkv_rows(m)), fc1 = double(fc1_rows(m));
-    const double inputs = bs * (h + h / t + h + f / t), grads = bs * (qkv / t + h + fc1 / t + h);
+    const double normed = bs * 2 * h, others = bs * (h / t + f / t);
+    const double inputs = normed + others, grads = bs * (qkv / t + h + fc1 / t + h);
     const double read = m.fp8.fp8_recipe == Fp8Recipe::Tensorwise ? 2 * e : e;
     const bool wgrad = m.fp8.fp8_wgrad;
-    return {inputs * (read + 1), grads * (read + 1 + (wgrad ? 1 : 0)) + (wgrad ? inputs * (read + 1) : 0.0)};
+    const double forward = fused_norm_cast(m) ? normed / (l.sequence_parallel ? t : 1.0) + others * (read + 1)
+                                              : inputs * (read + 1);
+    return {forward, grads * (read + 1 + (wgrad ? 1 : 0)) + (wgrad ? inputs * (read + 1) : 0.0)};
 }
 
 // Forward and backward of the layers one stage runs for one micro-batch, per rank.
@@ -112,20 +119,27 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
 
     // TP: two all-reduces of the b x s x h activations per layer forward and two in backward
     // (or, with sequence parallelism, two all-gather + reduce-scatter pairs: the same volume).
-    double tp_fwd = 0;
+    // An FP8 layer with the fused norm cast under sequence parallelism all-gathers 1-byte
+    // codes forward instead of 16-bit activations: each all-gather + reduce-scatter pair
+    // moves (1 + 2e) bytes an element where it moved 2 x 2e.
+    double tp_fwd = 0, tp_fwd8 = 0;
     if (l.tp > 1) {
         double gbps = place.tp_crosses_nodes ? fab.inter_node_gbps : fab.intra_node_gbps;
         double lat = place.tp_crosses_nodes ? dev.inter_node_latency_us : dev.intra_node_latency_us;
         tp_fwd = 2 * allreduce_seconds(2 * e * sbh, l.tp, gbps, lat);
+        tp_fwd8 = l.sequence_parallel && fused_norm_cast(m) ? 2 * allreduce_seconds((1 + 2 * e) / 2 * sbh, l.tp, gbps, lat)
+                                                            : tp_fwd;
     }
-    double tp_layer = 2 * tp_fwd + (l.recompute == Recompute::Full ? tp_fwd : 0.0);
+    const double recompute_fwd = l.recompute == Recompute::Full ? 1.0 : 0.0;
+    const double tp_layer16 = 2 * tp_fwd + recompute_fwd * tp_fwd;
+    const double tp_layer8 = tp_fwd8 + tp_fwd + recompute_fwd * tp_fwd8;
 
     MicroBatchCost c;
     c.compute = n16 * (c16.fwd + c16.bwd + c16.recompute) + n8 * (c8.fwd + c8.bwd + c8.recompute);
     c.backward = n16 * c16.bwd + n8 * c8.bwd;
     c.gemm = n16 * c16.gemm + n8 * c8.gemm;
     c.gemm_fp8 = n8 * c8.gemm_fp8;
-    c.tp = double(layers_here) * tp_layer;
+    c.tp = n16 * tp_layer16 + n8 * tp_layer8;
     if (!fab.fused_grad_accumulation) {
         // Every micro-batch's backward adds the stage's weight gradients (activation type)
         // into the fp32 main gradients: read both, write the fp32 sum. At micro-batch 1 this

@@ -73,6 +73,56 @@ TEST_F(CudaFp8, CastGivesTheCpuBackendsCodesTransposeAndAmax) {
         }
 }
 
+TEST_F(CudaFp8, NormsWriteTheCastsCodesInTheSamePass) {
+    // norm_forward_fp8's kernels against the GPU's own norm, then its cast of y: the same y,
+    // statistics, codes and amax, bit for bit (the codes of y as stored). Rows of 64 and 2560
+    // take the vectorised kernels (1 and 3 16-byte packs a thread at 2 bytes), 36 the
+    // element-wise ones (not a whole pack), 9000 the long-row fallback; a NaN in row 1 of the
+    // LayerNorm cases must stick in the amax.
+    const std::int64_t rows = 3;
+    for (bool rms : {false, true})
+        for (DType t : kAllTypes)
+            for (std::int64_t cols : {64, 36, 2560, 9000}) {
+                const Fp8Format f = (cols / 4) % 2 ? Fp8Format::E5M2 : Fp8Format::E4M3;
+                SCOPED_TRACE(detail::concat(rms ? "RMSNorm " : "LayerNorm ", dname(t), " cols ", cols,
+                                            f == Fp8Format::E4M3 ? " e4m3" : " e5m2"));
+                const std::size_t n = static_cast<std::size_t>(rows * cols), c = static_cast<std::size_t>(cols);
+                std::vector<double> xv = random_vec(n, 21, -4.0, 4.0);
+                if (!rms) xv[c + 5] = std::numeric_limits<double>::quiet_NaN();
+                Twin x(cpu(), gpu(), t, xv), gamma(cpu(), gpu(), t, random_vec(c, 22, 0.5, 1.5)),
+                    beta(cpu(), gpu(), t, random_vec(c, 23, -0.5, 0.5));
+                Twin y1(cpu(), gpu(), t, n), y2(cpu(), gpu(), t, n);
+                const float scale = 37.5f, start = 0.25f;
+                float* gscale = static_cast<float*>(upload(&scale, sizeof scale));
+                float* stats = static_cast<float*>(upload(std::vector<float>(4 * rows + 2, 0.0f).data(),
+                                                          (4 * rows + 2) * sizeof(float)));
+                float *mean1 = stats, *rstd1 = stats + rows, *mean2 = stats + 2 * rows, *rstd2 = stats + 3 * rows;
+                float *amax1 = stats + 4 * rows, *amax2 = amax1 + 1;
+                gpu().copy_to_device(amax1, &start, sizeof start);
+                gpu().copy_to_device(amax2, &start, sizeof start);
+                auto* q1 = static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0xAA).data(), n));
+                auto* q2 = static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0x55).data(), n));
+                gpu().norm_forward_fp8(rms, x.g(), gamma.g(), beta.g(), y1.g(), mean1, rstd1, rows, cols, 1e-5f, t,
+                                       {f, gscale, q1, amax1});
+                if (rms) gpu().rmsnorm_forward(x.g(), gamma.g(), y2.g(), rstd2, rows, cols, 1e-5f, t);
+                else gpu().layernorm_forward(x.g(), gamma.g(), beta.g(), y2.g(), mean2, rstd2, rows, cols, 1e-5f, t);
+                gpu().cast_to_fp8(y2.g(), t, rows, cols, f, gscale, q2, nullptr, amax2);
+                const std::size_t ybytes = n * dtype_size(t);
+                const auto ya = download<std::uint8_t>(y1.g(), ybytes), yb = download<std::uint8_t>(y2.g(), ybytes);
+                EXPECT_TRUE(ya == yb) << "y differs";
+                const auto st = download<float>(stats, static_cast<std::size_t>(4 * rows + 2));
+                EXPECT_EQ(std::memcmp(st.data() + rows, st.data() + 3 * rows, rows * sizeof(float)), 0) << "rstd differs";
+                if (!rms)
+                    EXPECT_EQ(std::memcmp(st.data(), st.data() + 2 * rows, rows * sizeof(float)), 0) << "mean differs";
+                EXPECT_TRUE(same_codes(download<std::uint8_t>(q1, n), download<std::uint8_t>(q2, n)));
+                std::uint32_t a1 = 0, a2 = 0;
+                std::memcpy(&a1, &st[4 * rows], 4);
+                std::memcpy(&a2, &st[4 * rows + 1], 4);
+                EXPECT_EQ(a1, a2) << "amax " << st[4 * rows] << " vs " << st[4 * rows + 1];
+                if (!rms) EXPECT_TRUE(std::isnan(st[4 * rows])) << "the NaN of row 1 did not stick";
+            }
+}
+
 TEST_F(CudaFp8, AmaxAndCurrentScalesEqualTheCpuBackends) {
     std::vector<double> v = random_vec(100000, 5, -3.0, 3.0);
     v[77777] = 12.0;

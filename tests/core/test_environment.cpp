@@ -116,6 +116,22 @@ TEST(Environment, FlashSwitch) {
     }
 }
 
+TEST(Environment, Fp8NormCastSwitch) {
+    EXPECT_FALSE(env::fp8_norm_cast_separate());
+    {
+        ScopedEnv e("GPT_FP8_NORM_CAST", "fused");
+        EXPECT_FALSE(env::fp8_norm_cast_separate());
+    }
+    {
+        ScopedEnv e("GPT_FP8_NORM_CAST", "separate");
+        EXPECT_TRUE(env::fp8_norm_cast_separate());
+    }
+    for (const char* bad : {"Fused", "off", "split", "separate "}) {
+        ScopedEnv e("GPT_FP8_NORM_CAST", bad);
+        EXPECT_THROW(env::fp8_norm_cast_separate(), UsageError) << bad;
+    }
+}
+
 TEST(Environment, StallHooksTakeARank) {
     for (const char* name : {"GPT_TEST_STALL_BEFORE_SAVE", "GPT_TEST_STALL_IN_SAVE"}) {
         auto read = [&] {

@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <memory>
 
 #include "core/errors.hpp"
 #include "core/fp8.hpp"
@@ -127,19 +128,33 @@ TEST(GptModelFp8, FirstAndLastLayersCanStay16Bit) {
         }
 }
 
-TEST(GptModelFp8, TensorParallelRanksShareEveryScale) {
+// The np2 tests' TP pair: this rank, the world as a TP group of 2, and a model whose TP
+// slices are multiples of 16 (hidden 32, 4 heads: QKV 48, FC1 64, projection and FC2 inputs
+// 16 and 64).
+struct TpPair {
     int world = 1, rank = 0;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (world != 2) GTEST_SKIP() << "needs 2 ranks (test_model.np2)";
-    auto be = make_backend("cpu", 0);
     ModelConfig mc = test::tiny::model();
-    mc.hidden_size = 32;  // TP slices of 16: QKV 48, FC1 64, projection and FC2 inputs 16 and 64
-    mc.num_attention_heads = 4;
+    std::unique_ptr<dist::MpiCommunicator> tp;
+    TpPair() {
+        MPI_Comm_size(MPI_COMM_WORLD, &world);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        mc.hidden_size = 32;
+        mc.num_attention_heads = 4;
+        if (world != 2) return;
+        MPI_Comm dup;
+        MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+        tp = std::make_unique<dist::MpiCommunicator>(dup, "tp");
+    }
+};
+
+TEST(GptModelFp8, TensorParallelRanksShareEveryScale) {
+    TpPair pair;
+    if (pair.world != 2) GTEST_SKIP() << "needs 2 ranks (test_model.np2)";
+    auto be = make_backend("cpu", 0);
+    const ModelConfig& mc = pair.mc;
+    const int rank = pair.rank;
+    dist::MpiCommunicator& tp2 = *pair.tp;
     auto self = test::self_comm("tp1"), dp = test::self_comm("dp");
-    MPI_Comm dup;
-    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    dist::MpiCommunicator tp2(dup, "tp");
     const ModelDims d1 = make_model_dims(mc, 50, 1, 0), d2 = make_model_dims(mc, 50, 2, rank);
     const ChunkSpec all{0, 2, true, true};
     GptModel full(d1, all, fp8_options(), 2, *be, *self);
@@ -161,6 +176,85 @@ TEST(GptModelFp8, TensorParallelRanksShareEveryScale) {
             EXPECT_EQ(s2.scales()[i], s1.scales()[i]) << "weight operand " << i;
         }
     }
+}
+
+// Two training steps (the first with unit scales, the second with the scales the first's
+// amaxes gave): the last loss, every gradient and the amax history, for comparisons.
+struct Steps {
+    double loss = 0;
+    std::vector<float> grads, history;
+};
+Steps two_steps(GptModel& m, dist::Communicator& dp) {
+    Steps r;
+    for (int step = 0; step < 2; ++step) {
+        auto tokens = test::random_tokens(2, m.dims().seq, 50, 11 + step);
+        m.zero_grads();
+        m.fp8_weights_changed();
+        m.set_batch(0, tokens.data());
+        r.loss = m.forward(0, true, 3);
+        m.backward(0, 1.0f / static_cast<float>(m.tokens()));
+        m.fp8_end_step(dp);
+    }
+    r.grads.resize(static_cast<std::size_t>(m.padded_elements()));
+    m.get_grads(r.grads.data());
+    r.history = m.fp8()->delayed()->history();
+    return r;
+}
+
+// The fused norm cast against the separate casts, bit for bit: the same codes give the same
+// loss, gradients and amaxes (the norms' amaxes included).
+void expect_fused_equals_separate(const ModelDims& d, ModelOptions opt, Backend& be, dist::Communicator& tp,
+                                  dist::Communicator& dp, const std::vector<float>& params) {
+    opt.fp8.fused_norm_cast = true;
+    GptModel fused(d, ChunkSpec{0, d.num_layers, true, true}, opt, 2, be, tp);
+    opt.fp8.fused_norm_cast = false;
+    GptModel separate(d, ChunkSpec{0, d.num_layers, true, true}, opt, 2, be, tp);
+    ASSERT_TRUE(fused.fp8()->fuses_norm_cast(0));
+    ASSERT_FALSE(separate.fp8()->fuses_norm_cast(0));
+    fused.set_parameters(params.data());
+    separate.set_parameters(params.data());
+    const Steps a = two_steps(fused, dp), b = two_steps(separate, dp);
+    EXPECT_EQ(a.loss, b.loss);
+    ASSERT_EQ(a.grads.size(), b.grads.size());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < a.grads.size(); ++i) differ += a.grads[i] != b.grads[i];
+    EXPECT_EQ(differ, 0u) << "gradients differ between the fused and the separate norm casts";
+    EXPECT_EQ(a.history, b.history);
+}
+
+TEST(GptModelFp8, FusedNormCastEqualsTheSeparateCasts) {
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world != 1) GTEST_SKIP() << "one rank";
+    auto be = make_backend("cpu", 0);
+    auto tp = test::self_comm("tp"), dp = test::self_comm("dp");
+    ModelConfig llama = test::tiny::llama_model();
+    llama.ffn_hidden_size = 32;  // FP8 GEMMs take dimensions that are multiples of 16
+    for (const ModelConfig& mc : {test::tiny::model(), llama}) {
+        SCOPED_TRACE(mc.normalization == Normalization::RMSNorm ? "RMSNorm, Llama-style" : "LayerNorm, GPT");
+        const ModelDims d = make_model_dims(mc, 50, 1, 0);
+        GptModel init(d, ChunkSpec{0, 2, true, true}, ModelOptions{}, 2, *be, *tp);
+        std::vector<float> p(static_cast<std::size_t>(init.layout().total_elements()));
+        init.init_parameters_host(p.data());
+        expect_fused_equals_separate(d, fp8_options(), *be, *tp, *dp, p);
+    }
+}
+
+TEST(GptModelFp8, FusedNormCastUnderSequenceParallelismGathersTheCodes) {
+    // Each TP rank's norm sees its half of the sequence: the codes are all-gathered as bytes
+    // and each rank's amax covers its shard until end_step's reduction.
+    TpPair pair;
+    if (pair.world != 2) GTEST_SKIP() << "needs 2 ranks (test_model.np2)";
+    auto be = make_backend("cpu", 0);
+    auto self = test::self_comm("tp1"), dp = test::self_comm("dp");
+    const ModelDims d1 = make_model_dims(pair.mc, 50, 1, 0), d2 = make_model_dims(pair.mc, 50, 2, pair.rank);
+    GptModel full(d1, ChunkSpec{0, 2, true, true}, ModelOptions{}, 2, *be, *self);
+    std::vector<float> p(static_cast<std::size_t>(full.layout().total_elements()));
+    full.init_parameters_host(p.data());
+    ModelOptions opt = fp8_options();
+    opt.sequence_parallel = true;
+    GptModel part(d2, ChunkSpec{0, 2, true, true}, opt, 2, *be, *pair.tp);
+    expect_fused_equals_separate(d2, opt, *be, *pair.tp, *dp, test::take_slices(full.layout(), p, part.layout()));
 }
 
 }  // namespace

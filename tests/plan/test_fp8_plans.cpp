@@ -85,15 +85,31 @@ TEST(Fp8Plans, IterationTimeRunsOnlyTheLinearGemmsInFp8) {
     // micro-batch the inputs of QKV, projection, fc1 and fc2, T (h + h/t + h + f/t), read as
     // bf16 and written as FP8 (3 bytes) forward and again for the weight gradient; the output
     // gradients, T (3h/t + h + f/t + h), read and written twice (4 bytes); once per iteration
-    // the linear weights, read and written twice (4 bytes).
+    // the linear weights, read and written twice (4 bytes). With the fused norm cast (the
+    // default) QKV's and fc1's forward inputs cost only their codes' byte, over the norms'
+    // sequence-parallel shards (T h / t each), and the forward all-gathers move those bytes.
     const double T = 2048, h = 6144, f = 4 * h, t = 8;
     const double inputs = T * (h + h / t + h + f / t), grads = T * (3 * h / t + h + f / t + h);
     const double weights = (3 * h * h + h * h + f * h + h * f) / t;
-    const double cast_bytes = layers * mcount * (inputs * 3 + grads * 4 + inputs * 3) + layers * weights * 4;
-    const double cast_seconds = cast_bytes / (3350e9 * 0.75);
-    EXPECT_NEAR(t8.compute - (t16.compute - (t16.gemm - t8.gemm)), cast_seconds, 1e-6 * cast_seconds);
-    EXPECT_LT(cast_seconds, 0.5 * (t16.gemm - t8.gemm));
-    EXPECT_DOUBLE_EQ(t8.tp_comm, t16.tp_comm);
+    const double fused_forward = 2 * T * h / t + T * (h / t + f / t) * 3;
+    for (bool fused : {true, false}) {
+        SCOPED_TRACE(fused ? "fused norm cast" : "separate casts");
+        ModelShape m = m8;
+        m.fp8_fused_norm_cast = fused;
+        const TimeBreakdown tf = iteration_time(m, l, h100, default_fabric(h100), pl);
+        const double cast_bytes =
+            layers * mcount * ((fused ? fused_forward : inputs * 3) + grads * 4 + inputs * 3) + layers * weights * 4;
+        const double cast_seconds = cast_bytes / (3350e9 * 0.75);
+        EXPECT_NEAR(tf.compute - (t16.compute - (t16.gemm - tf.gemm)), cast_seconds, 1e-6 * cast_seconds);
+        EXPECT_LT(cast_seconds, 0.5 * (t16.gemm - tf.gemm));
+        const Fabric fab = default_fabric(h100);
+        const double saved = fused ? layers * mcount *
+                                         (2 * allreduce_seconds(2 * T * h, 8, fab.intra_node_gbps, h100.intra_node_latency_us) -
+                                          2 * allreduce_seconds(1.5 * T * h, 8, fab.intra_node_gbps, h100.intra_node_latency_us))
+                                   : 0.0;
+        EXPECT_NEAR(tf.tp_comm, t16.tp_comm - saved, 1e-9 * t16.tp_comm);
+        if (fused) EXPECT_LT(tf.tp_comm, t16.tp_comm);
+    }
     EXPECT_DOUBLE_EQ(t8.optimizer, t16.optimizer);
 
     // --first-last-layers-bf16: the first and last layers' GEMMs stay 16-bit.

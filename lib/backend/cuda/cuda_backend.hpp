@@ -100,6 +100,10 @@ protected:
                         Fp8Format format, const float* scale, std::uint8_t* q, std::uint8_t* q_t,
                         float* amax) override;
     void do_amax(const void* x, DType dtype, std::int64_t n, float* amax) override;
+    // The norm kernels with the FP8 codes of y (layernorm.cu, decoder_ops.cu).
+    void do_norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, const void* beta, void* y,
+                             float* mean, float* rstd, std::int64_t rows, std::int64_t cols, float eps,
+                             DType dtype, const Fp8Codes& codes) override;
     void do_fp8_current_scales(const float* amax, float* scale, float* scale_inv, std::int64_t n,
                                Fp8Format format, float if_overflow) override;
 
@@ -159,6 +163,9 @@ protected:
                                 void* dqkv_grouped) override;
 
 private:
+    // RMSNorm's forward, with the FP8 codes of y where codes is not nullptr.
+    void rms_forward(const void* x, const void* gamma, void* y, float* rstd, std::int64_t rows,
+                     std::int64_t cols, float eps, DType dtype, const Fp8Codes* codes);
     // Column sums of a rows x cols matrix (fp32 partials per row chunk, then an in-order
     // sum), so bias and layernorm parameter gradients are deterministic.
     void column_sums(const void* m, float* out, std::int64_t rows, std::int64_t cols,

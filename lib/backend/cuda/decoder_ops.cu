@@ -3,6 +3,7 @@
 // the rope / grouped-QKV expansion is in qkv_expand.cu.
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/vec_access.cuh"
 #include "backend/decoder_ops_common.hpp"
 
@@ -39,14 +40,17 @@ struct RowAccess {
 
 // ---- RMSNorm -----------------------------------------------------------------------------
 
-// One block per row: rstd = 1 / sqrt(mean(x^2) + eps), y = x rstd gamma.
-template <typename T, bool kVecRows>
+// One block per row: rstd = 1 / sqrt(mean(x^2) + eps), y = x rstd gamma; with Q also the
+// FP8 codes of y as stored (Backend::norm_forward_fp8).
+template <typename T, bool kVecRows, bool Q>
 __global__ void rms_fwd_kernel(const T* x, const T* gamma, T* y, float* rstd, std::int64_t rows,
-                               std::int64_t cols, float eps) {
+                               std::int64_t cols, float eps, Fp8CodesArg codes) {
     using A = RowAccess<T, kVecRows>;
     constexpr int V = A::V;
     __shared__ float sh[32];
     const std::int64_t units = cols / V;
+    unsigned m = 0;
+    [[maybe_unused]] const float scale = Q ? *codes.scale : 1.0f;
     for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const T* xr = x + r * cols;
         float ss = 0.0f;
@@ -64,9 +68,12 @@ __global__ void rms_fwd_kernel(const T* x, const T* gamma, T* y, float* rstd, st
 #pragma unroll
             for (int i = 0; i < V; ++i) v[i] = v[i] * rs * g[i];
             A::store(y + r * cols + u * V, v);
+            if constexpr (Q) store_codes<T, V>(v, scale, codes.e4m3, codes.q + r * cols + u * V, m);
         }
         if (threadIdx.x == 0) rstd[r] = rs;
     }
+    if constexpr (Q)
+        if (codes.amax) amax_commit(m, codes.amax);
 }
 
 // dgamma partials: pg[chunk, col] = sum over the chunk's rows of dy x rstd, in row order
@@ -204,18 +211,30 @@ dim3 swiglu_grid(std::int64_t rows, std::int64_t units) {
 
 void CudaBackend::do_rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
                                   std::int64_t rows, std::int64_t cols, float eps, DType dtype) {
+    rms_forward(x, gamma, y, rstd, rows, cols, eps, dtype, nullptr);
+}
+
+void CudaBackend::rms_forward(const void* x, const void* gamma, void* y, float* rstd, std::int64_t rows,
+                              std::int64_t cols, float eps, DType dtype, const Fp8Codes* codes) {
     if (rows == 0) return;
+    Fp8CodesArg arg;
+    if (codes) arg = {codes->scale, codes->q, codes->amax, codes->format == Fp8Format::E4M3};
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        with_row_access<T>(cols, {x, gamma, y}, [&](auto vec) {
+        with_row_access<T>(cols, {x, gamma, y, arg.q}, [&](auto vec) {
             constexpr bool V = decltype(vec)::value;
             const int threads = row_threads(V ? cols / kVec<T> : cols, 1);
-            rms_fwd_kernel<T, V><<<rows_grid(rows), threads, 0, cuda_stream(stream())>>>(
-                static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<T*>(y), rstd,
-                rows, cols, eps);
+            auto launch = [&](auto with_codes) {
+                constexpr bool Q = decltype(with_codes)::value;
+                rms_fwd_kernel<T, V, Q><<<rows_grid(rows), threads, 0, cuda_stream(stream())>>>(
+                    static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<T*>(y), rstd, rows, cols,
+                    eps, arg);
+            };
+            if (codes) launch(std::true_type{});
+            else launch(std::false_type{});
         });
     });
-    GPT_CUDA_LAUNCH_CHECK("rmsnorm_forward");
+    GPT_CUDA_LAUNCH_CHECK(codes ? "rmsnorm_forward (with FP8 codes)" : "rmsnorm_forward");
 }
 
 void CudaBackend::do_rmsnorm_backward(const void* dy, const void* x, const void* gamma,

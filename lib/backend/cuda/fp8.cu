@@ -1,16 +1,13 @@
 // The FP8 casts (issue 34) on CUDA, twins of cpu/fp8.cpp: the hardware's satfinite
-// round-to-nearest-even conversion (cuda_fp8.h; sm_89+ in one instruction, a bit-exact
+// round-to-nearest-even conversion (fp8_codes.cuh; sm_89+ in one instruction, a bit-exact
 // software path on sm_80), the transposed copy through a shared-memory tile so that both
-// the reads of x and the writes of q_t are coalesced, and the amax as an atomicMax on the
-// bits of |x| (non-negative floats order as their bits; every NaN sorts above infinity, so
-// a NaN sticks as on the CPU).
-#include <cuda_fp8.h>
-
+// the reads of x and the writes of q_t are coalesced, and the NaN-sticky amax.
 #include <cfloat>
 #include <cstdint>
 
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/fp8_codes.cuh"
 
 namespace gpt::cuda {
 
@@ -18,20 +15,6 @@ namespace {
 
 constexpr int kTile = 32;     // a tile of x: kTile x kTile
 constexpr int kTileRows = 8;  // threads per tile column: each thread does kTile / kTileRows rows
-
-__device__ __forceinline__ std::uint8_t to_fp8(float v, bool e4m3) {
-    return static_cast<std::uint8_t>(
-        __nv_cvt_float_to_fp8(v, __NV_SATFINITE, e4m3 ? __NV_E4M3 : __NV_E5M2));
-}
-
-__device__ __forceinline__ unsigned abs_bits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
-
-// One warp's maximum, then one atomic per warp.
-__device__ __forceinline__ void amax_commit(unsigned m, float* amax) {
-    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((threadIdx.x + threadIdx.y * blockDim.x) % 32 == 0 && m != 0)
-        atomicMax(reinterpret_cast<unsigned*>(amax), m);
-}
 
 template <typename T>
 __global__ void cast_to_fp8_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t cols,

@@ -1,7 +1,9 @@
 // Layernorm forward and backward: a block per row, two-pass statistics in fp32, and
-// deterministic dgamma/dbeta from per-chunk partials added in order.
+// deterministic dgamma/dbeta from per-chunk partials added in order. The forward kernels
+// with Q also write the FP8 codes of y as stored (Backend::norm_forward_fp8).
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/vec_access.cuh"
 
 namespace gpt::cuda {
@@ -10,10 +12,13 @@ namespace {
 
 // Two passes over the row (mean, then the centred variance) as the CPU reference: no
 // cancellation for rows with a large mean.
-template <typename T>
+template <typename T, bool Q>
 __global__ void ln_fwd_kernel(const T* x, const T* gamma, const T* beta, T* y, float* mean,
-                              float* rstd, std::int64_t rows, std::int64_t cols, float eps) {
+                              float* rstd, std::int64_t rows, std::int64_t cols, float eps,
+                              Fp8CodesArg codes) {
     __shared__ float sh[32];
+    unsigned m = 0;
+    [[maybe_unused]] const float scale = Q ? *codes.scale : 1.0f;
     GPT_ROW_LOOP(r, rows) {
         const T* xr = x + r * cols;
         float s = 0.0f;
@@ -26,13 +31,18 @@ __global__ void ln_fwd_kernel(const T* x, const T* gamma, const T* beta, T* y, f
         }
         const float rs = rsqrtf(block_sum(v, sh) / static_cast<float>(cols) + eps);
         T* yr = y + r * cols;
-        for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x)
-            stf(yr + i, (ldf(xr + i) - mu) * rs * ldf(gamma + i) + ldf(beta + i));
+        for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+            const float v = (ldf(xr + i) - mu) * rs * ldf(gamma + i) + ldf(beta + i);
+            stf(yr + i, v);
+            if constexpr (Q) store_codes<T, 1>({v}, scale, codes.e4m3, codes.q + r * cols + i, m);
+        }
         if (threadIdx.x == 0) {
             mean[r] = mu;
             rstd[r] = rs;
         }
     }
+    if constexpr (Q)
+        if (codes.amax) amax_commit(m, codes.amax);
 }
 
 // dgamma/dbeta partials over a chunk of rows (deterministic, like column sums).
@@ -88,12 +98,15 @@ __global__ void ln_dx_kernel(const T* dy, const T* x, const T* gamma, const floa
 // accumulates dgamma/dbeta for them in registers across its block's rows.
 constexpr int kMaxRowPacks = 4;
 
-template <typename T, int K>
+template <typename T, int K, bool Q>
 __global__ void ln_fwd_vec_kernel(const T* x, const T* gamma, const T* beta, T* y, float* mean,
-                                  float* rstd, std::int64_t rows, int cols, float eps) {
+                                  float* rstd, std::int64_t rows, int cols, float eps,
+                                  Fp8CodesArg codes) {
     constexpr int N = kVec<T>;
     __shared__ float sh[32];
     const int packs = cols / N;
+    unsigned m = 0;
+    [[maybe_unused]] const float scale = Q ? *codes.scale : 1.0f;
     GPT_ROW_LOOP(r, rows) {
         const T* xr = x + r * cols;
         float v[K][N];
@@ -128,6 +141,7 @@ __global__ void ln_fwd_vec_kernel(const T* x, const T* gamma, const T* beta, T* 
 #pragma unroll
                 for (int i = 0; i < N; ++i) v[k][i] = (v[k][i] - mu) * rs * g[i] + b[i];
                 store_vec(y + r * cols + p * N, v[k]);
+                if constexpr (Q) store_codes<T, N>(v[k], scale, codes.e4m3, codes.q + r * cols + p * N, m);
             }
         }
         if (threadIdx.x == 0) {
@@ -135,6 +149,8 @@ __global__ void ln_fwd_vec_kernel(const T* x, const T* gamma, const T* beta, T* 
             rstd[r] = rs;
         }
     }
+    if constexpr (Q)
+        if (codes.amax) amax_commit(m, codes.amax);
 }
 
 // Block b takes rows [b * rpb, (b + 1) * rpb): dx for each, and its dgamma/dbeta partial
@@ -226,25 +242,50 @@ bool with_row_packs(std::int64_t cols, F&& f) {
 
 }  // namespace
 
+namespace {
+
+// The forward's launch, with (Q) or without the FP8 codes of y.
+template <bool Q>
+void launch_ln_forward(cudaStream_t stream, const void* x, const void* gamma, const void* beta, void* y,
+                       float* mean, float* rstd, std::int64_t rows, std::int64_t cols, float eps, DType dtype,
+                       const Fp8CodesArg& codes) {
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        if (vectorizable<T>(cols, {x, gamma, beta, y, codes.q}) &&
+            with_row_packs<T>(cols, [&](auto k) {
+                constexpr int K = decltype(k)::value;
+                ln_fwd_vec_kernel<T, K, Q><<<row_grid(rows), row_threads(cols / kVec<T>, K), 0, stream>>>(
+                    static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
+                    static_cast<T*>(y), mean, rstd, rows, static_cast<int>(cols), eps, codes);
+            }))
+            return;
+        ln_fwd_kernel<T, Q><<<row_grid(rows), kThreads, 0, stream>>>(
+            static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
+            static_cast<T*>(y), mean, rstd, rows, cols, eps, codes);
+    });
+}
+
+}  // namespace
+
 void CudaBackend::do_layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
                                        float* mean, float* rstd, std::int64_t rows,
                                        std::int64_t cols, float eps, DType dtype) {
     if (rows == 0) return;
-    dispatch(dtype, [&](auto tag) {
-        using T = decltype(tag);
-        if (vectorizable<T>(cols, {x, gamma, beta, y}) &&
-            with_row_packs<T>(cols, [&](auto k) {
-                constexpr int K = decltype(k)::value;
-                ln_fwd_vec_kernel<T, K><<<row_grid(rows), row_threads(cols / kVec<T>, K), 0, cuda_stream(stream())>>>(
-                    static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
-                    static_cast<T*>(y), mean, rstd, rows, static_cast<int>(cols), eps);
-            }))
-            return;
-        ln_fwd_kernel<T><<<row_grid(rows), kThreads, 0, cuda_stream(stream())>>>(
-            static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
-            static_cast<T*>(y), mean, rstd, rows, cols, eps);
-    });
+    launch_ln_forward<false>(cuda_stream(stream()), x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype, {});
     GPT_CUDA_LAUNCH_CHECK("layernorm_forward");
+}
+
+void CudaBackend::do_norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, const void* beta, void* y,
+                                      float* mean, float* rstd, std::int64_t rows, std::int64_t cols, float eps,
+                                      DType dtype, const Fp8Codes& codes) {
+    if (rows == 0) return;
+    if (rmsnorm) {
+        rms_forward(x, gamma, y, rstd, rows, cols, eps, dtype, &codes);
+        return;
+    }
+    const Fp8CodesArg arg{codes.scale, codes.q, codes.amax, codes.format == Fp8Format::E4M3};
+    launch_ln_forward<true>(cuda_stream(stream()), x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype, arg);
+    GPT_CUDA_LAUNCH_CHECK("layernorm_forward (with FP8 codes)");
 }
 
 void CudaBackend::do_layernorm_backward(const void* dy, const void* x, const void* gamma,

@@ -1,6 +1,7 @@
 #include "train/run/model_options.hpp"
 
 #include "config/params_dtype.hpp"
+#include "core/environment.hpp"
 
 namespace gpt::train {
 
@@ -32,6 +33,7 @@ model::ModelOptions model_options_of(const Config& cfg, DType dtype) {
         opt.fp8.wgrad = f.fp8_wgrad;
         opt.fp8.bf16_layers_at_start = f.bf16_layers_at_start();
         opt.fp8.bf16_layers_at_end = f.bf16_layers_at_end();
+        opt.fp8.fused_norm_cast = !env::fp8_norm_cast_separate();
     }
     return opt;
 }
