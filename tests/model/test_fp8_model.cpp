@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 
 #include "core/errors.hpp"
@@ -255,6 +256,27 @@ TEST(GptModelFp8, FusedNormCastUnderSequenceParallelismGathersTheCodes) {
     opt.sequence_parallel = true;
     GptModel part(d2, ChunkSpec{0, 2, true, true}, opt, 2, *be, *pair.tp);
     expect_fused_equals_separate(d2, opt, *be, *pair.tp, *dp, test::take_slices(full.layout(), p, part.layout()));
+}
+
+TEST(GptModelFp8, AmaxReductionKeepsOneRanksNaN) {
+    // Under the fused norm cast with sequence parallelism a NaN may lie in one rank's shard
+    // only: end_step's reduction over TP must keep it, on either rank (a float maximum keeps
+    // or drops it depending on the operands' order).
+    TpPair pair;
+    if (pair.world != 2) GTEST_SKIP() << "needs 2 ranks (test_model.np2)";
+    auto be = make_backend("cpu", 0);
+    auto dp = test::self_comm("dp");
+    const ModelDims d = make_model_dims(pair.mc, 50, 2, pair.rank);
+    for (int nan_rank : {0, 1}) {
+        SCOPED_TRACE(detail::concat("NaN on rank ", nan_rank));
+        Fp8Linears f(*be, fp8_options().fp8, d, 0, 2, 2, 16, DType::BF16);
+        const Backend::Fp8Codes c = f.norm_codes(0, Linear::Qkv, true, true);
+        const float v = pair.rank == nan_rank ? std::numeric_limits<float>::quiet_NaN() : 3.0f;
+        be->copy_to_device(c.amax, &v, sizeof v);
+        f.end_step(*pair.tp, *dp);
+        const auto n = static_cast<std::size_t>(f.delayed()->tensors());
+        EXPECT_TRUE(std::isnan(f.delayed()->history()[n])) << "layer 0 QKV input amax " << f.delayed()->history()[n];
+    }
 }
 
 }  // namespace
