@@ -243,8 +243,8 @@ run_step() {
                       --steps 10 --warmup 3 || return
               done ;;
     # The fp8 row of gemm-fp8 again with its QKV and FC1 inputs cast in a pass of their own
-    # (GPT_FP8_NORM_CAST=separate) instead of by the norms: the fused cast's saving.
-    gemm-fp8-separate) "${t[@]}" env GPT_FP8_NORM_CAST=separate "$bin/bench_train_gpu" --config gpt-1.3b \
+    # (GPT_FP8_INPUT_CAST=separate) instead of by the norms: the fused cast's saving.
+    gemm-fp8-separate) "${t[@]}" env GPT_FP8_INPUT_CAST=separate "$bin/bench_train_gpu" --config gpt-1.3b \
                            --precision fp8 --steps 10 --warmup 3 ;;
     gemm) "${t[@]}" "$bin/bench_gemm" --reps 10 ;;
     # The same table with autotuned algorithms, gpt-1.3b's shapes: "ours" against the gemm

@@ -168,6 +168,14 @@ protected:
         T(rms ? "rmsnorm_forward_fp8" : "layernorm_forward_fp8",
           [&] { b_.norm_forward_fp8(rms, x, g, be, y, m, r, rows, cols, eps, t, codes); });
     }
+    void do_swiglu_forward_fp8(const void* x, void* y, std::int64_t rows, std::int64_t cols, DType t,
+                               const Fp8Codes& codes) override {
+        T("swiglu_forward_fp8", [&] { b_.swiglu_forward_fp8(x, y, rows, cols, t, codes); });
+    }
+    void do_gelu_forward_fp8(const void* x, void* y, std::int64_t n, bool tanh_approx, DType t,
+                             const Fp8Codes& codes) override {
+        T("gelu_forward_fp8", [&] { b_.gelu_forward_fp8(x, y, n, tanh_approx, t, codes); });
+    }
     void do_amax(const void* x, DType t, std::int64_t n, float* amax) override {
         T("amax", [&] { b_.amax(x, t, n, amax); });
     }

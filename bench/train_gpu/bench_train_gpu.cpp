@@ -249,7 +249,7 @@ int main(int argc, char** argv) {
         std::string kernels = device->kernel_variants();
         if (kernels.empty()) kernels = o.device + " reference kernels";
         // The model's own switch (not a kernel of the backend): where FP8 inputs are cast.
-        if (o.precision == "fp8") kernels += gpt::env::fp8_norm_cast_separate() ? " fp8_norm_cast=separate" : " fp8_norm_cast=fused";
+        if (o.precision == "fp8") kernels += gpt::env::fp8_input_cast_separate() ? " fp8_input_cast=separate" : " fp8_input_cast=fused";
         std::fprintf(stderr, "bench_train_gpu: %s on %s, %s, kernels: %s\n", name.c_str(), o.device.c_str(),
                      o.precision.c_str(), kernels.c_str());
         // The decorator stays in place for the timed iterations too (disabled: a plain

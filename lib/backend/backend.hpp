@@ -283,6 +283,12 @@ public:
     void norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, const void* beta, void* y,
                           float* mean, float* rstd, std::int64_t rows, std::int64_t cols, float eps,
                           DType dtype, const Fp8Codes& codes);
+    // The same for the MLP's activation, whose output is fc2's input: swiglu_forward (codes.q
+    // [rows, cols]) or gelu_forward (codes.q [n]), with the codes of y as stored.
+    void swiglu_forward_fp8(const void* x, void* y, std::int64_t rows, std::int64_t cols, DType dtype,
+                            const Fp8Codes& codes);
+    void gelu_forward_fp8(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype,
+                          const Fp8Codes& codes);
 
     // ---- modern decoder ops (RMSNorm, SwiGLU, rope / grouped QKV) -------------------
     // Backends that do not implement them say so here; the model refuses the options that
@@ -407,6 +413,10 @@ protected:
     virtual void do_norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, const void* beta,
                                      void* y, float* mean, float* rstd, std::int64_t rows,
                                      std::int64_t cols, float eps, DType dtype, const Fp8Codes& codes);
+    virtual void do_swiglu_forward_fp8(const void* x, void* y, std::int64_t rows, std::int64_t cols, DType dtype,
+                                       const Fp8Codes& codes);
+    virtual void do_gelu_forward_fp8(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype,
+                                     const Fp8Codes& codes);
     virtual void do_fp8_current_scales(const float* amax, float* scale, float* scale_inv,
                                        std::int64_t n, Fp8Format format, float if_overflow) = 0;
     // Decoder ops: the defaults (decoder_ops_default.cpp) name the backend that lacks them.

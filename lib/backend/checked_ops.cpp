@@ -193,6 +193,32 @@ void Backend::do_norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma
     if (rows > 0) do_cast_to_fp8(y, dtype, rows, cols, codes.format, codes.scale, codes.q, nullptr, codes.amax);
 }
 
+void Backend::swiglu_forward_fp8(const void* x, void* y, std::int64_t rows, std::int64_t cols, DType dtype,
+                                 const Fp8Codes& codes) {
+    check_rows(rows, cols, "swiglu_forward_fp8");
+    GPT_REQUIRE(codes.scale && codes.q, InternalError, "swiglu_forward_fp8: needs a scale and the codes' buffer");
+    do_swiglu_forward_fp8(x, y, rows, cols, dtype, codes);
+}
+
+void Backend::do_swiglu_forward_fp8(const void* x, void* y, std::int64_t rows, std::int64_t cols, DType dtype,
+                                    const Fp8Codes& codes) {
+    do_swiglu_forward(x, y, rows, cols, dtype);
+    if (rows > 0) do_cast_to_fp8(y, dtype, rows, cols, codes.format, codes.scale, codes.q, nullptr, codes.amax);
+}
+
+void Backend::gelu_forward_fp8(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype,
+                               const Fp8Codes& codes) {
+    check_size(n, "gelu_forward_fp8");
+    GPT_REQUIRE(codes.scale && codes.q, InternalError, "gelu_forward_fp8: needs a scale and the codes' buffer");
+    do_gelu_forward_fp8(x, y, n, tanh_approx, dtype, codes);
+}
+
+void Backend::do_gelu_forward_fp8(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype,
+                                  const Fp8Codes& codes) {
+    do_gelu_forward(x, y, n, tanh_approx, dtype);
+    if (n > 0) do_cast_to_fp8(y, dtype, 1, n, codes.format, codes.scale, codes.q, nullptr, codes.amax);
+}
+
 void Backend::rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
                               std::int64_t rows, std::int64_t cols, float eps, DType dtype) {
     check_rows(rows, cols, "rmsnorm_forward");

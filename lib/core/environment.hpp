@@ -46,12 +46,12 @@ bool cuda_fp8_fast_accum_forward();
 // which algorithm won, so a resumed run is no longer bit-identical to an uninterrupted one).
 // True for autotune; UsageError for any other value.
 bool cuda_gemm_autotune();
-// GPT_FP8_NORM_CAST=fused|separate: where the FP8 codes of the inputs of QKV and FC1 are made
+// GPT_FP8_INPUT_CAST=fused|separate: where the FP8 codes of the inputs of QKV and FC1 are made
 // under delayed scaling. fused, the default: by the layernorm / RMSNorm kernel that produces
 // them (and, with sequence parallelism, all-gathered as codes: one byte an element instead
 // of two); separate: a cast pass over the norm's (all-gathered) output. Both give the same
 // codes bit for bit. True for separate; UsageError for any other value.
-bool fp8_norm_cast_separate();
+bool fp8_input_cast_separate();
 
 // GPT_DISTRIBUTED_TIMEOUT_SECONDS: the hang watchdog's limit in seconds, overriding
 // --distributed-timeout-minutes (whose unit, as in Megatron, is a whole minute); for tests

@@ -59,7 +59,7 @@ GemmArgs fp8_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uin
 // The amaxes' maximum over a group, NaN-sticky. An amax is |x| with the sign bit cleared,
 // and such floats order as their bits (every NaN above infinity), so the integers' maximum
 // is the floats' and a NaN on one rank wins, as inside one rank's cast; a float Max (MPI's,
-// NCCL's, fmax) may drop it. Under the fused norm cast with sequence parallelism each rank
+// NCCL's, fmax) may drop it. Under the fused input cast with sequence parallelism each rank
 // holds only its shard's amax, so this is what keeps a NaN in one shard visible to all.
 void max_amax(dist::Communicator& group, float* amax, std::int64_t n) {
     if (group.size() > 1) group.all_reduce(amax, n, dist::CommType::I32, dist::ReduceOp::Max);
@@ -179,9 +179,9 @@ void Fp8Linears::forward(dist::Communicator& tp, int layer, Linear which, const 
     be_.gemm(g);
 }
 
-Backend::Fp8Codes Fp8Linears::norm_codes(int layer, Linear which, bool record, bool staged) {
-    GPT_ASSERT(fuses_norm_cast(layer) && (which == Linear::Qkv || which == Linear::Fc1),
-               "fused norm cast of layer ", layer, " linear ", static_cast<int>(which));
+Backend::Fp8Codes Fp8Linears::input_codes(int layer, Linear which, bool record, bool staged) {
+    GPT_ASSERT(fuses_input_cast(layer) && which != Linear::Dense, "fused input cast of layer ", layer,
+               " linear ", static_cast<int>(which));
     const int xi = operand(layer, which, 0);
     Backend::Fp8Codes codes;
     codes.format = opt_.forward;

@@ -49,18 +49,20 @@ public:
 
     // y (T, out) = x (T, in) W^T with the epilogue, as model::linear_forward. record: a
     // training pass (evaluation leaves the amaxes alone). x_cast: x's codes are already in
-    // the input buffer (norm_codes, gather_codes) and x is not read.
+    // the input buffer (input_codes, gather_codes) and x is not read.
     void forward(dist::Communicator& tp, int layer, Linear which, const void* x, const void* w,
                  void* y, std::int64_t in, std::int64_t out, GemmEpilogue epilogue,
                  const void* bias, void* aux, bool tanh_gelu, bool record, bool x_cast = false);
-    // The fused norm cast (Fp8Options::fused_norm_cast, delayed scaling only: the scale must
-    // be known before the tensor exists): layer L's norms write the FP8 input codes of QKV
-    // and FC1 themselves, and forward(..., x_cast = true) reads them instead of casting x.
-    bool fuses_norm_cast(int layer) const { return opt_.fused_norm_cast && opt_.delayed && in_fp8(layer); }
-    // Where the norm before `which` writes the codes: the input buffer, or with `staged`
-    // (sequence parallelism: the norm sees this rank's shard) a staging buffer that
+    // The fused input cast (Fp8Options::fused_input_cast, delayed scaling only: the scale
+    // must be known before the tensor exists): the kernels that produce QKV's and FC1's
+    // inputs (the norms) and FC2's (SwiGLU, or a GELU not fused into FC1's GEMM) write those
+    // inputs' FP8 codes themselves, and forward(..., x_cast = true) reads them instead of
+    // casting x. The projection's input (attention's output) is always cast separately.
+    bool fuses_input_cast(int layer) const { return opt_.fused_input_cast && opt_.delayed && in_fp8(layer); }
+    // Where the producer of `which`'s input writes the codes: the input buffer, or with
+    // `staged` (sequence parallelism: a norm sees this rank's shard) a staging buffer that
     // gather_codes then all-gathers into it. record: a training pass (its amax is kept).
-    Backend::Fp8Codes norm_codes(int layer, Linear which, bool record, bool staged);
+    Backend::Fp8Codes input_codes(int layer, Linear which, bool record, bool staged);
     // The staged codes of every TP rank's shard_rows x in shard, in rank order (sequence order).
     void gather_codes(dist::Communicator& tp, std::int64_t shard_rows, std::int64_t in);
 

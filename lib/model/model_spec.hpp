@@ -82,9 +82,10 @@ struct Fp8Options {
     int margin = 0;
     bool wgrad = true;                     // --no-fp8-wgrad: weight gradients in dtype
     int bf16_layers_at_start = 0, bf16_layers_at_end = 0;  // of the model's num_layers
-    // Delayed scaling: the norms before QKV and FC1 write those linears' FP8 input codes
-    // themselves (Backend::norm_forward_fp8); GPT_FP8_NORM_CAST=separate turns it off.
-    bool fused_norm_cast = true;
+    // Delayed scaling: the kernels that produce QKV's, FC1's and FC2's inputs (the norms,
+    // SwiGLU or GELU) write those FP8 input codes themselves (Backend::norm_forward_fp8,
+    // swiglu_forward_fp8, gelu_forward_fp8); GPT_FP8_INPUT_CAST=separate turns it off.
+    bool fused_input_cast = true;
 };
 
 struct ModelOptions {

@@ -57,7 +57,7 @@ GemmEpilogue bias_epilogue(std::int64_t off) { return off < 0 ? GemmEpilogue::No
 void linear_fwd(const PassContext& c, int L, Linear which, const void* x, std::int64_t w, void* y,
                 std::int64_t in, std::int64_t out, GemmEpilogue epilogue = GemmEpilogue::None,
                 const void* bias = nullptr, void* aux = nullptr, bool tanh_gelu = false) {
-    GPT_ASSERT(x || (c.fp8 && c.fp8->fuses_norm_cast(L)), "linear of layer ", L, " without an input");
+    GPT_ASSERT(x || (c.fp8 && c.fp8->fuses_input_cast(L)), "linear of layer ", L, " without an input");
     if (c.fp8 && c.fp8->in_fp8(L))
         c.fp8->forward(*c.tp, L, which, x, c.param(w), y, in, out, epilogue, bias, aux, tanh_gelu, c.training,
                        x == nullptr);
@@ -67,19 +67,39 @@ void linear_fwd(const PassContext& c, int L, Linear which, const void* x, std::i
 
 // The norm before linear `which` (QKV, FC1) of layer L, then that linear's column-parallel
 // input: the norm's output y (saved for backward) gathered under sequence parallelism.
-// Where the chunk fuses layer L's input cast (Fp8Linears::fuses_norm_cast) the norm also
+// Where the chunk fuses layer L's input casts (Fp8Linears::fuses_input_cast) the norm also
 // writes the linear's FP8 codes, all-gathered as codes under sequence parallelism, and the
 // 16-bit input is neither gathered nor cast (the cast was its only reader in forward; the
 // backward gathers y again for the weight gradient): returns nullptr, "codes ready".
 const void* norm_then_input(const PassContext& c, int L, Linear which, const void* x, std::int64_t w,
                             std::int64_t b, void* y, float* mean, float* rstd, void* gathered) {
-    if (!c.fp8 || !c.fp8->fuses_norm_cast(L)) {
+    if (!c.fp8 || !c.fp8->fuses_input_cast(L)) {
         norm_forward(c, x, w, b, y, mean, rstd, c.rows);
         return column_parallel_input(c, y, gathered);
     }
-    norm_forward_fp8(c, x, w, b, y, mean, rstd, c.rows, c.fp8->norm_codes(L, which, c.training, c.sequence_parallel));
+    norm_forward_fp8(c, x, w, b, y, mean, rstd, c.rows, c.fp8->input_codes(L, which, c.training, c.sequence_parallel));
     if (c.sequence_parallel) c.fp8->gather_codes(*c.tp, c.rows, c.dims->hidden);
     return nullptr;
+}
+
+// The MLP's activation of fc1_pre into act (fc2's input) where it is a pass of its own
+// (SwiGLU, or GELU without a bias to fuse into FC1's GEMM epilogue). Where the chunk fuses
+// layer L's input casts the activation also writes FC2's FP8 codes: returns nullptr, as
+// norm_then_input; else act.
+const void* activation_into_fc2(const PassContext& c, int L, const void* fc1_pre, void* act) {
+    const ModelDims& d = *c.dims;
+    const DType t = c.opt->dtype;
+    const bool fused = c.fp8 && c.fp8->fuses_input_cast(L);
+    const Backend::Fp8Codes codes = fused ? c.fp8->input_codes(L, Linear::Fc2, c.training, false) : Backend::Fp8Codes{};
+    if (d.swiglu) {
+        if (fused) c.be->swiglu_forward_fp8(fc1_pre, act, c.tokens, d.local_ffn(), t, codes);
+        else c.be->swiglu_forward(fc1_pre, act, c.tokens, d.local_ffn(), t);
+    } else {
+        const std::int64_t n = c.tokens * d.local_ffn();
+        if (fused) c.be->gelu_forward_fp8(fc1_pre, act, n, c.opt->tanh_gelu, t, codes);
+        else c.be->gelu_forward(fc1_pre, act, n, c.opt->tanh_gelu, t);
+    }
+    return fused ? nullptr : act;
 }
 
 // Its backward: dW += dy^T x (and dbias), then dx = dy W (through GELU's backward with
@@ -135,18 +155,19 @@ void transformer_layer_forward(const PassContext& c, const LayerParamOffsets& p,
     // --- MLP ---
     const void* a2 = norm_then_input(c, L, Linear::Fc1, c.act(s.x_mid), p.ln2_w, p.ln2_b, c.act(s.ln2_out),
                                      c.actf(s.ln2_mean), c.actf(s.ln2_rstd), gathered);
+    const void* fc2_in = c.act(s.gelu_out);
     if (d.swiglu) {
         linear_fwd(c, L, Linear::Fc1, a2, p.fc1_w, c.act(s.fc1_pre), h, d.local_fc1(),
                    bias_epilogue(p.fc1_b), opt_param(c, p.fc1_b));
-        be.swiglu_forward(c.act(s.fc1_pre), c.act(s.gelu_out), T, d.local_ffn(), t);
+        fc2_in = activation_into_fc2(c, L, c.act(s.fc1_pre), c.act(s.gelu_out));
     } else if (p.fc1_b >= 0) {
         linear_fwd(c, L, Linear::Fc1, a2, p.fc1_w, c.act(s.gelu_out), h, d.local_ffn(),
                    GemmEpilogue::BiasGelu, c.param(p.fc1_b), c.act(s.fc1_pre), c.opt->tanh_gelu);
     } else {
         linear_fwd(c, L, Linear::Fc1, a2, p.fc1_w, c.act(s.fc1_pre), h, d.local_ffn());
-        be.gelu_forward(c.act(s.fc1_pre), c.act(s.gelu_out), T * d.local_ffn(), c.opt->tanh_gelu, t);
+        fc2_in = activation_into_fc2(c, L, c.act(s.fc1_pre), c.act(s.gelu_out));
     }
-    linear_fwd(c, L, Linear::Fc2, c.act(s.gelu_out), p.fc2_w, tmp1, d.local_ffn(), h);
+    linear_fwd(c, L, Linear::Fc2, fc2_in, p.fc2_w, tmp1, d.local_ffn(), h);
     const void* fc2 = row_parallel_output(c, tmp1, tmp2);
     be.bias_dropout_add(fc2, opt_param(c, p.fc2_b), c.act(s.x_mid), c.act(s.x_out), R, h, p_hidden,
                         c.hidden_key, dropout_site_offset(L, 2) + c.shard_offset(), t);

@@ -33,9 +33,10 @@ struct ModelShape {
     // FP8 (--fp8-format and its flags): the linear layers' GEMMs of the layers it covers run
     // at the device's FP8 rate and keep FP8 weight copies and scaling state; off by default.
     Fp8Config fp8;
-    // Delayed scaling's fused norm cast (GPT_FP8_NORM_CAST, fused by default): the norms
-    // write QKV's and FC1's input codes, gathered as bytes under sequence parallelism.
-    bool fp8_fused_norm_cast = true;
+    // Delayed scaling's fused input casts (GPT_FP8_INPUT_CAST, fused by default): the norms
+    // write QKV's and FC1's input codes, gathered as bytes under sequence parallelism, and an
+    // activation pass (SwiGLU, GELU without bias) FC2's.
+    bool fp8_fused_input_cast = true;
 };
 
 // The shape's parameter-bearing dimensions with the vocabulary padded for tp: what the one

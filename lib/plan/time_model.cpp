@@ -39,22 +39,25 @@ struct MicroBatchCost {
 // four GEMMs' inputs. Backward: the four output gradients (written twice with an FP8 weight
 // gradient: row-wise for the data gradient, transposed for the weight gradient) and, for an
 // FP8 weight gradient, the inputs again (the saved activations are 16-bit), transposed.
-// With the fused norm cast (fused_norm_cast) the norms write QKV's and FC1's input codes in
+// With the fused input cast (fused_input_cast) the norms write QKV's and FC1's input codes in
 // their own pass: those two casts cost only the codes' byte per element of the norm's rows
-// (this rank's shard under sequence parallelism).
+// (this rank's shard under sequence parallelism); so does FC2's where its input comes from
+// an activation pass (SwiGLU, or GELU without a bias for FC1's GEMM epilogue).
 struct CastBytes {
     double forward = 0, backward = 0;
 };
-bool fused_norm_cast(const ModelShape& m) { return m.fp8.fp8_recipe == Fp8Recipe::Delayed && m.fp8_fused_norm_cast; }
+bool fused_input_cast(const ModelShape& m) { return m.fp8.fp8_recipe == Fp8Recipe::Delayed && m.fp8_fused_input_cast; }
 CastBytes fp8_cast_bytes(const ModelShape& m, const Layout& l) {
     const double e = double(dtype_size(m.dtype)), t = l.tp, bs = double(l.micro_batch) * m.seq;
     const double h = m.hidden, f = m.ffn, qkv = double(qkv_rows(m)), fc1 = double(fc1_rows(m));
-    const double normed = bs * 2 * h, others = bs * (h / t + f / t);
-    const double inputs = normed + others, grads = bs * (qkv / t + h + fc1 / t + h);
+    const double normed = bs * 2 * h, projection = bs * h / t, fc2 = bs * f / t;
+    const double inputs = normed + projection + fc2, grads = bs * (qkv / t + h + fc1 / t + h);
     const double read = m.fp8.fp8_recipe == Fp8Recipe::Tensorwise ? 2 * e : e;
     const bool wgrad = m.fp8.fp8_wgrad;
-    const double forward = fused_norm_cast(m) ? normed / (l.sequence_parallel ? t : 1.0) + others * (read + 1)
-                                              : inputs * (read + 1);
+    const bool fc2_fused = m.swiglu || !m.linear_bias;
+    const double forward = fused_input_cast(m) ? normed / (l.sequence_parallel ? t : 1.0) + projection * (read + 1) +
+                                                     fc2 * (fc2_fused ? 1.0 : read + 1)
+                                               : inputs * (read + 1);
     return {forward, grads * (read + 1 + (wgrad ? 1 : 0)) + (wgrad ? inputs * (read + 1) : 0.0)};
 }
 
@@ -119,7 +122,7 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
 
     // TP: two all-reduces of the b x s x h activations per layer forward and two in backward
     // (or, with sequence parallelism, two all-gather + reduce-scatter pairs: the same volume).
-    // An FP8 layer with the fused norm cast under sequence parallelism all-gathers 1-byte
+    // An FP8 layer with the fused input cast under sequence parallelism all-gathers 1-byte
     // codes forward instead of 16-bit activations: each all-gather + reduce-scatter pair
     // moves (1 + 2e) bytes an element where it moved 2 x 2e.
     double tp_fwd = 0, tp_fwd8 = 0;
@@ -127,7 +130,7 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
         double gbps = place.tp_crosses_nodes ? fab.inter_node_gbps : fab.intra_node_gbps;
         double lat = place.tp_crosses_nodes ? dev.inter_node_latency_us : dev.intra_node_latency_us;
         tp_fwd = 2 * allreduce_seconds(2 * e * sbh, l.tp, gbps, lat);
-        tp_fwd8 = l.sequence_parallel && fused_norm_cast(m) ? 2 * allreduce_seconds((1 + 2 * e) / 2 * sbh, l.tp, gbps, lat)
+        tp_fwd8 = l.sequence_parallel && fused_input_cast(m) ? 2 * allreduce_seconds((1 + 2 * e) / 2 * sbh, l.tp, gbps, lat)
                                                             : tp_fwd;
     }
     const double recompute_fwd = l.recompute == Recompute::Full ? 1.0 : 0.0;

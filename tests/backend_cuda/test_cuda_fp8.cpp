@@ -4,6 +4,7 @@
 // pointers, the TN layout) within the bound of operands quantised by hand, with and without
 // the forward GEMMs' fast accumulation (GPT_CUDA_FP8_FAST_ACCUM).
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -21,8 +22,11 @@ namespace {
     for (std::size_t i = 0; i < want.size(); ++i)
         if (got[i] != want[i] && bad++ == 0) first = i;
     if (bad == 0) return ::testing::AssertionSuccess();
+    // AssertionResult formats each item apart, so std::hex would not carry to the codes.
+    char codes[32];
+    std::snprintf(codes, sizeof codes, "0x%02x instead of 0x%02x", got[first], want[first]);
     return ::testing::AssertionFailure() << bad << " of " << want.size() << " codes differ; first at " << first
-                                         << ": 0x" << std::hex << int{got[first]} << " instead of 0x" << int{want[first]};
+                                         << ": " << codes;
 }
 
 class CudaFp8 : public CudaVsCpu {
@@ -42,6 +46,27 @@ protected:
     }
     void TearDown() override {
         for (void* p : owned_) gpu().free(p);
+    }
+    // A fused producer's outputs against the GPU's op then its cast: y (n elements of t), the
+    // codes and the amax (bits: a NaN must match a NaN), equal.
+    void expect_same_outputs(void* y1, void* y2, DType t, const std::uint8_t* q1, const std::uint8_t* q2,
+                             std::size_t n, const float* amax1, const float* amax2) {
+        const std::size_t ybytes = n * dtype_size(t);
+        EXPECT_TRUE(download<std::uint8_t>(y1, ybytes) == download<std::uint8_t>(y2, ybytes)) << "y differs";
+        EXPECT_TRUE(same_codes(download<std::uint8_t>(q1, n), download<std::uint8_t>(q2, n)));
+        const float a1 = download<float>(amax1, 1)[0], a2 = download<float>(amax2, 1)[0];
+        EXPECT_EQ(std::memcmp(&a1, &a2, sizeof a1), 0) << "amax " << a1 << " vs " << a2;
+    }
+    // Two code buffers (different fill) and two amaxes starting at 0.25, for such a comparison.
+    struct CodesPair {
+        std::uint8_t *q1, *q2;
+        float *amax1, *amax2;
+    };
+    CodesPair codes_pair(std::size_t n) {
+        const float start[2] = {0.25f, 0.25f};
+        auto* a = static_cast<float*>(upload(start, sizeof start));
+        return {static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0xAA).data(), n)),
+                static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0x55).data(), n)), a, a + 1};
     }
     std::vector<void*> owned_;
 };
@@ -92,35 +117,57 @@ TEST_F(CudaFp8, NormsWriteTheCastsCodesInTheSamePass) {
                 Twin x(cpu(), gpu(), t, xv), gamma(cpu(), gpu(), t, random_vec(c, 22, 0.5, 1.5)),
                     beta(cpu(), gpu(), t, random_vec(c, 23, -0.5, 0.5));
                 Twin y1(cpu(), gpu(), t, n), y2(cpu(), gpu(), t, n);
-                const float scale = 37.5f, start = 0.25f;
+                const float scale = 37.5f;
                 float* gscale = static_cast<float*>(upload(&scale, sizeof scale));
-                float* stats = static_cast<float*>(upload(std::vector<float>(4 * rows + 2, 0.0f).data(),
-                                                          (4 * rows + 2) * sizeof(float)));
+                float* stats = static_cast<float*>(upload(std::vector<float>(4 * rows, 0.0f).data(),
+                                                          4 * rows * sizeof(float)));
                 float *mean1 = stats, *rstd1 = stats + rows, *mean2 = stats + 2 * rows, *rstd2 = stats + 3 * rows;
-                float *amax1 = stats + 4 * rows, *amax2 = amax1 + 1;
-                gpu().copy_to_device(amax1, &start, sizeof start);
-                gpu().copy_to_device(amax2, &start, sizeof start);
-                auto* q1 = static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0xAA).data(), n));
-                auto* q2 = static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0x55).data(), n));
+                const CodesPair q = codes_pair(n);
                 gpu().norm_forward_fp8(rms, x.g(), gamma.g(), beta.g(), y1.g(), mean1, rstd1, rows, cols, 1e-5f, t,
-                                       {f, gscale, q1, amax1});
+                                       {f, gscale, q.q1, q.amax1});
                 if (rms) gpu().rmsnorm_forward(x.g(), gamma.g(), y2.g(), rstd2, rows, cols, 1e-5f, t);
                 else gpu().layernorm_forward(x.g(), gamma.g(), beta.g(), y2.g(), mean2, rstd2, rows, cols, 1e-5f, t);
-                gpu().cast_to_fp8(y2.g(), t, rows, cols, f, gscale, q2, nullptr, amax2);
-                const std::size_t ybytes = n * dtype_size(t);
-                const auto ya = download<std::uint8_t>(y1.g(), ybytes), yb = download<std::uint8_t>(y2.g(), ybytes);
-                EXPECT_TRUE(ya == yb) << "y differs";
-                const auto st = download<float>(stats, static_cast<std::size_t>(4 * rows + 2));
+                gpu().cast_to_fp8(y2.g(), t, rows, cols, f, gscale, q.q2, nullptr, q.amax2);
+                expect_same_outputs(y1.g(), y2.g(), t, q.q1, q.q2, n, q.amax1, q.amax2);
+                const auto st = download<float>(stats, static_cast<std::size_t>(4 * rows));
                 EXPECT_EQ(std::memcmp(st.data() + rows, st.data() + 3 * rows, rows * sizeof(float)), 0) << "rstd differs";
-                if (!rms)
+                if (!rms) {
                     EXPECT_EQ(std::memcmp(st.data(), st.data() + 2 * rows, rows * sizeof(float)), 0) << "mean differs";
-                EXPECT_TRUE(same_codes(download<std::uint8_t>(q1, n), download<std::uint8_t>(q2, n)));
-                std::uint32_t a1 = 0, a2 = 0;
-                std::memcpy(&a1, &st[4 * rows], 4);
-                std::memcpy(&a2, &st[4 * rows + 1], 4);
-                EXPECT_EQ(a1, a2) << "amax " << st[4 * rows] << " vs " << st[4 * rows + 1];
-                if (!rms) EXPECT_TRUE(std::isnan(st[4 * rows])) << "the NaN of row 1 did not stick";
+                    EXPECT_TRUE(std::isnan(download<float>(q.amax1, 1)[0])) << "the NaN of row 1 did not stick";
+                }
             }
+}
+
+TEST_F(CudaFp8, ActivationsWriteTheCastsCodesInTheSamePass) {
+    // swiglu_forward_fp8 and gelu_forward_fp8 (fc2's input) against the GPU's activation, then
+    // its cast: the same y, codes and amax bit for bit. SwiGLU rows of 64 (vectorised) and 36
+    // (element-wise); GELU over 1024 values (vectorised) and 333 (element-wise), exact and tanh.
+    const float scale = 21.0f;
+    float* gscale = static_cast<float*>(upload(&scale, sizeof scale));
+    for (DType t : kAllTypes) {
+        for (std::int64_t cols : {64, 36}) {
+            SCOPED_TRACE(detail::concat("SwiGLU ", dname(t), " cols ", cols));
+            const std::int64_t rows = 3;
+            const auto n = static_cast<std::size_t>(rows * cols);
+            Twin x(cpu(), gpu(), t, random_vec(2 * n, 31, -4.0, 4.0)), y1(cpu(), gpu(), t, n), y2(cpu(), gpu(), t, n);
+            const CodesPair q = codes_pair(n);
+            gpu().swiglu_forward_fp8(x.g(), y1.g(), rows, cols, t, {Fp8Format::E4M3, gscale, q.q1, q.amax1});
+            gpu().swiglu_forward(x.g(), y2.g(), rows, cols, t);
+            gpu().cast_to_fp8(y2.g(), t, rows, cols, Fp8Format::E4M3, gscale, q.q2, nullptr, q.amax2);
+            expect_same_outputs(y1.g(), y2.g(), t, q.q1, q.q2, n, q.amax1, q.amax2);
+        }
+        for (std::int64_t n : {1024, 333})
+            for (bool tanh_gelu : {false, true}) {
+                SCOPED_TRACE(detail::concat("GELU ", dname(t), " n ", n, tanh_gelu ? " tanh" : " exact"));
+                const auto un = static_cast<std::size_t>(n);
+                Twin x(cpu(), gpu(), t, random_vec(un, 32, -6.0, 6.0)), y1(cpu(), gpu(), t, un), y2(cpu(), gpu(), t, un);
+                const CodesPair q = codes_pair(un);
+                gpu().gelu_forward_fp8(x.g(), y1.g(), n, tanh_gelu, t, {Fp8Format::E5M2, gscale, q.q1, q.amax1});
+                gpu().gelu_forward(x.g(), y2.g(), n, tanh_gelu, t);
+                gpu().cast_to_fp8(y2.g(), t, 1, n, Fp8Format::E5M2, gscale, q.q2, nullptr, q.amax2);
+                expect_same_outputs(y1.g(), y2.g(), t, q.q1, q.q2, un, q.amax1, q.amax2);
+            }
+    }
 }
 
 TEST_F(CudaFp8, AmaxAndCurrentScalesEqualTheCpuBackends) {

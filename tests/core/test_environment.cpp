@@ -116,19 +116,19 @@ TEST(Environment, FlashSwitch) {
     }
 }
 
-TEST(Environment, Fp8NormCastSwitch) {
-    EXPECT_FALSE(env::fp8_norm_cast_separate());
+TEST(Environment, Fp8InputCastSwitch) {
+    EXPECT_FALSE(env::fp8_input_cast_separate());
     {
-        ScopedEnv e("GPT_FP8_NORM_CAST", "fused");
-        EXPECT_FALSE(env::fp8_norm_cast_separate());
+        ScopedEnv e("GPT_FP8_INPUT_CAST", "fused");
+        EXPECT_FALSE(env::fp8_input_cast_separate());
     }
     {
-        ScopedEnv e("GPT_FP8_NORM_CAST", "separate");
-        EXPECT_TRUE(env::fp8_norm_cast_separate());
+        ScopedEnv e("GPT_FP8_INPUT_CAST", "separate");
+        EXPECT_TRUE(env::fp8_input_cast_separate());
     }
     for (const char* bad : {"Fused", "off", "split", "separate "}) {
-        ScopedEnv e("GPT_FP8_NORM_CAST", bad);
-        EXPECT_THROW(env::fp8_norm_cast_separate(), UsageError) << bad;
+        ScopedEnv e("GPT_FP8_INPUT_CAST", bad);
+        EXPECT_THROW(env::fp8_input_cast_separate(), UsageError) << bad;
     }
 }
 

@@ -85,7 +85,7 @@ TEST(Fp8Plans, IterationTimeRunsOnlyTheLinearGemmsInFp8) {
     // micro-batch the inputs of QKV, projection, fc1 and fc2, T (h + h/t + h + f/t), read as
     // bf16 and written as FP8 (3 bytes) forward and again for the weight gradient; the output
     // gradients, T (3h/t + h + f/t + h), read and written twice (4 bytes); once per iteration
-    // the linear weights, read and written twice (4 bytes). With the fused norm cast (the
+    // the linear weights, read and written twice (4 bytes). With the fused input cast (the
     // default) QKV's and fc1's forward inputs cost only their codes' byte, over the norms'
     // sequence-parallel shards (T h / t each), and the forward all-gathers move those bytes.
     const double T = 2048, h = 6144, f = 4 * h, t = 8;
@@ -93,9 +93,9 @@ TEST(Fp8Plans, IterationTimeRunsOnlyTheLinearGemmsInFp8) {
     const double weights = (3 * h * h + h * h + f * h + h * f) / t;
     const double fused_forward = 2 * T * h / t + T * (h / t + f / t) * 3;
     for (bool fused : {true, false}) {
-        SCOPED_TRACE(fused ? "fused norm cast" : "separate casts");
+        SCOPED_TRACE(fused ? "fused input cast" : "separate casts");
         ModelShape m = m8;
-        m.fp8_fused_norm_cast = fused;
+        m.fp8_fused_input_cast = fused;
         const TimeBreakdown tf = iteration_time(m, l, h100, default_fabric(h100), pl);
         const double cast_bytes =
             layers * mcount * ((fused ? fused_forward : inputs * 3) + grads * 4 + inputs * 3) + layers * weights * 4;

@@ -104,6 +104,10 @@ protected:
     void do_norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, const void* beta, void* y,
                              float* mean, float* rstd, std::int64_t rows, std::int64_t cols, float eps,
                              DType dtype, const Fp8Codes& codes) override;
+    void do_swiglu_forward_fp8(const void* x, void* y, std::int64_t rows, std::int64_t cols, DType dtype,
+                               const Fp8Codes& codes) override;
+    void do_gelu_forward_fp8(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype,
+                             const Fp8Codes& codes) override;
     void do_fp8_current_scales(const float* amax, float* scale, float* scale_inv, std::int64_t n,
                                Fp8Format format, float if_overflow) override;
 
@@ -164,8 +168,13 @@ protected:
 
 private:
     // RMSNorm's forward, with the FP8 codes of y where codes is not nullptr.
-    void rms_forward(const void* x, const void* gamma, void* y, float* rstd, std::int64_t rows,
+    void launch_rms_forward(const void* x, const void* gamma, void* y, float* rstd, std::int64_t rows,
                      std::int64_t cols, float eps, DType dtype, const Fp8Codes* codes);
+    // SwiGLU's and GELU's forward, likewise (not named after the public ops: that would hide them).
+    void launch_swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols, DType dtype,
+                               const Fp8Codes* codes);
+    void launch_gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype,
+                             const Fp8Codes* codes);
     // Column sums of a rows x cols matrix (fp32 partials per row chunk, then an in-order
     // sum), so bias and layernorm parameter gradients are deterministic.
     void column_sums(const void* m, float* out, std::int64_t rows, std::int64_t cols,

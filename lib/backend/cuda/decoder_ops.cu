@@ -155,11 +155,14 @@ __device__ __forceinline__ void for_row_units(std::int64_t rows, std::int64_t un
             f(r, u);
 }
 
-// x [rows, 2 cols] = [gate, up]; y [rows, cols] = silu(gate) up.
-template <typename T, bool kVecRows>
-__global__ void swiglu_fwd_kernel(const T* x, T* y, std::int64_t rows, std::int64_t cols) {
+// x [rows, 2 cols] = [gate, up]; y [rows, cols] = silu(gate) up; with Q also the FP8 codes
+// of y as stored (fc2's input, Backend::swiglu_forward_fp8).
+template <typename T, bool kVecRows, bool Q>
+__global__ void swiglu_fwd_kernel(const T* x, T* y, std::int64_t rows, std::int64_t cols, Fp8CodesArg codes) {
     using A = RowAccess<T, kVecRows>;
     constexpr int V = A::V;
+    unsigned m = 0;
+    [[maybe_unused]] const float scale = Q ? *codes.scale : 1.0f;
     for_row_units(rows, cols / V, [&](std::int64_t r, std::int64_t u) {
         float g[V], up[V];
         A::load(x + r * 2 * cols + u * V, g);
@@ -167,7 +170,10 @@ __global__ void swiglu_fwd_kernel(const T* x, T* y, std::int64_t rows, std::int6
 #pragma unroll
         for (int i = 0; i < V; ++i) g[i] = g[i] * sigmoid_f(g[i]) * up[i];
         A::store(y + r * cols + u * V, g);
+        if constexpr (Q) store_codes<T, V>(g, scale, codes.e4m3, codes.q + r * cols + u * V, m);
     });
+    if constexpr (Q)
+        if (codes.amax) amax_commit(m, codes.amax);
 }
 
 // dgate = dy up silu'(gate), silu'(g) = s (1 + g (1 - s)); dup = dy silu(gate).
@@ -211,14 +217,13 @@ dim3 swiglu_grid(std::int64_t rows, std::int64_t units) {
 
 void CudaBackend::do_rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
                                   std::int64_t rows, std::int64_t cols, float eps, DType dtype) {
-    rms_forward(x, gamma, y, rstd, rows, cols, eps, dtype, nullptr);
+    launch_rms_forward(x, gamma, y, rstd, rows, cols, eps, dtype, nullptr);
 }
 
-void CudaBackend::rms_forward(const void* x, const void* gamma, void* y, float* rstd, std::int64_t rows,
+void CudaBackend::launch_rms_forward(const void* x, const void* gamma, void* y, float* rstd, std::int64_t rows,
                               std::int64_t cols, float eps, DType dtype, const Fp8Codes* codes) {
     if (rows == 0) return;
-    Fp8CodesArg arg;
-    if (codes) arg = {codes->scale, codes->q, codes->amax, codes->format == Fp8Format::E4M3};
+    const Fp8CodesArg arg = codes_arg(codes);
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         with_row_access<T>(cols, {x, gamma, y, arg.q}, [&](auto vec) {
@@ -268,16 +273,33 @@ void CudaBackend::do_rmsnorm_backward(const void* dy, const void* x, const void*
 
 void CudaBackend::do_swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
                                  DType dtype) {
+    launch_swiglu_forward(x, y, rows, cols, dtype, nullptr);
+}
+
+void CudaBackend::do_swiglu_forward_fp8(const void* x, void* y, std::int64_t rows, std::int64_t cols, DType dtype,
+                                        const Fp8Codes& codes) {
+    launch_swiglu_forward(x, y, rows, cols, dtype, &codes);
+}
+
+void CudaBackend::launch_swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols, DType dtype,
+                                 const Fp8Codes* codes) {
     if (rows == 0) return;
+    const Fp8CodesArg arg = codes_arg(codes);
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        with_row_access<T>(cols, {x, y}, [&](auto vec) {
+        with_row_access<T>(cols, {x, y, arg.q}, [&](auto vec) {
             constexpr bool V = decltype(vec)::value;
-            swiglu_fwd_kernel<T, V><<<swiglu_grid(rows, V ? cols / kVec<T> : cols), kThreads, 0, cuda_stream(stream())>>>(
-                static_cast<const T*>(x), static_cast<T*>(y), rows, cols);
+            auto launch = [&](auto with_codes) {
+                constexpr bool Q = decltype(with_codes)::value;
+                swiglu_fwd_kernel<T, V, Q><<<swiglu_grid(rows, V ? cols / kVec<T> : cols), kThreads, 0,
+                                             cuda_stream(stream())>>>(static_cast<const T*>(x), static_cast<T*>(y),
+                                                                      rows, cols, arg);
+            };
+            if (codes) launch(std::true_type{});
+            else launch(std::false_type{});
         });
     });
-    GPT_CUDA_LAUNCH_CHECK("swiglu_forward");
+    GPT_CUDA_LAUNCH_CHECK(codes ? "swiglu_forward (with FP8 codes)" : "swiglu_forward");
 }
 
 void CudaBackend::do_swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "backend/backend.hpp"
 #include "backend/cuda/cuda_common.cuh"
 
 namespace gpt::cuda {
@@ -35,6 +36,12 @@ struct Fp8CodesArg {
     float* amax = nullptr;
     bool e4m3 = true;
 };
+
+// The kernels' argument for a backend's codes (nullptr: none).
+inline Fp8CodesArg codes_arg(const Backend::Fp8Codes* codes) {
+    if (!codes) return {};
+    return {codes->scale, codes->q, codes->amax, codes->format == Fp8Format::E4M3};
+}
 
 // The codes of n values as they are stored in T (each rounded to T first, as a later cast
 // pass would read them back), written as one n-byte store at q (n-byte aligned); m takes

@@ -4,15 +4,25 @@
 // pointers allow (the MLP's activations always do), one element per access otherwise.
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/vec_access.cuh"
 
 namespace gpt::cuda {
 
 namespace {
 
-template <typename T>
-__global__ void gelu_fwd_kernel(const T* x, T* y, std::int64_t n, bool tanh_approx) {
-    GPT_GRID_STRIDE(i, n) stf(y + i, gelu_f(ldf(x + i), tanh_approx));
+// With Q also the FP8 codes of y as stored (fc2's input, Backend::gelu_forward_fp8).
+template <typename T, bool Q>
+__global__ void gelu_fwd_kernel(const T* x, T* y, std::int64_t n, bool tanh_approx, Fp8CodesArg codes) {
+    unsigned m = 0;
+    [[maybe_unused]] const float scale = Q ? *codes.scale : 1.0f;
+    GPT_GRID_STRIDE(i, n) {
+        const float v = gelu_f(ldf(x + i), tanh_approx);
+        stf(y + i, v);
+        if constexpr (Q) store_codes<T, 1>({v}, scale, codes.e4m3, codes.q + i, m);
+    }
+    if constexpr (Q)
+        if (codes.amax) amax_commit(m, codes.amax);
 }
 
 template <typename T>
@@ -21,16 +31,21 @@ __global__ void gelu_bwd_kernel(const T* dy, const T* x, T* dx, std::int64_t n, 
 }
 
 // packs = n / kVec<T>: one 16-byte pack per step of the grid-stride loop.
-template <typename T>
-__global__ void gelu_fwd_vec_kernel(const T* x, T* y, std::int64_t packs, bool tanh_approx) {
+template <typename T, bool Q>
+__global__ void gelu_fwd_vec_kernel(const T* x, T* y, std::int64_t packs, bool tanh_approx, Fp8CodesArg codes) {
     constexpr int V = kVec<T>;
+    unsigned m = 0;
+    [[maybe_unused]] const float scale = Q ? *codes.scale : 1.0f;
     GPT_GRID_STRIDE(p, packs) {
         float v[V];
         load_vec(x + p * V, v);
 #pragma unroll
         for (int i = 0; i < V; ++i) v[i] = gelu_f(v[i], tanh_approx);
         store_vec(y + p * V, v);
+        if constexpr (Q) store_codes<T, V>(v, scale, codes.e4m3, codes.q + p * V, m);
     }
+    if constexpr (Q)
+        if (codes.amax) amax_commit(m, codes.amax);
 }
 
 // dx may be dy (the GEMM epilogue's in-place pass): each pack is read before it is written.
@@ -51,20 +66,36 @@ __global__ void gelu_bwd_vec_kernel(const T* dy, const T* x, T* dx, std::int64_t
 
 void CudaBackend::do_gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
                                   DType dtype) {
+    launch_gelu_forward(x, y, n, tanh_approx, dtype, nullptr);
+}
+
+void CudaBackend::do_gelu_forward_fp8(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype,
+                                      const Fp8Codes& codes) {
+    launch_gelu_forward(x, y, n, tanh_approx, dtype, &codes);
+}
+
+void CudaBackend::launch_gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype,
+                               const Fp8Codes* codes) {
     if (n == 0) return;
     const cudaStream_t st = cuda_stream(stream());
+    const Fp8CodesArg arg = codes_arg(codes);
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         const T* xt = static_cast<const T*>(x);
         T* yt = static_cast<T*>(y);
-        if (vectorizable<T>(n, {x, y})) {
-            const std::int64_t packs = n / kVec<T>;
-            gelu_fwd_vec_kernel<T><<<grid_for(packs), kThreads, 0, st>>>(xt, yt, packs, tanh_approx);
-        } else {
-            gelu_fwd_kernel<T><<<grid_for(n), kThreads, 0, st>>>(xt, yt, n, tanh_approx);
-        }
+        auto launch = [&](auto with_codes) {
+            constexpr bool Q = decltype(with_codes)::value;
+            if (vectorizable<T>(n, {x, y, arg.q})) {
+                const std::int64_t packs = n / kVec<T>;
+                gelu_fwd_vec_kernel<T, Q><<<grid_for(packs), kThreads, 0, st>>>(xt, yt, packs, tanh_approx, arg);
+            } else {
+                gelu_fwd_kernel<T, Q><<<grid_for(n), kThreads, 0, st>>>(xt, yt, n, tanh_approx, arg);
+            }
+        };
+        if (codes) launch(std::true_type{});
+        else launch(std::false_type{});
     });
-    GPT_CUDA_LAUNCH_CHECK("gelu_forward");
+    GPT_CUDA_LAUNCH_CHECK(codes ? "gelu_forward (with FP8 codes)" : "gelu_forward");
 }
 
 void CudaBackend::do_gelu_backward(const void* dy, const void* x, void* dx, std::int64_t n,

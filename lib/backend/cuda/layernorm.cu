@@ -280,11 +280,11 @@ void CudaBackend::do_norm_forward_fp8(bool rmsnorm, const void* x, const void* g
                                       DType dtype, const Fp8Codes& codes) {
     if (rows == 0) return;
     if (rmsnorm) {
-        rms_forward(x, gamma, y, rstd, rows, cols, eps, dtype, &codes);
+        launch_rms_forward(x, gamma, y, rstd, rows, cols, eps, dtype, &codes);
         return;
     }
-    const Fp8CodesArg arg{codes.scale, codes.q, codes.amax, codes.format == Fp8Format::E4M3};
-    launch_ln_forward<true>(cuda_stream(stream()), x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype, arg);
+    launch_ln_forward<true>(cuda_stream(stream()), x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype,
+                            codes_arg(&codes));
     GPT_CUDA_LAUNCH_CHECK("layernorm_forward (with FP8 codes)");
 }
 

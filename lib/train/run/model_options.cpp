@@ -33,7 +33,7 @@ model::ModelOptions model_options_of(const Config& cfg, DType dtype) {
         opt.fp8.wgrad = f.fp8_wgrad;
         opt.fp8.bf16_layers_at_start = f.bf16_layers_at_start();
         opt.fp8.bf16_layers_at_end = f.bf16_layers_at_end();
-        opt.fp8.fused_norm_cast = !env::fp8_norm_cast_separate();
+        opt.fp8.fused_input_cast = !env::fp8_input_cast_separate();
     }
     return opt;
 }
