@@ -3,9 +3,9 @@
 // core/watchdog.hpp bounds every wait that goes through poll_until / wait_cv: the waiting
 // thread itself notices the limit. Some calls block inside a library instead and never
 // come back to us while they wait: MPI_Init, communicator creation (MPI_Comm_split/dup),
-// MPI_Finalize, and the MPI-IO that HDF5 does on its own (H5Fcreate, H5Fopen and H5Fclose
-// with the MPI-IO driver: collective metadata reads and writes, the file's collective
-// open/close). For those a BlockedScope records "this thread is blocked in <op> since t",
+// MPI_Finalize, and the collectives HDF5 runs on its own (H5Pset_fapl_mpio's MPI_Comm_dup;
+// H5Fcreate, H5Fopen and H5Fclose with the MPI-IO driver: collective metadata reads and
+// writes, the file's collective open/close). For those a BlockedScope records "this thread is blocked in <op> since t",
 // and a monitor thread, started by arm_deadlines, ends the process once a scope outlives
 // its limit: it builds one line in the watchdog's format and hands it to the action the
 // main installed (gpt_pretrain: dist::end_rank_now, which writes the rank's log file and
