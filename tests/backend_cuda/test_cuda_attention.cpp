@@ -341,9 +341,10 @@ TEST_F(CudaAttention, FlashSm90BackwardMatchesCpu) {
             if (k == FlashKernel::Sm90BwdPlain && !plain_too) continue;
             SCOPED_TRACE(k == FlashKernel::Sm90 ? "double-buffered backward" : "unpipelined backward");
             set_flash_kernel(k);
-            if (k == FlashKernel::Sm90BwdPlain)
+            if (k == FlashKernel::Sm90BwdPlain) {
                 EXPECT_NE(gpu().kernel_variants().find("attention=flash-sm90-bwd-plain "), std::string::npos)
                     << gpu().kernel_variants();
+            }
             for (DType t : {DType::F16, DType::BF16}) {
                 Twin probe(cpu(), gpu(), t, 8);
                 ASSERT_TRUE(flash_backward_uses_sm90(attention_args(sh, t, true), {probe.g()})) << "hn " << sh.hn;
