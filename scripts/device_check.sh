@@ -28,8 +28,8 @@
 # PyTorch; bench-unfused (GPT_CUDA_GEMM_EPILOGUE=unfused), bench-flash-sm90 (the whole step
 # with the sm_90 attention), bench-autotune and gemm-autotune (GPT_CUDA_GEMM_ALGO=autotune),
 # bench-flash-simple and attn-flash-simple (GPT_CUDA_FLASH=simple), attn-flash-sm90 (the
-# wgmma forward and backward), attn-flash-sm90-bwd-plain (the same with the backward
-# unpipelined), attn-flash-sm90-fwd (that forward, sm80's backward) and attn-flash-sm90-basic (the basic wgmma
+# wgmma forward and backward), attn-flash-sm90-bwd-1wg and attn-flash-sm90-bwd-plain (the
+# same with the backward's one-warpgroup and unpipelined variants), attn-flash-sm90-fwd (that forward, sm80's backward) and attn-flash-sm90-basic (the basic wgmma
 # forward, GPT_CUDA_FLASH=sm90-basic) are short rows without peers, so old and new are
 # measured side by side in the same call.
 #
@@ -67,6 +67,7 @@ STEPS=(
     "attn|attn|attn|120|40|R"
     "gemm-fp8|gemm|gemm|75|36|R"
     "attn-flash-sm90|attn|attn|30|10|-"
+    "attn-flash-sm90-bwd-1wg|attn|attn|30|10|-"
     "bench-flash-sm90|bench|bench|60|25|-"
     "attn-flash-sm90-bwd-plain|attn|attn|30|10|-"
     "gemm|gemm|gemm|90|30|-"
@@ -223,12 +224,15 @@ run_step() {
     attn-flash-simple) "${t[@]}" env GPT_CUDA_FLASH=simple "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
                            bash "$root/bench/attention_gpu/run.sh" gpt-1.3b ;;
     # The wgmma kernels (issue #33 item 2), all three shapes: forward (warp-specialised) and
-    # backward (double-buffered); beside them the same with the unpipelined backward
-    # (sm90-bwd-plain), so the double buffering's change shows, that forward with sm80's
+    # backward (two warpgroups on 128 keys); beside them the same with the one-warpgroup
+    # backward (sm90-bwd-1wg), so the second warpgroup's change shows, with the unpipelined
+    # one (sm90-bwd-plain), so the double buffering's shows, that forward with sm80's
     # backward (sm90-fwd), so the backward's shows, and the basic forward (sm90-basic), so the
     # forward's pipelining's shows.
     attn-flash-sm90) "${t[@]}" env GPT_CUDA_FLASH=sm90 "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
                          bash "$root/bench/attention_gpu/run.sh" ;;
+    attn-flash-sm90-bwd-1wg) "${t[@]}" env GPT_CUDA_FLASH=sm90-bwd-1wg "BENCH_BIN=$bin/bench_attention" \
+                                 PEER=none REPS=5 bash "$root/bench/attention_gpu/run.sh" ;;
     attn-flash-sm90-bwd-plain) "${t[@]}" env GPT_CUDA_FLASH=sm90-bwd-plain "BENCH_BIN=$bin/bench_attention" \
                                    PEER=none REPS=5 bash "$root/bench/attention_gpu/run.sh" ;;
     attn-flash-sm90-fwd) "${t[@]}" env GPT_CUDA_FLASH=sm90-fwd "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \

@@ -10,7 +10,7 @@ namespace {
 
 using cuda::FlashKernel;
 using cuda::flash_backward_uses_sm90;
-using cuda::flash_backward_uses_sm90_pipelined;
+using cuda::flash_backward_sm90_variant;
 using cuda::flash_forward_uses_sm90;
 using cuda::flash_forward_uses_sm90_ws;
 using cuda::flash_uses_tensor_cores;
@@ -203,8 +203,9 @@ TEST(CudaFlashSelection, TensorCoresWhereTheyApply) {
 // The sm_90 wgmma kernels for the span of a test: FlashKernel::Sm90Basic (the basic forward,
 // attention_flash_sm90.cu, GPT_CUDA_FLASH=sm90-basic), Sm90Fwd (the warp-specialised forward,
 // attention_flash_sm90_ws.cu, GPT_CUDA_FLASH=sm90-fwd) or Sm90 (that forward and the wgmma
-// backward, attention_flash_sm90_bwd.cu, double-buffered, GPT_CUDA_FLASH=sm90) or Sm90BwdPlain
-// (the same with the backward's unpipelined variant, GPT_CUDA_FLASH=sm90-bwd-plain); the other
+// backward, attention_flash_sm90_bwd.cu, two warpgroups, GPT_CUDA_FLASH=sm90), Sm90Bwd1wg (the
+// same with the backward's one-warpgroup variant, GPT_CUDA_FLASH=sm90-bwd-1wg) or
+// Sm90BwdPlain (its unpipelined variant, GPT_CUDA_FLASH=sm90-bwd-plain); the other
 // calls' backward is sm80's. On the emulator (which reports sm_80) through the library's test hook, on a GPU only
 // where the device is sm_90 (elsewhere the test skips: the kernels would trap).
 class Sm90Forward {
@@ -231,6 +232,16 @@ private:
     FlashKernel kernel_;
     bool ok_ = false;
 };
+
+// The three sm90 backward choices: their kernel_variants names and variants.
+const char* sm90_bwd_name(FlashKernel k) {
+    return k == FlashKernel::Sm90 ? "sm90" : k == FlashKernel::Sm90Bwd1wg ? "sm90-bwd-1wg" : "sm90-bwd-plain";
+}
+cuda::Sm90Bwd sm90_bwd_variant(FlashKernel k) {
+    return k == FlashKernel::Sm90         ? cuda::Sm90Bwd::TwoWarpgroups
+           : k == FlashKernel::Sm90Bwd1wg ? cuda::Sm90Bwd::OneWarpgroup
+                                          : cuda::Sm90Bwd::Plain;
+}
 
 // O and lse of an sm90 forward against the sm80 forward's on the same inputs (with dropout p:
 // the same Philox mask): each is within its bound of the fp64 result, so they differ by at
@@ -318,16 +329,17 @@ TEST_F(CudaAttention, FlashSm90WsForwardMatchesSm80) {
         for (DType t : {DType::F16, DType::BF16}) sm90_matches_sm80(cpu(), gpu(), on, sh, t);
 }
 
-// The sm_90 wgmma backward after the sm90 forward: 64 keys per block against 64-query tiles
-// from the diagonal on, so partial last blocks and tiles (s 100, 150, 190), one tile (s 33),
-// whole tiles only (s 128), several key blocks, grouped K/V (query heads of a group summed into
-// one dK/dV); dQ, dK, dV against the fp64 bounds (the sm80 backward's arithmetic class:
-// fp32 accumulation, P and dS rounded to 16 bits). The double-buffered variant
+// The sm_90 wgmma backward after the sm90 forward: 128 (two warpgroups) or 64 keys per block
+// against 64-query tiles from the diagonal on, so partial last blocks and tiles (s 100, 150,
+// 190), one tile (s 33), whole tiles only (s 128), several key blocks, a block whose second
+// warpgroup's keys all lie past s (s 33, 130, 190), grouped K/V (query heads of a group
+// summed into one dK/dV); dQ, dK, dV against the fp64 bounds (the sm80 backward's arithmetic
+// class: fp32 accumulation, P and dS rounded to 16 bits). The two-warpgroup variant
 // (GPT_CUDA_FLASH=sm90) on every shape: more steps than its two buffers (three query tiles at
 // s 150 and 190, head dims 128 and 64; several query heads of a group), the partial last tile
-// zero-filled by cp.async; the unpipelined one (sm90-bwd-plain) on the marked shapes (three
-// tiles at head dim 128, grouped K/V at 64; emulator time: FlashSm90BackwardMatchesSm80 runs
-// it on every case, head dim 96 and dropout included).
+// zero-filled by cp.async; the one-warpgroup (sm90-bwd-1wg) and unpipelined (sm90-bwd-plain)
+// ones on the marked shapes (three tiles at head dim 128, grouped K/V at 64; emulator time:
+// FlashSm90BackwardMatchesSm80 runs them on every case, head dim 96 and dropout included).
 TEST_F(CudaAttention, FlashSm90BackwardMatchesCpu) {
     Sm90Forward on(FlashKernel::Sm90);
     if (!on.ok()) GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU (or the emulator)";
@@ -336,28 +348,30 @@ TEST_F(CudaAttention, FlashSm90BackwardMatchesCpu) {
                                              {{190, 1, 2, 64}, false},   {{33, 1, 2, 128}, false},
                                              {{128, 2, 1, 64}, false},   {{130, 1, 4, 64, 2}, true},
                                              {{100, 1, 2, 96}, false},   {{70, 1, 4, 96, 2}, false}};
-    for (const auto& [sh, plain_too] : shapes)
-        for (FlashKernel k : {FlashKernel::Sm90, FlashKernel::Sm90BwdPlain}) {
-            if (k == FlashKernel::Sm90BwdPlain && !plain_too) continue;
-            SCOPED_TRACE(k == FlashKernel::Sm90 ? "double-buffered backward" : "unpipelined backward");
+    for (const auto& [sh, others_too] : shapes)
+        for (FlashKernel k : {FlashKernel::Sm90, FlashKernel::Sm90Bwd1wg, FlashKernel::Sm90BwdPlain}) {
+            if (k != FlashKernel::Sm90 && !others_too) continue;
+            SCOPED_TRACE(sm90_bwd_name(k));
             set_flash_kernel(k);
-            if (k == FlashKernel::Sm90BwdPlain) {
-                EXPECT_NE(gpu().kernel_variants().find("attention=flash-sm90-bwd-plain "), std::string::npos)
-                    << gpu().kernel_variants();
-            }
+            EXPECT_EQ(flash_backward_sm90_variant(), sm90_bwd_variant(k));
+            EXPECT_NE(gpu().kernel_variants().find(std::string("attention=flash-") + sm90_bwd_name(k) + " "),
+                      std::string::npos)
+                << gpu().kernel_variants();
             for (DType t : {DType::F16, DType::BF16}) {
                 Twin probe(cpu(), gpu(), t, 8);
                 ASSERT_TRUE(flash_backward_uses_sm90(attention_args(sh, t, true), {probe.g()})) << "hn " << sh.hn;
-                ASSERT_EQ(flash_backward_uses_sm90_pipelined(attention_args(sh, t, true), {probe.g()}),
-                          k == FlashKernel::Sm90);
                 run_attention(cpu(), gpu(), sh, t, 0.0f, true);
             }
         }
 }
 
-// dQ, dK, dV of both sm90 backwards (double-buffered and unpipelined) against the sm80
+// dQ, dK, dV of the three sm90 backwards (two warpgroups, one, unpipelined) against the sm80
 // backward's on the same qkv, O, lse and dO: each is within its bound of the fp64 result, so
-// they differ by at most twice that.
+// they differ by at most twice that. And dK, dV of the two-warpgroup variant equal the
+// one-warpgroup variant's to the bit: each warpgroup runs the same products in the same order
+// on its 64 keys (only dQ's fp32 partials are grouped by 128 keys instead of 64), so a
+// warpgroup reading the other's K or V tile, or a key offset, shows here even where it stays
+// within the bounds.
 TEST_F(CudaAttention, FlashSm90BackwardMatchesSm80) {
     Sm90Forward on(FlashKernel::Sm90);
     if (!on.ok()) GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU (or the emulator)";
@@ -386,13 +400,23 @@ TEST_F(CudaAttention, FlashSm90BackwardMatchesSm80) {
                 for (double& e : b) e *= 2;
                 return b;
             };
-            for (FlashKernel k : {FlashKernel::Sm90, FlashKernel::Sm90BwdPlain}) {
+            std::vector<double> two_wg;
+            for (FlashKernel k : {FlashKernel::Sm90, FlashKernel::Sm90Bwd1wg, FlashKernel::Sm90BwdPlain}) {
                 set_flash_kernel(k);
                 ASSERT_TRUE(flash_backward_uses_sm90(a, {qkv.g()}));
-                ASSERT_EQ(flash_backward_uses_sm90_pipelined(a, {qkv.g()}), k == FlashKernel::Sm90);
+                ASSERT_EQ(flash_backward_sm90_variant(), sm90_bwd_variant(k));
                 gpu().attention_backward(a, qkv.g(), out.g(), saved.g(), dout.g(), d90.g());
-                EXPECT_TRUE(within_bound(d90.gpu_vals(), d80.gpu_vals(), twice(x.dqkv_bound)))
-                    << (k == FlashKernel::Sm90 ? "dqkv, double-buffered" : "dqkv, unpipelined");
+                const std::vector<double> got = d90.gpu_vals();
+                EXPECT_TRUE(within_bound(got, d80.gpu_vals(), twice(x.dqkv_bound))) << "dqkv, " << sm90_bwd_name(k);
+                if (k == FlashKernel::Sm90) two_wg = got;
+                if (k != FlashKernel::Sm90Bwd1wg) continue;
+                // dqkv's rows: per K/V group, qpg query heads, then K, then V, hn each.
+                const std::int64_t chunk = (sh.qpg + 2) * sh.hn;
+                std::int64_t differ = 0, first = -1;
+                for (std::int64_t e = 0; e < nqkv; ++e)
+                    if (e % chunk >= sh.qpg * sh.hn && got[e] != two_wg[e] && differ++ == 0) first = e;
+                EXPECT_EQ(differ, 0) << "dK, dV of the one- and two-warpgroup backwards differ in " << differ
+                                     << " elements; first at " << first;
             }
         }
 }
@@ -425,7 +449,7 @@ TEST_F(CudaAttention, FlashSm90WsDropoutMatchesSm80) {
 }
 
 // Which backwards take the sm90 kernel (host logic): only with FlashKernel::Sm90 (its
-// double-buffered variant) or Sm90BwdPlain (the unpipelined one; not Sm90Fwd or Sm90Basic,
+// two-warpgroup variant), Sm90Bwd1wg or Sm90BwdPlain (not Sm90Fwd or Sm90Basic,
 // whose forward alone is sm90's) on an sm_90 device, head dims 64, 96 and 128, dropout too,
 // fp16/bf16, aligned; grouped K/V included.
 TEST(CudaFlashSelection, Sm90BackwardWhereItApplies) {
@@ -433,27 +457,26 @@ TEST(CudaFlashSelection, Sm90BackwardWhereItApplies) {
     AttentionArgs a = attention_args(Shape{128, 1, 2, 64}, DType::F16, true);
     cuda::flash_assume_sm90_device_for_tests(true);
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "Auto";
-    EXPECT_FALSE(flash_backward_uses_sm90_pipelined(a, {buf})) << "Auto";
     set_flash_kernel(FlashKernel::Sm90Fwd);
     EXPECT_TRUE(flash_forward_uses_sm90(a, {buf})) << "Sm90Fwd";
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "Sm90Fwd";
-    EXPECT_FALSE(flash_backward_uses_sm90_pipelined(a, {buf})) << "Sm90Fwd";
     set_flash_kernel(FlashKernel::Sm90Basic);
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "Sm90Basic";
-    EXPECT_FALSE(flash_backward_uses_sm90_pipelined(a, {buf})) << "Sm90Basic";
     set_flash_kernel(FlashKernel::Simple);
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "Simple";
-    EXPECT_FALSE(flash_backward_uses_sm90_pipelined(a, {buf})) << "Simple";
-    // sm90-bwd-plain: the warp-specialised forward and the unpipelined backward.
-    set_flash_kernel(FlashKernel::Sm90BwdPlain);
-    EXPECT_TRUE(flash_forward_uses_sm90_ws(a, {buf})) << "Sm90BwdPlain";
-    EXPECT_TRUE(flash_backward_uses_sm90(a, {buf})) << "Sm90BwdPlain";
-    EXPECT_FALSE(flash_backward_uses_sm90_pipelined(a, {buf})) << "Sm90BwdPlain";
-    EXPECT_FALSE(flash_backward_uses_sm90(a, {buf, buf + 2})) << "Sm90BwdPlain, misaligned";
+    // sm90-bwd-1wg and sm90-bwd-plain: the warp-specialised forward and the backward's
+    // one-warpgroup and unpipelined variants.
+    for (FlashKernel k : {FlashKernel::Sm90Bwd1wg, FlashKernel::Sm90BwdPlain}) {
+        SCOPED_TRACE(sm90_bwd_name(k));
+        set_flash_kernel(k);
+        EXPECT_TRUE(flash_forward_uses_sm90_ws(a, {buf}));
+        EXPECT_TRUE(flash_backward_uses_sm90(a, {buf}));
+        EXPECT_EQ(flash_backward_sm90_variant(), sm90_bwd_variant(k));
+        EXPECT_FALSE(flash_backward_uses_sm90(a, {buf, buf + 2})) << "misaligned";
+    }
     set_flash_kernel(FlashKernel::Sm90);
     EXPECT_TRUE(flash_backward_uses_sm90(a, {buf}));
-    EXPECT_TRUE(flash_backward_uses_sm90_pipelined(a, {buf}));
-    EXPECT_FALSE(flash_backward_uses_sm90_pipelined(a, {buf, buf + 2})) << "misaligned";
+    EXPECT_EQ(flash_backward_sm90_variant(), cuda::Sm90Bwd::TwoWarpgroups);
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf, buf + 2})) << "misaligned";
     a.dropout = 0.1f;
     EXPECT_TRUE(flash_backward_uses_sm90(a, {buf})) << "dropout, hn 64";
@@ -470,18 +493,14 @@ TEST(CudaFlashSelection, Sm90BackwardWhereItApplies) {
     a.hn = 128;
     a.dtype = DType::BF16;
     EXPECT_TRUE(flash_backward_uses_sm90(a, {buf}));
-    EXPECT_TRUE(flash_backward_uses_sm90_pipelined(a, {buf})) << 128;
     a = attention_args(Shape{128, 1, 4, 64, 2}, DType::F16, true);
     EXPECT_TRUE(flash_backward_uses_sm90(a, {buf})) << "grouped K/V";
-    EXPECT_TRUE(flash_backward_uses_sm90_pipelined(a, {buf})) << "grouped K/V";
     a.dtype = DType::F32;
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf}));
-    EXPECT_FALSE(flash_backward_uses_sm90_pipelined(a, {buf}));
     cuda::flash_assume_sm90_device_for_tests(false);
     a.dtype = DType::F16;
 #if defined(GPT_CUDA_EMU)  // the emulated device is sm_80
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "not an sm_90 device";
-    EXPECT_FALSE(flash_backward_uses_sm90_pipelined(a, {buf})) << "not an sm_90 device";
 #endif
     set_flash_kernel(FlashKernel::Auto);
 }
@@ -495,9 +514,11 @@ TEST(CudaFlashSelection, Sm90ForwardWhereItApplies) {
     cuda::flash_assume_sm90_device_for_tests(true);
     EXPECT_FALSE(flash_forward_uses_sm90(a, {buf})) << "Auto";
     EXPECT_FALSE(flash_forward_uses_sm90_ws(a, {buf})) << "Auto";
-    for (FlashKernel k : {FlashKernel::Sm90, FlashKernel::Sm90Fwd, FlashKernel::Sm90Basic, FlashKernel::Sm90BwdPlain}) {
+    for (FlashKernel k : {FlashKernel::Sm90, FlashKernel::Sm90Fwd, FlashKernel::Sm90Basic, FlashKernel::Sm90Bwd1wg,
+                          FlashKernel::Sm90BwdPlain}) {
         const bool ws = k != FlashKernel::Sm90Basic;
         SCOPED_TRACE(k == FlashKernel::Sm90           ? "sm90"
+                     : k == FlashKernel::Sm90Bwd1wg   ? "sm90-bwd-1wg"
                      : k == FlashKernel::Sm90BwdPlain ? "sm90-bwd-plain"
                      : ws                             ? "sm90-fwd"
                                                       : "sm90-basic");

@@ -1,6 +1,6 @@
 // Hopper's warpgroup MMA (lib/backend/cuda/wgmma_sm90.cuh) against a plain host product:
 // every swizzle mode, A K-major, M-major and from registers, B K-major and N-major, fp16 and
-// bf16, N = 64, 96 and 128, accumulating onto C and overwriting (scale-d = 0). On the emulator
+// bf16, N = 32, 48, 64, 96 and 128, accumulating onto C and overwriting (scale-d = 0). On the emulator
 // this checks its descriptor reader and fragment layouts against the test's own tile
 // writers; on an sm_90 GPU (labelled gpu: it runs whenever one is lent) the same cases check
 // both against the hardware.
@@ -112,6 +112,29 @@ TEST_F(CudaWgmma, N96MatchesAHostProduct) {
                 check_case(cs, seed++);
                 if (HasFailure()) return;
             }
+}
+
+// N = 32 and 48 (the dQ column halves of the two-warpgroup attention backward at head dims
+// 64 and 96, A M-major, B N-major there): every swizzle with B K-major, and with B N-major
+// where N is whole swizzle atoms (as above: 32 elements fill 32- and 64-byte atoms, 48 only
+// 32-byte ones); A from each source.
+TEST_F(CudaWgmma, N32And48MatchAHostProduct) {
+    std::uint32_t seed = 700;
+    for (int n : {32, 48})
+        for (int swizzle : {0, 128, 64, 32})
+            for (ASource a : {ASource::KMajor, ASource::MNMajor, ASource::Registers})
+                for (bool b_mn : {false, true}) {
+                    if (b_mn && swizzle != 0 && (2 * n) % swizzle != 0) continue;
+                    Case cs;
+                    cs.n = n;
+                    cs.swizzle_bytes = swizzle;
+                    cs.a = a;
+                    cs.b_mn_major = b_mn;
+                    cs.bf16 = (swizzle / 32 + static_cast<int>(a) + n / 16) % 2 == 1;
+                    cs.accumulate = (static_cast<int>(a) + (b_mn ? 1 : 0)) % 2 == 0;
+                    check_case(cs, seed++);
+                    if (HasFailure()) return;
+                }
 }
 
 // Attention's two products as FA3 chains them: S = Q K^T with both from shared memory, P = S

@@ -251,8 +251,8 @@ std::string unsupported_reason() {
 std::vector<float> run(const Case& cs, const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b,
                        const std::vector<float>& cmat) {
     const int n = cs.n;
-    if ((n != 64 && n != 96 && n != 128) || a.size() != std::size_t{kRows} * kDepth || b.size() != std::size_t(kDepth) * n ||
-        cmat.size() != std::size_t(kRows) * n)
+    if ((n != 32 && n != 48 && n != 64 && n != 96 && n != 128) || a.size() != std::size_t{kRows} * kDepth ||
+        b.size() != std::size_t(kDepth) * n || cmat.size() != std::size_t(kRows) * n)
         throw std::invalid_argument("wgmma test: bad case or operand sizes");
     std::uint16_t *da = nullptr, *db = nullptr;
     float *dc = nullptr, *dd = nullptr;
@@ -265,7 +265,11 @@ std::vector<float> run(const Case& cs, const std::vector<std::uint16_t>& a, cons
         check(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
         check(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
         check(cudaMemcpy(dc, cmat.data(), cmat.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-        if (n == 64)
+        if (n == 32)
+            cs.bf16 ? launch_t<32, __nv_bfloat16>(cs, da, db, dc, dd) : launch_t<32, __half>(cs, da, db, dc, dd);
+        else if (n == 48)
+            cs.bf16 ? launch_t<48, __nv_bfloat16>(cs, da, db, dc, dd) : launch_t<48, __half>(cs, da, db, dc, dd);
+        else if (n == 64)
             cs.bf16 ? launch_t<64, __nv_bfloat16>(cs, da, db, dc, dd) : launch_t<64, __half>(cs, da, db, dc, dd);
         else if (n == 96)
             cs.bf16 ? launch_t<96, __nv_bfloat16>(cs, da, db, dc, dd) : launch_t<96, __half>(cs, da, db, dc, dd);

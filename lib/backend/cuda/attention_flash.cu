@@ -15,8 +15,9 @@
 // (TMA, warp-specialised; the basic attention_flash_sm90.cu for any case it does not cover
 // but that one does), the backward attention_flash_sm90_bwd.cu. GPT_CUDA_FLASH=sm90-fwd
 // (Sm90Fwd): that forward alone, the backward sm80's; GPT_CUDA_FLASH=sm90-basic
-// (Sm90Basic): the basic forward alone; GPT_CUDA_FLASH=sm90-bwd-plain (Sm90BwdPlain): sm90's
-// kernels with the backward's unpipelined variant (sm90's is double-buffered).
+// (Sm90Basic): the basic forward alone; GPT_CUDA_FLASH=sm90-bwd-1wg (Sm90Bwd1wg) and
+// sm90-bwd-plain (Sm90BwdPlain): sm90's kernels with the backward's one-warpgroup
+// double-buffered and unpipelined variants (sm90's has two warpgroups).
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -222,6 +223,7 @@ FlashKernel& kernel_choice() {
                            : env::cuda_flash_sm90() ? FlashKernel::Sm90
                            : env::cuda_flash_sm90_fwd() ? FlashKernel::Sm90Fwd
                            : env::cuda_flash_sm90_basic() ? FlashKernel::Sm90Basic
+                           : env::cuda_flash_sm90_bwd_1wg() ? FlashKernel::Sm90Bwd1wg
                            : env::cuda_flash_sm90_bwd_plain() ? FlashKernel::Sm90BwdPlain
                                                     : FlashKernel::Auto;
     return k;
@@ -277,7 +279,8 @@ bool flash_device_is_sm90() { return device_is_sm90(); }
 
 bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     const FlashKernel k = kernel_choice();
-    if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Fwd && k != FlashKernel::Sm90BwdPlain) ||
+    if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Fwd && k != FlashKernel::Sm90Bwd1wg &&
+         k != FlashKernel::Sm90BwdPlain) ||
         !flash_uses_tensor_cores(a, tensors))
         return false;
     // With dropout too (the same Philox mask as sm80's); the basic forward below has none.
@@ -286,7 +289,7 @@ bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<co
 bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     const FlashKernel k = kernel_choice();
     if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Fwd && k != FlashKernel::Sm90Basic &&
-         k != FlashKernel::Sm90BwdPlain) ||
+         k != FlashKernel::Sm90Bwd1wg && k != FlashKernel::Sm90BwdPlain) ||
         !flash_uses_tensor_cores(a, tensors))
         return false;
     if (flash_forward_uses_sm90_ws(a, tensors)) return true;
@@ -294,13 +297,17 @@ bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const
 }
 bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     const FlashKernel k = kernel_choice();
-    if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90BwdPlain) || !flash_uses_tensor_cores(a, tensors))
+    if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Bwd1wg && k != FlashKernel::Sm90BwdPlain) ||
+        !flash_uses_tensor_cores(a, tensors))
         return false;
     // With dropout too (the same Philox mask as sm80's).
     return flash_sm90_bwd_supports(flash_params(a), a.dtype) && device_is_sm90();
 }
-bool flash_backward_uses_sm90_pipelined(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
-    return kernel_choice() == FlashKernel::Sm90 && flash_backward_uses_sm90(a, tensors);
+Sm90Bwd flash_backward_sm90_variant() {
+    const FlashKernel k = kernel_choice();
+    return k == FlashKernel::Sm90       ? Sm90Bwd::TwoWarpgroups
+           : k == FlashKernel::Sm90Bwd1wg ? Sm90Bwd::OneWarpgroup
+                                          : Sm90Bwd::Plain;
 }
 FlashKernel flash_kernel() { return kernel_choice(); }
 
@@ -351,8 +358,7 @@ void flash_backward(const AttentionArgs& a, const void* qkv, const void* out, co
             P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse, delta, static_cast<T*>(dqkv));
     });
     if (mma && flash_backward_uses_sm90(a, {qkv, out, dout, dqkv}))
-        flash_backward_sm90(P, a.dtype, qkv, dout, lse, delta, dqkv, dq_acc,
-                            flash_backward_uses_sm90_pipelined(a, {qkv, out, dout, dqkv}), st);
+        flash_backward_sm90(P, a.dtype, qkv, dout, lse, delta, dqkv, dq_acc, flash_backward_sm90_variant(), st);
     else if (mma)
         flash_backward_sm80(P, a.dtype, qkv, dout, lse, delta, dqkv, dq_acc, st);
     GPT_CUDA_LAUNCH_CHECK("attention_backward (flash)");

@@ -19,9 +19,11 @@ constexpr std::int64_t kMaxFlashHeadDim = 128;
 //    attention_flash_sm90_bwd.cu where flash_backward_uses_sm90 says so;
 //  - Sm90Fwd (GPT_CUDA_FLASH=sm90-fwd): the same forward, the backward the sm80 one;
 //  - Sm90Basic (GPT_CUDA_FLASH=sm90-basic): the basic sm_90 forward, the sm80 backward;
-//  - Sm90BwdPlain (GPT_CUDA_FLASH=sm90-bwd-plain): Sm90's kernels, but the backward the
-//    unpipelined variant of attention_flash_sm90_bwd.cu (Sm90's is double-buffered).
-enum class FlashKernel { Auto, Simple, Sm90, Sm90Fwd, Sm90Basic, Sm90BwdPlain };
+//  - Sm90Bwd1wg (GPT_CUDA_FLASH=sm90-bwd-1wg): Sm90's kernels, but the backward the
+//    one-warpgroup double-buffered variant of attention_flash_sm90_bwd.cu (Sm90's has two
+//    warpgroups on 128 keys);
+//  - Sm90BwdPlain (GPT_CUDA_FLASH=sm90-bwd-plain): the same with its unpipelined variant.
+enum class FlashKernel { Auto, Simple, Sm90, Sm90Fwd, Sm90Basic, Sm90Bwd1wg, Sm90BwdPlain };
 void set_flash_kernel(FlashKernel k);
 FlashKernel flash_kernel();  // the current choice (the first call reads GPT_CUDA_FLASH)
 // Whether a call with these arguments and tensors runs on tensor cores: fp16/bf16, head dim
@@ -32,15 +34,24 @@ bool flash_uses_tensor_cores(const AttentionArgs& a, std::initializer_list<const
 // sm_90 device, no dropout, fp16/bf16, flash_uses_tensor_cores, and a head dim the kernel has
 // (warp-specialised: 64, 96, 128; basic: 64, 128).
 bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors);
-// Whether that kernel is the warp-specialised one (FlashKernel::Sm90, Sm90Fwd or Sm90BwdPlain).
+// Whether that kernel is the warp-specialised one (FlashKernel::Sm90, Sm90Fwd, Sm90Bwd1wg or
+// Sm90BwdPlain).
 bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<const void*> tensors);
-// Whether flash_backward runs on the sm_90 kernel: FlashKernel::Sm90 or Sm90BwdPlain, an
+// Whether flash_backward runs on the sm_90 kernel: FlashKernel::Sm90, Sm90Bwd1wg or Sm90BwdPlain, an
 // sm_90 device, fp16/bf16, head dim 64, 96 or 128 (dropout and grouped K/V included), and
 // flash_uses_tensor_cores; elsewhere the sm80 backward (or the CUDA-core one).
 bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors);
-// Whether that backward is the double-buffered variant (FlashKernel::Sm90; Sm90BwdPlain's
-// is the unpipelined one).
-bool flash_backward_uses_sm90_pipelined(const AttentionArgs& a, std::initializer_list<const void*> tensors);
+// The variants of that backward (attention_flash_sm90_bwd.cu); dK and dV are the same to the
+// bit in all three, dQ's fp32 partial sums are grouped differently:
+//  - TwoWarpgroups (FlashKernel::Sm90): two warpgroups on 128 keys a block, sharing each
+//    query tile's Q, dO and statistics (double-buffered), each computing half of dQ's
+//    columns over all 128 keys: per key, half the tile loads and dQ atomics of one warpgroup;
+//  - OneWarpgroup (Sm90Bwd1wg): one warpgroup on 64 keys, double-buffered (cp.async
+//    prefetch of the next query tile, float2 dQ atomics);
+//  - Plain (Sm90BwdPlain): one warpgroup, unpipelined loads, scalar atomics.
+enum class Sm90Bwd { Plain, OneWarpgroup, TwoWarpgroups };
+// The variant FlashKernel selects (meaningful where flash_backward_uses_sm90 is true).
+Sm90Bwd flash_backward_sm90_variant();
 // Test hook: the emulator reports compute capability 8.0; with this on, the "device is
 // sm_90" check of flash_forward_uses_sm90 (and _backward_) passes on any device (the emulator runs the wgmma
 // kernel; a real pre-Hopper GPU would trap, so only tests on the emulator set it).

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "backend/backend.hpp"
+#include "backend/cuda/attention_flash.hpp"
 #include "backend/cuda/cuda_common.cuh"
 #include "core/philox.hpp"
 
@@ -81,11 +82,10 @@ void flash_forward_sm90(const FlashParams& P, DType t, const void* qkv, void* ou
 // The sm_90a backward on wgmma (attention_flash_sm90_bwd.cu): the sm80 backward's contract
 // (D = rowsum(dO * O), dq_acc its fp32 dQ scratch, which it clears), head dims 64, 96 and
 // 128, fp16/bf16, dropout (dropout_kept's mask), grouped K/V included. Traps on any device but sm_90 (the caller checks).
-// pipelined: the double-buffered kernel (cp.async prefetch of the next query tile, float2 dQ
-// atomics); else the unpipelined one (GPT_CUDA_FLASH=sm90-bwd-plain). The same results.
+// `variant`: attention_flash.hpp's Sm90Bwd.
 bool flash_sm90_bwd_supports(const FlashParams& P, DType t);
 void flash_backward_sm90(const FlashParams& P, DType t, const void* qkv, const void* dout, const float* lse,
-                         const float* D, void* dqkv, float* dq_acc, bool pipelined, cudaStream_t stream);
+                         const float* D, void* dqkv, float* dq_acc, Sm90Bwd variant, cudaStream_t stream);
 // The warp-specialised sm_90a forward (attention_flash_sm90_ws.cu: TMA producer, two
 // consumer warpgroups, two-stage K/V ring): head dims 64, 96, 128, fp16/bf16, dropout with
 // the mask of dropout_kept; the same O and lse contract.

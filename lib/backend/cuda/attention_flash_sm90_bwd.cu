@@ -18,27 +18,37 @@
 //    mma_ss with kTransA, K (N-major) its B: the whole head dim at 64 and 96 (one m64n96 at
 //    96, gpt22b-shape's head dim), 64-column halves at 128 (32 accumulators a thread, not 64:
 //    dK, dV, P^T and dS^T are live then).
-//  - Two variants of one template (kPipe), the same math:
-//    double-buffered (GPT_CUDA_FLASH=sm90): step i + 1's Q and dO tiles (16-byte cp.async
-//    into the canonical no-swizzle layout, load_tile_async) and its lse and D (4-byte
-//    cp.async, lse raw: times log2(e) where used) are copied into a second buffer while step
-//    i computes; one commit group in flight, waited for at the top of the next step, then a
-//    fence (cp.async writes through the generic proxy, wgmma reads through the async one) and
-//    the step's one barrier, after which the other buffer is free for the next copies. Rows
-//    past the sequence are zero-filled (source size 0). dQ partials go out as float2 atomics
-//    (sm_90's vector atomicAdd: two adjacent columns of a row, half the atomic instructions).
-//    Unpipelined (GPT_CUDA_FLASH=sm90-bwd-plain, the kernel before): plain 16-byte loads and
+//  - Three variants of one template (kPipe, WG), the same math:
+//    two warpgroups, double-buffered (GPT_CUDA_FLASH=sm90, FlashAttention-3's block shape):
+//    256 threads and 128 keys a block, each warpgroup its 64 keys' S^T, dP^T, dK and dV as
+//    below, both on the same query tile (its Q, dO, lse, D loaded once for 128 keys, not 64);
+//    dS^T of all 128 keys in shared memory, and each warpgroup computes half of dQ's head-dim
+//    columns (m64n32 / n48 / n64 at head dims 64 / 96 / 128) over all 128 keys: one set of
+//    dQ atomics per 128 keys, half the atomic traffic per key of one warpgroup. Every tile's
+//    causal test runs (no untested copy of the loop: registers).
+//    One warpgroup, double-buffered (sm90-bwd-1wg): step i + 1's Q and dO tiles (16-byte
+//    cp.async into the canonical no-swizzle layout, load_tile_async) and its lse and D
+//    (4-byte cp.async, lse raw: times log2(e) where used) are copied into a second buffer
+//    while step i computes; one commit group in flight, waited for at the top of the next
+//    step, then a fence (cp.async writes through the generic proxy, wgmma reads through the
+//    async one) and the step's one barrier, after which the other buffer is free for the next
+//    copies (the two-warpgroup variant the same). Rows past the sequence are zero-filled
+//    (source size 0). dQ partials go out as float2 atomics (sm_90's vector atomicAdd: two
+//    adjacent columns of a row, half the atomic instructions).
+//    Unpipelined (GPT_CUDA_FLASH=sm90-bwd-plain, the first kernel): plain 16-byte loads and
 //    stores between two barriers each step, scalar atomics. No TMA, no warp specialization.
 //  - Attention dropout (kDrop, its own instantiation) as sm80's backward, on dropout_kept's
 //    Philox mask: the keep bits drawn before the tile's products, carried into dS^T as the
 //    sign of P^T (see the step loop); double-buffered, the draws overlap the step's copies.
 // ptxas (CUDA 13, sm_90a), no spills, registers a thread at head dims 128 / 96 / 64:
-// double-buffered 251 / 230 / 188, with dropout 255 / 236 / 191; unpipelined 255 / 236 / 202,
-// with dropout 255 / 238 / 197. Shared memory (kSmemB90): double-buffered 109,056 / 84,480 /
-// 59,904 bytes, unpipelined 75,776 / 59,392 / 43,008. Two blocks (eight warps) an SM in every
-// case, set by registers (even 188 a thread is 24,576 a block of the SM's 65,536). Shared
-// memory (228 KiB an SM, 1 KiB reserved a block) would allow double-buffered 2 / 2 / 3 blocks,
-// unpipelined 3 / 3 / 5: the second buffer costs no occupancy.
+// two warpgroups 240 / 212 / 180, with dropout 244 / 221 / 190; one warpgroup 249 / 226 /
+// 184, with dropout 244 / 225 / 182; unpipelined 254 / 231 / 193, with dropout 255 / 233 /
+// 192. Shared memory (kSmemB90): two warpgroups 150,528 / 117,760 / 84,992 bytes (one block,
+// eight warps, an SM), one warpgroup 109,056 / 84,480 / 59,904, unpipelined 75,776 / 59,392 /
+// 43,008. The one-warpgroup kernels run two blocks (eight warps) an SM in every case, set by
+// registers (182 a thread is 23,296 a block: three blocks would need more than the SM's
+// 65,536); shared memory (228 KiB an SM, 1 KiB reserved a block) would allow
+// double-buffered 2 / 2 / 3 blocks, unpipelined 3 / 3 / 5.
 #include <cmath>
 #include <type_traits>
 
@@ -56,26 +66,32 @@ using sm90tiles::load_tile;
 using sm90tiles::nmajor_at;
 using sm90tiles::nmajor_desc;
 
-constexpr int kThreadsB90 = 128;  // one warpgroup
-constexpr int kKeysB90 = 64;      // keys per block (wgmma's M for S^T, dP^T, dK, dV)
-constexpr int kRowsB90 = 64;      // queries per tile (N of S^T, K depth of dK, dV; M of dQ)
-// Head-dim columns per dQ product: the whole head at 64 and 96 (48 accumulators a thread at
-// 96, within the registers dK and dV leave: 48 each), 64-column halves at 128 (32, not 64:
-// dK, dV, P^T and dS^T are live then).
-template <int HN>
-constexpr int kDqN = HN == 128 ? 64 : HN;
+// WG warpgroups a block (1 or 2), each owning 64 keys (wgmma's M for S^T, dP^T, dK, dV).
+template <int WG>
+constexpr int kThreadsB90 = 128 * WG;
+template <int WG>
+constexpr int kKeysB90 = 64 * WG;  // keys per block
+constexpr int kRowsB90 = 64;       // queries per tile (N of S^T, K depth of dK, dV; M of dQ)
+// Head-dim columns per dQ product. One warpgroup: the whole head at 64 and 96 (48
+// accumulators a thread at 96, within the registers dK and dV leave: 48 each), 64-column
+// halves at 128 (32, not 64: dK, dV, P^T and dS^T are live then). Two: each warpgroup one
+// half of the head dim (32 / 48 / 64 columns) over all 128 keys of the block.
+template <int HN, int WG>
+constexpr int kDqN = WG == 2 ? HN / 2 : HN == 128 ? 64 : HN;
 constexpr float kLog2eB90 = 1.4426950408889634f;
 
 template <int HN>
 constexpr int kTileBytesB90 = 64 * HN * 2;
-constexpr int kDsBytes = kKeysB90 * kRowsB90 * 2;  // dS^T, 16-bit
-constexpr int kStatBytes = 2 * kRowsB90 * 4;       // lse (* log2(e) unpipelined) and D of a tile's queries
-// K, V; Q, dO (twice with kPipe: the step's buffer and the next step's, filling); dS^T; the
-// tile statistics (twice with kPipe); each thread's dropout keep bits; the alignment slack.
-template <int HN, bool kPipe>
-constexpr int kSmemB90 = (kPipe ? 6 : 4) * kTileBytesB90<HN> + kDsBytes + (kPipe ? 2 : 1) * kStatBytes +
-                         kThreadsB90 * 4 + 1024;
-static_assert(kSmemB90<128, true> <= 227 * 1024, "over the opt-in shared memory of a block (227 KiB)");
+template <int WG>
+constexpr int kDsBytes = kKeysB90<WG> * kRowsB90 * 2;  // dS^T, 16-bit
+constexpr int kStatBytes = 2 * kRowsB90 * 4;           // lse (* log2(e) unpipelined) and D of a tile's queries
+// K and V (a 64-key tile per warpgroup, K's contiguous: one 128-row tile for dQ's B); Q, dO
+// (twice with kPipe: the step's buffer and the next step's, filling); dS^T; the tile
+// statistics (twice with kPipe); each thread's dropout keep bits; the alignment slack.
+template <int HN, bool kPipe, int WG>
+constexpr int kSmemB90 = (2 * WG + (kPipe ? 4 : 2)) * kTileBytesB90<HN> + kDsBytes<WG> + (kPipe ? 2 : 1) * kStatBytes +
+                         kThreadsB90<WG> * 4 + 1024;
+static_assert(kSmemB90<128, true, 2> <= 227 * 1024, "over the opt-in shared memory of a block (227 KiB)");
 
 // Two adjacent dQ columns into the fp32 scratch: one vector atomic where sm_90 has it (CUDA's
 // atomicAdd(float2*, float2): each component atomic, their order unspecified; 8-byte
@@ -91,22 +107,30 @@ __device__ __forceinline__ void atomic_add2(float* p, float a, float b) {
 #endif
 }
 
-// kPipe: the double-buffered variant (GPT_CUDA_FLASH=sm90); without it the unpipelined one
-// (GPT_CUDA_FLASH=sm90-bwd-plain), its loads and scalar dQ atomics as before. Both share
-// the step's math below.
-template <int HN, bool kDrop, bool kPipe, typename T>
-__global__ void __launch_bounds__(kThreadsB90, 1)
+// kPipe: the double-buffered variant; without it the unpipelined one
+// (GPT_CUDA_FLASH=sm90-bwd-plain), its loads and scalar dQ atomics as before. WG = 2 (kPipe
+// only): two warpgroups on 128 keys (GPT_CUDA_FLASH=sm90), WG = 1 one on 64
+// (sm90-bwd-1wg). All share the step's math below.
+template <int HN, bool kDrop, bool kPipe, int WG, typename T>
+__global__ void __launch_bounds__(kThreadsB90<WG>, 1)
     flash_bwd_sm90(FlashParams P, const T* qkv, const T* dout, const float* lse, const float* D, T* dqkv,
                    float* dq_acc) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* ks = smem_raw + (1024 - w::smem_address(smem_raw) % 1024) % 1024;
-    unsigned char* vs = ks + kTileBytesB90<HN>;
-    unsigned char* qd0 = vs + kTileBytesB90<HN>;  // buffer 0: Q, then dO; with kPipe buffer 1 after it
+    unsigned char* vs = ks + WG * kTileBytesB90<HN>;
+    unsigned char* qd0 = vs + WG * kTileBytesB90<HN>;  // buffer 0: Q, then dO; with kPipe buffer 1 after it
     unsigned char* dss = qd0 + (kPipe ? 4 : 2) * kTileBytesB90<HN>;  // dS^T: (key, query) at nmajor_at<64>(query, key)
-    float* st0 = reinterpret_cast<float*>(dss + kDsBytes);  // buffer 0's lse, then D; with kPipe buffer 1's after
+    float* st0 = reinterpret_cast<float*>(dss + kDsBytes<WG>);  // buffer 0's lse, then D; with kPipe buffer 1's after
     std::uint32_t* keeps = reinterpret_cast<std::uint32_t*>(st0 + (kPipe ? 4 : 2) * kRowsB90);  // keep bits per thread
-    const int t = threadIdx.x, warp = t / 32, lane = t % 32, g = lane / 4, q = lane % 4;
-    const std::int64_t kv = blockIdx.y, j0 = static_cast<std::int64_t>(blockIdx.x) * kKeysB90;
+    constexpr int kThreads = kThreadsB90<WG>;
+    // warp: the warp within its warpgroup (its 16 rows of every fragment); the warpgroup's
+    // keys start at j0 + 64 wg, its K and V tiles at ksw, vsw.
+    // (With one warpgroup both are constants: ptxas then keeps the kernel's old registers.)
+    const int t = threadIdx.x, wg = WG == 1 ? 0 : t / 128, warp = (WG == 1 ? t : t % 128) / 32, lane = t % 32,
+              g = lane / 4, q = lane % 4;
+    const std::int64_t kv = blockIdx.y, j0 = static_cast<std::int64_t>(blockIdx.x) * kKeysB90<WG>;
+    const unsigned char* ksw = ks + wg * kTileBytesB90<HN>;
+    const unsigned char* vsw = vs + wg * kTileBytesB90<HN>;
     const T* kb = qkv + flash_k_at(P, kv);
     const int ntiles = static_cast<int>((P.s - j0 + kRowsB90 - 1) / kRowsB90);
     const int nsteps = ntiles * static_cast<int>(P.qpg);
@@ -121,7 +145,7 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
         unsigned char* q = qd0 + b * 2 * kTileBytesB90<HN>;
         sm90tiles::load_tile_async<HN>(q, qkv + flash_q_at(P, pr), r0, P.s, P.ldq);
         sm90tiles::load_tile_async<HN>(q + kTileBytesB90<HN>, dout + pr * HN, r0, P.s, P.ldo);
-        for (int e = t; e < 2 * kRowsB90; e += kThreadsB90) {
+        for (int e = t; e < 2 * kRowsB90; e += kThreads) {
             const bool valid = r0 + e % kRowsB90 < P.s;
             const float* src = (e < kRowsB90 ? lse : D) + pr * P.s + (valid ? r0 + e % kRowsB90 : 0);
             cp_async_4(st0 + b * 2 * kRowsB90 + e, src, valid);
@@ -129,10 +153,14 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
         cp_async_commit();
     };
     if constexpr (kPipe) {
-        sm90tiles::load_tile_async<HN>(ks, kb, j0, P.s, P.ldq);
-        sm90tiles::load_tile_async<HN>(vs, kb + HN, j0, P.s, P.ldq);
+#pragma unroll
+        for (int w = 0; w < WG; ++w) {
+            sm90tiles::load_tile_async<HN>(ks + w * kTileBytesB90<HN>, kb, j0 + 64 * w, P.s, P.ldq);
+            sm90tiles::load_tile_async<HN>(vs + w * kTileBytesB90<HN>, kb + HN, j0 + 64 * w, P.s, P.ldq);
+        }
         prefetch(0, 0);  // one group with K and V
     } else {
+        static_assert(WG == 1, "the unpipelined variant has one warpgroup");
         load_tile<HN>(ks, kb, j0, P.s, P.ldq);
         load_tile<HN>(vs, kb + HN, j0, P.s, P.ldq);
     }
@@ -158,7 +186,7 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
         std::uint32_t keep = 0;
         if constexpr (kDrop) {
             // Index of (query i0 + iq, key j0 + 16 warp + g + kk): base + iq s + kk.
-            const std::uint64_t base = dropout_index(P, pair, i0, j0 + 16 * warp + g);
+            const std::uint64_t base = dropout_index(P, pair, i0, j0 + (64 * wg + 16 * warp + g));
 #pragma unroll 1
             for (int i = 0; i < kRowsB90 / 2; ++i) {
                 const std::uint64_t idx =
@@ -187,7 +215,7 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
             __syncthreads();  // the previous step's products (all waited for) are done with Q, dO, dS^T
             load_tile<HN>(qs, qkv + flash_q_at(P, pair), i0, P.s, P.ldq);
             load_tile<HN>(dos, dout + pair * HN, i0, P.s, P.ldo);
-            for (int e = t; e < kRowsB90; e += kThreadsB90) {
+            for (int e = t; e < kRowsB90; e += kThreads) {
                 const bool valid = i0 + e < P.s;
                 st0[e] = valid ? lse[pair * P.s + i0 + e] * kLog2eB90 : 0.0f;
                 st0[kRowsB90 + e] = valid ? D[pair * P.s + i0 + e] : 0.0f;
@@ -200,24 +228,35 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
         w::fence();
 #pragma unroll
         for (int step = 0; step < HN / 16; ++step)
-            w::mma_ss<kRowsB90, T>(st, kmajor_desc<HN>(ks, step), kmajor_desc<HN>(qs, step), step > 0);
+            w::mma_ss<kRowsB90, T>(st, kmajor_desc<HN>(ksw, step), kmajor_desc<HN>(qs, step), step > 0);
         w::commit_group();
 #pragma unroll
         for (int step = 0; step < HN / 16; ++step)
-            w::mma_ss<kRowsB90, T>(dp, kmajor_desc<HN>(vs, step), kmajor_desc<HN>(dos, step), step > 0);
+            w::mma_ss<kRowsB90, T>(dp, kmajor_desc<HN>(vsw, step), kmajor_desc<HN>(dos, step), step > 0);
         w::commit_group();
         w::wait_group<1>();  // S^T landed; dP^T may still be under way
         w::fence_operand(st);
-        // P^T in place. Query i sees key j when j <= i < s: only the diagonal tile (i0 == j0)
-        // and a tile reaching past s need the test; keys past s only meet queries past it.
-        const bool edge = i0 == j0 || i0 + kRowsB90 > P.s;
+        // P^T in place. Query i sees key j when j <= i < s: only the warpgroup's diagonal tile
+        // (i0 == j0 + kw), with two warpgroups the second one's tile before it (i0 == j0: all
+        // its keys after all the queries), and a tile reaching past s need the test; keys past
+        // s only meet queries past it. Element i is (query i0 + iq, key j0 + kw + 16 warp + g +
+        // kk) with iq = 2q + c, c = 8 (i / 4) + i % 2 and kk = 8 ((i / 2) % 2) compile-time
+        // constants: it is kept when c - kk >= lo and c < hi, two 32-bit thresholds of the
+        // thread and step compared with immediates (a tile is less than s < 2^31 keys away).
+        // Two warpgroups test every tile: with the branch between a tested and an untested
+        // copy of the loop ptxas spilled the two-warpgroup kernel at head dim 128 (20 bytes;
+        // 240 registers without it), for two compares and a select an element.
+        const int kw = 64 * wg;  // the warpgroup's first key from j0
+        const int qoff = static_cast<int>(i0 - j0) - kw, qend = static_cast<int>(P.s - j0) - kw;
+        const bool edge = WG == 2 || qoff <= 0 || qoff + kRowsB90 > qend;
+        const int lo = 16 * warp + g - qoff - 2 * q, hi = qend - qoff - 2 * q;
 #pragma unroll
         for (int i = 0; i < kRowsB90 / 2; ++i) {
             const int iq = 8 * (i / 4) + 2 * q + i % 2;
-            const std::int64_t qi = i0 + iq, kj = j0 + 16 * warp + g + 8 * ((i / 2) % 2);
+            const int c = 8 * (i / 4) + i % 2, kk = 8 * ((i / 2) % 2);
             // kPipe copies the raw lse (cp.async cannot scale): times log2(e) here.
             const float p = exp2f(st[i] * sl2 - (kPipe ? ls[iq] * kLog2eB90 : ls[iq]));
-            st[i] = !edge || (kj <= qi && qi < P.s) ? p : 0.0f;
+            st[i] = !edge || (c - kk >= lo && c < hi) ? p : 0.0f;
             if constexpr (kDrop) {
                 if (!(keeps[t] >> i & 1u)) st[i] = -st[i];  // dropped: -P (-0 where P is 0)
             }
@@ -246,7 +285,7 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
             w::accumulators_to_a<T>(dp, step, da[step]);
             // dS^T to shared memory, the same rounded values dK takes: a[0] is (key g, queries
             // 16 step + 2q, +1), a[1] key g + 8, a[2] and a[3] queries + 8 (wgmma_sm90.cuh).
-            const int kr = 16 * warp + g, qc = 16 * step + 2 * q;
+            const int kr = 64 * wg + 16 * warp + g, qc = 16 * step + 2 * q;
             *reinterpret_cast<std::uint32_t*>(dss + nmajor_at<kRowsB90>(qc, kr)) = da[step][0];
             *reinterpret_cast<std::uint32_t*>(dss + nmajor_at<kRowsB90>(qc, kr + 8)) = da[step][1];
             *reinterpret_cast<std::uint32_t*>(dss + nmajor_at<kRowsB90>(qc + 8, kr)) = da[step][2];
@@ -262,21 +301,27 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
             w::mma_rs<HN, T, true>(dk, da[step], nmajor_desc<HN>(qs, step), true);
         w::commit_group();
         w::fence_proxy_async_shared();  // the dS^T stores, read next by wgmma
-        __syncthreads();                // every warp's dS^T rows are in place
-        // dQ (64 queries x kDqN<HN> columns of the head dim) += dS K over the block's 64 keys: A
-        // = dS M-major (dS^T as stored), B = K N-major, its columns n0.. at n0 * 16 bytes on.
+        __syncthreads();                // every warp's dS^T rows are in place (both warpgroups')
+        // dQ (64 queries x kDqN columns of the head dim) += dS K over the block's keys: A = dS
+        // M-major (dS^T as stored), B = K N-major, its columns n0.. at n0 * 16 bytes on (the
+        // two warpgroups' K tiles are one 128-key tile: 16 keys a k step, 2 row groups). With
+        // two warpgroups each takes its half of the columns: the block's dQ partial is then
+        // one set of atomics per 128 keys, not per 64.
+        // (A constant trip count: the loop unrolls, and pa, da die after its first product.)
+        constexpr int kDqCols = kDqN<HN, WG>, kDqProducts = WG == 2 ? 1 : HN / kDqCols;
 #pragma unroll
-        for (int n0 = 0; n0 < HN; n0 += kDqN<HN>) {
-            float dq[kDqN<HN> / 2];
+        for (int h = 0; h < kDqProducts; ++h) {
+            const int n0 = (WG == 2 ? wg : h) * kDqCols;
+            float dq[kDqCols / 2];
             w::fence();
 #pragma unroll
-            for (int step = 0; step < kKeysB90 / 16; ++step)
-                w::mma_ss<kDqN<HN>, T, true, true>(dq, nmajor_desc<kRowsB90>(dss, step), nmajor_desc<HN>(ks + n0 * 16, step),
-                                               step > 0);
+            for (int step = 0; step < kKeysB90<WG> / 16; ++step)
+                w::mma_ss<kDqCols, T, true, true>(dq, nmajor_desc<kRowsB90>(dss, step), nmajor_desc<HN>(ks + n0 * 16, step),
+                                                  step > 0);
             w::commit_group();
             w::wait_group<0>();  // also dK, dV (the first time): pa, da may change after this
             w::fence_operand(dq);
-            if (n0 == 0) {  // keeps pa, da alive (their registers unused) until the wait above
+            if (h == 0) {  // keeps pa, da alive (their registers unused) until the wait above
                 w::fence_operand(dk);
                 w::fence_operand(dv);
 #pragma unroll
@@ -288,14 +333,14 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
             if constexpr (kPipe) {
                 // Accumulators i, i + 1 (i even) are one row's adjacent columns: one float2 atomic.
 #pragma unroll
-                for (int i = 0; i < kDqN<HN> / 2; i += 2) {
+                for (int i = 0; i < kDqCols / 2; i += 2) {
                     const std::int64_t qi = i0 + 16 * warp + g + 8 * ((i / 2) % 2);
                     if (qi < P.s)
                         atomic_add2(dq_acc + (qi * P.pairs + pair) * HN + n0 + 8 * (i / 4) + 2 * q, dq[i], dq[i + 1]);
                 }
             } else {
 #pragma unroll
-                for (int i = 0; i < kDqN<HN> / 2; ++i) {
+                for (int i = 0; i < kDqCols / 2; ++i) {
                     const std::int64_t qi = i0 + 16 * warp + g + 8 * ((i / 2) % 2);
                     if (qi < P.s)
                         atomicAdd(dq_acc + (qi * P.pairs + pair) * HN + n0 + 8 * (i / 4) + 2 * q + i % 2, dq[i]);
@@ -305,7 +350,7 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
     }
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
-        const std::int64_t j = j0 + 16 * warp + 8 * rr + g;
+        const std::int64_t j = j0 + (64 * wg + 16 * warp + 8 * rr + g);
         if (j >= P.s) continue;
         T* krow = dqkv + j * P.ldq + flash_k_at(P, kv) + 2 * q;
 #pragma unroll
@@ -316,15 +361,17 @@ __global__ void __launch_bounds__(kThreadsB90, 1)
     }
 }
 
-template <int HN, bool kDrop, bool kPipe, typename T>
+template <int HN, bool kDrop, bool kPipe, int WG, typename T>
 void launch_bwd90(const FlashParams& P, const void* qkv, const void* dout, const float* lse, const float* D,
                   void* dqkv, float* dq_acc, cudaStream_t st) {
-    auto* k = flash_bwd_sm90<HN, kDrop, kPipe, T>;
-    GPT_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemB90<HN, kPipe>),
+    auto* k = flash_bwd_sm90<HN, kDrop, kPipe, WG, T>;
+    constexpr int smem = kSmemB90<HN, kPipe, WG>;
+    GPT_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
                    "cudaFuncSetAttribute(flash_bwd_sm90)");
-    const dim3 grid(static_cast<unsigned>((P.s + kKeysB90 - 1) / kKeysB90), static_cast<unsigned>(P.pairs / P.qpg));
-    k<<<grid, kThreadsB90, kSmemB90<HN, kPipe>, st>>>(P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse, D,
-                                                static_cast<T*>(dqkv), dq_acc);
+    const dim3 grid(static_cast<unsigned>((P.s + kKeysB90<WG> - 1) / kKeysB90<WG>),
+                    static_cast<unsigned>(P.pairs / P.qpg));
+    k<<<grid, kThreadsB90<WG>, smem, st>>>(P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse, D,
+                                           static_cast<T*>(dqkv), dq_acc);
 }
 
 }  // namespace
@@ -334,20 +381,26 @@ bool flash_sm90_bwd_supports(const FlashParams& P, DType t) {
 }
 
 void flash_backward_sm90(const FlashParams& P, DType t, const void* qkv, const void* dout, const float* lse,
-                         const float* D, void* dqkv, float* dq_acc, bool pipelined, cudaStream_t st) {
+                         const float* D, void* dqkv, float* dq_acc, Sm90Bwd variant, cudaStream_t st) {
     GPT_REQUIRE(flash_sm90_bwd_supports(P, t), InternalError, "flash_backward_sm90: unsupported case (hn ", P.hn,
                 ")");
     GPT_CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, static_cast<std::size_t>(P.s * P.pairs * P.hn) * sizeof(float), st),
                    "attention_backward (flash sm90)");
     const bool bf = t == DType::BF16;
-    auto go = [&](auto hn, auto drop, auto pipe) {
-        constexpr int H = decltype(hn)::value;
+    auto go = [&](auto hn, auto drop, auto pipe, auto wgs) {
+        constexpr int H = decltype(hn)::value, WG = decltype(wgs)::value;
         constexpr bool Dr = decltype(drop)::value, Pi = decltype(pipe)::value;
-        bf ? launch_bwd90<H, Dr, Pi, __nv_bfloat16>(P, qkv, dout, lse, D, dqkv, dq_acc, st)
-           : launch_bwd90<H, Dr, Pi, __half>(P, qkv, dout, lse, D, dqkv, dq_acc, st);
+        bf ? launch_bwd90<H, Dr, Pi, WG, __nv_bfloat16>(P, qkv, dout, lse, D, dqkv, dq_acc, st)
+           : launch_bwd90<H, Dr, Pi, WG, __half>(P, qkv, dout, lse, D, dqkv, dq_acc, st);
     };
     auto with_pipe = [&](auto hn, auto drop) {
-        pipelined ? go(hn, drop, std::true_type{}) : go(hn, drop, std::false_type{});
+        using One = std::integral_constant<int, 1>;
+        if (variant == Sm90Bwd::TwoWarpgroups)
+            go(hn, drop, std::true_type{}, std::integral_constant<int, 2>{});
+        else if (variant == Sm90Bwd::OneWarpgroup)
+            go(hn, drop, std::true_type{}, One{});
+        else
+            go(hn, drop, std::false_type{}, One{});
     };
     auto with_drop = [&](auto hn) {
         P.drop ? with_pipe(hn, std::true_type{}) : with_pipe(hn, std::false_type{});

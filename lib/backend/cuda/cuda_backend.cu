@@ -67,14 +67,15 @@ std::string CudaBackend::kernel_variants() const {
     // 16-byte aligned tensors), CUDA-core kernels elsewhere; "simple": CUDA cores always;
     // "sm90": forward and backward on the wgmma kernels where the device and the call allow
     // it (the forward warp-specialised); "sm90-fwd": that forward only (the backward on the
-    // sm80 kernel); "sm90-basic": the basic wgmma forward only; "sm90-bwd-plain": sm90's, the
-    // backward's unpipelined variant.
+    // sm80 kernel); "sm90-basic": the basic wgmma forward only; "sm90-bwd-1wg" and
+    // "sm90-bwd-plain": sm90's, the backward's one-warpgroup and unpipelined variants.
     const FlashKernel k = flash_kernel();
     return detail::concat("attention=",
                           k == FlashKernel::Simple      ? "flash-simple"
                           : k == FlashKernel::Sm90      ? "flash-sm90"
                           : k == FlashKernel::Sm90Fwd   ? "flash-sm90-fwd"
                           : k == FlashKernel::Sm90Basic ? "flash-sm90basic-fwd"
+                          : k == FlashKernel::Sm90Bwd1wg ? "flash-sm90-bwd-1wg"
                           : k == FlashKernel::Sm90BwdPlain ? "flash-sm90-bwd-plain"
                                                         : "flash-sm80",
                           " gemm_epilogue=", gemm_epilogue_mode_name(gemm_epilogue_mode()),

@@ -168,18 +168,21 @@ __device__ __forceinline__ void fence_operand(std::uint32_t (&r)[K]) {
 }
 
 // Inline PTX takes string literals and one asm operand per accumulator register, so the
-// twelve 64xN variants below (N 64/96/128, fp16/bf16, A from shared memory or registers) are
-// spelled through these macros instead of twelve hand-written operand lists. D8(i): registers
-// d[i..i+7] as in-out operands; R32/R48/R64: the first 32/48/64 operand names for the D list.
+// twenty 64xN variants below (N 32/48/64/96/128, fp16/bf16, A from shared memory or
+// registers) are spelled through these macros instead of twenty hand-written operand lists.
+// D8(i): registers d[i..i+7] as in-out operands; R16..R64: the first 16..64 operand names for
+// the D list.
 #define GPT_WGMMA_D8(i)                                                                                      \
     "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
         "+f"(d[i + 7])
-#define GPT_WGMMA_D32 GPT_WGMMA_D8(0), GPT_WGMMA_D8(8), GPT_WGMMA_D8(16), GPT_WGMMA_D8(24)
+#define GPT_WGMMA_D16 GPT_WGMMA_D8(0), GPT_WGMMA_D8(8)
+#define GPT_WGMMA_D24 GPT_WGMMA_D16, GPT_WGMMA_D8(16)
+#define GPT_WGMMA_D32 GPT_WGMMA_D16, GPT_WGMMA_D8(16), GPT_WGMMA_D8(24)
 #define GPT_WGMMA_D48 GPT_WGMMA_D32, GPT_WGMMA_D8(32), GPT_WGMMA_D8(40)
 #define GPT_WGMMA_D64 GPT_WGMMA_D32, GPT_WGMMA_D8(32), GPT_WGMMA_D8(40), GPT_WGMMA_D8(48), GPT_WGMMA_D8(56)
-#define GPT_WGMMA_R32                                                                              \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                      \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define GPT_WGMMA_R16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define GPT_WGMMA_R24 GPT_WGMMA_R16 ", %16, %17, %18, %19, %20, %21, %22, %23"
+#define GPT_WGMMA_R32 GPT_WGMMA_R24 ", %24, %25, %26, %27, %28, %29, %30, %31"
 #define GPT_WGMMA_R48 GPT_WGMMA_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47"
 #define GPT_WGMMA_R64                                                                              \
     GPT_WGMMA_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
@@ -203,8 +206,10 @@ __device__ __forceinline__ void fence_operand(std::uint32_t (&r)[K]) {
 
 template <int N, typename T>
 struct Shape {
-    // 96: head dim 96 (gpt22b-shape) as the N of attention's O = P V.
-    static_assert(N == 64 || N == 96 || N == 128, "wgmma wrappers exist for N = 64, 96 and 128");
+    // 96: head dim 96 (gpt22b-shape) as the N of attention's O = P V; 32 and 48: half of head
+    // dims 64 and 96, the dQ columns one of the two-warpgroup backward's warpgroups computes.
+    static_assert(N == 32 || N == 48 || N == 64 || N == 96 || N == 128,
+                  "wgmma wrappers exist for N = 32, 48, 64, 96 and 128");
     static_assert(std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, "fp16 or bf16 inputs");
     static constexpr bool ok = true;
 };
@@ -221,6 +226,10 @@ __device__ __forceinline__ void mma_ss(float (&d)[N / 2], std::uint64_t desc_a, 
     const std::uint32_t scale_d = accumulate ? 1u : 0u;
     constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
     // Operands: D's N/2 registers, then desc_a, desc_b, scale_d, tnspA, tnspB.
+    if constexpr (N == 32 && !bf16) GPT_WGMMA_SS("32", "f16", GPT_WGMMA_R16, GPT_WGMMA_D16, "16", "17", "18", "19", "20");
+    if constexpr (N == 32 && bf16) GPT_WGMMA_SS("32", "bf16", GPT_WGMMA_R16, GPT_WGMMA_D16, "16", "17", "18", "19", "20");
+    if constexpr (N == 48 && !bf16) GPT_WGMMA_SS("48", "f16", GPT_WGMMA_R24, GPT_WGMMA_D24, "24", "25", "26", "27", "28");
+    if constexpr (N == 48 && bf16) GPT_WGMMA_SS("48", "bf16", GPT_WGMMA_R24, GPT_WGMMA_D24, "24", "25", "26", "27", "28");
     if constexpr (N == 64 && !bf16) GPT_WGMMA_SS("64", "f16", GPT_WGMMA_R32, GPT_WGMMA_D32, "32", "33", "34", "35", "36");
     if constexpr (N == 64 && bf16) GPT_WGMMA_SS("64", "bf16", GPT_WGMMA_R32, GPT_WGMMA_D32, "32", "33", "34", "35", "36");
     if constexpr (N == 96 && !bf16) GPT_WGMMA_SS("96", "f16", GPT_WGMMA_R48, GPT_WGMMA_D48, "48", "49", "50", "51", "52");
@@ -245,6 +254,10 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const std::uint32_t (&
     const std::uint32_t scale_d = accumulate ? 1u : 0u;
     constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
     // Operands: D's N/2 registers, then a[0..3], desc_b, scale_d, tnspB.
+    if constexpr (N == 32 && !bf16) GPT_WGMMA_RS("32", "f16", GPT_WGMMA_R16, GPT_WGMMA_D16, "16", "17", "18", "19", "20", "21", "22");
+    if constexpr (N == 32 && bf16) GPT_WGMMA_RS("32", "bf16", GPT_WGMMA_R16, GPT_WGMMA_D16, "16", "17", "18", "19", "20", "21", "22");
+    if constexpr (N == 48 && !bf16) GPT_WGMMA_RS("48", "f16", GPT_WGMMA_R24, GPT_WGMMA_D24, "24", "25", "26", "27", "28", "29", "30");
+    if constexpr (N == 48 && bf16) GPT_WGMMA_RS("48", "bf16", GPT_WGMMA_R24, GPT_WGMMA_D24, "24", "25", "26", "27", "28", "29", "30");
     if constexpr (N == 64 && !bf16) GPT_WGMMA_RS("64", "f16", GPT_WGMMA_R32, GPT_WGMMA_D32, "32", "33", "34", "35", "36", "37", "38");
     if constexpr (N == 64 && bf16) GPT_WGMMA_RS("64", "bf16", GPT_WGMMA_R32, GPT_WGMMA_D32, "32", "33", "34", "35", "36", "37", "38");
     if constexpr (N == 96 && !bf16) GPT_WGMMA_RS("96", "f16", GPT_WGMMA_R48, GPT_WGMMA_D48, "48", "49", "50", "51", "52", "53", "54");
@@ -273,9 +286,13 @@ __device__ __forceinline__ void accumulators_to_a(const float (&d)[K], int step,
 }  // namespace gpt::cuda::wgmma
 
 #undef GPT_WGMMA_D8
+#undef GPT_WGMMA_D16
+#undef GPT_WGMMA_D24
 #undef GPT_WGMMA_D32
 #undef GPT_WGMMA_D48
 #undef GPT_WGMMA_D64
+#undef GPT_WGMMA_R16
+#undef GPT_WGMMA_R24
 #undef GPT_WGMMA_R32
 #undef GPT_WGMMA_R48
 #undef GPT_WGMMA_R64
