@@ -35,16 +35,32 @@ __host__ __device__ __forceinline__ std::int64_t flash_k_at(const FlashParams& P
     return g * (P.qpg + 2) * P.hn + P.qpg * P.hn;
 }
 
+// Philox block `block` of the dropout stream (4 words: indices 4 block .. 4 block + 3), and
+// word w of it picked by selects, not by indexing the array with w, which would put the block
+// in local memory (a stack frame) in every kernel that draws.
+__device__ __forceinline__ Philox4x32 dropout_block(const FlashParams& P, std::uint64_t block) {
+    return philox4x32_10(static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), 0u, 0u, P.seed);
+}
+__device__ __forceinline__ std::uint32_t dropout_word(const Philox4x32& r, unsigned w) {
+    return w & 2u ? (w & 1u ? r.v[3] : r.v[2]) : (w & 1u ? r.v[1] : r.v[0]);
+}
 // Whether score (i, j) of a pair is kept by dropout: the CPU's Philox index (philox_bits,
-// dropout_keep), so every kernel drops the same elements. The word of the Philox block is
-// picked by selects, not by indexing its array with idx % 4, which would put the block in
-// local memory (a stack frame) in every kernel that draws.
+// dropout_keep), so every kernel drops the same elements.
 __device__ __forceinline__ bool dropout_kept_at(const FlashParams& P, std::uint64_t idx) {
+    return dropout_word(dropout_block(P, idx >> 2), static_cast<unsigned>(idx & 3u)) >= P.thr;
+}
+// Whether scores idx and idx + 1 (keys j, j + 1 of one query row) are kept: the same bits as
+// two dropout_kept_at calls, from one Philox block where both lie in it (idx % 4 != 3: always
+// when idx is even, as in the flash forwards' column pairs 2q, 2q + 1 when the row's base
+// index is even, e.g. an even s and offset). Each block is a whole Philox4x32-10, so this
+// halves the draws of a forward with dropout; a lane whose pair straddles two blocks draws
+// the second one (the warp with it).
+__device__ __forceinline__ void dropout_kept_pair_at(const FlashParams& P, std::uint64_t idx, bool& k0, bool& k1) {
     const std::uint64_t block = idx >> 2;
-    const Philox4x32 r =
-        philox4x32_10(static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), 0u, 0u, P.seed);
-    const std::uint32_t bits = idx & 2u ? (idx & 1u ? r.v[3] : r.v[2]) : (idx & 1u ? r.v[1] : r.v[0]);
-    return bits >= P.thr;
+    const unsigned w = static_cast<unsigned>(idx & 3u);
+    const Philox4x32 r = dropout_block(P, block);
+    k0 = dropout_word(r, w) >= P.thr;
+    k1 = (w != 3u ? dropout_word(r, w + 1) : dropout_block(P, block + 1).v[0]) >= P.thr;
 }
 // idx = the Philox index of score (i, j) of the pair.
 __device__ __forceinline__ std::uint64_t dropout_index(const FlashParams& P, std::int64_t pair, std::int64_t i,
@@ -60,6 +76,15 @@ __device__ __forceinline__ float dropout_mult(const FlashParams& P, std::int64_t
                                               std::int64_t j) {
     if (!P.drop) return 1.0f;
     return dropout_kept(P, pair, i, j) ? P.keep_scale : 0.0f;
+}
+
+// The dropout multipliers of scores (i, j) and (i, j + 1): 0 if dropped, else 1 / (1 - p).
+__device__ __forceinline__ void dropout_mult_pair(const FlashParams& P, std::int64_t pair, std::int64_t i,
+                                                  std::int64_t j, float& m0, float& m1) {
+    bool k0 = true, k1 = true;
+    if (P.drop) dropout_kept_pair_at(P, dropout_index(P, pair, i, j), k0, k1);
+    m0 = k0 ? P.keep_scale : 0.0f;
+    m1 = k1 ? P.keep_scale : 0.0f;
 }
 
 // Tensor-core kernels (sm_80+ mma.sync): head dims with a kernel, and the launches. D is

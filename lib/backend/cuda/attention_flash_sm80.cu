@@ -179,14 +179,18 @@ __global__ void __launch_bounds__(kBlockThreads) flash_fwd_sm80(FlashParams P, c
                     m[mt][rr] = mx;
                     float sum = 0.0f;
 #pragma unroll
-                    for (int nt = 0; nt < NT; ++nt)
+                    for (int nt = 0; nt < NT; ++nt) {
+                        // Keys 2t and 2t + 1: one Philox block for both (dropout_mult_pair).
+                        float m0 = 1.0f, m1 = 1.0f;
+                        if constexpr (kDrop) dropout_mult_pair(P, pair, i, j0 + nt * 8 + 2 * t, m0, m1);
 #pragma unroll
                         for (int cc = 0; cc < 2; ++cc) {
                             float& v = sc[mt][nt][2 * rr + cc];
                             const float p = exp2f(v * sl2 - base);  // 0 where masked
                             sum += p;
-                            v = kDrop ? p * dropout_mult(P, pair, i, j0 + nt * 8 + 2 * t + cc) : p;
+                            v = kDrop ? p * (cc == 0 ? m0 : m1) : p;
                         }
+                    }
                     l[mt][rr] = l[mt][rr] * alpha + sum;
 #pragma unroll
                     for (int ot = 0; ot < OT; ++ot) {

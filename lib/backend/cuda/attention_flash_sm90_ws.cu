@@ -268,14 +268,16 @@ __global__ void __launch_bounds__(kThreadsWs, 1)
 #pragma unroll
         for (int step = 0; step < kKeys / 16; ++step) {
             if constexpr (kDrop) {
+                // Keys 2q and 2q + 1 of a row: one Philox block for both (dropout_mult_pair).
 #pragma unroll
                 for (int cc8 = 2 * step; cc8 < 2 * step + 2; ++cc8)
 #pragma unroll
-                    for (int rr = 0; rr < 2; ++rr)
-#pragma unroll
-                        for (int cc = 0; cc < 2; ++cc)
-                            sc[4 * cc8 + 2 * rr + cc] *=
-                                dropout_mult(P, pair, r0 + warp * 16 + rr * 8 + g, j0 + 8 * cc8 + 2 * q + cc);
+                    for (int rr = 0; rr < 2; ++rr) {
+                        float m0, m1;
+                        dropout_mult_pair(P, pair, r0 + warp * 16 + rr * 8 + g, j0 + 8 * cc8 + 2 * q, m0, m1);
+                        sc[4 * cc8 + 2 * rr] *= m0;
+                        sc[4 * cc8 + 2 * rr + 1] *= m1;
+                    }
             }
             w::accumulators_to_a<T>(sc, step, p[step]);
         }
