@@ -70,6 +70,7 @@ STEPS=(
     "attn-flash-sm90-bwd-1wg|attn|attn|30|10|-"
     "bench-flash-sm90|bench|bench|60|25|-"
     "attn-flash-sm90-bwd-plain|attn|attn|30|10|-"
+    "attn-dropout|attn|attn|45|15|-"
     "gemm|gemm|gemm|90|30|-"
     "profile|bench|bench|75|30|-"
     "bench-autotune|bench|bench|50|25|-"
@@ -233,6 +234,14 @@ run_step() {
                          bash "$root/bench/attention_gpu/run.sh" ;;
     attn-flash-sm90-bwd-1wg) "${t[@]}" env GPT_CUDA_FLASH=sm90-bwd-1wg "BENCH_BIN=$bin/bench_attention" \
                                  PEER=none REPS=5 bash "$root/bench/attention_gpu/run.sh" ;;
+    # Attention dropout 0.1 (Megatron's GPT configs; the benches above run without it) on
+    # gpt-1.3b's shape: the default kernels beside PyTorch's SDPA with dropout_p, then the
+    # sm_90 kernels, half the limit each.
+    attn-dropout) for k in sm80 sm90; do
+                      timeout -k 5 $(($2 / 2)) env GPT_CUDA_FLASH=$k DROPOUT=0.1 REPS=5 "BENCH_BIN=$bin/bench_attention" \
+                          PYTHON=python3 PEER=$([ $k = sm80 ] && echo torch || echo none) \
+                          bash "$root/bench/attention_gpu/run.sh" gpt-1.3b || return
+                  done ;;
     attn-flash-sm90-bwd-plain) "${t[@]}" env GPT_CUDA_FLASH=sm90-bwd-plain "BENCH_BIN=$bin/bench_attention" \
                                    PEER=none REPS=5 bash "$root/bench/attention_gpu/run.sh" ;;
     attn-flash-sm90-fwd) "${t[@]}" env GPT_CUDA_FLASH=sm90-fwd "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \

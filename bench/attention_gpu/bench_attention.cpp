@@ -1,10 +1,11 @@
-// bench_attention: our flash attention (causal, no dropout) forward and forward+backward on
+// bench_attention: our flash attention (causal; --dropout P, default 0) forward and forward+backward on
 // the attention shapes of the three GPU training configs, for bench/attention_gpu/run.sh
 // to set beside PyTorch's scaled_dot_product_attention (peer_torch_attention.py, same shapes,
 // same timing, same FLOP count).
 //
 //   bench_attention                                  # every shape but tiny, cuda, fp16
 //   bench_attention --shape gpt-1.3b --reps 50
+//   bench_attention --shape gpt-1.3b --dropout 0.1       # Megatron's GPT attention dropout
 //   bench_attention --device cpu --shape tiny --reps 2   # smoke run without a GPU
 //
 // Timing: device-synchronised wall time of each call (synchronize, start, run, synchronize),
@@ -56,12 +57,14 @@ struct Options {
     DType dtype = DType::F16;
     int reps = 20;
     std::string shape = "all";
+    float dropout = 0.0f;  // attention dropout (Megatron's GPT configs: 0.1)
 };
 
 void usage(std::FILE* out) {
     std::fprintf(out,
                  "usage: bench_attention [--device cuda|cpu] [--dtype fp16|bf16] [--reps N (20)]\n"
                  "                       [--shape all|gpt-1.3b|gpt2-1.5b-s1024|gpt22b-shape|tiny]\n"
+                 "                       [--dropout P (0: attention dropout, 0 <= P < 1)]\n"
                  "  'all' (the default) is every shape but tiny.\n");
 }
 
@@ -90,6 +93,12 @@ Options parse(int argc, char** argv) {
             o.reps = static_cast<int>(n);
         } else if (a == "--shape") {
             o.shape = v;
+        } else if (a == "--dropout") {
+            char* end = nullptr;
+            const float p = std::strtof(v.c_str(), &end);
+            GPT_REQUIRE(!v.empty() && *end == '\0' && p >= 0.0f && p < 1.0f, UsageError,
+                        "--dropout expects a probability in [0, 1), got '", v, "'");
+            o.dropout = p;
         } else {
             GPT_THROW(UsageError, "unknown flag '", a, "'. HINT: bench_attention --help");
         }
@@ -169,8 +178,9 @@ void run_shape(Backend& be, const Options& o, const Shape& sh) {
     a.hn = sh.hn;
     a.dtype = o.dtype;
     a.flash = true;
-    a.dropout = 0.0f;
+    a.dropout = o.dropout;
     a.seed = 1;
+    a.offset = 0;  // the Philox offset of a training step's first layer
     const std::int64_t tokens = sh.s * sh.b;
     const std::int64_t n_qkv = tokens * sh.np * 3 * sh.hn, n_out = tokens * sh.np * sh.hn;
     const std::size_t es = gpt::dtype_size(o.dtype);
@@ -192,9 +202,9 @@ void run_shape(Backend& be, const Options& o, const Shape& sh) {
 
     const double fwd_flop = 2.0 * sh.b * sh.np * double(sh.s) * sh.s * sh.hn;  // causal half
     const double fwdbwd_flop = 3.5 * fwd_flop;
-    std::printf("shape=%s impl=ours device=%s dtype=%s b=%lld np=%lld s=%lld hn=%lld "
+    std::printf("shape=%s impl=ours device=%s dtype=%s dropout=%g b=%lld np=%lld s=%lld hn=%lld "
                 "fwd_ms=%.4f fwd_tflops=%.4f fwdbwd_ms=%.4f fwdbwd_tflops=%.4f finite=%d\n",
-                sh.name, o.device.c_str(), std::string(gpt::dtype_name(o.dtype)).c_str(),
+                sh.name, o.device.c_str(), std::string(gpt::dtype_name(o.dtype)).c_str(), o.dropout,
                 static_cast<long long>(sh.b), static_cast<long long>(sh.np),
                 static_cast<long long>(sh.s), static_cast<long long>(sh.hn), fwd * 1e3,
                 fwd_flop / fwd * 1e-12, fwdbwd * 1e3, fwdbwd_flop / fwdbwd * 1e-12, finite ? 1 : 0);
@@ -208,9 +218,9 @@ int main(int argc, char** argv) {
     try {
         const Options o = parse(argc, argv);
         auto be = gpt::make_backend(o.device, 0);
-        std::printf("# bench_attention: flash attention, causal, dropout 0, device %s (%s), dtype %s; "
+        std::printf("# bench_attention: flash attention, causal, dropout %g, device %s (%s), dtype %s; "
                     "median of %d reps after %d warm-ups, device-synchronised wall time\n",
-                    o.device.c_str(), be->name().c_str(),
+                    o.dropout, o.device.c_str(), be->name().c_str(),
                     std::string(gpt::dtype_name(o.dtype)).c_str(), o.reps, kWarmup);
         std::printf("# layout: qkv [s, b*np, 3, hn] (Megatron's interleaved q,k,v per head), "
                     "out/dout [s, b*np, hn]\n");

@@ -71,14 +71,15 @@ def cudnn_context(torch, device):
     return (lambda: sdpa_kernel(backend)), "cudnn"
 
 
-def manual_attention(torch, q, k, v):
+def manual_attention(torch, q, k, v, dropout_p=0.0):
     # fp32 arithmetic: old CPU builds have no half matmul (a smoke path, not a peer number).
     s = q.shape[-2]
     qf, kf, vf = q.float(), k.float(), v.float()
     scores = torch.matmul(qf, kf.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
     mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
     scores = scores.masked_fill(mask, float("-inf"))
-    return torch.matmul(torch.softmax(scores, dim=-1), vf).to(q.dtype)
+    probs = torch.nn.functional.dropout(torch.softmax(scores, dim=-1), p=dropout_p)
+    return torch.matmul(probs, vf).to(q.dtype)
 
 
 def median_seconds(torch, device, reps, fn):
@@ -112,9 +113,9 @@ def run_shape(torch, args, name, ctx_factory, backend_name, impl="torch", fallba
 
     sdpa = getattr(F, "scaled_dot_product_attention", None)
     if sdpa is None:
-        attend, backend = (lambda: manual_attention(torch, q, k, v)), "math-manual"
+        attend, backend = (lambda: manual_attention(torch, q, k, v, args.dropout)), "math-manual"
     else:
-        attend, backend = (lambda: sdpa(q, k, v, is_causal=True)), backend_name
+        attend, backend = (lambda: sdpa(q, k, v, is_causal=True, dropout_p=args.dropout)), backend_name
     ctx = ctx_factory if (sdpa is not None and ctx_factory is not None) else contextlib.nullcontext
     note = ""
     # PyTorch says why a forced backend cannot run in warnings, then raises "No available
@@ -153,9 +154,9 @@ def run_shape(torch, args, name, ctx_factory, backend_name, impl="torch", fallba
     t_fwd = median_seconds(torch, args.device, args.reps, fwd)
     t_fb = median_seconds(torch, args.device, args.reps, fwdbwd)
     flop = 2.0 * b * np_ * s * s * hn  # the causal half of QK^T and PV
-    line = ("shape=%s impl=%s device=%s dtype=%s b=%d np=%d s=%d hn=%d backend=%s "
+    line = ("shape=%s impl=%s device=%s dtype=%s dropout=%g b=%d np=%d s=%d hn=%d backend=%s "
             "fwd_ms=%.4f fwd_tflops=%.4f fwdbwd_ms=%.4f fwdbwd_tflops=%.4f"
-            % (name, impl, args.device, args.dtype, b, np_, s, hn, backend, t_fwd * 1e3,
+            % (name, impl, args.device, args.dtype, args.dropout, b, np_, s, hn, backend, t_fwd * 1e3,
                flop / t_fwd * 1e-12, t_fb * 1e3, 3.5 * flop / t_fb * 1e-12))
     if note:
         line += ' note="forcing flash failed: %s"' % note
@@ -169,9 +170,12 @@ def main():
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--shape", default="all", choices=["all"] + list(SHAPES))
     p.add_argument("--no-cudnn", action="store_true", help="only the flash backend's row")
+    p.add_argument("--dropout", type=float, default=0.0, help="attention dropout probability (dropout_p)")
     args = p.parse_args()
     if args.reps <= 0:
         p.error("--reps must be positive")
+    if not 0.0 <= args.dropout < 1.0:
+        p.error("--dropout must be in [0, 1)")
     import torch
     if args.device == "cuda" and not torch.cuda.is_available():
         print("peer_torch_attention: torch %s sees no CUDA device. HINT: --device cpu for a "

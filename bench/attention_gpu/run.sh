@@ -10,7 +10,8 @@
 #   DEVICE=cpu SHAPES=tiny REPS=2 bench/attention_gpu/run.sh # smoke test without a GPU
 #
 # Environment: GPT_BUILD_DIR (default build), BENCH_BIN (a prebuilt bench_attention: no
-# build), DEVICE (cuda), DTYPE (fp16 or bf16), REPS (20), SHAPES, PEER (torch, or none to
+# build), DEVICE (cuda), DTYPE (fp16 or bf16), REPS (20), DROPOUT (0: attention dropout,
+# both sides; Megatron's GPT configs use 0.1), SHAPES, PEER (torch, or none to
 # skip it), PYTHON (default: the first of /usr/bin/python3 and python3 that imports torch).
 # Prints every key=value line as it comes, then a markdown table; a failing shape keeps its
 # error under its row and the others still run. Exit status 1 when any of ours failed.
@@ -22,6 +23,7 @@ BUILD_DIR=${GPT_BUILD_DIR:-build}
 DEVICE=${DEVICE:-cuda}
 DTYPE=${DTYPE:-fp16}
 REPS=${REPS:-20}
+DROPOUT=${DROPOUT:-0}
 PEER=${PEER:-torch}
 if [ $# -gt 0 ]; then SHAPES="$*"; fi
 read -r -a SHAPE_LIST <<<"${SHAPES:-gpt-1.3b gpt2-1.5b-s1024 gpt22b-shape}"
@@ -50,7 +52,7 @@ failed=0
 for shape in "${SHAPE_LIST[@]}"; do
   echo "== $shape" >&2
   rc=0
-  "$BIN" --device "$DEVICE" --dtype "$DTYPE" --reps "$REPS" --shape "$shape" \
+  "$BIN" --device "$DEVICE" --dtype "$DTYPE" --reps "$REPS" --dropout "$DROPOUT" --shape "$shape" \
     >"$tmp/ours.out" 2>"$tmp/ours.err" || rc=$?
   grep -v '^#' "$tmp/ours.out" || true
   cat "$tmp/ours.err" >&2
@@ -69,7 +71,7 @@ for shape in "${SHAPE_LIST[@]}"; do
 
   if [ "$PEER" != "none" ]; then
     prc=0
-    "$PYTHON" "$here/peer_torch_attention.py" --device "$DEVICE" --dtype "$DTYPE" --reps "$REPS" \
+    "$PYTHON" "$here/peer_torch_attention.py" --device "$DEVICE" --dtype "$DTYPE" --reps "$REPS" --dropout "$DROPOUT" \
       --shape "$shape" >"$tmp/peer.out" 2>"$tmp/peer.err" || prc=$?
     grep -v '^#' "$tmp/peer.out" || true
     peer=$(shape_line "$tmp/peer.out" "$shape" torch)
@@ -107,7 +109,7 @@ ratio() {  # ours / torch, or - when either is missing
   fi
 }
 echo
-echo "device $DEVICE, $DTYPE, causal, dropout 0, median of $REPS; TFLOP/s count the causal half" \
+echo "device $DEVICE, $DTYPE, causal, dropout $DROPOUT, median of $REPS; TFLOP/s count the causal half" \
   "(fwd 2*b*np*s*s*hn, fwd+bwd 3.5x fwd); torch = F.scaled_dot_product_attention (flash forced," \
   "its backend in the last column), cuDNN = the same with SDPBackend.CUDNN_ATTENTION forced;" \
   "ours with GPT_CUDA_FLASH=${GPT_CUDA_FLASH:-(unset)}"
