@@ -3,10 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <sstream>
 #include <string>
 
 #include "core/environment.hpp"
 #include "core/errors.hpp"
+#include "test_env.hpp"
 
 namespace gpt {
 namespace {
@@ -171,6 +177,41 @@ TEST(Environment, SwitchesArePrintedRows) {
     EXPECT_TRUE(epilogue);
     EXPECT_TRUE(fast_accum);
     EXPECT_TRUE(algo);
+}
+
+// Every kernel switch value that scripts/device_check.sh sets literally is one the readers
+// accept: a misspelt value there would cost a lent device's step a UsageError (or, on the
+// CPU-only switches, measure the wrong thing). A switch the script sets that this test does
+// not know fails too, so a new one gets its reader listed here. Values from shell variables
+// ($k, $(...)) are not checked.
+TEST(Environment, DeviceCheckSetsOnlyKnownSwitchValues) {
+    const std::map<std::string, std::function<void()>> readers = {
+        {"GPT_CUDA_FLASH", [] { env::cuda_flash_sm90(); }},
+        {"GPT_CUDA_GEMM_EPILOGUE", [] { env::cuda_gemm_epilogue_unfused(); }},
+        {"GPT_CUDA_GEMM_ALGO", [] { env::cuda_gemm_autotune(); }},
+        {"GPT_CUDA_FP8_FAST_ACCUM", [] { env::cuda_fp8_fast_accum_forward(); }},
+        {"GPT_FP8_INPUT_CAST", [] { env::fp8_input_cast_separate(); }}};
+    const std::string path = test::source_dir() + "/scripts/device_check.sh";
+    std::ifstream in(path);
+    ASSERT_TRUE(in) << "cannot read " << path;
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string script = text.str();
+    const std::regex assignment("(GPT_[A-Z0-9_]+)=([a-z0-9][a-z0-9-]*)");
+    int checked = 0;
+    for (auto it = std::sregex_iterator(script.begin(), script.end(), assignment); it != std::sregex_iterator(); ++it) {
+        const std::string name = (*it)[1], value = (*it)[2];
+        if (name.rfind("GPT_TEST_", 0) == 0) continue;  // the test harness's paths
+        const auto reader = readers.find(name);
+        if (reader == readers.end()) {
+            ADD_FAILURE() << "device_check.sh sets " << name << ", a switch this test has no reader for";
+            continue;
+        }
+        ScopedEnv e(name.c_str(), value.c_str());
+        EXPECT_NO_THROW(reader->second()) << name << "=" << value << " in device_check.sh";
+        ++checked;
+    }
+    EXPECT_GE(checked, 8) << "the script's switch rows were not found";
 }
 
 }  // namespace
