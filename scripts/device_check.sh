@@ -66,6 +66,7 @@ STEPS=(
     "bench-unfused|bench|bench|60|25|R"
     "attn|attn|attn|120|40|R"
     "gemm-fp8|gemm|gemm|75|36|R"
+    "gemm-fp8-gelu-epilogue|gemm|gemm|30|12|-"
     "attn-flash-sm90|attn|attn|30|10|-"
     "attn-flash-sm90-bwd-1wg|attn|attn|30|10|-"
     "bench-flash-sm90|bench|bench|60|25|-"
@@ -76,6 +77,7 @@ STEPS=(
     "bench-autotune|bench|bench|50|25|-"
     "gemm-autotune|gemm|gemm|45|20|-"
     "gemm-fp8-separate|gemm|gemm|30|12|-"
+    "gemm-fp8-bias-grad-separate|gemm|gemm|30|12|-"
     "attn-flash-sm90-fwd|attn|attn|30|10|-"
     "attn-flash-sm90-basic|attn|attn|30|10|-"
     "bench-flash-simple|bench|bench|45|20|-"
@@ -90,7 +92,8 @@ needs() {
     wgmma) echo test_cuda_wgmma ;;
     train*) echo test_cuda_training ;;
     app*) echo gpt_pretrain ;;
-    bench* | gemm-fp8 | gemm-fp8-separate | profile) echo bench_train_gpu ;;
+    bench* | gemm-fp8 | gemm-fp8-separate | gemm-fp8-gelu-epilogue | gemm-fp8-bias-grad-separate | profile)
+        echo bench_train_gpu ;;
     attn*) echo bench_attention ;;
     gemm | gemm-autotune) echo bench_gemm ;;
     gemm-fp8-torch) echo bench_train_gpu ;;  # a peer only: runs where our FP8 row could
@@ -259,6 +262,15 @@ run_step() {
     # (GPT_FP8_INPUT_CAST=separate) instead of by the norms: the fused cast's saving.
     gemm-fp8-separate) "${t[@]}" env GPT_FP8_INPUT_CAST=separate "$bin/bench_train_gpu" --config gpt-1.3b \
                            --precision fp8 --steps 10 --warmup 3 ;;
+    # The fp8 row again with the bias gradients summed by a pass of their own
+    # (GPT_FP8_BIAS_GRAD=separate) instead of by the output gradients' casts.
+    gemm-fp8-bias-grad-separate) "${t[@]}" env GPT_FP8_BIAS_GRAD=separate "$bin/bench_train_gpu" \
+                                     --config gpt-1.3b --precision fp8 --steps 10 --warmup 3 ;;
+    # The fp8 row again with fc1's GELU in its GEMM epilogue and fc2's input cast in a pass
+    # (GPT_FP8_GELU=epilogue) instead of fc1's bias-only GEMM and the GELU pass that writes
+    # fc2's codes (pass, the default): which of the two is faster on the card.
+    gemm-fp8-gelu-epilogue) "${t[@]}" env GPT_FP8_GELU=epilogue "$bin/bench_train_gpu" --config gpt-1.3b \
+                                --precision fp8 --steps 10 --warmup 3 ;;
     gemm) "${t[@]}" "$bin/bench_gemm" --reps 10 ;;
     # The same table with autotuned algorithms, gpt-1.3b's shapes: "ours" against the gemm
     # row's heuristic choice and against cuBLASLt's best.

@@ -248,8 +248,13 @@ int main(int argc, char** argv) {
         auto device = gpt::make_backend(o.device, 0);
         std::string kernels = device->kernel_variants();
         if (kernels.empty()) kernels = o.device + " reference kernels";
-        // The model's own switch (not a kernel of the backend): where FP8 inputs are cast.
-        if (o.precision == "fp8") kernels += gpt::env::fp8_input_cast_separate() ? " fp8_input_cast=separate" : " fp8_input_cast=fused";
+        // The model's own switches (not kernels of the backend): where FP8 inputs are cast,
+        // where an FP8 layer's GELU runs, where its bias gradients are summed.
+        if (o.precision == "fp8") {
+            kernels += gpt::env::fp8_input_cast_separate() ? " fp8_input_cast=separate" : " fp8_input_cast=fused";
+            kernels += gpt::env::fp8_gelu_epilogue() ? " fp8_gelu=epilogue" : " fp8_gelu=pass";
+            kernels += gpt::env::fp8_bias_grad_separate() ? " fp8_bias_grad=separate" : " fp8_bias_grad=fused";
+        }
         std::fprintf(stderr, "bench_train_gpu: %s on %s, %s, kernels: %s\n", name.c_str(), o.device.c_str(),
                      o.precision.c_str(), kernels.c_str());
         // The decorator stays in place for the timed iterations too (disabled: a plain

@@ -259,6 +259,13 @@ public:
     void cast_to_fp8(const void* x, DType dtype, std::int64_t rows, std::int64_t cols,
                      Fp8Format format, const float* scale, std::uint8_t* q, std::uint8_t* q_t,
                      float* amax);
+    // cast_to_fp8 of an output gradient dy [rows, cols] and its linear's bias gradient in the
+    // same pass (issue 34): exactly cast_to_fp8(dy, ...), and dbias[c] (fp32) += sum over rows
+    // of dy[r, c] as bias_grad (the values as stored; the order of the fp32 sum is the
+    // backend's). Backends without a fused kernel run the two (the CPU backend).
+    void cast_to_fp8_bias_grad(const void* dy, DType dtype, std::int64_t rows, std::int64_t cols,
+                               Fp8Format format, const float* scale, std::uint8_t* q, std::uint8_t* q_t,
+                               float* amax, float* dbias);
     // amax[0] = max(amax[0], max |x|) over n values of x (NaN-sticky): current scaling's
     // first pass, before the scale exists.
     void amax(const void* x, DType dtype, std::int64_t n, float* amax);
@@ -409,6 +416,10 @@ protected:
                                 Fp8Format format, const float* scale, std::uint8_t* q,
                                 std::uint8_t* q_t, float* amax) = 0;
     virtual void do_amax(const void* x, DType dtype, std::int64_t n, float* amax) = 0;
+    // Default: do_cast_to_fp8, then do_bias_grad (checked_ops.cpp).
+    virtual void do_cast_to_fp8_bias_grad(const void* dy, DType dtype, std::int64_t rows, std::int64_t cols,
+                                          Fp8Format format, const float* scale, std::uint8_t* q,
+                                          std::uint8_t* q_t, float* amax, float* dbias);
     // Default: the norm, then do_cast_to_fp8 of its output (checked_ops.cpp).
     virtual void do_norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, const void* beta,
                                      void* y, float* mean, float* rstd, std::int64_t rows,

@@ -162,6 +162,23 @@ void Backend::cast_to_fp8(const void* x, DType dtype, std::int64_t rows, std::in
     do_cast_to_fp8(x, dtype, rows, cols, format, scale, q, q_t, amax);
 }
 
+void Backend::cast_to_fp8_bias_grad(const void* dy, DType dtype, std::int64_t rows, std::int64_t cols,
+                                    Fp8Format format, const float* scale, std::uint8_t* q, std::uint8_t* q_t,
+                                    float* amax, float* dbias) {
+    check_matrix(rows, cols, "cast_to_fp8_bias_grad");
+    GPT_REQUIRE(dy && scale && (q || q_t) && dbias, InternalError,
+                "cast_to_fp8_bias_grad: needs dy, a scale, at least one codes' output and dbias");
+    if (rows == 0 || cols == 0) return;
+    do_cast_to_fp8_bias_grad(dy, dtype, rows, cols, format, scale, q, q_t, amax, dbias);
+}
+
+void Backend::do_cast_to_fp8_bias_grad(const void* dy, DType dtype, std::int64_t rows, std::int64_t cols,
+                                       Fp8Format format, const float* scale, std::uint8_t* q,
+                                       std::uint8_t* q_t, float* amax, float* dbias) {
+    do_cast_to_fp8(dy, dtype, rows, cols, format, scale, q, q_t, amax);
+    do_bias_grad(dy, dbias, rows, cols, dtype);
+}
+
 void Backend::amax(const void* x, DType dtype, std::int64_t n, float* amax) {
     check_size(n, "amax");
     GPT_REQUIRE(amax, InternalError, "amax: null output");

@@ -76,6 +76,8 @@ bool cuda_gemm_epilogue_unfused() { return is_other_of_two("GPT_CUDA_GEMM_EPILOG
 bool cuda_fp8_fast_accum_forward() { return !is_other_of_two("GPT_CUDA_FP8_FAST_ACCUM", "forward", "off"); }
 bool cuda_gemm_autotune() { return is_other_of_two("GPT_CUDA_GEMM_ALGO", "heuristic", "autotune"); }
 bool fp8_input_cast_separate() { return is_other_of_two("GPT_FP8_INPUT_CAST", "fused", "separate"); }
+bool fp8_gelu_epilogue() { return is_other_of_two("GPT_FP8_GELU", "pass", "epilogue"); }
+bool fp8_bias_grad_separate() { return is_other_of_two("GPT_FP8_BIAS_GRAD", "fused", "separate"); }
 
 std::optional<double> distributed_timeout_seconds() {
     const char* e = get("GPT_DISTRIBUTED_TIMEOUT_SECONDS");
@@ -106,6 +108,7 @@ std::vector<std::pair<std::string, std::string>> rows() {
     std::vector<std::pair<std::string, std::string>> r;
     for (const char* name : {"DEVICE_MEMORY_GB", "GPT_CPU_CORES", "GPT_CUDA_FLASH", "GPT_CUDA_GEMM_EPILOGUE",
                              "GPT_CUDA_GEMM_ALGO", "GPT_CUDA_FP8_FAST_ACCUM", "GPT_FP8_INPUT_CAST",
+                             "GPT_FP8_GELU", "GPT_FP8_BIAS_GRAD",
                              "GPT_DISTRIBUTED_TIMEOUT_SECONDS",
                              "GPT_TEST_STALL_BEFORE_SAVE", "GPT_TEST_STALL_IN_SAVE"}) {
         const char* v = std::getenv(name);

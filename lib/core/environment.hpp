@@ -54,6 +54,21 @@ bool cuda_gemm_autotune();
 // of two); separate: a cast pass over the norm's (all-gathered) output. Both give the same
 // codes bit for bit. True for separate; UsageError for any other value.
 bool fp8_input_cast_separate();
+// GPT_FP8_GELU=pass|epilogue: where an FP8 layer's bias-GELU MLP (GPT's) computes GELU. pass,
+// the default (Transformer Engine's layout): fc1's FP8 GEMM adds only the bias, and one
+// element-wise pass writes GELU's output and, with the fused input cast, fc2's FP8 codes;
+// epilogue: cuBLASLt's GELU_AUX_BIAS epilogue on fc1's GEMM, then a cast pass for fc2's
+// input. The same bytes move either way; the bf16 profile (issue 33) had GEMMs with the
+// GELU epilogue at 436-462 TFLOP/s where plain ones of the size ran at 657-692. True for
+// epilogue; UsageError for any other value.
+bool fp8_gelu_epilogue();
+// GPT_FP8_BIAS_GRAD=fused|separate: where an FP8 linear's bias gradient is summed when its
+// weight gradient runs in FP8 (the 16-bit GEMM's BGRADB epilogue is not used on FP8 operands:
+// it would sum the quantised gradient). fused, the default: by the pass that casts the output
+// gradient to FP8 (Backend::cast_to_fp8_bias_grad), which reads it anyway; separate: a
+// bias_grad pass of its own, reading the output gradient again. True for separate;
+// UsageError for any other value.
+bool fp8_bias_grad_separate();
 
 // GPT_DISTRIBUTED_TIMEOUT_SECONDS: the hang watchdog's limit in seconds, overriding
 // --distributed-timeout-minutes (whose unit, as in Megatron, is a whole minute); for tests

@@ -204,14 +204,21 @@ void Fp8Linears::backward(dist::Communicator& tp, int layer, Linear which, const
     const auto at = static_cast<std::size_t>((layer - first_layer_) * kLinears + static_cast<int>(which));
     GPT_ASSERT(weight_cast_[at], "FP8 backward of layer ", layer, " before its forward");
     prepare_scale(tp, gi, dy, tokens_ * out);
-    be_.cast_to_fp8(dy, dtype_, tokens_, out, opt_.gradient, scale_ + gi, dy8_, opt_.wgrad ? dyt8_ : nullptr,
-                    opt_.delayed ? amax_ + gi : nullptr);
+    // With an FP8 weight gradient the bias gradient is summed by the cast's pass over dy
+    // (Fp8Options::fused_bias_grad) or by a pass of its own; without, by the 16-bit GEMM.
+    const bool fused_dbias = dbias && opt_.wgrad && opt_.fused_bias_grad;
+    float* const gamax = opt_.delayed ? amax_ + gi : nullptr;
+    if (fused_dbias)
+        be_.cast_to_fp8_bias_grad(dy, dtype_, tokens_, out, opt_.gradient, scale_ + gi, dy8_, dyt8_, gamax, dbias);
+    else
+        be_.cast_to_fp8(dy, dtype_, tokens_, out, opt_.gradient, scale_ + gi, dy8_, opt_.wgrad ? dyt8_ : nullptr,
+                        gamax);
     // Weight gradient first: the caller may overwrite x with dx (SwiGLU's output buffer).
     if (opt_.wgrad) {
         // x^T with the forward's scale (current scaling: the same tensor gives the same amax).
         prepare_scale(tp, xi, x, tokens_ * in);
         be_.cast_to_fp8(x, dtype_, tokens_, in, opt_.forward, scale_ + xi, nullptr, xt8_, nullptr);
-        if (dbias) be_.bias_grad(dy, dbias, tokens_, out, dtype_);
+        if (dbias && !fused_dbias) be_.bias_grad(dy, dbias, tokens_, out, dtype_);
         GemmArgs g = fp8_gemm(out, in, tokens_, dyt8_, opt_.gradient, scale_inv_ + gi, xt8_, opt_.forward,
                               scale_inv_ + xi, dw, dtype_, DType::F32);
         g.beta = 1.0f;  // accumulates into the fp32 main gradient

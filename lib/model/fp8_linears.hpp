@@ -59,6 +59,9 @@ public:
     // inputs' FP8 codes themselves, and forward(..., x_cast = true) reads them instead of
     // casting x. The projection's input (attention's output) is always cast separately.
     bool fuses_input_cast(int layer) const { return opt_.fused_input_cast && opt_.delayed && in_fp8(layer); }
+    // Whether layer L's bias-GELU MLP runs GELU as a pass after fc1's bias-only GEMM
+    // (Fp8Options::gelu_in_epilogue false), rather than in the GEMM's epilogue.
+    bool gelu_pass(int layer) const { return !opt_.gelu_in_epilogue && in_fp8(layer); }
     // Where the producer of `which`'s input writes the codes: the input buffer, or with
     // `staged` (sequence parallelism: a norm sees this rank's shard) a staging buffer that
     // gather_codes then all-gathers into it. record: a training pass (its amax is kept).

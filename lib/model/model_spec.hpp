@@ -86,6 +86,13 @@ struct Fp8Options {
     // SwiGLU or GELU) write those FP8 input codes themselves (Backend::norm_forward_fp8,
     // swiglu_forward_fp8, gelu_forward_fp8); GPT_FP8_INPUT_CAST=separate turns it off.
     bool fused_input_cast = true;
+    // GPT's bias-GELU MLP in an FP8 layer: false (GPT_FP8_GELU=pass, the default), fc1's GEMM
+    // adds the bias and a GELU pass follows (writing fc2's codes under the fused input cast);
+    // true (epilogue), GELU in fc1's GEMM epilogue and fc2's input cast by a pass of its own.
+    bool gelu_in_epilogue = false;
+    // With FP8 weight gradients: a linear's bias gradient summed by its output gradient's cast
+    // (Backend::cast_to_fp8_bias_grad); GPT_FP8_BIAS_GRAD=separate: a bias_grad pass.
+    bool fused_bias_grad = true;
 };
 
 struct ModelOptions {

@@ -83,7 +83,8 @@ const void* norm_then_input(const PassContext& c, int L, Linear which, const voi
 }
 
 // The MLP's activation of fc1_pre into act (fc2's input) where it is a pass of its own
-// (SwiGLU, or GELU without a bias to fuse into FC1's GEMM epilogue). Where the chunk fuses
+// (SwiGLU, GELU without a bias to fuse into FC1's GEMM epilogue, or an FP8 layer's GELU
+// under GPT_FP8_GELU=pass). Where the chunk fuses
 // layer L's input casts the activation also writes FC2's FP8 codes: returns nullptr, as
 // norm_then_input; else act.
 const void* activation_into_fc2(const PassContext& c, int L, const void* fc1_pre, void* act) {
@@ -124,7 +125,7 @@ void transformer_layer_forward(const PassContext& c, const LayerParamOffsets& p,
     Backend& be = *c.be;
     const ModelDims& d = *c.dims;
     const DType t = c.opt->dtype;
-    const std::int64_t T = c.tokens, R = c.rows, h = d.hidden;
+    const std::int64_t R = c.rows, h = d.hidden;
     const float p_hidden = c.dropout ? c.opt->hidden_dropout : 0.0f;
     void* gathered = c.act(c.ws->gathered);
     void* tmp1 = c.act(c.ws->tmp1);
@@ -160,11 +161,13 @@ void transformer_layer_forward(const PassContext& c, const LayerParamOffsets& p,
         linear_fwd(c, L, Linear::Fc1, a2, p.fc1_w, c.act(s.fc1_pre), h, d.local_fc1(),
                    bias_epilogue(p.fc1_b), opt_param(c, p.fc1_b));
         fc2_in = activation_into_fc2(c, L, c.act(s.fc1_pre), c.act(s.gelu_out));
-    } else if (p.fc1_b >= 0) {
+    } else if (p.fc1_b >= 0 && !(c.fp8 && c.fp8->gelu_pass(L))) {
         linear_fwd(c, L, Linear::Fc1, a2, p.fc1_w, c.act(s.gelu_out), h, d.local_ffn(),
                    GemmEpilogue::BiasGelu, c.param(p.fc1_b), c.act(s.fc1_pre), c.opt->tanh_gelu);
     } else {
-        linear_fwd(c, L, Linear::Fc1, a2, p.fc1_w, c.act(s.fc1_pre), h, d.local_ffn());
+        // No bias, or an FP8 layer's GELU pass (GPT_FP8_GELU=pass): the GEMM adds the bias only.
+        linear_fwd(c, L, Linear::Fc1, a2, p.fc1_w, c.act(s.fc1_pre), h, d.local_ffn(),
+                   bias_epilogue(p.fc1_b), opt_param(c, p.fc1_b));
         fc2_in = activation_into_fc2(c, L, c.act(s.fc1_pre), c.act(s.gelu_out));
     }
     linear_fwd(c, L, Linear::Fc2, fc2_in, p.fc2_w, tmp1, d.local_ffn(), h);

@@ -52,6 +52,7 @@ ModelShape model_shape_from_config(const Config& cfg) {
     m.untied_output = mc.untie_embeddings_and_output_weights;
     m.fp8 = cfg.fp8;
     m.fp8_fused_input_cast = !env::fp8_input_cast_separate();
+    m.fp8_gelu_epilogue = env::fp8_gelu_epilogue();
     GPT_REQUIRE(m.num_layers > 0 && m.hidden > 0 && m.heads > 0 && m.seq > 0, UsageError,
                 "the planner needs --num-layers, --hidden-size, --num-attention-heads and --seq-length (got ",
                 m.num_layers, ", ", m.hidden, ", ", m.heads, ", ", m.seq, ")");

@@ -37,6 +37,9 @@ struct ModelShape {
     // write QKV's and FC1's input codes, gathered as bytes under sequence parallelism, and an
     // activation pass (SwiGLU, GELU without bias) FC2's.
     bool fp8_fused_input_cast = true;
+    // GPT_FP8_GELU=epilogue: an FP8 layer's bias-GELU runs in fc1's GEMM epilogue; by default
+    // (pass) fc1's GEMM adds the bias only and a GELU pass writes fc2's input (and codes).
+    bool fp8_gelu_epilogue = false;
 };
 
 // The shape's parameter-bearing dimensions with the vocabulary padded for tp: what the one

@@ -25,6 +25,10 @@ double gelu_gemm_factor(const ModelShape& m, const DevicePreset& dev) {
     return !m.swiglu && dev.kernels.gelu_epilogue > 0 ? dev.kernels.gelu_epilogue : 1.0;
 }
 
+// An FP8 layer's bias-GELU as a pass of its own after fc1's bias-only GEMM (GPT_FP8_GELU=pass,
+// the default), which writes fc2's input codes too under the fused input cast.
+bool fp8_gelu_pass(const ModelShape& m) { return !m.swiglu && m.linear_bias && !m.fp8_gelu_epilogue; }
+
 struct MicroBatchCost {
     double compute = 0;  // GEMMs, attention and element-wise work incl. recompute
     double tp = 0;       // TP collectives
@@ -42,7 +46,7 @@ struct MicroBatchCost {
 // With the fused input cast (fused_input_cast) the norms write QKV's and FC1's input codes in
 // their own pass: those two casts cost only the codes' byte per element of the norm's rows
 // (this rank's shard under sequence parallelism); so does FC2's where its input comes from
-// an activation pass (SwiGLU, or GELU without a bias for FC1's GEMM epilogue).
+// an activation pass (SwiGLU, GELU without a bias, or bias-GELU under fp8_gelu_pass).
 struct CastBytes {
     double forward = 0, backward = 0;
 };
@@ -54,7 +58,7 @@ CastBytes fp8_cast_bytes(const ModelShape& m, const Layout& l) {
     const double inputs = normed + projection + fc2, grads = bs * (qkv / t + h + fc1 / t + h);
     const double read = m.fp8.fp8_recipe == Fp8Recipe::Tensorwise ? 2 * e : e;
     const bool wgrad = m.fp8.fp8_wgrad;
-    const bool fc2_fused = m.swiglu || !m.linear_bias;
+    const bool fc2_fused = m.swiglu || !m.linear_bias || fp8_gelu_pass(m);
     const double forward = fused_input_cast(m) ? normed / (l.sequence_parallel ? t : 1.0) + projection * (read + 1) +
                                                      fc2 * (fc2_fused ? 1.0 : read + 1)
                                                : inputs * (read + 1);
@@ -102,10 +106,13 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
     struct LayerCost {
         double fwd = 0, bwd = 0, recompute = 0, gemm = 0, gemm_fp8 = 0;
     };
+    // An FP8 layer's bias-GELU pass (fp8_gelu_pass) where the 16-bit layers have it in the
+    // epilogue: its traffic, as the 16-bit layers' act_traffic where GELU is a pass.
+    const double fp8_gelu_traffic = !gelu_pass && fp8_gelu_pass(m) ? 16 * e * sbh / t * (f / (4 * h)) : 0.0;
     auto layer_cost = [&](const LinearGemmSeconds& lin, bool fp8) {
         const CastBytes cast = fp8 ? fp8_cast_bytes(m, l) : CastBytes{};
         LayerCost c;
-        c.fwd = lin.forward + attn_fwd + elem_fwd + cast.forward / hbm;
+        c.fwd = lin.forward + attn_fwd + elem_fwd + (cast.forward + (fp8 ? fp8_gelu_traffic : 0.0)) / hbm;
         c.bwd = lin.data_grad + lin.weight_grad + attn_bwd + 2 * elem_fwd + cast.backward / hbm;
         c.recompute = l.recompute == Recompute::Full ? c.fwd : l.recompute == Recompute::Selective ? core_fwd : 0.0;
         const double rc_lin = l.recompute == Recompute::Full ? lin.forward : 0.0;
@@ -184,8 +191,9 @@ LinearGemmSeconds linear_gemm_seconds(const ModelShape& m, const Layout& l, cons
     const double bs = double(l.micro_batch) * m.seq, h = m.hidden, f = m.ffn, t = l.tp;
     const double qkv = double(qkv_rows(m)), fc1 = double(fc1_rows(m));
     // fc1's forward and fc2's data gradient carry the GELU epilogue (gelu_gemm_factor); the
-    // weight gradients are plain.
+    // weight gradients are plain. An FP8 layer's fc1 under fp8_gelu_pass adds the bias only.
     const double gelu = gelu_gemm_factor(m, dev);
+    const double fc1_forward = fp8 && fp8_gelu_pass(m) ? 1.0 : gelu;
     auto four = [&](double peak, double fc1_factor, double fc2_factor) {
         return gemm_seconds(2 * bs * h * qkv / t, peak, dev) + gemm_seconds(2 * bs * h * h / t, peak, dev) +
                gemm_seconds(2 * bs * h * fc1 / t, peak, dev) / fc1_factor +
@@ -193,7 +201,7 @@ LinearGemmSeconds linear_gemm_seconds(const ModelShape& m, const Layout& l, cons
     };
     const double peak_fd = fp8 ? peak8 : peak16;
     const double wgrad_peak = fp8 && m.fp8.fp8_wgrad ? peak8 : peak16;
-    return {four(peak_fd, gelu, 1.0), four(peak_fd, 1.0, gelu), four(wgrad_peak, 1.0, 1.0)};
+    return {four(peak_fd, fc1_forward, 1.0), four(peak_fd, 1.0, gelu), four(wgrad_peak, 1.0, 1.0)};
 }
 
 void require_fp8_device(const ModelShape& m, const DevicePreset& dev) {

@@ -51,6 +51,37 @@ TEST(Fp8Ops, CastQuantisesEachElementAndItsTranspose) {
         }
 }
 
+TEST(Fp8Ops, CastWithBiasGradIsTheCastThenBiasGrad) {
+    // cast_to_fp8_bias_grad: the cast's codes, transpose and amax, and dbias += the column
+    // sums, as bias_grad adds them (the CPU backend composes the two: the same bits).
+    auto be = cpu_backend();
+    const std::int64_t rows = 37, cols = 48;
+    for (DType t : kAllTypes) {
+        SCOPED_TRACE(dname(t));
+        Buf dy(*be, t, rounded(t, random_vec(static_cast<std::size_t>(rows * cols), 9, -3.0, 3.0)));
+        const float scale = 5.5f;
+        const std::size_t n = static_cast<std::size_t>(rows * cols), c = static_cast<std::size_t>(cols);
+        std::vector<std::uint8_t> q1(n), qt1(n), q2(n), qt2(n);
+        float amax1 = 0.5f, amax2 = 0.5f;
+        std::vector<float> db1(c, 0.25f), db2(c, 0.25f);
+        be->cast_to_fp8_bias_grad(dy.p(), t, rows, cols, Fp8Format::E5M2, &scale, q1.data(), qt1.data(), &amax1,
+                                  db1.data());
+        be->cast_to_fp8(dy.p(), t, rows, cols, Fp8Format::E5M2, &scale, q2.data(), qt2.data(), &amax2);
+        be->bias_grad(dy.p(), db2.data(), rows, cols, t);
+        EXPECT_EQ(q1, q2);
+        EXPECT_EQ(qt1, qt2);
+        EXPECT_EQ(amax1, amax2);
+        EXPECT_EQ(db1, db2);
+        EXPECT_NE(db1, std::vector<float>(c, 0.25f)) << "dbias untouched";
+    }
+    const float one = 1.0f;
+    std::vector<std::uint8_t> q(4);
+    Buf x(*be, DType::BF16, std::vector<double>(4, 1.0));
+    EXPECT_THROW(be->cast_to_fp8_bias_grad(x.p(), DType::BF16, 2, 2, Fp8Format::E5M2, &one, q.data(), nullptr,
+                                           nullptr, nullptr),
+                 InternalError);
+}
+
 TEST(Fp8Ops, AmaxIsTheLargestMagnitudeAndNaNSticks) {
     auto be = cpu_backend();
     for (DType t : kAllTypes) {

@@ -98,6 +98,57 @@ TEST_F(CudaFp8, CastGivesTheCpuBackendsCodesTransposeAndAmax) {
         }
 }
 
+TEST_F(CudaFp8, CastSumsTheBiasGradientInTheSamePass) {
+    // cast_to_fp8_bias_grad against the CPU backend's cast then bias_grad: the same codes,
+    // transpose and amax bit for bit; dbias (added to a start value) within the two fp32
+    // sums' rounding: each is within (rows - 1) u sum |dy| of the exact sum (recursive
+    // summation, u = 2^-24; the CUDA kernel sums 32-row tiles, then the tiles in order), so
+    // they differ by at most 2 (rows - 1) u sum |dy| + one rounding of the start's addition.
+    // 70 x 100: partial tiles on both edges; 4100 rows: 129 row tiles, so 129 partials a
+    // column summed in order.
+    for (std::int64_t rows : {70, 4100})
+        for (DType t : kAllTypes) {
+            const std::int64_t cols = 100;
+            const Fp8Format f = t == DType::BF16 ? Fp8Format::E5M2 : Fp8Format::E4M3;
+            SCOPED_TRACE(detail::concat(dname(t), " rows ", rows));
+            const std::size_t n = static_cast<std::size_t>(rows * cols), c = static_cast<std::size_t>(cols);
+            Twin dy(cpu(), gpu(), t, random_vec(n, 31, -3.0, 3.0));
+            const float scale = 9.5f, start = 0.5f;
+            float* gscale = static_cast<float*>(upload(&scale, sizeof scale));
+            float* gamax = static_cast<float*>(upload(&start, sizeof start));
+            auto* gq = static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0xAA).data(), n));
+            auto* gqt = static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0xAA).data(), n));
+            const std::vector<float> db0 = [&] {
+                std::vector<float> v(c);
+                for (std::size_t j = 0; j < c; ++j) v[j] = 0.125f * static_cast<float>(j % 5);
+                return v;
+            }();
+            auto* gdb = static_cast<float*>(upload(db0.data(), c * sizeof(float)));
+            gpu().cast_to_fp8_bias_grad(dy.g(), t, rows, cols, f, gscale, gq, gqt, gamax, gdb);
+            std::vector<std::uint8_t> q(n), qt(n);
+            float amax = start;
+            std::vector<float> db = db0;
+            cpu().cast_to_fp8(dy.c(), t, rows, cols, f, &scale, q.data(), qt.data(), &amax);
+            cpu().bias_grad(dy.c(), db.data(), rows, cols, t);
+            EXPECT_TRUE(same_codes(download<std::uint8_t>(gq, n), q));
+            EXPECT_TRUE(same_codes(download<std::uint8_t>(gqt, n), qt));
+            EXPECT_EQ(download<float>(gamax, 1)[0], amax);
+            // sum |dy| per column, of the values as stored (the CPU twin's).
+            const std::vector<double> stored = dy.cpu_vals();
+            const std::vector<float> got = download<float>(gdb, c);
+            const double u = std::ldexp(1.0, -24);
+            std::size_t bad = 0;
+            for (std::size_t j = 0; j < c; ++j) {
+                double abs_sum = 0.0;
+                for (std::int64_t r = 0; r < rows; ++r) abs_sum += std::abs(stored[static_cast<std::size_t>(r) * c + j]);
+                const double bound = 2.0 * static_cast<double>(rows - 1) * u * abs_sum + u * std::abs(db[j]);
+                if (std::abs(static_cast<double>(got[j]) - db[j]) > bound && bad++ < 3)
+                    ADD_FAILURE() << "dbias[" << j << "] " << got[j] << " vs " << db[j] << " (bound " << bound << ")";
+            }
+            EXPECT_EQ(bad, 0u);
+        }
+}
+
 TEST_F(CudaFp8, NormsWriteTheCastsCodesInTheSamePass) {
     // norm_forward_fp8's kernels against the GPU's own norm, then its cast of y: the same y,
     // statistics, codes and amax, bit for bit (the codes of y as stored). Rows of 64 and 2560

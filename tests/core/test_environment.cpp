@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -125,20 +126,39 @@ TEST(Environment, FlashSwitch) {
     }
 }
 
+// A switch of two values read by `is_other` (true for `other`): unset and `first` read false,
+// `other` true, every near miss a UsageError.
+void expect_two_value_switch(const char* name, bool (*is_other)(), const char* first, const char* other,
+                             std::initializer_list<const char*> bad) {
+    SCOPED_TRACE(name);
+    EXPECT_FALSE(is_other());
+    {
+        ScopedEnv e(name, first);
+        EXPECT_FALSE(is_other());
+    }
+    {
+        ScopedEnv e(name, other);
+        EXPECT_TRUE(is_other());
+    }
+    for (const char* b : bad) {
+        ScopedEnv e(name, b);
+        EXPECT_THROW(is_other(), UsageError) << b;
+    }
+}
+
 TEST(Environment, Fp8InputCastSwitch) {
-    EXPECT_FALSE(env::fp8_input_cast_separate());
-    {
-        ScopedEnv e("GPT_FP8_INPUT_CAST", "fused");
-        EXPECT_FALSE(env::fp8_input_cast_separate());
-    }
-    {
-        ScopedEnv e("GPT_FP8_INPUT_CAST", "separate");
-        EXPECT_TRUE(env::fp8_input_cast_separate());
-    }
-    for (const char* bad : {"Fused", "off", "split", "separate "}) {
-        ScopedEnv e("GPT_FP8_INPUT_CAST", bad);
-        EXPECT_THROW(env::fp8_input_cast_separate(), UsageError) << bad;
-    }
+    expect_two_value_switch("GPT_FP8_INPUT_CAST", env::fp8_input_cast_separate, "fused", "separate",
+                            {"Fused", "off", "split", "separate "});
+}
+
+TEST(Environment, Fp8GeluSwitch) {
+    expect_two_value_switch("GPT_FP8_GELU", env::fp8_gelu_epilogue, "pass", "epilogue",
+                            {"Pass", "fused", "unfused", "epilogue "});
+}
+
+TEST(Environment, Fp8BiasGradSwitch) {
+    expect_two_value_switch("GPT_FP8_BIAS_GRAD", env::fp8_bias_grad_separate, "fused", "separate",
+                            {"Fused", "epilogue", "unfused", "separate "});
 }
 
 TEST(Environment, StallHooksTakeARank) {
@@ -190,7 +210,9 @@ TEST(Environment, DeviceCheckSetsOnlyKnownSwitchValues) {
         {"GPT_CUDA_GEMM_EPILOGUE", [] { env::cuda_gemm_epilogue_unfused(); }},
         {"GPT_CUDA_GEMM_ALGO", [] { env::cuda_gemm_autotune(); }},
         {"GPT_CUDA_FP8_FAST_ACCUM", [] { env::cuda_fp8_fast_accum_forward(); }},
-        {"GPT_FP8_INPUT_CAST", [] { env::fp8_input_cast_separate(); }}};
+        {"GPT_FP8_INPUT_CAST", [] { env::fp8_input_cast_separate(); }},
+        {"GPT_FP8_GELU", [] { env::fp8_gelu_epilogue(); }},
+        {"GPT_FP8_BIAS_GRAD", [] { env::fp8_bias_grad_separate(); }}};
     const std::string path = test::source_dir() + "/scripts/device_check.sh";
     std::ifstream in(path);
     ASSERT_TRUE(in) << "cannot read " << path;

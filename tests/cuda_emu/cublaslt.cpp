@@ -826,7 +826,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     double cost_ms = 0.0;
     {
         std::lock_guard lock(calls_mutex);
-        calls_log().push_back({p.m, p.n, p.k, p.fp8, p.fp8 && op.fast_accum != 0, algo_index});
+        calls_log().push_back({p.m, p.n, p.k, p.fp8, p.fp8 && op.fast_accum != 0, algo_index, p.epi});
         AlgoCosts& c = algo_costs();
         const auto i = static_cast<std::size_t>(algo_index);
         if (i < c.ms.size() && !c.ms[i].empty()) cost_ms = c.ms[i][std::min(c.calls[i]++, c.ms[i].size() - 1)];

@@ -202,6 +202,13 @@ Steps two_steps(GptModel& m, dist::Communicator& dp) {
     return r;
 }
 
+// How many of two runs' gradients differ (bit for bit).
+std::size_t differing(const std::vector<float>& a, const std::vector<float>& b) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
+    return n;
+}
+
 // The fused input casts against the separate casts, bit for bit: the same codes give the
 // same loss, gradients and amaxes (the producing kernels' amaxes included).
 void expect_fused_equals_separate(const ModelDims& d, ModelOptions opt, Backend& be, dist::Communicator& tp,
@@ -217,9 +224,7 @@ void expect_fused_equals_separate(const ModelDims& d, ModelOptions opt, Backend&
     const Steps a = two_steps(fused, dp), b = two_steps(separate, dp);
     EXPECT_EQ(a.loss, b.loss);
     ASSERT_EQ(a.grads.size(), b.grads.size());
-    std::size_t differ = 0;
-    for (std::size_t i = 0; i < a.grads.size(); ++i) differ += a.grads[i] != b.grads[i];
-    EXPECT_EQ(differ, 0u) << "gradients differ between the fused and the separate input casts";
+    EXPECT_EQ(differing(a.grads, b.grads), 0u) << "gradients differ between the fused and the separate input casts";
     EXPECT_EQ(a.history, b.history);
 }
 
@@ -229,23 +234,79 @@ TEST(GptModelFp8, FusedInputCastEqualsTheSeparateCasts) {
     if (world != 1) GTEST_SKIP() << "one rank";
     auto be = make_backend("cpu", 0);
     auto tp = test::self_comm("tp"), dp = test::self_comm("dp");
-    // GPT: the norms' casts fused (fc1's GELU is its GEMM's epilogue, so fc2's input is cast
-    // separately); without linear biases GELU is a pass that writes fc2's codes too; the
-    // Llama-style layers: RMSNorm, and SwiGLU writing fc2's codes.
+    // GPT: the norms' casts fused, and fc1's bias-only GEMM followed by the GELU pass that
+    // writes fc2's codes (GPT_FP8_GELU=pass); GPT with GELU in fc1's GEMM epilogue (epilogue:
+    // fc2's input is cast separately either way); without linear biases GELU is a pass that
+    // writes fc2's codes too; the Llama-style layers: RMSNorm, and SwiGLU writing fc2's codes.
     ModelConfig no_bias = test::tiny::model();
     no_bias.disable_bias_linear = true;
     ModelConfig llama = test::tiny::llama_model();
     llama.ffn_hidden_size = 32;  // FP8 GEMMs take dimensions that are multiples of 16
-    const std::pair<const char*, ModelConfig> cases[] = {
-        {"GPT", test::tiny::model()}, {"GPT without biases", no_bias}, {"Llama-style", llama}};
-    for (const auto& [name, mc] : cases) {
+    struct Case {
+        const char* name;
+        ModelConfig mc;
+        bool gelu_in_epilogue;
+    };
+    const Case cases[] = {{"GPT", test::tiny::model(), false},
+                          {"GPT, GELU in fc1's epilogue", test::tiny::model(), true},
+                          {"GPT without biases", no_bias, false},
+                          {"Llama-style", llama, false}};
+    for (const auto& [name, mc, gelu_in_epilogue] : cases) {
         SCOPED_TRACE(name);
         const ModelDims d = make_model_dims(mc, 50, 1, 0);
         GptModel init(d, ChunkSpec{0, 2, true, true}, ModelOptions{}, 2, *be, *tp);
         std::vector<float> p(static_cast<std::size_t>(init.layout().total_elements()));
         init.init_parameters_host(p.data());
-        expect_fused_equals_separate(d, fp8_options(), *be, *tp, *dp, p);
+        ModelOptions opt = fp8_options();
+        opt.fp8.gelu_in_epilogue = gelu_in_epilogue;
+        expect_fused_equals_separate(d, opt, *be, *tp, *dp, p);
     }
+}
+
+TEST(GptModelFp8, GeluPassEqualsTheEpilogueInFp32) {
+    // GPT_FP8_GELU=pass against epilogue: fc1's bias-only GEMM then the GELU pass, against
+    // GELU in the GEMM's epilogue. In bf16 they round differently (the pass takes GELU of the
+    // pre-activation as stored, the epilogue of the fp32 accumulator); with fp32 activations
+    // both take GELU of the same fp32 value, so loss, gradients and amaxes agree bit for bit.
+    // fc1's biases are set far from zero: a route that dropped or doubled them would differ.
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world != 1) GTEST_SKIP() << "one rank";
+    auto be = make_backend("cpu", 0);
+    auto tp = test::self_comm("tp"), dp = test::self_comm("dp");
+    const ModelDims d = make_model_dims(test::tiny::model(), 50, 1, 0);
+    ModelOptions opt = fp8_options();
+    opt.dtype = DType::F32;
+    GptModel init(d, ChunkSpec{0, 2, true, true}, opt, 2, *be, *tp);
+    std::vector<float> p(static_cast<std::size_t>(init.layout().total_elements()));
+    init.init_parameters_host(p.data());
+    for (int layer = 0; layer < 2; ++layer) {
+        const ParamEntry& b = init.layout().at(detail::concat("language_model/encoder/layers.", layer, "/mlp/dense_h_to_4h/bias"));
+        for (std::int64_t i = 0; i < b.numel; ++i)
+            p[static_cast<std::size_t>(b.offset + i)] = 0.25f * static_cast<float>(i % 7) - 0.75f;
+    }
+    Steps r[2];
+    for (bool epilogue : {false, true}) {
+        opt.fp8.gelu_in_epilogue = epilogue;
+        GptModel m(d, ChunkSpec{0, 2, true, true}, opt, 2, *be, *tp);
+        ASSERT_EQ(m.fp8()->gelu_pass(0), !epilogue);
+        m.set_parameters(p.data());
+        r[epilogue] = two_steps(m, *dp);
+    }
+    EXPECT_EQ(r[0].loss, r[1].loss);
+    ASSERT_EQ(r[0].grads.size(), r[1].grads.size());
+    EXPECT_EQ(differing(r[0].grads, r[1].grads), 0u) << "gradients differ between the GELU pass and the GELU epilogue";
+    EXPECT_EQ(r[0].history, r[1].history);
+
+    // In bf16 the two routes round differently, so the switch shows: some gradient differs.
+    opt.dtype = DType::BF16;
+    for (bool epilogue : {false, true}) {
+        opt.fp8.gelu_in_epilogue = epilogue;
+        GptModel m(d, ChunkSpec{0, 2, true, true}, opt, 2, *be, *tp);
+        m.set_parameters(p.data());
+        r[epilogue] = two_steps(m, *dp);
+    }
+    EXPECT_GT(differing(r[0].grads, r[1].grads), 0u) << "bf16: the GELU pass and the GELU epilogue gave the same gradients";
 }
 
 TEST(GptModelFp8, FusedInputCastUnderSequenceParallelismGathersTheCodes) {

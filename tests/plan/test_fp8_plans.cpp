@@ -45,7 +45,9 @@ TEST(Fp8Plans, HopperPresetsHaveTwiceTheBf16PeakA100None) {
 }
 
 TEST(Fp8Plans, LinearGemmsTakeAboutHalfTheTime) {
-    const ModelShape m16 = gpt22b(), m8 = with_fp8(gpt22b());
+    const ModelShape m16 = gpt22b();
+    ModelShape m8 = with_fp8(gpt22b());
+    m8.fp8_gelu_epilogue = true;  // GELU in fc1's epilogue, as the 16-bit layers
     const DevicePreset& h100 = find_device_preset("h100-80gb");
     const Layout l = one_layout(8, 1, 1, 1, 8);
     const LinearGemmSeconds a = linear_gemm_seconds(m16, l, h100, false);
@@ -56,6 +58,18 @@ TEST(Fp8Plans, LinearGemmsTakeAboutHalfTheTime) {
     EXPECT_NEAR(b.data_grad / a.data_grad, ratio, 1e-12);
     EXPECT_NEAR(b.weight_grad / a.weight_grad, ratio, 1e-12);
     EXPECT_NEAR(b.total() / a.total(), ratio, 1e-12);
+    // GPT_FP8_GELU=pass (the default): fc1's forward GEMM runs at the plain rate, so the four
+    // forward GEMMs take what the four weight-gradient GEMMs (the same FLOPs, all plain) take;
+    // fc2's data gradient keeps its dGELU epilogue.
+    {
+        ModelShape pass = m8;
+        pass.fp8_gelu_epilogue = false;
+        const LinearGemmSeconds p = linear_gemm_seconds(pass, l, h100, true);
+        EXPECT_DOUBLE_EQ(p.forward, p.weight_grad);
+        EXPECT_LT(p.forward, b.forward);
+        EXPECT_DOUBLE_EQ(p.data_grad, b.data_grad);
+        EXPECT_DOUBLE_EQ(p.weight_grad, b.weight_grad);
+    }
     // --no-fp8-wgrad: the weight gradient stays 16-bit.
     ModelShape no_wgrad = m8;
     no_wgrad.fp8.fp8_wgrad = false;
@@ -67,7 +81,9 @@ TEST(Fp8Plans, LinearGemmsTakeAboutHalfTheTime) {
 
 TEST(Fp8Plans, IterationTimeRunsOnlyTheLinearGemmsInFp8) {
     const DevicePreset& h100 = find_device_preset("h100-80gb");
-    const ModelShape m16 = gpt22b(), m8 = with_fp8(gpt22b());
+    const ModelShape m16 = gpt22b();
+    ModelShape m8 = with_fp8(gpt22b());
+    m8.fp8_gelu_epilogue = true;  // fc1's GEMMs carry the same epilogue in both (the pass: below)
     const Layout l = one_layout(8, 1, 1, 1, 8);
     const Placement pl = place(8, 8, 8, 1);
     const TimeBreakdown t16 = iteration_time(m16, l, h100, default_fabric(h100), pl);
@@ -88,17 +104,26 @@ TEST(Fp8Plans, IterationTimeRunsOnlyTheLinearGemmsInFp8) {
     // the linear weights, read and written twice (4 bytes). With the fused input cast (the
     // default) QKV's and fc1's forward inputs cost only their codes' byte, over the norms'
     // sequence-parallel shards (T h / t each), and the forward all-gathers move those bytes.
+    // With the GELU pass (GPT_FP8_GELU=pass, the default) where the 16-bit layers have GELU
+    // in fc1's epilogue, that pass reads and writes fc1's output (4 bytes, T f / t) and, with
+    // the fused input cast, writes fc2's codes (1 byte instead of the cast's 3).
     const double T = 2048, h = 6144, f = 4 * h, t = 8;
     const double inputs = T * (h + h / t + h + f / t), grads = T * (3 * h / t + h + f / t + h);
     const double weights = (3 * h * h + h * h + f * h + h * f) / t;
-    const double fused_forward = 2 * T * h / t + T * (h / t + f / t) * 3;
-    for (bool fused : {true, false}) {
+    for (bool fused : {true, false})
+    for (bool gelu_epilogue : {false, true}) {
         SCOPED_TRACE(fused ? "fused input cast" : "separate casts");
+        SCOPED_TRACE(gelu_epilogue ? "GELU in fc1's epilogue" : "GELU pass");
         ModelShape m = m8;
         m.fp8_fused_input_cast = fused;
+        m.fp8_gelu_epilogue = gelu_epilogue;
         const TimeBreakdown tf = iteration_time(m, l, h100, default_fabric(h100), pl);
+        const double fc2_codes = fused && !gelu_epilogue ? 1 : 3;
+        const double fused_forward = 2 * T * h / t + T * (h / t) * 3 + T * (f / t) * fc2_codes;
+        const double gelu_pass = gelu_epilogue ? 0 : 4 * T * f / t;
         const double cast_bytes =
-            layers * mcount * ((fused ? fused_forward : inputs * 3) + grads * 4 + inputs * 3) + layers * weights * 4;
+            layers * mcount * ((fused ? fused_forward : inputs * 3) + gelu_pass + grads * 4 + inputs * 3) +
+            layers * weights * 4;
         const double cast_seconds = cast_bytes / (3350e9 * 0.75);
         EXPECT_NEAR(tf.compute - (t16.compute - (t16.gemm - tf.gemm)), cast_seconds, 1e-6 * cast_seconds);
         EXPECT_LT(cast_seconds, 0.5 * (t16.gemm - tf.gemm));
@@ -108,7 +133,9 @@ TEST(Fp8Plans, IterationTimeRunsOnlyTheLinearGemmsInFp8) {
                                           2 * allreduce_seconds(1.5 * T * h, 8, fab.intra_node_gbps, h100.intra_node_latency_us))
                                    : 0.0;
         EXPECT_NEAR(tf.tp_comm, t16.tp_comm - saved, 1e-9 * t16.tp_comm);
-        if (fused) EXPECT_LT(tf.tp_comm, t16.tp_comm);
+        if (fused) {
+            EXPECT_LT(tf.tp_comm, t16.tp_comm);
+        }
     }
     EXPECT_DOUBLE_EQ(t8.optimizer, t16.optimizer);
 

@@ -100,6 +100,9 @@ protected:
                         Fp8Format format, const float* scale, std::uint8_t* q, std::uint8_t* q_t,
                         float* amax) override;
     void do_amax(const void* x, DType dtype, std::int64_t n, float* amax) override;
+    void do_cast_to_fp8_bias_grad(const void* dy, DType dtype, std::int64_t rows, std::int64_t cols,
+                                  Fp8Format format, const float* scale, std::uint8_t* q, std::uint8_t* q_t,
+                                  float* amax, float* dbias) override;
     // The norm kernels with the FP8 codes of y (layernorm.cu, decoder_ops.cu).
     void do_norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, const void* beta, void* y,
                              float* mean, float* rstd, std::int64_t rows, std::int64_t cols, float eps,
@@ -175,6 +178,9 @@ private:
                                const Fp8Codes* codes);
     void launch_gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype,
                              const Fp8Codes* codes);
+    // cast_to_fp8, and with dbias (nullable) the column sums added into it (fp8.cu).
+    void launch_cast_to_fp8(const void* x, DType dtype, std::int64_t rows, std::int64_t cols, Fp8Format format,
+                            const float* scale, std::uint8_t* q, std::uint8_t* q_t, float* amax, float* dbias);
     // Column sums of a rows x cols matrix (fp32 partials per row chunk, then an in-order
     // sum), so bias and layernorm parameter gradients are deterministic.
     void column_sums(const void* m, float* out, std::int64_t rows, std::int64_t cols,

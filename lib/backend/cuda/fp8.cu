@@ -1,9 +1,11 @@
 // The FP8 casts (issue 34) on CUDA, twins of cpu/fp8.cpp: the hardware's satfinite
 // round-to-nearest-even conversion (fp8_codes.cuh; sm_89+ in one instruction, a bit-exact
 // software path on sm_80), the transposed copy through a shared-memory tile so that both
-// the reads of x and the writes of q_t are coalesced, and the NaN-sticky amax.
+// the reads of x and the writes of q_t are coalesced, the NaN-sticky amax, and (for an output
+// gradient) its bias gradient's column sums in the same pass.
 #include <cfloat>
 #include <cstdint>
+#include <memory>
 
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_common.cuh"
@@ -16,16 +18,21 @@ namespace {
 constexpr int kTile = 32;     // a tile of x: kTile x kTile
 constexpr int kTileRows = 8;  // threads per tile column: each thread does kTile / kTileRows rows
 
-template <typename T>
+// Sums: also the column sums of x (a linear's bias gradient, cast_to_fp8_bias_grad): each
+// block's over its row tiles into partial[blockIdx.y, c] (the threads of a column add their
+// rows in a fixed order, then the kTileRows sums in order), summed over blockIdx.y in order
+// by add_chunk_sums, so the result is the same every run.
+template <typename T, bool Sums>
 __global__ void cast_to_fp8_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t cols,
                                    bool e4m3, const float* __restrict__ scale,
                                    std::uint8_t* __restrict__ q, std::uint8_t* __restrict__ q_t,
-                                   float* amax) {
+                                   float* amax, float* __restrict__ partial) {
     __shared__ std::uint8_t tile[kTile][kTile + 4];
     const float s = *scale;
     const std::int64_t row_tiles = (rows + kTile - 1) / kTile;
     const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
     unsigned m = 0;
+    float sum = 0.0f;
     for (std::int64_t rt = blockIdx.y; rt < row_tiles; rt += gridDim.y) {
         const std::int64_t r0 = rt * kTile;
         // Read and quantise: threadIdx.x along the columns (coalesced reads and writes of q).
@@ -33,6 +40,7 @@ __global__ void cast_to_fp8_kernel(const T* __restrict__ x, std::int64_t rows, s
             const std::int64_t r = r0 + i, c = c0 + threadIdx.x;
             if (r < rows && c < cols) {
                 const float v = ldf(x + r * cols + c);
+                if (Sums) sum += v;
                 m = max(m, abs_bits(v));
                 const std::uint8_t code = to_fp8(v * s, e4m3);
                 if (q) q[r * cols + c] = code;
@@ -50,6 +58,17 @@ __global__ void cast_to_fp8_kernel(const T* __restrict__ x, std::int64_t rows, s
         }
     }
     if (amax) amax_commit(m, amax);
+    if (Sums) {
+        __shared__ float sums[kTileRows][kTile];
+        sums[threadIdx.y][threadIdx.x] = sum;
+        __syncthreads();
+        const std::int64_t c = c0 + threadIdx.x;
+        if (threadIdx.y == 0 && c < cols) {
+            float total = 0.0f;
+            for (int y = 0; y < kTileRows; ++y) total += sums[y][threadIdx.x];
+            partial[blockIdx.y * cols + c] = total;
+        }
+    }
 }
 
 template <typename T>
@@ -78,19 +97,40 @@ __global__ void current_scales_kernel(const float* __restrict__ amax, float* __r
 
 }  // namespace
 
+void CudaBackend::launch_cast_to_fp8(const void* x, DType dtype, std::int64_t rows, std::int64_t cols,
+                                     Fp8Format format, const float* scale, std::uint8_t* q,
+                                     std::uint8_t* q_t, float* amax, float* dbias) {
+    const std::int64_t col_tiles = (cols + kTile - 1) / kTile;
+    GPT_REQUIRE(col_tiles <= INT32_MAX, DeviceError, "cast_to_fp8: ", cols, " columns exceed the grid");
+    const std::int64_t chunks = std::min<std::int64_t>((rows + kTile - 1) / kTile, 65535);
+    const dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(chunks));
+    // One fp32 partial per column and blockIdx.y: at most 1/16 of x's bytes at 2 bytes an element.
+    std::unique_ptr<Scratch> partial;
+    if (dbias) partial = std::make_unique<Scratch>(*this, static_cast<std::size_t>(chunks * cols) * sizeof(float));
+    dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        const bool e4m3 = format == Fp8Format::E4M3;
+        if (dbias)
+            cast_to_fp8_kernel<T, true><<<grid, dim3(kTile, kTileRows), 0, cuda_stream(stream())>>>(
+                static_cast<const T*>(x), rows, cols, e4m3, scale, q, q_t, amax, partial->as<float>());
+        else
+            cast_to_fp8_kernel<T, false><<<grid, dim3(kTile, kTileRows), 0, cuda_stream(stream())>>>(
+                static_cast<const T*>(x), rows, cols, e4m3, scale, q, q_t, amax, nullptr);
+    });
+    GPT_CUDA_LAUNCH_CHECK("cast_to_fp8");
+    if (dbias) add_chunk_sums(partial->as<float>(), dbias, chunks, cols);
+}
+
 void CudaBackend::do_cast_to_fp8(const void* x, DType dtype, std::int64_t rows, std::int64_t cols,
                                  Fp8Format format, const float* scale, std::uint8_t* q,
                                  std::uint8_t* q_t, float* amax) {
-    const std::int64_t col_tiles = (cols + kTile - 1) / kTile;
-    GPT_REQUIRE(col_tiles <= INT32_MAX, DeviceError, "cast_to_fp8: ", cols, " columns exceed the grid");
-    const dim3 grid(static_cast<unsigned>(col_tiles),
-                    static_cast<unsigned>(std::min<std::int64_t>((rows + kTile - 1) / kTile, 65535)));
-    dispatch(dtype, [&](auto tag) {
-        using T = decltype(tag);
-        cast_to_fp8_kernel<T><<<grid, dim3(kTile, kTileRows), 0, cuda_stream(stream())>>>(
-            static_cast<const T*>(x), rows, cols, format == Fp8Format::E4M3, scale, q, q_t, amax);
-    });
-    GPT_CUDA_LAUNCH_CHECK("cast_to_fp8");
+    launch_cast_to_fp8(x, dtype, rows, cols, format, scale, q, q_t, amax, nullptr);
+}
+
+void CudaBackend::do_cast_to_fp8_bias_grad(const void* dy, DType dtype, std::int64_t rows, std::int64_t cols,
+                                           Fp8Format format, const float* scale, std::uint8_t* q,
+                                           std::uint8_t* q_t, float* amax, float* dbias) {
+    launch_cast_to_fp8(dy, dtype, rows, cols, format, scale, q, q_t, amax, dbias);
 }
 
 void CudaBackend::do_amax(const void* x, DType dtype, std::int64_t n, float* amax) {

@@ -34,6 +34,8 @@ model::ModelOptions model_options_of(const Config& cfg, DType dtype) {
         opt.fp8.bf16_layers_at_start = f.bf16_layers_at_start();
         opt.fp8.bf16_layers_at_end = f.bf16_layers_at_end();
         opt.fp8.fused_input_cast = !env::fp8_input_cast_separate();
+        opt.fp8.gelu_in_epilogue = env::fp8_gelu_epilogue();
+        opt.fp8.fused_bias_grad = !env::fp8_bias_grad_separate();
     }
     return opt;
 }

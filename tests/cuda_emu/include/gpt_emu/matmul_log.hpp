@@ -1,6 +1,7 @@
 // What the emulator's cublasLtMatmul ran (tests only): one log per process, in call order, so
 // a test can see which of a layer's GEMMs asked for what (e.g. FP8 fast accumulation only in
-// the forward GEMMs) and which algorithm each call ran (GPT_CUDA_GEMM_ALGO=autotune).
+// the forward GEMMs, which epilogue) and which algorithm each call ran
+// (GPT_CUDA_GEMM_ALGO=autotune).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@ struct MatmulCall {
     bool fp8;              // A and B FP8 codes
     bool fast_accum;       // CUBLASLT_MATMUL_DESC_FAST_ACCUM set
     int algo;              // which of the heuristic's answers (0: its first)
+    std::uint32_t epilogue;  // CUBLASLT_MATMUL_DESC_EPILOGUE (a cublasLtEpilogue_t)
 };
 
 std::vector<MatmulCall> matmul_calls();
