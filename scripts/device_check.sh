@@ -67,6 +67,7 @@ STEPS=(
     "attn|attn|attn|120|40|R"
     "gemm-fp8|gemm|gemm|75|36|R"
     "gemm-fp8-gelu-epilogue|gemm|gemm|30|12|-"
+    "gemm-fp8-cast-tile|gemm|gemm|30|12|-"
     "attn-flash-sm90|attn|attn|30|10|-"
     "attn-flash-sm90-bwd-1wg|attn|attn|30|10|-"
     "bench-flash-sm90|bench|bench|60|25|-"
@@ -92,7 +93,8 @@ needs() {
     wgmma) echo test_cuda_wgmma ;;
     train*) echo test_cuda_training ;;
     app*) echo gpt_pretrain ;;
-    bench* | gemm-fp8 | gemm-fp8-separate | gemm-fp8-gelu-epilogue | gemm-fp8-bias-grad-separate | profile)
+    bench* | gemm-fp8 | gemm-fp8-separate | gemm-fp8-gelu-epilogue | gemm-fp8-bias-grad-separate | gemm-fp8-cast-tile | \
+        profile)
         echo bench_train_gpu ;;
     attn*) echo bench_attention ;;
     gemm | gemm-autotune) echo bench_gemm ;;
@@ -262,6 +264,10 @@ run_step() {
     # (GPT_FP8_INPUT_CAST=separate) instead of by the norms: the fused cast's saving.
     gemm-fp8-separate) "${t[@]}" env GPT_FP8_INPUT_CAST=separate "$bin/bench_train_gpu" --config gpt-1.3b \
                            --precision fp8 --steps 10 --warmup 3 ;;
+    # The fp8 row again with the element-wise 32 x 32 cast kernel (GPT_CUDA_FP8_CAST=tile)
+    # instead of the vectorised 64 x 64 one: the casts' share of the FP8 step.
+    gemm-fp8-cast-tile) "${t[@]}" env GPT_CUDA_FP8_CAST=tile "$bin/bench_train_gpu" --config gpt-1.3b \
+                            --precision fp8 --steps 10 --warmup 3 ;;
     # The fp8 row again with the bias gradients summed by a pass of their own
     # (GPT_FP8_BIAS_GRAD=separate) instead of by the output gradients' casts.
     gemm-fp8-bias-grad-separate) "${t[@]}" env GPT_FP8_BIAS_GRAD=separate "$bin/bench_train_gpu" \

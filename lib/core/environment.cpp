@@ -74,6 +74,7 @@ bool is_other_of_two(const char* name, const char* default_value, const char* ot
 
 bool cuda_gemm_epilogue_unfused() { return is_other_of_two("GPT_CUDA_GEMM_EPILOGUE", "fused", "unfused"); }
 bool cuda_fp8_fast_accum_forward() { return !is_other_of_two("GPT_CUDA_FP8_FAST_ACCUM", "forward", "off"); }
+bool cuda_fp8_cast_tile() { return is_other_of_two("GPT_CUDA_FP8_CAST", "vec", "tile"); }
 bool cuda_gemm_autotune() { return is_other_of_two("GPT_CUDA_GEMM_ALGO", "heuristic", "autotune"); }
 bool fp8_input_cast_separate() { return is_other_of_two("GPT_FP8_INPUT_CAST", "fused", "separate"); }
 bool fp8_gelu_epilogue() { return is_other_of_two("GPT_FP8_GELU", "pass", "epilogue"); }
@@ -107,7 +108,7 @@ std::optional<int> test_stall_in_save() { return rank_variable("GPT_TEST_STALL_I
 std::vector<std::pair<std::string, std::string>> rows() {
     std::vector<std::pair<std::string, std::string>> r;
     for (const char* name : {"DEVICE_MEMORY_GB", "GPT_CPU_CORES", "GPT_CUDA_FLASH", "GPT_CUDA_GEMM_EPILOGUE",
-                             "GPT_CUDA_GEMM_ALGO", "GPT_CUDA_FP8_FAST_ACCUM", "GPT_FP8_INPUT_CAST",
+                             "GPT_CUDA_GEMM_ALGO", "GPT_CUDA_FP8_FAST_ACCUM", "GPT_CUDA_FP8_CAST", "GPT_FP8_INPUT_CAST",
                              "GPT_FP8_GELU", "GPT_FP8_BIAS_GRAD",
                              "GPT_DISTRIBUTED_TIMEOUT_SECONDS",
                              "GPT_TEST_STALL_BEFORE_SAVE", "GPT_TEST_STALL_IN_SAVE"}) {

@@ -42,6 +42,12 @@ bool cuda_gemm_epilogue_unfused();
 // (use_split_accumulator=False; dgrad and wgrad keep it True). forward, the default: true;
 // off: false; UsageError for any other value.
 bool cuda_fp8_fast_accum_forward();
+// GPT_CUDA_FP8_CAST=vec|tile: the CUDA backend's FP8 cast kernel. vec, the default: 64 x 64
+// tiles with 16-byte loads and 4- and 8-byte code stores (where the tensor's width is a
+// multiple of 16 bytes and it is 16-byte aligned); tile: the element-wise 32 x 32 tile kernel
+// it replaced. The same codes, amax and (fp32-order aside) bias gradients. True for tile;
+// UsageError for any other value.
+bool cuda_fp8_cast_tile();
 // GPT_CUDA_GEMM_ALGO=heuristic|autotune: which cuBLASLt algorithm a GEMM shape runs. heuristic,
 // the default: the heuristic's first answer, the same every run; autotune: the fastest of the
 // heuristic's first answers, timed on the shape's first real calls (results then depend on

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backend/cuda/fp8_cast_kernel.hpp"
 #include "backend/cuda/fp8_fast_accum.hpp"
 #include "fp8_gemm_reference.hpp"
 #include "core/fp8_scaling.hpp"
@@ -71,46 +72,72 @@ protected:
     std::vector<void*> owned_;
 };
 
-TEST_F(CudaFp8, CastGivesTheCpuBackendsCodesTransposeAndAmax) {
-    // 70 x 100: partial tiles on both edges of the 32 x 32 tiles.
-    const std::int64_t rows = 70, cols = 100;
-    const std::size_t n = static_cast<std::size_t>(rows * cols);
-    for (DType t : kAllTypes)
-        for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
-            SCOPED_TRACE(dname(t) + (f == Fp8Format::E4M3 ? " e4m3" : " e5m2"));
-            std::vector<double> v = random_vec(n, 11, -30.0, 30.0);
-            v[3] = 1e30;
-            v[n - 1] = -0.0;
-            Twin x(cpu(), gpu(), t, v);
-            const float scale = 17.25f;
-            float* gscale = static_cast<float*>(upload(&scale, sizeof scale));
-            const float start = 0.5f;
-            float* gamax = static_cast<float*>(upload(&start, sizeof start));
-            auto* gq = static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0xAA).data(), n));
-            auto* gqt = static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0xAA).data(), n));
-            gpu().cast_to_fp8(x.g(), t, rows, cols, f, gscale, gq, gqt, gamax);
-            std::vector<std::uint8_t> q(n), qt(n);
-            float amax = start;
-            cpu().cast_to_fp8(x.c(), t, rows, cols, f, &scale, q.data(), qt.data(), &amax);
-            EXPECT_TRUE(same_codes(download<std::uint8_t>(gq, n), q));
-            EXPECT_TRUE(same_codes(download<std::uint8_t>(gqt, n), qt));
-            EXPECT_EQ(download<float>(gamax, 1)[0], amax);
-        }
+// Both cast kernels (GPT_CUDA_FP8_CAST): the vectorised one where the width is a multiple
+// of 16 bytes, the element-wise one always; the process's choice restored after each test.
+class CudaFp8Cast : public CudaFp8, public ::testing::WithParamInterface<bool> {
+protected:
+    void SetUp() override {
+        CudaFp8::SetUp();
+        saved_ = cuda::fp8_cast_tile_kernel();
+        cuda::set_fp8_cast_tile_kernel(GetParam());
+    }
+    void TearDown() override {
+        cuda::set_fp8_cast_tile_kernel(saved_);
+        CudaFp8::TearDown();
+    }
+    bool saved_ = false;
+};
+
+// Shapes: 70 x 100 (partial tiles on both edges; 16-bit rows of 100 are no whole number of
+// 16-byte packs, so the vectorised kernel leaves them to the element-wise one; fp32's it
+// takes), 70 x 200 (a partial 64-column tile; 70 rows: q_t written bytewise), 72 x 136 (q_t
+// in 8-byte words, a partial last row tile) and 130 x 64.
+constexpr std::int64_t kCastShapes[][2] = {{70, 100}, {70, 200}, {72, 136}, {130, 64}};
+
+TEST_P(CudaFp8Cast, CastGivesTheCpuBackendsCodesTransposeAndAmax) {
+    for (const auto& [rows, cols] : kCastShapes)
+        for (DType t : kAllTypes)
+            for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+                SCOPED_TRACE(detail::concat(dname(t), f == Fp8Format::E4M3 ? " e4m3 " : " e5m2 ", rows, " x ", cols));
+                const std::size_t n = static_cast<std::size_t>(rows * cols);
+                std::vector<double> v = random_vec(n, 11, -30.0, 30.0);
+                v[3] = 1e30;
+                v[n - 1] = -0.0;
+                Twin x(cpu(), gpu(), t, v);
+                const float scale = 17.25f;
+                float* gscale = static_cast<float*>(upload(&scale, sizeof scale));
+                const float start = 0.5f;
+                float* gamax = static_cast<float*>(upload(&start, sizeof start));
+                auto* gq = static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0xAA).data(), n));
+                auto* gqt = static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0xAA).data(), n));
+                gpu().cast_to_fp8(x.g(), t, rows, cols, f, gscale, gq, gqt, gamax);
+                std::vector<std::uint8_t> q(n), qt(n);
+                float amax = start;
+                cpu().cast_to_fp8(x.c(), t, rows, cols, f, &scale, q.data(), qt.data(), &amax);
+                EXPECT_TRUE(same_codes(download<std::uint8_t>(gq, n), q));
+                EXPECT_TRUE(same_codes(download<std::uint8_t>(gqt, n), qt));
+                EXPECT_EQ(download<float>(gamax, 1)[0], amax);
+                // Either output alone: the same codes.
+                auto* gq_only = static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0x55).data(), n));
+                auto* gqt_only = static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0x55).data(), n));
+                gpu().cast_to_fp8(x.g(), t, rows, cols, f, gscale, gq_only, nullptr, nullptr);
+                gpu().cast_to_fp8(x.g(), t, rows, cols, f, gscale, nullptr, gqt_only, nullptr);
+                EXPECT_TRUE(same_codes(download<std::uint8_t>(gq_only, n), q));
+                EXPECT_TRUE(same_codes(download<std::uint8_t>(gqt_only, n), qt));
+            }
 }
 
-TEST_F(CudaFp8, CastSumsTheBiasGradientInTheSamePass) {
+TEST_P(CudaFp8Cast, CastSumsTheBiasGradientInTheSamePass) {
     // cast_to_fp8_bias_grad against the CPU backend's cast then bias_grad: the same codes,
     // transpose and amax bit for bit; dbias (added to a start value) within the two fp32
     // sums' rounding: each is within (rows - 1) u sum |dy| of the exact sum (recursive
-    // summation, u = 2^-24; the CUDA kernel sums 32-row tiles, then the tiles in order), so
-    // they differ by at most 2 (rows - 1) u sum |dy| + one rounding of the start's addition.
-    // 70 x 100: partial tiles on both edges; 4100 rows: 129 row tiles, so 129 partials a
-    // column summed in order.
-    for (std::int64_t rows : {70, 4100})
+    // summation, u = 2^-24; the CUDA kernels sum their rows of a tile, the tiles' partials in
+    // order), so they differ by at most 2 (rows - 1) u sum |dy| + one rounding of the start's
+    // addition. 4100 rows: 65 (vectorised) or 129 row tiles, partials summed in order.
+    for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{70, 100}, {72, 136}, {4100, 200}})
         for (DType t : kAllTypes) {
-            const std::int64_t cols = 100;
             const Fp8Format f = t == DType::BF16 ? Fp8Format::E5M2 : Fp8Format::E4M3;
-            SCOPED_TRACE(detail::concat(dname(t), " rows ", rows));
+            SCOPED_TRACE(detail::concat(dname(t), " ", rows, " x ", cols));
             const std::size_t n = static_cast<std::size_t>(rows * cols), c = static_cast<std::size_t>(cols);
             Twin dy(cpu(), gpu(), t, random_vec(n, 31, -3.0, 3.0));
             const float scale = 9.5f, start = 0.5f;
@@ -118,11 +145,8 @@ TEST_F(CudaFp8, CastSumsTheBiasGradientInTheSamePass) {
             float* gamax = static_cast<float*>(upload(&start, sizeof start));
             auto* gq = static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0xAA).data(), n));
             auto* gqt = static_cast<std::uint8_t*>(upload(std::vector<std::uint8_t>(n, 0xAA).data(), n));
-            const std::vector<float> db0 = [&] {
-                std::vector<float> v(c);
-                for (std::size_t j = 0; j < c; ++j) v[j] = 0.125f * static_cast<float>(j % 5);
-                return v;
-            }();
+            std::vector<float> db0(c);
+            for (std::size_t j = 0; j < c; ++j) db0[j] = 0.125f * static_cast<float>(j % 5);
             auto* gdb = static_cast<float*>(upload(db0.data(), c * sizeof(float)));
             gpu().cast_to_fp8_bias_grad(dy.g(), t, rows, cols, f, gscale, gq, gqt, gamax, gdb);
             std::vector<std::uint8_t> q(n), qt(n);
@@ -148,6 +172,9 @@ TEST_F(CudaFp8, CastSumsTheBiasGradientInTheSamePass) {
             EXPECT_EQ(bad, 0u);
         }
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, CudaFp8Cast, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "tile" : "vec"; });
 
 TEST_F(CudaFp8, NormsWriteTheCastsCodesInTheSamePass) {
     // norm_forward_fp8's kernels against the GPU's own norm, then its cast of y: the same y,

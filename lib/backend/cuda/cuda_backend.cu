@@ -8,6 +8,7 @@
 #include "backend/cuda/gemm_algo.hpp"
 #include "backend/cuda/gemm_engine.hpp"
 #include "backend/cuda/gemm_epilogue.hpp"
+#include "backend/cuda/fp8_cast_kernel.hpp"
 #include "backend/cuda/fp8_fast_accum.hpp"
 #include "core/device_info.hpp"
 #include "core/device_wait.hpp"
@@ -80,7 +81,8 @@ std::string CudaBackend::kernel_variants() const {
                                                         : "flash-sm80",
                           " gemm_epilogue=", gemm_epilogue_mode_name(gemm_epilogue_mode()),
                           " gemm_algo=", gemm_autotune() ? "autotune" : "heuristic",
-                          " fp8_fast_accum=", fp8_fast_accum_forward() ? "forward" : "off");
+                          " fp8_fast_accum=", fp8_fast_accum_forward() ? "forward" : "off",
+                          " fp8_cast=", fp8_cast_tile_kernel() ? "tile" : "vec");
 }
 
 void CudaBackend::release_cache() {
