@@ -168,6 +168,11 @@ protected:
                                   float* dbias) override {
         T("cast_to_fp8_bias_grad", [&] { b_.cast_to_fp8_bias_grad(x, t, r, c, f, s, q, qt, amax, dbias); });
     }
+    void do_cast_to_fp8_dgelu(void* dy, const void* pre, bool tanh_approx, DType t, std::int64_t r, std::int64_t c,
+                              Fp8Format f, const float* s, std::uint8_t* q, std::uint8_t* qt, float* amax,
+                              float* dbias) override {
+        T("cast_to_fp8_dgelu", [&] { b_.cast_to_fp8_dgelu(dy, pre, tanh_approx, t, r, c, f, s, q, qt, amax, dbias); });
+    }
     void do_norm_forward_fp8(bool rms, const void* x, const void* g, const void* be, void* y, float* m, float* r,
                              std::int64_t rows, std::int64_t cols, float eps, DType t, const Fp8Codes& codes) override {
         T(rms ? "rmsnorm_forward_fp8" : "layernorm_forward_fp8",

@@ -266,6 +266,13 @@ public:
     void cast_to_fp8_bias_grad(const void* dy, DType dtype, std::int64_t rows, std::int64_t cols,
                                Fp8Format format, const float* scale, std::uint8_t* q, std::uint8_t* q_t,
                                float* amax, float* dbias);
+    // GELU's backward, then the cast (issue 34: an FP8 layer's GELU pass, backward): the
+    // gradient g = dy * GELU'(pre) as gelu_backward computes it, rounded to dtype, then
+    // exactly cast_to_fp8_bias_grad(g, ...) (dbias nullable: cast_to_fp8). dy [rows, cols] is
+    // clobbered (backends without a fused kernel store g into it and cast that).
+    void cast_to_fp8_dgelu(void* dy, const void* pre, bool tanh_approx, DType dtype, std::int64_t rows,
+                           std::int64_t cols, Fp8Format format, const float* scale, std::uint8_t* q,
+                           std::uint8_t* q_t, float* amax, float* dbias);
     // amax[0] = max(amax[0], max |x|) over n values of x (NaN-sticky): current scaling's
     // first pass, before the scale exists.
     void amax(const void* x, DType dtype, std::int64_t n, float* amax);
@@ -416,6 +423,10 @@ protected:
                                 Fp8Format format, const float* scale, std::uint8_t* q,
                                 std::uint8_t* q_t, float* amax) = 0;
     virtual void do_amax(const void* x, DType dtype, std::int64_t n, float* amax) = 0;
+    // Default: do_gelu_backward into dy, then its cast (checked_ops.cpp).
+    virtual void do_cast_to_fp8_dgelu(void* dy, const void* pre, bool tanh_approx, DType dtype, std::int64_t rows,
+                                      std::int64_t cols, Fp8Format format, const float* scale, std::uint8_t* q,
+                                      std::uint8_t* q_t, float* amax, float* dbias);
     // Default: do_cast_to_fp8, then do_bias_grad (checked_ops.cpp).
     virtual void do_cast_to_fp8_bias_grad(const void* dy, DType dtype, std::int64_t rows, std::int64_t cols,
                                           Fp8Format format, const float* scale, std::uint8_t* q,

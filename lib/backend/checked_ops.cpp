@@ -179,6 +179,26 @@ void Backend::do_cast_to_fp8_bias_grad(const void* dy, DType dtype, std::int64_t
     do_bias_grad(dy, dbias, rows, cols, dtype);
 }
 
+void Backend::cast_to_fp8_dgelu(void* dy, const void* pre, bool tanh_approx, DType dtype, std::int64_t rows,
+                                std::int64_t cols, Fp8Format format, const float* scale, std::uint8_t* q,
+                                std::uint8_t* q_t, float* amax, float* dbias) {
+    check_matrix(rows, cols, "cast_to_fp8_dgelu");
+    GPT_REQUIRE(dy && pre && scale && (q || q_t), InternalError,
+                "cast_to_fp8_dgelu: needs dy, the pre-activation, a scale and at least one codes' output");
+    if (rows == 0 || cols == 0) return;
+    do_cast_to_fp8_dgelu(dy, pre, tanh_approx, dtype, rows, cols, format, scale, q, q_t, amax, dbias);
+}
+
+void Backend::do_cast_to_fp8_dgelu(void* dy, const void* pre, bool tanh_approx, DType dtype, std::int64_t rows,
+                                   std::int64_t cols, Fp8Format format, const float* scale, std::uint8_t* q,
+                                   std::uint8_t* q_t, float* amax, float* dbias) {
+    do_gelu_backward(dy, pre, dy, rows * cols, tanh_approx, dtype);
+    if (dbias)
+        do_cast_to_fp8_bias_grad(dy, dtype, rows, cols, format, scale, q, q_t, amax, dbias);
+    else
+        do_cast_to_fp8(dy, dtype, rows, cols, format, scale, q, q_t, amax);
+}
+
 void Backend::amax(const void* x, DType dtype, std::int64_t n, float* amax) {
     check_size(n, "amax");
     GPT_REQUIRE(amax, InternalError, "amax: null output");

@@ -199,16 +199,25 @@ void Fp8Linears::gather_codes(dist::Communicator& tp, std::int64_t shard_rows, s
 
 void Fp8Linears::backward(dist::Communicator& tp, int layer, Linear which, const void* dy, const void* x,
                           const void* w, float* dw, float* dbias, void* dx, std::int64_t in,
-                          std::int64_t out, const void* gelu_pre, bool tanh_gelu) {
+                          std::int64_t out, const void* gelu_pre, bool tanh_gelu, const void* dy_gelu_pre) {
     const int xi = operand(layer, which, 0), wi = operand(layer, which, 1), gi = operand(layer, which, 2);
     const auto at = static_cast<std::size_t>((layer - first_layer_) * kLinears + static_cast<int>(which));
     GPT_ASSERT(weight_cast_[at], "FP8 backward of layer ", layer, " before its forward");
+    // The GELU pass's backward: in the cast where its scale is known and only FP8 GEMMs read
+    // the gradient; else into dy first (current scaling needs its amax; a 16-bit weight
+    // gradient reads it). dy is the caller's scratch (the layer's `wide`).
+    const bool fused_dgelu = dy_gelu_pre && opt_.delayed && opt_.wgrad;
+    if (dy_gelu_pre && !fused_dgelu)
+        be_.gelu_backward(dy, dy_gelu_pre, const_cast<void*>(dy), tokens_ * out, tanh_gelu, dtype_);
     prepare_scale(tp, gi, dy, tokens_ * out);
     // With an FP8 weight gradient the bias gradient is summed by the cast's pass over dy
     // (Fp8Options::fused_bias_grad) or by a pass of its own; without, by the 16-bit GEMM.
-    const bool fused_dbias = dbias && opt_.wgrad && opt_.fused_bias_grad;
+    const bool fused_dbias = dbias && opt_.wgrad && (opt_.fused_bias_grad || fused_dgelu);
     float* const gamax = opt_.delayed ? amax_ + gi : nullptr;
-    if (fused_dbias)
+    if (fused_dgelu)
+        be_.cast_to_fp8_dgelu(const_cast<void*>(dy), dy_gelu_pre, tanh_gelu, dtype_, tokens_, out, opt_.gradient,
+                              scale_ + gi, dy8_, dyt8_, gamax, dbias);
+    else if (fused_dbias)
         be_.cast_to_fp8_bias_grad(dy, dtype_, tokens_, out, opt_.gradient, scale_ + gi, dy8_, dyt8_, gamax, dbias);
     else
         be_.cast_to_fp8(dy, dtype_, tokens_, out, opt_.gradient, scale_ + gi, dy8_, opt_.wgrad ? dyt8_ : nullptr,

@@ -70,10 +70,14 @@ public:
     void gather_codes(dist::Communicator& tp, std::int64_t shard_rows, std::int64_t in);
 
     // dW += dy^T x (dbias += column sums of dy), then dx = dy W (through GELU's backward with
-    // gelu_pre), as model::linear_weight_grad then linear_input_grad.
+    // gelu_pre), as model::linear_weight_grad then linear_input_grad. dy_gelu_pre (the GELU
+    // pass's backward, gelu_pass): the linear's output went through GELU, dy is the gradient
+    // of GELU's output and the output gradient is dy * GELU'(dy_gelu_pre); dy is clobbered.
+    // Under delayed scaling with an FP8 weight gradient the cast of the output gradient
+    // computes it in its pass (Backend::cast_to_fp8_dgelu); else gelu_backward first, in dy.
     void backward(dist::Communicator& tp, int layer, Linear which, const void* dy, const void* x,
                   const void* w, float* dw, float* dbias, void* dx, std::int64_t in,
-                  std::int64_t out, const void* gelu_pre, bool tanh_gelu);
+                  std::int64_t out, const void* gelu_pre, bool tanh_gelu, const void* dy_gelu_pre = nullptr);
 
     // The parameters changed (or may have): the weights' FP8 copies are made again at their
     // next use. Called before every training and evaluation pass.

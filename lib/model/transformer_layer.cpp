@@ -105,13 +105,17 @@ const void* activation_into_fc2(const PassContext& c, int L, const void* fc1_pre
 
 // Its backward: dW += dy^T x (and dbias), then dx = dy W (through GELU's backward with
 // gelu_pre). The weight gradient comes first: dx may overwrite x (SwiGLU's output buffer).
+// dy_gelu_pre (an FP8 layer's GELU pass, Fp8Linears::backward): dy is d(GELU's output) and
+// is clobbered.
 void linear_bwd(const PassContext& c, int L, Linear which, const void* dy, const void* x, std::int64_t w,
                 float* dbias, void* dx, std::int64_t in, std::int64_t out, const void* gelu_pre = nullptr,
-                bool tanh_gelu = false) {
+                bool tanh_gelu = false, const void* dy_gelu_pre = nullptr) {
     if (c.fp8 && c.fp8->in_fp8(L)) {
-        c.fp8->backward(*c.tp, L, which, dy, x, c.param(w), c.grad(w), dbias, dx, in, out, gelu_pre, tanh_gelu);
+        c.fp8->backward(*c.tp, L, which, dy, x, c.param(w), c.grad(w), dbias, dx, in, out, gelu_pre, tanh_gelu,
+                        dy_gelu_pre);
         return;
     }
+    GPT_ASSERT(!dy_gelu_pre, "GELU's backward in the cast of a 16-bit layer ", L);
     linear_weight_grad(*c.be, dy, x, c.grad(w), c.tokens, in, out, c.opt->dtype, dbias);
     linear_input_grad(*c.be, dy, c.param(w), dx, c.tokens, in, out, c.opt->dtype, gelu_pre, tanh_gelu);
 }
@@ -210,12 +214,18 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
     // --- MLP: x_out = x_mid + dropout(fc2 + b) ---
     const DropoutGrad mlp = dropout_grad(opt_grad(c, p.fc2_b), dropout_site_offset(L, 2));
     const void* dfc2 = row_parallel_output_grad(c, mlp.dx, gathered);
+    const void* dgelu_pre = nullptr;
     if (d.swiglu) {
         // d(swiglu output) into the output's own buffer (read for the last time by the
         // weight gradient), then d[gate, up] into wide.
         linear_bwd(c, L, Linear::Fc2, dfc2, c.act(s.gelu_out), p.fc2_w, mlp.gemm_dbias, c.act(s.gelu_out),
                    d.local_ffn(), h);
         be.swiglu_backward(c.act(s.gelu_out), c.act(s.fc1_pre), wide, T, d.local_ffn(), t);
+    } else if (c.fp8 && c.fp8->gelu_pass(L)) {
+        // An FP8 layer's GELU pass: d(GELU output) = dfc2 W2 by a plain GEMM into wide; FC1's
+        // output-gradient cast applies GELU's backward (dgelu_pre below).
+        linear_bwd(c, L, Linear::Fc2, dfc2, c.act(s.gelu_out), p.fc2_w, mlp.gemm_dbias, wide, d.local_ffn(), h);
+        dgelu_pre = c.act(s.fc1_pre);
     } else {
         // d(fc1 output) = (dfc2 W2) * gelu'(fc1_pre), one GEMM with a GELU-gradient epilogue.
         linear_bwd(c, L, Linear::Fc2, dfc2, c.act(s.gelu_out), p.fc2_w, mlp.gemm_dbias, wide, d.local_ffn(), h,
@@ -223,7 +233,8 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
     }
     // Sequence parallel saves only the shard of LN2's output: gather it again (Megatron).
     const void* a2 = column_parallel_input(c, c.act(s.ln2_out), gathered);
-    linear_bwd(c, L, Linear::Fc1, wide, a2, p.fc1_w, opt_grad(c, p.fc1_b), tmp1, h, d.local_fc1());
+    linear_bwd(c, L, Linear::Fc1, wide, a2, p.fc1_w, opt_grad(c, p.fc1_b), tmp1, h, d.local_fc1(), nullptr,
+               c.opt->tanh_gelu, dgelu_pre);
     const void* dln2 = column_parallel_input_grad(c, tmp1, tmp2);
     // dL/dx_mid = residual path (G) + LN2 path, in G.
     norm_backward(c, dln2, c.act(s.x_mid), p.ln2_w, p.ln2_b, c.actf(s.ln2_mean),

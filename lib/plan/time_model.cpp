@@ -28,6 +28,13 @@ double gelu_gemm_factor(const ModelShape& m, const DevicePreset& dev) {
 // An FP8 layer's bias-GELU as a pass of its own after fc1's bias-only GEMM (GPT_FP8_GELU=pass,
 // the default), which writes fc2's input codes too under the fused input cast.
 bool fp8_gelu_pass(const ModelShape& m) { return !m.swiglu && m.linear_bias && !m.fp8_gelu_epilogue; }
+// Its backward (GELU with or without bias): fc2's data gradient without the dGELU epilogue,
+// GELU's backward in fc1's output-gradient cast (delayed scaling with an FP8 weight
+// gradient: the cast also reads the pre-activation) or a pass of its own before it.
+bool fp8_gelu_backward_pass(const ModelShape& m) { return !m.swiglu && !m.fp8_gelu_epilogue; }
+bool fp8_dgelu_in_cast(const ModelShape& m) {
+    return fp8_gelu_backward_pass(m) && m.fp8.fp8_recipe == Fp8Recipe::Delayed && m.fp8.fp8_wgrad;
+}
 
 struct MicroBatchCost {
     double compute = 0;  // GEMMs, attention and element-wise work incl. recompute
@@ -62,7 +69,10 @@ CastBytes fp8_cast_bytes(const ModelShape& m, const Layout& l) {
     const double forward = fused_input_cast(m) ? normed / (l.sequence_parallel ? t : 1.0) + projection * (read + 1) +
                                                      fc2 * (fc2_fused ? 1.0 : read + 1)
                                                : inputs * (read + 1);
-    return {forward, grads * (read + 1 + (wgrad ? 1 : 0)) + (wgrad ? inputs * (read + 1) : 0.0)};
+    // GELU's backward (fp8_gelu_backward_pass): the cast reads fc1's pre-activation beside its
+    // output gradient, or a pass reads both and writes the gradient before the cast.
+    const double dgelu = !fp8_gelu_backward_pass(m) ? 0.0 : fp8_dgelu_in_cast(m) ? fc2 * e : fc2 * 3 * e;
+    return {forward, grads * (read + 1 + (wgrad ? 1 : 0)) + (wgrad ? inputs * (read + 1) : 0.0) + dgelu};
 }
 
 // Forward and backward of the layers one stage runs for one micro-batch, per rank.
@@ -191,9 +201,11 @@ LinearGemmSeconds linear_gemm_seconds(const ModelShape& m, const Layout& l, cons
     const double bs = double(l.micro_batch) * m.seq, h = m.hidden, f = m.ffn, t = l.tp;
     const double qkv = double(qkv_rows(m)), fc1 = double(fc1_rows(m));
     // fc1's forward and fc2's data gradient carry the GELU epilogue (gelu_gemm_factor); the
-    // weight gradients are plain. An FP8 layer's fc1 under fp8_gelu_pass adds the bias only.
+    // weight gradients are plain. An FP8 layer's fc1 under fp8_gelu_pass adds the bias only,
+    // and its fc2's data gradient under fp8_gelu_backward_pass has no dGELU epilogue.
     const double gelu = gelu_gemm_factor(m, dev);
     const double fc1_forward = fp8 && fp8_gelu_pass(m) ? 1.0 : gelu;
+    const double fc2_data_grad = fp8 && fp8_gelu_backward_pass(m) ? 1.0 : gelu;
     auto four = [&](double peak, double fc1_factor, double fc2_factor) {
         return gemm_seconds(2 * bs * h * qkv / t, peak, dev) + gemm_seconds(2 * bs * h * h / t, peak, dev) +
                gemm_seconds(2 * bs * h * fc1 / t, peak, dev) / fc1_factor +
@@ -201,7 +213,7 @@ LinearGemmSeconds linear_gemm_seconds(const ModelShape& m, const Layout& l, cons
     };
     const double peak_fd = fp8 ? peak8 : peak16;
     const double wgrad_peak = fp8 && m.fp8.fp8_wgrad ? peak8 : peak16;
-    return {four(peak_fd, fc1_forward, 1.0), four(peak_fd, 1.0, gelu), four(wgrad_peak, 1.0, 1.0)};
+    return {four(peak_fd, fc1_forward, 1.0), four(peak_fd, 1.0, fc2_data_grad), four(wgrad_peak, 1.0, 1.0)};
 }
 
 void require_fp8_device(const ModelShape& m, const DevicePreset& dev) {

@@ -173,6 +173,47 @@ TEST_P(CudaFp8Cast, CastSumsTheBiasGradientInTheSamePass) {
         }
 }
 
+TEST_P(CudaFp8Cast, CastAppliesGelusBackwardInTheSamePass) {
+    // cast_to_fp8_dgelu (the GELU pass's backward in fc1's output-gradient cast) against the
+    // GPU's gelu_backward then cast_to_fp8_bias_grad of what it stored: the same codes,
+    // transpose, amax and bias gradient, bit for bit (the vectorised kernel computes the
+    // gradient as gelu_backward's kernels do and rounds it to the 16-bit type before the cast;
+    // its sums run in the same order). Both GELUs, with and without dbias; 70 x 200 and
+    // 72 x 136 cover the bytewise and 8-byte transposed stores.
+    for (const auto& [rows, cols] : {std::pair<std::int64_t, std::int64_t>{70, 200}, {72, 136}})
+        for (DType t : {DType::BF16, DType::F16})
+            for (bool tanh : {true, false})
+                for (bool sums : {true, false}) {
+                    SCOPED_TRACE(detail::concat(dname(t), " ", rows, " x ", cols, tanh ? " tanh" : " erf",
+                                                sums ? " dbias" : ""));
+                    const std::size_t n = static_cast<std::size_t>(rows * cols), c = static_cast<std::size_t>(cols);
+                    const std::vector<double> dyv = random_vec(n, 41, -2.0, 2.0);
+                    Twin dy1(cpu(), gpu(), t, dyv), dy2(cpu(), gpu(), t, dyv);
+                    Twin pre(cpu(), gpu(), t, random_vec(n, 42, -4.0, 4.0));
+                    const float scale = 3.25f;
+                    float* gscale = static_cast<float*>(upload(&scale, sizeof scale));
+                    const CodesPair a = codes_pair(n), b = codes_pair(n);  // a: q and amax; b: q_t
+                    const std::vector<float> zero(c, 0.0f);
+                    auto* db1 = static_cast<float*>(upload(zero.data(), c * sizeof(float)));
+                    auto* db2 = static_cast<float*>(upload(zero.data(), c * sizeof(float)));
+                    gpu().cast_to_fp8_dgelu(dy1.g(), pre.g(), tanh, t, rows, cols, Fp8Format::E5M2, gscale, a.q1, b.q1,
+                                            a.amax1, sums ? db1 : nullptr);
+                    gpu().gelu_backward(dy2.g(), pre.g(), dy2.g(), rows * cols, tanh, t);
+                    if (sums)
+                        gpu().cast_to_fp8_bias_grad(dy2.g(), t, rows, cols, Fp8Format::E5M2, gscale, a.q2, b.q2,
+                                                    a.amax2, db2);
+                    else
+                        gpu().cast_to_fp8(dy2.g(), t, rows, cols, Fp8Format::E5M2, gscale, a.q2, b.q2, a.amax2);
+                    EXPECT_TRUE(same_codes(download<std::uint8_t>(a.q1, n), download<std::uint8_t>(a.q2, n)));
+                    EXPECT_TRUE(same_codes(download<std::uint8_t>(b.q1, n), download<std::uint8_t>(b.q2, n)));
+                    const float m1 = download<float>(a.amax1, 1)[0], m2 = download<float>(a.amax2, 1)[0];
+                    EXPECT_EQ(std::memcmp(&m1, &m2, sizeof m1), 0) << "amax " << m1 << " vs " << m2;
+                    if (sums) {
+                        EXPECT_EQ(download<float>(db1, c), download<float>(db2, c));
+                    }
+                }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, CudaFp8Cast, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "tile" : "vec"; });
 

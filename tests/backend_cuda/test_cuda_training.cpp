@@ -203,18 +203,19 @@ TEST(CudaTraining, Fp8FollowsTheCpuBackend) {
     EXPECT_EQ(fast, train_fwd + cfg.training.eval_iters * micro * linears) << "fast-accumulating FP8 GEMMs";
     EXPECT_EQ(precise, 2 * train_fwd) << "fp32-accumulating FP8 GEMMs";
     // GPT_FP8_GELU=pass (the default): fc1's FP8 GEMM adds only its bias, as QKV's does, and
-    // no FP8 GEMM carries the GELU epilogue (the GELU pass writes fc2's input and codes); no
-    // FP8 GEMM sums a bias gradient either (the output gradient's cast does, GPT_FP8_BIAS_GRAD).
+    // no FP8 GEMM carries the GELU epilogue (the GELU pass writes fc2's input and codes) or
+    // its gradient (fc1's output-gradient cast applies it); no FP8 GEMM sums a bias gradient
+    // either (the output gradient's cast does, GPT_FP8_BIAS_GRAD).
     int bias = 0, gelu = 0, bgrad = 0;
     for (const gpt_emu::MatmulCall& m : gpt_emu::matmul_calls()) {
         if (!m.fp8) continue;
         bias += m.epilogue == CUBLASLT_EPILOGUE_BIAS;
-        gelu += m.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+        gelu += m.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || m.epilogue == CUBLASLT_EPILOGUE_DGELU;
         bgrad += m.epilogue == CUBLASLT_EPILOGUE_BGRADB;
     }
     EXPECT_EQ(bias, 2 * cfg.model.num_layers * (static_cast<int>(cfg.training.train_iters) + cfg.training.eval_iters) * micro)
         << "FP8 GEMMs with the bias epilogue (QKV and fc1 of each layer, each forward)";
-    EXPECT_EQ(gelu, 0) << "FP8 GEMMs with the GELU epilogue";
+    EXPECT_EQ(gelu, 0) << "FP8 GEMMs with the GELU or GELU-gradient epilogue";
     EXPECT_EQ(bgrad, 0) << "FP8 GEMMs with the bias-gradient epilogue";
 #endif
 }

@@ -285,18 +285,36 @@ TEST(GptModelFp8, GeluPassEqualsTheEpilogueInFp32) {
         for (std::int64_t i = 0; i < b.numel; ++i)
             p[static_cast<std::size_t>(b.offset + i)] = 0.25f * static_cast<float>(i % 7) - 0.75f;
     }
+    // Backward, the pass's route puts GELU's backward in fc1's output-gradient cast (delayed
+    // scaling) or in a pass before it (tensorwise: the cast needs the gradient's amax first).
     Steps r[2];
-    for (bool epilogue : {false, true}) {
-        opt.fp8.gelu_in_epilogue = epilogue;
-        GptModel m(d, ChunkSpec{0, 2, true, true}, opt, 2, *be, *tp);
-        ASSERT_EQ(m.fp8()->gelu_pass(0), !epilogue);
-        m.set_parameters(p.data());
-        r[epilogue] = two_steps(m, *dp);
+    for (bool delayed : {true, false}) {
+        SCOPED_TRACE(delayed ? "delayed" : "tensorwise");
+        opt.fp8.delayed = delayed;
+        for (bool epilogue : {false, true}) {
+            opt.fp8.gelu_in_epilogue = epilogue;
+            GptModel m(d, ChunkSpec{0, 2, true, true}, opt, 2, *be, *tp);
+            ASSERT_EQ(m.fp8()->gelu_pass(0), !epilogue);
+            m.set_parameters(p.data());
+            if (delayed) {
+                r[epilogue] = two_steps(m, *dp);
+                continue;
+            }
+            auto tokens = test::random_tokens(2, m.dims().seq, 50, 11);
+            m.zero_grads();
+            m.fp8_weights_changed();
+            m.set_batch(0, tokens.data());
+            r[epilogue].loss = m.forward(0, true, 3);
+            m.backward(0, 1.0f / static_cast<float>(m.tokens()));
+            r[epilogue].grads.resize(static_cast<std::size_t>(m.padded_elements()));
+            m.get_grads(r[epilogue].grads.data());
+        }
+        EXPECT_EQ(r[0].loss, r[1].loss);
+        ASSERT_EQ(r[0].grads.size(), r[1].grads.size());
+        EXPECT_EQ(differing(r[0].grads, r[1].grads), 0u) << "gradients differ between the GELU pass and the GELU epilogue";
+        if (delayed) EXPECT_EQ(r[0].history, r[1].history);
     }
-    EXPECT_EQ(r[0].loss, r[1].loss);
-    ASSERT_EQ(r[0].grads.size(), r[1].grads.size());
-    EXPECT_EQ(differing(r[0].grads, r[1].grads), 0u) << "gradients differ between the GELU pass and the GELU epilogue";
-    EXPECT_EQ(r[0].history, r[1].history);
+    opt.fp8.delayed = true;
 
     // In bf16 the two routes round differently, so the switch shows: some gradient differs.
     opt.dtype = DType::BF16;

@@ -100,6 +100,9 @@ protected:
                         Fp8Format format, const float* scale, std::uint8_t* q, std::uint8_t* q_t,
                         float* amax) override;
     void do_amax(const void* x, DType dtype, std::int64_t n, float* amax) override;
+    void do_cast_to_fp8_dgelu(void* dy, const void* pre, bool tanh_approx, DType dtype, std::int64_t rows,
+                              std::int64_t cols, Fp8Format format, const float* scale, std::uint8_t* q,
+                              std::uint8_t* q_t, float* amax, float* dbias) override;
     void do_cast_to_fp8_bias_grad(const void* dy, DType dtype, std::int64_t rows, std::int64_t cols,
                                   Fp8Format format, const float* scale, std::uint8_t* q, std::uint8_t* q_t,
                                   float* amax, float* dbias) override;
@@ -178,9 +181,12 @@ private:
                                const Fp8Codes* codes);
     void launch_gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype,
                              const Fp8Codes* codes);
-    // cast_to_fp8, and with dbias (nullable) the column sums added into it (fp8.cu).
-    void launch_cast_to_fp8(const void* x, DType dtype, std::int64_t rows, std::int64_t cols, Fp8Format format,
-                            const float* scale, std::uint8_t* q, std::uint8_t* q_t, float* amax, float* dbias);
+    // cast_to_fp8, and with dbias (nullable) the column sums added into it; with pre
+    // (nullable) of x * GELU'(pre) instead of x, only in the vectorised kernel: false, and
+    // nothing launched, where that does not apply (fp8.cu).
+    bool launch_cast_to_fp8(const void* x, DType dtype, std::int64_t rows, std::int64_t cols, Fp8Format format,
+                            const float* scale, std::uint8_t* q, std::uint8_t* q_t, float* amax, float* dbias,
+                            const void* pre = nullptr, bool tanh_approx = false);
     // Column sums of a rows x cols matrix (fp32 partials per row chunk, then an in-order
     // sum), so bias and layernorm parameter gradients are deterministic.
     void column_sums(const void* m, float* out, std::int64_t rows, std::int64_t cols,

@@ -82,7 +82,8 @@ __global__ void cast_to_fp8_kernel(const T* __restrict__ x, std::int64_t rows, s
 // 8 rows each (8 threads a column: 64 contiguous bytes of q_t). Needs cols a multiple of
 // kVec<T>, x 16-byte aligned and q kVec<T>-byte aligned (the host checks); t8: q_t's rows
 // take 8-byte stores (rows a multiple of 8, q_t 8-byte aligned), else bytes. Sums as above:
-// a thread's column pack over its rows, then the RS threads of a pack in order.
+// a thread's column pack over its rows, then the RS threads of a pack in order. Dgelu: x is
+// d(GELU's output) and the tensor cast is x * GELU'(pre) rounded to T (cast_to_fp8_dgelu).
 constexpr int kVTile = 64;
 constexpr int kVThreads = 256;
 constexpr int kVPitch = kVTile + 4;  // 17 words a row: the transposed reads meet 2-way bank conflicts at most
@@ -92,9 +93,10 @@ struct alignas(N) CodeWord {
     std::uint8_t b[N];
 };
 
-template <typename T, bool Sums>
+template <typename T, bool Sums, bool Dgelu>
 __global__ void __launch_bounds__(kVThreads)
-    cast_to_fp8_vec_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t cols, bool e4m3,
+    cast_to_fp8_vec_kernel(const T* __restrict__ x, const T* __restrict__ pre, bool tanh_approx,
+                           std::int64_t rows, std::int64_t cols, bool e4m3,
                            const float* __restrict__ scale, std::uint8_t* __restrict__ q,
                            std::uint8_t* __restrict__ q_t, bool t8, float* amax, float* __restrict__ partial) {
     constexpr int V = kVec<T>;          // elements a load: 8 (16-bit) or 4 (fp32)
@@ -118,6 +120,17 @@ __global__ void __launch_bounds__(kVThreads)
             if (!col_in || r >= rows) continue;
             float v[V];
             load_vec(x + r * cols + c, v);
+            if (Dgelu) {
+                // GELU's backward as gelu_backward computes it, stored in T: what its cast reads.
+                float p[V];
+                load_vec(pre + r * cols + c, p);
+#pragma unroll
+                for (int j = 0; j < V; ++j) {
+                    T stored;
+                    stf(&stored, v[j] * gelu_grad_f(p[j], tanh_approx));
+                    v[j] = ldf(&stored);
+                }
+            }
             CodeWord<V> w;
 #pragma unroll
             for (int j = 0; j < V; ++j) {
@@ -202,14 +215,17 @@ bool& cast_tile_choice() {
 bool fp8_cast_tile_kernel() { return cast_tile_choice(); }
 void set_fp8_cast_tile_kernel(bool on) { cast_tile_choice() = on; }
 
-void CudaBackend::launch_cast_to_fp8(const void* x, DType dtype, std::int64_t rows, std::int64_t cols,
+bool CudaBackend::launch_cast_to_fp8(const void* x, DType dtype, std::int64_t rows, std::int64_t cols,
                                      Fp8Format format, const float* scale, std::uint8_t* q,
-                                     std::uint8_t* q_t, float* amax, float* dbias) {
+                                     std::uint8_t* q_t, float* amax, float* dbias, const void* pre,
+                                     bool tanh_approx) {
+    bool launched = false;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         const bool e4m3 = format == Fp8Format::E4M3;
         const auto at = [](const void* p, std::uintptr_t a) { return reinterpret_cast<std::uintptr_t>(p) % a == 0; };
-        const bool vec = !fp8_cast_tile_kernel() && vectorizable<T>(cols, {x}) && at(q, kVec<T>);
+        const bool vec = !fp8_cast_tile_kernel() && vectorizable<T>(cols, {x, pre}) && at(q, kVec<T>);
+        if (pre && !vec) return;  // GELU's backward only in the vectorised kernel
         const std::int64_t tile = vec ? kVTile : kTile;
         const std::int64_t col_tiles = (cols + tile - 1) / tile;
         GPT_REQUIRE(col_tiles <= INT32_MAX, DeviceError, "cast_to_fp8: ", cols, " columns exceed the grid");
@@ -223,10 +239,19 @@ void CudaBackend::launch_cast_to_fp8(const void* x, DType dtype, std::int64_t ro
         cudaStream_t st = cuda_stream(stream());
         if (vec) {
             const bool t8 = rows % 8 == 0 && at(q_t, 8);
-            if (dbias)
-                cast_to_fp8_vec_kernel<T, true><<<grid, kVThreads, 0, st>>>(xt, rows, cols, e4m3, scale, q, q_t, t8, amax, p);
+            const auto* pt = static_cast<const T*>(pre);
+            if (pre && dbias)
+                cast_to_fp8_vec_kernel<T, true, true><<<grid, kVThreads, 0, st>>>(xt, pt, tanh_approx, rows, cols, e4m3,
+                                                                                  scale, q, q_t, t8, amax, p);
+            else if (pre)
+                cast_to_fp8_vec_kernel<T, false, true><<<grid, kVThreads, 0, st>>>(xt, pt, tanh_approx, rows, cols, e4m3,
+                                                                                   scale, q, q_t, t8, amax, p);
+            else if (dbias)
+                cast_to_fp8_vec_kernel<T, true, false><<<grid, kVThreads, 0, st>>>(xt, nullptr, false, rows, cols, e4m3,
+                                                                                   scale, q, q_t, t8, amax, p);
             else
-                cast_to_fp8_vec_kernel<T, false><<<grid, kVThreads, 0, st>>>(xt, rows, cols, e4m3, scale, q, q_t, t8, amax, p);
+                cast_to_fp8_vec_kernel<T, false, false><<<grid, kVThreads, 0, st>>>(xt, nullptr, false, rows, cols, e4m3,
+                                                                                    scale, q, q_t, t8, amax, p);
         } else if (dbias) {
             cast_to_fp8_kernel<T, true><<<grid, dim3(kTile, kTileRows), 0, st>>>(xt, rows, cols, e4m3, scale, q, q_t, amax, p);
         } else {
@@ -234,13 +259,24 @@ void CudaBackend::launch_cast_to_fp8(const void* x, DType dtype, std::int64_t ro
         }
         GPT_CUDA_LAUNCH_CHECK("cast_to_fp8");
         if (dbias) add_chunk_sums(p, dbias, chunks, cols);
+        launched = true;
     });
+    return launched;
 }
 
 void CudaBackend::do_cast_to_fp8(const void* x, DType dtype, std::int64_t rows, std::int64_t cols,
                                  Fp8Format format, const float* scale, std::uint8_t* q,
                                  std::uint8_t* q_t, float* amax) {
     launch_cast_to_fp8(x, dtype, rows, cols, format, scale, q, q_t, amax, nullptr);
+}
+
+void CudaBackend::do_cast_to_fp8_dgelu(void* dy, const void* pre, bool tanh_approx, DType dtype, std::int64_t rows,
+                                       std::int64_t cols, Fp8Format format, const float* scale, std::uint8_t* q,
+                                       std::uint8_t* q_t, float* amax, float* dbias) {
+    // The vectorised kernel reads dy and pre in its pass; elsewhere (GPT_CUDA_FP8_CAST=tile,
+    // or widths it does not take) GELU's backward into dy, then the cast.
+    if (!launch_cast_to_fp8(dy, dtype, rows, cols, format, scale, q, q_t, amax, dbias, pre, tanh_approx))
+        Backend::do_cast_to_fp8_dgelu(dy, pre, tanh_approx, dtype, rows, cols, format, scale, q, q_t, amax, dbias);
 }
 
 void CudaBackend::do_cast_to_fp8_bias_grad(const void* dy, DType dtype, std::int64_t rows, std::int64_t cols,
