@@ -6,39 +6,47 @@
 #   GROUPS: any of "ops train app bench attn gemm" (default all)
 #
 # Budget. The whole call has DEVICE_BUDGET_S seconds (default 530: a lent machine runs one
-# command for at most 9-10 minutes, and the files must still come back). Steps run in order
-# of value: the op tests, training and the app first, benchmarks after. Each step's timeout
-# is min(its cap, what is left - the floors of the reserved steps still to come), so a slow
-# early step shrinks the later ones instead of pushing the call past its end; a step whose
-# timeout would fall below its own floor is not started and the summary says "skipped: no
-# time". Reserved steps (R below) are the must-haves: ops, both training runs, the app on
-# the GPU, the two benchmark rows that decide issue #33's switches (the unfused GEMM
-# epilogue, attention beside PyTorch) and issue #34's FP8 step beside bf16 (gemm-fp8). The
-# optional rows follow in the order of what they decide: the sm_90 attention alone and in the
-# step, the GEMM table (FP8 against cuBLASLt's best), the profile for the planner, autotuned
-# GEMMs, then the older variants and PyTorch's FP8 peer.
+# command for at most 9-10 minutes, and the files must still come back). Two phases:
+#  1. the correctness steps (mode P below: the op tests, wgmma, both training runs, the app on
+#     CPU, GPU and 2 ranks) all at once, each with 2 CPU threads and its own scratch folder:
+#     they time nothing, and one at a time they left the GPU and the cores idle for up to
+#     their summed caps (455 s) where together they take the longest one's;
+#  2. the timed steps one at a time, in order of what they decide. Reserved (R) ones first:
+#     the sm_90 attention beside PyTorch's flash and cuDNN (issue #33's goal), the sm_80
+#     attention kernels as the old row, the FP8 step beside bf16 (issue #34's goal); then the
+#     whole step beside eager and torch.compile, the same with the sm_90 attention, the other
+#     sm_90 backward, FP8's GELU epilogue, the unfused GEMM epilogue, and so on down to the
+#     oldest variants and PyTorch's FP8 peer.
+# Each timed step's timeout is min(its cap, what is left - the floors of the reserved steps
+# still to come), so a slow early step shrinks the later ones instead of pushing the call past
+# its end; the phase's is min(its longest cap, the same). A step whose timeout would fall below
+# its own floor is not started and the summary says "skipped: no time". DEVICE_CHECK_AFTER=STEP
+# in a second call on the same machine leaves out phase 1 and every step up to STEP.
 #
 # Files. A lent machine returns at most 8 files from $OUT and every file counts (a folder of
 # logs is not one file), so this writes 5: summary.txt (the GPU, each step's exit status and
-# time, the benchmark tables), tests.log (ops, wgmma, train, app), bench.log (training
+# time, the benchmark tables), tests.log (ops, wgmma, train, app: each step's whole output,
+# appended in table order when the phase ends), bench.log (training
 # throughput with each kernel variant), attn.log (attention alone) and gemm.log (FP8 rows
 # and the GEMM table). Results go to $OUT (default ./out).
 #
-# Kernel variants (README, "Kernel switches"): bench and attn run the default kernels beside
-# PyTorch; bench-unfused (GPT_CUDA_GEMM_EPILOGUE=unfused), bench-flash-sm90 (the whole step
-# with the sm_90 attention), bench-autotune and gemm-autotune (GPT_CUDA_GEMM_ALGO=autotune),
-# bench-flash-simple and attn-flash-simple (GPT_CUDA_FLASH=simple), attn-flash-sm90 (the
-# wgmma forward and backward), attn-flash-sm90-bwd-1wg and attn-flash-sm90-bwd-plain (the
-# same with the backward's one-warpgroup and unpipelined variants), attn-flash-sm90-fwd (that forward, sm80's backward) and attn-flash-sm90-basic (the basic wgmma
-# forward, GPT_CUDA_FLASH=sm90-basic) are short rows without peers, so old and new are
-# measured side by side in the same call.
+# Kernel variants (README, "Kernel switches"): attn runs the sm_90 attention
+# (GPT_CUDA_FLASH=sm90) and bench the default kernels beside PyTorch; the other rows are short
+# and without peers, so old and new are measured side by side in the same call:
+# attn-flash-sm80 (the default attention kernels), bench-flash-sm90 (the whole step with the
+# sm_90 attention), attn-flash-sm90-bwd-1wg and attn-flash-sm90-bwd-plain (the backward's
+# one-warpgroup and unpipelined variants), attn-flash-sm90-fwd (that forward, sm80's backward),
+# attn-flash-sm90-basic (the basic wgmma forward), bench-unfused (GPT_CUDA_GEMM_EPILOGUE=
+# unfused), bench-autotune and gemm-autotune (GPT_CUDA_GEMM_ALGO=autotune), bench-flash-simple
+# and attn-flash-simple (GPT_CUDA_FLASH=simple), and the gemm-fp8-* rows (one FP8 switch each).
 #
-# DEVICE_CHECK_DRY=1 runs nothing: it prints the plan (each step's cap, floor, whether it is
-# reserved, whether its binary is bundled) and the timeout each step would get if every
+# DEVICE_CHECK_DRY=1 runs nothing: it prints the plan (each step's cap, floor, mode, whether
+# its binary is bundled) and the timeout each step would get if every
 # earlier one ran to its limit (DEVICE_CHECK_DRY_SPEND=P: used P% of it), under the same
 # budget arithmetic as a real run. Runs here without a GPU. DEVICE_CHECK_BIN: a folder of
 # binaries to use instead of the bundle's .rt/bin.tar.xz (unpacked to /tmp/gpt-rt/bin);
-# DEVICE_CHECK_RT: where the bundle's packages are unpacked (default /opt/rt).
+# DEVICE_CHECK_RT: where the bundle's packages are unpacked (default /opt/rt);
+# DEVICE_CHECK_WORK: the steps' scratch (default /tmp/gpt-check, emptied first).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/out}
@@ -53,28 +61,30 @@ for v in "$budget" "$spend"; do
     case $v in '' | *[!0-9]*) echo "device_check: '$v' (DEVICE_BUDGET_S, DEVICE_CHECK_DRY_SPEND) is not a whole number" >&2; exit 2 ;; esac
 done
 
-# name|group|log|cap_s|floor_s|R (reserved) or -
+# name|group|log|cap_s|floor_s|mode. Mode P: a correctness step of the first phase, run
+# concurrently with the other P steps (they time nothing, and each alone leaves the GPU and
+# the 16 cores mostly idle); R: reserved (a timed must-have); -: optional, timed.
 STEPS=(
-    "ops|ops|tests|120|40|R"
-    "wgmma|ops|tests|40|10|-"
-    "train|train|tests|90|40|R"
-    "train-mpi2|train|tests|90|40|R"
-    "app-cpu|app|tests|45|15|-"
-    "app-cuda|app|tests|30|10|R"
-    "app-mpi2|app|tests|40|15|R"
-    "bench|bench|bench|240|60|-"
-    "bench-unfused|bench|bench|60|25|R"
+    "ops|ops|tests|150|40|P"
+    "wgmma|ops|tests|60|10|P"
+    "train|train|tests|150|40|P"
+    "train-mpi2|train|tests|150|40|P"
+    "app-cpu|app|tests|60|15|P"
+    "app-cuda|app|tests|60|10|P"
+    "app-mpi2|app|tests|60|15|P"
     "attn|attn|attn|120|40|R"
+    "attn-flash-sm80|attn|attn|30|10|R"
     "gemm-fp8|gemm|gemm|75|36|R"
-    "gemm-fp8-gelu-epilogue|gemm|gemm|30|12|-"
-    "gemm-fp8-cast-tile|gemm|gemm|30|12|-"
-    "attn-flash-sm90|attn|attn|30|10|-"
-    "attn-flash-sm90-bwd-1wg|attn|attn|30|10|-"
+    "bench|bench|bench|240|60|-"
     "bench-flash-sm90|bench|bench|60|25|-"
-    "attn-flash-sm90-bwd-plain|attn|attn|30|10|-"
+    "attn-flash-sm90-bwd-1wg|attn|attn|30|10|-"
+    "gemm-fp8-gelu-epilogue|gemm|gemm|30|12|-"
+    "bench-unfused|bench|bench|60|25|-"
+    "gemm-fp8-cast-tile|gemm|gemm|30|12|-"
     "attn-dropout|attn|attn|45|15|-"
     "gemm|gemm|gemm|90|30|-"
     "profile|bench|bench|75|30|-"
+    "attn-flash-sm90-bwd-plain|attn|attn|30|10|-"
     "bench-autotune|bench|bench|50|25|-"
     "gemm-autotune|gemm|gemm|45|20|-"
     "gemm-fp8-separate|gemm|gemm|30|12|-"
@@ -85,6 +95,8 @@ STEPS=(
     "attn-flash-simple|attn|attn|30|10|-"
     "gemm-fp8-torch|gemm|gemm|120|60|-"
 )
+last_p=-1  # the concurrent phase: STEPS[0..last_p]
+for i in "${!STEPS[@]}"; do [[ ${STEPS[$i]} == *"|P" ]] && last_p=$i; done
 
 # The binary a step needs (its absence: "skipped: not bundled").
 needs() {
@@ -103,6 +115,15 @@ needs() {
 }
 
 selected() { [[ " $groups " == *" $1 "* ]]; }
+# DEVICE_CHECK_AFTER=STEP: a second call on the same lent machine picks up where the first
+# one's budget ran out: the concurrent phase and every step up to STEP (included) are left out.
+after=-1
+if [ -n "${DEVICE_CHECK_AFTER:-}" ]; then
+    for i in "${!STEPS[@]}"; do [[ ${STEPS[$i]} == "$DEVICE_CHECK_AFTER|"* ]] && after=$i; done
+    if [ "$after" -lt 0 ]; then echo "device_check: DEVICE_CHECK_AFTER='$DEVICE_CHECK_AFTER' names no step" >&2; exit 2; fi
+fi
+# Whether step $1 (an index) is left out by DEVICE_CHECK_AFTER.
+done_before() { [ "$1" -le "$after" ] || { [ "$after" -ge 0 ] && [ "$1" -le "$last_p" ]; }; }
 # Whether step $1 can run: its binary is bundled (a dry run plans as if every one were).
 runnable() { [ "$dry" = 1 ] || [ -x "$bin/$(needs "$1")" ]; }
 # The bundle's binaries, unpacked (python3's tarfile: the GPU machine may lack xz).
@@ -117,7 +138,7 @@ reserve_after() {
     local i r=0 name group log cap floor res
     for ((i = $1 + 1; i < ${#STEPS[@]}; i++)); do
         IFS='|' read -r name group log cap floor res <<<"${STEPS[$i]}"
-        if [ "$res" = R ] && selected "$group" && runnable "$name"; then r=$((r + floor)); fi
+        if [ "$res" = R ] && selected "$group" && runnable "$name" && ! done_before "$i"; then r=$((r + floor)); fi
     done
     echo "$r"
 }
@@ -132,12 +153,37 @@ limit_for() {
     echo "$lim"
 }
 
+# The first phase: the P steps (the first entries of STEPS), run concurrently. It may last
+# the largest cap among its selected steps, less what the reserved steps after it need; each
+# step's timeout is min(its cap, that), or 0 (skipped) below its floor.
+phase_limit() {  # $1: seconds left
+    local i widest=0 name group log cap floor res lim
+    for ((i = 0; i <= last_p; i++)); do
+        IFS='|' read -r name group log cap floor res <<<"${STEPS[$i]}"
+        if selected "$group" && runnable "$name" && ! done_before "$i" && [ "$cap" -gt "$widest" ]; then widest=$cap; fi
+    done
+    lim=$(($1 - $(reserve_after "$last_p")))
+    if [ "$lim" -gt "$widest" ]; then lim=$widest; fi
+    if [ "$lim" -lt 0 ]; then lim=0; fi
+    echo "$lim"
+}
+phase_step_limit() {  # $1: step index, $2: the phase's limit
+    local name group log cap floor res lim=$2
+    IFS='|' read -r name group log cap floor res <<<"${STEPS[$1]}"
+    if [ "$lim" -gt "$cap" ]; then lim=$cap; fi
+    if [ "$lim" -lt "$floor" ]; then lim=0; fi
+    echo "$lim"
+}
+
 if [ "$dry" = 1 ]; then
     echo "device_check plan (dry run): budget $budget s, groups: $groups, binaries from $bin"
-    echo "timeouts assume every earlier step used $spend% of its limit (100: the worst case), and every"
-    echo "binary bundled (a real run skips a step whose binary is not, and reserves nothing for it)"
-    printf '%-25s %-6s %-10s %5s %6s %4s %-8s %s\n' step group log cap floor res bundled "timeout / verdict"
+    echo "timeouts assume every earlier step (of the concurrent phase: its longest) used $spend% of its"
+    echo "limit (100: the worst case), and every binary bundled (a real run skips a step whose binary"
+    echo "is not, and reserves nothing for it)"
+    printf '%-27s %-6s %-10s %5s %6s %4s %-8s %s\n' step group log cap floor mode bundled "timeout / verdict"
     left=$budget
+    plim=$(phase_limit "$left")
+    phase_wall=0
     for i in "${!STEPS[@]}"; do
         IFS='|' read -r name group log cap floor res <<<"${STEPS[$i]}"
         have=no
@@ -146,12 +192,18 @@ if [ "$dry" = 1 ]; then
               python3 -c 'import sys, tarfile; sys.exit(("bin/" + sys.argv[2]) not in tarfile.open(sys.argv[1]).getnames())' \
                   "$tarball" "$(needs "$name")"; }; then have=yes; fi
         if ! selected "$group"; then verdict="not selected"
+        elif done_before "$i"; then verdict="left out (DEVICE_CHECK_AFTER)"
+        elif [ "$i" -le "$last_p" ]; then
+            lim=$(phase_step_limit "$i" "$plim")
+            if [ "$lim" -eq 0 ]; then verdict="skipped: no time (phase limit $plim s)"
+            else verdict="$lim s, concurrent"; [ "$lim" -gt "$phase_wall" ] && phase_wall=$lim; fi
         else
+            if [ "$i" -eq $((last_p + 1)) ]; then left=$((left - phase_wall * spend / 100)); fi
             lim=$(limit_for "$i" "$left")
             if [ "$lim" -eq 0 ]; then verdict="skipped: no time ($left s left, $(reserve_after "$i") s reserved)"
             else verdict="$lim s"; left=$((left - lim * spend / 100)); fi
         fi
-        printf '%-25s %-6s %-10s %5s %6s %4s %-8s %s\n' "$name" "$group" "$log.log" "$cap" "$floor" "$res" "$have" "$verdict"
+        printf '%-27s %-6s %-10s %5s %6s %4s %-8s %s\n' "$name" "$group" "$log.log" "$cap" "$floor" "$res" "$have" "$verdict"
     done
     echo "the plan leaves $left s of $budget; files under \$OUT: summary.txt tests.log bench.log attn.log gemm.log (5 of the 8 allowed)"
     exit 0
@@ -176,8 +228,10 @@ nccl=$(dirname "$( (ls /usr/local/cuda/lib64/libnccl.so.2 /usr/lib/x86_64-linux-
 export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread:$lib/hdf5/mpich:$nccl:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PATH=$rt/usr/bin:$PATH  # mpiexec.hydra and hydra_pmi_proxy (which it starts from PATH)
 mpiexec=$(command -v mpiexec.hydra || command -v mpiexec || echo mpiexec)
-export GPT_TEST_SOURCE_DIR=$root GPT_TEST_BINARY_DIR=/tmp/gpt-check
-mkdir -p /tmp/gpt-check
+work=${DEVICE_CHECK_WORK:-/tmp/gpt-check}  # scratch: the steps' outputs and folders
+rm -rf "$work"
+mkdir -p "$work"
+export GPT_TEST_SOURCE_DIR=$root GPT_TEST_BINARY_DIR=$work
 note "NCCL from: $nccl; mpiexec: $mpiexec"
 # What the loader cannot find (the 2-rank steps once failed on libslurm.so.38, which
 # Debian's mpiexec.hydra links): said once here rather than as a failing step later.
@@ -224,19 +278,21 @@ run_step() {
     # the figures the planner's Hopper presets are calibrated from (docs/planner.md).
     profile) "${t[@]}" env PEER=none "BENCH_ARGS=--steps 5 --warmup 2 --profile --profile-steps 3" \
                  "BENCH_BIN=$bin/bench_train_gpu" bash "$root/bench/train_gpu/run.sh" ;;
-    # Beside PyTorch's SDPA with its flash backend and, where offered, its cuDNN backend.
-    attn) "${t[@]}" env "BENCH_BIN=$bin/bench_attention" PYTHON=python3 \
+    # The sm_90 kernels (wgmma forward, two-warpgroup backward; issue #33 item 2) beside
+    # PyTorch's SDPA with its flash backend and, where offered, its cuDNN backend: the
+    # issue's goal, measured first. Should they fail on the card, the peers' rows still come.
+    attn) "${t[@]}" env GPT_CUDA_FLASH=sm90 "BENCH_BIN=$bin/bench_attention" PYTHON=python3 \
               bash "$root/bench/attention_gpu/run.sh" ;;
+    # The default (sm_80) kernels, all three shapes, without peers: the old row.
+    attn-flash-sm80) "${t[@]}" env GPT_CUDA_FLASH=sm80 "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
+                         bash "$root/bench/attention_gpu/run.sh" ;;
     attn-flash-simple) "${t[@]}" env GPT_CUDA_FLASH=simple "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
                            bash "$root/bench/attention_gpu/run.sh" gpt-1.3b ;;
-    # The wgmma kernels (issue #33 item 2), all three shapes: forward (warp-specialised) and
-    # backward (two warpgroups on 128 keys); beside them the same with the one-warpgroup
-    # backward (sm90-bwd-1wg), so the second warpgroup's change shows, with the unpipelined
-    # one (sm90-bwd-plain), so the double buffering's shows, that forward with sm80's
-    # backward (sm90-fwd), so the backward's shows, and the basic forward (sm90-basic), so the
+    # The sm_90 variants, all three shapes, no peers: the one-warpgroup backward
+    # (sm90-bwd-1wg), so the second warpgroup's change shows; the unpipelined one
+    # (sm90-bwd-plain), so the double buffering's shows; that forward with sm80's backward
+    # (sm90-fwd), so the backward's shows; and the basic forward (sm90-basic), so the
     # forward's pipelining's shows.
-    attn-flash-sm90) "${t[@]}" env GPT_CUDA_FLASH=sm90 "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
-                         bash "$root/bench/attention_gpu/run.sh" ;;
     attn-flash-sm90-bwd-1wg) "${t[@]}" env GPT_CUDA_FLASH=sm90-bwd-1wg "BENCH_BIN=$bin/bench_attention" \
                                  PEER=none REPS=5 bash "$root/bench/attention_gpu/run.sh" ;;
     # Attention dropout 0.1 (Megatron's GPT configs; the benches above run without it) on
@@ -303,29 +359,62 @@ digest() {
     esac
 }
 
-for i in "${!STEPS[@]}"; do
+# A finished step's lines: its header and output into its log, its verdict and digest into
+# the summary. $1 name, $2 limit, $3 cap, $4 log, $5 exit status, $6 seconds, $7 output file,
+# $8 start time, $9 a word for the header.
+report() {
+    local logf=$out/$4.log verdict="exit $5"
+    echo "==== $1 (limit $2 s$9) $8" >>"$logf"
+    cat "$7" >>"$logf"
+    if [ "$5" -eq 124 ] || [ "$5" -eq 137 ]; then verdict="timed out"; fi
+    note "$1: $verdict after $6 s (limit $2 s, cap $3 s$9)"
+    digest "$1" <"$7" | tee -a "$summary"
+}
+
+# Phase 1: the correctness steps at once, each with its own scratch folder and 2 CPU threads
+# (up to 9 processes share the 16 cores), their logs appended in table order when all end.
+plim=$(phase_limit "$((budget - SECONDS))")
+phase=()
+for ((i = 0; i <= last_p; i++)); do
     IFS='|' read -r name group log cap floor res <<<"${STEPS[$i]}"
-    selected "$group" || continue
-    need=$(needs "$name")
-    if [ ! -x "$bin/$need" ]; then
-        note "$name: skipped: not bundled ($bin/$need)"
-        continue
-    fi
+    selected "$group" && ! done_before "$i" || continue
+    if ! runnable "$name"; then note "$name: skipped: not bundled ($bin/$(needs "$name"))"; continue; fi
+    lim=$(phase_step_limit "$i" "$plim")
+    if [ "$lim" -eq 0 ]; then note "$name: skipped: no time (phase limit $plim s, floor $floor s)"; continue; fi
+    mkdir -p "$work/$name"
+    (
+        # The same working folder as the timed steps (the config's data paths are relative).
+        export GPT_TEST_BINARY_DIR=$work/$name OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2
+        date -u +%H:%M:%S >"$work/$name.start"
+        t0=$SECONDS
+        run_step "$name" "$lim" >"$work/$name.out" 2>&1
+        echo "$? $((SECONDS - t0))" >"$work/$name.rc"
+    ) &
+    phase+=("$i|$lim")
+done
+wait
+for p in "${phase[@]}"; do
+    i=${p%|*}
+    IFS='|' read -r name group log cap floor res <<<"${STEPS[$i]}"
+    read -r rc took <"$work/$name.rc" || { rc=1; took=?; }
+    report "$name" "${p#*|}" "$cap" "$log" "$rc" "$took" "$work/$name.out" "$(cat "$work/$name.start")" ", concurrent"
+done
+
+# Phase 2: the timed steps, one at a time.
+for ((i = last_p + 1; i < ${#STEPS[@]}; i++)); do
+    IFS='|' read -r name group log cap floor res <<<"${STEPS[$i]}"
+    selected "$group" && ! done_before "$i" || continue
+    if ! runnable "$name"; then note "$name: skipped: not bundled ($bin/$(needs "$name"))"; continue; fi
     left=$((budget - SECONDS))
     lim=$(limit_for "$i" "$left")
     if [ "$lim" -eq 0 ]; then
         note "$name: skipped: no time ($left s left, $(reserve_after "$i") s reserved for later steps, floor $floor s)"
         continue
     fi
-    logf=$out/$log.log
-    echo "==== $name (limit $lim s) $(date -u +%H:%M:%S)" >>"$logf"
-    from=$(wc -l <"$logf")
+    start=$(date -u +%H:%M:%S)
     t0=$SECONDS
-    run_step "$name" "$lim" >>"$logf" 2>&1
+    run_step "$name" "$lim" >"$work/$name.out" 2>&1
     rc=$?
-    verdict="exit $rc"
-    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then verdict="timed out"; fi
-    note "$name: $verdict after $((SECONDS - t0)) s (limit $lim s, cap $cap s)"
-    tail -n +"$((from + 1))" "$logf" | digest "$name" | tee -a "$summary"
+    report "$name" "$lim" "$cap" "$log" "$rc" "$((SECONDS - t0))" "$work/$name.out" "$start" ""
 done
 note "total $SECONDS s of the $budget s budget; files under \$OUT: $(cd "$out" && find . -type f | sed 's|^\./||' | sort | tr '\n' ' ')"
