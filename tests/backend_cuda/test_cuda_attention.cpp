@@ -233,14 +233,18 @@ private:
     bool ok_ = false;
 };
 
-// The three sm90 backward choices: their kernel_variants names and variants.
+// The four sm90 backward choices: their kernel_variants names and variants.
 const char* sm90_bwd_name(FlashKernel k) {
-    return k == FlashKernel::Sm90 ? "sm90" : k == FlashKernel::Sm90Bwd1wg ? "sm90-bwd-1wg" : "sm90-bwd-plain";
+    return k == FlashKernel::Sm90           ? "sm90"
+           : k == FlashKernel::Sm90DqAtomic ? "sm90-dq-atomic"
+           : k == FlashKernel::Sm90Bwd1wg   ? "sm90-bwd-1wg"
+                                            : "sm90-bwd-plain";
 }
 cuda::Sm90Bwd sm90_bwd_variant(FlashKernel k) {
-    return k == FlashKernel::Sm90         ? cuda::Sm90Bwd::TwoWarpgroups
-           : k == FlashKernel::Sm90Bwd1wg ? cuda::Sm90Bwd::OneWarpgroup
-                                          : cuda::Sm90Bwd::Plain;
+    return k == FlashKernel::Sm90           ? cuda::Sm90Bwd::TwoWarpgroups
+           : k == FlashKernel::Sm90DqAtomic ? cuda::Sm90Bwd::TwoWarpgroupsAtomicDq
+           : k == FlashKernel::Sm90Bwd1wg   ? cuda::Sm90Bwd::OneWarpgroup
+                                            : cuda::Sm90Bwd::Plain;
 }
 
 // O and lse of an sm90 forward against the sm80 forward's on the same inputs (with dropout p:
@@ -337,9 +341,11 @@ TEST_F(CudaAttention, FlashSm90WsForwardMatchesSm80) {
 // class: fp32 accumulation, P and dS rounded to 16 bits). The two-warpgroup variant
 // (GPT_CUDA_FLASH=sm90) on every shape: more steps than its two buffers (three query tiles at
 // s 150 and 190, head dims 128 and 64; several query heads of a group), the partial last tile
-// zero-filled by cp.async; the one-warpgroup (sm90-bwd-1wg) and unpipelined (sm90-bwd-plain)
-// ones on the marked shapes (three tiles at head dim 128, grouped K/V at 64; emulator time:
-// FlashSm90BackwardMatchesSm80 runs them on every case, head dim 96 and dropout included).
+// zero-filled by cp.async, dQ by bulk reductions into the tiled scratch (s 33, 70, 100, 130,
+// 150, 190: a partial last tile, several tiles and query heads); the one-warpgroup
+// (sm90-bwd-1wg) and unpipelined (sm90-bwd-plain) ones on the marked shapes (three tiles at
+// head dim 128, grouped K/V at 64; emulator time: FlashSm90BackwardMatchesSm80 runs them and
+// the atomic-dQ twin, sm90-dq-atomic, on every case, head dim 96 and dropout included).
 TEST_F(CudaAttention, FlashSm90BackwardMatchesCpu) {
     Sm90Forward on(FlashKernel::Sm90);
     if (!on.ok()) GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU (or the emulator)";
@@ -365,13 +371,13 @@ TEST_F(CudaAttention, FlashSm90BackwardMatchesCpu) {
         }
 }
 
-// dQ, dK, dV of the three sm90 backwards (two warpgroups, one, unpipelined) against the sm80
-// backward's on the same qkv, O, lse and dO: each is within its bound of the fp64 result, so
-// they differ by at most twice that. And dK, dV of the two-warpgroup variant equal the
-// one-warpgroup variant's to the bit: each warpgroup runs the same products in the same order
-// on its 64 keys (only dQ's fp32 partials are grouped by 128 keys instead of 64), so a
-// warpgroup reading the other's K or V tile, or a key offset, shows here even where it stays
-// within the bounds.
+// dQ, dK, dV of the four sm90 backwards (two warpgroups with bulk or atomic dQ, one,
+// unpipelined) against the sm80 backward's on the same qkv, O, lse and dO: each is within its
+// bound of the fp64 result, so they differ by at most twice that. And dK, dV of the
+// two-warpgroup variant equal the atomic-dQ twin's and the one-warpgroup variant's to the
+// bit: each warpgroup runs the same products in the same order on its 64 keys (only dQ's
+// fp32 partials are grouped or added differently), so a warpgroup reading the other's K or V
+// tile, or a key offset, shows here even where it stays within the bounds.
 TEST_F(CudaAttention, FlashSm90BackwardMatchesSm80) {
     Sm90Forward on(FlashKernel::Sm90);
     if (!on.ok()) GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU (or the emulator)";
@@ -401,7 +407,8 @@ TEST_F(CudaAttention, FlashSm90BackwardMatchesSm80) {
                 return b;
             };
             std::vector<double> two_wg;
-            for (FlashKernel k : {FlashKernel::Sm90, FlashKernel::Sm90Bwd1wg, FlashKernel::Sm90BwdPlain}) {
+            for (FlashKernel k :
+                 {FlashKernel::Sm90, FlashKernel::Sm90DqAtomic, FlashKernel::Sm90Bwd1wg, FlashKernel::Sm90BwdPlain}) {
                 set_flash_kernel(k);
                 ASSERT_TRUE(flash_backward_uses_sm90(a, {qkv.g()}));
                 ASSERT_EQ(flash_backward_sm90_variant(), sm90_bwd_variant(k));
@@ -409,13 +416,13 @@ TEST_F(CudaAttention, FlashSm90BackwardMatchesSm80) {
                 const std::vector<double> got = d90.gpu_vals();
                 EXPECT_TRUE(within_bound(got, d80.gpu_vals(), twice(x.dqkv_bound))) << "dqkv, " << sm90_bwd_name(k);
                 if (k == FlashKernel::Sm90) two_wg = got;
-                if (k != FlashKernel::Sm90Bwd1wg) continue;
+                if (k == FlashKernel::Sm90 || k == FlashKernel::Sm90BwdPlain) continue;
                 // dqkv's rows: per K/V group, qpg query heads, then K, then V, hn each.
                 const std::int64_t chunk = (sh.qpg + 2) * sh.hn;
                 std::int64_t differ = 0, first = -1;
                 for (std::int64_t e = 0; e < nqkv; ++e)
                     if (e % chunk >= sh.qpg * sh.hn && got[e] != two_wg[e] && differ++ == 0) first = e;
-                EXPECT_EQ(differ, 0) << "dK, dV of the one- and two-warpgroup backwards differ in " << differ
+                EXPECT_EQ(differ, 0) << "dK, dV of " << sm90_bwd_name(k) << " and sm90 differ in " << differ
                                      << " elements; first at " << first;
             }
         }
@@ -464,9 +471,9 @@ TEST(CudaFlashSelection, Sm90BackwardWhereItApplies) {
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "Sm90Basic";
     set_flash_kernel(FlashKernel::Simple);
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "Simple";
-    // sm90-bwd-1wg and sm90-bwd-plain: the warp-specialised forward and the backward's
-    // one-warpgroup and unpipelined variants.
-    for (FlashKernel k : {FlashKernel::Sm90Bwd1wg, FlashKernel::Sm90BwdPlain}) {
+    // sm90-dq-atomic, sm90-bwd-1wg and sm90-bwd-plain: the warp-specialised forward and the
+    // backward's atomic-dQ, one-warpgroup and unpipelined variants.
+    for (FlashKernel k : {FlashKernel::Sm90DqAtomic, FlashKernel::Sm90Bwd1wg, FlashKernel::Sm90BwdPlain}) {
         SCOPED_TRACE(sm90_bwd_name(k));
         set_flash_kernel(k);
         EXPECT_TRUE(flash_forward_uses_sm90_ws(a, {buf}));
@@ -515,9 +522,10 @@ TEST(CudaFlashSelection, Sm90ForwardWhereItApplies) {
     EXPECT_FALSE(flash_forward_uses_sm90(a, {buf})) << "Auto";
     EXPECT_FALSE(flash_forward_uses_sm90_ws(a, {buf})) << "Auto";
     for (FlashKernel k : {FlashKernel::Sm90, FlashKernel::Sm90Fwd, FlashKernel::Sm90Basic, FlashKernel::Sm90Bwd1wg,
-                          FlashKernel::Sm90BwdPlain}) {
+                          FlashKernel::Sm90BwdPlain, FlashKernel::Sm90DqAtomic}) {
         const bool ws = k != FlashKernel::Sm90Basic;
         SCOPED_TRACE(k == FlashKernel::Sm90           ? "sm90"
+                     : k == FlashKernel::Sm90DqAtomic ? "sm90-dq-atomic"
                      : k == FlashKernel::Sm90Bwd1wg   ? "sm90-bwd-1wg"
                      : k == FlashKernel::Sm90BwdPlain ? "sm90-bwd-plain"
                      : ws                             ? "sm90-fwd"

@@ -91,23 +91,24 @@ TEST(Environment, GemmAlgoSwitch) {
     }
 }
 
-// GPT_CUDA_FLASH: `simple`, `sm90`, `sm90-fwd`, `sm90-basic`, `sm90-bwd-1wg` and
-// `sm90-bwd-plain` select, unset, empty or `sm80` keep the default kernels, and anything else
-// is refused (a near miss would measure the default under another name).
+// GPT_CUDA_FLASH: `simple`, `sm90`, `sm90-fwd`, `sm90-basic`, `sm90-bwd-1wg`,
+// `sm90-bwd-plain` and `sm90-dq-atomic` select, unset, empty or `sm80` keep the default
+// kernels, and anything else is refused (a near miss would measure the default under another name).
 TEST(Environment, FlashSwitch) {
     struct Case {
         const char* value;
-        bool simple, sm90, sm90_fwd, sm90_basic, sm90_bwd_1wg, sm90_bwd_plain;
+        bool simple, sm90, sm90_fwd, sm90_basic, sm90_bwd_1wg, sm90_bwd_plain, sm90_dq_atomic;
     };
-    const Case cases[] = {{nullptr, false, false, false, false, false, false},
-                          {"", false, false, false, false, false, false},
-                          {"sm80", false, false, false, false, false, false},
-                          {"simple", true, false, false, false, false, false},
-                          {"sm90", false, true, false, false, false, false},
-                          {"sm90-fwd", false, false, true, false, false, false},
-                          {"sm90-basic", false, false, false, true, false, false},
-                          {"sm90-bwd-1wg", false, false, false, false, true, false},
-                          {"sm90-bwd-plain", false, false, false, false, false, true}};
+    const Case cases[] = {{nullptr, false, false, false, false, false, false, false},
+                          {"", false, false, false, false, false, false, false},
+                          {"sm80", false, false, false, false, false, false, false},
+                          {"simple", true, false, false, false, false, false, false},
+                          {"sm90", false, true, false, false, false, false, false},
+                          {"sm90-fwd", false, false, true, false, false, false, false},
+                          {"sm90-basic", false, false, false, true, false, false, false},
+                          {"sm90-bwd-1wg", false, false, false, false, true, false, false},
+                          {"sm90-bwd-plain", false, false, false, false, false, true, false},
+                          {"sm90-dq-atomic", false, false, false, false, false, false, true}};
     for (const Case& c : cases) {
         ScopedEnv e("GPT_CUDA_FLASH", c.value);
         const char* v = c.value ? c.value : "(unset)";
@@ -117,9 +118,11 @@ TEST(Environment, FlashSwitch) {
         EXPECT_EQ(env::cuda_flash_sm90_basic(), c.sm90_basic) << v;
         EXPECT_EQ(env::cuda_flash_sm90_bwd_1wg(), c.sm90_bwd_1wg) << v;
         EXPECT_EQ(env::cuda_flash_sm90_bwd_plain(), c.sm90_bwd_plain) << v;
+        EXPECT_EQ(env::cuda_flash_sm90_dq_atomic(), c.sm90_dq_atomic) << v;
     }
     for (const char* bad : {"SM90", "wgmma", "sm90-bwd", "sm90-fwd ", "sm90-Basic", "sm90basic", "sm90a", "1",
-                            "sm90-bwd-plain ", "sm90-plain", "sm90-bwd-2wg", "sm90-bwd-1WG"}) {
+                            "sm90-bwd-plain ", "sm90-plain", "sm90-bwd-2wg", "sm90-bwd-1WG", "sm90-dq-atomics",
+                            "sm90-dq"}) {
         ScopedEnv e("GPT_CUDA_FLASH", bad);
         EXPECT_THROW(env::cuda_flash_sm90(), UsageError) << bad;
         EXPECT_THROW(env::cuda_flash_simple(), UsageError) << bad;

@@ -175,6 +175,7 @@ std::vector<Stream*> g_stream_order;  // creation order, for a reproducible drai
 std::set<Event*> g_events;
 std::map<const void*, std::size_t> g_smem_limits;
 int g_device = 0;
+bool g_sm90 = false;  // emulate_sm90
 std::uint64_t g_issued = 0;
 // The first error deferred work reported since the last synchronisation returned one.
 cudaError_t g_deferred_error = cudaSuccess;
@@ -472,6 +473,9 @@ void complete_all() {
     drain_all();
 }
 
+std::size_t max_optin_smem() { return g_sm90 ? kMaxOptinSmemSm90 : kMaxOptinSmem; }
+void emulate_sm90(bool on) { g_sm90 = on; }
+
 std::size_t max_dynamic_smem(const void* kernel) {
     std::lock_guard lock(g_streams_mu);
     auto it = g_smem_limits.find(kernel);
@@ -520,8 +524,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
     std::snprintf(prop->name, sizeof prop->name, "gpt_emu SIMT emulator (CPU)");
     prop->totalGlobalMem = arena().size;
     prop->sharedMemPerBlock = kDefaultSmem;
-    prop->sharedMemPerBlockOptin = kMaxOptinSmem;
-    prop->major = 8;
+    prop->sharedMemPerBlockOptin = max_optin_smem();
+    prop->major = g_sm90 ? 9 : 8;
     prop->minor = 0;
     prop->multiProcessorCount = 1;
     prop->warpSize = 32;
@@ -817,10 +821,11 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
 cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
     if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
         return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: attribute not emulated");
-    if (value < 0 || static_cast<std::size_t>(value) > kMaxOptinSmem)
+    if (value < 0 || static_cast<std::size_t>(value) > max_optin_smem())
         return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: " + std::to_string(value) +
-                                               " bytes of dynamic shared memory exceed sm_80's " +
-                                               std::to_string(kMaxOptinSmem));
+                                               " bytes of dynamic shared memory exceed " +
+                                               (g_sm90 ? "sm_90" : "sm_80") + "'s " +
+                                               std::to_string(max_optin_smem()));
     std::lock_guard lock(g_streams_mu);
     g_smem_limits[func] = static_cast<std::size_t>(value);
     return cudaSuccess;

@@ -13,6 +13,9 @@ namespace gpt_emu {
 
 // sm_80's opt-in limit (A100; H100 allows 227 KiB): the smaller of the two targets we build.
 constexpr std::size_t kMaxOptinSmem = 166912;
+constexpr std::size_t kMaxOptinSmemSm90 = 232448;  // H100 / H200: 227 KiB
+// The emulated device's opt-in limit: sm_80's, or sm_90's under emulate_sm90(true).
+std::size_t max_optin_smem();
 constexpr std::size_t kDefaultSmem = 48 * 1024;
 
 // The dynamic shared memory a kernel may launch with (cudaFuncSetAttribute raises it).
@@ -52,6 +55,22 @@ struct AsyncCopies {
     unsigned committed = 0;
 };
 AsyncCopies& current_async_copies();  // the running kernel thread's
+// One thread's bulk reductions (cp.reduce.async.bulk ... .add.f32, tma.cpp) not yet done, in
+// issue order; `group` counts the thread's cp.async.bulk.commit_groups before each, so the
+// committed groups are a prefix. Each reads its shared-memory source and adds it into global
+// memory at the wait_group that covers it (at issue under the warps schedule).
+struct BulkReduce {
+    float* dst;
+    const float* src;
+    std::size_t n;  // floats
+    unsigned group;
+    bool done;      // done at issue (warps schedule), kept until a wait covers it
+};
+struct BulkReduces {
+    std::vector<BulkReduce> ops;
+    unsigned committed = 0;
+};
+BulkReduces& current_bulk_reduces();  // the running kernel thread's
 // Whether cp.async copies land when issued (the earliest the GPU may) rather than at the
 // wait (the latest): so under GPT_EMU_SCHEDULE=warps, where one warp runs ahead, a copy into
 // a buffer other warps still read, with no barrier between, shows; the other schedules catch

@@ -91,6 +91,7 @@ struct Fiber {
     int named = 0;     // the named barrier it waits at (Wait::Named)
     AsyncCopies copies;  // cp.async (ptx.cpp)
     WgmmaState wgmma;    // wgmma.mma_async in flight (wgmma.cpp)
+    BulkReduces reduces; // cp.reduce.async.bulk not yet waited for (tma.cpp)
 };
 
 struct LaneMask {
@@ -306,6 +307,8 @@ void clear_async(Fiber& f) {
     f.wgmma.ops.clear();
     f.wgmma.committed = 0;
     f.wgmma.fence_due = WgmmaState{}.fence_due;
+    f.reduces.ops.clear();
+    f.reduces.committed = 0;
 }
 
 [[noreturn]] void fiber_entry() {
@@ -329,6 +332,11 @@ void clear_async(Fiber& f) {
                     " wgmma.mma_async still in flight (" + std::to_string(uncommitted) +
                     " never committed): a wgmma.commit_group or wgmma.wait_group is missing";
     }
+    // A bulk reduction still reading shared memory when its thread (and perhaps its block)
+    // is gone: the kernel must wait for its bulk groups (cp.async.bulk.wait_group) first.
+    if (!f.reduces.ops.empty() && r.failure.empty())
+        r.failure = "a thread exited with " + std::to_string(f.reduces.ops.size()) +
+                    " bulk reductions (cp.reduce.async.bulk) never waited for: a cp.async.bulk.wait_group is missing";
     // cp.async copies the thread never waited for are dropped, not landed: no thread may
     // read them (another thread sees them only after this one's wait and a barrier), so
     // a kernel that relies on them reads the stale (or NaN-poisoned) destination here.
@@ -590,6 +598,7 @@ std::uint32_t warp_gather(const void* mine, std::size_t bytes, void* all) {
 }
 
 AsyncCopies& current_async_copies() { return g_run->cur->copies; }
+BulkReduces& current_bulk_reduces() { return g_run->cur->reduces; }
 std::vector<BulkCopy>& current_bulk_copies() { return g_run->bulk; }
 
 // bar.sync / bar.arrive with a barrier id and a thread count: the barrier completes when
@@ -808,7 +817,7 @@ void launch_kernel(const void* kernel, dim3 grid, dim3 block, std::size_t smem, 
         std::ostringstream m;
         m << "kernel launched with " << smem << " bytes of dynamic shared memory; its limit is "
           << smem_limit << " (cudaFuncSetAttribute(MaxDynamicSharedMemorySize) raises the 48 KiB "
-          << "default up to " << kMaxOptinSmem << " on sm_80)";
+          << "default up to " << max_optin_smem() << " on the emulated device)";
         set_error(cudaErrorInvalidValue, m.str().c_str());
         return;
     }

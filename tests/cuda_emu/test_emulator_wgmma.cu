@@ -5,7 +5,9 @@
 // while the instruction still reads them. (Its layouts are checked against a host product,
 // and on a GPU against the hardware, by test_cuda_wgmma.) Its TMA tile loads land swizzled,
 // with zeros outside the tensor, and an mbarrier phase that can never complete, an
-// uninitialised barrier and loads nobody waited for fail the launch. Named barriers order a
+// uninitialised barrier and loads nobody waited for fail the launch. Its bulk reductions add
+// shared memory into global memory, read their source at the wait (a store before it shows),
+// and a missing wait, a misaligned address or a global source fail the launch. Named barriers order a
 // producer warpgroup and a consumer warpgroup; counts that disagree or are never reached,
 // and a setmaxnreg that not all of a warpgroup executes, fail the launch.
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -72,14 +75,19 @@ struct Out {
     }
 };
 
+// After a launch: its error message (the launch's or the synchronisation's), "" on success.
+std::string launch_error() {
+    const cudaError_t sync = cudaDeviceSynchronize();
+    const cudaError_t last = cudaGetLastError();
+    const cudaError_t err = last != cudaSuccess ? last : sync;
+    return err != cudaSuccess ? cudaGetErrorString(err) : "";
+}
+
 // Runs the kernel; the launch's error message, "" when it succeeded.
 std::string run(int misuse, int threads, std::vector<float>* out = nullptr) {
     Out d(2 * threads);
     wgmma_misuse_kernel<<<1, threads, kSmemBytes>>>(d.p, misuse);
-    const cudaError_t sync = cudaDeviceSynchronize();
-    const cudaError_t last = cudaGetLastError();
-    const cudaError_t err = last != cudaSuccess ? last : sync;
-    if (err != cudaSuccess) return cudaGetErrorString(err);
+    if (std::string e = launch_error(); !e.empty()) return e;
     if (out) *out = d.get(2 * threads);
     return "";
 }
@@ -164,11 +172,8 @@ std::string run_tma(int misuse, std::vector<float>* out = nullptr) {
     Out d(kBoxRows * kBoxCols);
     if (msg.empty()) {
         tma_kernel<<<1, 128, kBoxRows * kBoxCols * 2 + 16>>>(d.p, map, misuse);
-        const cudaError_t sync = cudaDeviceSynchronize();
-        const cudaError_t last = cudaGetLastError();
-        const cudaError_t err = last != cudaSuccess ? last : sync;
-        if (err != cudaSuccess) msg = cudaGetErrorString(err);
-        else if (out) *out = d.get(kBoxRows * kBoxCols);
+        msg = launch_error();
+        if (msg.empty() && out) *out = d.get(kBoxRows * kBoxCols);
     }
     cudaFree(tensor);
     return msg;
@@ -192,6 +197,60 @@ TEST(CudaEmulatorTma, MisusedBarriersFailTheLaunch) {
     EXPECT_NE(msg.find("the mbarrier was not initialised"), std::string::npos) << msg;
     msg = run_tma(kTmaNoWait);
     EXPECT_NE(msg.find("TMA copies never waited for"), std::string::npos) << msg;
+}
+
+enum BulkMisuse { kBulkNone, kBulkEarlyWrite, kBulkNoWait, kBulkMisaligned, kBulkNotShared };
+
+// Two rounds into one 512-float destination: thread 0 stages (2 + round) * (i + 1) in shared
+// memory and adds it into out by one bulk reduction a round, waiting for the read before the
+// next round's stores (out = 5 (i + 1) in all). kBulkEarlyWrite stores the second round
+// before that wait: the first reduction then reads the second round's values too (the
+// emulator reads at the wait, the latest the GPU may), so out is 6 (i + 1).
+__global__ void bulk_reduce_kernel(float* out, int misuse) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    auto* stage = reinterpret_cast<float*>(smem);
+    if (threadIdx.x != 0) return;
+    for (int round = 0; round < 2; ++round) {
+        if (round == 1 && misuse != kBulkEarlyWrite) tma::bulk_wait_group_read<0>();
+        for (int i = 0; i < 512; ++i) stage[i] = static_cast<float>((2 + round) * (i + 1));
+        w::fence_proxy_async_shared();
+        const float* src = misuse == kBulkNotShared ? out : stage;
+        tma::bulk_reduce_add_f32(out + (misuse == kBulkMisaligned ? 1 : 0), src, 512 * 4 - (misuse == kBulkMisaligned ? 16 : 0));
+        tma::bulk_commit_group();
+    }
+    if (misuse != kBulkNoWait) tma::bulk_wait_group<0>();
+}
+
+std::string run_bulk(int misuse, std::vector<float>* out = nullptr) {
+    Out d(512);
+    std::vector<float> zeros(512, 0.0f);
+    cudaMemcpy(d.p, zeros.data(), 512 * 4, cudaMemcpyHostToDevice);
+    bulk_reduce_kernel<<<1, 32, 512 * 4>>>(d.p, misuse);
+    if (std::string e = launch_error(); !e.empty()) return e;
+    if (out) *out = d.get(512);
+    return "";
+}
+
+TEST(CudaEmulatorBulkReduce, AddsStagedFloatsIntoGlobalMemory) {
+    std::vector<float> out;
+    ASSERT_EQ(run_bulk(kBulkNone, &out), "");
+    for (int i = 0; i < 512; ++i) ASSERT_EQ(out[i], 5.0f * (i + 1)) << i;
+}
+
+TEST(CudaEmulatorBulkReduce, MisuseShowsOrFailsTheLaunch) {
+    std::vector<float> out;
+    // Under GPT_EMU_SCHEDULE=warps reductions happen at issue (the earliest), where the early
+    // store is harmless; the other schedules read at the wait.
+    const char* schedule = std::getenv("GPT_EMU_SCHEDULE");
+    const bool at_issue = schedule && std::string(schedule) == "warps";
+    ASSERT_EQ(run_bulk(kBulkEarlyWrite, &out), "");
+    EXPECT_EQ(out[9], at_issue ? 50.0f : 60.0f) << "the first reduction read the stage at its wait";
+    std::string msg = run_bulk(kBulkNoWait);
+    EXPECT_NE(msg.find("bulk reductions (cp.reduce.async.bulk) never waited for"), std::string::npos) << msg;
+    msg = run_bulk(kBulkMisaligned);
+    EXPECT_NE(msg.find("is not 16-byte aligned"), std::string::npos) << msg;
+    msg = run_bulk(kBulkNotShared);
+    EXPECT_NE(msg.find("is device (global) memory, not shared memory"), std::string::npos) << msg;
 }
 
 enum NamedMisuse { kNamedNone, kNamedCountsDiffer, kNamedNoProducer, kNamedPartialSetmaxnreg };
@@ -220,10 +279,7 @@ __global__ void named_barrier_kernel(float* out, int misuse) {
 std::string run_named(int misuse, std::vector<float>* out = nullptr) {
     Out d(128);
     named_barrier_kernel<<<1, 256, 128 * sizeof(float)>>>(d.p, misuse);
-    const cudaError_t sync = cudaDeviceSynchronize();
-    const cudaError_t last = cudaGetLastError();
-    const cudaError_t err = last != cudaSuccess ? last : sync;
-    if (err != cudaSuccess) return cudaGetErrorString(err);
+    if (std::string e = launch_error(); !e.empty()) return e;
     if (out) *out = d.get(128);
     return "";
 }

@@ -153,4 +153,47 @@ void tma_load_2d(void* dst, const TensorMap* map, void* bar, int col, int row) {
     current_bulk_copies().push_back(c);
 }
 
+namespace {
+void reduce(const BulkReduce& r) {
+    for (std::size_t i = 0; i < r.n; ++i) r.dst[i] += r.src[i];
+}
+}  // namespace
+
+void bulk_reduce_add_f32(float* dst, const float* src, unsigned bytes) {
+    std::ostringstream bad;
+    if (bytes == 0 || bytes % 16 != 0)
+        bad << "size " << bytes << " is not a positive multiple of 16";
+    else if (reinterpret_cast<std::uintptr_t>(dst) % 16 || reinterpret_cast<std::uintptr_t>(src) % 16)
+        bad << "destination " << dst << " or source " << src << " is not 16-byte aligned";
+    else if (in_arena(src))
+        bad << "source " << src << " is device (global) memory, not shared memory";
+    else if (wgmma_smem_address(src) + bytes > dynamic_smem_bytes())
+        bad << "source at shared address " << wgmma_smem_address(src) << " (" << bytes
+            << " bytes) runs past dynamic shared memory";
+    else if (!is_device(dst, bytes))
+        bad << "destination [" << dst << ", +" << bytes << ") is not inside a device allocation";
+    if (!bad.str().empty()) fail("cp.reduce.async.bulk: " + bad.str());
+    BulkReduces& q = current_bulk_reduces();
+    BulkReduce r{dst, src, bytes / 4, q.committed, false};
+    if (async_copies_land_at_issue()) {  // still recorded: the thread must wait for it
+        reduce(r);
+        r.done = true;
+    }
+    q.ops.push_back(r);
+}
+
+void bulk_commit_group() { ++current_bulk_reduces().committed; }
+
+void bulk_wait_group(int pending) {
+    if (pending < 0) fail("cp.async.bulk.wait_group: negative group count");
+    BulkReduces& q = current_bulk_reduces();
+    const auto keep = static_cast<unsigned>(pending);
+    if (q.committed <= keep) return;
+    const unsigned done = q.committed - keep;  // groups 0 .. done-1 complete
+    std::size_t n = 0;
+    for (; n < q.ops.size() && q.ops[n].group < done; ++n)
+        if (!q.ops[n].done) reduce(q.ops[n]);
+    q.ops.erase(q.ops.begin(), q.ops.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
 }  // namespace gpt_emu

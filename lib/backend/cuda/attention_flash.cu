@@ -225,6 +225,7 @@ FlashKernel& kernel_choice() {
                            : env::cuda_flash_sm90_basic() ? FlashKernel::Sm90Basic
                            : env::cuda_flash_sm90_bwd_1wg() ? FlashKernel::Sm90Bwd1wg
                            : env::cuda_flash_sm90_bwd_plain() ? FlashKernel::Sm90BwdPlain
+                           : env::cuda_flash_sm90_dq_atomic() ? FlashKernel::Sm90DqAtomic
                                                     : FlashKernel::Auto;
     return k;
 }
@@ -274,13 +275,18 @@ FlashParams flash_params(const AttentionArgs& a) {
 }
 
 void set_flash_kernel(FlashKernel k) { kernel_choice() = k; }
-void flash_assume_sm90_device_for_tests(bool on) { assume_sm90() = on; }
+void flash_assume_sm90_device_for_tests(bool on) {
+    assume_sm90() = on;
+#if defined(GPT_CUDA_EMU)
+    ::gpt_emu::emulate_sm90(on);  // sm_90's limits (227 KiB of shared memory a block) for its kernels
+#endif
+}
 bool flash_device_is_sm90() { return device_is_sm90(); }
 
 bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     const FlashKernel k = kernel_choice();
     if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Fwd && k != FlashKernel::Sm90Bwd1wg &&
-         k != FlashKernel::Sm90BwdPlain) ||
+         k != FlashKernel::Sm90BwdPlain && k != FlashKernel::Sm90DqAtomic) ||
         !flash_uses_tensor_cores(a, tensors))
         return false;
     // With dropout too (the same Philox mask as sm80's); the basic forward below has none.
@@ -289,7 +295,7 @@ bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<co
 bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     const FlashKernel k = kernel_choice();
     if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Fwd && k != FlashKernel::Sm90Basic &&
-         k != FlashKernel::Sm90Bwd1wg && k != FlashKernel::Sm90BwdPlain) ||
+         k != FlashKernel::Sm90Bwd1wg && k != FlashKernel::Sm90BwdPlain && k != FlashKernel::Sm90DqAtomic) ||
         !flash_uses_tensor_cores(a, tensors))
         return false;
     if (flash_forward_uses_sm90_ws(a, tensors)) return true;
@@ -297,7 +303,8 @@ bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const
 }
 bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     const FlashKernel k = kernel_choice();
-    if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Bwd1wg && k != FlashKernel::Sm90BwdPlain) ||
+    if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Bwd1wg && k != FlashKernel::Sm90BwdPlain &&
+         k != FlashKernel::Sm90DqAtomic) ||
         !flash_uses_tensor_cores(a, tensors))
         return false;
     // With dropout too (the same Philox mask as sm80's).
@@ -305,9 +312,10 @@ bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<cons
 }
 Sm90Bwd flash_backward_sm90_variant() {
     const FlashKernel k = kernel_choice();
-    return k == FlashKernel::Sm90       ? Sm90Bwd::TwoWarpgroups
-           : k == FlashKernel::Sm90Bwd1wg ? Sm90Bwd::OneWarpgroup
-                                          : Sm90Bwd::Plain;
+    return k == FlashKernel::Sm90           ? Sm90Bwd::TwoWarpgroups
+           : k == FlashKernel::Sm90DqAtomic ? Sm90Bwd::TwoWarpgroupsAtomicDq
+           : k == FlashKernel::Sm90Bwd1wg   ? Sm90Bwd::OneWarpgroup
+                                            : Sm90Bwd::Plain;
 }
 FlashKernel flash_kernel() { return kernel_choice(); }
 

@@ -22,8 +22,10 @@ constexpr std::int64_t kMaxFlashHeadDim = 128;
 //  - Sm90Bwd1wg (GPT_CUDA_FLASH=sm90-bwd-1wg): Sm90's kernels, but the backward the
 //    one-warpgroup double-buffered variant of attention_flash_sm90_bwd.cu (Sm90's has two
 //    warpgroups on 128 keys);
-//  - Sm90BwdPlain (GPT_CUDA_FLASH=sm90-bwd-plain): the same with its unpipelined variant.
-enum class FlashKernel { Auto, Simple, Sm90, Sm90Fwd, Sm90Basic, Sm90Bwd1wg, Sm90BwdPlain };
+//  - Sm90BwdPlain (GPT_CUDA_FLASH=sm90-bwd-plain): the same with its unpipelined variant;
+//  - Sm90DqAtomic (GPT_CUDA_FLASH=sm90-dq-atomic): Sm90's kernels, the backward's dQ partials
+//    by float2 atomics instead of bulk reductions.
+enum class FlashKernel { Auto, Simple, Sm90, Sm90Fwd, Sm90Basic, Sm90Bwd1wg, Sm90BwdPlain, Sm90DqAtomic };
 void set_flash_kernel(FlashKernel k);
 FlashKernel flash_kernel();  // the current choice (the first call reads GPT_CUDA_FLASH)
 // Whether a call with these arguments and tensors runs on tensor cores: fp16/bf16, head dim
@@ -34,10 +36,10 @@ bool flash_uses_tensor_cores(const AttentionArgs& a, std::initializer_list<const
 // sm_90 device, no dropout, fp16/bf16, flash_uses_tensor_cores, and a head dim the kernel has
 // (warp-specialised: 64, 96, 128; basic: 64, 128).
 bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors);
-// Whether that kernel is the warp-specialised one (FlashKernel::Sm90, Sm90Fwd, Sm90Bwd1wg or
-// Sm90BwdPlain).
+// Whether that kernel is the warp-specialised one (FlashKernel::Sm90, Sm90Fwd, Sm90Bwd1wg,
+// Sm90BwdPlain or Sm90DqAtomic).
 bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<const void*> tensors);
-// Whether flash_backward runs on the sm_90 kernel: FlashKernel::Sm90, Sm90Bwd1wg or Sm90BwdPlain, an
+// Whether flash_backward runs on the sm_90 kernel: FlashKernel::Sm90, Sm90Bwd1wg, Sm90BwdPlain or Sm90DqAtomic, an
 // sm_90 device, fp16/bf16, head dim 64, 96 or 128 (dropout and grouped K/V included), and
 // flash_uses_tensor_cores; elsewhere the sm80 backward (or the CUDA-core one).
 bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors);
@@ -48,13 +50,19 @@ bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<cons
 //    columns over all 128 keys: per key, half the tile loads and dQ atomics of one warpgroup;
 //  - OneWarpgroup (Sm90Bwd1wg): one warpgroup on 64 keys, double-buffered (cp.async
 //    prefetch of the next query tile, float2 dQ atomics);
-//  - Plain (Sm90BwdPlain): one warpgroup, unpipelined loads, scalar atomics.
-enum class Sm90Bwd { Plain, OneWarpgroup, TwoWarpgroups };
+//  - Plain (Sm90BwdPlain): one warpgroup, unpipelined loads, scalar atomics;
+//  - TwoWarpgroups (FlashKernel::Sm90) adds each warpgroup's dQ partial of a step into the
+//    fp32 scratch by one bulk reduction of the tensor memory accelerator (FlashAttention-3's
+//    way), from shared memory into a tile-contiguous scratch (flash_dq_scratch_floats) that
+//    its own final kernel puts in place; TwoWarpgroupsAtomicDq (Sm90DqAtomic) is the same
+//    kernel with float2 atomics into the row-major scratch, as the other two.
+enum class Sm90Bwd { Plain, OneWarpgroup, TwoWarpgroups, TwoWarpgroupsAtomicDq };
 // The variant FlashKernel selects (meaningful where flash_backward_uses_sm90 is true).
 Sm90Bwd flash_backward_sm90_variant();
 // Test hook: the emulator reports compute capability 8.0; with this on, the "device is
 // sm_90" check of flash_forward_uses_sm90 (and _backward_) passes on any device (the emulator runs the wgmma
-// kernel; a real pre-Hopper GPU would trap, so only tests on the emulator set it).
+// kernel; a real pre-Hopper GPU would trap, so only tests on the emulator set it), and the
+// emulator takes sm_90's limits (compute capability 9.0, 227 KiB of shared memory a block).
 void flash_assume_sm90_device_for_tests(bool on);
 // Whether the current device is sm_90 (or the hook above is on).
 bool flash_device_is_sm90();
@@ -62,8 +70,12 @@ bool flash_device_is_sm90();
 // lse [b, np, s] fp32.
 void flash_forward(const AttentionArgs& a, const void* qkv, void* out, float* lse,
                    const Stream& stream);
-// delta: fp32 scratch of b*np*s elements; dq_acc: fp32 scratch of s*b*np*hn elements when
-// flash_uses_tensor_cores(a, {qkv, out, dout, dqkv}), else unused. dqkv is overwritten.
+// The fp32 dQ scratch flash_backward needs on tensor cores: s rounded up to whole 64-query
+// tiles (the bulk-reduction backward's tiles) x pairs x hn.
+std::size_t flash_dq_scratch_floats(std::int64_t s, std::int64_t pairs, std::int64_t hn);
+// delta: fp32 scratch of b*np*s elements; dq_acc: fp32 scratch of
+// flash_dq_scratch_floats(s, b*np, hn) elements when flash_uses_tensor_cores(a, {qkv, out,
+// dout, dqkv}), else unused. dqkv is overwritten.
 void flash_backward(const AttentionArgs& a, const void* qkv, const void* out, const float* lse,
                     const void* dout, void* dqkv, float* delta, float* dq_acc,
                     const Stream& stream);

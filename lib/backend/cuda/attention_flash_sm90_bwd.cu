@@ -2,8 +2,9 @@
 // of FlashAttention-3's backward (Shah et al. 2024) in their simplest form, with the sm80
 // backward's contract (attention_flash_sm80.cu): inputs qkv, dout, the forward's lse and
 // D = rowsum(dO * O) per query (flash_delta_kernel); dK and dV written into dqkv, dQ summed
-// over key blocks into the fp32 scratch dq_acc with atomics and converted by the sm80 file's
-// flash_dq_store.
+// over key blocks into the fp32 scratch dq_acc (by bulk reductions into a tiled layout that
+// flash_dq_store_tiled puts in place, or by atomics into the sm80 file's row layout, which
+// its flash_dq_store converts).
 //  - One warpgroup (128 threads) per block and 64 keys (wgmma's M), walking the 64-query
 //    tiles from the diagonal one on (causal) for every query head of the K/V group in head
 //    order, so a group's dK/dV is summed in registers in a fixed order, as the sm80 kernel.
@@ -18,14 +19,23 @@
 //    mma_ss with kTransA, K (N-major) its B: the whole head dim at 64 and 96 (one m64n96 at
 //    96, gpt22b-shape's head dim), 64-column halves at 128 (32 accumulators a thread, not 64:
 //    dK, dV, P^T and dS^T are live then).
-//  - Three variants of one template (kPipe, WG), the same math:
+//  - Four variants of one template (kPipe, WG, kBulk), the same math:
 //    two warpgroups, double-buffered (GPT_CUDA_FLASH=sm90, FlashAttention-3's block shape):
 //    256 threads and 128 keys a block, each warpgroup its 64 keys' S^T, dP^T, dK and dV as
 //    below, both on the same query tile (its Q, dO, lse, D loaded once for 128 keys, not 64);
 //    dS^T of all 128 keys in shared memory, and each warpgroup computes half of dQ's head-dim
 //    columns (m64n32 / n48 / n64 at head dims 64 / 96 / 128) over all 128 keys: one set of
-//    dQ atomics per 128 keys, half the atomic traffic per key of one warpgroup. Every tile's
-//    causal test runs (no untested copy of the loop: registers).
+//    dQ partials per 128 keys. Every tile's causal test runs (no untested copy of the loop:
+//    registers). Each warpgroup's dQ partial (64 queries x its half of the head dim, fp32)
+//    goes through a shared-memory stage into the scratch by ONE bulk reduction of the tensor
+//    memory accelerator (kBulk; cp.reduce.async.bulk .add.f32, FlashAttention-3's dQ): the
+//    warpgroup's 128 threads store 16 bytes each per float4 of accumulators, one thread adds
+//    the stage into the tile's contiguous block in L2, where the atomic variant
+//    (sm90-dq-atomic, the kernel before) sends 16 (head dim 128) float2 atomics a thread and
+//    step. The stage is written again only after that thread's wait for the previous
+//    reduction's read (a step later, so it has long finished), told to the warpgroup by a
+//    named barrier; the scratch's tile layout (kBulk's comment below) needs s rounded up to
+//    64 queries (flash_dq_scratch_floats).
 //    One warpgroup, double-buffered (sm90-bwd-1wg): step i + 1's Q and dO tiles (16-byte
 //    cp.async into the canonical no-swizzle layout, load_tile_async) and its lse and D
 //    (4-byte cp.async, lse raw: times log2(e) where used) are copied into a second buffer
@@ -41,11 +51,14 @@
 //    Philox mask: the keep bits drawn before the tile's products, carried into dS^T as the
 //    sign of P^T (see the step loop); double-buffered, the draws overlap the step's copies.
 // ptxas (CUDA 13, sm_90a), no spills, registers a thread at head dims 128 / 96 / 64:
-// two warpgroups 240 / 212 / 180, with dropout 244 / 221 / 190; one warpgroup 249 / 226 /
+// two warpgroups with bulk dQ 242 / 214 / 180, with dropout 250 / 227 / 193; with atomic dQ
+// 240 / 212 / 180, with dropout 244 / 221 / 190; one warpgroup 249 / 226 /
 // 184, with dropout 244 / 225 / 182; unpipelined 254 / 231 / 193, with dropout 255 / 233 /
-// 192. Shared memory (kSmemB90): two warpgroups 150,528 / 117,760 / 84,992 bytes (one block,
-// eight warps, an SM), one warpgroup 109,056 / 84,480 / 59,904, unpipelined 75,776 / 59,392 /
-// 43,008. The one-warpgroup kernels run two blocks (eight warps) an SM in every case, set by
+// 192. Shared memory (kSmemB90): two warpgroups with bulk dQ 183,296 / 142,336 / 101,376
+// bytes, with atomic dQ 150,528 / 117,760 / 84,992 (one block, eight warps, an SM; the bulk
+// variant's named barriers, their id a register, make ptxas reserve all 16 barriers, which
+// one block an SM does not mind), one warpgroup 109,056 / 84,480 / 59,904, unpipelined
+// 75,776 / 59,392 / 43,008. The one-warpgroup kernels run two blocks (eight warps) an SM in every case, set by
 // registers (182 a thread is 23,296 a block: three blocks would need more than the SM's
 // 65,536); shared memory (228 KiB an SM, 1 KiB reserved a block) would allow
 // double-buffered 2 / 2 / 3 blocks, unpipelined 3 / 3 / 5.
@@ -54,6 +67,8 @@
 
 #include "backend/cuda/attention_flash_params.cuh"
 #include "backend/cuda/attention_sm90_tiles.cuh"
+#include "backend/cuda/tma_sm90.cuh"
+#include "backend/cuda/warp_specialization.cuh"
 #include "backend/cuda/wgmma_sm90.cuh"
 
 namespace gpt::cuda {
@@ -85,13 +100,26 @@ constexpr int kTileBytesB90 = 64 * HN * 2;
 template <int WG>
 constexpr int kDsBytes = kKeysB90<WG> * kRowsB90 * 2;  // dS^T, 16-bit
 constexpr int kStatBytes = 2 * kRowsB90 * 4;           // lse (* log2(e) unpipelined) and D of a tile's queries
+// kBulk: the block's fp32 dQ partial of a step (64 queries x the head dim), staged for the
+// bulk reduction.
+template <int HN, bool kBulk>
+constexpr int kDqStageBytes = kBulk ? kRowsB90 * HN * 4 : 0;
 // K and V (a 64-key tile per warpgroup, K's contiguous: one 128-row tile for dQ's B); Q, dO
 // (twice with kPipe: the step's buffer and the next step's, filling); dS^T; the tile
-// statistics (twice with kPipe); each thread's dropout keep bits; the alignment slack.
-template <int HN, bool kPipe, int WG>
+// statistics (twice with kPipe); each thread's dropout keep bits; with kBulk the dQ stage;
+// the alignment slack.
+template <int HN, bool kPipe, int WG, bool kBulk = false>
 constexpr int kSmemB90 = (2 * WG + (kPipe ? 4 : 2)) * kTileBytesB90<HN> + kDsBytes<WG> + (kPipe ? 2 : 1) * kStatBytes +
-                         kThreadsB90<WG> * 4 + 1024;
-static_assert(kSmemB90<128, true, 2> <= 227 * 1024, "over the opt-in shared memory of a block (227 KiB)");
+                         kThreadsB90<WG> * 4 + kDqStageBytes<HN, kBulk> + 1024;
+static_assert(kSmemB90<128, true, 2, true> <= 227 * 1024, "over the opt-in shared memory of a block (227 KiB)");
+
+// kBulk's dQ scratch: per (query head, 64-query tile) a block of 64 x HN floats, in two halves
+// of HN / 2 columns (one per warpgroup), each in the order of the warpgroup's accumulator
+// registers (wgmma_sm90.cuh): float4 number v of thread tt (0..127) at (v * 128 + tt) * 4,
+// holding its accumulators 4v .. 4v + 3. So a warpgroup's partial is one contiguous run for
+// one bulk reduction, its stores into the stage are 16 bytes a thread with consecutive threads
+// side by side (no bank conflicts), and flash_dq_store_tiled puts the sums in place after.
+__host__ __device__ constexpr std::int64_t dq_tiles(std::int64_t s) { return (s + kRowsB90 - 1) / kRowsB90; }
 
 // Two adjacent dQ columns into the fp32 scratch: one vector atomic where sm_90 has it (CUDA's
 // atomicAdd(float2*, float2): each component atomic, their order unspecified; 8-byte
@@ -109,9 +137,10 @@ __device__ __forceinline__ void atomic_add2(float* p, float a, float b) {
 
 // kPipe: the double-buffered variant; without it the unpipelined one
 // (GPT_CUDA_FLASH=sm90-bwd-plain), its loads and scalar dQ atomics as before. WG = 2 (kPipe
-// only): two warpgroups on 128 keys (GPT_CUDA_FLASH=sm90), WG = 1 one on 64
-// (sm90-bwd-1wg). All share the step's math below.
-template <int HN, bool kDrop, bool kPipe, int WG, typename T>
+// only): two warpgroups on 128 keys, WG = 1 one on 64 (sm90-bwd-1wg). kBulk (WG = 2 only):
+// dQ partials by one bulk reduction a warpgroup and step (GPT_CUDA_FLASH=sm90), else by
+// float2 atomics (sm90-dq-atomic). All share the step's math below.
+template <int HN, bool kDrop, bool kPipe, int WG, bool kBulk, typename T>
 __global__ void __launch_bounds__(kThreadsB90<WG>, 1)
     flash_bwd_sm90(FlashParams P, const T* qkv, const T* dout, const float* lse, const float* D, T* dqkv,
                    float* dq_acc) {
@@ -123,6 +152,8 @@ __global__ void __launch_bounds__(kThreadsB90<WG>, 1)
     float* st0 = reinterpret_cast<float*>(dss + kDsBytes<WG>);  // buffer 0's lse, then D; with kPipe buffer 1's after
     std::uint32_t* keeps = reinterpret_cast<std::uint32_t*>(st0 + (kPipe ? 4 : 2) * kRowsB90);  // keep bits per thread
     constexpr int kThreads = kThreadsB90<WG>;
+    static_assert(!kBulk || WG == 2, "the bulk dQ reduction is the two-warpgroup kernel's");
+    float* dq_stage = reinterpret_cast<float*>(keeps + kThreads);  // kBulk: 1024-byte aligned (sizes above)
     // warp: the warp within its warpgroup (its 16 rows of every fragment); the warpgroup's
     // keys start at j0 + 64 wg, its K and V tiles at ksw, vsw.
     // (With one warpgroup both are constants: ptxas then keeps the kernel's old registers.)
@@ -330,7 +361,29 @@ __global__ void __launch_bounds__(kThreadsB90<WG>, 1)
                     w::fence_operand(da[step]);
                 }
             }
-            if constexpr (kPipe) {
+            if constexpr (kBulk) {
+                // The warpgroup's partial into its half of the stage, then one bulk reduction
+                // into the tile's scratch by the warpgroup's first thread. The stage is free
+                // once that thread's previous reduction has read it (waited for here, a whole
+                // step after its issue), which the first barrier tells the others; the second
+                // one (after the fence for the async proxy) that every store is in.
+                const int tt = t % 128;
+                float* stage = dq_stage + wg * (kRowsB90 * kDqCols);
+                if (tt == 0) tma::bulk_wait_group_read<0>();
+                named_barrier_sync(1 + wg, 128);
+#pragma unroll
+                for (int v = 0; v < kDqCols / 8; ++v)
+                    *reinterpret_cast<float4*>(stage + (v * 128 + tt) * 4) =
+                        make_float4(dq[4 * v], dq[4 * v + 1], dq[4 * v + 2], dq[4 * v + 3]);
+                w::fence_proxy_async_shared();
+                named_barrier_sync(1 + wg, 128);
+                if (tt == 0) {
+                    const std::int64_t tile = pair * dq_tiles(P.s) + i0 / kRowsB90;
+                    tma::bulk_reduce_add_f32(dq_acc + (2 * tile + wg) * (kRowsB90 * kDqCols), stage,
+                                             kRowsB90 * kDqCols * 4);
+                    tma::bulk_commit_group();
+                }
+            } else if constexpr (kPipe) {
                 // Accumulators i, i + 1 (i even) are one row's adjacent columns: one float2 atomic.
 #pragma unroll
                 for (int i = 0; i < kDqCols / 2; i += 2) {
@@ -348,6 +401,10 @@ __global__ void __launch_bounds__(kThreadsB90<WG>, 1)
             }
         }
     }
+    // The last reductions done before the thread (and the block's shared memory) goes.
+    if constexpr (kBulk) {
+        if (t % 128 == 0) tma::bulk_wait_group<0>();
+    }
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
         const std::int64_t j = j0 + (64 * wg + 16 * warp + 8 * rr + g);
@@ -361,11 +418,11 @@ __global__ void __launch_bounds__(kThreadsB90<WG>, 1)
     }
 }
 
-template <int HN, bool kDrop, bool kPipe, int WG, typename T>
+template <int HN, bool kDrop, bool kPipe, int WG, bool kBulk, typename T>
 void launch_bwd90(const FlashParams& P, const void* qkv, const void* dout, const float* lse, const float* D,
                   void* dqkv, float* dq_acc, cudaStream_t st) {
-    auto* k = flash_bwd_sm90<HN, kDrop, kPipe, WG, T>;
-    constexpr int smem = kSmemB90<HN, kPipe, WG>;
+    auto* k = flash_bwd_sm90<HN, kDrop, kPipe, WG, kBulk, T>;
+    constexpr int smem = kSmemB90<HN, kPipe, WG, kBulk>;
     GPT_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
                    "cudaFuncSetAttribute(flash_bwd_sm90)");
     const dim3 grid(static_cast<unsigned>((P.s + kKeysB90<WG> - 1) / kKeysB90<WG>),
@@ -374,7 +431,43 @@ void launch_bwd90(const FlashParams& P, const void* qkv, const void* dout, const
                                            static_cast<T*>(dqkv), dq_acc);
 }
 
+// dQ from kBulk's tiled scratch into its place in dqkv: a thread per 8 values of a row (one
+// warpgroup half, one float4 number v: the float2 pairs of the row's 4 threads q), one
+// 16-byte store.
+template <int HN, typename T>
+__global__ void flash_dq_store_tiled(FlashParams P, const float* dq_acc, T* dqkv) {
+    constexpr int kHalf = HN / 2;  // columns a warpgroup's half holds
+    static_assert(kHalf % 8 == 0, "8 columns never straddle the two halves");
+    const std::int64_t n = P.s * P.pairs * HN / 8, tiles = dq_tiles(P.s);
+    for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < n;
+         e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const std::int64_t rp = e / (HN / 8), c = e % (HN / 8) * 8;  // rp = i * pairs + pair
+        const std::int64_t i = rp / P.pairs, pair = rp % P.pairs;
+        const int r = static_cast<int>(i % kRowsB90), half = static_cast<int>(c / kHalf), v = static_cast<int>(c % kHalf) / 8;
+        // Row r is thread (warp r / 16, g r % 8)'s, accumulators 2 and 3 of a float4 when r % 16 >= 8.
+        const float* src = dq_acc + (2 * (pair * tiles + i / kRowsB90) + half) * (kRowsB90 * kHalf) +
+                           (v * 128 + r / 16 * 32 + r % 8 * 4) * 4 + (r % 16 >= 8 ? 2 : 0);
+        float x[8];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const float2 f = *reinterpret_cast<const float2*>(src + 4 * q);
+            x[2 * q] = f.x;
+            x[2 * q + 1] = f.y;
+        }
+        uint4 packed;
+        packed.x = pack2<T>(x[0], x[1]);
+        packed.y = pack2<T>(x[2], x[3]);
+        packed.z = pack2<T>(x[4], x[5]);
+        packed.w = pack2<T>(x[6], x[7]);
+        *reinterpret_cast<uint4*>(dqkv + i * P.ldq + flash_q_at(P, pair) + c) = packed;
+    }
+}
+
 }  // namespace
+
+std::size_t flash_dq_scratch_floats(std::int64_t s, std::int64_t pairs, std::int64_t hn) {
+    return static_cast<std::size_t>(dq_tiles(s) * kRowsB90 * pairs * hn);
+}
 
 bool flash_sm90_bwd_supports(const FlashParams& P, DType t) {
     return (P.hn == 64 || P.hn == 96 || P.hn == 128) && (t == DType::F16 || t == DType::BF16);
@@ -384,23 +477,27 @@ void flash_backward_sm90(const FlashParams& P, DType t, const void* qkv, const v
                          const float* D, void* dqkv, float* dq_acc, Sm90Bwd variant, cudaStream_t st) {
     GPT_REQUIRE(flash_sm90_bwd_supports(P, t), InternalError, "flash_backward_sm90: unsupported case (hn ", P.hn,
                 ")");
-    GPT_CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, static_cast<std::size_t>(P.s * P.pairs * P.hn) * sizeof(float), st),
-                   "attention_backward (flash sm90)");
+    const bool bulk = variant == Sm90Bwd::TwoWarpgroups;
+    const std::size_t scratch = bulk ? flash_dq_scratch_floats(P.s, P.pairs, P.hn) : static_cast<std::size_t>(P.s * P.pairs * P.hn);
+    GPT_CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, scratch * sizeof(float), st), "attention_backward (flash sm90)");
     const bool bf = t == DType::BF16;
-    auto go = [&](auto hn, auto drop, auto pipe, auto wgs) {
+    auto go = [&](auto hn, auto drop, auto pipe, auto wgs, auto bulk_dq) {
         constexpr int H = decltype(hn)::value, WG = decltype(wgs)::value;
-        constexpr bool Dr = decltype(drop)::value, Pi = decltype(pipe)::value;
-        bf ? launch_bwd90<H, Dr, Pi, WG, __nv_bfloat16>(P, qkv, dout, lse, D, dqkv, dq_acc, st)
-           : launch_bwd90<H, Dr, Pi, WG, __half>(P, qkv, dout, lse, D, dqkv, dq_acc, st);
+        constexpr bool Dr = decltype(drop)::value, Pi = decltype(pipe)::value, Bu = decltype(bulk_dq)::value;
+        bf ? launch_bwd90<H, Dr, Pi, WG, Bu, __nv_bfloat16>(P, qkv, dout, lse, D, dqkv, dq_acc, st)
+           : launch_bwd90<H, Dr, Pi, WG, Bu, __half>(P, qkv, dout, lse, D, dqkv, dq_acc, st);
     };
     auto with_pipe = [&](auto hn, auto drop) {
         using One = std::integral_constant<int, 1>;
+        using Two = std::integral_constant<int, 2>;
         if (variant == Sm90Bwd::TwoWarpgroups)
-            go(hn, drop, std::true_type{}, std::integral_constant<int, 2>{});
+            go(hn, drop, std::true_type{}, Two{}, std::true_type{});
+        else if (variant == Sm90Bwd::TwoWarpgroupsAtomicDq)
+            go(hn, drop, std::true_type{}, Two{}, std::false_type{});
         else if (variant == Sm90Bwd::OneWarpgroup)
-            go(hn, drop, std::true_type{}, One{});
+            go(hn, drop, std::true_type{}, One{}, std::false_type{});
         else
-            go(hn, drop, std::false_type{}, One{});
+            go(hn, drop, std::false_type{}, One{}, std::false_type{});
     };
     auto with_drop = [&](auto hn) {
         P.drop ? with_pipe(hn, std::true_type{}) : with_pipe(hn, std::false_type{});
@@ -411,7 +508,26 @@ void flash_backward_sm90(const FlashParams& P, DType t, const void* qkv, const v
         with_drop(std::integral_constant<int, 96>{});
     else
         with_drop(std::integral_constant<int, 128>{});
-    flash_dq_finish(P, t, dq_acc, dqkv, st);
+    if (!bulk) {
+        flash_dq_finish(P, t, dq_acc, dqkv, st);
+        return;
+    }
+    auto finish = [&](auto hn) {
+        constexpr int H = decltype(hn)::value;
+        const unsigned blocks = grid_for(P.s * P.pairs * H / 8);
+        if (bf)
+            flash_dq_store_tiled<H, __nv_bfloat16><<<blocks, kThreads, 0, st>>>(P, dq_acc,
+                                                                              static_cast<__nv_bfloat16*>(dqkv));
+        else
+            flash_dq_store_tiled<H, __half><<<blocks, kThreads, 0, st>>>(P, dq_acc, static_cast<__half*>(dqkv));
+    };
+    if (P.hn == 64)
+        finish(std::integral_constant<int, 64>{});
+    else if (P.hn == 96)
+        finish(std::integral_constant<int, 96>{});
+    else
+        finish(std::integral_constant<int, 128>{});
+    GPT_CUDA_CHECK(cudaGetLastError(), "flash_dq_store_tiled");
 }
 
 }  // namespace gpt::cuda

@@ -184,7 +184,7 @@ void CudaBackend::do_attention_backward(const AttentionArgs& a, const void* qkv,
     if (a.flash) {
         Scratch delta(*this, static_cast<std::size_t>(a.b * a.np * a.s) * sizeof(float));  // per query head
         const bool tc = flash_uses_tensor_cores(a, {qkv, out, dout, dqkv});
-        Scratch dq(*this, tc ? static_cast<std::size_t>(a.s * a.b * a.np * a.hn) * sizeof(float) : 0);
+        Scratch dq(*this, tc ? flash_dq_scratch_floats(a.s, a.b * a.np, a.hn) * sizeof(float) : 0);
         flash_backward(a, qkv, out, static_cast<const float*>(saved), dout, dqkv, delta.as<float>(),
                        tc ? dq.as<float>() : nullptr, stream());
         return;

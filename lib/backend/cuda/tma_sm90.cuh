@@ -11,6 +11,7 @@
 // thread calls mbarrier_arrive_expect_tx(&bar, bytes) and load_2d(dst, &map, &bar, col, row)
 // for those bytes; consumers mbarrier_wait(&bar, phase) (phase 0, 1, 0, ... per reuse).
 // dst must be 128-byte aligned, and 8 x the swizzle span (1024 bytes for 128B) when swizzled.
+// Also the bulk reduction of fp32 values from shared into global memory (bulk_reduce_add_f32).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -148,6 +149,59 @@ __device__ __forceinline__ void load_2d(void* dst, const TensorMap* map, std::ui
         : "memory");
 #else
     (void)dst, (void)map, (void)bar, (void)col, (void)row;
+    __trap();
+#endif
+}
+
+// Bulk reduction (FlashAttention-3's dQ): one thread adds `bytes` bytes of fp32 values in
+// shared memory (src) into global memory (dst) element-wise, in L2, as one asynchronous
+// operation of the tensor memory accelerator instead of an atomic a value. Both addresses
+// 16-byte aligned, bytes a multiple of 16. The threads that wrote src need
+// wgmma::fence_proxy_async_shared() and a barrier before it (the copy reads through the
+// async proxy). src may be written again only after the issuing thread's
+// bulk_wait_group_read covers the operation's group (bulk_commit_group closes a group), and
+// the issuing thread must not exit before a wait covers it.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, const float* src, unsigned bytes) {
+#if defined(GPT_CUDA_EMU)
+    ::gpt_emu::bulk_reduce_add_f32(dst, src, bytes);
+#elif GPT_WGMMA_PTX
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+                 "r"(wgmma::smem_address(src)), "r"(bytes)
+                 : "memory");
+#else
+    (void)dst, (void)src, (void)bytes;
+    __trap();
+#endif
+}
+__device__ __forceinline__ void bulk_commit_group() {
+#if defined(GPT_CUDA_EMU)
+    ::gpt_emu::bulk_commit_group();
+#elif GPT_WGMMA_PTX
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+// Until all but the newest N of this thread's bulk groups have read their sources (their
+// shared memory is free again; the global additions may still be under way).
+template <int N>
+__device__ __forceinline__ void bulk_wait_group_read() {
+#if defined(GPT_CUDA_EMU)
+    ::gpt_emu::bulk_wait_group(N);
+#elif GPT_WGMMA_PTX
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#else
+    __trap();
+#endif
+}
+// Until all but the newest N of this thread's bulk groups are complete (before it exits).
+template <int N>
+__device__ __forceinline__ void bulk_wait_group() {
+#if defined(GPT_CUDA_EMU)
+    ::gpt_emu::bulk_wait_group(N);
+#elif GPT_WGMMA_PTX
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+#else
     __trap();
 #endif
 }

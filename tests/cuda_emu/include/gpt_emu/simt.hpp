@@ -43,10 +43,15 @@ inline float2 make_float2(float x, float y) { return float2{x, y}; }
 struct alignas(16) float4 {
     float x, y, z, w;
 };
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 
 typedef struct CUstream_st* cudaStream_t;
 
 namespace gpt_emu {
+
+// The emulated device: sm_80 (A100: compute capability 8.0, 163 KiB of opt-in shared memory
+// a block), or with `on` sm_90 (H100/H200: 9.0, 227 KiB), for the sm_90 kernels' tests.
+void emulate_sm90(bool on);
 
 // The running thread's coordinates (set by the scheduler before it resumes a fiber).
 extern uint3 g_thread_idx;

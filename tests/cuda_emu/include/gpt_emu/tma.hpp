@@ -35,6 +35,13 @@ void mbarrier_arrive(void* bar, unsigned tx_bytes);
 bool mbarrier_try_wait(void* bar, unsigned parity);
 // cp.async.bulk.tensor.2d...mbarrier::complete_tx::bytes: the box at (col, row) into dst.
 void tma_load_2d(void* dst, const TensorMap* map, void* bar, int col, int row);
+// cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32: adds `bytes` bytes of floats
+// at src (shared memory) into dst (device memory), both 16-byte aligned, bytes a multiple of
+// 16; done (src read, dst added) at the bulk_wait_group that covers it, the latest the GPU
+// may read src (at issue under GPT_EMU_SCHEDULE=warps, the earliest).
+void bulk_reduce_add_f32(float* dst, const float* src, unsigned bytes);
+void bulk_commit_group();            // cp.async.bulk.commit_group
+void bulk_wait_group(int pending);   // cp.async.bulk.wait_group[.read] pending
 // Ends the thread's turn while it waits for an mbarrier (simt.cpp).
 void spin_point();
 }  // namespace gpt_emu
