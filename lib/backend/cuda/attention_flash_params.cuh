@@ -118,4 +118,18 @@ bool flash_sm90_ws_supports(const FlashParams& P, DType t);
 void flash_forward_sm90_ws(const FlashParams& P, DType t, const void* qkv, void* out, float* lse,
                            cudaStream_t stream);
 
+// Two adjacent dQ columns into the fp32 scratch of a flash backward: one vector atomic where
+// sm_90 has it (CUDA's atomicAdd(float2*, float2): each component atomic, their order
+// unspecified; 8-byte aligned, which an even column of a cudaMalloc'd row is), half the
+// atomic instructions of two scalar ones; two scalar atomics on sm_80 (A100), which has no
+// float2 atomicAdd.
+__device__ __forceinline__ void atomic_add2(float* p, float a, float b) {
+#if defined(GPT_CUDA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
+    atomicAdd(reinterpret_cast<float2*>(p), make_float2(a, b));
+#else
+    atomicAdd(p, a);
+    atomicAdd(p + 1, b);
+#endif
+}
+
 }  // namespace gpt::cuda

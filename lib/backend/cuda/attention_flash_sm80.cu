@@ -9,7 +9,8 @@
 //  - Backward: 64 keys per block, 16 per warp, walking 64-query tiles from the diagonal on;
 //    each warp computes S^T = K Q^T and dP^T = V dO^T for its keys, so dK and dV accumulate
 //    in registers, and only dS goes through shared memory, for dQ = dS K, which is added to
-//    an fp32 scratch with atomics (summed over key blocks) and converted at the end.
+//    an fp32 scratch with atomics (summed over key blocks; float2 atomics on sm_90) and
+//    converted at the end.
 // Rows of every shared tile are padded by 16 bytes: ldmatrix's eight 16-byte rows then fall
 // in distinct bank groups for the head dims here (64, 80, 96, 128).
 #include <cmath>
@@ -385,12 +386,15 @@ __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, c
                 mma_16816<T>(acc[0], a[kk], b[0], b[1]);
                 mma_16816<T>(acc[1], a[kk], b[2], b[3]);
             }
+            // Accumulators c, c + 1 (c even) are one row's adjacent columns: one float2 atomic
+            // on sm_90 (the H100/H200 build of this kernel), two scalar ones on sm_80.
 #pragma unroll
             for (int h = 0; h < 2; ++h)
 #pragma unroll
-                for (int c = 0; c < 4; ++c) {
+                for (int c = 0; c < 4; c += 2) {
                     const std::int64_t i = iw + c / 2 * 8;
-                    if (i < P.s) atomicAdd(dq_acc + (i * P.pairs + pair) * HN + np * 16 + h * 8 + 2 * t + c % 2, acc[h][c]);
+                    if (i < P.s)
+                        atomic_add2(dq_acc + (i * P.pairs + pair) * HN + np * 16 + h * 8 + 2 * t, acc[h][c], acc[h][c + 1]);
                 }
         }
         // No barrier here: this stage's last reads (dV, dK) precede the one above, and dS^T is

@@ -121,20 +121,6 @@ static_assert(kSmemB90<128, true, 2, true> <= 227 * 1024, "over the opt-in share
 // side by side (no bank conflicts), and flash_dq_store_tiled puts the sums in place after.
 __host__ __device__ constexpr std::int64_t dq_tiles(std::int64_t s) { return (s + kRowsB90 - 1) / kRowsB90; }
 
-// Two adjacent dQ columns into the fp32 scratch: one vector atomic where sm_90 has it (CUDA's
-// atomicAdd(float2*, float2): each component atomic, their order unspecified; 8-byte
-// aligned, which an even column of a cudaMalloc'd row is), half the atomic instructions of
-// two scalar ones. The scalar pair is for the sm_80 compilation of this file only, whose
-// sm_90 kernels are never launched (wgmma's wrappers trap there).
-__device__ __forceinline__ void atomic_add2(float* p, float a, float b) {
-#if defined(GPT_CUDA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
-    atomicAdd(reinterpret_cast<float2*>(p), make_float2(a, b));
-#else
-    atomicAdd(p, a);
-    atomicAdd(p + 1, b);
-#endif
-}
-
 // kPipe: the double-buffered variant; without it the unpipelined one
 // (GPT_CUDA_FLASH=sm90-bwd-plain), its loads and scalar dQ atomics as before. WG = 2 (kPipe
 // only): two warpgroups on 128 keys, WG = 1 one on 64 (sm90-bwd-1wg). kBulk (WG = 2 only):
