@@ -48,17 +48,19 @@
 //    Unpipelined (GPT_CUDA_FLASH=sm90-bwd-plain, the first kernel): plain 16-byte loads and
 //    stores between two barriers each step, scalar atomics. No TMA, no warp specialization.
 //  - Attention dropout (kDrop, its own instantiation) as sm80's backward, on dropout_kept's
-//    Philox mask: the keep bits drawn before the tile's products, carried into dS^T as the
-//    sign of P^T (see the step loop); double-buffered, the draws overlap the step's copies.
+//    Philox mask: the keep bits drawn before the tile's products, a 32-bit word of one query's
+//    consecutive keys a thread from whole Philox blocks (a quarter of the draws of one per
+//    fragment element), read back from shared memory into P^T's sign and carried into dS^T
+//    (see the step loop); double-buffered, the draws overlap the step's copies.
 // ptxas (CUDA 13, sm_90a), no spills, registers a thread at head dims 128 / 96 / 64:
-// two warpgroups with bulk dQ 242 / 214 / 180, with dropout 250 / 227 / 193; with atomic dQ
-// 240 / 212 / 180, with dropout 244 / 221 / 190; one warpgroup 249 / 226 /
-// 184, with dropout 244 / 225 / 182; unpipelined 254 / 231 / 193, with dropout 255 / 233 /
-// 192. Shared memory (kSmemB90): two warpgroups with bulk dQ 183,296 / 142,336 / 101,376
-// bytes, with atomic dQ 150,528 / 117,760 / 84,992 (one block, eight warps, an SM; the bulk
-// variant's named barriers, their id a register, make ptxas reserve all 16 barriers, which
-// one block an SM does not mind), one warpgroup 109,056 / 84,480 / 59,904, unpipelined
-// 75,776 / 59,392 / 43,008. The one-warpgroup kernels run two blocks (eight warps) an SM in every case, set by
+// two warpgroups with bulk dQ 242 / 214 / 180, with dropout 247 / 226 / 198; with atomic dQ
+// 240 / 212 / 180, with dropout 247 / 224 / 192; one warpgroup 249 / 226 / 184, with dropout
+// 243 / 232 / 189; unpipelined 254 / 231 / 193, with dropout 250 / 235 / 193. Shared memory
+// (kSmemB90): two warpgroups with bulk dQ 183,296 / 142,336 / 101,376 bytes, with atomic dQ
+// 150,528 / 117,760 / 84,992 (one block, eight warps, an SM; the bulk variant's named
+// barriers, their id a register, make ptxas reserve all 16 barriers, which one block an SM
+// does not mind), one warpgroup 109,056 / 84,480 / 59,904, unpipelined 75,776 / 59,392 /
+// 43,008. The one-warpgroup kernels run two blocks (eight warps) an SM in every case, set by
 // registers (182 a thread is 23,296 a block: three blocks would need more than the SM's
 // 65,536); shared memory (228 KiB an SM, 1 KiB reserved a block) would allow
 // double-buffered 2 / 2 / 3 blocks, unpipelined 3 / 3 / 5.
@@ -106,7 +108,7 @@ template <int HN, bool kBulk>
 constexpr int kDqStageBytes = kBulk ? kRowsB90 * HN * 4 : 0;
 // K and V (a 64-key tile per warpgroup, K's contiguous: one 128-row tile for dQ's B); Q, dO
 // (twice with kPipe: the step's buffer and the next step's, filling); dS^T; the tile
-// statistics (twice with kPipe); each thread's dropout keep bits; with kBulk the dQ stage;
+// statistics (twice with kPipe); the dropout keep bits (a word a thread); with kBulk the dQ stage;
 // the alignment slack.
 template <int HN, bool kPipe, int WG, bool kBulk = false>
 constexpr int kSmemB90 = (2 * WG + (kPipe ? 4 : 2)) * kTileBytesB90<HN> + kDsBytes<WG> + (kPipe ? 2 : 1) * kStatBytes +
@@ -136,7 +138,7 @@ __global__ void __launch_bounds__(kThreadsB90<WG>, 1)
     unsigned char* qd0 = vs + WG * kTileBytesB90<HN>;  // buffer 0: Q, then dO; with kPipe buffer 1 after it
     unsigned char* dss = qd0 + (kPipe ? 4 : 2) * kTileBytesB90<HN>;  // dS^T: (key, query) at nmajor_at<64>(query, key)
     float* st0 = reinterpret_cast<float*>(dss + kDsBytes<WG>);  // buffer 0's lse, then D; with kPipe buffer 1's after
-    std::uint32_t* keeps = reinterpret_cast<std::uint32_t*>(st0 + (kPipe ? 4 : 2) * kRowsB90);  // keep bits per thread
+    std::uint32_t* keeps = reinterpret_cast<std::uint32_t*>(st0 + (kPipe ? 4 : 2) * kRowsB90);  // keep bits, 2 words a query
     constexpr int kThreads = kThreadsB90<WG>;
     static_assert(!kBulk || WG == 2, "the bulk dQ reduction is the two-warpgroup kernel's");
     float* dq_stage = reinterpret_cast<float*>(keeps + kThreads);  // kBulk: 1024-byte aligned (sizes above)
@@ -191,26 +193,35 @@ __global__ void __launch_bounds__(kThreadsB90<WG>, 1)
     for (int it = 0; it < nsteps; ++it) {
         const std::int64_t pair = pair_of(it);
         const std::int64_t i0 = first_of(it);
-        // kDrop: the keep bits of this thread's 32 elements of P^T (bit i: accumulator i),
-        // drawn before S^T and dP^T exist, when dK and dV are the only large live arrays: drawn
-        // where they are used, the Philox rounds spill (ptxas, sm_90a, at head dims 96, 128).
-        // A rolled loop (i is only a shift count): unrolled, ptxas interleaves the 32 draws'
-        // rounds for ILP and spills hundreds of bytes. The word waits in this thread's own
-        // shared-memory slot (kept in a register across the products it spills at 128) until
-        // P^T is formed, where a dropped element gets its sign flipped (P >= 0, so the sign is
-        // free to carry the bit); the dS^T loop below reads the bit back from the sign. With
-        // kPipe the draws overlap this step's copies, still in flight.
-        std::uint32_t keep = 0;
+        // kDrop: the warpgroup's keep bits of this step (its 64 keys x the tile's 64
+        // queries), drawn before S^T and dP^T exist, when dK and dV are the only large live
+        // arrays (drawn where they are used, the Philox rounds spill at head dims 96, 128), into
+        // its 128 words of `keeps`: thread tt draws query tt / 2's keys 32 (tt % 2) .. + 31, the
+        // word's consecutive indices, from whole Philox blocks (8; 9 where the first index is
+        // not a multiple of 4), where one draw per element of the thread's own fragment (keys g
+        // and g + 8 lie in different blocks) took 32: a quarter of the Philox rounds. The
+        // fragment's bits are read back where P^T is formed, after the step's barrier; the words
+        // are rewritten only after the previous step's dS^T barrier, past which no thread reads
+        // them. A dropped element of P^T gets its sign flipped (P >= 0, so the sign is free to
+        // carry the bit); the dS^T loop below reads it back from the sign. With kPipe the draws
+        // overlap this step's copies, still in flight. A rolled loop: unrolled, ptxas
+        // interleaves the draws' rounds for ILP and spills.
         if constexpr (kDrop) {
-            // Index of (query i0 + iq, key j0 + 16 warp + g + kk): base + iq s + kk.
-            const std::uint64_t base = dropout_index(P, pair, i0, j0 + (64 * wg + 16 * warp + g));
+            const int tt = t % 128;
+            const std::uint64_t x = dropout_index(P, pair, i0 + tt / 2, j0 + 64 * wg + 32 * (tt % 2));
+            const int skew = static_cast<int>(x & 3u);  // the word's first index within its block
+            const int blocks = skew == 0 ? 8 : 9;
+            std::uint32_t word = 0;
 #pragma unroll 1
-            for (int i = 0; i < kRowsB90 / 2; ++i) {
-                const std::uint64_t idx =
-                    base + static_cast<std::uint64_t>((8 * (i / 4) + 2 * q + i % 2) * P.s + 8 * ((i / 2) % 2));
-                keep |= static_cast<std::uint32_t>(dropout_kept_at(P, idx)) << i;
+            for (int b = 0; b < blocks; ++b) {
+                const Philox4x32 r = dropout_block(P, (x >> 2) + static_cast<std::uint64_t>(b));
+#pragma unroll
+                for (int w = 0; w < 4; ++w) {
+                    const int k = 4 * b + w - skew;  // the key within the word
+                    if (k >= 0 && k < 32 && dropout_word(r, static_cast<unsigned>(w)) >= P.thr) word |= 1u << k;
+                }
             }
-            keeps[t] = keep;
+            keeps[128 * wg + tt] = word;  // query tt / 2, keys half tt % 2
         }
         const int buf = kPipe ? it % 2 : 0;
         unsigned char* qs = qd0 + buf * 2 * kTileBytesB90<HN>;
@@ -267,6 +278,9 @@ __global__ void __launch_bounds__(kThreadsB90<WG>, 1)
         const int qoff = static_cast<int>(i0 - j0) - kw, qend = static_cast<int>(P.s - j0) - kw;
         const bool edge = WG == 2 || qoff <= 0 || qoff + kRowsB90 > qend;
         const int lo = 16 * warp + g - qoff - 2 * q, hi = qend - qoff - 2 * q;
+        // kDrop: this thread's keep words (query 2q's, then +2 per column offset) and bit.
+        const std::uint32_t* kbits = keeps + 128 * wg + 4 * q + warp / 2;
+        const int kshift = 16 * (warp % 2) + g;
 #pragma unroll
         for (int i = 0; i < kRowsB90 / 2; ++i) {
             const int iq = 8 * (i / 4) + 2 * q + i % 2;
@@ -275,7 +289,9 @@ __global__ void __launch_bounds__(kThreadsB90<WG>, 1)
             const float p = exp2f(st[i] * sl2 - (kPipe ? ls[iq] * kLog2eB90 : ls[iq]));
             st[i] = !edge || (c - kk >= lo && c < hi) ? p : 0.0f;
             if constexpr (kDrop) {
-                if (!(keeps[t] >> i & 1u)) st[i] = -st[i];  // dropped: -P (-0 where P is 0)
+                // Key 16 warp + g + kk of the warpgroup's 64 (g + kk < 16): bit 16 (warp % 2) +
+                // g + kk of word warp / 2 of query iq (2q + a compile-time offset).
+                if (!(kbits[2 * (iq - 2 * q)] >> (kshift + kk) & 1u)) st[i] = -st[i];  // dropped: -P (-0 where P is 0)
             }
         }
         w::wait_group<0>();
