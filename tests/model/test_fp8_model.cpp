@@ -21,6 +21,12 @@ namespace {
 
 constexpr int kPerLayer = Fp8Linears::kLinears * Fp8Linears::kOperands;
 
+int world_size() {
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    return world;
+}
+
 ModelOptions fp8_options() {
     ModelOptions opt;
     opt.dtype = DType::BF16;
@@ -53,9 +59,7 @@ const char* kWeights[Fp8Linears::kLinears] = {"self_attention/query_key_value/we
                                               "mlp/dense_h_to_4h/weight", "mlp/dense_4h_to_h/weight"};
 
 TEST(GptModelFp8, DelayedScalingRecordsEachOperandsAmax) {
-    int world = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (world != 1) GTEST_SKIP() << "one rank";
+    if (world_size() != 1) GTEST_SKIP() << "one rank";
     auto be = make_backend("cpu", 0);
     auto tp = test::self_comm("tp"), dp = test::self_comm("dp");
     ModelConfig mc = test::tiny::model();  // hidden 16, seq 8: every GEMM dimension a multiple of 16
@@ -100,9 +104,7 @@ TEST(GptModelFp8, DelayedScalingRecordsEachOperandsAmax) {
 }
 
 TEST(GptModelFp8, FirstAndLastLayersCanStay16Bit) {
-    int world = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (world != 1) GTEST_SKIP() << "one rank";
+    if (world_size() != 1) GTEST_SKIP() << "one rank";
     auto be = make_backend("cpu", 0);
     auto tp = test::self_comm("tp"), dp = test::self_comm("dp");
     ModelConfig mc = test::tiny::model(3);
@@ -229,9 +231,7 @@ void expect_fused_equals_separate(const ModelDims& d, ModelOptions opt, Backend&
 }
 
 TEST(GptModelFp8, FusedInputCastEqualsTheSeparateCasts) {
-    int world = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (world != 1) GTEST_SKIP() << "one rank";
+    if (world_size() != 1) GTEST_SKIP() << "one rank";
     auto be = make_backend("cpu", 0);
     auto tp = test::self_comm("tp"), dp = test::self_comm("dp");
     // GPT: the norms' casts fused, and fc1's bias-only GEMM followed by the GELU pass that
@@ -269,9 +269,7 @@ TEST(GptModelFp8, GeluPassEqualsTheEpilogueInFp32) {
     // pre-activation as stored, the epilogue of the fp32 accumulator); with fp32 activations
     // both take GELU of the same fp32 value, so loss, gradients and amaxes agree bit for bit.
     // fc1's biases are set far from zero: a route that dropped or doubled them would differ.
-    int world = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (world != 1) GTEST_SKIP() << "one rank";
+    if (world_size() != 1) GTEST_SKIP() << "one rank";
     auto be = make_backend("cpu", 0);
     auto tp = test::self_comm("tp"), dp = test::self_comm("dp");
     const ModelDims d = make_model_dims(test::tiny::model(), 50, 1, 0);
@@ -312,7 +310,9 @@ TEST(GptModelFp8, GeluPassEqualsTheEpilogueInFp32) {
         EXPECT_EQ(r[0].loss, r[1].loss);
         ASSERT_EQ(r[0].grads.size(), r[1].grads.size());
         EXPECT_EQ(differing(r[0].grads, r[1].grads), 0u) << "gradients differ between the GELU pass and the GELU epilogue";
-        if (delayed) EXPECT_EQ(r[0].history, r[1].history);
+        if (delayed) {
+            EXPECT_EQ(r[0].history, r[1].history);
+        }
     }
     opt.fp8.delayed = true;
 
