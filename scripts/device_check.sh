@@ -35,7 +35,8 @@
 # and without peers, so old and new are measured side by side in the same call:
 # attn-flash-sm80 (the default attention kernels), bench-flash-sm90 (the whole step with the
 # sm_90 attention), attn-flash-sm90-dq-atomic (the backward's dQ by atomics instead of bulk
-# reductions), attn-flash-sm90-bwd-1wg and attn-flash-sm90-bwd-plain (the backward's
+# reductions), attn-flash-sm90-bwd-ws (the backward warp-specialised: a producer warpgroup
+# loading by TMA), attn-flash-sm90-bwd-1wg and attn-flash-sm90-bwd-plain (the backward's
 # one-warpgroup and unpipelined variants), attn-flash-sm90-fwd (that forward, sm80's backward),
 # attn-flash-sm90-basic (the basic wgmma forward), bench-unfused (GPT_CUDA_GEMM_EPILOGUE=
 # unfused), bench-autotune and gemm-autotune (GPT_CUDA_GEMM_ALGO=autotune), bench-flash-simple
@@ -77,6 +78,7 @@ STEPS=(
     "attn-flash-sm80|attn|attn|30|10|R"
     "gemm-fp8|gemm|gemm|75|36|R"
     "attn-flash-sm90-dq-atomic|attn|attn|30|10|-"
+    "attn-flash-sm90-bwd-ws|attn|attn|30|10|-"
     "bench|bench|bench|240|60|-"
     "bench-flash-sm90|bench|bench|60|25|-"
     "attn-flash-sm90-bwd-1wg|attn|attn|30|10|-"
@@ -291,13 +293,16 @@ run_step() {
     attn-flash-simple) "${t[@]}" env GPT_CUDA_FLASH=simple "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
                            bash "$root/bench/attention_gpu/run.sh" gpt-1.3b ;;
     # The sm_90 variants, all three shapes, no peers: dQ by float2 atomics (sm90-dq-atomic), so
-    # the bulk reductions' change shows; the one-warpgroup backward
+    # the bulk reductions' change shows; the warp-specialised backward (sm90-bwd-ws), so
+    # TMA loads by a producer warpgroup show against sm90's cp.async; the one-warpgroup backward
     # (sm90-bwd-1wg), so the second warpgroup's change shows; the unpipelined one
     # (sm90-bwd-plain), so the double buffering's shows; that forward with sm80's backward
     # (sm90-fwd), so the backward's shows; and the basic forward (sm90-basic), so the
     # forward's pipelining's shows.
     attn-flash-sm90-dq-atomic) "${t[@]}" env GPT_CUDA_FLASH=sm90-dq-atomic "BENCH_BIN=$bin/bench_attention" \
                                    PEER=none REPS=5 bash "$root/bench/attention_gpu/run.sh" ;;
+    attn-flash-sm90-bwd-ws) "${t[@]}" env GPT_CUDA_FLASH=sm90-bwd-ws "BENCH_BIN=$bin/bench_attention" \
+                                PEER=none REPS=5 bash "$root/bench/attention_gpu/run.sh" ;;
     attn-flash-sm90-bwd-1wg) "${t[@]}" env GPT_CUDA_FLASH=sm90-bwd-1wg "BENCH_BIN=$bin/bench_attention" \
                                  PEER=none REPS=5 bash "$root/bench/attention_gpu/run.sh" ;;
     # Attention dropout 0.1 (Megatron's GPT configs; the benches above run without it) on

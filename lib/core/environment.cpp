@@ -40,8 +40,8 @@ namespace {
 // GPT_CUDA_FLASH names one kernel choice (sm80: the default kernels, by name). Any other value
 // is refused: a misspelt choice would otherwise measure the default kernels under the name
 // the user meant.
-constexpr const char* kFlashChoices[] = {"sm80",       "simple",       "sm90",           "sm90-fwd",
-                                         "sm90-basic", "sm90-bwd-1wg", "sm90-bwd-plain", "sm90-dq-atomic"};
+constexpr const char* kFlashChoices[] = {"sm80",           "simple",         "sm90",       "sm90-fwd", "sm90-basic",
+                                         "sm90-bwd-1wg",   "sm90-bwd-plain", "sm90-dq-atomic", "sm90-bwd-ws"};
 bool cuda_flash_is(const char* value) {
     const char* e = get("GPT_CUDA_FLASH");
     if (!e) return false;
@@ -49,7 +49,7 @@ bool cuda_flash_is(const char* value) {
     for (const char* c : kFlashChoices) known = known || std::strcmp(e, c) == 0;
     GPT_REQUIRE(known, UsageError, "GPT_CUDA_FLASH='", e,
                 "' is none of sm80 (the default), simple, sm90, sm90-fwd, sm90-basic, sm90-bwd-1wg, sm90-bwd-plain, "
-                "sm90-dq-atomic");
+                "sm90-dq-atomic, sm90-bwd-ws");
     return std::strcmp(e, value) == 0;
 }
 }  // namespace
@@ -61,6 +61,7 @@ bool cuda_flash_sm90_basic() { return cuda_flash_is("sm90-basic"); }
 bool cuda_flash_sm90_bwd_1wg() { return cuda_flash_is("sm90-bwd-1wg"); }
 bool cuda_flash_sm90_bwd_plain() { return cuda_flash_is("sm90-bwd-plain"); }
 bool cuda_flash_sm90_dq_atomic() { return cuda_flash_is("sm90-dq-atomic"); }
+bool cuda_flash_sm90_bwd_ws() { return cuda_flash_is("sm90-bwd-ws"); }
 
 namespace {
 // A switch of two values: false for the default (or unset, or empty), true for the other;

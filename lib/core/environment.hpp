@@ -26,7 +26,8 @@ bool cuda_flash_simple();
 // block; sm90's has two warpgroups on 128), for comparison; GPT_CUDA_FLASH=sm90-bwd-plain:
 // as sm90, but the backward the unpipelined sm_90 kernel (the one before double buffering);
 // GPT_CUDA_FLASH=sm90-dq-atomic: as sm90, but the backward's dQ partials by float2 atomics
-// instead of bulk reductions (the two-warpgroup kernel before them).
+// instead of bulk reductions (the two-warpgroup kernel before them); GPT_CUDA_FLASH=sm90-bwd-ws:
+// as sm90, but the backward warp-specialised (a producer warpgroup loading by TMA).
 // (Any other value of GPT_CUDA_FLASH is a UsageError; unset, empty or sm80: the default.)
 bool cuda_flash_sm90();
 bool cuda_flash_sm90_fwd();
@@ -34,6 +35,7 @@ bool cuda_flash_sm90_basic();
 bool cuda_flash_sm90_bwd_1wg();
 bool cuda_flash_sm90_bwd_plain();
 bool cuda_flash_sm90_dq_atomic();
+bool cuda_flash_sm90_bwd_ws();
 // GPT_CUDA_GEMM_EPILOGUE=fused|unfused: whether the CUDA backend's GEMMs fuse the tanh GELU,
 // its derivative and the bias gradient into cuBLASLt's epilogues (fused, the default) or run
 // the GEMM with at most a bias epilogue and then our element-wise kernels (unfused). True

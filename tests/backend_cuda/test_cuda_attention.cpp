@@ -233,16 +233,18 @@ private:
     bool ok_ = false;
 };
 
-// The four sm90 backward choices: their kernel_variants names and variants.
+// The five sm90 backward choices: their kernel_variants names and variants.
 const char* sm90_bwd_name(FlashKernel k) {
     return k == FlashKernel::Sm90           ? "sm90"
            : k == FlashKernel::Sm90DqAtomic ? "sm90-dq-atomic"
+           : k == FlashKernel::Sm90BwdWs    ? "sm90-bwd-ws"
            : k == FlashKernel::Sm90Bwd1wg   ? "sm90-bwd-1wg"
                                             : "sm90-bwd-plain";
 }
 cuda::Sm90Bwd sm90_bwd_variant(FlashKernel k) {
     return k == FlashKernel::Sm90           ? cuda::Sm90Bwd::TwoWarpgroups
            : k == FlashKernel::Sm90DqAtomic ? cuda::Sm90Bwd::TwoWarpgroupsAtomicDq
+           : k == FlashKernel::Sm90BwdWs    ? cuda::Sm90Bwd::WarpSpecialized
            : k == FlashKernel::Sm90Bwd1wg   ? cuda::Sm90Bwd::OneWarpgroup
                                             : cuda::Sm90Bwd::Plain;
 }
@@ -371,13 +373,16 @@ TEST_F(CudaAttention, FlashSm90BackwardMatchesCpu) {
         }
 }
 
-// dQ, dK, dV of the four sm90 backwards (two warpgroups with bulk or atomic dQ, one,
-// unpipelined) against the sm80 backward's on the same qkv, O, lse and dO: each is within its
-// bound of the fp64 result, so they differ by at most twice that. And dK, dV of the
-// two-warpgroup variant equal the atomic-dQ twin's and the one-warpgroup variant's to the
-// bit: each warpgroup runs the same products in the same order on its 64 keys (only dQ's
-// fp32 partials are grouped or added differently), so a warpgroup reading the other's K or V
-// tile, or a key offset, shows here even where it stays within the bounds.
+// dQ, dK, dV of the five sm90 backwards (two warpgroups with bulk or atomic dQ, the same
+// warp-specialised, one, unpipelined) against the sm80 backward's on the same qkv, O, lse and
+// dO: each is within its bound of the fp64 result, so they differ by at most twice that. And
+// dK, dV of the two-warpgroup variant equal the atomic-dQ twin's and the one-warpgroup
+// variant's to the bit: each warpgroup runs the same products in the same order on its 64
+// keys (only dQ's fp32 partials are grouped or added differently), so a warpgroup reading
+// the other's K or V tile, or a key offset, shows here even where it stays within the
+// bounds. The warp-specialised variant equals it in dQ too (the same partials, reduced in
+// the same order): only its loads and barriers differ, so a tile in the wrong layout or
+// buffer, a statistic of the wrong step or a buffer refilled too early shows to the bit.
 TEST_F(CudaAttention, FlashSm90BackwardMatchesSm80) {
     Sm90Forward on(FlashKernel::Sm90);
     if (!on.ok()) GTEST_SKIP() << "the sm90 backward needs an sm_90 GPU (or the emulator)";
@@ -407,8 +412,8 @@ TEST_F(CudaAttention, FlashSm90BackwardMatchesSm80) {
                 return b;
             };
             std::vector<double> two_wg;
-            for (FlashKernel k :
-                 {FlashKernel::Sm90, FlashKernel::Sm90DqAtomic, FlashKernel::Sm90Bwd1wg, FlashKernel::Sm90BwdPlain}) {
+            for (FlashKernel k : {FlashKernel::Sm90, FlashKernel::Sm90DqAtomic, FlashKernel::Sm90BwdWs,
+                                  FlashKernel::Sm90Bwd1wg, FlashKernel::Sm90BwdPlain}) {
                 set_flash_kernel(k);
                 ASSERT_TRUE(flash_backward_uses_sm90(a, {qkv.g()}));
                 ASSERT_EQ(flash_backward_sm90_variant(), sm90_bwd_variant(k));
@@ -416,7 +421,14 @@ TEST_F(CudaAttention, FlashSm90BackwardMatchesSm80) {
                 const std::vector<double> got = d90.gpu_vals();
                 EXPECT_TRUE(within_bound(got, d80.gpu_vals(), twice(x.dqkv_bound))) << "dqkv, " << sm90_bwd_name(k);
                 if (k == FlashKernel::Sm90) two_wg = got;
-                if (k == FlashKernel::Sm90 || k == FlashKernel::Sm90BwdPlain) continue;
+                if (k == FlashKernel::Sm90BwdWs) {
+                    std::int64_t differ = 0, first = -1;
+                    for (std::int64_t e = 0; e < nqkv; ++e)
+                        if (got[e] != two_wg[e] && differ++ == 0) first = e;
+                    EXPECT_EQ(differ, 0) << "dqkv of sm90-bwd-ws and sm90 differ in " << differ
+                                         << " elements; first at " << first;
+                }
+                if (k == FlashKernel::Sm90 || k == FlashKernel::Sm90BwdPlain || k == FlashKernel::Sm90BwdWs) continue;
                 // dqkv's rows: per K/V group, qpg query heads, then K, then V, hn each.
                 const std::int64_t chunk = (sh.qpg + 2) * sh.hn;
                 std::int64_t differ = 0, first = -1;
@@ -471,9 +483,11 @@ TEST(CudaFlashSelection, Sm90BackwardWhereItApplies) {
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "Sm90Basic";
     set_flash_kernel(FlashKernel::Simple);
     EXPECT_FALSE(flash_backward_uses_sm90(a, {buf})) << "Simple";
-    // sm90-dq-atomic, sm90-bwd-1wg and sm90-bwd-plain: the warp-specialised forward and the
-    // backward's atomic-dQ, one-warpgroup and unpipelined variants.
-    for (FlashKernel k : {FlashKernel::Sm90DqAtomic, FlashKernel::Sm90Bwd1wg, FlashKernel::Sm90BwdPlain}) {
+    // sm90-dq-atomic, sm90-bwd-ws, sm90-bwd-1wg and sm90-bwd-plain: the warp-specialised
+    // forward and the backward's atomic-dQ, warp-specialised, one-warpgroup and unpipelined
+    // variants.
+    for (FlashKernel k :
+         {FlashKernel::Sm90DqAtomic, FlashKernel::Sm90BwdWs, FlashKernel::Sm90Bwd1wg, FlashKernel::Sm90BwdPlain}) {
         SCOPED_TRACE(sm90_bwd_name(k));
         set_flash_kernel(k);
         EXPECT_TRUE(flash_forward_uses_sm90_ws(a, {buf}));
@@ -522,10 +536,11 @@ TEST(CudaFlashSelection, Sm90ForwardWhereItApplies) {
     EXPECT_FALSE(flash_forward_uses_sm90(a, {buf})) << "Auto";
     EXPECT_FALSE(flash_forward_uses_sm90_ws(a, {buf})) << "Auto";
     for (FlashKernel k : {FlashKernel::Sm90, FlashKernel::Sm90Fwd, FlashKernel::Sm90Basic, FlashKernel::Sm90Bwd1wg,
-                          FlashKernel::Sm90BwdPlain, FlashKernel::Sm90DqAtomic}) {
+                          FlashKernel::Sm90BwdPlain, FlashKernel::Sm90DqAtomic, FlashKernel::Sm90BwdWs}) {
         const bool ws = k != FlashKernel::Sm90Basic;
         SCOPED_TRACE(k == FlashKernel::Sm90           ? "sm90"
                      : k == FlashKernel::Sm90DqAtomic ? "sm90-dq-atomic"
+                     : k == FlashKernel::Sm90BwdWs    ? "sm90-bwd-ws"
                      : k == FlashKernel::Sm90Bwd1wg   ? "sm90-bwd-1wg"
                      : k == FlashKernel::Sm90BwdPlain ? "sm90-bwd-plain"
                      : ws                             ? "sm90-fwd"

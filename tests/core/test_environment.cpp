@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <fstream>
 #include <functional>
 #include <initializer_list>
@@ -92,37 +94,28 @@ TEST(Environment, GemmAlgoSwitch) {
 }
 
 // GPT_CUDA_FLASH: `simple`, `sm90`, `sm90-fwd`, `sm90-basic`, `sm90-bwd-1wg`,
-// `sm90-bwd-plain` and `sm90-dq-atomic` select, unset, empty or `sm80` keep the default
-// kernels, and anything else is refused (a near miss would measure the default under another name).
+// `sm90-bwd-plain`, `sm90-dq-atomic` and `sm90-bwd-ws` select, unset, empty or `sm80` keep the
+// default kernels, and anything else is refused (a near miss would measure the default under
+// another name).
 TEST(Environment, FlashSwitch) {
-    struct Case {
-        const char* value;
-        bool simple, sm90, sm90_fwd, sm90_basic, sm90_bwd_1wg, sm90_bwd_plain, sm90_dq_atomic;
-    };
-    const Case cases[] = {{nullptr, false, false, false, false, false, false, false},
-                          {"", false, false, false, false, false, false, false},
-                          {"sm80", false, false, false, false, false, false, false},
-                          {"simple", true, false, false, false, false, false, false},
-                          {"sm90", false, true, false, false, false, false, false},
-                          {"sm90-fwd", false, false, true, false, false, false, false},
-                          {"sm90-basic", false, false, false, true, false, false, false},
-                          {"sm90-bwd-1wg", false, false, false, false, true, false, false},
-                          {"sm90-bwd-plain", false, false, false, false, false, true, false},
-                          {"sm90-dq-atomic", false, false, false, false, false, false, true}};
-    for (const Case& c : cases) {
-        ScopedEnv e("GPT_CUDA_FLASH", c.value);
-        const char* v = c.value ? c.value : "(unset)";
-        EXPECT_EQ(env::cuda_flash_simple(), c.simple) << v;
-        EXPECT_EQ(env::cuda_flash_sm90(), c.sm90) << v;
-        EXPECT_EQ(env::cuda_flash_sm90_fwd(), c.sm90_fwd) << v;
-        EXPECT_EQ(env::cuda_flash_sm90_basic(), c.sm90_basic) << v;
-        EXPECT_EQ(env::cuda_flash_sm90_bwd_1wg(), c.sm90_bwd_1wg) << v;
-        EXPECT_EQ(env::cuda_flash_sm90_bwd_plain(), c.sm90_bwd_plain) << v;
-        EXPECT_EQ(env::cuda_flash_sm90_dq_atomic(), c.sm90_dq_atomic) << v;
+    // The value each switch reads true for, in the order of `reads` below.
+    const char* const names[] = {"simple",         "sm90",           "sm90-fwd",   "sm90-basic",
+                                 "sm90-bwd-1wg", "sm90-bwd-plain", "sm90-dq-atomic", "sm90-bwd-ws"};
+    bool (*const reads[])() = {env::cuda_flash_simple,       env::cuda_flash_sm90,
+                               env::cuda_flash_sm90_fwd,     env::cuda_flash_sm90_basic,
+                               env::cuda_flash_sm90_bwd_1wg, env::cuda_flash_sm90_bwd_plain,
+                               env::cuda_flash_sm90_dq_atomic, env::cuda_flash_sm90_bwd_ws};
+    static_assert(std::size(names) == std::size(reads));
+    for (const char* value : {static_cast<const char*>(nullptr), "", "sm80", "simple", "sm90", "sm90-fwd",
+                              "sm90-basic", "sm90-bwd-1wg", "sm90-bwd-plain", "sm90-dq-atomic", "sm90-bwd-ws"}) {
+        ScopedEnv e("GPT_CUDA_FLASH", value);
+        const char* v = value ? value : "(unset)";
+        for (std::size_t i = 0; i < std::size(names); ++i)
+            EXPECT_EQ(reads[i](), value != nullptr && std::strcmp(value, names[i]) == 0) << v << " read by " << names[i];
     }
     for (const char* bad : {"SM90", "wgmma", "sm90-bwd", "sm90-fwd ", "sm90-Basic", "sm90basic", "sm90a", "1",
                             "sm90-bwd-plain ", "sm90-plain", "sm90-bwd-2wg", "sm90-bwd-1WG", "sm90-dq-atomics",
-                            "sm90-dq"}) {
+                            "sm90-dq", "sm90-ws", "sm90-bwd-WS", "sm90-bwd-ws "}) {
         ScopedEnv e("GPT_CUDA_FLASH", bad);
         EXPECT_THROW(env::cuda_flash_sm90(), UsageError) << bad;
         EXPECT_THROW(env::cuda_flash_simple(), UsageError) << bad;

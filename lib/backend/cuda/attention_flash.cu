@@ -17,7 +17,8 @@
 // (Sm90Fwd): that forward alone, the backward sm80's; GPT_CUDA_FLASH=sm90-basic
 // (Sm90Basic): the basic forward alone; GPT_CUDA_FLASH=sm90-bwd-1wg (Sm90Bwd1wg) and
 // sm90-bwd-plain (Sm90BwdPlain): sm90's kernels with the backward's one-warpgroup
-// double-buffered and unpipelined variants (sm90's has two warpgroups).
+// double-buffered and unpipelined variants (sm90's has two warpgroups), sm90-dq-atomic
+// (Sm90DqAtomic) with its dQ by atomics, sm90-bwd-ws (Sm90BwdWs) warp-specialised.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -226,8 +227,15 @@ FlashKernel& kernel_choice() {
                            : env::cuda_flash_sm90_bwd_1wg() ? FlashKernel::Sm90Bwd1wg
                            : env::cuda_flash_sm90_bwd_plain() ? FlashKernel::Sm90BwdPlain
                            : env::cuda_flash_sm90_dq_atomic() ? FlashKernel::Sm90DqAtomic
+                           : env::cuda_flash_sm90_bwd_ws() ? FlashKernel::Sm90BwdWs
                                                     : FlashKernel::Auto;
     return k;
+}
+// The choices that run the warp-specialised forward and the sm90 backward (one of its
+// variants) where they apply: sm90 and its backward variants.
+bool sm90_both_ways(FlashKernel k) {
+    return k == FlashKernel::Sm90 || k == FlashKernel::Sm90Bwd1wg || k == FlashKernel::Sm90BwdPlain ||
+           k == FlashKernel::Sm90DqAtomic || k == FlashKernel::Sm90BwdWs;
 }
 
 bool& assume_sm90() {
@@ -285,17 +293,14 @@ bool flash_device_is_sm90() { return device_is_sm90(); }
 
 bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     const FlashKernel k = kernel_choice();
-    if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Fwd && k != FlashKernel::Sm90Bwd1wg &&
-         k != FlashKernel::Sm90BwdPlain && k != FlashKernel::Sm90DqAtomic) ||
-        !flash_uses_tensor_cores(a, tensors))
+    if ((!sm90_both_ways(k) && k != FlashKernel::Sm90Fwd) || !flash_uses_tensor_cores(a, tensors))
         return false;
     // With dropout too (the same Philox mask as sm80's); the basic forward below has none.
     return flash_sm90_ws_supports(flash_params(a), a.dtype) && device_is_sm90();
 }
 bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     const FlashKernel k = kernel_choice();
-    if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Fwd && k != FlashKernel::Sm90Basic &&
-         k != FlashKernel::Sm90Bwd1wg && k != FlashKernel::Sm90BwdPlain && k != FlashKernel::Sm90DqAtomic) ||
+    if ((!sm90_both_ways(k) && k != FlashKernel::Sm90Fwd && k != FlashKernel::Sm90Basic) ||
         !flash_uses_tensor_cores(a, tensors))
         return false;
     if (flash_forward_uses_sm90_ws(a, tensors)) return true;
@@ -303,9 +308,7 @@ bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const
 }
 bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     const FlashKernel k = kernel_choice();
-    if ((k != FlashKernel::Sm90 && k != FlashKernel::Sm90Bwd1wg && k != FlashKernel::Sm90BwdPlain &&
-         k != FlashKernel::Sm90DqAtomic) ||
-        !flash_uses_tensor_cores(a, tensors))
+    if (!sm90_both_ways(k) || !flash_uses_tensor_cores(a, tensors))
         return false;
     // With dropout too (the same Philox mask as sm80's).
     return flash_sm90_bwd_supports(flash_params(a), a.dtype) && device_is_sm90();
@@ -314,6 +317,7 @@ Sm90Bwd flash_backward_sm90_variant() {
     const FlashKernel k = kernel_choice();
     return k == FlashKernel::Sm90           ? Sm90Bwd::TwoWarpgroups
            : k == FlashKernel::Sm90DqAtomic ? Sm90Bwd::TwoWarpgroupsAtomicDq
+           : k == FlashKernel::Sm90BwdWs    ? Sm90Bwd::WarpSpecialized
            : k == FlashKernel::Sm90Bwd1wg   ? Sm90Bwd::OneWarpgroup
                                             : Sm90Bwd::Plain;
 }

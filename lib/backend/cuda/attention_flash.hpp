@@ -24,8 +24,10 @@ constexpr std::int64_t kMaxFlashHeadDim = 128;
 //    warpgroups on 128 keys);
 //  - Sm90BwdPlain (GPT_CUDA_FLASH=sm90-bwd-plain): the same with its unpipelined variant;
 //  - Sm90DqAtomic (GPT_CUDA_FLASH=sm90-dq-atomic): Sm90's kernels, the backward's dQ partials
-//    by float2 atomics instead of bulk reductions.
-enum class FlashKernel { Auto, Simple, Sm90, Sm90Fwd, Sm90Basic, Sm90Bwd1wg, Sm90BwdPlain, Sm90DqAtomic };
+//    by float2 atomics instead of bulk reductions;
+//  - Sm90BwdWs (GPT_CUDA_FLASH=sm90-bwd-ws): Sm90's kernels, the backward warp-specialised
+//    (a producer warpgroup loading by TMA before Sm90's two).
+enum class FlashKernel { Auto, Simple, Sm90, Sm90Fwd, Sm90Basic, Sm90Bwd1wg, Sm90BwdPlain, Sm90DqAtomic, Sm90BwdWs };
 void set_flash_kernel(FlashKernel k);
 FlashKernel flash_kernel();  // the current choice (the first call reads GPT_CUDA_FLASH)
 // Whether a call with these arguments and tensors runs on tensor cores: fp16/bf16, head dim
@@ -37,9 +39,10 @@ bool flash_uses_tensor_cores(const AttentionArgs& a, std::initializer_list<const
 // (warp-specialised: 64, 96, 128; basic: 64, 128).
 bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors);
 // Whether that kernel is the warp-specialised one (FlashKernel::Sm90, Sm90Fwd, Sm90Bwd1wg,
-// Sm90BwdPlain or Sm90DqAtomic).
+// Sm90BwdPlain, Sm90DqAtomic or Sm90BwdWs).
 bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<const void*> tensors);
-// Whether flash_backward runs on the sm_90 kernel: FlashKernel::Sm90, Sm90Bwd1wg, Sm90BwdPlain or Sm90DqAtomic, an
+// Whether flash_backward runs on the sm_90 kernel: FlashKernel::Sm90, Sm90Bwd1wg, Sm90BwdPlain, Sm90DqAtomic or
+// Sm90BwdWs, an
 // sm_90 device, fp16/bf16, head dim 64, 96 or 128 (dropout and grouped K/V included), and
 // flash_uses_tensor_cores; elsewhere the sm80 backward (or the CUDA-core one).
 bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors);
@@ -55,8 +58,14 @@ bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<cons
 //    fp32 scratch by one bulk reduction of the tensor memory accelerator (FlashAttention-3's
 //    way), from shared memory into a tile-contiguous scratch (flash_dq_scratch_floats) that
 //    its own final kernel puts in place; TwoWarpgroupsAtomicDq (Sm90DqAtomic) is the same
-//    kernel with float2 atomics into the row-major scratch, as the other two.
-enum class Sm90Bwd { Plain, OneWarpgroup, TwoWarpgroups, TwoWarpgroupsAtomicDq };
+//    kernel with float2 atomics into the row-major scratch, as the other two;
+//  - WarpSpecialized (Sm90BwdWs): TwoWarpgroups as consumers behind a producer warpgroup
+//    that loads K, V, each step's Q, dO (by TMA) and statistics into the two buffers
+//    (FlashAttention-3's structure; the consumers issue no copy and share no block barrier
+//    with it); the same products in the same order, so dQ, dK and dV equal TwoWarpgroups'.
+//    Not at head dim 128 with dropout, where its consumers' 240 registers (setmaxnreg's
+//    most beside a producer) spill: that case runs TwoWarpgroups.
+enum class Sm90Bwd { Plain, OneWarpgroup, TwoWarpgroups, TwoWarpgroupsAtomicDq, WarpSpecialized };
 // The variant FlashKernel selects (meaningful where flash_backward_uses_sm90 is true).
 Sm90Bwd flash_backward_sm90_variant();
 // Test hook: the emulator reports compute capability 8.0; with this on, the "device is

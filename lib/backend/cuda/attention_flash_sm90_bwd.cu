@@ -47,17 +47,29 @@
 //    adjacent columns of a row, half the atomic instructions).
 //    Unpipelined (GPT_CUDA_FLASH=sm90-bwd-plain, the first kernel): plain 16-byte loads and
 //    stores between two barriers each step, scalar atomics. No TMA, no warp specialization.
+//    Warp-specialised (kWs, GPT_CUDA_FLASH=sm90-bwd-ws; FlashAttention-3's structure): the
+//    two-warpgroup bulk-dQ kernel's consumers behind a producer warpgroup that loads K, V and
+//    each step's Q and dO by TMA (unswizzled 64 x 8 boxes: the consumers read those tiles
+//    through kmajor_desc_tma / nmajor_desc_tma) and the statistics, into the same two buffers,
+//    full and empty mbarriers between them (kWs's comment in the kernel). setmaxnreg: the
+//    producer 32 registers, the consumers 240 (32 * 128 + 240 * 256 = 65,536).
 //  - Attention dropout (kDrop, its own instantiation) as sm80's backward, on dropout_kept's
 //    Philox mask: the keep bits drawn before the tile's products, a 32-bit word of one query's
 //    consecutive keys a thread from whole Philox blocks (a quarter of the draws of one per
 //    fragment element), read back from shared memory into P^T's sign and carried into dS^T
 //    (see the step loop); double-buffered, the draws overlap the step's copies.
-// ptxas (CUDA 13, sm_90a), no spills, registers a thread at head dims 128 / 96 / 64:
+// ptxas (CUDA 13, sm_90a), no spills (a build error), registers a thread at head dims 128 / 96 / 64:
 // two warpgroups with bulk dQ 242 / 214 / 180, with dropout 247 / 226 / 198; with atomic dQ
 // 240 / 212 / 180, with dropout 247 / 224 / 192; one warpgroup 249 / 226 / 184, with dropout
-// 243 / 232 / 189; unpipelined 254 / 231 / 193, with dropout 250 / 235 / 193. Shared memory
+// 243 / 232 / 189; unpipelined 254 / 231 / 193, with dropout 250 / 235 / 193; warp-specialised
+// (ptxas reports __launch_bounds__(384)'s 168; the consumers' code after setmaxnreg takes up
+// to 240; with the producer at 24 registers the producer spilled, 44 bytes) fits but with
+// dropout at head dim 128, where it spilled 16 bytes (the two-warpgroup kernel needs 247
+// there; reading the keep bits in the dS^T loop or through a volatile pointer left 4 to 8):
+// that case is not built, flash_backward_sm90 runs the two-warpgroup kernel for it. Shared memory
 // (kSmemB90): two warpgroups with bulk dQ 183,296 / 142,336 / 101,376 bytes, with atomic dQ
-// 150,528 / 117,760 / 84,992 (one block, eight warps, an SM; the bulk variant's named
+// 150,528 / 117,760 / 84,992, warp-specialised the bulk's and 40 bytes of mbarriers (one block,
+// eight warps or twelve, an SM; the bulk variant's named
 // barriers, their id a register, make ptxas reserve all 16 barriers, which one block an SM
 // does not mind), one warpgroup 109,056 / 84,480 / 59,904, unpipelined 75,776 / 59,392 /
 // 43,008. The one-warpgroup kernels run two blocks (eight warps) an SM in every case, set by
@@ -85,7 +97,7 @@ using sm90tiles::nmajor_desc;
 
 // WG warpgroups a block (1 or 2), each owning 64 keys (wgmma's M for S^T, dP^T, dK, dV).
 template <int WG>
-constexpr int kThreadsB90 = 128 * WG;
+constexpr int kThreadsB90 = 128 * WG;  // the consumers (kWs adds a producer warpgroup before them)
 template <int WG>
 constexpr int kKeysB90 = 64 * WG;  // keys per block
 constexpr int kRowsB90 = 64;       // queries per tile (N of S^T, K depth of dK, dV; M of dQ)
@@ -110,10 +122,28 @@ constexpr int kDqStageBytes = kBulk ? kRowsB90 * HN * 4 : 0;
 // (twice with kPipe: the step's buffer and the next step's, filling); dS^T; the tile
 // statistics (twice with kPipe); the dropout keep bits (a word a thread); with kBulk the dQ stage;
 // the alignment slack.
-template <int HN, bool kPipe, int WG, bool kBulk = false>
+// kWs: the mbarriers after the stage (K/V full, the two buffers' full and empty).
+template <int HN, bool kPipe, int WG, bool kBulk = false, bool kWs = false>
 constexpr int kSmemB90 = (2 * WG + (kPipe ? 4 : 2)) * kTileBytesB90<HN> + kDsBytes<WG> + (kPipe ? 2 : 1) * kStatBytes +
-                         kThreadsB90<WG> * 4 + kDqStageBytes<HN, kBulk> + 1024;
-static_assert(kSmemB90<128, true, 2, true> <= 227 * 1024, "over the opt-in shared memory of a block (227 KiB)");
+                         kThreadsB90<WG> * 4 + kDqStageBytes<HN, kBulk> + (kWs ? 5 * 8 : 0) + 1024;
+static_assert(kSmemB90<128, true, 2, true, true> <= 227 * 1024, "over the opt-in shared memory of a block (227 KiB)");
+// kWs: registers of the producer warpgroup (index math and TMA issue) and of the consumers
+// (24 * 128 + 240 * 256 = 64,512 of the SM's 65,536), as the warp-specialised forward's.
+constexpr int kProducerRegsB90 = 32, kConsumerRegsB90 = 240;
+// kWs: named barrier of the 256 consumer threads (0 is __syncthreads', 1 and 2 the bulk
+// stages').
+constexpr int kConsumersBarrier = 3;
+
+// kWs: rows [r0, r0 + 64) of columns [col, col + HN) of a tensor map's matrix into a tile in
+// TMA's unswizzled layout (attention_sm90_tiles.cuh, kmajor_desc_tma): HN / 8 boxes of 64 rows
+// x 8 columns, completing on bar. Rows past the matrix (the sequence) arrive as zeros.
+template <int HN>
+__device__ __forceinline__ void load_tile_tma(unsigned char* tile, const tma::TensorMap* map, std::uint64_t* bar,
+                                              std::int64_t col, std::int64_t r0) {
+#pragma unroll
+    for (int c = 0; c < HN / 8; ++c)
+        tma::load_2d(tile + c * 1024, map, bar, static_cast<int>(col + 8 * c), static_cast<int>(r0));
+}
 
 // kBulk's dQ scratch: per (query head, 64-query tile) a block of 64 x HN floats, in two halves
 // of HN / 2 columns (one per warpgroup), each in the order of the warpgroup's accumulator
@@ -127,11 +157,15 @@ __host__ __device__ constexpr std::int64_t dq_tiles(std::int64_t s) { return (s 
 // (GPT_CUDA_FLASH=sm90-bwd-plain), its loads and scalar dQ atomics as before. WG = 2 (kPipe
 // only): two warpgroups on 128 keys, WG = 1 one on 64 (sm90-bwd-1wg). kBulk (WG = 2 only):
 // dQ partials by one bulk reduction a warpgroup and step (GPT_CUDA_FLASH=sm90), else by
-// float2 atomics (sm90-dq-atomic). All share the step's math below.
-template <int HN, bool kDrop, bool kPipe, int WG, bool kBulk, typename T>
-__global__ void __launch_bounds__(kThreadsB90<WG>, 1)
+// float2 atomics (sm90-dq-atomic). kWs (WG = 2, kPipe, kBulk: sm90-bwd-ws): the same two
+// consumer warpgroups behind a producer warpgroup that loads by TMA (kWs's comment below).
+// All share the step's math below.
+template <int HN, bool kDrop, bool kPipe, int WG, bool kBulk, bool kWs, typename T>
+__global__ void __launch_bounds__(kThreadsB90<WG> + (kWs ? 128 : 0), 1)
     flash_bwd_sm90(FlashParams P, const T* qkv, const T* dout, const float* lse, const float* D, T* dqkv,
-                   float* dq_acc) {
+                   float* dq_acc, const GPT_GRID_CONSTANT tma::TensorMap qkv_map,
+                   const GPT_GRID_CONSTANT tma::TensorMap dout_map) {
+    static_assert(!kWs || (WG == 2 && kPipe && kBulk), "the warp-specialised backward is the bulk-dQ kernel's");
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* ks = smem_raw + (1024 - w::smem_address(smem_raw) % 1024) % 1024;
     unsigned char* vs = ks + WG * kTileBytesB90<HN>;
@@ -142,21 +176,100 @@ __global__ void __launch_bounds__(kThreadsB90<WG>, 1)
     constexpr int kThreads = kThreadsB90<WG>;
     static_assert(!kBulk || WG == 2, "the bulk dQ reduction is the two-warpgroup kernel's");
     float* dq_stage = reinterpret_cast<float*>(keeps + kThreads);  // kBulk: 1024-byte aligned (sizes above)
-    // warp: the warp within its warpgroup (its 16 rows of every fragment); the warpgroup's
-    // keys start at j0 + 64 wg, its K and V tiles at ksw, vsw.
-    // (With one warpgroup both are constants: ptxas then keeps the kernel's old registers.)
-    const int t = threadIdx.x, wg = WG == 1 ? 0 : t / 128, warp = (WG == 1 ? t : t % 128) / 32, lane = t % 32,
-              g = lane / 4, q = lane % 4;
     const std::int64_t kv = blockIdx.y, j0 = static_cast<std::int64_t>(blockIdx.x) * kKeysB90<WG>;
-    const unsigned char* ksw = ks + wg * kTileBytesB90<HN>;
-    const unsigned char* vsw = vs + wg * kTileBytesB90<HN>;
-    const T* kb = qkv + flash_k_at(P, kv);
     const int ntiles = static_cast<int>((P.s - j0 + kRowsB90 - 1) / kRowsB90);
     const int nsteps = ntiles * static_cast<int>(P.qpg);
     // Step `step`'s query head and first query: the group's heads in order, each from the
     // diagonal tile on.
     auto pair_of = [&](int step) { return kv * P.qpg + step / ntiles; };
     auto first_of = [&](int step) { return j0 + static_cast<std::int64_t>(step % ntiles) * kRowsB90; };
+    // kWs (FlashAttention-3's backward structure): warpgroup 0 is the producer, warpgroups 1
+    // and 2 the consumers, which run the two-warpgroup kernel's steps unchanged but for their
+    // loads and barriers. The producer's thread 0 loads K and V once (kv_full) and each step's
+    // Q and dO tiles by TMA (64 x 8 boxes, unswizzled: the consumers' descriptors are
+    // kmajor_desc_tma / nmajor_desc_tma) into the two buffers; its warp 1 copies the step's
+    // lse and D (zeros past s) with plain loads and stores, each lane then arriving on the
+    // buffer's full barrier (1 + 32 arrivals and the TMA bytes: mbarrier's release and acquire
+    // order those stores before the consumers' reads). The consumers arrive on the buffer's
+    // empty barrier once their last product reading it is waited for (both of a step's
+    // buffers: Q, dO, lse, D), and the producer refills it after that phase, so step i + 1's
+    // loads run under step i's math with no consumer issuing a copy or waiting on another's.
+    // Block-wide barriers become named barriers of the 256 consumers (the producer leaves
+    // early).
+    std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(dq_stage + (kBulk ? kRowsB90 * HN : 0));
+    std::uint64_t *kv_full = bars, *full = bars + 1, *empty = bars + 3;
+    if constexpr (kWs) {
+        if (threadIdx.x == 0) {
+            tma::mbarrier_init(kv_full, 1);
+            for (int b = 0; b < 2; ++b) {
+                tma::mbarrier_init(&full[b], 1 + 32);
+                tma::mbarrier_init(&empty[b], kThreads);
+            }
+            tma::fence_mbarrier_init();
+        }
+        __syncthreads();
+        if (threadIdx.x < 128) {
+            setmaxnreg<kProducerRegsB90, false>();
+            const int pt = threadIdx.x;
+            if (pt == 0) {
+                tma::mbarrier_arrive_expect_tx(kv_full, 4 * kTileBytesB90<HN>);
+                for (int w = 0; w < WG; ++w) {
+                    load_tile_tma<HN>(ks + w * kTileBytesB90<HN>, &qkv_map, kv_full, flash_k_at(P, kv), j0 + 64 * w);
+                    load_tile_tma<HN>(vs + w * kTileBytesB90<HN>, &qkv_map, kv_full, flash_k_at(P, kv) + HN,
+                                      j0 + 64 * w);
+                }
+            }
+            if (pt != 0 && pt / 32 != 1) return;
+            for (int it = 0; it < nsteps; ++it) {
+                const int b = it % 2;
+                // Step it - 2's consumers are done with buffer b: completion it / 2 - 1 of empty[b].
+                if (it >= 2) tma::mbarrier_wait(&empty[b], (it / 2 - 1) & 1);
+                const std::int64_t pr = pair_of(it), r0 = first_of(it);
+                if (pt == 0) {
+                    unsigned char* qb = qd0 + b * 2 * kTileBytesB90<HN>;
+                    tma::mbarrier_arrive_expect_tx(&full[b], 2 * kTileBytesB90<HN>);
+                    load_tile_tma<HN>(qb, &qkv_map, &full[b], flash_q_at(P, pr), r0);
+                    load_tile_tma<HN>(qb + kTileBytesB90<HN>, &dout_map, &full[b], pr * HN, r0);
+                } else {
+                    for (int e = pt % 32; e < 2 * kRowsB90; e += 32) {
+                        const std::int64_t r = r0 + e % kRowsB90;
+                        st0[b * 2 * kRowsB90 + e] = r < P.s ? (e < kRowsB90 ? lse : D)[pr * P.s + r] : 0.0f;
+                    }
+                    tma::mbarrier_arrive(&full[b]);
+                }
+            }
+            return;
+        }
+        setmaxnreg<kConsumerRegsB90, true>();
+    }
+    // warp: the warp within its warpgroup (its 16 rows of every fragment); the warpgroup's
+    // keys start at j0 + 64 wg, its K and V tiles at ksw, vsw.
+    // (With one warpgroup both are constants: ptxas then keeps the kernel's old registers.)
+    const int t = threadIdx.x - (kWs ? 128 : 0), wg = WG == 1 ? 0 : t / 128, warp = (WG == 1 ? t : t % 128) / 32,
+              lane = t % 32, g = lane / 4, q = lane % 4;
+    const unsigned char* ksw = ks + wg * kTileBytesB90<HN>;
+    const unsigned char* vsw = vs + wg * kTileBytesB90<HN>;
+    const T* kb = qkv + flash_k_at(P, kv);
+    // The operand descriptors of the tiles' layout: TMA's with kWs, else load_tile's.
+    auto kdesc = [](const unsigned char* tile, int step) {
+        if constexpr (kWs)
+            return sm90tiles::kmajor_desc_tma(tile, step);
+        else
+            return kmajor_desc<HN>(tile, step);
+    };
+    auto ndesc = [](const unsigned char* tile, int step) {
+        if constexpr (kWs)
+            return sm90tiles::nmajor_desc_tma(tile, step);
+        else
+            return nmajor_desc<HN>(tile, step);
+    };
+    // Block-wide among the consumers.
+    auto consumers_sync = [] {
+        if constexpr (kWs)
+            named_barrier_sync(kConsumersBarrier, kThreads);
+        else
+            __syncthreads();
+    };
     // kPipe: step `step`'s Q, dO tiles and statistics (raw lse, D; zeros past s) into buffer
     // b by cp.async, committed as one group.
     auto prefetch = [&](int step, int b) {
@@ -171,7 +284,9 @@ __global__ void __launch_bounds__(kThreadsB90<WG>, 1)
         }
         cp_async_commit();
     };
-    if constexpr (kPipe) {
+    if constexpr (kWs) {
+        tma::mbarrier_wait(kv_full, 0);
+    } else if constexpr (kPipe) {
 #pragma unroll
         for (int w = 0; w < WG; ++w) {
             sm90tiles::load_tile_async<HN>(ks + w * kTileBytesB90<HN>, kb, j0 + 64 * w, P.s, P.ldq);
@@ -228,7 +343,9 @@ __global__ void __launch_bounds__(kThreadsB90<WG>, 1)
         unsigned char* dos = qs + kTileBytesB90<HN>;
         const float* ls = st0 + buf * 2 * kRowsB90;  // lse per query of the tile (* log2(e) unpipelined)
         const float* dl = ls + kRowsB90;             // D per query of the tile
-        if constexpr (kPipe) {
+        if constexpr (kWs) {
+            tma::mbarrier_wait(&full[buf], (it / 2) & 1);  // completion it / 2 of the buffer's
+        } else if constexpr (kPipe) {
             // This step's copies were issued a whole step ago (the prologue for step 0): the
             // only group in flight. Then the fence for wgmma's async-proxy reads, and the
             // barrier: every thread's copies landed, and every thread is past the previous
@@ -256,11 +373,11 @@ __global__ void __launch_bounds__(kThreadsB90<WG>, 1)
         w::fence();
 #pragma unroll
         for (int step = 0; step < HN / 16; ++step)
-            w::mma_ss<kRowsB90, T>(st, kmajor_desc<HN>(ksw, step), kmajor_desc<HN>(qs, step), step > 0);
+            w::mma_ss<kRowsB90, T>(st, kdesc(ksw, step), kdesc(qs, step), step > 0);
         w::commit_group();
 #pragma unroll
         for (int step = 0; step < HN / 16; ++step)
-            w::mma_ss<kRowsB90, T>(dp, kmajor_desc<HN>(vsw, step), kmajor_desc<HN>(dos, step), step > 0);
+            w::mma_ss<kRowsB90, T>(dp, kdesc(vsw, step), kdesc(dos, step), step > 0);
         w::commit_group();
         w::wait_group<1>();  // S^T landed; dP^T may still be under way
         w::fence_operand(st);
@@ -311,6 +428,9 @@ __global__ void __launch_bounds__(kThreadsB90<WG>, 1)
                 dp[i] = st[i] * (dp[i] - dl[iq]) * P.scale;
             }
         }
+        // kWs: no block-wide barrier opened the step; this one tells that both warpgroups
+        // are past the previous step's dQ products, the readers of dS^T.
+        if constexpr (kWs) consumers_sync();
         std::uint32_t pa[kRowsB90 / 16][4], da[kRowsB90 / 16][4];
 #pragma unroll
         for (int step = 0; step < kRowsB90 / 16; ++step) {
@@ -328,13 +448,13 @@ __global__ void __launch_bounds__(kThreadsB90<WG>, 1)
         w::fence();  // dk, dv, pa, da were written by this thread since the last mma_async
 #pragma unroll
         for (int step = 0; step < kRowsB90 / 16; ++step)
-            w::mma_rs<HN, T, true>(dv, pa[step], nmajor_desc<HN>(dos, step), true);
+            w::mma_rs<HN, T, true>(dv, pa[step], ndesc(dos, step), true);
 #pragma unroll
         for (int step = 0; step < kRowsB90 / 16; ++step)
-            w::mma_rs<HN, T, true>(dk, da[step], nmajor_desc<HN>(qs, step), true);
+            w::mma_rs<HN, T, true>(dk, da[step], ndesc(qs, step), true);
         w::commit_group();
         w::fence_proxy_async_shared();  // the dS^T stores, read next by wgmma
-        __syncthreads();                // every warp's dS^T rows are in place (both warpgroups')
+        consumers_sync();               // every warp's dS^T rows are in place (both warpgroups')
         // dQ (64 queries x kDqN columns of the head dim) += dS K over the block's keys: A = dS
         // M-major (dS^T as stored), B = K N-major, its columns n0.. at n0 * 16 bytes on (the
         // two warpgroups' K tiles are one 128-key tile: 16 keys a k step, 2 row groups). With
@@ -348,12 +468,21 @@ __global__ void __launch_bounds__(kThreadsB90<WG>, 1)
             float dq[kDqCols / 2];
             w::fence();
 #pragma unroll
-            for (int step = 0; step < kKeysB90<WG> / 16; ++step)
-                w::mma_ss<kDqCols, T, true, true>(dq, nmajor_desc<kRowsB90>(dss, step), nmajor_desc<HN>(ks + n0 * 16, step),
-                                                  step > 0);
+            for (int step = 0; step < kKeysB90<WG> / 16; ++step) {
+                // K's 16 keys of the step: with kWs in the tile of its 64 (tiles are not one
+                // 128-key block there), n0 at n0 / 8 boxes on.
+                const std::uint64_t kd = kWs ? sm90tiles::nmajor_desc_tma(ks + step / 4 * kTileBytesB90<HN> + n0 * 128, step % 4)
+                                             : nmajor_desc<HN>(ks + n0 * 16, step);
+                w::mma_ss<kDqCols, T, true, true>(dq, nmajor_desc<kRowsB90>(dss, step), kd, step > 0);
+            }
             w::commit_group();
             w::wait_group<0>();  // also dK, dV (the first time): pa, da may change after this
             w::fence_operand(dq);
+            // kWs: this step's reads of its buffer (Q and dO by the products just waited for,
+            // lse and D above) are done: the producer may refill it.
+            if constexpr (kWs) {
+                if (h == 0) tma::mbarrier_arrive(&empty[buf]);
+            }
             if (h == 0) {  // keeps pa, da alive (their registers unused) until the wait above
                 w::fence_operand(dk);
                 w::fence_operand(dv);
@@ -420,17 +549,29 @@ __global__ void __launch_bounds__(kThreadsB90<WG>, 1)
     }
 }
 
-template <int HN, bool kDrop, bool kPipe, int WG, bool kBulk, typename T>
+template <int HN, bool kDrop, bool kPipe, int WG, bool kBulk, bool kWs, typename T>
 void launch_bwd90(const FlashParams& P, const void* qkv, const void* dout, const float* lse, const float* D,
                   void* dqkv, float* dq_acc, cudaStream_t st) {
-    auto* k = flash_bwd_sm90<HN, kDrop, kPipe, WG, kBulk, T>;
-    constexpr int smem = kSmemB90<HN, kPipe, WG, kBulk>;
+    auto* k = flash_bwd_sm90<HN, kDrop, kPipe, WG, kBulk, kWs, T>;
+    constexpr int smem = kSmemB90<HN, kPipe, WG, kBulk, kWs>;
+    // kWs: qkv as one s x ldq matrix (every pair's Q, K, V column ranges of it) and dout as
+    // one s x ldo, in 64 x 8 boxes; the other variants take the maps unencoded, unread.
+    tma::TensorMap qkv_map{}, dout_map{};
+    if constexpr (kWs) {
+        const auto rows = static_cast<std::uint64_t>(P.s);
+        const auto qcols = static_cast<std::uint64_t>(P.ldq), ocols = static_cast<std::uint64_t>(P.ldo);
+        GPT_CUDA_CHECK(tma::make_tensor_map_2d(&qkv_map, qkv, rows, qcols, qcols * 2, kRowsB90, 8, 0),
+                       "make_tensor_map_2d(flash_bwd_sm90 qkv)");
+        GPT_CUDA_CHECK(tma::make_tensor_map_2d(&dout_map, dout, rows, ocols, ocols * 2, kRowsB90, 8, 0),
+                       "make_tensor_map_2d(flash_bwd_sm90 dout)");
+    }
     GPT_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
                    "cudaFuncSetAttribute(flash_bwd_sm90)");
     const dim3 grid(static_cast<unsigned>((P.s + kKeysB90<WG> - 1) / kKeysB90<WG>),
                     static_cast<unsigned>(P.pairs / P.qpg));
-    k<<<grid, kThreadsB90<WG>, smem, st>>>(P, static_cast<const T*>(qkv), static_cast<const T*>(dout), lse, D,
-                                           static_cast<T*>(dqkv), dq_acc);
+    k<<<grid, kThreadsB90<WG> + (kWs ? 128 : 0), smem, st>>>(P, static_cast<const T*>(qkv),
+                                                             static_cast<const T*>(dout), lse, D,
+                                                             static_cast<T*>(dqkv), dq_acc, qkv_map, dout_map);
 }
 
 // dQ from kBulk's tiled scratch into its place in dqkv: a thread per 8 values of a row (one
@@ -479,27 +620,37 @@ void flash_backward_sm90(const FlashParams& P, DType t, const void* qkv, const v
                          const float* D, void* dqkv, float* dq_acc, Sm90Bwd variant, cudaStream_t st) {
     GPT_REQUIRE(flash_sm90_bwd_supports(P, t), InternalError, "flash_backward_sm90: unsupported case (hn ", P.hn,
                 ")");
-    const bool bulk = variant == Sm90Bwd::TwoWarpgroups;
+    const bool bulk = variant == Sm90Bwd::TwoWarpgroups || variant == Sm90Bwd::WarpSpecialized;
     const std::size_t scratch = bulk ? flash_dq_scratch_floats(P.s, P.pairs, P.hn) : static_cast<std::size_t>(P.s * P.pairs * P.hn);
     GPT_CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, scratch * sizeof(float), st), "attention_backward (flash sm90)");
     const bool bf = t == DType::BF16;
-    auto go = [&](auto hn, auto drop, auto pipe, auto wgs, auto bulk_dq) {
+    auto go = [&](auto hn, auto drop, auto pipe, auto wgs, auto bulk_dq, auto ws) {
         constexpr int H = decltype(hn)::value, WG = decltype(wgs)::value;
-        constexpr bool Dr = decltype(drop)::value, Pi = decltype(pipe)::value, Bu = decltype(bulk_dq)::value;
-        bf ? launch_bwd90<H, Dr, Pi, WG, Bu, __nv_bfloat16>(P, qkv, dout, lse, D, dqkv, dq_acc, st)
-           : launch_bwd90<H, Dr, Pi, WG, Bu, __half>(P, qkv, dout, lse, D, dqkv, dq_acc, st);
+        constexpr bool Dr = decltype(drop)::value, Pi = decltype(pipe)::value, Bu = decltype(bulk_dq)::value,
+                       Ws = decltype(ws)::value;
+        bf ? launch_bwd90<H, Dr, Pi, WG, Bu, Ws, __nv_bfloat16>(P, qkv, dout, lse, D, dqkv, dq_acc, st)
+           : launch_bwd90<H, Dr, Pi, WG, Bu, Ws, __half>(P, qkv, dout, lse, D, dqkv, dq_acc, st);
     };
     auto with_pipe = [&](auto hn, auto drop) {
         using One = std::integral_constant<int, 1>;
         using Two = std::integral_constant<int, 2>;
         if (variant == Sm90Bwd::TwoWarpgroups)
-            go(hn, drop, std::true_type{}, Two{}, std::true_type{});
+            go(hn, drop, std::true_type{}, Two{}, std::true_type{}, std::false_type{});
+        else if (variant == Sm90Bwd::WarpSpecialized) {
+            // At head dim 128 with dropout the consumers' 240 registers spill (the
+            // two-warpgroup kernel needs 247): that case runs TwoWarpgroups, whose results
+            // are the same to the bit (attention_flash.hpp, Sm90Bwd::WarpSpecialized).
+            if constexpr (decltype(drop)::value && decltype(hn)::value == 128)
+                go(hn, drop, std::true_type{}, Two{}, std::true_type{}, std::false_type{});
+            else
+                go(hn, drop, std::true_type{}, Two{}, std::true_type{}, std::true_type{});
+        }
         else if (variant == Sm90Bwd::TwoWarpgroupsAtomicDq)
-            go(hn, drop, std::true_type{}, Two{}, std::false_type{});
+            go(hn, drop, std::true_type{}, Two{}, std::false_type{}, std::false_type{});
         else if (variant == Sm90Bwd::OneWarpgroup)
-            go(hn, drop, std::true_type{}, One{}, std::false_type{});
+            go(hn, drop, std::true_type{}, One{}, std::false_type{}, std::false_type{});
         else
-            go(hn, drop, std::false_type{}, One{}, std::false_type{});
+            go(hn, drop, std::false_type{}, One{}, std::false_type{}, std::false_type{});
     };
     auto with_drop = [&](auto hn) {
         P.drop ? with_pipe(hn, std::true_type{}) : with_pipe(hn, std::false_type{});

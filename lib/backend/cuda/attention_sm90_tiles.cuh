@@ -2,7 +2,8 @@
 // layouts of wgmma_sm90.cuh: 8x8 core matrices of 128 contiguous bytes, written with plain
 // 16-byte stores (load_tile) or 16-byte cp.async copies (load_tile_async, for double
 // buffering: the copy needs no registers and lands while the warpgroup computes). Used by the backward (attention_flash_sm90_bwd.cu) and the basic forward
-// (attention_flash_sm90.cu); the warp-specialised forward's tiles are TMA's swizzled ones.
+// (attention_flash_sm90.cu); the warp-specialised forward's tiles are TMA's swizzled ones, the
+// warp-specialised backward's TMA's unswizzled ones (kmajor_desc_tma below).
 //
 // One stored [64 rows][HN] tile serves both orientations: kmajor_at(r, c) == nmajor_at(c, r),
 // so the same bytes are a K-major operand (rows along M or N, k = the HN columns) through
@@ -73,6 +74,20 @@ __device__ __forceinline__ void load_tile_async(unsigned char* tile, const T* ba
         const bool valid = r0 + r < s;
         cp_async_16(tile + kmajor_at<HN>(r, c), base + (valid ? r0 + r : 0) * ld + c, valid);
     });
+}
+
+// The same roles in the layout that TMA writes without swizzle (sm90-bwd-ws): a box of 64 rows
+// x 8 columns (16 bytes, the narrowest TMA box) lands as 64 rows of 16 bytes one after another,
+// 8 core matrices down a column of 8; the HN / 8 boxes of a tile side by side, 1024 bytes
+// apart. Element (row, k) at (k / 8 * 64 + row) * 16 + k % 8 * 2, so a K-major operand's core
+// matrices are LBO = 1024 (the next 8 k) and SBO = 128 (the next 8 rows) apart, an N-major
+// one's (n = the columns) LBO = 128 (the next 8 k = rows) and SBO = 1024 (the next 8 n); an
+// N-major operand from column n0 starts n0 / 8 boxes on: tile + n0 * 128 bytes.
+__device__ __forceinline__ std::uint64_t kmajor_desc_tma(const unsigned char* tile, int step) {
+    return wgmma::make_desc(tile + step * 2048, 1024, 128, wgmma::Swizzle::None);
+}
+__device__ __forceinline__ std::uint64_t nmajor_desc_tma(const unsigned char* tile, int step) {
+    return wgmma::make_desc(tile + step * 256, 128, 1024, wgmma::Swizzle::None);
 }
 
 }  // namespace gpt::cuda::sm90tiles

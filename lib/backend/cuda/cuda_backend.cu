@@ -70,7 +70,8 @@ std::string CudaBackend::kernel_variants() const {
     // it (the forward warp-specialised); "sm90-fwd": that forward only (the backward on the
     // sm80 kernel); "sm90-basic": the basic wgmma forward only; "sm90-bwd-1wg" and
     // "sm90-bwd-plain": sm90's, the backward's one-warpgroup and unpipelined variants;
-    // "sm90-dq-atomic": sm90's, the backward's dQ by atomics instead of bulk reductions.
+    // "sm90-dq-atomic": sm90's, the backward's dQ by atomics instead of bulk reductions;
+    // "sm90-bwd-ws": sm90's, the backward warp-specialised (TMA loads by a producer warpgroup).
     const FlashKernel k = flash_kernel();
     return detail::concat("attention=",
                           k == FlashKernel::Simple      ? "flash-simple"
@@ -80,6 +81,7 @@ std::string CudaBackend::kernel_variants() const {
                           : k == FlashKernel::Sm90Bwd1wg ? "flash-sm90-bwd-1wg"
                           : k == FlashKernel::Sm90BwdPlain ? "flash-sm90-bwd-plain"
                           : k == FlashKernel::Sm90DqAtomic ? "flash-sm90-dq-atomic"
+                          : k == FlashKernel::Sm90BwdWs ? "flash-sm90-bwd-ws"
                                                         : "flash-sm80",
                           " gemm_epilogue=", gemm_epilogue_mode_name(gemm_epilogue_mode()),
                           " gemm_algo=", gemm_autotune() ? "autotune" : "heuristic",
