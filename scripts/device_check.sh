@@ -85,7 +85,7 @@ STEPS=(
     "gemm-fp8-gelu-epilogue|gemm|gemm|30|12|-"
     "bench-unfused|bench|bench|60|25|-"
     "gemm-fp8-cast-tile|gemm|gemm|30|12|-"
-    "attn-dropout|attn|attn|45|15|-"
+    "attn-dropout|attn|attn|60|20|-"
     "gemm|gemm|gemm|90|30|-"
     "profile|bench|bench|75|30|-"
     "attn-flash-sm90-bwd-plain|attn|attn|30|10|-"
@@ -306,11 +306,13 @@ run_step() {
     attn-flash-sm90-bwd-1wg) "${t[@]}" env GPT_CUDA_FLASH=sm90-bwd-1wg "BENCH_BIN=$bin/bench_attention" \
                                  PEER=none REPS=5 bash "$root/bench/attention_gpu/run.sh" ;;
     # Attention dropout 0.1 (Megatron's GPT configs; the benches above run without it) on
-    # gpt-1.3b's shape: the default kernels beside PyTorch's SDPA with dropout_p, then the
-    # sm_90 kernels, half the limit each.
-    attn-dropout) for k in sm80 sm90; do
-                      timeout -k 5 $(($2 / 2)) env GPT_CUDA_FLASH=$k DROPOUT=0.1 REPS=5 "BENCH_BIN=$bin/bench_attention" \
-                          PYTHON=python3 PEER=$([ $k = sm80 ] && echo torch || echo none) \
+    # gpt-1.3b's shape: the default kernels beside PyTorch's SDPA with dropout_p, the sm_90
+    # kernels, then the default kernels with the backward's dropout mask drawn per element
+    # (GPT_CUDA_DROPOUT_DRAWS=element, the kernel before the word draws), a third of the limit each.
+    attn-dropout) for k in sm80 sm90 sm80-element; do
+                      timeout -k 5 $(($2 / 3)) env GPT_CUDA_FLASH=${k%-element} \
+                          GPT_CUDA_DROPOUT_DRAWS=$([ $k = sm80-element ] && echo element || echo word) DROPOUT=0.1 REPS=5 \
+                          "BENCH_BIN=$bin/bench_attention" PYTHON=python3 PEER=$([ $k = sm80 ] && echo torch || echo none) \
                           bash "$root/bench/attention_gpu/run.sh" gpt-1.3b || return
                   done ;;
     attn-flash-sm90-bwd-plain) "${t[@]}" env GPT_CUDA_FLASH=sm90-bwd-plain "BENCH_BIN=$bin/bench_attention" \

@@ -112,7 +112,7 @@ echo
 echo "device $DEVICE, $DTYPE, causal, dropout $DROPOUT, median of $REPS; TFLOP/s count the causal half" \
   "(fwd 2*b*np*s*s*hn, fwd+bwd 3.5x fwd); torch = F.scaled_dot_product_attention (flash forced," \
   "its backend in the last column), cuDNN = the same with SDPBackend.CUDNN_ATTENTION forced;" \
-  "ours with GPT_CUDA_FLASH=${GPT_CUDA_FLASH:-(unset)}"
+  "ours with GPT_CUDA_FLASH=${GPT_CUDA_FLASH:-(unset)}, GPT_CUDA_DROPOUT_DRAWS=${GPT_CUDA_DROPOUT_DRAWS:-(unset)}"
 echo
 echo "| shape | ours fwd TFLOP/s | torch fwd | ratio | cuDNN fwd | ratio | ours fwd+bwd | torch fwd+bwd | ratio | cuDNN fwd+bwd | ratio | torch backend |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"

@@ -78,6 +78,7 @@ bool is_other_of_two(const char* name, const char* default_value, const char* ot
 bool cuda_gemm_epilogue_unfused() { return is_other_of_two("GPT_CUDA_GEMM_EPILOGUE", "fused", "unfused"); }
 bool cuda_fp8_fast_accum_forward() { return !is_other_of_two("GPT_CUDA_FP8_FAST_ACCUM", "forward", "off"); }
 bool cuda_fp8_cast_tile() { return is_other_of_two("GPT_CUDA_FP8_CAST", "vec", "tile"); }
+bool cuda_dropout_draws_per_element() { return is_other_of_two("GPT_CUDA_DROPOUT_DRAWS", "word", "element"); }
 bool cuda_gemm_autotune() { return is_other_of_two("GPT_CUDA_GEMM_ALGO", "heuristic", "autotune"); }
 bool fp8_input_cast_separate() { return is_other_of_two("GPT_FP8_INPUT_CAST", "fused", "separate"); }
 bool fp8_gelu_epilogue() { return is_other_of_two("GPT_FP8_GELU", "pass", "epilogue"); }

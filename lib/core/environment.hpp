@@ -53,6 +53,11 @@ bool cuda_fp8_fast_accum_forward();
 // it replaced. The same codes, amax and (fp32-order aside) bias gradients. True for tile;
 // UsageError for any other value.
 bool cuda_fp8_cast_tile();
+// GPT_CUDA_DROPOUT_DRAWS=word|element: how the default (sm80) flash backward draws its
+// attention-dropout mask: word (the default) a 32-bit word of keep bits a thread from whole
+// Philox blocks, element one Philox block per score (the kernel before). The same mask. True
+// for element; UsageError for any other value.
+bool cuda_dropout_draws_per_element();
 // GPT_CUDA_GEMM_ALGO=heuristic|autotune: which cuBLASLt algorithm a GEMM shape runs. heuristic,
 // the default: the heuristic's first answer, the same every run; autotune: the fastest of the
 // heuristic's first answers, timed on the shape's first real calls (results then depend on

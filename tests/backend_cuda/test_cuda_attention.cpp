@@ -154,6 +154,51 @@ TEST_F(CudaAttention, FlashMatchesCpu) {
             for (float p : {0.0f, 0.1f}) run_attention(cpu(), gpu(), sh, t, p, true);
 }
 
+// The default kernels' two ways of drawing the dropout mask (GPT_CUDA_DROPOUT_DRAWS): words of
+// keep bits (word, the default) and one Philox block per element or pair of elements
+// (element, the kernels before) give O, lse, dQ, dK and dV equal to the bit: the same mask
+// into the same arithmetic (FlashMatchesCpu holds the default to the CPU's mask). Both of the
+// backward's word widths (head dims 64, 80, 96: 64-query tiles, a word a thread; 128: 32-query
+// tiles, a half word), the forward's tiles of 64 keys (64, 80: two words a row) and 32 (96;
+// 128 keeps pairs), partial tiles and blocks, several key blocks, grouped K/V, a Philox offset
+// that is not a multiple of 4 (words straddle blocks).
+TEST_F(CudaAttention, FlashDropoutWordDrawsEqualElementDraws) {
+    const Shape shapes[] = {{130, 1, 2, 64}, {70, 1, 1, 80}, {100, 1, 2, 96}, {90, 1, 2, 128}, {70, 1, 4, 64, 2}};
+    for (const Shape& sh : shapes)
+        for (DType t : {DType::F16, DType::BF16}) {
+            SCOPED_TRACE(detail::concat("s=", sh.s, " np=", sh.np, " hn=", sh.hn, " ", dname(t)));
+            AttentionArgs a = attention_args(sh, t, true);
+            a.dropout = 0.1f;
+            a.seed = 81;
+            a.offset = 3;
+            const std::int64_t nqkv = attention_qkv_elems(a), nout = sh.s * sh.b * sh.np * sh.hn;
+            Twin qkv(cpu(), gpu(), t, rounded(t, random_vec(nqkv, 86, -2.0, 2.0))), out(cpu(), gpu(), t, nout);
+            Twin dout(cpu(), gpu(), t, rounded(t, random_vec(nout, 87)));
+            Twin saved(cpu(), gpu(), DType::F32, gpu().attention_saved_bytes(a) / 4);
+            Twin out_e(cpu(), gpu(), t, nout), saved_e(cpu(), gpu(), DType::F32, gpu().attention_saved_bytes(a) / 4);
+            Twin by_word(cpu(), gpu(), t, nqkv), by_element(cpu(), gpu(), t, nqkv);
+            ASSERT_TRUE(flash_uses_tensor_cores(a, {qkv.g(), out.g(), dout.g(), by_word.g()}));
+            auto same = [](const std::vector<double>& x, const std::vector<double>& y, const char* what) {
+                std::int64_t differ = 0, first = -1;
+                for (std::size_t i = 0; i < x.size(); ++i)
+                    if (x[i] != y[i] && differ++ == 0) first = static_cast<std::int64_t>(i);
+                EXPECT_EQ(differ, 0) << what << " by word and by element differ in " << differ
+                                     << " elements; first at " << first;
+            };
+            gpu().attention_forward(a, qkv.g(), out.g(), saved.g());
+            cuda::set_flash_dropout_draws_per_element(true);
+            gpu().attention_forward(a, qkv.g(), out_e.g(), saved_e.g());
+            same(out.gpu_vals(), out_e.gpu_vals(), "O");
+            same(saved.gpu_vals(), saved_e.gpu_vals(), "lse");
+            EXPECT_NE(gpu().kernel_variants().find("dropout_draws=element"), std::string::npos) << gpu().kernel_variants();
+            gpu().attention_backward(a, qkv.g(), out.g(), saved.g(), dout.g(), by_element.g());
+            cuda::set_flash_dropout_draws_per_element(false);
+            EXPECT_NE(gpu().kernel_variants().find("dropout_draws=word"), std::string::npos) << gpu().kernel_variants();
+            gpu().attention_backward(a, qkv.g(), out.g(), saved.g(), dout.g(), by_word.g());
+            same(by_word.gpu_vals(), by_element.gpu_vals(), "dqkv");
+        }
+}
+
 // The same shapes on the CUDA-core kernels (the tensor-core ones' fallback), plus a
 // sequence of several 64-key blocks with a partial last one at head dim 128.
 TEST_F(CudaAttention, FlashSimpleKernelsMatchCpu) {

@@ -147,6 +147,11 @@ TEST(Environment, Fp8InputCastSwitch) {
                             {"Fused", "off", "split", "separate "});
 }
 
+TEST(Environment, DropoutDrawsSwitch) {
+    expect_two_value_switch("GPT_CUDA_DROPOUT_DRAWS", env::cuda_dropout_draws_per_element, "word", "element",
+                            {"Word", "words", "elements", "element ", "philox"});
+}
+
 TEST(Environment, Fp8CastKernelSwitch) {
     expect_two_value_switch("GPT_CUDA_FP8_CAST", env::cuda_fp8_cast_tile, "vec", "tile",
                             {"Vec", "vectorised", "sm80", "tile "});
@@ -214,7 +219,8 @@ TEST(Environment, DeviceCheckSetsOnlyKnownSwitchValues) {
         {"GPT_FP8_INPUT_CAST", [] { env::fp8_input_cast_separate(); }},
         {"GPT_FP8_GELU", [] { env::fp8_gelu_epilogue(); }},
         {"GPT_FP8_BIAS_GRAD", [] { env::fp8_bias_grad_separate(); }},
-        {"GPT_CUDA_FP8_CAST", [] { env::cuda_fp8_cast_tile(); }}};
+        {"GPT_CUDA_FP8_CAST", [] { env::cuda_fp8_cast_tile(); }},
+        {"GPT_CUDA_DROPOUT_DRAWS", [] { env::cuda_dropout_draws_per_element(); }}};
     const std::string path = test::source_dir() + "/scripts/device_check.sh";
     std::ifstream in(path);
     ASSERT_TRUE(in) << "cannot read " << path;

@@ -323,6 +323,15 @@ Sm90Bwd flash_backward_sm90_variant() {
 }
 FlashKernel flash_kernel() { return kernel_choice(); }
 
+namespace {
+bool& dropout_draws_choice() {
+    static bool per_element = env::cuda_dropout_draws_per_element();
+    return per_element;
+}
+}  // namespace
+bool flash_dropout_draws_per_element() { return dropout_draws_choice(); }
+void set_flash_dropout_draws_per_element(bool on) { dropout_draws_choice() = on; }
+
 bool flash_uses_tensor_cores(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     if (kernel_choice() == FlashKernel::Simple || a.dtype == DType::F32) return false;
     if (!flash_sm80_head_dim(a.hn)) return false;

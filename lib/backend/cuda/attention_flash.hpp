@@ -76,6 +76,14 @@ void flash_assume_sm90_device_for_tests(bool on);
 // Whether the current device is sm_90 (or the hook above is on).
 bool flash_device_is_sm90();
 
+// How the sm80 backward (the default tensor-core one) draws its dropout mask: false
+// (GPT_CUDA_DROPOUT_DRAWS=word, the default) a word of keep bits a thread and step from whole
+// Philox blocks, a quarter of the draws; true (element) one Philox block per fragment
+// element, the kernel before, for comparison. The same mask bit for bit. The first call
+// reads the environment (UsageError for another value); the setter overrides it (tests).
+bool flash_dropout_draws_per_element();
+void set_flash_dropout_draws_per_element(bool on);
+
 // lse [b, np, s] fp32.
 void flash_forward(const AttentionArgs& a, const void* qkv, void* out, float* lse,
                    const Stream& stream);

@@ -71,6 +71,31 @@ __device__ __forceinline__ bool dropout_kept(const FlashParams& P, std::int64_t 
                                              std::int64_t j) {
     return dropout_kept_at(P, dropout_index(P, pair, i, j));
 }
+// The keep bits of keys key0 .. key0 + N - 1 of query i of a pair (N = 16 or 32), bit k for
+// key key0 + k, drawn from whole Philox blocks: the N consecutive indices span N / 4 blocks,
+// one more where the first index is not a multiple of 4. The flash backwards draw a step's
+// mask this way, a word a thread, where one draw per fragment element (the thread's keys g and
+// g + 8 lie in different blocks) took 4 blocks for every one used. A rolled loop: unrolled,
+// ptxas interleaves the draws' rounds for ILP and spills.
+template <int N>
+__device__ __forceinline__ std::uint32_t dropout_keep_bits(const FlashParams& P, std::int64_t pair, std::int64_t i,
+                                                           std::int64_t key0) {
+    static_assert(N == 16 || N == 32, "a half word or a word");
+    const std::uint64_t x = dropout_index(P, pair, i, key0);
+    const int skew = static_cast<int>(x & 3u);  // the first index within its block
+    const int blocks = skew == 0 ? N / 4 : N / 4 + 1;
+    std::uint32_t bits = 0;
+#pragma unroll 1
+    for (int b = 0; b < blocks; ++b) {
+        const Philox4x32 r = dropout_block(P, (x >> 2) + static_cast<std::uint64_t>(b));
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+            const int k = 4 * b + w - skew;  // the key within the word
+            if (k >= 0 && k < N && dropout_word(r, static_cast<unsigned>(w)) >= P.thr) bits |= 1u << k;
+        }
+    }
+    return bits;
+}
 // The dropout multiplier of score (i, j): 0 if dropped, else 1 / (1 - p).
 __device__ __forceinline__ float dropout_mult(const FlashParams& P, std::int64_t pair, std::int64_t i,
                                               std::int64_t j) {

@@ -80,20 +80,35 @@ __device__ __forceinline__ float quad_max(float v) {
     return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 
-template <int HN>
+template <int HN, bool kWords = false>
 constexpr std::size_t fwd_smem() {
-    return static_cast<std::size_t>(kFwdRows + 4 * kFwdKeysOf<HN>) * (HN + kPad) * 2;  // Q, 2 x (K, V)
+    // Q, 2 x (K, V); with kWords a tile's keep bits (a word per row and 32 keys).
+    return static_cast<std::size_t>(kFwdRows + 4 * kFwdKeysOf<HN>) * (HN + kPad) * 2 +
+           (kWords ? static_cast<std::size_t>(kFwdRows) * kFwdKeysOf<HN> / 8 : 0);
 }
 
 // kDrop: attention dropout on (a separate instantiation: the Philox draws cost registers).
-template <int HN, bool kDrop, typename T>
+// kWords (with kDrop; GPT_CUDA_DROPOUT_DRAWS=word, the default): each warp draws its 32 rows'
+// keep bits of a key tile as words from whole Philox blocks (dropout_keep_bits) into its own
+// shared memory before S = Q K^T, a word or two a lane (8 or 9 blocks each), and reads them
+// back where P is formed; where one block per two adjacent keys (dropout_mult_pair, element)
+// took 16 or 32 a lane. The same mask bit for bit. Head dims 64, 80, 96 (at 128 it spills:
+// flash_forward_sm80 keeps the pairs there). ptxas (CUDA 13), registers a thread at head dims
+// 64 / 80 / 96, sm_80 and sm_90a: words 236-239 / 249 / 168-219, pairs 226 / 238-246 /
+// 190-196, no spills; two blocks (eight warps) an SM in each case but head dim 96 on
+// sm_90a with words, three (168 registers; three need at most 170).
+template <int HN, bool kDrop, bool kWords, typename T>
 __global__ void __launch_bounds__(kBlockThreads) flash_fwd_sm80(FlashParams P, const T* qkv, T* out, float* lse) {
+    static_assert(kDrop || !kWords, "keep words are dropout's");
     constexpr int kFwdKeys = kFwdKeysOf<HN>;
     constexpr int LH = HN + kPad, MT = 2, NT = kFwdKeys / 8, OT = HN / 8;
     extern __shared__ __align__(128) unsigned char smem[];
     T* qs = reinterpret_cast<T*>(smem);
     T* kvs = qs + kFwdRows * LH;  // stage st: K at kvs + 2*st*kFwdKeys*LH, V after it
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    // kWords: the warp's words, row r's word h (keys 32h..) at r * kWpr + h.
+    constexpr int kWpr = kFwdKeys / 32;
+    std::uint32_t* wkeeps = reinterpret_cast<std::uint32_t*>(kvs + 4 * kFwdKeys * LH) + warp * 32 * kWpr;
     const std::int64_t pair = blockIdx.y;
     const std::int64_t i0 = static_cast<std::int64_t>(gridDim.x - 1 - blockIdx.x) * kFwdRows;
     const std::int64_t w0 = i0 + warp * 32;  // this warp's first query row
@@ -133,6 +148,14 @@ __global__ void __launch_bounds__(kBlockThreads) flash_fwd_sm80(FlashParams P, c
         if (j0 <= warp_last) {  // warp-uniform: some row of this warp sees a key of the tile
             const T* ks = kvs + 2 * (it % 2) * kFwdKeys * LH;
             const T* vs = ks + kFwdKeys * LH;
+            // kWords: written after the previous tile's reads (the block barrier ending its
+            // iteration), read after the warp's barrier.
+            if constexpr (kWords) {
+#pragma unroll 1
+                for (int wi = lane; wi < 32 * kWpr; wi += 32)
+                    wkeeps[wi] = dropout_keep_bits<32>(P, pair, w0 + wi / kWpr, j0 + 32 * (wi % kWpr));
+                __syncwarp();
+            }
             float sc[MT][NT][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
@@ -183,7 +206,14 @@ __global__ void __launch_bounds__(kBlockThreads) flash_fwd_sm80(FlashParams P, c
                     for (int nt = 0; nt < NT; ++nt) {
                         // Keys 2t and 2t + 1: one Philox block for both (dropout_mult_pair).
                         float m0 = 1.0f, m1 = 1.0f;
-                        if constexpr (kDrop) dropout_mult_pair(P, pair, i, j0 + nt * 8 + 2 * t, m0, m1);
+                        if constexpr (kWords) {
+                            // Row mt 16 + rr 8 + g, keys nt 8 + 2t (+1): word nt / 4, bits 8 (nt % 4) + 2t.
+                            const std::uint32_t bits = wkeeps[(mt * 16 + rr * 8 + g) * kWpr + nt / 4] >> (8 * (nt % 4) + 2 * t);
+                            m0 = bits & 1u ? P.keep_scale : 0.0f;
+                            m1 = bits & 2u ? P.keep_scale : 0.0f;
+                        } else if constexpr (kDrop) {
+                            dropout_mult_pair(P, pair, i, j0 + nt * 8 + 2 * t, m0, m1);
+                        }
 #pragma unroll
                         for (int cc = 0; cc < 2; ++cc) {
                             float& v = sc[mt][nt][2 * rr + cc];
@@ -235,18 +265,30 @@ __global__ void __launch_bounds__(kBlockThreads) flash_fwd_sm80(FlashParams P, c
         }
 }
 
-template <int HN>
+template <int HN, bool kWords = false>
 constexpr std::size_t bwd_smem() {
     constexpr int kBwdRows = kBwdRowsOf<HN>;
-    // K, V; two stages of (Q, dO); dS^T [keys][queries]; two stages of lse and D.
+    // K, V; two stages of (Q, dO); dS^T [keys][queries]; two stages of lse and D; with kWords
+    // a step's keep bits (two words a query).
     return static_cast<std::size_t>(2 * kBwdKeys + 4 * kBwdRows) * (HN + kPad) * 2 +
-           static_cast<std::size_t>(kBwdKeys) * (kBwdRows + kPad) * 2 + 4 * kBwdRows * 4;
+           static_cast<std::size_t>(kBwdKeys) * (kBwdRows + kPad) * 2 + 4 * kBwdRows * 4 + (kWords ? 2 * kBwdRows * 4 : 0);
 }
 
-template <int HN, bool kDrop, typename T>
+// kDrop: attention dropout on. kWords (with kDrop; GPT_CUDA_DROPOUT_DRAWS=word, the default):
+// the step's keep bits drawn a word (or half word) a thread from whole Philox blocks
+// (dropout_keep_bits) into shared memory at the top of the step, when dK and dV are the only
+// large live arrays, and read back where P^T is formed: 8 or 9 blocks a thread and step at
+// head dims up to 96 (64 queries x 64 keys: 128 words), 4 or 5 at 128 (32 queries: 64 words,
+// a half word a thread), where one draw per fragment element (GPT_CUDA_DROPOUT_DRAWS=element,
+// the kernel before) took 32 or 16. The same mask bit for bit. ptxas (CUDA 13), registers a
+// thread at head dims 64 / 80 / 96 / 128, sm_80 and sm_90a: word 224-228 / 240 / 248 / 242,
+// element 188-190 / 239-242 / 244-251 / 242-244, no spills; two blocks (eight warps) an SM
+// either way (three would need at most 170 a thread).
+template <int HN, bool kDrop, bool kWords, typename T>
 __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, const T* qkv, const T* dout,
                                                                 const float* lse, const float* D, T* dqkv,
                                                                 float* dq_acc) {
+    static_assert(kDrop || !kWords, "keep words are dropout's");
     constexpr int kBwdRows = kBwdRowsOf<HN>;
     constexpr int LH = HN + kPad, LS = kBwdRows + kPad, QT = kBwdRows / 8, OT = HN / 8;
     // dQ of a tile: warps split its 16-query m-tiles, then (for 32-query tiles) the head dim.
@@ -258,6 +300,7 @@ __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, c
     T* qdo = vs + kBwdKeys * LH;  // stage st: Q at qdo + 2*st*kBwdRows*LH, dO after it
     T* dss = qdo + 4 * kBwdRows * LH;
     float* stats = reinterpret_cast<float*>(dss + kBwdKeys * LS);  // stage st: lse, then D
+    std::uint32_t* keeps = reinterpret_cast<std::uint32_t*>(stats + 4 * kBwdRows);  // kWords: word 2 query + half
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     // A block per (kv pair, 64 keys): it walks the query tiles of the group's heads in head
     // order (step it: head it / ntiles, tile it % ntiles), so the group's dK/dV is summed in
@@ -290,6 +333,21 @@ __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, c
         for (int c = 0; c < 4; ++c) dk[ot][c] = dv[ot][c] = 0.0f;
     const float sl2 = P.scale * kLog2e;
     for (int it = 0; it < nsteps; ++it) {
+        const std::int64_t pair = kv * P.qpg + it / ntiles;
+        const std::int64_t i0 = j0 + static_cast<std::int64_t>(it % ntiles) * kBwdRows;
+        // kWords: this step's keep bits, kN a thread (query tid / (64 / kN), keys from
+        // j0 + kN (tid % (64 / kN))); little-endian, half word 2w + h is bits 16h.. of word w.
+        // Written after every thread passed the previous step's dS^T barrier (past its last
+        // read of them), read after this step's barrier below.
+        if constexpr (kWords) {
+            constexpr int kN = kBwdRows / 2, kPer = kBwdKeys / kN;
+            const int tid = threadIdx.x;
+            const std::uint32_t bits = dropout_keep_bits<kN>(P, pair, i0 + tid / kPer, j0 + kN * (tid % kPer));
+            if constexpr (kN == 32)
+                keeps[tid] = bits;
+            else
+                reinterpret_cast<std::uint16_t*>(keeps)[tid] = static_cast<std::uint16_t>(bits);
+        }
         if (it + 1 < nsteps) {
             load_rows(it + 1, (it + 1) % 2);
             cp_async_commit();
@@ -299,8 +357,6 @@ __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, c
         }
         __syncthreads();  // tile `it` landed (and its lse/D stores are visible)
         const int st = it % 2;
-        const std::int64_t pair = kv * P.qpg + it / ntiles;
-        const std::int64_t i0 = j0 + static_cast<std::int64_t>(it % ntiles) * kBwdRows;
         const T* qs = qdo + 2 * st * kBwdRows * LH;
         const T* dos = qs + kBwdRows * LH;
         const float* ls = stats + 2 * st * kBwdRows;
@@ -337,7 +393,13 @@ __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, c
                 float pm = 0.0f, ds = 0.0f;
                 if (!edge || (j <= i && i < P.s)) {
                     const float p = exp2f(s_t[q][c] * sl2 - ls[iq] * kLog2e);
-                    const float mult = kDrop ? dropout_mult(P, pair, i, j) : 1.0f;
+                    // kWords: key warp 16 + 8 (c / 2) + g of the block, bit 16 (warp % 2) +
+                    // 8 (c / 2) + g of word warp / 2 of query iq.
+                    const float mult = kWords ? ((keeps[2 * iq + warp / 2] >> (16 * (warp % 2) + 8 * (c / 2) + g) & 1u)
+                                                     ? P.keep_scale
+                                                     : 0.0f)
+                                       : kDrop ? dropout_mult(P, pair, i, j)
+                                               : 1.0f;
                     pm = p * mult;
                     ds = p * (dp_t[q][c] * mult - dl[iq]) * P.scale;
                 }
@@ -470,6 +532,23 @@ void with_variant(const FlashParams& P, DType dt, F&& f) {
     });
 }
 
+// with_variant with a fourth argument, bool_constant<keep words>: with dropout, whether the
+// kernel draws its mask as words (GPT_CUDA_DROPOUT_DRAWS=word, the default) or per element.
+template <typename F>
+void with_variant_draws(const FlashParams& P, DType dt, F&& f) {
+    const bool words = !flash_dropout_draws_per_element();
+    with_variant(P, dt, [&](auto tag, auto hn, auto drop) {
+        if constexpr (decltype(drop)::value) {
+            if (words)
+                f(tag, hn, drop, std::true_type{});
+            else
+                f(tag, hn, drop, std::false_type{});
+        } else {
+            f(tag, hn, drop, std::false_type{});
+        }
+    });
+}
+
 // Raises a kernel's dynamic shared memory limit (above the 48 KiB default) once per process.
 template <typename K>
 void allow_smem(K kernel, std::size_t bytes, const char* op) {
@@ -488,10 +567,14 @@ bool flash_sm80_head_dim(std::int64_t hn) {
 
 void flash_forward_sm80(const FlashParams& P, DType dt, const void* qkv, void* out, float* lse,
                         cudaStream_t stream) {
-    with_variant(P, dt, [&](auto tag, auto hn, auto drop) {
+    with_variant_draws(P, dt, [&](auto tag, auto hn, auto drop, auto words) {
         using T = decltype(tag);
-        const auto kernel = &flash_fwd_sm80<decltype(hn)::value, decltype(drop)::value, T>;
-        constexpr std::size_t bytes = fwd_smem<decltype(hn)::value>();
+        constexpr int H = decltype(hn)::value;
+        // Not at head dim 128, where the words' reads in the softmax spill (255 registers,
+        // 4 bytes; the volatile read of each word as well): pairs there.
+        constexpr bool W = decltype(words)::value && H != 128;
+        const auto kernel = &flash_fwd_sm80<H, decltype(drop)::value, W, T>;
+        constexpr std::size_t bytes = fwd_smem<H, W>();
         static const bool once = (allow_smem(kernel, bytes, "attention_forward (flash)"), true);
         (void)once;
         const dim3 grid(blocks_of(P.s, kFwdRows), static_cast<unsigned>(P.pairs));
@@ -503,10 +586,12 @@ void flash_backward_sm80(const FlashParams& P, DType dt, const void* qkv, const 
                          const float* D, void* dqkv, float* dq_acc, cudaStream_t stream) {
     GPT_CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, static_cast<std::size_t>(P.s * P.pairs * P.hn) * sizeof(float), stream),
                    "attention_backward (flash)");
-    with_variant(P, dt, [&](auto tag, auto hn, auto drop) {
+    with_variant_draws(P, dt, [&](auto tag, auto hn, auto drop, auto words) {
         using T = decltype(tag);
-        const auto kernel = &flash_bwd_sm80<decltype(hn)::value, decltype(drop)::value, T>;
-        constexpr std::size_t bytes = bwd_smem<decltype(hn)::value>();
+        constexpr int H = decltype(hn)::value;
+        constexpr bool W = decltype(words)::value;
+        const auto kernel = &flash_bwd_sm80<H, decltype(drop)::value, W, T>;
+        constexpr std::size_t bytes = bwd_smem<H, W>();
         static const bool once = (allow_smem(kernel, bytes, "attention_backward (flash)"), true);
         (void)once;
         const dim3 grid(blocks_of(P.s, kBwdKeys), static_cast<unsigned>(P.pairs / P.qpg));

@@ -319,24 +319,10 @@ __global__ void __launch_bounds__(kThreadsB90<WG> + (kWs ? 128 : 0), 1)
         // are rewritten only after the previous step's dS^T barrier, past which no thread reads
         // them. A dropped element of P^T gets its sign flipped (P >= 0, so the sign is free to
         // carry the bit); the dS^T loop below reads it back from the sign. With kPipe the draws
-        // overlap this step's copies, still in flight. A rolled loop: unrolled, ptxas
-        // interleaves the draws' rounds for ILP and spills.
+        // overlap this step's copies, still in flight.
         if constexpr (kDrop) {
-            const int tt = t % 128;
-            const std::uint64_t x = dropout_index(P, pair, i0 + tt / 2, j0 + 64 * wg + 32 * (tt % 2));
-            const int skew = static_cast<int>(x & 3u);  // the word's first index within its block
-            const int blocks = skew == 0 ? 8 : 9;
-            std::uint32_t word = 0;
-#pragma unroll 1
-            for (int b = 0; b < blocks; ++b) {
-                const Philox4x32 r = dropout_block(P, (x >> 2) + static_cast<std::uint64_t>(b));
-#pragma unroll
-                for (int w = 0; w < 4; ++w) {
-                    const int k = 4 * b + w - skew;  // the key within the word
-                    if (k >= 0 && k < 32 && dropout_word(r, static_cast<unsigned>(w)) >= P.thr) word |= 1u << k;
-                }
-            }
-            keeps[128 * wg + tt] = word;  // query tt / 2, keys half tt % 2
+            const int tt = t % 128;  // query tt / 2, keys half tt % 2
+            keeps[128 * wg + tt] = dropout_keep_bits<32>(P, pair, i0 + tt / 2, j0 + 64 * wg + 32 * (tt % 2));
         }
         const int buf = kPipe ? it % 2 : 0;
         unsigned char* qs = qd0 + buf * 2 * kTileBytesB90<HN>;

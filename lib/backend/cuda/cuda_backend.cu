@@ -86,7 +86,8 @@ std::string CudaBackend::kernel_variants() const {
                           " gemm_epilogue=", gemm_epilogue_mode_name(gemm_epilogue_mode()),
                           " gemm_algo=", gemm_autotune() ? "autotune" : "heuristic",
                           " fp8_fast_accum=", fp8_fast_accum_forward() ? "forward" : "off",
-                          " fp8_cast=", fp8_cast_tile_kernel() ? "tile" : "vec");
+                          " fp8_cast=", fp8_cast_tile_kernel() ? "tile" : "vec",
+                          " dropout_draws=", flash_dropout_draws_per_element() ? "element" : "word");
 }
 
 void CudaBackend::release_cache() {
