@@ -204,7 +204,8 @@ __global__ void __launch_bounds__(kBlockThreads) flash_fwd_sm80(FlashParams P, c
                     float sum = 0.0f;
 #pragma unroll
                     for (int nt = 0; nt < NT; ++nt) {
-                        // Keys 2t and 2t + 1: one Philox block for both (dropout_mult_pair).
+                        // Keys 2t and 2t + 1: from the warp's words (kWords), else one Philox
+                        // block for both (dropout_mult_pair).
                         float m0 = 1.0f, m1 = 1.0f;
                         if constexpr (kWords) {
                             // Row mt 16 + rr 8 + g, keys nt 8 + 2t (+1): word nt / 4, bits 8 (nt % 4) + 2t.

@@ -127,8 +127,9 @@ template <int HN, bool kPipe, int WG, bool kBulk = false, bool kWs = false>
 constexpr int kSmemB90 = (2 * WG + (kPipe ? 4 : 2)) * kTileBytesB90<HN> + kDsBytes<WG> + (kPipe ? 2 : 1) * kStatBytes +
                          kThreadsB90<WG> * 4 + kDqStageBytes<HN, kBulk> + (kWs ? 5 * 8 : 0) + 1024;
 static_assert(kSmemB90<128, true, 2, true, true> <= 227 * 1024, "over the opt-in shared memory of a block (227 KiB)");
-// kWs: registers of the producer warpgroup (index math and TMA issue) and of the consumers
-// (24 * 128 + 240 * 256 = 64,512 of the SM's 65,536), as the warp-specialised forward's.
+// kWs: registers of the producer warpgroup (index math and TMA issue; at 24 it spilled 44
+// bytes) and of the consumers (32 * 128 + 240 * 256 = the SM's 65,536; 240 is the most the
+// consumers can have beside any producer).
 constexpr int kProducerRegsB90 = 32, kConsumerRegsB90 = 240;
 // kWs: named barrier of the 256 consumer threads (0 is __syncthreads', 1 and 2 the bulk
 // stages').
