@@ -93,10 +93,12 @@ struct WgmmaOp {
     unsigned a_mine[4] = {};
     std::vector<float> operands;   // the operand values this thread reads, taken at the issue
     unsigned group = 0;
+    std::uint64_t seq = 0;         // its place in the warpgroup's issue order (WgmmaIssues)
 };
 struct WgmmaState {
     std::vector<WgmmaOp> ops;
     unsigned committed = 0;
+    std::uint64_t issued = 0;      // mma_async issued so far (the next one's seq)
     // wgmma.fence is due before the first mma_async and again after every wait_group (the
     // thread reads or writes its registers then): cleared by wgmma.fence.
     bool fence_due = true;
@@ -113,6 +115,31 @@ std::size_t dynamic_smem_bytes();
 constexpr std::size_t kWarpgroupGatherMax = 48;
 void warpgroup_gather(const void* mine, std::size_t bytes, void* all, unsigned long long (&mask)[2]);
 int warpgroup_thread();  // the running thread's index within its warpgroup (0..127)
+// A warpgroup's wgmma.mma_async issues not yet made by all of its 128 threads: the k-th
+// issue of every thread is the warpgroup's k-th operation. The first thread to issue one
+// records its descriptors and flags (every other must give the same), and the operation
+// can complete only when all 128 have issued it (each warp issues on its own: the
+// instruction is .sync.aligned over the warp, not a barrier over the warpgroup). Kept per
+// block, one per warpgroup; reset when the block starts.
+struct WgmmaIssue {
+    std::uint64_t desc_a, desc_b;
+    std::uint32_t flags;
+    int first;    // the warpgroup thread that issued it first
+    int threads;  // how many have issued it
+};
+struct WgmmaIssues {
+    std::uint64_t base = 0;  // seq of pending.front(); every earlier one is complete
+    std::vector<WgmmaIssue> pending;
+    bool issued_by_all(std::uint64_t seq) const {
+        return seq < base || pending[static_cast<std::size_t>(seq - base)].threads == 128;
+    }
+};
+WgmmaIssues& current_wgmma_issues();  // the running thread's warpgroup's
+// Whether the running thread's warpgroup has all 128 threads within the block.
+bool warpgroup_complete();
+// As spin_point, for a wgmma.wait_group whose operations other warps of the warpgroup have
+// not issued yet: a deadlock names it.
+void wgmma_spin_point();
 // The arena's bytes [begin, end), for in_arena tests repeated in a loop (ldmatrix) without a
 // call each.
 struct ArenaRange {

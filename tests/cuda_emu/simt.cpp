@@ -89,6 +89,7 @@ struct Fiber {
     Wait wait = Wait::None;
     unsigned gen = 0;  // generation of the barrier this fiber waits on
     int named = 0;     // the named barrier it waits at (Wait::Named)
+    bool wgmma_spin = false;  // Wait::Spin at a wgmma.wait_group (not an mbarrier)
     AsyncCopies copies;  // cp.async (ptx.cpp)
     WgmmaState wgmma;    // wgmma.mma_async in flight (wgmma.cpp)
     BulkReduces reduces; // cp.reduce.async.bulk not yet waited for (tma.cpp)
@@ -121,10 +122,11 @@ struct BlockRun {
     // launch: absent lanes' bytes are stale either way), and its lane masks as above.
     std::vector<unsigned char> gather;
     std::vector<LaneMask> gather_lanes;
-    // Warpgroup gather, the same way (wgmma.mma_async).
+    // Warpgroup gather, the same way (setmaxnreg).
     std::vector<unsigned char> group_gather;
     std::vector<unsigned> group_gather_gen;
     std::vector<BulkCopy> bulk;  // TMA copies not yet landed (tma.cpp)
+    std::vector<WgmmaIssues> wgmma_issues;  // per warpgroup (wgmma.cpp)
     // Named barriers 1..15 (bar.sync / bar.arrive id, count): arrivals so far, the count the
     // current round of arrivals expects (0 while none arrived), and the generation.
     struct Named {
@@ -306,6 +308,7 @@ void clear_async(Fiber& f) {
     f.copies.committed = 0;
     f.wgmma.ops.clear();
     f.wgmma.committed = 0;
+    f.wgmma.issued = 0;
     f.wgmma.fence_due = WgmmaState{}.fence_due;
     f.reduces.ops.clear();
     f.reduces.committed = 0;
@@ -361,6 +364,7 @@ void reset_fiber(Fiber& f) {
     f.wait = Wait::None;
     f.gen = 0;
     f.named = 0;
+    f.wgmma_spin = false;
     clear_async(f);
 }
 
@@ -392,11 +396,11 @@ bool runnable(const BlockRun& r, const Fiber& f) {
 }
 
 std::string describe_deadlock(const BlockRun& r) {
-    int at_block = 0, at_group = 0, spinning = 0, at_named = 0;
+    int at_block = 0, at_group = 0, spinning = 0, at_named = 0, at_wgmma = 0;
     std::ostringstream warps;
     for (const Fiber& f : r.fibers) {
         if (f.wait == Wait::Block) ++at_block;
-        if (f.wait == Wait::Spin) ++spinning;
+        if (f.wait == Wait::Spin) ++(f.wgmma_spin ? at_wgmma : spinning);
         if (f.wait == Wait::Named) ++at_named;
         if (f.wait == Wait::Group) ++at_group;
         if (f.wait == Wait::Warp && f.lane == 0) warps << " " << f.warp;
@@ -407,7 +411,10 @@ std::string describe_deadlock(const BlockRun& r) {
       << " live threads wait at __syncthreads while others wait at a warp-level barrier "
          "(__syncwarp, shuffle, mma.sync or ldmatrix) their warp cannot complete";
     if (!warps.str().empty()) m << " (warps" << warps.str() << ")";
-    if (at_group > 0) m << "; " << at_group << " wait at a wgmma.mma_async their warpgroup cannot complete";
+    if (at_group > 0) m << "; " << at_group << " wait at a setmaxnreg their warpgroup cannot complete";
+    if (at_wgmma > 0)
+        m << "; " << at_wgmma << " wait at a wgmma.wait_group for a wgmma.mma_async that other warps of their "
+          << "warpgroup never issue (exited or elsewhere: the instruction needs all four warps)";
     if (at_named > 0)
         m << "; " << at_named << " wait at a named barrier (bar.sync) that too few threads reach";
     if (spinning > 0)
@@ -439,6 +446,11 @@ std::string start_block(BlockRun& r, const dim3 block, uint3 idx, const std::fun
     for (auto& nb : r.named) nb = BlockRun::Named{};
     const int ngroups = (n + 127) / 128;
     r.groups.assign(static_cast<std::size_t>(ngroups), Barrier{});
+    r.wgmma_issues.resize(static_cast<std::size_t>(ngroups));
+    for (WgmmaIssues& w : r.wgmma_issues) {
+        w.base = 0;
+        w.pending.clear();  // keeps its capacity for the next block
+    }
     for (int g = 0; g < ngroups; ++g) r.groups[static_cast<std::size_t>(g)].live = std::min(128, n - 128 * g);
     r.statics.clear();
     r.failure.clear();
@@ -639,6 +651,16 @@ void spin_point() {
     suspend(f);
 }
 WgmmaState& current_wgmma() { return g_run->cur->wgmma; }
+WgmmaIssues& current_wgmma_issues() { return g_run->wgmma_issues[static_cast<std::size_t>(g_run->cur->warp / 4)]; }
+bool warpgroup_complete() {
+    return static_cast<int>(g_run->fibers.size()) >= (g_run->cur->warp / 4 + 1) * 128;
+}
+void wgmma_spin_point() {
+    Fiber& f = *g_run->cur;
+    f.wgmma_spin = true;
+    spin_point();
+    f.wgmma_spin = false;
+}
 std::size_t dynamic_smem_bytes() { return g_smem_bytes; }
 int warpgroup_thread() { return (g_run->cur->warp % 4) * 32 + g_run->cur->lane; }
 
@@ -774,6 +796,18 @@ void run_grid(dim3 grid, dim3 block, std::size_t smem, const std::function<void(
                 set_error(cudaErrorLaunchFailure, m.str().c_str());
                 return;
             }
+            // Arrivals no bar.sync completed: a bar.arrive too many (a producer's or a
+            // ping-pong's turn passed once more than it is taken), whose count would carry
+            // into the barrier's next use if the block went on.
+            for (int id = 1; id < 16; ++id)
+                if (r->named[id].arrived > 0) {
+                    std::ostringstream m;
+                    m << "kernel failed: block " << r->idx.x << "," << r->idx.y << "," << r->idx.z << " finished with "
+                      << r->named[id].arrived << " of " << r->named[id].expected << " arrivals at named barrier " << id
+                      << " that no bar.sync completed (a bar.arrive or bar.sync too many)";
+                    set_error(cudaErrorLaunchFailure, m.str().c_str());
+                    return;
+                }
             const unsigned char* zone = r->smem + smem;
             for (std::size_t i = 0; i < kSmemRedZone; ++i)
                 if (zone[i] != 0xff) {

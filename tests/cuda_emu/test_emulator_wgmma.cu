@@ -1,15 +1,17 @@
 // The emulator's wgmma (tests/cuda_emu/wgmma.cpp) reports the misuses a GPU leaves undefined:
 // accumulators read before their wait_group (NaN), a missing wgmma.fence, commit_group or
 // wait_group, a warpgroup with threads missing, descriptors that differ between its threads,
-// point outside dynamic shared memory or at a misaligned address, and A registers changed
-// while the instruction still reads them. (Its layouts are checked against a host product,
+// point outside dynamic shared memory or at a misaligned address, A registers changed
+// while the instruction still reads them, shared operands other warps store without a
+// barrier before the instruction, and a warp that never issues it. (Its layouts are checked against a host product,
 // and on a GPU against the hardware, by test_cuda_wgmma.) Its TMA tile loads land swizzled,
 // with zeros outside the tensor, and an mbarrier phase that can never complete, an
 // uninitialised barrier and loads nobody waited for fail the launch. Its bulk reductions add
 // shared memory into global memory, read their source at the wait (a store before it shows),
 // and a missing wait, a misaligned address or a global source fail the launch. Named barriers order a
 // producer warpgroup and a consumer warpgroup; counts that disagree or are never reached,
-// and a setmaxnreg that not all of a warpgroup executes, fail the launch.
+// arrivals left over when the block ends, and a setmaxnreg that not all of a warpgroup
+// executes, fail the launch.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -29,7 +31,10 @@ namespace {
 
 namespace w = ::gpt::cuda::wgmma;
 
-enum Misuse { kNone, kNoFence, kNoWait, kNoCommit, kMisaligned, kPastTheEnd, kNonUniform, kARegsChanged, kBadN };
+enum Misuse {
+    kNone, kNoFence, kNoWait, kNoCommit, kMisaligned, kPastTheEnd, kNonUniform, kARegsChanged, kBadN,
+    kStoresThenBarrier, kStoresNoBarrier, kWarpExits
+};
 constexpr int kSmemBytes = 4096;  // A (64x16) and B (16x64), fp16, no swizzle, 2 KiB each
 
 // D = A B with all-ones operands (every element 16), reading D before and after the wait.
@@ -39,6 +44,15 @@ __global__ void wgmma_misuse_kernel(float* out, int misuse) {
     for (int i = threadIdx.x; i < kSmemBytes / 2; i += blockDim.x) h[i] = 0x3C00;  // fp16 1.0
     w::fence_proxy_async_shared();
     __syncthreads();
+    // Each warp writes its quarter of B (2.0), read by every warp's product: the products
+    // may read them only after a barrier (without it, a warp that issues first reads the
+    // others' quarters before they are stored).
+    if (misuse == kStoresThenBarrier || misuse == kStoresNoBarrier) {
+        for (int i = threadIdx.x % 32; i < 256; i += 32) h[1024 + 256 * (threadIdx.x / 32) + i] = 0x4000;
+        w::fence_proxy_async_shared();
+        if (misuse == kStoresThenBarrier) __syncthreads();
+    }
+    if (misuse == kWarpExits && threadIdx.x >= 96) return;
     float acc[32];
     for (float& v : acc) v = 0.0f;
     // K-major, no swizzle: core matrices 128 bytes apart along K (LBO), 8-row groups 256 (SBO).
@@ -114,6 +128,18 @@ TEST(CudaEmulatorWgmma, MissingFenceCommitOrWaitFailsTheLaunch) {
 
 TEST(CudaEmulatorWgmma, AWarpgroupWithThreadsMissingFailsTheLaunch) {
     expect_failure(kNone, 96, "thread 96 of the warpgroup did not take part");
+    expect_failure(kWarpExits, 128, "wait at a wgmma.wait_group for a wgmma.mma_async that other warps");
+}
+
+// wgmma.mma_async is .sync over a warp, not a barrier over the warpgroup: each warp issues
+// (and the hardware may read the shared operands) as soon as it gets there, so stores of
+// other warps need a barrier before it. The emulator lets each warp issue on its own and
+// reads its operands then and at the wait, so the stores landing in between show.
+TEST(CudaEmulatorWgmma, OperandsStoredByOtherWarpsNeedABarrier) {
+    std::vector<float> out;
+    ASSERT_EQ(run(kStoresThenBarrier, 128, &out), "");
+    for (int t = 0; t < 128; ++t) EXPECT_EQ(out[128 + t], 32.0f) << "thread " << t;
+    expect_failure(kStoresNoBarrier, 128, "shared-memory operands changed between the issue and the wgmma.wait_group");
 }
 
 TEST(CudaEmulatorWgmma, BadDescriptorsFailTheLaunch) {
@@ -253,7 +279,7 @@ TEST(CudaEmulatorBulkReduce, MisuseShowsOrFailsTheLaunch) {
     EXPECT_NE(msg.find("is device (global) memory, not shared memory"), std::string::npos) << msg;
 }
 
-enum NamedMisuse { kNamedNone, kNamedCountsDiffer, kNamedNoProducer, kNamedPartialSetmaxnreg };
+enum NamedMisuse { kNamedNone, kNamedCountsDiffer, kNamedNoProducer, kNamedPartialSetmaxnreg, kNamedArriveTwice };
 
 // Warpgroup 0 produces 128 values into shared memory and arrives at barrier 1; warpgroup 1
 // waits there and reads them; each first moves registers as FA3's warpgroups do.
@@ -273,6 +299,8 @@ __global__ void named_barrier_kernel(float* out, int misuse) {
     } else {
         gpt::cuda::named_barrier_sync(1, misuse == kNamedCountsDiffer ? 128 : 256);
         out[t] = buf[t];
+        // A turn passed that nobody takes (FA3's ping-pong passing once too often at its end).
+        if (misuse == kNamedArriveTwice) gpt::cuda::named_barrier_arrive(2, 256);
     }
 }
 
@@ -297,6 +325,9 @@ TEST(CudaEmulatorNamedBarriers, MisuseFailsTheLaunch) {
     EXPECT_NE(msg.find("wait at a named barrier (bar.sync) that too few threads reach"), std::string::npos) << msg;
     msg = run_named(kNamedPartialSetmaxnreg);
     EXPECT_NE(msg.find("setmaxnreg: thread 32 of the warpgroup did not take part"), std::string::npos) << msg;
+    msg = run_named(kNamedArriveTwice);
+    EXPECT_NE(msg.find("finished with 128 of 256 arrivals at named barrier 2 that no bar.sync completed"),
+              std::string::npos) << msg;
 }
 
 }  // namespace

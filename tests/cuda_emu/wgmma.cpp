@@ -197,29 +197,44 @@ void wgmma_mma(float* d, int n, bool bf16, std::uint64_t desc_a, const std::uint
     if (n < 8 || n > 256 || n % 8 != 0)
         fail("wgmma.mma_async: N = " + std::to_string(n) + " is not a multiple of 8 from 8 to 256");
     if (a_regs && trans_a) fail("wgmma.mma_async: A from registers has no transpose");
-    struct Offer {
-        std::uint64_t desc_a, desc_b;
-        std::uint32_t flags, a[4];
-    };
     const std::uint32_t flags = static_cast<std::uint32_t>(n) | (bf16 ? 1u << 16 : 0) | (trans_a ? 1u << 17 : 0) |
                                 (trans_b ? 1u << 18 : 0) | (accumulate ? 1u << 19 : 0) | (a_regs ? 1u << 20 : 0);
-    Offer mine{a_regs ? 0 : desc_a, desc_b, flags, {}};
-    if (a_regs) std::memcpy(mine.a, a_regs, sizeof mine.a);
-    static_assert(sizeof(Offer) <= kWarpgroupGatherMax);
-    Offer all[128];
-    unsigned long long mask[2];
-    warpgroup_gather(&mine, sizeof mine, all, mask);
     const int me = warpgroup_thread();
-    for (int t = 0; t < 128; ++t)
-        if (!(mask[t / 64] >> (t % 64) & 1))
-            fail("wgmma.mma_async: thread " + std::to_string(t) +
-                 " of the warpgroup did not take part (exited, past the block's end, or at another barrier); "
-                 "the instruction needs all 128 threads of four consecutive warps");
-    for (int t = 0; t < 128; ++t)
-        if (all[t].desc_a != mine.desc_a || all[t].desc_b != mine.desc_b || all[t].flags != mine.flags)
-            fail("wgmma.mma_async: warpgroup threads " + std::to_string(t) + " and " + std::to_string(me) +
-                 " give different descriptors, shape, types, transposes or scale-d");
+    const auto missing = [](int t, const char* why) {
+        fail("wgmma.mma_async: thread " + std::to_string(t) + " of the warpgroup did not take part (" + why +
+             "); the instruction needs all 128 threads of four consecutive warps");
+    };
+    if (!warpgroup_complete()) missing(static_cast<int>(g_block_dim.x * g_block_dim.y * g_block_dim.z) % 128, "past the block's end");
+    // .sync.aligned over the warp: its lanes meet (and exchange A's registers); the other
+    // warps of the warpgroup issue when they get here, and the operation completes when the
+    // last has (wgmma_wait_group waits for it). A barrier over the warpgroup here would order
+    // every warp's earlier shared-memory stores before any warp's issue, which the GPU does
+    // not: a kernel that needs that order must have a barrier of its own.
+    struct Offer {
+        std::uint32_t a[4];
+    };
+    Offer mine{};
+    if (a_regs) std::memcpy(mine.a, a_regs, sizeof mine.a);
+    static_assert(sizeof(Offer) <= kWarpGatherMax);
+    const unsigned char* all = nullptr;
+    const std::uint32_t lanes = warp_gather_view(&mine, sizeof mine, &all);
+    if (lanes != 0xffffffffu)
+        missing(me / 32 * 32 + __builtin_ctz(~lanes), "exited, past the block's end, or at another barrier");
     WgmmaState& st = current_wgmma();
+    // The warpgroup's k-th operation: the first thread to issue it records what it gave.
+    WgmmaIssues& issues = current_wgmma_issues();
+    const std::uint64_t seq = st.issued++;
+    const std::uint64_t desc_a_given = a_regs ? 0 : desc_a;
+    if (seq - issues.base == issues.pending.size()) issues.pending.push_back({desc_a_given, desc_b, flags, me, 0});
+    WgmmaIssue& rec = issues.pending[static_cast<std::size_t>(seq - issues.base)];
+    if (rec.desc_a != desc_a_given || rec.desc_b != desc_b || rec.flags != flags)
+        fail("wgmma.mma_async: warpgroup threads " + std::to_string(rec.first) + " and " + std::to_string(me) +
+             " give different descriptors, shape, types, transposes or scale-d");
+    ++rec.threads;
+    while (!issues.pending.empty() && issues.pending.front().threads == 128) {
+        issues.pending.erase(issues.pending.begin());
+        ++issues.base;
+    }
     if (st.fence_due)
         fail("wgmma.mma_async without a wgmma.fence since the thread's start or its last wgmma.wait_group "
              "(the accumulator and A registers are not ordered with the thread's own accesses)");
@@ -233,19 +248,19 @@ void wgmma_mma(float* d, int n, bool bf16, std::uint64_t desc_a, const std::uint
     op.trans_b = trans_b;
     op.accumulate = accumulate;
     op.a_in_regs = a_regs != nullptr;
-    op.desc_a = mine.desc_a;
+    op.desc_a = desc_a_given;
     op.desc_b = desc_b;
     op.group = st.committed;
+    op.seq = seq;
     if (a_regs) {
-        const int base = me / 32 * 32;
-        for (int l = 0; l < 32; ++l) std::memcpy(op.a_warp[l], all[base + l].a, sizeof op.a_warp[l]);
+        for (int l = 0; l < 32; ++l) std::memcpy(op.a_warp[l], all + l * kWarpGatherMax, sizeof op.a_warp[l]);
         op.a_ptr = a_regs;
         std::memcpy(op.a_mine, a_regs, sizeof op.a_mine);
     }
     // The hardware reads the shared-memory operands at some time between the issue and the
     // wait: the emulator reads them at both ends (computing with the first), so operands
-    // not yet there at the issue (a TMA load not waited for) and operands overwritten before
-    // the wait both show.
+    // not yet there at the issue (a TMA load not waited for, another warp's stores not yet
+    // made) and operands overwritten before the wait both show.
     op.operands = operands(op);
     for (const WgmmaOp& prev : st.ops)
         if (prev.d == d) op.chained = true;
@@ -263,6 +278,11 @@ void wgmma_wait_group(int pending) {
     const auto keep = static_cast<unsigned>(pending);
     if (st.committed <= keep) return;
     const unsigned done = st.committed - keep;
+    // An operation completes only when every warp of the warpgroup has issued it: until
+    // then the thread waits (a warp that never issues it is a deadlock, as on the GPU).
+    const WgmmaIssues& issues = current_wgmma_issues();
+    for (std::size_t i = 0; i < st.ops.size() && st.ops[i].group < done; ++i)
+        while (!issues.issued_by_all(st.ops[i].seq)) wgmma_spin_point();
     std::size_t n = 0;
     for (; n < st.ops.size() && st.ops[n].group < done; ++n) {
         WgmmaOp& op = st.ops[n];
