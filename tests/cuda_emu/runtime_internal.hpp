@@ -158,7 +158,7 @@ const float* half_table();
 std::uint32_t warp_gather_view(const void* mine, std::size_t bytes, const unsigned char** all);
 
 // A TMA tile load in flight (tma.cpp): lands, and completes its bytes on the mbarrier, at a
-// wait on that barrier (at issue under the warps schedule). Kept per block.
+// wait on that barrier (at issue under tma_loads_land_at_issue). Kept per block.
 struct BulkCopy {
     void* bar;                 // the mbarrier it completes
     unsigned char* dst;        // shared memory (the box's first byte)
@@ -171,6 +171,12 @@ struct BulkCopy {
     bool landed;               // landed at issue (warps schedule), kept until a wait on `bar`
 };
 std::vector<BulkCopy>& current_bulk_copies();  // the running block's
+// Whether TMA loads land when issued (the earliest; under the forward and warps schedules)
+// rather than at the first wait on their mbarrier (the latest; reverse). At issue, a load
+// into a stage a thread's wgmma may still read (released too early) lands between that
+// product's issue and its wait under forward, whose producer (warpgroup 0) runs first in a
+// round; at the wait, reverse (consumers first) shows a tile read before its barrier.
+bool tma_loads_land_at_issue();
 // Ends the running thread's turn at an mbarrier it found incomplete: it runs again in the
 // next round. A round in which only such threads ran is a deadlock (the launch fails).
 void spin_point();

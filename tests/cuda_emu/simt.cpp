@@ -690,6 +690,7 @@ void warpgroup_gather(const void* mine, std::size_t bytes, void* all, unsigned l
     }
 }
 bool async_copies_land_at_issue() { return schedule() == Schedule::Warps; }
+bool tma_loads_land_at_issue() { return schedule() != Schedule::Reverse; }
 bool random_drain() { return schedule() == Schedule::Warps; }
 
 // The order a grid's blocks run in (each runs to completion before the next starts; CUDA

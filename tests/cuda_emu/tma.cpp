@@ -146,7 +146,7 @@ void tma_load_2d(void* dst, const TensorMap* map, void* bar, int col, int row) {
     BulkCopy c{bar, static_cast<unsigned char*>(dst), addr, static_cast<const unsigned char*>(map->global), map->rows,
                map->cols, map->row_bytes, map->box_rows, map->box_cols, map->elem_bytes, map->swizzle_bytes, row, col,
                false};
-    if (async_copies_land_at_issue()) {  // still recorded: a block must wait for its loads
+    if (tma_loads_land_at_issue()) {  // still recorded: a block must wait for its loads
         land(c);
         c.landed = true;
     }

@@ -2,8 +2,8 @@
 // lib/backend/cuda/tma_sm90.cuh calls instead of its inline assembly under GPT_CUDA_EMU.
 // The mbarrier lives in its 8 bytes of shared memory, as on the GPU (pending arrivals,
 // expected arrivals, transaction bytes, phase); a TMA load lands (and completes its bytes on
-// the barrier) at a wait on that barrier, the latest the hardware may, or at issue under
-// GPT_EMU_SCHEDULE=warps, the earliest.
+// the barrier) at issue, the earliest the hardware may, under GPT_EMU_SCHEDULE=forward and
+// warps, or at a wait on that barrier, the latest, under reverse.
 #pragma once
 
 #include <cstdint>
