@@ -137,9 +137,9 @@ struct WgmmaIssues {
 WgmmaIssues& current_wgmma_issues();  // the running thread's warpgroup's
 // Whether the running thread's warpgroup has all 128 threads within the block.
 bool warpgroup_complete();
-// As spin_point, for a wgmma.wait_group whose operations other warps of the warpgroup have
-// not issued yet: a deadlock names it.
-void wgmma_spin_point();
+// Blocks the running thread (a wgmma.wait_group) until every thread of its warpgroup has
+// issued operation `seq`; a warp that never does is a deadlock naming the wait.
+void wgmma_wait_issued(std::uint64_t seq);
 // The arena's bytes [begin, end), for in_arena tests repeated in a loop (ldmatrix) without a
 // call each.
 struct ArenaRange {

@@ -75,7 +75,7 @@ namespace {
 constexpr std::size_t kStackBytes = std::size_t{256} << 10;
 constexpr int kMaxThreads = 1024;
 
-enum class Wait { None, Block, Warp, Group, Named, Yield, Spin, Done };
+enum class Wait { None, Block, Warp, Group, Named, Wgmma, Yield, Spin, Done };
 
 struct Barrier {
     int live = 0, arrived = 0;
@@ -89,7 +89,7 @@ struct Fiber {
     Wait wait = Wait::None;
     unsigned gen = 0;  // generation of the barrier this fiber waits on
     int named = 0;     // the named barrier it waits at (Wait::Named)
-    bool wgmma_spin = false;  // Wait::Spin at a wgmma.wait_group (not an mbarrier)
+    std::uint64_t wgmma_seq = 0;  // Wait::Wgmma: the warpgroup operation all four warps must issue
     AsyncCopies copies;  // cp.async (ptx.cpp)
     WgmmaState wgmma;    // wgmma.mma_async in flight (wgmma.cpp)
     BulkReduces reduces; // cp.reduce.async.bulk not yet waited for (tma.cpp)
@@ -146,6 +146,7 @@ struct BlockRun {
         bool ran = false;   // some fiber ran in this round
         bool progress = false;  // a thread did more than spin at an mbarrier once
         bool warps = false, reverse = false;  // the schedule (read once per round)
+        unsigned block_gen = 0;  // the __syncthreads generation when the round began
     } round;
     void* sched_sp = nullptr;
     const std::function<void()>* body = nullptr;
@@ -189,9 +190,11 @@ StackPool g_stacks;
 //  forward (default): thread 0 first; warps advance in step, one warp barrier at a time.
 //  reverse:           the last thread first.
 //  warps:             each warp runs as far as it can (to a __syncthreads or its end) before
-//                     the next starts, lanes last-to-first: one warp gets far ahead of the
-//                     others, as when a GPU schedules warps unevenly, so a missing
-//                     __syncthreads between warps that share memory shows.
+//                     the next starts, lanes last-to-first, and a warp that a later one
+//                     releases (named barrier, wgmma issue) goes on before any later warp:
+//                     one warp, and the lowest warpgroup, gets far ahead of the others, as
+//                     when a GPU schedules warps unevenly, so a missing barrier between
+//                     warps or warpgroups that share memory shows.
 // Under reverse and warps, kLiveBlocks blocks of a grid are alive at once and take turns,
 // one round each (every thread runs to its next barrier, shuffle or atomic), so a block
 // that reads what another block of the grid writes, or a read-modify-write that blocks race
@@ -232,9 +235,14 @@ Fiber* next_fiber(BlockRun& r) {
     BlockRun::Round& c = r.round;
     const int n = static_cast<int>(r.fibers.size());
     if (c.warps) {
-        // Each warp, lanes last to first, pass after pass until a pass runs none of them.
-        const int nwarps = static_cast<int>(r.warps.size());
-        while (c.w < nwarps) {
+        // Each warp, lanes last to first, pass after pass until a pass runs none of them;
+        // then the lowest warp with a thread that can run, so a warp that a later one
+        // released (a named barrier, a wgmma its warpgroup finished issuing) goes on before
+        // any later warp: the lowest warpgroup runs as far ahead of the others as the
+        // kernel's own synchronisation lets it (a missing barrier between two warpgroups'
+        // uses of the same shared memory shows). Threads released by a __syncthreads wait
+        // for the next round, so other blocks of the grid run between its two sides.
+        for (;;) {
             const int first = 32 * c.w;
             while (c.t >= first) {
                 Fiber& f = r.fibers[static_cast<std::size_t>(c.t--)];
@@ -243,11 +251,21 @@ Fiber* next_fiber(BlockRun& r) {
                     return &f;
                 }
             }
-            if (!c.more) ++c.w;
-            c.more = false;
-            c.t = std::min(n, 32 * c.w + 32) - 1;
+            if (c.more) {
+                c.more = false;
+                c.t = std::min(n, first + 32) - 1;
+                continue;
+            }
+            int next = -1;
+            for (int t = 0; t < n && next < 0; ++t) {
+                const Fiber& f = r.fibers[static_cast<std::size_t>(t)];
+                const bool released_now = f.wait == Wait::Block && f.gen == c.block_gen;
+                if (!released_now && runnable(r, f)) next = t / 32;
+            }
+            if (next < 0) return nullptr;
+            c.w = next;
+            c.t = std::min(n, 32 * next + 32) - 1;
         }
-        return nullptr;
     }
     while (c.k < n) {
         const int t = c.reverse ? n - 1 - c.k : c.k;
@@ -364,7 +382,7 @@ void reset_fiber(Fiber& f) {
     f.wait = Wait::None;
     f.gen = 0;
     f.named = 0;
-    f.wgmma_spin = false;
+    f.wgmma_seq = 0;
     clear_async(f);
 }
 
@@ -388,6 +406,7 @@ bool runnable(const BlockRun& r, const Fiber& f) {
         case Wait::Warp: return r.warps[static_cast<std::size_t>(f.warp)].gen != f.gen;
         case Wait::Group: return r.groups[static_cast<std::size_t>(f.warp / 4)].gen != f.gen;
         case Wait::Named: return r.named[f.named].gen != f.gen;
+        case Wait::Wgmma: return r.wgmma_issues[static_cast<std::size_t>(f.warp / 4)].issued_by_all(f.wgmma_seq);
         case Wait::Yield: return false;  // until the next round
         case Wait::Spin: return false;   // likewise
         case Wait::Done: return false;
@@ -400,7 +419,8 @@ std::string describe_deadlock(const BlockRun& r) {
     std::ostringstream warps;
     for (const Fiber& f : r.fibers) {
         if (f.wait == Wait::Block) ++at_block;
-        if (f.wait == Wait::Spin) ++(f.wgmma_spin ? at_wgmma : spinning);
+        if (f.wait == Wait::Spin) ++spinning;
+        if (f.wait == Wait::Wgmma) ++at_wgmma;
         if (f.wait == Wait::Named) ++at_named;
         if (f.wait == Wait::Group) ++at_group;
         if (f.wait == Wait::Warp && f.lane == 0) warps << " " << f.warp;
@@ -490,6 +510,7 @@ bool run_round(BlockRun& r) {
     r.round = BlockRun::Round{};
     r.round.warps = schedule() == Schedule::Warps;
     r.round.reverse = schedule() == Schedule::Reverse;
+    r.round.block_gen = r.block.gen;
     r.round.t = std::min(static_cast<int>(r.fibers.size()), 32) - 1;
     // The first runnable fiber runs; each that suspends hands over to the next (suspend),
     // the last back here.
@@ -655,11 +676,16 @@ WgmmaIssues& current_wgmma_issues() { return g_run->wgmma_issues[static_cast<std
 bool warpgroup_complete() {
     return static_cast<int>(g_run->fibers.size()) >= (g_run->cur->warp / 4 + 1) * 128;
 }
-void wgmma_spin_point() {
-    Fiber& f = *g_run->cur;
-    f.wgmma_spin = true;
-    spin_point();
-    f.wgmma_spin = false;
+void wgmma_wait_issued(std::uint64_t seq) {
+    BlockRun& r = *g_run;
+    Fiber& f = *r.cur;
+    f.wgmma_seq = seq;
+    f.wait = Wait::Wgmma;
+    if (runnable(r, f)) {
+        f.wait = Wait::None;
+        return;
+    }
+    suspend(f);  // resumed once the other warps have issued it (runnable)
 }
 std::size_t dynamic_smem_bytes() { return g_smem_bytes; }
 int warpgroup_thread() { return (g_run->cur->warp % 4) * 32 + g_run->cur->lane; }

@@ -282,7 +282,7 @@ void wgmma_wait_group(int pending) {
     // then the thread waits (a warp that never issues it is a deadlock, as on the GPU).
     const WgmmaIssues& issues = current_wgmma_issues();
     for (std::size_t i = 0; i < st.ops.size() && st.ops[i].group < done; ++i)
-        while (!issues.issued_by_all(st.ops[i].seq)) wgmma_spin_point();
+        if (!issues.issued_by_all(st.ops[i].seq)) wgmma_wait_issued(st.ops[i].seq);
     std::size_t n = 0;
     for (; n < st.ops.size() && st.ops[n].group < done; ++n) {
         WgmmaOp& op = st.ops[n];

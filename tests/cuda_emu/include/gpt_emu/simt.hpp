@@ -3,9 +3,9 @@
 // Each kernel thread is a fiber with its own stack; a block's fibers run one after another on the
 // launching OS thread and switch only at __syncthreads, __syncwarp and the warp-collective
 // operations (shuffles, mma.sync, ldmatrix, wgmma.mma_async), which are barriers over the
-// block or warp, setmaxnreg, a barrier over the warpgroup (128 threads), and an mbarrier wait
-// or a wgmma.wait_group that finds its phase incomplete or its operation not yet issued by
-// every warp of the warpgroup (the thread tries again in the next round).
+// block or warp, setmaxnreg, a barrier over the warpgroup (128 threads), a wgmma.wait_group
+// whose operations not every warp of the warpgroup has issued yet (it waits for them), and
+// an mbarrier wait that finds its phase incomplete (the thread tries again in the next round).
 // Threads that returned no longer count at barriers (as on sm_70+). A barrier some live thread can never
 // reach (divergent __syncthreads) fails the launch with a message instead of hanging.
 // `__shared__` locals are function statics, whose bytes each block keeps while another block
