@@ -3,7 +3,7 @@
 # none of our other runtime libraries (packed by scripts/device_bundle.sh into .rt/):
 #
 #   run (timeout_s 570, carry .rt):  bash scripts/device_check.sh [GROUPS]
-#   GROUPS: any of "ops train app bench attn gemm" (default all)
+#   GROUPS: any of "ops train app bench attn gemm sanitize" (default all)
 #
 # Budget. The whole call has DEVICE_BUDGET_S seconds (default 530: a lent machine runs one
 # command for at most 9-10 minutes, and the files must still come back). Two phases:
@@ -41,6 +41,8 @@
 # attn-flash-sm90-basic (the basic wgmma forward), bench-unfused (GPT_CUDA_GEMM_EPILOGUE=
 # unfused), bench-autotune and gemm-autotune (GPT_CUDA_GEMM_ALGO=autotune), bench-flash-simple
 # and attn-flash-simple (GPT_CUDA_FLASH=simple), and the gemm-fp8-* rows (one FP8 switch each).
+# sanitize-sm90 runs the sm_90 attention tests under compute-sanitizer's racecheck, synccheck
+# and memcheck: the hardware's word on the races the emulator's schedules look for.
 #
 # DEVICE_CHECK_DRY=1 runs nothing: it prints the plan (each step's cap, floor, mode, whether
 # its binary is bundled) and the timeout each step would get if every
@@ -52,7 +54,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/out}
-groups=${1:-ops train app bench attn gemm}
+groups=${1:-ops train app bench attn gemm sanitize}
 budget=${DEVICE_BUDGET_S:-530}
 dry=${DEVICE_CHECK_DRY:-0}
 spend=${DEVICE_CHECK_DRY_SPEND:-100}
@@ -88,6 +90,7 @@ STEPS=(
     "attn-dropout|attn|attn|60|20|-"
     "gemm|gemm|gemm|90|30|-"
     "profile|bench|bench|75|30|-"
+    "sanitize-sm90|sanitize|tests|90|30|-"
     "attn-flash-sm90-bwd-plain|attn|attn|30|10|-"
     "bench-autotune|bench|bench|50|25|-"
     "gemm-autotune|gemm|gemm|45|20|-"
@@ -105,7 +108,7 @@ for i in "${!STEPS[@]}"; do [[ ${STEPS[$i]} == *"|P" ]] && last_p=$i; done
 # The binary a step needs (its absence: "skipped: not bundled").
 needs() {
     case $1 in
-    ops) echo test_backend_cuda ;;
+    ops | sanitize-sm90) echo test_backend_cuda ;;
     wgmma) echo test_cuda_wgmma ;;
     train*) echo test_cuda_training ;;
     app*) echo gpt_pretrain ;;
@@ -258,6 +261,19 @@ run_step() {
     # Hopper's wgmma in every descriptor layout against a host product (sm_90 only).
     wgmma) "${t[@]}" "$bin/test_cuda_wgmma" ;;
     train) "${t[@]}" "$bin/test_cuda_training" ;;
+    # The sm_90 attention tests (forward, backward and their variants, dropout) under
+    # compute-sanitizer's racecheck (shared-memory hazards: a missing barrier the emulator's
+    # schedules do not reach), synccheck (barrier misuse) and memcheck, a third of the
+    # limit each, every tool run whatever the one before found; its ERROR SUMMARY lines go
+    # to the summary.
+    sanitize-sm90) local cs tool rc=0
+                   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+                   for tool in racecheck synccheck memcheck; do
+                       echo "---- compute-sanitizer --tool $tool"
+                       timeout -k 5 $(($2 / 3)) "$cs" --tool "$tool" "$bin/test_backend_cuda" \
+                           --gtest_filter='CudaAttention.FlashSm90*' || rc=$?
+                   done
+                   return "$rc" ;;
     # Two ranks on one GPU: the staged MPI path (NCCL refuses two ranks on one device).
     train-mpi2) "${t[@]}" "$mpiexec" -n 2 "$bin/test_cuda_training" ;;
     # The same command on both devices: losses side by side in tests.log.
@@ -367,7 +383,7 @@ digest() {
     profile) awk '/^profile of / { print } /^per-iteration breakdown/ { f = 1 } f && /^$/ { f = 0 } f' ;;
     attn*) awk '/^device .*causal/ { buf = ""; found = 1 } found { buf = buf $0 "\n" } END { printf "%s", buf }' ;;
     gemm*) grep -E '^\||fp8_peak|gemm_algo=|"model_tflops"|"error"' ;;
-    *) grep -E '^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]|suites? ran|GPT_TEST_HARDWARE_SKIP' ;;
+    *) grep -E '^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]|suites? ran|GPT_TEST_HARDWARE_SKIP|^---- compute-sanitizer|ERROR SUMMARY' ;;
     esac
 }
 
