@@ -11,7 +11,8 @@
 // and a missing wait, a misaligned address or a global source fail the launch. Named barriers order a
 // producer warpgroup and a consumer warpgroup; counts that disagree or are never reached,
 // arrivals left over when the block ends, and a setmaxnreg that not all of a warpgroup
-// executes, fail the launch.
+// executes, fail the launch; a warpgroup's write after another warpgroup's product read
+// without a barrier between is reported under GPT_EMU_SCHEDULE=warps.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -277,6 +278,72 @@ TEST(CudaEmulatorBulkReduce, MisuseShowsOrFailsTheLaunch) {
     EXPECT_NE(msg.find("is not 16-byte aligned"), std::string::npos) << msg;
     msg = run_bulk(kBulkNotShared);
     EXPECT_NE(msg.find("is device (global) memory, not shared memory"), std::string::npos) << msg;
+}
+
+// Warpgroup 1 issues a product that reads B, lets warpgroup 0 go on (barrier 2) and only
+// then waits for it; warpgroup 0 runs three products of its own and overwrites B. `ordered`:
+// warpgroup 1 arrives at barrier 3 after its wait and warpgroup 0 waits there before the
+// overwrite, the barrier a write after another warpgroup's read needs.
+__global__ void warpgroup_race_kernel(float* out, bool ordered) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    auto* h = reinterpret_cast<std::uint16_t*>(smem);
+    for (int i = threadIdx.x; i < kSmemBytes / 2; i += blockDim.x) h[i] = 0x3C00;  // fp16 1.0
+    w::fence_proxy_async_shared();
+    __syncthreads();
+    const std::uint64_t da = w::make_desc(smem, 128, 256, w::Swizzle::None);
+    const std::uint64_t db = w::make_desc(smem + 2048, 128, 256, w::Swizzle::None);
+    float acc[32];
+    for (float& v : acc) v = 0.0f;
+    if (threadIdx.x >= 128) {
+        w::fence();
+        w::mma_ss<64, __half>(acc, da, db, false);
+        w::commit_group();
+        gpt::cuda::named_barrier_arrive(2, 256);
+        w::wait_group<0>();
+        w::fence_operand(acc);
+        if (ordered) gpt::cuda::named_barrier_arrive(3, 256);
+        out[threadIdx.x - 128] = acc[0];
+    } else {
+        gpt::cuda::named_barrier_sync(2, 256);
+        for (int k = 0; k < 3; ++k) {
+            w::fence();
+            w::mma_ss<64, __half>(acc, da, db, k > 0);
+            w::commit_group();
+            w::wait_group<0>();
+            w::fence_operand(acc);
+        }
+        // Its own products are done reading B in all four warps (a warp's wait covers its
+        // own part of the product only).
+        gpt::cuda::named_barrier_sync(4, 128);
+        if (ordered) gpt::cuda::named_barrier_sync(3, 256);
+        for (int i = threadIdx.x; i < 1024; i += 128) h[1024 + i] = 0x4000;  // B := 2.0
+        w::fence_proxy_async_shared();
+    }
+}
+
+std::string run_race(bool ordered, std::vector<float>* out = nullptr) {
+    Out d(128);
+    warpgroup_race_kernel<<<1, 256, kSmemBytes>>>(d.p, ordered);
+    if (std::string e = launch_error(); !e.empty()) return e;
+    if (out) *out = d.get(128);
+    return "";
+}
+
+// A write after another warpgroup's read: under GPT_EMU_SCHEDULE=warps warpgroup 0, released
+// by warpgroup 1, goes on before warpgroup 1's warps reach their wait, so its overwrite lands
+// between warpgroup 1's issue and wait, which reports it. (Under forward and reverse every
+// warp runs to its next wait each round, and warpgroup 1's wait comes first: the race is
+// not reached there, and the unordered run is not asserted.)
+TEST(CudaEmulatorNamedBarriers, AWriteAfterAnotherWarpgroupsReadNeedsABarrier) {
+    std::vector<float> out;
+    ASSERT_EQ(run_race(true, &out), "");
+    for (int t = 0; t < 128; ++t) EXPECT_EQ(out[t], 16.0f) << "thread " << t;
+    const char* s = std::getenv("GPT_EMU_SCHEDULE");
+    if (s && std::string(s) == "warps") {
+        const std::string msg = run_race(false);
+        EXPECT_NE(msg.find("shared-memory operands changed between the issue and the wgmma.wait_group"),
+                  std::string::npos) << msg;
+    }
 }
 
 enum NamedMisuse { kNamedNone, kNamedCountsDiffer, kNamedNoProducer, kNamedPartialSetmaxnreg, kNamedArriveTwice };
