@@ -98,13 +98,20 @@ std::string launch_error() {
     return err != cudaSuccess ? cudaGetErrorString(err) : "";
 }
 
+// Runs launch(p), p a fresh device output of n floats: the launch's error message, or ""
+// when it succeeded (and then the output in *out, if given).
+template <typename F>
+std::string run_into(int n, std::vector<float>* out, F&& launch) {
+    Out d(n);
+    launch(d.p);
+    if (std::string e = launch_error(); !e.empty()) return e;
+    if (out) *out = d.get(n);
+    return "";
+}
+
 // Runs the kernel; the launch's error message, "" when it succeeded.
 std::string run(int misuse, int threads, std::vector<float>* out = nullptr) {
-    Out d(2 * threads);
-    wgmma_misuse_kernel<<<1, threads, kSmemBytes>>>(d.p, misuse);
-    if (std::string e = launch_error(); !e.empty()) return e;
-    if (out) *out = d.get(2 * threads);
-    return "";
+    return run_into(2 * threads, out, [&](float* p) { wgmma_misuse_kernel<<<1, threads, kSmemBytes>>>(p, misuse); });
 }
 
 void expect_failure(int misuse, int threads, const std::string& what) {
@@ -249,13 +256,11 @@ __global__ void bulk_reduce_kernel(float* out, int misuse) {
 }
 
 std::string run_bulk(int misuse, std::vector<float>* out = nullptr) {
-    Out d(512);
-    std::vector<float> zeros(512, 0.0f);
-    cudaMemcpy(d.p, zeros.data(), 512 * 4, cudaMemcpyHostToDevice);
-    bulk_reduce_kernel<<<1, 32, 512 * 4>>>(d.p, misuse);
-    if (std::string e = launch_error(); !e.empty()) return e;
-    if (out) *out = d.get(512);
-    return "";
+    return run_into(512, out, [&](float* p) {
+        std::vector<float> zeros(512, 0.0f);
+        cudaMemcpy(p, zeros.data(), 512 * 4, cudaMemcpyHostToDevice);
+        bulk_reduce_kernel<<<1, 32, 512 * 4>>>(p, misuse);
+    });
 }
 
 TEST(CudaEmulatorBulkReduce, AddsStagedFloatsIntoGlobalMemory) {
@@ -322,11 +327,7 @@ __global__ void warpgroup_race_kernel(float* out, bool ordered) {
 }
 
 std::string run_race(bool ordered, std::vector<float>* out = nullptr) {
-    Out d(128);
-    warpgroup_race_kernel<<<1, 256, kSmemBytes>>>(d.p, ordered);
-    if (std::string e = launch_error(); !e.empty()) return e;
-    if (out) *out = d.get(128);
-    return "";
+    return run_into(128, out, [&](float* p) { warpgroup_race_kernel<<<1, 256, kSmemBytes>>>(p, ordered); });
 }
 
 // A write after another warpgroup's read: under GPT_EMU_SCHEDULE=warps warpgroup 0, released
@@ -372,11 +373,7 @@ __global__ void named_barrier_kernel(float* out, int misuse) {
 }
 
 std::string run_named(int misuse, std::vector<float>* out = nullptr) {
-    Out d(128);
-    named_barrier_kernel<<<1, 256, 128 * sizeof(float)>>>(d.p, misuse);
-    if (std::string e = launch_error(); !e.empty()) return e;
-    if (out) *out = d.get(128);
-    return "";
+    return run_into(128, out, [&](float* p) { named_barrier_kernel<<<1, 256, 128 * sizeof(float)>>>(p, misuse); });
 }
 
 TEST(CudaEmulatorNamedBarriers, OrderAProducerAndAConsumerWarpgroup) {
