@@ -38,13 +38,19 @@ enum Misuse {
 };
 constexpr int kSmemBytes = 4096;  // A (64x16) and B (16x64), fp16, no swizzle, 2 KiB each
 
+// A and B all fp16 1.0, ready for the block's products (the stores fenced for wgmma's
+// proxy and behind a barrier).
+__device__ void fill_ones(std::uint16_t* h) {
+    for (int i = threadIdx.x; i < kSmemBytes / 2; i += blockDim.x) h[i] = 0x3C00;
+    w::fence_proxy_async_shared();
+    __syncthreads();
+}
+
 // D = A B with all-ones operands (every element 16), reading D before and after the wait.
 __global__ void wgmma_misuse_kernel(float* out, int misuse) {
     extern __shared__ __align__(1024) unsigned char smem[];
     auto* h = reinterpret_cast<std::uint16_t*>(smem);
-    for (int i = threadIdx.x; i < kSmemBytes / 2; i += blockDim.x) h[i] = 0x3C00;  // fp16 1.0
-    w::fence_proxy_async_shared();
-    __syncthreads();
+    fill_ones(h);
     // Each warp writes its quarter of B (2.0), read by every warp's product: the products
     // may read them only after a barrier (without it, a warp that issues first reads the
     // others' quarters before they are stored).
@@ -292,9 +298,7 @@ TEST(CudaEmulatorBulkReduce, MisuseShowsOrFailsTheLaunch) {
 __global__ void warpgroup_race_kernel(float* out, bool ordered) {
     extern __shared__ __align__(1024) unsigned char smem[];
     auto* h = reinterpret_cast<std::uint16_t*>(smem);
-    for (int i = threadIdx.x; i < kSmemBytes / 2; i += blockDim.x) h[i] = 0x3C00;  // fp16 1.0
-    w::fence_proxy_async_shared();
-    __syncthreads();
+    fill_ones(h);
     const std::uint64_t da = w::make_desc(smem, 128, 256, w::Swizzle::None);
     const std::uint64_t db = w::make_desc(smem + 2048, 128, 256, w::Swizzle::None);
     float acc[32];

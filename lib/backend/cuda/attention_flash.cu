@@ -323,14 +323,8 @@ Sm90Bwd flash_backward_sm90_variant() {
 }
 FlashKernel flash_kernel() { return kernel_choice(); }
 
-namespace {
-bool& dropout_draws_choice() {
-    static bool per_element = env::cuda_dropout_draws_per_element();
-    return per_element;
-}
-}  // namespace
-bool flash_dropout_draws_per_element() { return dropout_draws_choice(); }
-void set_flash_dropout_draws_per_element(bool on) { dropout_draws_choice() = on; }
+bool flash_dropout_draws_per_element() { return kernel_switch<env::cuda_dropout_draws_per_element>(); }
+void set_flash_dropout_draws_per_element(bool on) { kernel_switch<env::cuda_dropout_draws_per_element>() = on; }
 
 bool flash_uses_tensor_cores(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     if (kernel_choice() == FlashKernel::Simple || a.dtype == DType::F32) return false;

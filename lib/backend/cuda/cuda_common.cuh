@@ -29,6 +29,15 @@
 
 namespace gpt::cuda {
 
+// A run-time kernel switch (README, "Kernel switches"): Read() (an environment reader of
+// core/environment.hpp) the first time it is asked for, then what its setter stored (the
+// tests and benches select variants without restarting). One value per process.
+template <auto Read>
+auto& kernel_switch() {
+    static auto value = Read();
+    return value;
+}
+
 // The CUDA handle of a backend's stream (CudaBackend::stream(); core/stream.hpp).
 inline cudaStream_t cuda_stream(const Stream& s) { return static_cast<cudaStream_t>(s.native()); }
 

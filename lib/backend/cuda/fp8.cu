@@ -205,15 +205,10 @@ __global__ void current_scales_kernel(const float* __restrict__ amax, float* __r
     }
 }
 
-bool& cast_tile_choice() {
-    static bool tile = env::cuda_fp8_cast_tile();
-    return tile;
-}
-
 }  // namespace
 
-bool fp8_cast_tile_kernel() { return cast_tile_choice(); }
-void set_fp8_cast_tile_kernel(bool on) { cast_tile_choice() = on; }
+bool fp8_cast_tile_kernel() { return kernel_switch<env::cuda_fp8_cast_tile>(); }
+void set_fp8_cast_tile_kernel(bool on) { kernel_switch<env::cuda_fp8_cast_tile>() = on; }
 
 bool CudaBackend::launch_cast_to_fp8(const void* x, DType dtype, std::int64_t rows, std::int64_t cols,
                                      Fp8Format format, const float* scale, std::uint8_t* q,

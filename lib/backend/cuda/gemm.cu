@@ -167,16 +167,6 @@ GemmEpilogueMode& epilogue_choice() {
     return m;
 }
 
-bool& fp8_fast_accum_choice() {
-    static bool on = env::cuda_fp8_fast_accum_forward();
-    return on;
-}
-
-bool& autotune_choice() {
-    static bool on = env::cuda_gemm_autotune();
-    return on;
-}
-
 }  // namespace
 
 GemmEpilogueMode gemm_epilogue_mode() { return epilogue_choice(); }
@@ -184,10 +174,10 @@ void set_gemm_epilogue_mode(GemmEpilogueMode m) { epilogue_choice() = m; }
 const char* gemm_epilogue_mode_name(GemmEpilogueMode m) {
     return m == GemmEpilogueMode::Fused ? "fused" : "unfused";
 }
-bool fp8_fast_accum_forward() { return fp8_fast_accum_choice(); }
-void set_fp8_fast_accum_forward(bool on) { fp8_fast_accum_choice() = on; }
-bool gemm_autotune() { return autotune_choice(); }
-void set_gemm_autotune(bool on) { autotune_choice() = on; }
+bool fp8_fast_accum_forward() { return kernel_switch<env::cuda_fp8_fast_accum_forward>(); }
+void set_fp8_fast_accum_forward(bool on) { kernel_switch<env::cuda_fp8_fast_accum_forward>() = on; }
+bool gemm_autotune() { return kernel_switch<env::cuda_gemm_autotune>(); }
+void set_gemm_autotune(bool on) { kernel_switch<env::cuda_gemm_autotune>() = on; }
 
 GemmEngine::GemmEngine(cudaStream_t stream) : stream_(stream) {
     GPT_CUBLAS_CHECK(cublasLtCreate(&handle_), "GemmEngine");
