@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
+  ccache  # scripts/test.sh's emulator tree compiles most host sources exactly as build/ does:
+          # with ccache those are cache hits (about 200 s less on 2 cores in a fresh clone)
   mpich libmpich-dev libhdf5-mpich-dev hdf5-tools
   libboost-program-options-dev libboost-log-dev
   libopenblas-dev googletest libgtest-dev
@@ -57,7 +59,8 @@ if [ -f tests/peers/package.json ] && [ ! -d tests/peers/node_modules/tiktoken ]
 fi
 
 BUILD_DIR=${GPT_BUILD_DIR:-build}
-# ccache, when the machine has it, makes a rebuild in a fresh clone cost only what changed.
+# ccache (in PACKAGES; used when the machine has it) makes a rebuild in a fresh clone cost only
+# what changed, and lets the other build trees reuse build/'s host objects.
 LAUNCHER=()
 if command -v ccache >/dev/null 2>&1; then
   LAUNCHER=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
