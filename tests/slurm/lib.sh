@@ -4,13 +4,16 @@
 # slurm_conf_common DIR MUNGE_SOCKET KILL_WAIT: root daemons, munge auth through our own
 # socket, state/spool/pid/log files under DIR (%n: one set per node), no cgroups (linuxproc
 # tracks processes: containers, CI), MPICH's PMI-2, cons_tres (GRES), nodes that claim more
-# CPUs than the machine has (config_overrides), and requeue.
+# CPUs than the machine has (config_overrides), and requeue. cred_expire=20: Slurm holds a
+# requeued job back for the credential lifetime + 1 s (so that its new launch credential is
+# newer than the revocation of the old run's), 121 s by default; 20 s still leaves a loaded
+# 2-core machine ample time between a step's credential and its launch.
 slurm_conf_common() {
   cat <<EOF2
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$2
+AuthInfo=socket=$2,cred_expire=20
 CredType=cred/munge
 StateSaveLocation=$1/state
 SlurmdSpoolDir=$1/spool/%n
