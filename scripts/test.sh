@@ -44,9 +44,9 @@ if [ "$SANITIZE" != 0 ]; then
   san_start=$SECONDS
   SAN_CMAKE=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
              "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELEASE=-O1 -DNDEBUG")
-  if command -v ccache >/dev/null 2>&1; then
-    SAN_CMAKE+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-  fi
+  # No ccache here: these trees share no object with build/ or each other, so a fresh clone
+  # (CI) gets no hit, and a cold ccache's preprocessing pass made clang's -O1 sanitizer
+  # compiles about 30% slower (the TSan targets: 91 s plain, 119 s through ccache, 2 cores).
   ASAN_DIR=${GPT_ASAN_BUILD_DIR:-build-asan}
   if [ ! -f "$ASAN_DIR/build.ninja" ]; then
     cmake -S . -B "$ASAN_DIR" "${SAN_CMAKE[@]}" -DGPT_SANITIZE=address,undefined -DGPT_FUZZ=ON
