@@ -88,6 +88,9 @@ struct ParallelConfig {
         if (num_layers_per_virtual_pipeline_stage <= 0) return 1;
         return num_layers / pipeline_model_parallel_size / num_layers_per_virtual_pipeline_stage;
     }
+    // Megatron switches for what this build always does (accepted; the table shows True).
+    bool attention_softmax_in_fp32 = true;
+    bool accumulate_allreduce_grads_in_fp32 = true;
 };
 
 struct TrainingConfig {
@@ -117,13 +120,24 @@ struct OptimizerConfig {
     OptimizerType optimizer = OptimizerType::Adam;
     double lr = 0.0;
     double min_lr = 0.0;
-    LrDecayStyle lr_decay_style = LrDecayStyle::Linear;  // constant, linear, cosine
+    LrDecayStyle lr_decay_style = LrDecayStyle::Linear;  // constant, linear, cosine, inverse-square-root, WSD
     std::int64_t lr_decay_iters = 0;         // 0: train-iters
     std::int64_t lr_decay_samples = 0;
     std::int64_t lr_warmup_iters = 0;
     std::int64_t lr_warmup_samples = 0;
     double lr_warmup_fraction = 0.0;
+    double lr_warmup_init = 0.0;             // the warm-up's first learning rate
+    // WSD (warmup-stable-decay): the annealing phase at the end of the decay, its length and shape.
+    std::int64_t lr_wsd_decay_iters = 0;
+    std::int64_t lr_wsd_decay_samples = 0;
+    WsdDecayStyle lr_wsd_decay_style = WsdDecayStyle::Exponential;
     double weight_decay = 0.01;
+    // Megatron's weight-decay schedule: from start to end over the run. kWeightDecayNotGiven
+    // (Megatron's None) means --weight-decay; validation sets both to it for the constant style.
+    static constexpr double kWeightDecayNotGiven = -1.0;
+    double start_weight_decay = kWeightDecayNotGiven;
+    double end_weight_decay = kWeightDecayNotGiven;
+    WeightDecayIncrStyle weight_decay_incr_style = WeightDecayIncrStyle::Constant;
     double clip_grad = 1.0;
     double adam_beta1 = 0.9;
     double adam_beta2 = 0.999;
@@ -179,6 +193,7 @@ struct CheckpointConfig {
     bool no_load_rng = false;      // dropout RNG position afresh
     bool override_opt_param_scheduler = false;        // LR schedule from the flags, not the checkpoint
     bool use_checkpoint_opt_param_scheduler = false;  // LR schedule from the checkpoint, not the flags
+    bool exit_on_missing_checkpoint = false;  // --load finds no checkpoint: stop, not a fresh start
 };
 
 struct LoggingConfig {
@@ -192,6 +207,7 @@ struct LoggingConfig {
     int tensorboard_log_interval = 1;
     int tensorboard_queue_size = 1000;  // accepted; we flush every log interval instead
     bool log_timers_to_tensorboard = false;
+    bool log_throughput = false;  // TensorBoard's throughput (the log line always has it)
     bool log_validation_ppl_to_tensorboard = false;
     bool log_memory_to_tensorboard = false;
     bool log_world_size_to_tensorboard = false;

@@ -24,7 +24,10 @@ enum class RecomputeMethod { None, Uniform, Block };
 enum class DistributedBackend { Nccl, Mpi };
 enum class DeviceKind { Auto, Cuda, Cpu };
 enum class OptimizerType { Adam };
-enum class LrDecayStyle { Constant, Linear, Cosine };
+enum class LrDecayStyle { Constant, Linear, Cosine, InverseSquareRoot, Wsd };
+// WSD's annealing phase (--lr-wsd-decay-style) and --weight-decay-incr-style: Megatron's choices.
+enum class WsdDecayStyle { Exponential, Linear, Cosine, MinusSqrt };
+enum class WeightDecayIncrStyle { Constant, Linear, Cosine };
 enum class TokenizerType { GPT2BPETokenizer, TikTokenizer };
 enum class LogLevel { Trace, Debug, Info, Warning, Error };
 enum class PlanFormat { Table, Json };
@@ -61,8 +64,13 @@ GPT_ENUM_NAMES(RecomputeMethod, 3, {RecomputeMethod::None, ""}, {RecomputeMethod
 GPT_ENUM_NAMES(DistributedBackend, 2, {DistributedBackend::Nccl, "nccl"}, {DistributedBackend::Mpi, "mpi"});
 GPT_ENUM_NAMES(DeviceKind, 3, {DeviceKind::Auto, "auto"}, {DeviceKind::Cuda, "cuda"}, {DeviceKind::Cpu, "cpu"});
 GPT_ENUM_NAMES(OptimizerType, 1, {OptimizerType::Adam, "adam"});
-GPT_ENUM_NAMES(LrDecayStyle, 3, {LrDecayStyle::Constant, "constant"}, {LrDecayStyle::Linear, "linear"},
-               {LrDecayStyle::Cosine, "cosine"});
+GPT_ENUM_NAMES(LrDecayStyle, 5, {LrDecayStyle::Constant, "constant"}, {LrDecayStyle::Linear, "linear"},
+               {LrDecayStyle::Cosine, "cosine"}, {LrDecayStyle::InverseSquareRoot, "inverse-square-root"},
+               {LrDecayStyle::Wsd, "WSD"});
+GPT_ENUM_NAMES(WsdDecayStyle, 4, {WsdDecayStyle::Exponential, "exponential"}, {WsdDecayStyle::Linear, "linear"},
+               {WsdDecayStyle::Cosine, "cosine"}, {WsdDecayStyle::MinusSqrt, "minus_sqrt"});
+GPT_ENUM_NAMES(WeightDecayIncrStyle, 3, {WeightDecayIncrStyle::Constant, "constant"},
+               {WeightDecayIncrStyle::Linear, "linear"}, {WeightDecayIncrStyle::Cosine, "cosine"});
 GPT_ENUM_NAMES(TokenizerType, 2, {TokenizerType::GPT2BPETokenizer, "GPT2BPETokenizer"},
                {TokenizerType::TikTokenizer, "TikTokenizer"});
 GPT_ENUM_NAMES(LogLevel, 5, {LogLevel::Trace, "trace"}, {LogLevel::Debug, "debug"}, {LogLevel::Info, "info"},

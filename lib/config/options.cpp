@@ -73,6 +73,15 @@ private:
         push_entry(name, key, sec, field);
     }
 
+    // A Megatron store_true switch for what this project always does (its `field` defaults to
+    // true): accepted, and the table shows True whether or not it was given.
+    template <typename S>
+    void add_always_on(po::options_description& g, const char* name, S Config::*sec, bool S::*field,
+                       const char* help) {
+        g.add_options()(name, po::bool_switch(), help);
+        push_entry(name, row_key(name), sec, field);
+    }
+
     template <typename S, typename T>
     void push_entry(const char* name, std::string key, S Config::*sec, T S::*field) {
         entries.push_back({name, std::move(key), [sec, field](const Config& c) { return flag_text(c.*sec.*field); },
@@ -125,6 +134,11 @@ private:
         add(par, "recompute-num-layers", &C::parallel, &ParallelConfig::recompute_num_layers, "layers per recompute chunk (uniform) or recomputed layers per stage (block)");
         add(par, "overlap-grad-reduce", &C::parallel, &ParallelConfig::overlap_grad_reduce, "reduce data-parallel gradient buckets while backward still runs");
         add(par, "ddp-bucket-size", &C::parallel, &ParallelConfig::ddp_bucket_size, "elements per data-parallel gradient bucket (0: max(40M, 1M x DP))");
+        add_always_on(par, "attention-softmax-in-fp32", &C::parallel, &ParallelConfig::attention_softmax_in_fp32,
+                      "always the case here: attention scores are masked and softmaxed in fp32");
+        add_always_on(par, "accumulate-allreduce-grads-in-fp32", &C::parallel,
+                      &ParallelConfig::accumulate_allreduce_grads_in_fp32,
+                      "always the case here: gradients accumulate and are reduced in fp32 main-gradient buffers");
         add(par, "use-flash-attn", &C::parallel, &ParallelConfig::use_flash_attn, "tiled online-softmax attention");
         add(par, "distributed-backend", &C::parallel, &ParallelConfig::distributed_backend, "nccl or mpi");
         add(par, "device", &C::parallel, &ParallelConfig::device, "auto, cuda or cpu");
@@ -189,13 +203,20 @@ private:
         add(opt, "optimizer", &C::optimizer, &OptimizerConfig::optimizer, "adam");
         add(opt, "lr", &C::optimizer, &OptimizerConfig::lr, "peak learning rate");
         add(opt, "min-lr", &C::optimizer, &OptimizerConfig::min_lr, "learning rate floor");
-        add(opt, "lr-decay-style", &C::optimizer, &OptimizerConfig::lr_decay_style, "constant, linear or cosine");
+        add(opt, "lr-decay-style", &C::optimizer, &OptimizerConfig::lr_decay_style, "constant, linear, cosine, inverse-square-root or WSD (warmup-stable-decay)");
         add(opt, "lr-decay-iters", &C::optimizer, &OptimizerConfig::lr_decay_iters, "iterations to decay over (0: train-iters)");
         add(opt, "lr-decay-samples", &C::optimizer, &OptimizerConfig::lr_decay_samples, "samples to decay over");
         add(opt, "lr-warmup-iters", &C::optimizer, &OptimizerConfig::lr_warmup_iters, "linear warm-up iterations");
         add(opt, "lr-warmup-samples", &C::optimizer, &OptimizerConfig::lr_warmup_samples, "linear warm-up samples");
         add(opt, "lr-warmup-fraction", &C::optimizer, &OptimizerConfig::lr_warmup_fraction, "warm-up as a fraction of the decay");
+        add(opt, "lr-warmup-init", &C::optimizer, &OptimizerConfig::lr_warmup_init, "learning rate the linear warm-up starts from");
+        add(opt, "lr-wsd-decay-style", &C::optimizer, &OptimizerConfig::lr_wsd_decay_style, "WSD's annealing: exponential, linear, cosine or minus_sqrt");
+        add(opt, "lr-wsd-decay-iters", &C::optimizer, &OptimizerConfig::lr_wsd_decay_iters, "iterations of WSD's annealing phase, at the end of the decay");
+        add(opt, "lr-wsd-decay-samples", &C::optimizer, &OptimizerConfig::lr_wsd_decay_samples, "samples of WSD's annealing phase, at the end of the decay");
         add(opt, "weight-decay", &C::optimizer, &OptimizerConfig::weight_decay, "decoupled weight decay (not on biases and layernorm)");
+        add(opt, "start-weight-decay", &C::optimizer, &OptimizerConfig::start_weight_decay, "weight decay at the start of the run, with --weight-decay-incr-style linear or cosine (-1: not given)");
+        add(opt, "end-weight-decay", &C::optimizer, &OptimizerConfig::end_weight_decay, "weight decay at the end of the run, with --weight-decay-incr-style linear or cosine (-1: not given)");
+        add(opt, "weight-decay-incr-style", &C::optimizer, &OptimizerConfig::weight_decay_incr_style, "constant (--weight-decay), linear or cosine from --start-weight-decay to --end-weight-decay");
         add(opt, "clip-grad", &C::optimizer, &OptimizerConfig::clip_grad, "clip by global gradient norm (0: off)");
         add(opt, "adam-beta1", &C::optimizer, &OptimizerConfig::adam_beta1, "Adam beta1");
         add(opt, "adam-beta2", &C::optimizer, &OptimizerConfig::adam_beta2, "Adam beta2");
@@ -229,6 +250,7 @@ private:
         add(ck, "no-load-rng", &C::checkpoint, &CheckpointConfig::no_load_rng, "do not load the dropout RNG position");
         add(ck, "override-opt_param-scheduler", &C::checkpoint, &CheckpointConfig::override_opt_param_scheduler, "learning-rate schedule from the flags, not the checkpoint");
         add(ck, "use-checkpoint-opt_param-scheduler", &C::checkpoint, &CheckpointConfig::use_checkpoint_opt_param_scheduler, "learning-rate schedule from the checkpoint, not the flags");
+        add(ck, "exit-on-missing-checkpoint", &C::checkpoint, &CheckpointConfig::exit_on_missing_checkpoint, "stop (exit 1) when --load holds no checkpoint, instead of starting from iteration 0");
         groups.emplace_back("checkpointing", ck);
 
         po::options_description lg("logging");
@@ -278,6 +300,7 @@ private:
         add(tb, "tensorboard-log-interval", &C::logging, &LoggingConfig::tensorboard_log_interval, "iterations between TensorBoard scalars");
         add(tb, "tensorboard-queue-size", &C::logging, &LoggingConfig::tensorboard_queue_size, "accepted for Megatron compatibility; events are flushed every log interval");
         add(tb, "log-timers-to-tensorboard", &C::logging, &LoggingConfig::log_timers_to_tensorboard, "write iteration-time, and with --timing-log-level 1 or 2 each timer as <name>-time (per log interval)");
+        add(tb, "log-throughput", &C::logging, &LoggingConfig::log_throughput, "with --log-timers-to-tensorboard, write throughput (model TFLOP/s per GPU); the log line always shows it");
         add(tb, "log-validation-ppl-to-tensorboard", &C::logging, &LoggingConfig::log_validation_ppl_to_tensorboard, "write validation perplexity");
         add(tb, "log-memory-to-tensorboard", &C::logging, &LoggingConfig::log_memory_to_tensorboard, "write memory use");
         add(tb, "log-world-size-to-tensorboard", &C::logging, &LoggingConfig::log_world_size_to_tensorboard, "write the world size");
@@ -316,6 +339,59 @@ const std::map<std::string, std::string>& unsupported_flags() {
         {"fp4-format", "FP4 (NVFP4) training is not implemented"},
         {"fp4-recipe", "FP4 (NVFP4) training is not implemented"},
         {"fp4-param-gather", "FP4 (NVFP4) training is not implemented"},
+        // Megatron flags common in its example scripts that this project does not implement.
+        {"rampup-batch-size", "batch-size ramp-up is not implemented: the global batch is fixed for the run"},
+        {"eod-mask-loss", "not implemented: every token's loss counts, end-of-document tokens included"},
+        {"reset-position-ids", "not implemented: positions run over the whole sample, across documents"},
+        {"reset-attention-mask", "not implemented: attention is causal over the whole sample, across documents"},
+        {"calculate-per-token-loss", "not implemented: the loss is averaged per micro-batch, Megatron's default"},
+        {"kv-channels", "the head dimension is always hidden-size / num-attention-heads; drop the flag when they agree"},
+        {"qk-layernorm", "not implemented: no layernorm on queries and keys"},
+        {"squared-relu", "not implemented: the MLP is GELU, or SwiGLU with --swiglu"},
+        {"apply-residual-connection-post-layernorm", "not implemented: the residual is taken before the layernorm"},
+        {"decoupled-lr", "not implemented: the embedding and output layers share --lr"},
+        {"decoupled-min-lr", "not implemented: the embedding and output layers share --min-lr"},
+        {"use-checkpoint-args", "not implemented: give the model's flags (a mismatch with the checkpoint is refused by name)"},
+        {"ckpt-format", "checkpoints are this project's HDF5 format (docs/checkpoint-format.md); drop the flag"},
+        {"use-dist-ckpt", "checkpoints are this project's HDF5 format, sharded and resharded on load; drop the flag"},
+        {"ckpt-fully-parallel-save", "checkpoints are always saved by every rank in parallel (HDF5); drop the flag"},
+        {"ckpt-fully-parallel-load", "checkpoints are always loaded by every rank in parallel (HDF5); drop the flag"},
+        {"non-persistent-save-interval", "not implemented: every checkpoint goes to --save"},
+        {"wandb-project", "there is no Weights & Biases writer; use --tensorboard-dir or --metrics-file"},
+        {"wandb-exp-name", "there is no Weights & Biases writer; use --tensorboard-dir or --metrics-file"},
+        {"wandb-save-dir", "there is no Weights & Biases writer; use --tensorboard-dir or --metrics-file"},
+        {"num-workers", "there are no data-loader worker processes: samples are read from the memory-mapped dataset in step; drop the flag"},
+        {"dataloader-type", "the sampler is Megatron's single (pretraining) sampler; cyclic and external are not implemented"},
+        {"tp-comm-overlap", "tensor-parallel communication is not overlapped with GEMMs (Transformer Engine's userbuffers)"},
+        {"overlap-p2p-communication", "not implemented: pipeline sends and receives are not overlapped with compute"},
+        {"use-torch-fsdp2", "FSDP is not implemented: use --use-distributed-optimizer (ZeRO-1)"},
+        {"num-distributed-optimizer-instances", "not implemented: one distributed-optimizer instance spans the data-parallel group"},
+        {"use-precision-aware-optimizer", "not implemented: main parameters, gradients and Adam moments are fp32"},
+        {"main-grads-dtype", "not implemented: main gradients are fp32"},
+        {"main-params-dtype", "not implemented: main parameters are fp32"},
+        {"exp-avg-dtype", "not implemented: Adam moments are fp32"},
+        {"exp-avg-sq-dtype", "not implemented: Adam moments are fp32"},
+        {"recompute-modules", "not implemented: use --recompute-granularity selective (the attention core) or full"},
+        {"decoder-first-pipeline-num-layers", "pipeline stages hold equal layer counts; uneven stages are not implemented"},
+        {"decoder-last-pipeline-num-layers", "pipeline stages hold equal layer counts; uneven stages are not implemented"},
+        {"account-for-embedding-in-pipeline-split", "pipeline stages hold equal layer counts; uneven stages are not implemented"},
+        {"account-for-loss-in-pipeline-split", "pipeline stages hold equal layer counts; uneven stages are not implemented"},
+        {"attention-backend", "attention is this project's own kernels (--use-flash-attn; on CUDA the GPT_CUDA_FLASH switch); drop the flag"},
+        {"no-masked-softmax-fusion", "kernel fusions are not switchable here (the fused kernels compute the same values); drop the flag"},
+        {"no-bias-dropout-fusion", "kernel fusions are not switchable here (the fused kernels compute the same values); drop the flag"},
+        {"no-gradient-accumulation-fusion", "kernel fusions are not switchable here (weight gradients always accumulate into fp32 main gradients); drop the flag"},
+        {"no-rope-fusion", "kernel fusions are not switchable here (the fused kernels compute the same values); drop the flag"},
+        {"no-bias-swiglu-fusion", "kernel fusions are not switchable here (the fused kernels compute the same values); drop the flag"},
+        {"no-persist-layer-norm", "kernel fusions are not switchable here (the fused kernels compute the same values); drop the flag"},
+        {"cross-entropy-loss-fusion", "the vocabulary-parallel cross entropy is always this project's fused kernel; drop the flag"},
+        {"manual-gc", "there is no garbage collector to schedule (no Python); drop the flag"},
+        {"manual-gc-interval", "there is no garbage collector to schedule (no Python); drop the flag"},
+        {"empty-unused-memory-level", "there is no caching allocator cache to empty (PyTorch's); drop the flag"},
+        {"log-params-norm", "not implemented: the log line has the gradient norm, not the parameters'"},
+        {"log-num-zeros-in-grad", "not implemented: zeros in the gradients are not counted"},
+        {"log-energy", "not implemented: energy is not measured"},
+        {"log-progress", "not implemented: no progress.txt is written"},
+        {"fim-rate", "fill-in-the-middle data is not implemented"},
     };
     return m;
 }

@@ -155,27 +155,7 @@ void validate_model_and_training(Config& cfg) {
     GPT_REQUIRE(t.train_iters >= 0 && t.train_samples >= 0, UsageError,
                 "--train-iters / --train-samples must not be negative");
 
-    require_finite(o.lr, "lr");
-    require_finite(o.min_lr, "min-lr");
-    require_finite(o.weight_decay, "weight-decay");
-    require_finite(o.clip_grad, "clip-grad");
-    require_finite(o.adam_eps, "adam-eps");
-    require_non_negative(o.lr_decay_iters, "lr-decay-iters");
-    require_non_negative(o.lr_decay_samples, "lr-decay-samples");
-    require_non_negative(o.lr_warmup_iters, "lr-warmup-iters");
-    require_non_negative(o.lr_warmup_samples, "lr-warmup-samples");
-    GPT_REQUIRE(o.lr >= 0 && o.min_lr >= 0, UsageError, "--lr and --min-lr must not be negative");
-    GPT_REQUIRE(o.min_lr <= o.lr || o.lr == 0, UsageError, "--min-lr ", o.min_lr,
-                " exceeds --lr ", o.lr);
-    GPT_REQUIRE(!(o.lr_warmup_fraction > 0 && o.lr_warmup_iters > 0), UsageError,
-                "give only one of --lr-warmup-fraction and --lr-warmup-iters");
-    GPT_REQUIRE(o.lr_warmup_fraction >= 0 && o.lr_warmup_fraction <= 1, UsageError,
-                "--lr-warmup-fraction must be in [0, 1], got ", o.lr_warmup_fraction);
-    GPT_REQUIRE(o.weight_decay >= 0 && o.clip_grad >= 0, UsageError,
-                "--weight-decay and --clip-grad must not be negative");
-    GPT_REQUIRE(o.adam_beta1 >= 0 && o.adam_beta1 < 1 && o.adam_beta2 >= 0 && o.adam_beta2 < 1,
-                UsageError, "Adam betas must be in [0, 1)");
-    GPT_REQUIRE(o.adam_eps > 0, UsageError, "--adam-eps must be positive");
+    validate_schedule(o);
 
     // Megatron: --recompute-activations is shorthand for selective granularity.
     if (p.recompute_activations) {

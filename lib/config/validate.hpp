@@ -41,6 +41,11 @@ void validate_pipeline_split(int num_layers, int pp, int layers_per_virtual_stag
 // the one computation of it. UsageError when the layout cannot split the global batch.
 std::int64_t micro_batches_per_iteration(const TrainingConfig& t, int dp);
 
+// The optimizer's flags and the learning-rate and weight-decay schedule's (validate_schedule.cpp):
+// values in range, Megatron's combinations; sets --start/--end-weight-decay to --weight-decay
+// for the constant style. validate_model_and_training calls it. Throws UsageError.
+void validate_schedule(OptimizerConfig& o);
+
 // --sample-interval and its flags (called by resolve_layout, once PP is known).
 void validate_samples(const Config& cfg);
 // The monitoring flags (timers, straggler report, profiler window, NaN and spike guards):

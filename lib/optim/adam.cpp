@@ -9,7 +9,7 @@ namespace gpt::optim {
 
 AdamOptimizer::AdamOptimizer(const OptimizerConfig& cfg, model::GptModel& model,
                              dist::Communicator& norm_group, dist::Communicator* distributed_dp)
-    : cfg_(cfg), model_(model), be_(model.backend()), norm_(norm_group) {
+    : cfg_(cfg), weight_decay_(cfg.weight_decay), model_(model), be_(model.backend()), norm_(norm_group) {
     GPT_REQUIRE(cfg.clip_grad >= 0.0, UsageError, "--clip-grad must be >= 0");
     shard_size_ = model.layout().total_elements();
     if (distributed_dp && distributed_dp->size() > 1) {
@@ -159,7 +159,7 @@ StepResult AdamOptimizer::step(double lr, double loss_scale, const GradNorm& nor
             a.beta1 = static_cast<float>(cfg_.adam_beta1);
             a.beta2 = static_cast<float>(cfg_.adam_beta2);
             a.eps = static_cast<float>(cfg_.adam_eps);
-            a.weight_decay = e.weight_decay ? static_cast<float>(cfg_.weight_decay) : 0.0f;
+            a.weight_decay = e.weight_decay ? static_cast<float>(weight_decay_) : 0.0f;
             a.step = step_;
             a.grad_scale = static_cast<float>(clip / loss_scale);
             be_.adam_step(a);

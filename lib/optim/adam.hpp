@@ -71,6 +71,9 @@ public:
     // The same with a norm already reduced over every chunk of the model-parallel group.
     StepResult step(double lr, double loss_scale, const GradNorm& norm);
 
+    // The decoupled weight decay of the next steps (Megatron's scheduler sets it each step
+    // from --weight-decay-incr-style); --weight-decay until then.
+    void set_weight_decay(double wd) { weight_decay_ = wd; }
     std::int64_t steps() const { return step_; }
     void set_steps(std::int64_t s) { step_ = s; }
     dist::Communicator& norm_group() { return norm_; }
@@ -106,6 +109,7 @@ private:
         bool counted = true;        // norm ranges: contributes to the grad norm
     };
     OptimizerConfig cfg_;
+    double weight_decay_ = 0.0;
     std::vector<Range> update_ranges_, norm_ranges_;
     model::GptModel& model_;
     Backend& be_;

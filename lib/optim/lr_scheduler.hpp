@@ -1,6 +1,8 @@
-// Megatron's OptimizerParamScheduler for the learning rate: linear warm-up from 0, then
-// constant, linear or cosine decay to min-lr, counted in samples (iterations x global batch
-// when the run is given in iterations), stepped only by successful optimizer steps.
+// Megatron's OptimizerParamScheduler: the learning rate (linear warm-up from
+// --lr-warmup-init, then constant, linear, cosine, inverse-square-root or WSD decay to
+// min-lr) and the weight decay (constant, or linear/cosine from --start-weight-decay to
+// --end-weight-decay over the run), counted in samples (iterations x global batch when the
+// run is given in iterations), stepped only by successful optimizer steps.
 #pragma once
 
 #include <cstdint>
@@ -10,30 +12,47 @@
 
 namespace gpt::optim {
 
-// The decay style is the option's enum, gpt::LrDecayStyle (config/enums.hpp).
+// Every length in samples.
+struct ScheduleSpec {
+    double max_lr = 0.0, min_lr = 0.0, init_lr = 0.0;
+    std::int64_t warmup = 0, decay = 0;
+    LrDecayStyle style = LrDecayStyle::Linear;
+    std::int64_t wsd_decay = 0;  // WSD: the annealing phase, the last wsd_decay samples of the decay
+    WsdDecayStyle wsd_style = WsdDecayStyle::Exponential;
+    double start_wd = 0.0, end_wd = 0.0;
+    std::int64_t wd_incr = 1;  // the run's length
+    WeightDecayIncrStyle wd_style = WeightDecayIncrStyle::Constant;
+};
 
 class LrScheduler {
 public:
-    // All step counts are in samples.
+    // Refuses (UsageError) what Megatron's constructor asserts, and a WSD annealing phase
+    // that does not fit in the decay after the warm-up (its learning rate would jump).
+    explicit LrScheduler(const ScheduleSpec& s);
+    // Learning rate only, warm-up from 0, weight decay 0.
     LrScheduler(double max_lr, double min_lr, std::int64_t warmup_steps, std::int64_t decay_steps,
                 LrDecayStyle style);
     // From the flags: --lr, --min-lr, --lr-decay-style, --lr-decay-iters/--lr-decay-samples,
-    // --lr-warmup-iters/--lr-warmup-samples/--lr-warmup-fraction, --train-iters/--train-samples.
+    // --lr-warmup-iters/--lr-warmup-samples/--lr-warmup-fraction, --lr-warmup-init,
+    // --lr-wsd-*, --weight-decay, --start/--end-weight-decay, --weight-decay-incr-style,
+    // --train-iters/--train-samples.
     static LrScheduler from_config(const OptimizerConfig& opt, std::int64_t train_iters,
                                    std::int64_t train_samples, std::int64_t global_batch_size);
 
     double lr() const { return lr_at(num_steps_); }
     double lr_at(std::int64_t num_steps) const;
+    double weight_decay() const { return weight_decay_at(num_steps_); }
+    double weight_decay_at(std::int64_t num_steps) const;
     void step(std::int64_t increment) { num_steps_ += increment; }
     std::int64_t num_steps() const { return num_steps_; }
     void set_num_steps(std::int64_t n) { num_steps_ = n; }  // resuming
-    std::int64_t warmup_steps() const { return warmup_; }
-    std::int64_t decay_steps() const { return decay_; }
+    std::int64_t warmup_steps() const { return s_.warmup; }
+    std::int64_t decay_steps() const { return s_.decay; }
+    std::int64_t weight_decay_steps() const { return s_.wd_incr; }
+    const ScheduleSpec& spec() const { return s_; }
 
 private:
-    double max_lr_, min_lr_;
-    std::int64_t warmup_, decay_;
-    LrDecayStyle style_;
+    ScheduleSpec s_;
     std::int64_t num_steps_ = 0;
 };
 

@@ -13,6 +13,7 @@
 #include "log/log.hpp"
 #include "train/state/checkpoint_slices.hpp"
 #include "train/run/exit_conditions.hpp"
+#include "train/run/first_checkpoint.hpp"
 #include "train/state/fp8_checkpoint.hpp"
 #include "train/state/host_copy.hpp"
 #include "train/state/load_policy.hpp"
@@ -213,6 +214,7 @@ std::optional<HeldCheckpoint> Trainer::read_checkpoint(const LoadPolicy& policy,
         });
     for (const auto& why : res.rejected) GPT_LOG(warning) << "rejected checkpoint: " << why;
     for (const auto& note : res.notes) GPT_LOG(warning) << note;
+    require_found_checkpoint(ck, res.iteration.has_value());
     if (!res.iteration) {
         // Megatron's habit: --save and --load on the same folder, empty on the first run.
         GPT_LOG(info) << "no checkpoint found in " << ck.load << ": starting from iteration 0";

@@ -42,6 +42,10 @@ one_line both-schedules "override-opt_param-scheduler and --use-checkpoint-opt_p
   "$mpiexec" -n 1 "$bin" --config configs/gpt-tiny.ini --load no/such/folder --override-opt_param-scheduler \
   --use-checkpoint-opt_param-scheduler --dry-run
 expect typo-suggests 2 'did you mean --num-layers' -- "$bin" --num-layres 4
+# Megatron's --exit-on-missing-checkpoint: a --load folder without a checkpoint stops the run
+# (exit 1, as Megatron's) before anything is built, from one rank, dry run included.
+expect exit-on-missing-checkpoint 1 '^gpt_pretrain: error on rank 0: --exit-on-missing-checkpoint: no checkpoint was found in --load no/such/folder' -- \
+  "$mpiexec" -n 2 "$bin" --config configs/gpt-tiny.ini --load no/such/folder --exit-on-missing-checkpoint --dry-run
 # The Llama-style configs parse and validate; K/V groups must split over TP.
 expect llama-tiny-dry-run 0 'num_query_groups \.+ 2' -- "$mpiexec" -n 2 "$bin" --config configs/llama-tiny.ini \
   --tensor-model-parallel-size 2 --vocab-size 512 --dry-run

@@ -103,6 +103,8 @@ def main():
     ap.add_argument("--timers", action="store_true")
     # With --timing-log-level: the phases expected as "<name>-time" at each log interval.
     ap.add_argument("--timer-tags", default="")
+    # With --log-throughput: Megatron's "throughput" (TFLOP/s per GPU) beside iteration-time.
+    ap.add_argument("--throughput", action="store_true")
     ap.add_argument("--no-loss-scale", action="store_true")
     ap.add_argument("--no-learning-rate", action="store_true")
     a = ap.parse_args()
@@ -159,6 +161,8 @@ def main():
             continue
         if it % a.log_interval == 0 and a.timers:
             put(("iteration-time", it), None)  # timed on the writing rank: present and positive
+            if a.throughput:
+                put(("throughput", it), None)  # from that time: present and positive
             for t in filter(None, a.timer_tags.split(",")):
                 put((t + "-time", it), None)  # the maximum over ranks: present and positive
         if it % a.tensorboard_log_interval:

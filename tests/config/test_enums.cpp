@@ -60,6 +60,10 @@ TEST(OptionEnums, EverySpellingParsesAndPrintsBack) {
     expect_every_value_round_trips<DeviceKind>("device", [](const Config& c) { return c.parallel.device; });
     expect_every_value_round_trips<OptimizerType>("optimizer", [](const Config& c) { return c.optimizer.optimizer; });
     expect_every_value_round_trips<LrDecayStyle>("lr-decay-style", [](const Config& c) { return c.optimizer.lr_decay_style; });
+    expect_every_value_round_trips<WsdDecayStyle>("lr-wsd-decay-style",
+                                                  [](const Config& c) { return c.optimizer.lr_wsd_decay_style; });
+    expect_every_value_round_trips<WeightDecayIncrStyle>("weight-decay-incr-style",
+                                                         [](const Config& c) { return c.optimizer.weight_decay_incr_style; });
     expect_every_value_round_trips<TokenizerType>("tokenizer-type", [](const Config& c) { return c.data.tokenizer_type; });
     expect_every_value_round_trips<LogLevel>("log-level", [](const Config& c) { return c.logging.log_level; });
     expect_every_value_round_trips<PlanFormat>("plan-format", [](const Config& c) { return c.plan.plan_format; });
@@ -119,7 +123,7 @@ TEST(OptionEnums, BadValueIsOneLineNamingFlagAndChoices) {
     EXPECT_EQ(usage_error({"--timing-log-option", "mean"}), "--timing-log-option must be one of minmax, max, all, got 'mean'");
     // Spellings are exact, as Megatron's argparse choices are.
     EXPECT_EQ(usage_error({"--lr-decay-style", "Cosine"}),
-              "--lr-decay-style must be one of constant, linear, cosine, got 'Cosine'");
+              "--lr-decay-style must be one of constant, linear, cosine, inverse-square-root, WSD, got 'Cosine'");
     const std::string ini = test::scratch_dir("enums") + "/bad.ini";
     std::ofstream(ini) << "device = tpu\n";
     EXPECT_EQ(usage_error({"--config", ini}), "--device must be one of auto, cuda, cpu, got 'tpu'");

@@ -1,7 +1,10 @@
 // Megatron's LR schedule and loss-scaler rules.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "core/errors.hpp"
 #include "optim/loss_scaler.hpp"
@@ -55,6 +58,121 @@ TEST(LrScheduler, CountsSamplesFromTheFlags) {
     EXPECT_THROW(LrScheduler::from_config(os, 0, 10000, 8), UsageError);
     EXPECT_THROW(LrScheduler(1e-3, 0.0, 100, 100, LrDecayStyle::Linear), UsageError);
     EXPECT_THROW(LrScheduler(1e-3, 1e-2, 0, 100, LrDecayStyle::Linear), UsageError);
+}
+
+// Expected values printed by Megatron-LM's own OptimizerParamScheduler (megatron/core/
+// optimizer_param_scheduler.py at d98e8a64dd, run with a stub optimizer): max-lr 1e-3,
+// min-lr 1e-4, 100 warm-up and 1100 decay samples, WSD annealing over the last 300. Each
+// value is a few double operations (and one pow, cos or sqrt of the same libm), each
+// rounded by half an ulp: |error| < 10 ulp, about 2e-18 at 1e-3, so 1e-17 absolute.
+struct MegatronLrCase {
+    const char* name;
+    ScheduleSpec spec;
+    std::array<double, 13> lr;  // at kSteps
+};
+constexpr std::array<std::int64_t, 13> kSteps{0, 1, 37, 100, 101, 350, 800, 801, 950, 1099, 1100, 1101, 5000};
+
+ScheduleSpec megatron_base(LrDecayStyle style) {
+    return ScheduleSpec{.max_lr = 1e-3, .min_lr = 1e-4, .warmup = 100, .decay = 1100, .style = style};
+}
+
+TEST(LrScheduler, FollowsMegatronsWarmupInitInverseSquareRootAndWsd) {
+    ScheduleSpec init = megatron_base(LrDecayStyle::Linear);
+    init.init_lr = 2e-4;
+    ScheduleSpec wsd = megatron_base(LrDecayStyle::Wsd);
+    wsd.wsd_decay = 300;
+    auto wsd_style = [&](WsdDecayStyle st) {
+        ScheduleSpec s = wsd;
+        s.wsd_style = st;
+        return s;
+    };
+    const std::vector<MegatronLrCase> cases{
+        {"warmup_init", init,
+         {0.0002, 0.00020800000000000001, 0.000496, 0.001, 0.0009991, 0.0007750000000000001, 0.00037000000000000005,
+          0.0003691, 0.00023500000000000002, 0.0001009, 0.0001, 0.0001, 0.0001}},
+        {"inverse-square-root", megatron_base(LrDecayStyle::InverseSquareRoot),
+         {0.0, 1e-05, 0.00037, 0.001, 0.000995037190209989, 0.0005345224838248487, 0.00035355339059327376,
+          0.00035333262666878667, 0.0003244428422615251, 0.00030164848870338083, 0.0003015113445777636, 0.0001,
+          0.0001}},
+        {"WSD exponential", wsd_style(WsdDecayStyle::Exponential),
+         {0.0, 1e-05, 0.00037, 0.001, 0.001, 0.001, 0.001, 0.000995845917748642, 0.0004727922061357856,
+          0.00010208184565795551, 0.0001, 0.0001, 0.0001}},
+        {"WSD linear", wsd_style(WsdDecayStyle::Linear),
+         {0.0, 1e-05, 0.00037, 0.001, 0.001, 0.001, 0.001, 0.000997, 0.00055, 0.00010299999999999997, 0.0001, 0.0001,
+          0.0001}},
+        {"WSD cosine", wsd_style(WsdDecayStyle::Cosine),
+         {0.0, 1e-05, 0.00037, 0.001, 0.001, 0.001, 0.001, 0.0009999753262144805, 0.00055, 0.00010002467378551954,
+          0.0001, 0.0001, 0.0001}},
+        {"WSD minus_sqrt", wsd_style(WsdDecayStyle::MinusSqrt),
+         {0.0, 1e-05, 0.00037, 0.001, 0.001, 0.001, 0.001, 0.0009480384757729336, 0.0003636038969321072,
+          0.00010150125208768378, 0.0001, 0.0001, 0.0001}},
+    };
+    for (const auto& c : cases) {
+        const LrScheduler s(c.spec);
+        for (std::size_t i = 0; i < kSteps.size(); ++i)
+            EXPECT_NEAR(s.lr_at(kSteps[i]), c.lr[i], 1e-17) << c.name << " at " << kSteps[i];
+    }
+}
+
+TEST(LrScheduler, WeightDecayRisesAsMegatronsGetWd) {
+    // Megatron's get_wd from 0.01 to 0.1 over 1000 samples; values to 10 ulp of 0.1.
+    const std::array<std::int64_t, 8> steps{0, 1, 250, 500, 999, 1000, 1001, 3000};
+    const std::array<double, 8> linear{0.01, 0.01009, 0.0325, 0.05500000000000001, 0.09991, 0.1, 0.1, 0.1};
+    const std::array<double, 8> cosine{0.01, 0.010000222065916381, 0.023180194846605363, 0.05500000000000001,
+                                       0.09999977793408363, 0.1, 0.1, 0.1};
+    for (const auto& [style, want] : {std::pair{WeightDecayIncrStyle::Linear, linear},
+                                      std::pair{WeightDecayIncrStyle::Cosine, cosine}}) {
+        ScheduleSpec sp = megatron_base(LrDecayStyle::Linear);
+        sp.start_wd = 0.01;
+        sp.end_wd = 0.1;
+        sp.wd_incr = 1000;
+        sp.wd_style = style;
+        LrScheduler s(sp);
+        for (std::size_t i = 0; i < steps.size(); ++i)
+            EXPECT_NEAR(s.weight_decay_at(steps[i]), want[i], 1e-15) << style << " at " << steps[i];
+        s.set_num_steps(500);
+        EXPECT_EQ(s.weight_decay(), s.weight_decay_at(500));
+    }
+}
+
+TEST(LrScheduler, WsdAndWeightDecayFromTheFlags) {
+    OptimizerConfig o;
+    o.lr = 1e-3;
+    o.min_lr = 1e-4;
+    o.lr_decay_style = LrDecayStyle::Wsd;
+    o.lr_wsd_decay_iters = 30;
+    o.lr_wsd_decay_style = WsdDecayStyle::Linear;
+    o.lr_warmup_iters = 10;
+    o.weight_decay = 0.05;
+    auto s = LrScheduler::from_config(o, 100, 0, 8);  // --train-iters 100, gbs 8
+    EXPECT_EQ(s.spec().wsd_decay, 240);
+    EXPECT_EQ(s.spec().wsd_style, WsdDecayStyle::Linear);
+    EXPECT_EQ(s.weight_decay_steps(), 800);
+    EXPECT_EQ(s.weight_decay_at(0), 0.05);  // constant: --weight-decay
+    EXPECT_EQ(s.lr_at(560), 1e-3);          // the stable phase ends at 800 - 240
+    EXPECT_LT(s.lr_at(561), 1e-3);
+    o.weight_decay_incr_style = WeightDecayIncrStyle::Cosine;
+    EXPECT_THROW(LrScheduler::from_config(o, 100, 0, 8), UsageError);  // no start/end
+    o.start_weight_decay = 0.0;
+    o.end_weight_decay = 0.1;
+    s = LrScheduler::from_config(o, 100, 0, 8);
+    EXPECT_EQ(s.weight_decay_at(0), 0.0);
+    EXPECT_EQ(s.weight_decay_at(800), 0.1);
+    o.lr_wsd_decay_iters = 91;  // does not fit in the 90 iterations after the warm-up
+    EXPECT_THROW(LrScheduler::from_config(o, 100, 0, 8), UsageError);
+    o.lr_wsd_decay_iters = 90;
+    EXPECT_NO_THROW(LrScheduler::from_config(o, 100, 0, 8));
+    o.lr_warmup_iters = 0;
+    o.lr_warmup_samples = 80;
+    EXPECT_THROW(LrScheduler::from_config(o, 0, 800, 8), UsageError);  // --lr-wsd-decay-iters with --train-samples
+    o.lr_wsd_decay_iters = 0;
+    o.lr_wsd_decay_samples = 240;
+    s = LrScheduler::from_config(o, 0, 800, 8);
+    EXPECT_EQ(s.spec().wsd_decay, 240);
+    EXPECT_EQ(s.weight_decay_steps(), 800);
+    ScheduleSpec bad = megatron_base(LrDecayStyle::Linear);
+    bad.init_lr = 2e-3;  // above --lr
+    EXPECT_THROW(LrScheduler{bad}, UsageError);
 }
 
 TEST(LossScaler, DynamicFollowsMegatronsHysteresisAndWindow) {

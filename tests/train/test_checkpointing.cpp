@@ -487,6 +487,9 @@ TEST(Checkpointing, EmptyLoadFolderIsAFreshStartAndKeepLastRetains) {
     cfg.checkpoint.save = dir;
     cfg.checkpoint.load = dir;
     cfg.checkpoint.keep_last = 2;
+    cfg.checkpoint.exit_on_missing_checkpoint = true;  // Megatron's: no fresh start
+    EXPECT_THROW(train_for(cfg, 1, 1, true), IoError);
+    cfg.checkpoint.exit_on_missing_checkpoint = false;
     for (int i = 0; i < 3; ++i) EXPECT_EQ(train_for(cfg, 1, 1, true).iteration, i + 1);
     EXPECT_EQ(ckpt::list_iterations(dir), (std::vector<std::int64_t>{2, 3}));
     // Loading 3 and saving at once does not write iteration 3 again.

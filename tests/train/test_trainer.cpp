@@ -123,6 +123,23 @@ TEST(Trainer, NanLossIsAnErrorNamingTheIteration) {
     }
 }
 
+// The optimizer takes each step's weight decay from the schedule (Megatron's
+// --weight-decay-incr-style), not --weight-decay: a linear schedule held at 0.2 trains as a
+// constant 0.2, not as the --weight-decay it leaves unused.
+TEST(Trainer, WeightDecayComesFromTheSchedule) {
+    Config cfg = test::tiny::train();
+    cfg.training.train_iters = 6;
+    cfg.optimizer.weight_decay = 0.2;
+    const auto constant = run_losses(cfg);
+    cfg.optimizer.weight_decay = 0.01;
+    const auto unused = run_losses(cfg);
+    cfg.optimizer.weight_decay_incr_style = WeightDecayIncrStyle::Linear;
+    cfg.optimizer.start_weight_decay = cfg.optimizer.end_weight_decay = 0.2;
+    const auto scheduled = run_losses(cfg);
+    EXPECT_EQ(scheduled, constant);
+    EXPECT_NE(scheduled, unused);
+}
+
 TEST(Trainer, DataParallelMatchesOneRankWithTheSameGlobalBatch) {
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);

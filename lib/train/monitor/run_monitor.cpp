@@ -117,8 +117,10 @@ void RunMonitor::after_step(const IterationRecord& rec, const TrainingState& sta
         ti.batch_size = global_batch_;
         ti.world_size = groups_.world_size();
         tb_->iteration(ti, be_);
-        if (state.iteration % every == 0)
-            tb_->iteration_time(state.iteration, interval_ms_ * 1e-3 / interval_iters_);
+        if (state.iteration % every == 0) {
+            const double seconds = interval_ms_ * 1e-3 / interval_iters_;
+            tb_->iteration_time(state.iteration, seconds, tflops_per_gpu(seconds));
+        }
     }
     if (state.iteration % every == 0) {
         if (logs()) log_interval(rec, state);
@@ -152,13 +154,17 @@ void RunMonitor::profile_edges(std::int64_t iteration, bool before_step) {
     }
 }
 
+double RunMonitor::tflops_per_gpu(double seconds_per_iteration) const {
+    return flops_per_iteration_ / seconds_per_iteration / 1e12 / groups_.world_size();
+}
+
 void RunMonitor::log_interval(const IterationRecord& last, const TrainingState& state) {
     IntervalStats s;
     s.iteration = state.iteration;
     s.train_iters = train_iters_;
     s.consumed_samples = state.consumed_train;
     s.elapsed_ms_per_iteration = interval_ms_ / static_cast<double>(interval_iters_);
-    s.tflops_per_gpu = flops_per_iteration_ / (s.elapsed_ms_per_iteration * 1e-3) / 1e12 / groups_.world_size();
+    s.tflops_per_gpu = tflops_per_gpu(s.elapsed_ms_per_iteration * 1e-3);
     s.learning_rate = state.scheduler.lr();
     s.global_batch_size = global_batch_;
     if (interval_applied_ > 0) s.lm_loss = interval_loss_ / static_cast<double>(interval_applied_);

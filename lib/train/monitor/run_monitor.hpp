@@ -71,6 +71,8 @@ public:
 private:
     // --profile: cudaProfilerStart/Stop on the window's edges.
     void profile_edges(std::int64_t iteration, bool before_step);
+    // Megatron's throughput: model FLOPs per iteration over the time, per rank, in TFLOP/s.
+    double tflops_per_gpu(double seconds_per_iteration) const;
     void log_interval(const IterationRecord& last, const TrainingState& state);
     // Every log interval with --timing-log-level > 0 or --log-straggler (collective): the
     // timer block and the straggler lines, printed by rank 0; resets the timers.

@@ -42,9 +42,10 @@ void TensorboardLog::iteration(const TensorboardIteration& it, const Backend& ba
     writer_.flush();
 }
 
-void TensorboardLog::iteration_time(std::int64_t iteration, double seconds_per_iteration) {
+void TensorboardLog::iteration_time(std::int64_t iteration, double seconds_per_iteration, double tflops_per_gpu) {
     if (!cfg_.log_timers_to_tensorboard) return;
     writer_.add_scalar("iteration-time", seconds_per_iteration, iteration);
+    if (cfg_.log_throughput) writer_.add_scalar("throughput", tflops_per_gpu, iteration);
     writer_.flush();
 }
 

@@ -36,8 +36,9 @@ public:
     // Every iteration; writes on multiples of --tensorboard-log-interval, then flushes.
     void iteration(const TensorboardIteration& it, const Backend& backend);
     // At each --log-interval with --log-timers-to-tensorboard: iteration-time (seconds per
-    // iteration over the interval).
-    void iteration_time(std::int64_t iteration, double seconds_per_iteration);
+    // iteration over the interval) and, with --log-throughput, throughput (model TFLOP/s
+    // per GPU over the interval), as Megatron's training_log.
+    void iteration_time(std::int64_t iteration, double seconds_per_iteration, double tflops_per_gpu);
     // One evaluation: `name` "" for the single validation set (tag "lm loss validation"),
     // a set's name with --multiple-validation-sets ("lm loss validation <name>"), or "test"
     // for the test set ("lm loss test"). Flushes.

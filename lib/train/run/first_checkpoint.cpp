@@ -29,4 +29,10 @@ std::optional<FirstCheckpoint> open_first_checkpoint(const CheckpointConfig& ck)
     return first;
 }
 
+void require_found_checkpoint(const CheckpointConfig& ck, bool found) {
+    GPT_REQUIRE(found || ck.load.empty() || !ck.exit_on_missing_checkpoint, IoError,
+                "--exit-on-missing-checkpoint: no checkpoint was found in --load ", ck.load,
+                " (no latest_checkpointed_iteration.txt there); a typo in the path?");
+}
+
 }  // namespace gpt::train

@@ -25,4 +25,9 @@ struct FirstCheckpoint {
 // in the folder). The same errors as the load's for a --ckpt-step or tracker it cannot follow.
 std::optional<FirstCheckpoint> open_first_checkpoint(const CheckpointConfig& ck);
 
+// --exit-on-missing-checkpoint (Megatron's): a --load folder that is empty or absent
+// (`found` false) is an IoError naming the folder, exit 1 as Megatron's, instead of a fresh
+// start. (A folder whose checkpoints are all damaged is a DataError with or without it.)
+void require_found_checkpoint(const CheckpointConfig& ck, bool found);
+
 }  // namespace gpt::train

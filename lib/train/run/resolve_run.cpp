@@ -20,6 +20,7 @@ RunConfig resolve_run(Config cfg, int world_size, int local_world_size) {
     // The checkpoint --load tries first, opened once for what the run takes from it before
     // the ranks build anything: its padded vocabulary and its data positions.
     const std::optional<FirstCheckpoint> first = open_first_checkpoint(r.cfg.checkpoint);
+    require_found_checkpoint(r.cfg.checkpoint, first.has_value());
     // A resumed run keeps its checkpoint's padded vocabulary when the TP size changed.
     const std::string vocab_note = adopt_checkpoint_vocab(r.cfg, first);
     if (!vocab_note.empty()) GPT_LOG(info) << vocab_note;

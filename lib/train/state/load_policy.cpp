@@ -45,6 +45,7 @@ std::string schedule_differences(const optim::LrScheduler& saved, const optim::L
     auto cmp = [&](const char* what, auto a, auto b) {
         if (a != b) os << (os.tellp() > 0 ? "; " : "") << what << ": " << a << " in the checkpoint, " << b << " in this run";
     };
+    cmp("warm-up's first learning rate", saved.lr_at(0), run.lr_at(0));
     cmp("max learning rate", saved.lr_at(saved.warmup_steps()), run.lr_at(run.warmup_steps()));
     cmp("warm-up samples", saved.warmup_steps(), run.warmup_steps());
     cmp("decay samples", saved.decay_steps(), run.decay_steps());
@@ -52,6 +53,20 @@ std::string schedule_differences(const optim::LrScheduler& saved, const optim::L
     // The decay style shows halfway (linear and cosine agree at both ends).
     cmp("learning rate halfway through the decay", saved.lr_at((saved.warmup_steps() + saved.decay_steps()) / 2),
         run.lr_at((run.warmup_steps() + run.decay_steps()) / 2));
+    const optim::ScheduleSpec &a = saved.spec(), &b = run.spec();
+    if (a.style == LrDecayStyle::Wsd || b.style == LrDecayStyle::Wsd) {
+        cmp("WSD annealing samples", a.wsd_decay, b.wsd_decay);
+        cmp("WSD annealing style", a.wsd_style, b.wsd_style);
+    }
+    // Megatron's start_wd, end_wd and wd_incr_style; the style shows halfway.
+    cmp("first weight decay", saved.weight_decay_at(0), run.weight_decay_at(0));
+    cmp("final weight decay", saved.weight_decay_at(saved.weight_decay_steps()),
+        run.weight_decay_at(run.weight_decay_steps()));
+    if (a.wd_style != WeightDecayIncrStyle::Constant || b.wd_style != WeightDecayIncrStyle::Constant) {
+        cmp("weight-decay schedule samples", a.wd_incr, b.wd_incr);
+        cmp("weight decay halfway through the run", saved.weight_decay_at(a.wd_incr / 2),
+            run.weight_decay_at(b.wd_incr / 2));
+    }
     return os.str();
 }
 

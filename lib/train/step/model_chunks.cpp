@@ -255,7 +255,7 @@ std::string ModelChunks::first_non_finite_grad() {
     return "";
 }
 
-optim::StepResult ModelChunks::step(double lr, double loss_scale) {
+optim::StepResult ModelChunks::step(double lr, double weight_decay, double loss_scale) {
     optim::GradNorm norm;
     {
         // The grad norm clipping needs; the overflow check rides in the same pass.
@@ -271,7 +271,10 @@ optim::StepResult ModelChunks::step(double lr, double loss_scale) {
         norm = optim::AdamOptimizer::finish_grad_norm(stats, loss_scale);
     }
     optim::StepResult r;
-    for (auto& o : optimizers_) r = o->step(lr, loss_scale, norm);
+    for (auto& o : optimizers_) {
+        o->set_weight_decay(weight_decay);
+        r = o->step(lr, loss_scale, norm);
+    }
     return r;
 }
 

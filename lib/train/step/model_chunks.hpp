@@ -48,8 +48,9 @@ public:
     // the schedule, then finalize_grads. Returns the mean lm loss, the same on every rank.
     // dloss: d objective / d token loss; first_stream: global micro-batches done so far.
     double forward_backward(MicroBatchSource& data, float dloss, std::uint64_t first_stream);
-    // Adam on every chunk with one grad norm (and overflow flag) over all stages and chunks.
-    optim::StepResult step(double lr, double loss_scale);
+    // Adam on every chunk with one grad norm (and overflow flag) over all stages and chunks,
+    // at the learning rate and weight decay the schedule gives for this step.
+    optim::StepResult step(double lr, double weight_decay, double loss_scale);
     // Mean lm loss over `iters` global batches, dropout off, the same on every rank.
     double evaluate(MicroBatchSource& data, int iters);
 
