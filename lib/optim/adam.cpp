@@ -111,6 +111,13 @@ std::array<double, 2> AdamOptimizer::local_grad_stats() const {
     return local;
 }
 
+double AdamOptimizer::local_param_sum_squares() const {
+    double sum = 0.0;
+    for (const Range& r : norm_ranges_)
+        if (r.counted) sum += be_.grad_stats(main_ + (r.begin - shard_begin_), r.end - r.begin).sum_squares;
+    return sum;
+}
+
 GradNorm AdamOptimizer::finish_grad_norm(const std::array<double, 2>& reduced, double loss_scale) {
     GradNorm r;
     r.finite = reduced[1] == 0.0 && std::isfinite(reduced[0]);

@@ -63,6 +63,11 @@ public:
     // over norm_group() and steps each with the common norm.
     std::array<double, 2> local_grad_stats() const;
     static GradNorm finish_grad_norm(const std::array<double, 2>& reduced, double loss_scale);
+    // This rank's share of the parameters' squared L2 norm (Megatron's calc_params_l2_norm):
+    // the fp32 main parameters of the same counted ranges as the gradient norm (TP-replicated
+    // ones on TP rank 0, the head's copy of the tied embedding not at all), this rank's shard
+    // only when sharded. Sum over norm_group() and take the root for the norm.
+    double local_param_sum_squares() const;
     // Unscale, check, clip to --clip-grad, update. Skips (and does not count a step) when a
     // gradient is not finite. Sharded: reads only the shard of the grad buffer, which must
     // hold the DP sum of the gradients there (the rest may be garbage), updates the shard,

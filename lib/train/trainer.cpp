@@ -160,6 +160,8 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
         rec.skipped = r.skipped;
         rec.grad_norm = r.skipped ? std::nan("") : r.grad.norm;
     }
+    // Megatron computes it after every step when asked, skipped or not (collective).
+    rec.params_norm = cfg_.logging.log_params_norm ? chunks_->params_norm() : std::nan("");
     be_.synchronize();
     rec.elapsed_ms = sw.seconds() * 1000.0;
     history_.push_back(rec);

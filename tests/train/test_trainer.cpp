@@ -140,6 +140,36 @@ TEST(Trainer, WeightDecayComesFromTheSchedule) {
     EXPECT_NE(scheduled, unused);
 }
 
+// --log-params-norm: after each step, the L2 norm of the model's parameters, each counted
+// once (the head's copy of the tied embedding left out), as Megatron's calc_params_l2_norm.
+TEST(Trainer, ParamsNormIsTheNormOfTheParameters) {
+    Config cfg = test::tiny::train();
+    cfg.training.train_iters = 3;
+    cfg.optimizer.lr_warmup_iters = 1;
+    std::vector<IterationRecord> off;
+    run_losses(cfg, MPI_COMM_SELF, &off);
+    EXPECT_TRUE(std::isnan(off.back().params_norm));
+    cfg.logging.log_params_norm = true;
+    dist::ProcessGroups groups(MPI_COMM_SELF, 1, 1);
+    auto be = make_backend("cpu", 0);
+    Trainer tr(cfg, groups, *be);
+    test::WalkSource src(static_cast<int>(cfg.model.vocab_size), cfg.model.seq_length,
+                         cfg.training.micro_batch_size, 0, 1);
+    for (int i = 0; i < 3; ++i) tr.train_step(src);
+    model::GptModel& m = tr.chunks().chunk(0);
+    ASSERT_EQ(m.options().dtype, DType::F32);  // the model's own parameters are the main ones
+    const float* p = static_cast<const float*>(m.params());
+    double sum = 0.0;
+    for (const auto& e : m.layout().entries()) {
+        if (e.name == model::ParamLayout::word_embeddings_for_head()) continue;
+        for (std::int64_t i = 0; i < e.numel; ++i) sum += static_cast<double>(p[e.offset + i]) * p[e.offset + i];
+    }
+    // Both sum the same fp32 squares in double, in other orders: relative error below n x 2^-53.
+    const auto& h = tr.history();
+    EXPECT_NEAR(h.back().params_norm, std::sqrt(sum), 1e-12 * std::sqrt(sum));
+    EXPECT_NE(h.at(0).params_norm, h.at(1).params_norm);  // after each step's update
+}
+
 TEST(Trainer, DataParallelMatchesOneRankWithTheSameGlobalBatch) {
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -150,6 +180,15 @@ TEST(Trainer, DataParallelMatchesOneRankWithTheSameGlobalBatch) {
     auto one = run_losses(cfg, MPI_COMM_SELF);
     auto two = run_losses(cfg, MPI_COMM_WORLD);
     for (std::size_t i = 0; i < one.size(); ++i) EXPECT_NEAR(one[i], two[i], 1e-5 * one[i]);
+    // --log-params-norm with the distributed optimizer: each DP rank's shard of the main
+    // parameters, summed over the data-parallel group, is the whole model's norm.
+    cfg.logging.log_params_norm = true;
+    std::vector<IterationRecord> r1, r2;
+    run_losses(cfg, MPI_COMM_SELF, &r1);
+    cfg.parallel.use_distributed_optimizer = true;
+    run_losses(cfg, MPI_COMM_WORLD, &r2);
+    for (std::size_t i = 0; i < r1.size(); ++i)
+        EXPECT_NEAR(r1[i].params_norm, r2[i].params_norm, 1e-5 * r1[i].params_norm) << "iteration " << i + 1;
 }
 
 // Tensor parallel over 2 ranks: heads, MLP and vocabulary sharded, same losses and grad norms
@@ -161,6 +200,7 @@ TEST(Trainer, TensorParallelMatchesOneRank) {
     Config cfg = test::tiny::train();
     cfg.training.train_iters = 5;
     cfg.model.hidden_dropout = 0.1;
+    cfg.logging.log_params_norm = true;
     std::vector<IterationRecord> r1, r2;
     auto one = run_losses(cfg, MPI_COMM_SELF, &r1);
     cfg.parallel.tensor_model_parallel_size = 2;
@@ -168,6 +208,8 @@ TEST(Trainer, TensorParallelMatchesOneRank) {
     for (std::size_t i = 0; i < one.size(); ++i) {
         EXPECT_NEAR(one[i], two[i], 1e-5 * one[i]);
         EXPECT_NEAR(r1[i].grad_norm, r2[i].grad_norm, 1e-4 * r1[i].grad_norm);
+        // TP-replicated parameters (layernorms, row-parallel biases) counted once.
+        EXPECT_NEAR(r1[i].params_norm, r2[i].params_norm, 1e-5 * r1[i].params_norm);
     }
 }
 

@@ -26,7 +26,9 @@ void MetricsFile::write(const IterationMetrics& m) {
     out_ << "{\"iteration\": " << m.iteration << ", \"lm_loss\": " << num(m.lm_loss)
          << ", \"lr\": " << num(m.lr) << ", \"grad_norm\": " << num(m.grad_norm)
          << ", \"loss_scale\": " << num(m.loss_scale) << ", \"elapsed_ms\": " << num(m.elapsed_ms)
-         << ", \"tokens_per_s\": " << num(m.tokens_per_s)
+         << ", \"tokens_per_s\": " << num(m.tokens_per_s);
+    if (!std::isnan(m.params_norm)) out_ << ", \"params_norm\": " << num(m.params_norm);
+    out_
          << ", \"skipped\": " << (m.skipped ? "true" : "false") << "}\n";
     out_.flush();
     GPT_REQUIRE(out_.good(), IoError, "writing --metrics-file ", path_, " failed");

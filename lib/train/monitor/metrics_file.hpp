@@ -2,6 +2,7 @@
 // plotting and for scripts that check a run (loss going down, no skipped steps).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -13,6 +14,7 @@ struct IterationMetrics {
     double lm_loss = 0.0;
     double lr = 0.0;
     double grad_norm = 0.0;  // NaN (written as null) for a skipped iteration
+    double params_norm = std::nan("");  // --log-params-norm (NaN: not written)
     double loss_scale = 1.0;
     double elapsed_ms = 0.0;
     double tokens_per_s = 0.0;

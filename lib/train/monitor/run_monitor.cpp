@@ -99,6 +99,7 @@ void RunMonitor::after_step(const IterationRecord& rec, const TrainingState& sta
         m.lm_loss = rec.lm_loss;
         m.lr = rec.lr;
         m.grad_norm = rec.grad_norm;
+        m.params_norm = rec.params_norm;
         m.loss_scale = rec.loss_scale;
         m.elapsed_ms = rec.elapsed_ms;
         m.tokens_per_s = batch_tokens_ / (rec.elapsed_ms * 1e-3);
@@ -113,6 +114,7 @@ void RunMonitor::after_step(const IterationRecord& rec, const TrainingState& sta
         ti.learning_rate = rec.lr;
         ti.loss_scale = rec.loss_scale;
         ti.grad_norm = rec.grad_norm;
+        ti.params_norm = rec.params_norm;
         ti.skipped = rec.skipped;
         ti.batch_size = global_batch_;
         ti.world_size = groups_.world_size();
@@ -170,6 +172,7 @@ void RunMonitor::log_interval(const IterationRecord& last, const TrainingState& 
     if (interval_applied_ > 0) s.lm_loss = interval_loss_ / static_cast<double>(interval_applied_);
     s.loss_scale = state.scaler.scale();
     if (!last.skipped) s.grad_norm = last.grad_norm;
+    if (!std::isnan(last.params_norm)) s.params_norm = last.params_norm;
     s.skipped_iterations = interval_skipped_;
     s.nan_iterations = interval_nan_;
     GPT_LOG(info) << format_iteration_line(s);

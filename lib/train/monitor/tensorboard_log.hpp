@@ -4,6 +4,7 @@
 // is log::TensorboardWriter.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,6 +22,7 @@ struct TensorboardIteration {
     double learning_rate = 0.0;
     double loss_scale = 1.0;
     double grad_norm = 0.0;
+    double params_norm = std::nan("");  // --log-params-norm
     bool skipped = false;               // no loss and no grad norm (Megatron logs neither)
     std::int64_t batch_size = 0;
     int world_size = 1;

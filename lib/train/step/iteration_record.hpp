@@ -11,6 +11,7 @@ struct IterationRecord {
     double lm_loss = 0.0;       // mean over the global batch
     double lr = 0.0;            // the learning rate this step used
     double grad_norm = 0.0;     // NaN when skipped
+    double params_norm = 0.0;   // after the step, with --log-params-norm; NaN without it
     double loss_scale = 1.0;    // the scale this step used
     bool skipped = false;
     bool spiky = false;         // skipped by --check-for-spiky-loss

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "core/errors.hpp"
 #include "train/step/chunk_layout.hpp"
@@ -276,6 +277,14 @@ optim::StepResult ModelChunks::step(double lr, double weight_decay, double loss_
         r = o->step(lr, loss_scale, norm);
     }
     return r;
+}
+
+double ModelChunks::params_norm() {
+    double sum = 0.0;
+    for (auto& o : optimizers_) sum += o->local_param_sum_squares();
+    auto& group = optimizers_.front()->norm_group();
+    if (group.size() > 1) group.all_reduce(&sum, 1, dist::CommType::F64, dist::ReduceOp::Sum);
+    return std::sqrt(sum);
 }
 
 double ModelChunks::evaluate(MicroBatchSource& data, int iters) {

@@ -51,6 +51,9 @@ public:
     // Adam on every chunk with one grad norm (and overflow flag) over all stages and chunks,
     // at the learning rate and weight decay the schedule gives for this step.
     optim::StepResult step(double lr, double weight_decay, double loss_scale);
+    // The L2 norm of every parameter of the model (each counted once), the same on every
+    // rank: collective over the optimizers' norm group.
+    double params_norm();
     // Mean lm loss over `iters` global batches, dropout off, the same on every rank.
     double evaluate(MicroBatchSource& data, int iters);
 
