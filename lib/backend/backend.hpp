@@ -142,6 +142,7 @@ struct AdamArgs {
 struct GradStats {
     double sum_squares = 0.0;
     bool finite = true;
+    std::int64_t zeros = 0;  // elements equal to zero (Megatron's --log-num-zeros-in-grad)
 };
 
 // The ops below are checked once, here: each public op validates its arguments (shapes,
@@ -383,7 +384,8 @@ public:
 
     // ---- optimizer ----------------------------------------------------------------
     void adam_step(const AdamArgs& a);
-    // Sum of squares of an fp32 gradient range and whether every element is finite.
+    // Sum of squares of an fp32 gradient range, whether every element is finite, and how
+    // many are zero.
     GradStats grad_stats(const float* g, std::int64_t n);
     // Sum of x[i] over an fp32 array (losses)
     double sum(const float* x, std::int64_t n);

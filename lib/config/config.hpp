@@ -208,7 +208,8 @@ struct LoggingConfig {
     int tensorboard_queue_size = 1000;  // accepted; we flush every log interval instead
     bool log_timers_to_tensorboard = false;
     bool log_throughput = false;  // TensorBoard's throughput (the log line always has it)
-    bool log_params_norm = false;  // the parameters' L2 norm after each step: log line, TensorBoard, metrics
+    bool log_params_norm = false;
+    bool log_num_zeros_in_grad = false;  // zero gradient elements per step: log line, TensorBoard, metrics  // the parameters' L2 norm after each step: log line, TensorBoard, metrics
     bool log_validation_ppl_to_tensorboard = false;
     bool log_memory_to_tensorboard = false;
     bool log_world_size_to_tensorboard = false;

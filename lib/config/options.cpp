@@ -259,6 +259,7 @@ private:
         add(lg, "log-dir", &C::logging, &LoggingConfig::log_dir, "write one log file per rank here");
         add(lg, "metrics-file", &C::logging, &LoggingConfig::metrics_file, "JSON lines of per-iteration metrics");
         add(lg, "log-params-norm", &C::logging, &LoggingConfig::log_params_norm, "compute the parameters' L2 norm after each step: 'params norm' in the log line, params-norm in TensorBoard, params_norm in the metrics file");
+        add(lg, "log-num-zeros-in-grad", &C::logging, &LoggingConfig::log_num_zeros_in_grad, "count the gradient elements equal to zero each step (each parameter once): 'num zeros' in the log line, num-zeros in TensorBoard, num_zeros in the metrics file");
         add(lg, "dry-run", &C::logging, &LoggingConfig::dry_run, "validate the configuration, print the arguments and rank layout, and exit");
         groups.emplace_back("logging", lg);
 
@@ -388,7 +389,6 @@ const std::map<std::string, std::string>& unsupported_flags() {
         {"manual-gc", "there is no garbage collector to schedule (no Python); drop the flag"},
         {"manual-gc-interval", "there is no garbage collector to schedule (no Python); drop the flag"},
         {"empty-unused-memory-level", "there is no caching allocator cache to empty (PyTorch's); drop the flag"},
-        {"log-num-zeros-in-grad", "not implemented: zeros in the gradients are not counted"},
         {"log-energy", "not implemented: energy is not measured"},
         {"log-progress", "not implemented: no progress.txt is written"},
         {"fim-rate", "fill-in-the-middle data is not implemented"},

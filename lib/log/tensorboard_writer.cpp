@@ -6,6 +6,7 @@
 #include <bit>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -86,14 +87,20 @@ std::string file_version_event(double wall_time) {
 std::string scalar_event(double wall_time, std::int64_t step, std::string_view tag, float value) {
     std::string v;
     put_bytes(v, kValueTag, tag);
-    put_key(v, kValueSimpleValue, 5);
-    put_le(v, value);
+    // proto3 leaves out a scalar field at its default (+0.0, step 0), as TensorBoard's own
+    // writers do; -0.0 is not the default and is written.
+    if (!(value == 0.0f && !std::signbit(value))) {
+        put_key(v, kValueSimpleValue, 5);
+        put_le(v, value);
+    }
     std::string summary;
     put_bytes(summary, kSummaryValue, v);
     std::string e;
     put_wall_time(e, wall_time);
-    put_key(e, kEventStep, 0);
-    put_varint(e, static_cast<std::uint64_t>(step));  // int64: negative steps as 10-byte varints
+    if (step != 0) {
+        put_key(e, kEventStep, 0);
+        put_varint(e, static_cast<std::uint64_t>(step));  // int64: negative steps as 10-byte varints
+    }
     put_bytes(e, kEventSummary, summary);
     return e;
 }

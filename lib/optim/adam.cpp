@@ -31,16 +31,18 @@ AdamOptimizer::AdamOptimizer(const OptimizerConfig& cfg, model::GptModel& model,
         own_main_ = true;
     }
     const int tp_rank = model.dims().tp_rank;
+    // Replicated over TP: count on TP rank 0 only. The pipeline's copy of the tied
+    // embedding duplicates the first stage's.
+    auto counted_entry = [&](const model::ParamEntry& e) {
+        return !(e.tp_duplicate && tp_rank != 0) && e.name != model::ParamLayout::word_embeddings_for_head();
+    };
     for (const auto& e : model.layout().entries()) {
         const std::int64_t end = e.offset + e.numel;
         if (!update_ranges_.empty() && update_ranges_.back().weight_decay == e.weight_decay)
             update_ranges_.back().end = end;
         else
             update_ranges_.push_back(Range{e.offset, end, e.weight_decay, true});
-        // Replicated over TP: count on TP rank 0 only. The pipeline's copy of the tied
-        // embedding duplicates the first stage's.
-        const bool counted = !(e.tp_duplicate && tp_rank != 0) &&
-                             e.name != model::ParamLayout::word_embeddings_for_head();
+        const bool counted = counted_entry(e);
         if (!norm_ranges_.empty() && norm_ranges_.back().counted == counted)
             norm_ranges_.back().end = end;
         else
@@ -55,6 +57,13 @@ AdamOptimizer::AdamOptimizer(const OptimizerConfig& cfg, model::GptModel& model,
             if (r.begin < r.end) kept.push_back(r);
         }
         *ranges = std::move(kept);
+    }
+    // The counted ranges merge neighbouring entries with the padding between them.
+    for (const Range& r : norm_ranges_)
+        if (r.counted) counted_padding_ += r.end - r.begin;
+    for (const auto& e : model.layout().entries()) {
+        const std::int64_t b = std::max(e.offset, shard_begin_), x = std::min(e.offset + e.numel, shard_end);
+        if (counted_entry(e) && b < x) counted_padding_ -= x - b;
     }
     exp_avg_ = static_cast<float*>(be_.alloc(bytes));
     exp_avg_sq_ = static_cast<float*>(be_.alloc(bytes));
@@ -100,14 +109,18 @@ OptimizerMemory AdamOptimizer::memory() const {
     return OptimizerMemory{own_main_ ? bytes : 0, 2 * bytes};
 }
 
-std::array<double, 2> AdamOptimizer::local_grad_stats() const {
+GradStatShares AdamOptimizer::local_grad_stats() const {
     const float* g = model_.grads();
-    std::array<double, 2> local{0.0, 0.0};  // sum of squares, count of non-finite ranges
+    GradStatShares local{0.0, 0.0, 0.0};
     for (const Range& r : norm_ranges_) {
         const GradStats st = be_.grad_stats(g + r.begin, r.end - r.begin);
         if (!st.finite) local[1] += 1.0;
-        if (r.counted) local[0] += st.sum_squares;
+        if (r.counted) {
+            local[0] += st.sum_squares;
+            local[2] += static_cast<double>(st.zeros);
+        }
     }
+    local[2] -= static_cast<double>(counted_padding_);
     return local;
 }
 
@@ -118,16 +131,18 @@ double AdamOptimizer::local_param_sum_squares() const {
     return sum;
 }
 
-GradNorm AdamOptimizer::finish_grad_norm(const std::array<double, 2>& reduced, double loss_scale) {
+GradNorm AdamOptimizer::finish_grad_norm(const GradStatShares& reduced, double loss_scale) {
     GradNorm r;
     r.finite = reduced[1] == 0.0 && std::isfinite(reduced[0]);
     r.norm = r.finite ? std::sqrt(reduced[0]) / loss_scale : std::nan("");
+    r.zeros = static_cast<std::int64_t>(reduced[2]);
     return r;
 }
 
 GradNorm AdamOptimizer::grad_norm(double loss_scale) {
-    std::array<double, 2> local = local_grad_stats();
-    if (norm_.size() > 1) norm_.all_reduce(local.data(), 2, dist::CommType::F64, dist::ReduceOp::Sum);
+    GradStatShares local = local_grad_stats();
+    if (norm_.size() > 1)
+        norm_.all_reduce(local.data(), static_cast<std::int64_t>(local.size()), dist::CommType::F64, dist::ReduceOp::Sum);
     return finish_grad_norm(local, loss_scale);
 }
 

@@ -27,7 +27,15 @@ namespace gpt::optim {
 struct GradNorm {
     double norm = 0.0;   // of the unscaled gradients, over the whole model
     bool finite = true;  // every gradient element of every rank is finite
+    // Gradient elements equal to zero over the whole model, each parameter counted once
+    // (Megatron's --log-num-zeros-in-grad). Counted on the loss-scaled gradients: unscaling
+    // in fp32 would zero only magnitudes below 2^-149 x the scale.
+    std::int64_t zeros = 0;
 };
+
+// local_grad_stats' shares: {sum of squares, non-finite ranges, zero elements}, added over
+// a norm group as doubles (counts below 2^53 are exact).
+using GradStatShares = std::array<double, 3>;
 
 struct StepResult {
     bool skipped = false;  // found inf/nan: no update (fp16 loss scaling)
@@ -58,11 +66,12 @@ public:
     // pipeline's copy of the tied embedding is not counted twice.
     GradNorm grad_norm(double loss_scale);
     // This rank's share before any reduction: {sum of squares of counted grads, number of
-    // non-finite ranges}, over this rank's shard only when sharded. A rank holding several
-    // model chunks (interleaved pipeline) sums its optimizers' shares, reduces them once
-    // over norm_group() and steps each with the common norm.
-    std::array<double, 2> local_grad_stats() const;
-    static GradNorm finish_grad_norm(const std::array<double, 2>& reduced, double loss_scale);
+    // non-finite ranges, zeros among the counted parameters' grads}, over this rank's shard
+    // only when sharded. A rank holding several model chunks (interleaved pipeline) sums its
+    // optimizers' shares, reduces them once over norm_group() and steps each with the
+    // common norm.
+    GradStatShares local_grad_stats() const;
+    static GradNorm finish_grad_norm(const GradStatShares& reduced, double loss_scale);
     // This rank's share of the parameters' squared L2 norm (Megatron's calc_params_l2_norm):
     // the fp32 main parameters of the same counted ranges as the gradient norm (TP-replicated
     // ones on TP rank 0, the head's copy of the tied embedding not at all), this rank's shard
@@ -116,6 +125,8 @@ private:
     OptimizerConfig cfg_;
     double weight_decay_ = 0.0;
     std::vector<Range> update_ranges_, norm_ranges_;
+    // Alignment padding inside the counted norm ranges (always zero), left out of the zeros.
+    std::int64_t counted_padding_ = 0;
     model::GptModel& model_;
     Backend& be_;
     dist::Communicator& norm_;

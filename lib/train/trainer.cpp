@@ -159,6 +159,8 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
         monitor_->step_outcome(r.skipped, state_, scale);
         rec.skipped = r.skipped;
         rec.grad_norm = r.skipped ? std::nan("") : r.grad.norm;
+        // Megatron's optimizer returns no count for a step it skips.
+        if (cfg_.logging.log_num_zeros_in_grad && !r.skipped) rec.num_zeros = r.grad.zeros;
     }
     // Megatron computes it after every step when asked, skipped or not (collective).
     rec.params_norm = cfg_.logging.log_params_norm ? chunks_->params_norm() : std::nan("");

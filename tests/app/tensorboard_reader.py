@@ -174,6 +174,8 @@ def main():
             both("lm loss", m["lm_loss"], it, samples)
             if m["grad_norm"] is not None:
                 both("grad-norm", m["grad_norm"], it, samples)
+        if "num_zeros" in m:  # --log-num-zeros-in-grad: applied steps only
+            both("num-zeros", m["num_zeros"], it, samples)
         if "params_norm" in m:  # --log-params-norm: after every step, skipped or not
             both("params-norm", m["params_norm"], it, samples)
         if not a.no_loss_scale:

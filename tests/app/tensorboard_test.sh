@@ -30,18 +30,20 @@ reader=("$src/tests/app/tensorboard_reader.py" --batch-size 4 --world-size 2)
     --no-loss-scale --no-learning-rate || fail "run 2's event file disagrees with its metrics file"
 
 # --timing-log-level 2: each timer as "<name>-time" (Megatron's timers.write) beside iteration-time,
-# --log-throughput's throughput (run 1, without it, must have none) and --log-params-norm's
-# params-norm, as the metrics file and the log line have it.
+# --log-throughput's throughput (run 1, without it, must have none), --log-params-norm's
+# params-norm and --log-num-zeros-in-grad's num-zeros, as the metrics file and the log line have them.
 "$mpiexec" -n 2 "$bin" "${TINY_ARGS[@]}" --lr 1e-3 --lr-warmup-iters 0 --train-iters 2 --tensorboard-dir tb4 \
-    --metrics-file m4.jsonl --log-timers-to-tensorboard --timing-log-level 2 --log-throughput --log-params-norm > run4.log 2>&1 \
+    --metrics-file m4.jsonl --log-timers-to-tensorboard --timing-log-level 2 --log-throughput --log-params-norm --log-num-zeros-in-grad > run4.log 2>&1 \
     || { cat run4.log; fail "run 4 failed"; }
 /usr/bin/python3 "${reader[@]}" --dir tb4 --metrics m4.jsonl --timers --throughput --timer-tags \
     forward-backward,forward-compute,backward-compute,batch-generator,all-grads-sync,optimizer-clip-main-grad,optimizer-inner-step,optimizer \
     || fail "run 4's timers disagree with its metrics file"
 grep -q "forward-backward ......" run4.log || fail "run 4 printed no timer block"
-grep -qE "grad norm: [0-9.]+ \| params norm: [0-9.]+ \|" run4.log || fail "run 4's log line has no params norm"
+grep -qE "grad norm: [0-9.]+ \| num zeros: [0-9]+\.0 \| params norm: [0-9.]+ \|" run4.log \
+  || fail "run 4's log line lacks num zeros or params norm"
+grep -q '"num_zeros": ' m4.jsonl || fail "run 4's metrics file has no num_zeros"
 grep -q '"params_norm": ' m4.jsonl || fail "run 4's metrics file has no params_norm"
-! grep -q "params norm" run1.log || fail "run 1 logged a params norm without --log-params-norm"
+! grep -qE "params norm|num zeros" run1.log || fail "run 1 logged a params norm or zeros without the flags"
 
 first=$(ls tb2) sum=$(md5sum < "tb2/$first")
 "$mpiexec" -n 2 "$bin" "${TINY_ARGS[@]}" --lr 1e-3 --lr-warmup-iters 0 --train-iters 2 --tensorboard-dir tb2 > run3.log 2>&1 \

@@ -149,6 +149,8 @@ TEST(GradStats, SumOfSquaresAndFiniteness) {
     auto be = cpu_backend();
     for (std::size_t n : {1u, 1000u, 70001u, (1u << 20) + 9}) {
         auto x = rounded(DType::F32, random_vec(n, 3, -3.0, 3.0));
+        std::int64_t zeros = 0;  // every 7th element +0 or -0 (both count, as torch.count_nonzero's)
+        for (std::size_t i = 0; i < n; i += 7, ++zeros) x[i] = (i / 7) % 2 ? -0.0 : 0.0;
         Buf b(*be, DType::F32, x);
         double ss = 0, s = 0;
         for (double e : x) {
@@ -158,6 +160,7 @@ TEST(GradStats, SumOfSquaresAndFiniteness) {
         GradStats st = be->grad_stats(b.f32(), static_cast<std::int64_t>(n));
         EXPECT_TRUE(st.finite);
         EXPECT_NEAR(st.sum_squares, ss, 1e-6 * ss);
+        EXPECT_EQ(st.zeros, zeros);
         EXPECT_NEAR(be->sum(b.f32(), static_cast<std::int64_t>(n)), s, 1e-9 * n);
         // Large but finite values must not overflow the sum of squares.
         b.f32()[0] = 3e30f;

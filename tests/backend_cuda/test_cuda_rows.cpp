@@ -215,9 +215,12 @@ TEST_F(CudaRows, GradStatsAndSum) {
         SCOPED_TRACE("n=" + std::to_string(n));
         // Loss-scaled magnitudes whose squares overflow fp32: the sum must stay finite.
         auto vals = random_vec(n, 60, -1e20, 1e20);
+        for (std::int64_t i = 0; i < n; i += 5) vals[i] = i % 2 ? -0.0 : 0.0;  // zeros to count, spread over blocks
         Twin g(cpu(), gpu(), DType::F32, vals);
         GradStats c = cpu().grad_stats(g.cf(), n), d = gpu().grad_stats(g.gf(), n);
         EXPECT_TRUE(d.finite);
+        EXPECT_EQ(d.zeros, (n + 4) / 5);
+        EXPECT_EQ(d.zeros, c.zeros);
         EXPECT_NEAR(d.sum_squares, c.sum_squares, 1e-9 * c.sum_squares);
         EXPECT_NEAR(gpu().sum(g.gf(), n), cpu().sum(g.cf(), n), 1e-9 * std::sqrt(c.sum_squares) * n);
         for (float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {

@@ -78,6 +78,12 @@ TEST(TfRecord, ScalarEventBytes) {
     // A step past one varint byte: 300 = 0xAC 0x02.
     const std::string big = scalar_event(1.5, 300, "a", 2.0f);
     EXPECT_EQ(big.substr(9, 3), bytes({0x10, 0xAC, 0x02}));
+    // proto3's canonical form, as TensorBoard's writers give it: a value of +0.0 and a step
+    // of 0 are left out (a zero count of --log-num-zeros-in-grad); -0.0 is not the default.
+    const std::string zero = bytes({0x09, 0, 0, 0, 0, 0, 0, 0xF8, 0x3F,  // 1.5, no step
+                                    0x2A, 0x05, 0x0A, 0x03, 0x0A, 0x01, 'a'});
+    EXPECT_EQ(scalar_event(1.5, 0, "a", 0.0f), zero);
+    EXPECT_EQ(scalar_event(1.5, 0, "a", -0.0f).substr(zero.size() - 3), bytes({0x0A, 0x01, 'a', 0x15, 0, 0, 0, 0x80}));
 }
 
 TEST(TensorboardWriter, NewFileNamedForTensorBoardStartingWithFileVersion) {

@@ -170,6 +170,32 @@ TEST(Trainer, ParamsNormIsTheNormOfTheParameters) {
     EXPECT_NE(h.at(0).params_norm, h.at(1).params_norm);  // after each step's update
 }
 
+// --log-num-zeros-in-grad: the gradient elements equal to zero, each parameter once, the
+// alignment padding between parameters left out (Megatron's count_zeros_fp32).
+TEST(Trainer, NumZerosCountsTheZeroGradients) {
+    Config cfg = test::tiny::train();
+    cfg.training.train_iters = 2;
+    cfg.optimizer.lr_warmup_iters = 1;
+    // Padded to 64, untied: four word-embedding rows that no input token reaches.
+    cfg.model.vocab_size = 60;
+    cfg.model.untie_embeddings_and_output_weights = true;
+    cfg.logging.log_num_zeros_in_grad = true;
+    dist::ProcessGroups groups(MPI_COMM_SELF, 1, 1);
+    auto be = make_backend("cpu", 0);
+    Trainer tr(cfg, groups, *be);
+    test::WalkSource src(60, cfg.model.seq_length, cfg.training.micro_batch_size, 0, 1);
+    tr.train_step(src);
+    model::GptModel& m = tr.chunks().chunk(0);
+    std::int64_t zeros = 0, padding = m.padded_elements();
+    for (const auto& e : m.layout().entries()) {
+        padding -= e.numel;
+        for (std::int64_t i = 0; i < e.numel; ++i) zeros += m.grads()[e.offset + i] == 0.0f;
+    }
+    ASSERT_GT(padding, 0);  // the layout pads, so a count of the whole buffer would be wrong
+    EXPECT_GE(zeros, 4 * cfg.model.hidden_size);
+    EXPECT_EQ(tr.history().back().num_zeros, zeros);
+}
+
 TEST(Trainer, DataParallelMatchesOneRankWithTheSameGlobalBatch) {
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -183,12 +209,18 @@ TEST(Trainer, DataParallelMatchesOneRankWithTheSameGlobalBatch) {
     // --log-params-norm with the distributed optimizer: each DP rank's shard of the main
     // parameters, summed over the data-parallel group, is the whole model's norm.
     cfg.logging.log_params_norm = true;
+    cfg.logging.log_num_zeros_in_grad = true;
+    cfg.model.vocab_size = 60;  // four padded rows of an untied embedding: zero gradients to count
+    cfg.model.untie_embeddings_and_output_weights = true;
     std::vector<IterationRecord> r1, r2;
     run_losses(cfg, MPI_COMM_SELF, &r1);
+    EXPECT_GT(r1.back().num_zeros, 0);
     cfg.parallel.use_distributed_optimizer = true;
     run_losses(cfg, MPI_COMM_WORLD, &r2);
-    for (std::size_t i = 0; i < r1.size(); ++i)
+    for (std::size_t i = 0; i < r1.size(); ++i) {
         EXPECT_NEAR(r1[i].params_norm, r2[i].params_norm, 1e-5 * r1[i].params_norm) << "iteration " << i + 1;
+        EXPECT_EQ(r1[i].num_zeros, r2[i].num_zeros) << "iteration " << i + 1;
+    }
 }
 
 // Tensor parallel over 2 ranks: heads, MLP and vocabulary sharded, same losses and grad norms
@@ -200,7 +232,10 @@ TEST(Trainer, TensorParallelMatchesOneRank) {
     Config cfg = test::tiny::train();
     cfg.training.train_iters = 5;
     cfg.model.hidden_dropout = 0.1;
+    cfg.model.vocab_size = 60;  // four padded rows of an untied embedding: zero gradients to count
+    cfg.model.untie_embeddings_and_output_weights = true;
     cfg.logging.log_params_norm = true;
+    cfg.logging.log_num_zeros_in_grad = true;
     std::vector<IterationRecord> r1, r2;
     auto one = run_losses(cfg, MPI_COMM_SELF, &r1);
     cfg.parallel.tensor_model_parallel_size = 2;
@@ -210,6 +245,8 @@ TEST(Trainer, TensorParallelMatchesOneRank) {
         EXPECT_NEAR(r1[i].grad_norm, r2[i].grad_norm, 1e-4 * r1[i].grad_norm);
         // TP-replicated parameters (layernorms, row-parallel biases) counted once.
         EXPECT_NEAR(r1[i].params_norm, r2[i].params_norm, 1e-5 * r1[i].params_norm);
+        EXPECT_GT(r1[i].num_zeros, 0);
+        EXPECT_EQ(r1[i].num_zeros, r2[i].num_zeros);
     }
 }
 

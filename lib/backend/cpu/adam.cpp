@@ -55,7 +55,8 @@ GradStats CpuBackend::do_grad_stats(const float* g, std::int64_t n) {
     const std::int64_t nchunks = (n + kChunk - 1) / kChunk;
     double total = 0.0;
     bool finite = true;
-#pragma omp parallel for schedule(static) reduction(+ : total) reduction(&& : finite) \
+    std::int64_t zeros = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total, zeros) reduction(&& : finite) \
     if (n >= kParallelMin)
     for (std::int64_t c = 0; c < nchunks; ++c) {
         const std::int64_t i0 = c * kChunk, len = std::min(kChunk, n - i0);
@@ -63,16 +64,19 @@ GradStats CpuBackend::do_grad_stats(const float* g, std::int64_t n) {
         // squares in fp32 and report a finite gradient as an infinite norm.
         double s = 0.0;
         float bad = 0.0f;
-#pragma omp simd reduction(+ : s, bad)
+        std::int64_t z = 0;
+#pragma omp simd reduction(+ : s, bad, z)
         for (std::int64_t i = i0; i < i0 + len; ++i) {
             const double gi = g[i];
             s += gi * gi;
             bad += g[i] - g[i];  // 0 for finite values, NaN for Inf and NaN
+            z += g[i] == 0.0f ? 1 : 0;
         }
         total += s;
+        zeros += z;
         finite = finite && (bad == 0.0f);
     }
-    return GradStats{total, finite};
+    return GradStats{total, finite, zeros};
 }
 
 double CpuBackend::do_sum(const float* x, std::int64_t n) {

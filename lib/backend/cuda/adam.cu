@@ -29,22 +29,32 @@ __global__ void adam_kernel(float* p, const float* g, float* m, float* v, T* mod
     }
 }
 
-// Per-block partial sums in double (squares when `squares`), and whether all were finite.
-// Squares in double: loss-scaled gradients near fp32's range would overflow as fp32 squares.
+// Per-block partial sums in double (squares when `squares`), whether all were finite, and
+// how many were zero. Squares in double: loss-scaled gradients near fp32's range would
+// overflow as fp32 squares.
+using Count = unsigned long long;  // atomicAdd's 64-bit unsigned type
+
 __global__ void reduce_kernel(const float* x, std::int64_t n, bool squares, double* partial,
-                              int* finite) {
+                              Count* zeros, int* finite) {
     __shared__ double sh[kThreads];
     __shared__ int bad;
-    if (threadIdx.x == 0) bad = 0;
+    __shared__ Count block_zeros;
+    if (threadIdx.x == 0) {
+        bad = 0;
+        block_zeros = 0;
+    }
     __syncthreads();
     double acc = 0.0;
     bool ok = true;
+    Count z = 0;
     GPT_GRID_STRIDE(i, n) {
         const double xi = x[i];
         acc += squares ? xi * xi : xi;
         ok = ok && isfinite(x[i]);
+        z += x[i] == 0.0f ? 1 : 0;
     }
     if (!ok) bad = 1;  // benign race: every writer stores 1
+    if (z) atomicAdd(&block_zeros, z);
     sh[threadIdx.x] = acc;
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s >>= 1) {
@@ -53,6 +63,7 @@ __global__ void reduce_kernel(const float* x, std::int64_t n, bool squares, doub
     }
     if (threadIdx.x == 0) {
         partial[blockIdx.x] = sh[0];
+        zeros[blockIdx.x] = block_zeros;
         finite[blockIdx.x] = bad ? 0 : 1;
     }
 }
@@ -79,38 +90,49 @@ void CudaBackend::do_adam_step(const AdamArgs& a) {
 }
 
 namespace {
-// Runs reduce_kernel and finishes on the host in block order (deterministic).
-std::pair<double, bool> reduce(void* partials, const float* x, std::int64_t n, bool squares,
-                               const char* op, cudaStream_t stream) {
+// reduce_kernel's result: the sum (of squares when asked), finiteness, zero count.
+struct Reduced {
+    double total = 0.0;
+    bool finite = true;
+    std::int64_t zeros = 0;
+};
+
+// Runs reduce_kernel and finishes on the host in block order (deterministic). The
+// partials buffer holds kReduceBlocks doubles, then as many 64-bit zero counts, then ints.
+Reduced reduce(void* partials, const float* x, std::int64_t n, bool squares, const char* op,
+                 cudaStream_t stream) {
     double* part = static_cast<double*>(partials);
-    int* fin = reinterpret_cast<int*>(part + kReduceBlocks);
+    auto* zeros = reinterpret_cast<Count*>(part + kReduceBlocks);
+    int* fin = reinterpret_cast<int*>(zeros + kReduceBlocks);
     const unsigned blocks = std::min<unsigned>(kReduceBlocks, grid_for(n));
-    reduce_kernel<<<blocks, kThreads, 0, stream>>>(x, n, squares, part, fin);
+    reduce_kernel<<<blocks, kThreads, 0, stream>>>(x, n, squares, part, zeros, fin);
     GPT_CUDA_LAUNCH_CHECK(op);
     std::vector<double> hp(blocks);
+    std::vector<Count> hz(blocks);
     std::vector<int> hf(blocks);
     wait_for_cuda_stream(stream, op);  // bounded by the hang watchdog, unlike cudaMemcpy
     GPT_CUDA_CHECK(cudaMemcpy(hp.data(), part, blocks * sizeof(double), cudaMemcpyDeviceToHost), op);
+    GPT_CUDA_CHECK(cudaMemcpy(hz.data(), zeros, blocks * sizeof(Count), cudaMemcpyDeviceToHost), op);
     GPT_CUDA_CHECK(cudaMemcpy(hf.data(), fin, blocks * sizeof(int), cudaMemcpyDeviceToHost), op);
-    double total = 0.0;
-    bool finite = true;
+    Reduced st;
     for (unsigned b = 0; b < blocks; ++b) {
-        total += hp[b];
-        finite = finite && hf[b] != 0;
+        st.total += hp[b];
+        st.zeros += static_cast<std::int64_t>(hz[b]);
+        st.finite = st.finite && hf[b] != 0;
     }
-    return {total, finite};
+    return st;
 }
 }  // namespace
 
 GradStats CudaBackend::do_grad_stats(const float* g, std::int64_t n) {
-    if (n == 0) return GradStats{0.0, true};
-    auto [total, finite] = reduce(reduce_partials_, g, n, true, "grad_stats", cuda_stream(stream()));
-    return GradStats{total, finite};
+    if (n == 0) return GradStats{};
+    const Reduced r = reduce(reduce_partials_, g, n, true, "grad_stats", cuda_stream(stream()));
+    return GradStats{r.total, r.finite, r.zeros};
 }
 
 double CudaBackend::do_sum(const float* x, std::int64_t n) {
     if (n == 0) return 0.0;
-    return reduce(reduce_partials_, x, n, false, "sum", cuda_stream(stream())).first;
+    return reduce(reduce_partials_, x, n, false, "sum", cuda_stream(stream())).total;
 }
 
 }  // namespace gpt::cuda

@@ -48,7 +48,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     // The switches are read here, so a misspelt GPT_CUDA_GEMM_EPILOGUE (or another) fails at start-up
     // rather than at the first GEMM.
     kernel_variants();
-    GPT_CUDA_CHECK(cudaMalloc(&reduce_partials_, kReduceBlocks * (sizeof(double) + sizeof(int))),
+    GPT_CUDA_CHECK(cudaMalloc(&reduce_partials_, kReduceBlocks * (sizeof(double) + sizeof(unsigned long long) + sizeof(int))),
                    "CudaBackend");
 }
 

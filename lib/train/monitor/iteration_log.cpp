@@ -44,6 +44,8 @@ std::string format_iteration_line(const IntervalStats& s) {
     if (s.lm_loss) out += " lm loss: " + fmt("%.6E", *s.lm_loss) + " |";
     out += " loss scale: " + fmt("%.1f", s.loss_scale) + " |";
     if (s.grad_norm) out += " grad norm: " + fmt("%.3f", *s.grad_norm) + " |";
+    // Megatron prints its count as a float ("num zeros: 1234.0"); this one is exact.
+    if (s.num_zeros) out += " num zeros: " + fmt("%.1f", static_cast<double>(*s.num_zeros)) + " |";
     if (s.params_norm) out += " params norm: " + fmt("%.3f", *s.params_norm) + " |";
     out += " number of skipped iterations: " + fmti("%3lld", s.skipped_iterations) + " |";
     out += " number of nan iterations: " + fmti("%3lld", s.nan_iterations) + " |";

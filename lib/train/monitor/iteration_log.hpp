@@ -26,6 +26,7 @@ struct IntervalStats {
     std::optional<double> lm_loss;    // average over the interval's applied iterations
     double loss_scale = 1.0;
     std::optional<double> grad_norm;  // of the last iteration, when it was not skipped
+    std::optional<std::int64_t> num_zeros;  // of the last iteration, with --log-num-zeros-in-grad
     std::optional<double> params_norm;  // of the last iteration, with --log-params-norm
     std::int64_t skipped_iterations = 0;
     std::int64_t nan_iterations = 0;

@@ -28,6 +28,7 @@ void MetricsFile::write(const IterationMetrics& m) {
          << ", \"loss_scale\": " << num(m.loss_scale) << ", \"elapsed_ms\": " << num(m.elapsed_ms)
          << ", \"tokens_per_s\": " << num(m.tokens_per_s);
     if (!std::isnan(m.params_norm)) out_ << ", \"params_norm\": " << num(m.params_norm);
+    if (m.num_zeros >= 0) out_ << ", \"num_zeros\": " << m.num_zeros;
     out_
          << ", \"skipped\": " << (m.skipped ? "true" : "false") << "}\n";
     out_.flush();

@@ -15,6 +15,7 @@ struct IterationMetrics {
     double lr = 0.0;
     double grad_norm = 0.0;  // NaN (written as null) for a skipped iteration
     double params_norm = std::nan("");  // --log-params-norm (NaN: not written)
+    std::int64_t num_zeros = -1;        // --log-num-zeros-in-grad (-1: not written)
     double loss_scale = 1.0;
     double elapsed_ms = 0.0;
     double tokens_per_s = 0.0;

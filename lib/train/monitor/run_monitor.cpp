@@ -100,6 +100,7 @@ void RunMonitor::after_step(const IterationRecord& rec, const TrainingState& sta
         m.lr = rec.lr;
         m.grad_norm = rec.grad_norm;
         m.params_norm = rec.params_norm;
+        m.num_zeros = rec.num_zeros;
         m.loss_scale = rec.loss_scale;
         m.elapsed_ms = rec.elapsed_ms;
         m.tokens_per_s = batch_tokens_ / (rec.elapsed_ms * 1e-3);
@@ -115,6 +116,7 @@ void RunMonitor::after_step(const IterationRecord& rec, const TrainingState& sta
         ti.loss_scale = rec.loss_scale;
         ti.grad_norm = rec.grad_norm;
         ti.params_norm = rec.params_norm;
+        ti.num_zeros = rec.num_zeros;
         ti.skipped = rec.skipped;
         ti.batch_size = global_batch_;
         ti.world_size = groups_.world_size();
@@ -173,6 +175,7 @@ void RunMonitor::log_interval(const IterationRecord& last, const TrainingState& 
     s.loss_scale = state.scaler.scale();
     if (!last.skipped) s.grad_norm = last.grad_norm;
     if (!std::isnan(last.params_norm)) s.params_norm = last.params_norm;
+    if (last.num_zeros >= 0) s.num_zeros = last.num_zeros;
     s.skipped_iterations = interval_skipped_;
     s.nan_iterations = interval_nan_;
     GPT_LOG(info) << format_iteration_line(s);

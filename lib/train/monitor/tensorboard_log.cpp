@@ -30,6 +30,7 @@ void TensorboardLog::iteration(const TensorboardIteration& it, const Backend& ba
     if (!cfg_.no_log_loss_scale_to_tensorboard) both("loss-scale", it.loss_scale, i, s);
     if (cfg_.log_world_size_to_tensorboard) both("world-size", it.world_size, i, s);
     if (!it.skipped && std::isfinite(it.grad_norm)) both("grad-norm", it.grad_norm, i, s);
+    if (it.num_zeros >= 0) both("num-zeros", static_cast<double>(it.num_zeros), i, s);
     if (!std::isnan(it.params_norm)) both("params-norm", it.params_norm, i, s);
     if (cfg_.log_memory_to_tensorboard) {
         // Megatron's are CUDA caching-allocator statistics. Ours: the bytes the backend has

@@ -23,6 +23,7 @@ struct TensorboardIteration {
     double loss_scale = 1.0;
     double grad_norm = 0.0;
     double params_norm = std::nan("");  // --log-params-norm
+    std::int64_t num_zeros = -1;        // --log-num-zeros-in-grad, on an applied step
     bool skipped = false;               // no loss and no grad norm (Megatron logs neither)
     std::int64_t batch_size = 0;
     int world_size = 1;

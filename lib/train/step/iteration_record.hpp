@@ -12,6 +12,7 @@ struct IterationRecord {
     double lr = 0.0;            // the learning rate this step used
     double grad_norm = 0.0;     // NaN when skipped
     double params_norm = 0.0;   // after the step, with --log-params-norm; NaN without it
+    std::int64_t num_zeros = -1;  // zero gradient elements, with --log-num-zeros-in-grad; -1: none
     double loss_scale = 1.0;    // the scale this step used
     bool skipped = false;
     bool spiky = false;         // skipped by --check-for-spiky-loss

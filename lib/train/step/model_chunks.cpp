@@ -261,14 +261,15 @@ optim::StepResult ModelChunks::step(double lr, double weight_decay, double loss_
     {
         // The grad norm clipping needs; the overflow check rides in the same pass.
         Timers::Scope phase(timers_, Phase::OptimizerClipMainGrad);
-        std::array<double, 2> stats{0.0, 0.0};
+        optim::GradStatShares stats{0.0, 0.0, 0.0};
         for (auto& o : optimizers_) {
             const auto s = o->local_grad_stats();
-            stats[0] += s[0];
-            stats[1] += s[1];
+            for (std::size_t k = 0; k < stats.size(); ++k) stats[k] += s[k];
         }
         auto& mp = optimizers_.front()->norm_group();
-        if (mp.size() > 1) mp.all_reduce(stats.data(), 2, dist::CommType::F64, dist::ReduceOp::Sum);
+        if (mp.size() > 1)
+            mp.all_reduce(stats.data(), static_cast<std::int64_t>(stats.size()), dist::CommType::F64,
+                          dist::ReduceOp::Sum);
         norm = optim::AdamOptimizer::finish_grad_norm(stats, loss_scale);
     }
     optim::StepResult r;
