@@ -43,6 +43,9 @@ struct ModelConfig {
     int num_query_groups = 1;          // K/V heads with --group-query-attention
     bool untie_embeddings_and_output_weights = false;  // a separate output_layer
     bool disable_bias_linear = false;  // no biases in the four linears of a layer
+    // Megatron's --kv-channels (the head dimension; 0: not given). Validation sets it to
+    // hidden-size / num-attention-heads, the only head dimension this model has.
+    int kv_channels = 0;
     bool rope() const { return position_embedding_type == PositionEmbeddingType::Rope; }
     bool rmsnorm() const { return normalization == Normalization::RMSNorm; }
     int query_groups() const { return group_query_attention ? num_query_groups : num_attention_heads; }

@@ -118,6 +118,7 @@ private:
         add(model, "group-query-attention", &C::model, &ModelConfig::group_query_attention, "grouped-query attention");
         add(model, "num-query-groups", &C::model, &ModelConfig::num_query_groups, "key/value heads with --group-query-attention");
         add(model, "untie-embeddings-and-output-weights", &C::model, &ModelConfig::untie_embeddings_and_output_weights, "a separate output layer instead of the word embeddings");
+        add(model, "kv-channels", &C::model, &ModelConfig::kv_channels, "head dimension: must equal hidden-size / num-attention-heads (0: that)");
         add(model, "disable-bias-linear", &C::model, &ModelConfig::disable_bias_linear, "no biases in the linear layers");
         groups.emplace_back("model", model);
 
@@ -347,7 +348,6 @@ const std::map<std::string, std::string>& unsupported_flags() {
         {"reset-position-ids", "not implemented: positions run over the whole sample, across documents"},
         {"reset-attention-mask", "not implemented: attention is causal over the whole sample, across documents"},
         {"calculate-per-token-loss", "not implemented: the loss is averaged per micro-batch, Megatron's default"},
-        {"kv-channels", "the head dimension is always hidden-size / num-attention-heads; drop the flag when they agree"},
         {"qk-layernorm", "not implemented: no layernorm on queries and keys"},
         {"squared-relu", "not implemented: the MLP is GELU, or SwiGLU with --swiglu"},
         {"apply-residual-connection-post-layernorm", "not implemented: the residual is taken before the layernorm"},

@@ -110,6 +110,12 @@ void validate_model_and_training(Config& cfg) {
     require_positive(m.seq_length, "seq-length");
     GPT_REQUIRE(m.hidden_size % m.num_attention_heads == 0, UsageError, "hidden-size ",
                 m.hidden_size, " is not divisible by num-attention-heads ", m.num_attention_heads);
+    // Megatron sets kv_channels to hidden / heads when not given; another head dimension
+    // (projections of heads x kv-channels) is not implemented.
+    GPT_REQUIRE(m.kv_channels == 0 || m.kv_channels == m.head_dim(), UsageError, "--kv-channels ",
+                m.kv_channels, " is not supported: the head dimension is hidden-size / num-attention-heads = ",
+                m.hidden_size, " / ", m.num_attention_heads, " = ", m.head_dim());
+    m.kv_channels = m.head_dim();
     require_non_negative(m.max_position_embeddings, "max-position-embeddings");
     if (m.max_position_embeddings == 0) m.max_position_embeddings = m.seq_length;
     GPT_REQUIRE(m.seq_length <= m.max_position_embeddings, UsageError, "seq-length ", m.seq_length,

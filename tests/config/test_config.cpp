@@ -137,7 +137,6 @@ TEST(ConfigParse, CommonMegatronFlagsWeDoNotImplementSaySo) {
         {{"--rampup-batch-size", "16", "16", "5859375"}, "--rampup-batch-size is not supported: batch-size ramp-up"},
         {{"--eod-mask-loss"}, "--eod-mask-loss is not supported: not implemented"},
         {{"--ckpt-format", "torch_dist"}, "--ckpt-format is not supported: checkpoints are this project's HDF5"},
-        {{"--kv-channels", "128"}, "--kv-channels is not supported: the head dimension is always"},
         {{"--wandb-project", "x"}, "--wandb-project is not supported: there is no Weights & Biases writer"},
         {{"--no-masked-softmax-fusion"}, "--no-masked-softmax-fusion is not supported: kernel fusions"},
         {{"--manual-gc"}, "--manual-gc is not supported: there is no garbage collector"},
@@ -160,6 +159,22 @@ TEST(ConfigParse, AlwaysOnMegatronSwitchesAreAcceptedAndShowTrue) {
         EXPECT_NE(t.find("  attention_softmax_in_fp32 ..."), std::string::npos);
         EXPECT_NE(t.find(" accumulate_allreduce_grads_in_fp32 "), std::string::npos);
         EXPECT_TRUE(cfg.parallel.attention_softmax_in_fp32 && cfg.parallel.accumulate_allreduce_grads_in_fp32);
+    }
+}
+
+// --kv-channels as Megatron's scripts give it (equal to hidden / heads) is accepted, and the
+// table shows the head dimension whether or not it was given, as Megatron's does.
+TEST(ConfigValidate, KvChannelsEqualToTheHeadDimensionIsAccepted) {
+    for (const bool given : {false, true}) {
+        std::vector<std::string> args = test::tiny::cli();
+        if (given) args.insert(args.end(), {"--kv-channels", "16"});
+        Config cfg = parse_args(args).config;
+        validate(cfg, 1);
+        EXPECT_EQ(cfg.model.kv_channels, 16);
+        const std::string t = format_arguments(cfg);
+        const std::size_t row = t.find("  kv_channels .");
+        ASSERT_NE(row, std::string::npos) << t;
+        EXPECT_EQ(t.substr(t.find('\n', row) - 3, 3), " 16") << t;
     }
 }
 
@@ -211,6 +226,7 @@ TEST(ConfigValidate, ImpossibleCombinationsNameTheNumbers) {
         {{"--weight-decay-incr-style", "cosine", "--start-weight-decay", "0.2", "--end-weight-decay", "0.1"}, 1,
          "need 0 <= --start-weight-decay (0.2) <= --end-weight-decay (0.1)"},
         {{"--lr", "0.001", "--lr-warmup-init", "0.002"}, 1, "--lr-warmup-init 0.002 must be in [0, --lr 0.001]"},
+        {{"--kv-channels", "128"}, 1, "--kv-channels 128 is not supported: the head dimension is hidden-size / num-attention-heads = 64 / 4 = 16"},
         {{"--lr-wsd-decay-style", "step"}, 1, "--lr-wsd-decay-style must be one of exponential, linear, cosine, minus_sqrt"},
     };
     for (const auto& c : cases) {
