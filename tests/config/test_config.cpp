@@ -141,9 +141,9 @@ TEST(ConfigParse, CommonMegatronFlagsWeDoNotImplementSaySo) {
         {{"--no-masked-softmax-fusion"}, "--no-masked-softmax-fusion is not supported: kernel fusions"},
         {{"--manual-gc"}, "--manual-gc is not supported: there is no garbage collector"},
     };
-    for (const auto& [args, want] : cases) {
-        const std::string m = usage_error([&] { parse_args(args); });
-        EXPECT_EQ(m.find(want), 0u) << m;
+    for (const auto& c : cases) {
+        const std::string m = usage_error([&] { parse_args(c.first); });
+        EXPECT_EQ(m.find(c.second), 0u) << m;
     }
 }
 
