@@ -1,6 +1,7 @@
 #include "config/validate.hpp"
 
 #include "config/data_blend.hpp"
+#include "config/value_checks.hpp"
 #include "config/vocab_padding.hpp"
 
 #include <cmath>
@@ -23,22 +24,6 @@ int Config::padded_vocab_size() const {
 }
 
 namespace {
-
-void require_positive(long long v, const char* flag) {
-    GPT_REQUIRE(v > 0, UsageError, "--", flag, " must be positive, got ", v);
-}
-
-void require_non_negative(long long v, const char* flag) {
-    GPT_REQUIRE(v >= 0, UsageError, "--", flag, " must not be negative, got ", v);
-}
-
-void require_finite(double v, const char* flag) {
-    GPT_REQUIRE(std::isfinite(v), UsageError, "--", flag, " must be a finite number, got ", v);
-}
-
-void require_prob(double p, const char* flag) {
-    GPT_REQUIRE(p >= 0.0 && p < 1.0, UsageError, "--", flag, " must be in [0, 1), got ", p);
-}
 
 // --position-embedding-type, --normalization, --swiglu, --group-query-attention and the
 // rest of the modern decoder options: what can be checked without the layout (the TP

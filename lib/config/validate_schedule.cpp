@@ -5,19 +5,12 @@
 #include <cmath>
 
 #include "config/validate.hpp"
+#include "config/value_checks.hpp"
 #include "core/errors.hpp"
 
 namespace gpt {
 
 namespace {
-
-void finite(double v, const char* flag) {
-    GPT_REQUIRE(std::isfinite(v), UsageError, "--", flag, " must be a finite number, got ", v);
-}
-
-void non_negative(long long v, const char* flag) {
-    GPT_REQUIRE(v >= 0, UsageError, "--", flag, " must not be negative, got ", v);
-}
 
 // Megatron's validate_args: --start/--end-weight-decay only with an increasing style, and
 // then both; the constant style sets both to --weight-decay (the arguments table shows them).
@@ -36,8 +29,8 @@ void resolve_weight_decay_schedule(OptimizerConfig& o) {
     }
     GPT_REQUIRE(start && end, UsageError, "--weight-decay-incr-style ", o.weight_decay_incr_style,
                 " needs --start-weight-decay and --end-weight-decay");
-    finite(o.start_weight_decay, "start-weight-decay");
-    finite(o.end_weight_decay, "end-weight-decay");
+    require_finite(o.start_weight_decay, "start-weight-decay");
+    require_finite(o.end_weight_decay, "end-weight-decay");
     GPT_REQUIRE(o.start_weight_decay >= 0 && o.end_weight_decay >= o.start_weight_decay, UsageError,
                 "need 0 <= --start-weight-decay (", o.start_weight_decay, ") <= --end-weight-decay (",
                 o.end_weight_decay, ")");
@@ -46,18 +39,18 @@ void resolve_weight_decay_schedule(OptimizerConfig& o) {
 }  // namespace
 
 void validate_schedule(OptimizerConfig& o) {
-    finite(o.lr, "lr");
-    finite(o.min_lr, "min-lr");
-    finite(o.lr_warmup_init, "lr-warmup-init");
-    finite(o.weight_decay, "weight-decay");
-    finite(o.clip_grad, "clip-grad");
-    finite(o.adam_eps, "adam-eps");
-    non_negative(o.lr_decay_iters, "lr-decay-iters");
-    non_negative(o.lr_decay_samples, "lr-decay-samples");
-    non_negative(o.lr_warmup_iters, "lr-warmup-iters");
-    non_negative(o.lr_warmup_samples, "lr-warmup-samples");
-    non_negative(o.lr_wsd_decay_iters, "lr-wsd-decay-iters");
-    non_negative(o.lr_wsd_decay_samples, "lr-wsd-decay-samples");
+    require_finite(o.lr, "lr");
+    require_finite(o.min_lr, "min-lr");
+    require_finite(o.lr_warmup_init, "lr-warmup-init");
+    require_finite(o.weight_decay, "weight-decay");
+    require_finite(o.clip_grad, "clip-grad");
+    require_finite(o.adam_eps, "adam-eps");
+    require_non_negative(o.lr_decay_iters, "lr-decay-iters");
+    require_non_negative(o.lr_decay_samples, "lr-decay-samples");
+    require_non_negative(o.lr_warmup_iters, "lr-warmup-iters");
+    require_non_negative(o.lr_warmup_samples, "lr-warmup-samples");
+    require_non_negative(o.lr_wsd_decay_iters, "lr-wsd-decay-iters");
+    require_non_negative(o.lr_wsd_decay_samples, "lr-wsd-decay-samples");
     GPT_REQUIRE(o.lr >= 0 && o.min_lr >= 0, UsageError, "--lr and --min-lr must not be negative");
     GPT_REQUIRE(o.min_lr <= o.lr || o.lr == 0, UsageError, "--min-lr ", o.min_lr, " exceeds --lr ", o.lr);
     GPT_REQUIRE(o.lr_warmup_init >= 0 && (o.lr_warmup_init <= o.lr || o.lr == 0), UsageError,
