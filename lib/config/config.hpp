@@ -100,6 +100,9 @@ struct TrainingConfig {
     int micro_batch_size = 1;
     int global_batch_size = 0;       // 0: derived (max-global-batch-size or micro x DP)
     int max_global_batch_size = 0;   // 0: none
+    // Megatron's --rampup-batch-size: start batch size, increment, ramp-up samples
+    // (config/batch_rampup.hpp); empty: the global batch is constant.
+    std::vector<int> rampup_batch_size;
     std::int64_t train_iters = 0;
     std::int64_t train_samples = 0;
     std::uint64_t seed = 1234;
@@ -117,6 +120,10 @@ struct TrainingConfig {
     bool exit_signal_handler = false;
     // Megatron's --skip-train: load (--load), evaluate on the validation and test sets, exit.
     bool skip_train = false;
+    // The gradient of the global batch's summed token loss divided by its counted tokens,
+    // instead of the mean over micro-batches of each one's mean (equal unless
+    // --eod-mask-loss leaves micro-batches different counts).
+    bool calculate_per_token_loss = false;
 };
 
 struct OptimizerConfig {
@@ -155,6 +162,7 @@ struct DataConfig {
     TokenizerType tokenizer_type = TokenizerType::GPT2BPETokenizer;
     std::string data_cache_path;          // "": next to the data
     bool mock_data = false;               // synthetic tokens, no files (Megatron's --mock-data)
+    bool eod_mask_loss = false;           // no loss on predictions made from an EOD input
     // TikTokenizer (Megatron's --tokenizer-model / --tiktoken-*): a tiktoken rank file, the
     // split pattern (v1 | v2 | cl100k_base | o200k_base) and the special tokens put before it.
     std::string tokenizer_model;

@@ -24,6 +24,9 @@ std::string flag_text(std::uint64_t v);
 std::string flag_text(double v);
 std::string flag_text(const std::string& v);
 std::string flag_text(const std::vector<int>& v);
+// The integers in `words`, each split further at whitespace; UsageError naming --flag and the
+// word that is not one.
+std::vector<int> int_list(const std::vector<std::string>& words, const char* flag);
 std::string flag_text(const std::vector<std::string>& v);
 template <OptionEnum E>
 std::string flag_text(E v) {
@@ -41,7 +44,11 @@ void add_flag(boost::program_options::options_description& group, const char* na
     if constexpr (std::is_same_v<T, bool>) {
         group.add_options()(name, po::bool_switch(target), help);
     } else if constexpr (std::is_same_v<T, std::vector<int>>) {
-        group.add_options()(name, po::value<T>(target)->multitoken()->default_value(*target, flag_text(*target)),
+        // Words of the command line, or an INI file's one value "16 16 5859375": each
+        // whitespace-separated word an integer (int_list).
+        group.add_options()(name,
+                            po::value<std::vector<std::string>>()->multitoken()->notifier(
+                                [target, name](const std::vector<std::string>& words) { *target = int_list(words, name); }),
                             help);
     } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
         group.add_options()(name, po::value<T>(target)->multitoken(), help);

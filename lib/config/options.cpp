@@ -154,9 +154,11 @@ private:
                            [](Config& c, const OptionValue& v) { option_value::from(v, c.training.micro_batch_size, "micro-batch-size"); }});
         add(train, "global-batch-size", &C::training, &TrainingConfig::global_batch_size, "samples per iteration (0: derived)");
         add(train, "max-global-batch-size", &C::training, &TrainingConfig::max_global_batch_size, "upper bound for the planner's global batch (0: none)");
+        add(train, "rampup-batch-size", &C::training, &TrainingConfig::rampup_batch_size, "start batch size, increment and ramp-up samples: the global batch grows from the start to global-batch-size over the ramp-up samples (Megatron's; needs train-samples)");
         add(train, "train-iters", &C::training, &TrainingConfig::train_iters, "iterations to train");
         add(train, "train-samples", &C::training, &TrainingConfig::train_samples, "samples to train (instead of train-iters)");
         add(train, "seed", &C::training, &TrainingConfig::seed, "random seed");
+        add(train, "calculate-per-token-loss", &C::training, &TrainingConfig::calculate_per_token_loss, "normalise the gradient by the global batch's counted tokens, not per micro-batch (Megatron's)");
         add(train, "eval-interval", &C::training, &TrainingConfig::eval_interval, "iterations between validations");
         add(train, "eval-iters", &C::training, &TrainingConfig::eval_iters, "iterations per validation");
         add(train, "exit-interval", &C::training, &TrainingConfig::exit_interval, "exit after the iteration divisible by this (0: off)");
@@ -231,6 +233,7 @@ private:
         add(data, "merge-file", &C::data, &DataConfig::merge_file, "GPT-2 merges (gpt2-merges.txt)");
         add(data, "tokenizer-type", &C::data, &DataConfig::tokenizer_type, "GPT2BPETokenizer");
         add(data, "data-cache-path", &C::data, &DataConfig::data_cache_path, "folder for index caches (default: next to the data)");
+        add(data, "eod-mask-loss", &C::data, &DataConfig::eod_mask_loss, "leave the prediction made from an end-of-document token out of the loss (Megatron's)");
         add(data, "mock-data", &C::data, &DataConfig::mock_data, "synthetic data, no files (as in Megatron it wins over data paths, except that a config file's mock-data = true yields to a command line's --data-path)");
         add(data, "tokenizer-model", &C::data, &DataConfig::tokenizer_model, "TikTokenizer rank file (.tiktoken lines 'base64 rank', or Megatron's JSON list)");
         add(data, "tiktoken-pattern", &C::data, &DataConfig::tiktoken_pattern, "TikTokenizer split pattern: v1, v2 (Megatron's), cl100k_base, o200k_base");
@@ -343,11 +346,9 @@ const std::map<std::string, std::string>& unsupported_flags() {
         {"fp4-recipe", "FP4 (NVFP4) training is not implemented"},
         {"fp4-param-gather", "FP4 (NVFP4) training is not implemented"},
         // Megatron flags common in its example scripts that this project does not implement.
-        {"rampup-batch-size", "batch-size ramp-up is not implemented: the global batch is fixed for the run"},
-        {"eod-mask-loss", "not implemented: every token's loss counts, end-of-document tokens included"},
+        {"step-batch-size-schedule", "not implemented: ramp the global batch up with --rampup-batch-size (start, increment, ramp-up samples)"},
         {"reset-position-ids", "not implemented: positions run over the whole sample, across documents"},
         {"reset-attention-mask", "not implemented: attention is causal over the whole sample, across documents"},
-        {"calculate-per-token-loss", "not implemented: the loss is averaged per micro-batch, Megatron's default"},
         {"qk-layernorm", "not implemented: no layernorm on queries and keys"},
         {"squared-relu", "not implemented: the MLP is GELU, or SwiGLU with --swiglu"},
         {"apply-residual-connection-post-layernorm", "not implemented: the residual is taken before the layernorm"},

@@ -70,6 +70,7 @@ OptionValue parse_row(const OptionValue& like, const std::string& t) {
         case 4: return t == "None" ? std::string() : t;
         case 5: {
             std::vector<std::int64_t> v;
+            if (t == "None") return v;  // an empty list (--rampup-batch-size not given)
             for (const std::string& x : list_items(t)) v.push_back(number<std::int64_t>(x));
             return v;
         }

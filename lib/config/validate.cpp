@@ -1,5 +1,6 @@
 #include "config/validate.hpp"
 
+#include "config/batch_rampup.hpp"
 #include "config/data_blend.hpp"
 #include "config/value_checks.hpp"
 #include "config/vocab_padding.hpp"
@@ -283,22 +284,19 @@ void resolve_layout(Config& cfg, int world_size) {
     GPT_REQUIRE(t.max_global_batch_size == 0 || t.global_batch_size <= t.max_global_batch_size,
                 UsageError, "global-batch-size ", t.global_batch_size,
                 " exceeds max-global-batch-size ", t.max_global_batch_size);
-    const std::int64_t micro_batches = micro_batches_per_iteration(t, dp);
-    if (p.num_layers_per_virtual_pipeline_stage > 0) {
-        GPT_REQUIRE(micro_batches % pp == 0, UsageError, "the interleaved schedule needs the ",
-                    micro_batches, " micro-batches per iteration (global-batch-size / (micro-batch-size x DP)) to be a multiple of pipeline-model-parallel-size ",
-                    pp);
-    }
+    const int interleaved_pp = p.num_layers_per_virtual_pipeline_stage > 0 ? pp : 1;
+    split_global_batch(t.global_batch_size, mbs, dp, interleaved_pp,
+                       "global-batch-size " + std::to_string(t.global_batch_size));
+    // Megatron checks each ramp-up batch when it comes; all are known now, so a layout that
+    // cannot split one is refused before the run starts.
+    BatchRampup(t).check_layout(mbs, dp, interleaved_pp);
     validate_fp8_layout(cfg);
     validate_samples(cfg);
 }
 
 std::int64_t micro_batches_per_iteration(const TrainingConfig& t, int dp) {
-    const std::int64_t per_step = std::int64_t{t.micro_batch_size} * dp;
-    GPT_REQUIRE(per_step > 0 && t.global_batch_size % per_step == 0, UsageError, "global-batch-size ",
-                t.global_batch_size, " is not divisible by micro-batch-size x DP = ", t.micro_batch_size,
-                " x ", dp, " = ", per_step);
-    return t.global_batch_size / per_step;
+    return split_global_batch(t.global_batch_size, t.micro_batch_size, dp, 1,
+                              "global-batch-size " + std::to_string(t.global_batch_size));
 }
 
 void validate(Config& cfg, int world_size) {

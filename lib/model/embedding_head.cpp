@@ -52,7 +52,7 @@ void embedding_backward(const PassContext& c, const EmbeddingParams& p,
 }
 
 double head_forward(const PassContext& c, const HeadParams& p, const SlotSaved& s,
-                    const void* x_final) {
+                    const void* x_final, const float* loss_mask) {
     Backend& be = *c.be;
     const ModelDims& d = *c.dims;
     const DType t = c.opt->dtype;
@@ -81,17 +81,27 @@ double head_forward(const PassContext& c, const HeadParams& p, const SlotSaved& 
     }
     be.cross_entropy_loss(c.actf(ws.row_max), c.actf(ws.sum_exp), c.actf(ws.target_logit),
                           c.actf(ws.loss), T);
-    return be.sum(c.actf(ws.loss), T);
+    if (loss_mask == nullptr) return be.sum(c.actf(ws.loss), T);
+    // Masked: the T losses come to the host (a few KiB; be.sum synchronises as well) and
+    // are summed there in double, in row order, alike on every backend.
+    std::vector<float> loss(static_cast<std::size_t>(T));
+    be.copy_to_host(loss.data(), c.actf(ws.loss), loss.size() * sizeof(float));
+    double sum = 0.0;
+    for (std::size_t i = 0; i < loss.size(); ++i)
+        if (loss_mask[i] != 0.0f) sum += loss[i];
+    return sum;
 }
 
 void head_backward(const PassContext& c, const HeadParams& p, const SlotSaved& s,
-                   const void* x_final, float dloss_per_token) {
+                   const void* x_final, float dloss_per_token, const float* loss_mask) {
     Backend& be = *c.be;
     const ModelDims& d = *c.dims;
     const DType t = c.opt->dtype;
     const std::int64_t T = c.tokens, h = d.hidden, V = d.local_vocab();
     const Workspace& ws = *c.ws;
     std::vector<float> dloss(static_cast<std::size_t>(T), dloss_per_token);
+    if (loss_mask != nullptr)
+        for (std::size_t i = 0; i < dloss.size(); ++i) dloss[i] *= loss_mask[i];
     be.copy_to_device(c.act(ws.dloss), dloss.data(), dloss.size() * sizeof(float));
     const auto* targets = reinterpret_cast<const std::int32_t*>(c.act(s.targets));
     void* logits = c.act(ws.logits);

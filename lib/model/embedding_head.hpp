@@ -26,12 +26,14 @@ void embedding_forward(const PassContext& c, const EmbeddingParams& p, const std
 void embedding_backward(const PassContext& c, const EmbeddingParams& p,
                         const std::int32_t* tokens, void* grad);
 
-// Returns the sum over the micro-batch's tokens of the per-token loss.
+// Returns the sum over the micro-batch's tokens of the per-token loss. loss_mask: host
+// floats, one per token in the targets' [s, b] row order, 1 for a token that counts and 0
+// for one left out (--eod-mask-loss); nullptr: every token counts.
 double head_forward(const PassContext& c, const HeadParams& p, const SlotSaved& s,
-                    const void* x_final);
-// dloss_per_token: d objective / d (per-token loss), the same for every token. Leaves
-// dL/dx_final (R, h) in ws.grad.
+                    const void* x_final, const float* loss_mask);
+// dloss_per_token: d objective / d (per-token loss), the same for every counted token (0
+// for the ones loss_mask leaves out). Leaves dL/dx_final (R, h) in ws.grad.
 void head_backward(const PassContext& c, const HeadParams& p, const SlotSaved& s,
-                   const void* x_final, float dloss_per_token);
+                   const void* x_final, float dloss_per_token, const float* loss_mask);
 
 }  // namespace gpt::model

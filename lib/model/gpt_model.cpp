@@ -204,8 +204,33 @@ void GptModel::set_batch(int slot, const std::int32_t* tokens) {
         }
     if (chunk_.pre_process)
         be_.copy_to_device(arena_ + s.tokens, inputs.data(), inputs.size() * 4);
-    if (chunk_.post_process)
+    if (chunk_.post_process) {
         be_.copy_to_device(arena_ + s.targets, targets.data(), targets.size() * 4);
+        SlotState& st = slot_state_.at(static_cast<std::size_t>(slot));
+        st.loss_tokens = b * sq;
+        st.loss_mask.clear();
+        if (opt_.loss_mask_token >= 0) {
+            // Megatron's GPTDataset: loss_mask[tokens == eod] = 0 on the inputs, so the
+            // prediction made *from* an EOD (the next document's first token) is left out.
+            st.loss_mask.assign(static_cast<std::size_t>(b * sq), 1.0f);
+            for (std::int64_t i = 0; i < b; ++i)
+                for (std::int64_t j = 0; j < sq; ++j)
+                    if (tokens[i * (sq + 1) + j] == opt_.loss_mask_token) {
+                        st.loss_mask[static_cast<std::size_t>(j * b + i)] = 0.0f;
+                        --st.loss_tokens;
+                    }
+        }
+    }
+}
+
+std::int64_t GptModel::loss_tokens(int slot) const {
+    GPT_ASSERT(chunk_.post_process, "loss_tokens() of a chunk without the head");
+    return slot_state_.at(static_cast<std::size_t>(slot)).loss_tokens;
+}
+
+const float* GptModel::loss_mask(int slot) const {
+    const SlotState& st = slot_state_.at(static_cast<std::size_t>(slot));
+    return st.loss_mask.empty() ? nullptr : st.loss_mask.data();
 }
 
 void* GptModel::input_hidden(int slot) { return arena_ + plan_.slot(slot).input; }
@@ -268,7 +293,7 @@ double GptModel::forward(int slot, bool training, std::uint64_t dropout_stream) 
     for (int l = 0; l < chunk_.num_layers; ++l) forward_layer(c, s, l);
     if (!chunk_.post_process) return 0.0;
     head_slot_ = slot;
-    return head_forward(c, head_params_, s, chunk_output(s));
+    return head_forward(c, head_params_, s, chunk_output(s), loss_mask(slot));
 }
 
 const void* GptModel::logits() const {
@@ -287,8 +312,8 @@ void GptModel::backward(int slot, float dloss_per_token) {
         // micro-batch's head since this one's forward (the interleaved warm-up on the last
         // stage) needs them again: recompute them, deterministically (one GEMM and the
         // cross-entropy statistics; dropout does not reach the head).
-        if (head_slot_ != slot) head_forward(c, head_params_, s, chunk_output(s));
-        head_backward(c, head_params_, s, chunk_output(s), dloss_per_token);
+        if (head_slot_ != slot) head_forward(c, head_params_, s, chunk_output(s), loss_mask(slot));
+        head_backward(c, head_params_, s, chunk_output(s), dloss_per_token, loss_mask(slot));
         head_slot_ = -1;  // turned into their gradient in place
         // The head's own entries (final layernorm, a pipeline's head copy of the word
         // embeddings) follow the last layer's; the tied word embeddings of a one-stage

@@ -96,15 +96,20 @@ public:
 
     // tokens: host int32 (micro_batch, seq + 1); inputs are [:, :-1], targets [:, 1:].
     void set_batch(int slot, const std::int32_t* tokens);
+    // How many of the slot's tokens the loss counts (last chunk, after set_batch): tokens()
+    // unless options().loss_mask_token leaves out the predictions made from an EOD input.
+    std::int64_t loss_tokens(int slot) const;
     void* input_hidden(int slot);   // (hidden_rows, h), for a chunk without embeddings
     void* output_hidden(int slot);  // (hidden_rows, h), output of a chunk without the head
 
     // Runs the chunk on the slot's micro-batch. `dropout_stream` must be unique per
     // micro-batch (the trainer uses its global micro-batch counter); dropout off when
-    // !training. Returns the summed per-token loss (last chunk), else 0.
+    // !training. Returns the summed per-token loss over the counted tokens (last chunk,
+    // see loss_tokens), else 0.
     double forward(int slot, bool training, std::uint64_t dropout_stream);
-    // Last chunk: dloss_per_token = d objective / d token loss (e.g. loss_scale / (tokens x
-    // micro-batches)). Other chunks: output_grad() holds dL/d output first.
+    // Last chunk: dloss_per_token = d objective / d token loss of each counted token (e.g.
+    // loss_scale / (loss_tokens x micro-batches)). Other chunks: output_grad() holds
+    // dL/d output first.
     void backward(int slot, float dloss_per_token);
     void* output_grad();  // (hidden_rows, h)
     // (hidden_rows, h) dL/d input, after backward of a chunk without embeddings.
@@ -157,7 +162,12 @@ private:
         bool training = false;
         std::uint64_t stream = 0;
         bool forwarded = false;
+        // --eod-mask-loss (last chunk): 1/0 per target row in [s, b] order, and how many
+        // are 1. Empty mask: every token counts.
+        std::vector<float> loss_mask;
+        std::int64_t loss_tokens = 0;
     };
+    const float* loss_mask(int slot) const;
     std::vector<SlotState> slot_state_;
     // The slot whose logits and softmax statistics the shared workspace holds (-1: none).
     int head_slot_ = -1;

@@ -123,6 +123,11 @@ struct ModelOptions {
     bool recompute_block = false;     // --recompute-method block (else uniform)
     int recompute_num_layers = 0;     // --recompute-num-layers (Full only; > 0)
     Fp8Options fp8;
+    // --eod-mask-loss: the end-of-document token id whose next-token prediction the loss
+    // leaves out (Megatron's loss_mask[tokens == eod] = 0: the mask sits where the *input*
+    // is the EOD, so the first token of the next document is not predicted from the last
+    // one's); -1: every token counts.
+    std::int32_t loss_mask_token = -1;
 };
 
 // Sequence parallelism is in effect: asked for and more than one TP rank.

@@ -1,5 +1,7 @@
 #include "train/pretrain.hpp"
 
+#include "config/batch_rampup.hpp"
+
 #include <array>
 #include <optional>
 
@@ -97,9 +99,15 @@ int pretrain(const RunConfig& run, dist::ProcessGroups& groups) {
                 "no training data: the --split gives train 0 (or give --train-data-path)");
     LoaderSource train_src(*ds.train, t.micro_batch_size, dp_rank, dp, start.consumed_train);
 
-    GPT_LOG(info) << "> training for " << iters << " iterations of " << gbs << " samples ("
-                  << trainer.num_micro_batches() << " micro-batches of " << t.micro_batch_size
-                  << " per data-parallel rank)";
+    if (const BatchRampup ramp(t); ramp.on())
+        GPT_LOG(info) << "> training for " << iters << " iterations, " << samples[0]
+                      << " samples; --rampup-batch-size: the global batch grows " << ramp.describe() << " (up to "
+                      << trainer.num_micro_batches() << " micro-batches of " << t.micro_batch_size
+                      << " per data-parallel rank)";
+    else
+        GPT_LOG(info) << "> training for " << iters << " iterations of " << gbs << " samples ("
+                      << trainer.num_micro_batches() << " micro-batches of " << t.micro_batch_size
+                      << " per data-parallel rank)";
     trainer.train(train_src, valid_sets, test_src.get());
     GPT_LOG(info) << "> training done: " << trainer.iteration() << " iterations, "
                   << trainer.skipped_iterations() << " skipped";

@@ -73,6 +73,7 @@ Trainer::Trainer(const RunConfig& run, dist::ProcessGroups& groups, Backend& bac
       groups_(groups),
       be_(backend),
       state_(run.cfg),
+      rampup_(run.cfg.training),
       data_start_(run.data_positions) {
     check_supported(cfg_, groups);
     const auto& t = cfg_.training;
@@ -111,19 +112,34 @@ std::string Trainer::memory_line(const std::string& when) const {
 IterationRecord Trainer::train_step(MicroBatchSource& data) {
     watchdog::set_iteration(state_.iteration + 1);  // named in the hang watchdog's report
     Stopwatch sw;
-    const int dp = groups_.grid().dp_size();
     const double scale = state_.scaler.scale();
-    const double T = static_cast<double>(chunks_->chunk(0).tokens());
-    // The objective is the mean token loss over the global batch, times the loss scale;
-    // 1/dp is folded in here so the data-parallel reduction is a plain sum.
-    const float dloss = static_cast<float>(scale / (T * static_cast<double>(num_micro_batches_) * dp));
-    double loss = 0.0;
+    // --rampup-batch-size: this iteration's global batch from the samples consumed so far,
+    // split anew (a resumed run's position may not be one the flags' ramp visits).
+    const std::int64_t batch = rampup_.global_batch_at(state_.consumed_train);
+    const std::int64_t micro_batches =
+        batch == global_batch_ ? num_micro_batches_
+                               : split_global_batch(batch, cfg_.training.micro_batch_size, groups_.grid().dp_size(),
+                                                    chunks_->num_chunks() > 1 ? groups_.grid().pp_size() : 1,
+                                                    "--rampup-batch-size: the global batch " + std::to_string(batch) +
+                                                        " (from sample " + std::to_string(state_.consumed_train) + ")");
+    if (rampup_.on() && batch != last_global_batch_)
+        GPT_LOG(info) << (last_global_batch_ == 0 ? "setting initial batch size to " + std::to_string(batch)
+                                                  : "ramping up batch size from " + std::to_string(last_global_batch_) +
+                                                        " to " + std::to_string(batch));
+    last_global_batch_ = batch;
+    LossTally tally;
     {
         Timers::Scope phase(&monitor_->timers(), Phase::ForwardBackward);
-        loss = chunks_->forward_backward(data, dloss, state_.micro_batches_done);
+        tally = chunks_->forward_backward(data, scale, state_.micro_batches_done, micro_batches);
     }
-    state_.micro_batches_done += static_cast<std::uint64_t>(num_micro_batches_);
+    state_.micro_batches_done += static_cast<std::uint64_t>(micro_batches);
     ++state_.iteration;
+    // Megatron reports sum / count over the global batch, whichever way the gradient was
+    // normalised.
+    const double loss = mean_loss(tally, "iteration " + std::to_string(state_.iteration));
+    // --calculate-per-token-loss: the gradients are sums over the global batch, divided
+    // by its counted tokens with the loss scale (Megatron's finalize_model_grads).
+    const double grad_divisor = cfg_.training.calculate_per_token_loss ? scale * tally.tokens : scale;
     // Megatron's NaN check. With fp16 an infinite loss is an overflow the scaler skips.
     const bool check = cfg_.monitor.check_for_nan_in_loss_and_grad();
     if (check && (std::isnan(loss) || (std::isinf(loss) && !skip_on_overflow_)))
@@ -134,9 +150,10 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
     rec.lm_loss = loss;
     rec.lr = state_.scheduler.lr();
     rec.loss_scale = scale;
+    rec.global_batch = batch;
     const std::int64_t first_sample = state_.consumed_train;
-    state_.consumed_train += global_batch_;
-    if (monitor_->spiky(loss, state_, first_sample, global_batch_, last_good_checkpoint())) {
+    state_.consumed_train += batch;
+    if (monitor_->spiky(loss, state_, first_sample, batch, last_good_checkpoint())) {
         // No update: parameters, optimizer state, LR schedule and loss scale stay as they were.
         rec.skipped = rec.spiky = true;
         rec.grad_norm = std::nan("");
@@ -145,7 +162,7 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
         optim::StepResult r;
         {
             Timers::Scope phase(&monitor_->timers(), Phase::Optimizer);
-            r = chunks_->step(rec.lr, state_.scheduler.weight_decay(), scale);
+            r = chunks_->step(rec.lr, state_.scheduler.weight_decay(), grad_divisor);
         }
         if (r.skipped) {
             // Without a loss scaler a non-finite gradient is no overflow: stop (the check),
@@ -153,7 +170,7 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
             if (!skip_on_overflow_ && check) monitor_->stop_on_non_finite(false, loss, state_.iteration, *chunks_);
             ++state_.skipped;
         } else {
-            state_.scheduler.step(global_batch_);
+            state_.scheduler.step(batch);
         }
         state_.scaler.update(r.skipped);
         monitor_->step_outcome(r.skipped, state_, scale);

@@ -14,6 +14,7 @@
 
 #include "backend/backend.hpp"
 #include "ckpt/checkpoint_saver.hpp"
+#include "config/batch_rampup.hpp"
 #include "config/config.hpp"
 #include "core/timers.hpp"
 #include "dist/process_groups.hpp"
@@ -91,6 +92,7 @@ public:
 
     std::int64_t iteration() const { return state_.iteration; }
     std::int64_t train_iters() const { return train_iters_; }
+    // Per data-parallel rank, of the full global batch (--rampup-batch-size's last).
     std::int64_t num_micro_batches() const { return num_micro_batches_; }
     const std::vector<IterationRecord>& history() const { return history_; }
     std::int64_t skipped_iterations() const { return state_.skipped; }
@@ -134,6 +136,8 @@ private:
     std::unique_ptr<RunMonitor> monitor_;
     bool skip_on_overflow_ = false;  // a loss scaler is active (fp16, or --loss-scale)
     std::int64_t global_batch_ = 0, num_micro_batches_ = 0, train_iters_ = 0;
+    BatchRampup rampup_;                  // the global batch of each iteration
+    std::int64_t last_global_batch_ = 0;  // the previous iteration's, for the ramp-up's log lines
     std::int64_t start_iteration_ = 0;    // where train() began (the loaded checkpoint's)
     DataPositions data_start_;            // the run's, checked by load_checkpoint
     std::vector<IterationRecord> history_;

@@ -47,8 +47,9 @@ struct Model {
     std::unique_ptr<GptModel> m;
     std::vector<float> p;
 
-    Model(const ModelConfig& cfg, float dropout, int mb = 2) {
+    Model(const ModelConfig& cfg, float dropout, int mb = 2, std::int32_t eod_mask = -1) {
         dims = make_model_dims(cfg, 50, 1, 0);  // vocab 50 -> 64
+        opt.loss_mask_token = eod_mask;
         opt.hidden_dropout = dropout;
         opt.attention_dropout = dropout;
         opt.seed = 11;
@@ -63,16 +64,17 @@ struct Model {
             for (std::int64_t i = 0; i < e.numel; ++i) p[static_cast<std::size_t>(e.offset + i)] += n(rng);
         m->set_parameters(p.data());
     }
+    // Megatron's loss_func for one micro-batch: the mean over the tokens the loss counts.
     double loss(const std::vector<std::int32_t>& tokens, bool training) {
         m->set_batch(0, tokens.data());
-        return m->forward(0, training, 3) / static_cast<double>(m->tokens());
+        return m->forward(0, training, 3) / static_cast<double>(m->loss_tokens(0));
     }
     std::vector<float> grads(const std::vector<std::int32_t>& tokens, double* loss_out = nullptr) {
         m->set_parameters(p.data());
         m->zero_grads();
         const double l = loss(tokens, true);
         if (loss_out) *loss_out = l;
-        m->backward(0, 1.0f / static_cast<float>(m->tokens()));  // objective: the mean loss
+        m->backward(0, 1.0f / static_cast<float>(m->loss_tokens(0)));  // objective: the mean loss
         std::vector<float> g(p.size());
         m->get_grads(g.data());
         return g;
@@ -177,15 +179,15 @@ void write_tensor(std::ofstream& f, const std::string& name, const std::vector<s
     f << "\n";
 }
 
-TEST(DecoderArch, LossAndGradientsMatchPyTorch) {
+// eod >= 0: --eod-mask-loss with that token, which `tokens` holds at some inputs.
+void expect_pytorch_match(const Variant& v, const std::vector<std::int32_t>& tokens, std::int32_t eod) {
     const char* src = std::getenv("GPT_TEST_SOURCE_DIR");
     ASSERT_NE(src, nullptr) << "GPT_TEST_SOURCE_DIR is set by ctest";
-    for (const Variant& v : {kVariants[0], kVariants[7]}) {
+    {
         SCOPED_TRACE(v.name);
         ModelConfig cfg = test::tiny::llama_model();
         v.apply(cfg);
-        Model M(cfg, 0.0f);
-        const auto tokens = test::random_tokens(2, M.dims.seq, 50, 8);
+        Model M(cfg, 0.0f, 2, eod);
         double loss = 0;
         const std::vector<float> g = M.grads(tokens, &loss);
         const std::string dir = ::testing::TempDir();
@@ -198,7 +200,7 @@ TEST(DecoderArch, LossAndGradientsMatchPyTorch) {
               << " seq " << d.seq << " batch 2 rope " << d.rope << " rotary_dim " << d.rotary_dim
               << " rotary_base " << d.rotary_base << " interleaved " << d.rotary_interleaved
               << " rmsnorm " << d.rmsnorm << " swiglu " << d.swiglu << " untied " << d.untied_output
-              << " eps " << M.opt.layernorm_eps << " tanh_gelu " << M.opt.tanh_gelu << "\n";
+              << " eps " << M.opt.layernorm_eps << " tanh_gelu " << M.opt.tanh_gelu << " eod " << eod << "\n";
             f << "tokens";
             for (auto t : tokens) f << " " << t;
             f << "\n";
@@ -243,6 +245,24 @@ TEST(DecoderArch, LossAndGradientsMatchPyTorch) {
         }
         EXPECT_EQ(seen, static_cast<int>(M.m->layout().entries().size()));
     }
+}
+
+const int kSeq = test::tiny::llama_model().seq_length;
+
+TEST(DecoderArch, LossAndGradientsMatchPyTorch) {
+    for (const Variant& v : {kVariants[0], kVariants[7]}) expect_pytorch_match(v, test::random_tokens(2, kSeq, 50, 8), -1);
+}
+
+// --eod-mask-loss against PyTorch's Megatron loss_func (loss_mask = inputs != eod, the mean
+// over the counted tokens): the EOD at inputs of both samples, unequally (sample 0 at 2, 3
+// and its last input 7; sample 1 at 5), and as sample 0's last token (a target only, never
+// an input: that prediction counts).
+TEST(DecoderArch, EodMaskedLossAndGradientsMatchPyTorch) {
+    std::vector<std::int32_t> tokens = test::random_tokens(2, kSeq, 50, 8);
+    const std::int32_t eod = 49;
+    for (auto& t : tokens) t = t == eod ? 0 : t;
+    for (int at : {2, 3, 7, 8, kSeq + 1 + 5}) tokens.at(static_cast<std::size_t>(at)) = eod;
+    expect_pytorch_match(kVariants[0], tokens, eod);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Independent PyTorch (fp64) implementation of the GPT model with the Llama-style options,
 used by tests/model/test_decoder_arch.cpp: reads the C++ model's weights and tokens, writes
-the mean loss and every parameter's gradient.
+the mean loss (over the tokens Megatron's --eod-mask-loss counts, when the config names an
+eod) and every parameter's gradient.
 
 Written from the architecture's definitions (Megatron's layouts), not from our kernels:
 QKV rows grouped [ng, np/ng + 2, hn]; rope as Megatron's cos/sin tables with rotate_half;
@@ -111,7 +112,15 @@ def main():
     if head is None:
         head = P["language_model/embedding/word_embeddings/weight"]
     logits = y @ head.t()
-    loss = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+    eod = int(cfg.get("eod", -1))
+    if eod >= 0:
+        # Megatron's --eod-mask-loss: loss_mask[inputs == eod] = 0, then loss_func's sum of
+        # the masked losses over the micro-batch's counted tokens.
+        mask = (inputs != eod).reshape(-1).to(torch.float64)
+        losses = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), reduction="none")
+        loss = (losses * mask).sum() / mask.sum().clamp(min=1)
+    else:
+        loss = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
     loss.backward()
     with open(sys.argv[2], "wb") as f:
         f.write(("loss %.17g\n" % loss.item()).encode())

@@ -19,10 +19,10 @@
 //   layer and 2 h for the final layernorm.
 // DP group (d > 1): all-reduce of the P-element fp32 grad buffer, or with the distributed
 //   optimizer a reduce-scatter of it plus an all-gather of the P params (P padded to a
-//   multiple of 64 d); the loss, 8 bytes.
+//   multiple of 64 d); the loss tally (sum and counted tokens), 16 bytes.
 // PP group (p > 1, 1F1B): per micro-batch an activation out and a gradient back across
 //   every stage boundary this stage touches: 2 messages of R h e per boundary (R = T, or
-//   T/t with SP); the last stage's loss to all, 8 bytes.
+//   T/t with SP); the last stage's loss tally to all, 16 bytes.
 // Embedding group (first + last stage): all-reduce of the word-embedding grads, V/t h fp32.
 // Grad norm: 3 doubles (sum of squares, non-finite ranges, zeros) over the model-parallel
 // group, or over the world when sharded.
@@ -91,11 +91,11 @@ std::map<std::string, double> expected_bytes(const Case& k, const Config& c, con
     for (const auto& [name, prm] : run.params) params += double(prm.values.size());
     const double multiple = k.distopt ? 64.0 * d : 1.0;
     const double P = std::ceil(params / multiple) * multiple;
-    x["dp"] = d > 1 ? (k.distopt ? P * 4 + P * e : P * 4) + 8 : 0;
+    x["dp"] = d > 1 ? (k.distopt ? P * 4 + P * e : P * 4) + 16 : 0;
 
     const double rows = sp ? T / t : T;
     const double boundaries = p > 1 ? (first || last ? 1 : 2) : 0;
-    x["pp"] = p > 1 ? m * boundaries * 2 * rows * h * e + 8 : 0;
+    x["pp"] = p > 1 ? m * boundaries * 2 * rows * h * e + 16 : 0;
     x["embedding"] = p > 1 && (first || last) ? V / t * h * 4 : 0;
     const bool sharded = k.distopt && d > 1;
     x["model-parallel"] = !sharded && t * p > 1 ? 24 : 0;

@@ -181,7 +181,7 @@ TEST(NanCheck, GradientReportNamesTheRankAndTheParameter) {
     Trainer tr(cfg, groups, *be);
     test::WalkSource src(cfg.model.vocab_size, cfg.model.seq_length, cfg.training.micro_batch_size,
                          groups.coords().dp, groups.grid().dp_size());
-    tr.chunks().forward_backward(src, 1.0f, 0);
+    tr.chunks().forward_backward(src, 1.0, 0, tr.num_micro_batches());
     const auto hosts = gather_hostnames(groups.world());
     EXPECT_EQ(tr.chunks().first_non_finite_grad(), "");
     const int bad = groups.world_size() - 1;

@@ -83,6 +83,7 @@ struct Numerics {
     double rel = 1e-5;       // 0: the fp32 rounding bound of rounding_bound.hpp
     double param_rel = 0.0;  // rel when 0
     void (*model)(ModelConfig&) = nullptr;  // another architecture (the name says which)
+    void (*loss)(Config&) = nullptr;        // other training flags (the name says which)
 };
 
 Config with_numerics(Config c, const Numerics& n, int tp) {
@@ -94,6 +95,7 @@ Config with_numerics(Config c, const Numerics& n, int tp) {
     // RNG), so with TP > 1 it cannot follow one rank.
     c.model.attention_dropout = tp == 1 ? n.dropout : 0.0;
     if (n.model) n.model(c.model);
+    if (n.loss) n.loss(c);
     return c;
 }
 
@@ -235,6 +237,46 @@ TEST(ParallelMatrix, LlamaStyleTwoRanks) {
     Numerics n{"llama-style fp32", false, false, 0.0, 0.0};
     n.model = test::tiny::llama_style;
     run_layouts({{2, 1}, {1, 2}, {1, 1}}, {v[0], v[2], v[3]}, n);
+}
+
+// --eod-mask-loss (WalkSource's token 60, the mock data's EOD, is an input of about one
+// micro-batch in four, so micro-batches count 16 or 15 tokens) with Megatron's per
+// micro-batch normalisation and with --calculate-per-token-loss, whose divisor, the global
+// batch's counted tokens, every stage and data-parallel rank must learn: fp32 bound.
+TEST(ParallelMatrix, EodMaskLossTwoRanks) {
+    if (test::world_size() != 2) GTEST_SKIP() << "needs 2 ranks (registered as .np2)";
+    const auto& v = variants();
+    Numerics mean{"eod-mask-loss fp32", false, false, 0.0, 0.0};
+    mean.loss = [](Config& c) {
+        c.data.mock_data = true;
+        c.data.eod_mask_loss = true;
+    };
+    run_layouts({{1, 2}, {1, 1}}, {v[0]}, mean);
+    Numerics per_token{"eod-mask-loss per-token fp32", false, false, 0.0, 0.0};
+    per_token.loss = [](Config& c) {
+        c.data.mock_data = true;
+        c.data.eod_mask_loss = true;
+        c.training.calculate_per_token_loss = true;
+    };
+    run_layouts({{2, 1}, {1, 2}, {1, 1}}, {v[0], v[2]}, per_token);
+}
+
+// --rampup-batch-size 2 2 6 to the global batch of 4 over 34 samples (Megatron: 10
+// iterations of 2, 2, 2, then 4): data-parallel ranks take 1 micro-batch, then 2; the
+// pipeline's schedules (1F1B and interleaved) run 2 micro-batches, then 4. Sample-based
+// training, as the ramp needs.
+TEST(ParallelMatrix, RampupBatchSizeTwoRanks) {
+    if (test::world_size() != 2) GTEST_SKIP() << "needs 2 ranks (registered as .np2)";
+    const auto& v = variants();
+    Numerics n{"rampup-batch-size fp32", false, false, 0.0, 0.0};
+    n.loss = [](Config& c) {
+        c.training.rampup_batch_size = {2, 2, 6};
+        c.training.train_iters = 0;
+        c.training.train_samples = 34;
+        c.optimizer.lr_warmup_iters = 0;
+        c.optimizer.lr_warmup_samples = 8;
+    };
+    run_layouts({{2, 1}, {1, 2}, {1, 1}}, {v[0], v[2]}, n);
 }
 
 TEST(ParallelMatrix, EightRanks) {

@@ -9,7 +9,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/errors.hpp"
 #include "text/gpt2_tokenizer.hpp"
+#include "train/run/eod_token.hpp"
 #include "test_env.hpp"
 #include "train/trainer.hpp"
 #include "trainer_test_util.hpp"
@@ -50,6 +52,36 @@ std::vector<std::int32_t> gpl3_tokens(const data::Gpt2Tokenizer& tok) {
 data::Gpt2Tokenizer gpt2_tokenizer() {
     return data::Gpt2Tokenizer::load(test::source_dir() + "/data/gpt2/gpt2-vocab.json",
                                      test::source_dir() + "/data/gpt2/gpt2-merges.txt");
+}
+
+// --eod-mask-loss's token: the GPT-2 vocabulary's <|endoftext|>, the mock data's last id,
+// and a clear refusal where the run names no tokenizer or the token misses the vocabulary.
+TEST(TrainerRealText, EodTokenComesFromTheTokenizer) {
+    Config cfg = test::tiny::train();
+    cfg.data.eod_mask_loss = true;
+    cfg.data.vocab_file = test::source_dir() + "/data/gpt2/gpt2-vocab.json";
+    cfg.data.merge_file = test::source_dir() + "/data/gpt2/gpt2-merges.txt";
+    cfg.model.vocab_size = 50257;
+    EXPECT_EQ(end_of_document_token(cfg), 50256);
+    EXPECT_EQ(end_of_document_token(cfg), gpt2_tokenizer().eod());
+    cfg.model.vocab_size = 1000;  // --vocab-size below the tokenizer's
+    try {
+        end_of_document_token(cfg);
+        ADD_FAILURE() << "accepted an EOD outside the vocabulary";
+    } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("token 50256 lies outside the vocabulary of 1000"), std::string::npos) << e.what();
+    }
+    Config mock = test::tiny::train();
+    mock.data.mock_data = true;
+    EXPECT_EQ(end_of_document_token(mock), mock.model.vocab_size - 1);
+    Config none = test::tiny::train();  // real data (none given here) read with --vocab-size alone
+    try {
+        end_of_document_token(none);
+        ADD_FAILURE() << "accepted a run without a tokenizer";
+    } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("--eod-mask-loss needs the end-of-document token"), std::string::npos)
+            << e.what();
+    }
 }
 
 TEST(TrainerRealText, LossFallsOnEnglishText) {

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "core/errors.hpp"
+#include "model_test_util.hpp"
 #include "test_env.hpp"
 #include "train/monitor/iteration_log.hpp"
 #include "train/trainer.hpp"
@@ -194,6 +195,149 @@ TEST(Trainer, NumZerosCountsTheZeroGradients) {
     ASSERT_GT(padding, 0);  // the layout pads, so a count of the whole buffer would be wrong
     EXPECT_GE(zeros, 4 * cfg.model.hidden_size);
     EXPECT_EQ(tr.history().back().num_zeros, zeros);
+}
+
+// WalkSource's micro-batches with end-of-document tokens written in: micro-batch n gets the
+// EOD at the positions k with (k + n) % (n + 2) == 0, so micro-batches count different
+// numbers of tokens under --eod-mask-loss (the last token, a target only, included).
+class EodWalkSource final : public MicroBatchSource {
+public:
+    EodWalkSource(const Config& cfg, std::int32_t eod, int dp_rank = 0, int dp_size = 1)
+        : walk_(static_cast<int>(cfg.model.vocab_size), cfg.model.seq_length, cfg.training.micro_batch_size,
+                dp_rank, dp_size),
+          eod_(eod), elems_(cfg.training.micro_batch_size * (cfg.model.seq_length + 1)) {}
+    void next(std::int32_t* tokens) override {
+        walk_.next(tokens);
+        const int n = calls_++;
+        for (int k = 0; k < elems_; ++k)
+            if ((k + n) % (n + 2) == 0) tokens[k] = eod_;
+    }
+
+private:
+    test::WalkSource walk_;
+    std::int32_t eod_;
+    int elems_, calls_ = 0;
+};
+
+// --eod-mask-loss, and --calculate-per-token-loss, normalised as Megatron's loss_func and
+// schedules: one iteration's gradients equal the model's own backward of each micro-batch
+// with Megatron's weight, 1 / (its counted tokens x micro-batches) (the per-token sum: 1,
+// then the step divides by the global batch's counted tokens); the reported loss is the
+// global batch's masked sum over its counted tokens; the grad norm follows the division.
+// The reference runs the same operations in the same order, so the gradients match exactly.
+TEST(Trainer, EodMaskLossNormalisesAsMegatron) {
+    for (const bool per_token : {false, true}) {
+        SCOPED_TRACE(per_token ? "--calculate-per-token-loss" : "per micro-batch");
+        Config cfg = test::tiny::train();
+        cfg.training.train_iters = 2;
+        cfg.optimizer.lr_warmup_iters = 1;
+        cfg.training.global_batch_size = 6;  // 3 micro-batches of 2
+        cfg.data.mock_data = true;            // the EOD: the mock data's, vocab size - 1
+        cfg.data.eod_mask_loss = true;
+        cfg.training.calculate_per_token_loss = per_token;
+        const std::int32_t eod = static_cast<std::int32_t>(cfg.model.vocab_size) - 1;
+        dist::ProcessGroups groups(MPI_COMM_SELF, 1, 1);
+        auto be = make_backend("cpu", 0);
+        Trainer tr(cfg, groups, *be);
+        model::GptModel& m = tr.chunks().chunk(0);
+        ASSERT_EQ(m.options().loss_mask_token, eod);
+        std::vector<float> p0(static_cast<std::size_t>(m.layout().total_elements()));
+        m.get_parameters(p0.data());
+
+        auto tp = test::self_comm();
+        model::GptModel ref(m.dims(), m.chunk(), m.options(), cfg.training.micro_batch_size, *be, *tp);
+        ref.set_parameters(p0.data());
+        ref.zero_grads();
+        EodWalkSource ref_src(cfg, eod);
+        const int nmb = 3;
+        std::vector<std::int32_t> tokens(static_cast<std::size_t>(2 * (cfg.model.seq_length + 1)));
+        double sum = 0.0, counted = 0.0;
+        std::vector<std::int64_t> counts;
+        for (int mb = 0; mb < nmb; ++mb) {
+            ref_src.next(tokens.data());
+            ref.set_batch(0, tokens.data());
+            sum += ref.forward(0, true, static_cast<std::uint64_t>(mb));
+            const std::int64_t c = ref.loss_tokens(0);
+            counts.push_back(c);
+            counted += static_cast<double>(c);
+            ref.backward(0, per_token ? 1.0f : static_cast<float>(1.0 / (static_cast<double>(c) * nmb)));
+        }
+        ASSERT_NE(counts[0], counts[1]);
+        ASSERT_NE(counts[1], counts[2]);
+        ASSERT_LT(counts[2], m.tokens());
+        std::vector<float> g_ref(p0.size());
+        ref.get_grads(g_ref.data());
+
+        EodWalkSource src(cfg, eod);
+        const IterationRecord rec = tr.train_step(src);
+        std::vector<float> g(p0.size());
+        m.get_grads(g.data());
+        int differ = 0;
+        for (std::size_t i = 0; i < g.size(); ++i) differ += g[i] != g_ref[i];
+        EXPECT_EQ(differ, 0) << "of " << g.size() << " gradient elements";
+        EXPECT_DOUBLE_EQ(rec.lm_loss, sum / counted);
+        double sq = 0.0;
+        for (const auto& e : m.layout().entries()) {
+            if (e.name == model::ParamLayout::word_embeddings_for_head()) continue;
+            for (std::int64_t i = 0; i < e.numel; ++i) sq += double(g_ref[e.offset + i]) * g_ref[e.offset + i];
+        }
+        // The same fp32 squares summed in double in another order: far below 1e-12 relative.
+        const double norm = std::sqrt(sq) / (per_token ? counted : 1.0);
+        EXPECT_NEAR(rec.grad_norm, norm, 1e-12 * norm);
+
+        // Evaluation as Megatron's evaluate: every micro-batch's masked sum over all their
+        // counted tokens, on the updated parameters.
+        std::vector<float> p1(p0.size());
+        m.get_parameters(p1.data());
+        ref.set_parameters(p1.data());
+        EodWalkSource eval_ref_src(cfg, eod), eval_src(cfg, eod);
+        sum = counted = 0.0;
+        for (int mb = 0; mb < nmb; ++mb) {
+            eval_ref_src.next(tokens.data());
+            ref.set_batch(0, tokens.data());
+            sum += ref.forward(0, false, 0);
+            counted += static_cast<double>(ref.loss_tokens(0));
+        }
+        EXPECT_DOUBLE_EQ(tr.evaluate(eval_src, 1), sum / counted);
+    }
+}
+
+// --rampup-batch-size 2 2 8 to a global batch of 6 over 30 samples: Megatron's calculator
+// and update_train_iters give 6 iterations of 2, 2, 4, 6, 6, 6 samples (26 consumed). Each
+// iteration runs its batch (micro-batches of 1), advances the consumed samples and the
+// sample-based LR schedule by it, and while the batch is 2 trains bit for bit as a run
+// whose global batch is always 2 (same data, same schedule).
+TEST(Trainer, RampupBatchSizeGrowsAsMegatronsCalculator) {
+    Config cfg = test::tiny::train();
+    cfg.training.micro_batch_size = 1;
+    cfg.training.global_batch_size = 6;
+    cfg.training.rampup_batch_size = {2, 2, 8};
+    cfg.training.train_iters = 0;
+    cfg.training.train_samples = 30;
+    cfg.optimizer.lr_warmup_iters = 0;
+    cfg.optimizer.lr_warmup_samples = 4;
+    cfg.optimizer.lr_decay_samples = 30;
+    std::vector<IterationRecord> ramp;
+    run_losses(cfg, MPI_COMM_SELF, &ramp);
+    const std::vector<std::int64_t> want{2, 2, 4, 6, 6, 6};
+    ASSERT_EQ(ramp.size(), want.size());
+    const optim::LrScheduler lr = optim::LrScheduler::from_config(cfg.optimizer, 0, 30, 6);
+    std::int64_t consumed = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(ramp[i].global_batch, want[i]) << "iteration " << i + 1;
+        EXPECT_DOUBLE_EQ(ramp[i].lr, lr.lr_at(consumed)) << "iteration " << i + 1;
+        consumed += want[i];
+    }
+    Config two = cfg;
+    two.training.rampup_batch_size.clear();
+    two.training.global_batch_size = 2;
+    std::vector<IterationRecord> constant;
+    run_losses(two, MPI_COMM_SELF, &constant);
+    for (std::size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(ramp[i].lm_loss, constant[i].lm_loss) << "iteration " << i + 1;
+        EXPECT_EQ(ramp[i].grad_norm, constant[i].grad_norm) << "iteration " << i + 1;
+    }
+    EXPECT_NE(ramp[2].lm_loss, constant[2].lm_loss);  // 4 samples against 2
 }
 
 TEST(Trainer, DataParallelMatchesOneRankWithTheSameGlobalBatch) {

@@ -20,9 +20,8 @@ RunMonitor::RunMonitor(const Config& cfg, dist::ProcessGroups& groups, Backend& 
       groups_(groups),
       be_(backend),
       train_iters_(train_iters),
-      global_batch_(cfg.training.global_batch_size),
-      flops_per_iteration_(model_flops_per_iteration(cfg.model, dims.vocab_padded, global_batch_)),
-      batch_tokens_(static_cast<double>(global_batch_) * dims.seq),
+      flops_per_sample_(model_flops_per_iteration(cfg.model, dims.vocab_padded, 1)),
+      seq_(static_cast<double>(dims.seq)),
       skip_watch_(cfg.training) {
     if (!cfg_.logging.metrics_file.empty() && logs())
         metrics_ = std::make_unique<MetricsFile>(cfg_.logging.metrics_file);
@@ -84,6 +83,7 @@ void RunMonitor::stop_on_non_finite(bool loss_is_bad, double loss, std::int64_t 
 void RunMonitor::after_step(const IterationRecord& rec, const TrainingState& state) {
     const int every = std::max(1, cfg_.logging.log_interval);
     interval_ms_ += rec.elapsed_ms;
+    interval_samples_ += static_cast<double>(rec.global_batch);
     ++interval_iters_;
     if (rec.skipped) {
         ++interval_skipped_;
@@ -103,7 +103,7 @@ void RunMonitor::after_step(const IterationRecord& rec, const TrainingState& sta
         m.num_zeros = rec.num_zeros;
         m.loss_scale = rec.loss_scale;
         m.elapsed_ms = rec.elapsed_ms;
-        m.tokens_per_s = batch_tokens_ / (rec.elapsed_ms * 1e-3);
+        m.tokens_per_s = static_cast<double>(rec.global_batch) * seq_ / (rec.elapsed_ms * 1e-3);
         m.skipped = rec.skipped;
         metrics_->write(m);
     }
@@ -118,17 +118,17 @@ void RunMonitor::after_step(const IterationRecord& rec, const TrainingState& sta
         ti.params_norm = rec.params_norm;
         ti.num_zeros = rec.num_zeros;
         ti.skipped = rec.skipped;
-        ti.batch_size = global_batch_;
+        ti.batch_size = rec.global_batch;
         ti.world_size = groups_.world_size();
         tb_->iteration(ti, be_);
         if (state.iteration % every == 0) {
             const double seconds = interval_ms_ * 1e-3 / interval_iters_;
-            tb_->iteration_time(state.iteration, seconds, tflops_per_gpu(seconds));
+            tb_->iteration_time(state.iteration, seconds, tflops_per_gpu(interval_samples_, interval_ms_ * 1e-3));
         }
     }
     if (state.iteration % every == 0) {
         if (logs()) log_interval(rec, state);
-        interval_loss_ = interval_ms_ = 0.0;  // every rank (the last one times for TensorBoard)
+        interval_loss_ = interval_ms_ = interval_samples_ = 0.0;  // every rank (the last one times for TensorBoard)
         interval_applied_ = interval_iters_ = interval_skipped_ = interval_nan_ = 0;
         log_timers(state.iteration);  // after the iteration line, as Megatron prints them
     }
@@ -158,8 +158,8 @@ void RunMonitor::profile_edges(std::int64_t iteration, bool before_step) {
     }
 }
 
-double RunMonitor::tflops_per_gpu(double seconds_per_iteration) const {
-    return flops_per_iteration_ / seconds_per_iteration / 1e12 / groups_.world_size();
+double RunMonitor::tflops_per_gpu(double samples, double seconds) const {
+    return flops_per_sample_ * samples / seconds / 1e12 / groups_.world_size();
 }
 
 void RunMonitor::log_interval(const IterationRecord& last, const TrainingState& state) {
@@ -168,9 +168,9 @@ void RunMonitor::log_interval(const IterationRecord& last, const TrainingState& 
     s.train_iters = train_iters_;
     s.consumed_samples = state.consumed_train;
     s.elapsed_ms_per_iteration = interval_ms_ / static_cast<double>(interval_iters_);
-    s.tflops_per_gpu = tflops_per_gpu(s.elapsed_ms_per_iteration * 1e-3);
+    s.tflops_per_gpu = tflops_per_gpu(interval_samples_, interval_ms_ * 1e-3);
     s.learning_rate = state.scheduler.lr();
-    s.global_batch_size = global_batch_;
+    s.global_batch_size = last.global_batch;
     if (interval_applied_ > 0) s.lm_loss = interval_loss_ / static_cast<double>(interval_applied_);
     s.loss_scale = state.scaler.scale();
     if (!last.skipped) s.grad_norm = last.grad_norm;

@@ -71,8 +71,8 @@ public:
 private:
     // --profile: cudaProfilerStart/Stop on the window's edges.
     void profile_edges(std::int64_t iteration, bool before_step);
-    // Megatron's throughput: model FLOPs per iteration over the time, per rank, in TFLOP/s.
-    double tflops_per_gpu(double seconds_per_iteration) const;
+    // Megatron's throughput: the model FLOPs of `samples` over `seconds`, per rank, in TFLOP/s.
+    double tflops_per_gpu(double samples, double seconds) const;
     void log_interval(const IterationRecord& last, const TrainingState& state);
     // Every log interval with --timing-log-level > 0 or --log-straggler (collective): the
     // timer block and the straggler lines, printed by rank 0; resets the timers.
@@ -81,9 +81,9 @@ private:
     Config cfg_;
     dist::ProcessGroups& groups_;
     Backend& be_;
-    std::int64_t train_iters_ = 0, global_batch_ = 0;
-    double flops_per_iteration_ = 0.0;  // the model's, for the iteration line
-    double batch_tokens_ = 0.0;         // tokens per global batch, for the metrics file
+    std::int64_t train_iters_ = 0;
+    double flops_per_sample_ = 0.0;  // the model's, for the iteration line
+    double seq_ = 0.0;               // tokens per sample, for the metrics file
     std::unique_ptr<MetricsFile> metrics_;
     std::unique_ptr<Timers> timers_;
     std::unique_ptr<SpikeGuard> spikes_;  // with --check-for-spiky-loss
@@ -91,7 +91,7 @@ private:
     std::vector<std::string> hosts_;      // every rank's host name, by world rank
     std::unique_ptr<TensorboardLog> tb_;  // --tensorboard-dir, on the last rank
     // The current logging interval.
-    double interval_loss_ = 0.0, interval_ms_ = 0.0;
+    double interval_loss_ = 0.0, interval_ms_ = 0.0, interval_samples_ = 0.0;
     std::int64_t interval_applied_ = 0, interval_iters_ = 0, interval_skipped_ = 0,
                  interval_nan_ = 0;
 };

@@ -8,6 +8,7 @@
 #include "log/log.hpp"
 #include "train/run/checkpoint_vocab.hpp"
 #include "train/run/data_positions.hpp"
+#include "train/run/eod_token.hpp"
 #include "train/run/first_checkpoint.hpp"
 #include "train/run/run_config.hpp"
 #include "train/run/run_config_steps.hpp"
@@ -32,6 +33,7 @@ RunConfig resolve_run(Config cfg, int world_size, int local_world_size) {
 RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_world_size,
                      const std::optional<FirstCheckpoint>& first) {
     RunConfig run = derive_common(cfg, grid, local_world_size, true);
+    if (cfg.data.eod_mask_loss) run.model_options.loss_mask_token = end_of_document_token(cfg);
     run.data_positions = read_data_positions(cfg, first);
     return run;
 }

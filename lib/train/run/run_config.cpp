@@ -12,6 +12,7 @@
 #include "log/log.hpp"
 #include "plan/model_shape.hpp"
 #include "plan/planner.hpp"
+#include "train/run/eod_token.hpp"
 #include "train/run/model_options.hpp"
 #include "train/run/run_config_steps.hpp"
 
@@ -22,10 +23,7 @@ void resolve_vocab(Config& cfg) {
         // Megatron's TikTokenizer: --vocab-size (all ids, special tokens included; the rank
         // file is cut to it) or, unlike Megatron's 2^17 fallback, the file's ranks + special
         // tokens. Loading checks the flags and the file on every rank before training starts.
-        data::TikTokenizerOptions o{cfg.data.tokenizer_model, cfg.data.tiktoken_pattern,
-                                    cfg.data.tiktoken_num_special_tokens, cfg.data.tiktoken_special_tokens,
-                                    cfg.model.vocab_size};
-        cfg.model.vocab_size = data::TikTokenizer::load(o).vocab_size();
+        cfg.model.vocab_size = data::TikTokenizer::load(tiktoken_options(cfg)).vocab_size();
         return;
     }
     if (cfg.model.vocab_size > 0) return;

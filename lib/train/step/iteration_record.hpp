@@ -9,6 +9,7 @@ namespace gpt::train {
 struct IterationRecord {
     std::int64_t iteration = 0;
     double lm_loss = 0.0;       // mean over the global batch
+    std::int64_t global_batch = 0;  // samples this iteration (--rampup-batch-size: grows)
     double lr = 0.0;            // the learning rate this step used
     double grad_norm = 0.0;     // NaN when skipped
     double params_norm = 0.0;   // after the step, with --log-params-norm; NaN without it

@@ -12,7 +12,8 @@ namespace gpt::train {
 
 ModelChunks::ModelChunks(const RunConfig& run, dist::ProcessGroups& groups, dist::DataGroups& data,
                          Backend& backend)
-    : groups_(groups), data_(data), be_(backend), num_micro_batches_(run.num_micro_batches) {
+    : groups_(groups), data_(data), be_(backend), num_micro_batches_(run.num_micro_batches),
+      per_token_loss_(run.cfg.training.calculate_per_token_loss) {
     const Config& cfg = run.cfg;
     const std::int64_t num_micro_batches = run.num_micro_batches;
     const int v = pipeline_num_chunks(cfg, groups);
@@ -61,22 +62,23 @@ void ModelChunks::from_boundary(void* activation, const void* buffer, std::size_
     else be_.copy_to_device(activation, buffer, bytes);
 }
 
-double ModelChunks::stage_forward(int mb, int c, int slot, const void* in, void* out,
-                                  std::size_t act_bytes, bool train, std::uint64_t stream) {
+LossTally ModelChunks::stage_forward(int mb, int c, int slot, const void* in, void* out,
+                                     std::size_t act_bytes, bool train, std::uint64_t stream) {
     model::GptModel& m = chunk(c);
     if (m.chunk().pre_process || m.chunk().post_process) m.set_batch(slot, tokens_of(mb));
     if (in) from_boundary(m.input_hidden(slot), in, act_bytes);
     const double l = m.forward(slot, train, stream);
     if (out) to_boundary(out, m.output_hidden(slot), act_bytes);
-    return m.chunk().post_process ? l / static_cast<double>(m.tokens()) : 0.0;
+    if (!m.chunk().post_process) return {};
+    return {l, static_cast<double>(m.loss_tokens(slot))};
 }
 
-pipeline::PipelineShape ModelChunks::shape(bool forward_only) const {
+pipeline::PipelineShape ModelChunks::shape(bool forward_only, std::int64_t micro_batches) const {
     const model::GptModel& m = *chunks_.front();
     pipeline::PipelineShape sh;
     sh.pp_size = groups_.grid().pp_size();
     sh.stage = groups_.coords().pp;
-    sh.num_microbatches = static_cast<int>(num_micro_batches_);
+    sh.num_microbatches = static_cast<int>(micro_batches);
     sh.num_chunks = num_chunks();
     // (T, h) replicated over TP, or this rank's (T/tp, h) sequence shard.
     sh.activation_count = m.hidden_rows() * m.dims().hidden;
@@ -85,8 +87,8 @@ pipeline::PipelineShape ModelChunks::shape(bool forward_only) const {
     return sh;
 }
 
-void ModelChunks::read_batch(MicroBatchSource& data) {
-    for (std::int64_t mb = 0; mb < num_micro_batches_; ++mb)
+void ModelChunks::read_batch(MicroBatchSource& data, std::int64_t micro_batches) {
+    for (std::int64_t mb = 0; mb < micro_batches; ++mb)
         data.next(tokens_.data() + static_cast<std::size_t>(mb) * sample_elems_);
 }
 
@@ -131,36 +133,47 @@ int ModelChunks::release_slot(int chunk, int mb) {
     return slot;
 }
 
-double ModelChunks::global_mean(double loss) {
-    const int dp = groups_.grid().dp_size();
-    if (dp > 1) {
-        groups_.dp().all_reduce(&loss, 1, dist::CommType::F64, dist::ReduceOp::Sum);
-        loss /= dp;
-    }
+LossTally ModelChunks::global_tally(LossTally local) {
+    // Megatron all-reduces [sum, count] over the data-parallel group and reports sum / count.
+    double t[2] = {local.sum, local.tokens};
+    if (groups_.grid().dp_size() > 1) groups_.dp().all_reduce(t, 2, dist::CommType::F64, dist::ReduceOp::Sum);
     // Megatron logs on the last stage; every rank gets the value so all take the same
-    // decisions (the NaN check, skipped-iteration bookkeeping).
-    if (groups_.pp().size() == 1) return loss;
-    if (!groups_.is_last_stage()) loss = 0.0;
-    groups_.pp().all_reduce(&loss, 1, dist::CommType::F64, dist::ReduceOp::Sum);
-    return loss;
+    // decisions (the NaN check, skipped-iteration bookkeeping, the per-token divisor).
+    if (groups_.pp().size() > 1) {
+        if (!groups_.is_last_stage()) t[0] = t[1] = 0.0;
+        groups_.pp().all_reduce(t, 2, dist::CommType::F64, dist::ReduceOp::Sum);
+    }
+    return {t[0], t[1]};
 }
 
-double ModelChunks::forward_backward(MicroBatchSource& data, float dloss,
-                                     std::uint64_t first_stream) {
+LossTally ModelChunks::forward_backward(MicroBatchSource& data, double loss_scale,
+                                        std::uint64_t first_stream, std::int64_t micro_batches) {
+    GPT_ASSERT(micro_batches >= 1 && micro_batches <= num_micro_batches_, "an iteration of ", micro_batches,
+               " micro-batches, outside [1, ", num_micro_batches_, "]");
     const int dp = groups_.grid().dp_size(), dp_rank = groups_.coords().dp;
-    const pipeline::PipelineShape sh = shape(false);
+    const pipeline::PipelineShape sh = shape(false, micro_batches);
     const std::size_t act_bytes =
         static_cast<std::size_t>(sh.activation_count) * dist::comm_type_size(sh.type);
     {
         Timers::Scope phase(timers_, Phase::BatchGenerator);
-        read_batch(data);
+        read_batch(data, micro_batches);
     }
     reset_slots();
     for (auto& m : chunks_) {
         m->zero_grads();
         m->fp8_weights_changed();  // the optimizer (or a load) changed them since the last pass
     }
-    double loss = 0.0;
+    LossTally loss;
+    // Megatron's forward_step_calc_loss: each micro-batch's loss is its mean over its counted
+    // tokens (at least 1), over the micro-batches; 1/dp is folded in here so the
+    // data-parallel reduction is a plain sum. With per-token loss, the sum as it is.
+    const double mean_divisor = static_cast<double>(micro_batches * dp);
+    auto dloss_of = [&](const model::GptModel& m, int slot) {
+        if (!m.chunk().post_process) return 0.0f;
+        if (per_token_loss_) return static_cast<float>(loss_scale);
+        const auto counted = static_cast<double>(std::max<std::int64_t>(m.loss_tokens(slot), 1));
+        return static_cast<float>(loss_scale / (counted * mean_divisor));
+    };
     pipeline::StageFunctions fn;
     fn.forward = [&](int mb, int c, const void* in, void* out) {
         // Streams follow the global batch order, so a run's dropout masks depend neither on
@@ -174,16 +187,16 @@ double ModelChunks::forward_backward(MicroBatchSource& data, float dloss,
         if (grad_out) from_boundary(m.output_grad(), grad_out, act_bytes);
         // Each chunk runs its micro-batches' backwards in order: the last one finishes the
         // iteration's gradients, so its buckets may start reducing as they complete.
-        if (mb == num_micro_batches_ - 1) reducers_[static_cast<std::size_t>(c)]->start_final_backward();
-        m.backward(slot, dloss);
+        if (mb == micro_batches - 1) reducers_[static_cast<std::size_t>(c)]->start_final_backward();
+        m.backward(slot, dloss_of(m, slot));
         if (grad_in) to_boundary(grad_in, m.input_grad(), act_bytes);
     };
     timing_ = pipeline::run_pipeline(sh, data_.pp(), fn, space_, timers_);
     finalize_grads();
     // FP8 delayed scaling: this step's amaxes, reduced over TP and DP, give the next step's scales.
     for (auto& m : chunks_) m->fp8_end_step(data_.dp());
-    local_loss_ = loss / static_cast<double>(num_micro_batches_);
-    return global_mean(local_loss_);
+    local_loss_ = loss.sum / std::max(loss.tokens, 1.0);
+    return global_tally(loss);
 }
 
 void ModelChunks::finalize_grads() {
@@ -256,7 +269,7 @@ std::string ModelChunks::first_non_finite_grad() {
     return "";
 }
 
-optim::StepResult ModelChunks::step(double lr, double weight_decay, double loss_scale) {
+optim::StepResult ModelChunks::step(double lr, double weight_decay, double grad_divisor) {
     optim::GradNorm norm;
     {
         // The grad norm clipping needs; the overflow check rides in the same pass.
@@ -270,12 +283,12 @@ optim::StepResult ModelChunks::step(double lr, double weight_decay, double loss_
         if (mp.size() > 1)
             mp.all_reduce(stats.data(), static_cast<std::int64_t>(stats.size()), dist::CommType::F64,
                           dist::ReduceOp::Sum);
-        norm = optim::AdamOptimizer::finish_grad_norm(stats, loss_scale);
+        norm = optim::AdamOptimizer::finish_grad_norm(stats, grad_divisor);
     }
     optim::StepResult r;
     for (auto& o : optimizers_) {
         o->set_weight_decay(weight_decay);
-        r = o->step(lr, loss_scale, norm);
+        r = o->step(lr, grad_divisor, norm);
     }
     return r;
 }
@@ -289,10 +302,10 @@ double ModelChunks::params_norm() {
 }
 
 double ModelChunks::evaluate(MicroBatchSource& data, int iters) {
-    const pipeline::PipelineShape sh = shape(true);
+    const pipeline::PipelineShape sh = shape(true, num_micro_batches_);
     const std::size_t act_bytes =
         static_cast<std::size_t>(sh.activation_count) * dist::comm_type_size(sh.type);
-    double total = 0.0;
+    LossTally total;
     for (auto& m : chunks_) m->fp8_weights_changed();
     pipeline::StageFunctions fn;
     fn.forward = [&](int mb, int c, const void* in, void* out) {
@@ -303,11 +316,12 @@ double ModelChunks::evaluate(MicroBatchSource& data, int iters) {
         throw InternalError("backward pass in a forward-only pipeline schedule");
     };
     for (int it = 0; it < iters; ++it) {
-        read_batch(data);
+        read_batch(data, num_micro_batches_);
         reset_slots();
         pipeline::run_pipeline(sh, data_.pp(), fn, space_);
     }
-    return global_mean(total / (static_cast<double>(iters) * static_cast<double>(num_micro_batches_)));
+    // Megatron's evaluate: the [sum, count] pairs of every iteration, then sum / count.
+    return mean_loss(global_tally(total), "evaluation");
 }
 
 MemoryReport ModelChunks::memory() const {

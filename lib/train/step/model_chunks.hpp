@@ -21,6 +21,7 @@
 #include "pipeline/executor.hpp"
 #include "train/step/batch_source.hpp"
 #include "train/step/grad_reducer.hpp"
+#include "train/step/loss_tally.hpp"
 #include "train/run/run_config.hpp"
 #include "train/step/shared_activations.hpp"
 
@@ -45,12 +46,21 @@ public:
 
     // One global batch on this rank: reads the iteration's micro-batches (every stage reads
     // the same ones, so data order and consumed samples do not depend on the layout), runs
-    // the schedule, then finalize_grads. Returns the mean lm loss, the same on every rank.
-    // dloss: d objective / d token loss; first_stream: global micro-batches done so far.
-    double forward_backward(MicroBatchSource& data, float dloss, std::uint64_t first_stream);
+    // the schedule, then finalize_grads. Returns the lm loss summed over the global batch's
+    // counted tokens and their number, the same on every rank. The gradients are those of
+    // loss_scale x Megatron's objective: the mean over micro-batches and data-parallel ranks
+    // of each micro-batch's mean token loss, or with --calculate-per-token-loss the plain
+    // sum over the global batch (the caller then divides by the tally's tokens in step()).
+    // first_stream: global micro-batches done so far; micro_batches: this iteration's per
+    // data-parallel rank (at most the run's, which sized the schedule's buffers; fewer while
+    // --rampup-batch-size ramps up).
+    LossTally forward_backward(MicroBatchSource& data, double loss_scale, std::uint64_t first_stream,
+                               std::int64_t micro_batches);
     // Adam on every chunk with one grad norm (and overflow flag) over all stages and chunks,
-    // at the learning rate and weight decay the schedule gives for this step.
-    optim::StepResult step(double lr, double weight_decay, double loss_scale);
+    // at the learning rate and weight decay the schedule gives for this step. The gradients
+    // are divided by grad_divisor first (the loss scale, times the counted tokens with
+    // --calculate-per-token-loss).
+    optim::StepResult step(double lr, double weight_decay, double grad_divisor);
     // The L2 norm of every parameter of the model (each counted once), the same on every
     // rank: collective over the optimizers' norm group.
     double params_norm();
@@ -72,7 +82,7 @@ public:
     // finalize_grads' and the optimizer's) go to `t` (null: none).
     void set_timers(Timers* t);
     // This rank's own lm loss of the last forward_backward, before any reduction: the mean
-    // over its micro-batches on the last pipeline stage, 0 elsewhere.
+    // over its micro-batches' counted tokens on the last pipeline stage, 0 elsewhere.
     double last_local_loss() const { return local_loss_; }
     // The first parameter (layout order, every chunk) whose gradient on this rank is not
     // finite, as "<name>"; "" when all are finite. Reads only the elements this rank's
@@ -100,22 +110,22 @@ private:
     // layernorm and bias grads summed over TP.
     void finalize_grads();
     std::vector<int>& free_slots(int chunk);
-    void read_batch(MicroBatchSource& data);
+    void read_batch(MicroBatchSource& data, std::int64_t micro_batches);
     int take_slot(int chunk, int mb);
     int release_slot(int chunk, int mb);
     void reset_slots();
     const std::int32_t* tokens_of(int mb) const;
-    pipeline::PipelineShape shape(bool forward_only) const;
-    // The data-parallel mean of a loss the pipeline's last stage holds, on every rank.
-    double global_mean(double loss);
+    pipeline::PipelineShape shape(bool forward_only, std::int64_t micro_batches) const;
+    // The data-parallel sum of a tally the pipeline's last stage holds, on every rank.
+    LossTally global_tally(LossTally local);
     // Boundary activations travel in buffers of the backend's memory over the data pp group
     // (NCCL, or MPI staged through the host); on a host-memory backend in plain host buffers.
     bool device_p2p() const { return !be_.host_memory(); }
     void to_boundary(void* buffer, const void* activation, std::size_t bytes);
     void from_boundary(void* activation, const void* buffer, std::size_t bytes);
     // Forward of micro-batch mb on chunk c in `slot`: tokens and/or the boundary input in,
-    // the boundary output out; returns the chunk's mean lm loss per token (0 unless last).
-    double stage_forward(int mb, int c, int slot, const void* in, void* out, std::size_t act_bytes,
+    // the boundary output out; returns the chunk's lm loss tally (empty unless last).
+    LossTally stage_forward(int mb, int c, int slot, const void* in, void* out, std::size_t act_bytes,
                          bool train, std::uint64_t stream);
 
     dist::ProcessGroups& groups_;
@@ -123,6 +133,7 @@ private:
     Backend& be_;
     pipeline::BufferSpace space_;  // device memory: the backend's allocator
     std::int64_t num_micro_batches_ = 0;
+    bool per_token_loss_ = false;  // --calculate-per-token-loss
     // Declared before the chunks, which live in it (several chunks per stage only).
     std::unique_ptr<SharedActivations> shared_;
     std::vector<std::unique_ptr<model::GptModel>> chunks_;
