@@ -79,6 +79,17 @@ std::string BatchRampup::describe() const {
     return os.str();
 }
 
+std::vector<std::int64_t> ramp_micro_batch_counts(const TrainingConfig& t, std::int64_t micro_batches, int dp,
+                                                  int interleaved_pp) {
+    std::vector<std::int64_t> out;
+    if (t.rampup_batch_size.empty()) return out;
+    const std::int64_t per_step = std::int64_t{t.micro_batch_size} * dp;
+    for (const std::int64_t b : BatchRampup(t).batch_sizes())
+        if (per_step > 0 && b % per_step == 0 && b / per_step < micro_batches && (b / per_step) % interleaved_pp == 0)
+            out.push_back(b / per_step);
+    return out;
+}
+
 std::int64_t split_global_batch(std::int64_t global, int micro_batch, int dp, int interleaved_pp,
                                 const std::string& what) {
     const std::int64_t per_step = std::int64_t{micro_batch} * dp;

@@ -47,6 +47,14 @@ private:
     double per_increment_ = 0.0;  // ramp-up samples per increment, a real number as in Megatron
 };
 
+// The micro-batch counts per data-parallel rank that iterations may take below
+// `micro_batches` (the global batch's): with a ramp, those of its smaller batches that split
+// over the layout (the others are refused when they come); none without. Buffers sized per
+// iteration hold the largest need over these and the global batch's: fewer micro-batches can
+// keep more alive at once (the interleaved schedule's warm-up covers all of them when few).
+std::vector<std::int64_t> ramp_micro_batch_counts(const TrainingConfig& t, std::int64_t micro_batches, int dp,
+                                                  int interleaved_pp);
+
 // Micro-batches per data-parallel rank for a global batch: global / (micro-batch x DP), which
 // must divide evenly and, for the interleaved schedule (interleaved_pp > 1), be a multiple of
 // the pipeline size. UsageError naming `what` (the global batch's origin) otherwise.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "config/enums.hpp"
@@ -27,6 +28,9 @@ struct Layout {
     bool recompute_block = false;
     bool sequence_parallel = false;
     bool distributed_optimizer = false;
+    // --rampup-batch-size: the smaller micro-batch counts iterations may take
+    // (ramp_micro_batch_counts); their schedules can keep more micro-batches alive.
+    std::vector<std::int64_t> ramp_micro_batches;
 
     int world() const { return tp * pp * dp; }
     int micro_batches() const { return global_batch / (micro_batch * dp); }  // m per replica

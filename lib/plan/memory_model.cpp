@@ -187,7 +187,14 @@ MemoryBreakdown stage_memory(const ModelShape& m, const Layout& l, const DeviceP
     ActivationInputs ai{m.seq, l.micro_batch, m.hidden, m.heads, l.tp, l.sequence_parallel && l.tp > 1,
                         l.recompute, m.flash_attention, m.dtype, m.ffn, fc1_rows(m), qkv_rows(m)};
     const double vocab_shard = double(padded_vocab(m, l.tp)) / l.tp;
-    const std::vector<int> slots = chunk_slots(l.pp, l.vp, std::max(l.micro_batches(), 1), stage);
+    // The most over every micro-batch count the run's iterations take (a ramp's smaller ones).
+    std::vector<int> slots = chunk_slots(l.pp, l.vp, std::max(l.micro_batches(), 1), stage);
+    int pooled = l.vp > 1 ? pooled_slots(l.pp, l.vp, std::max(l.micro_batches(), 1), stage) : 0;
+    for (const std::int64_t m : l.ramp_micro_batches) {
+        const std::vector<int> s = chunk_slots(l.pp, l.vp, static_cast<int>(m), stage);
+        for (std::size_t c = 0; c < slots.size(); ++c) slots[c] = std::max(slots[c], s[c]);
+        if (l.vp > 1) pooled = std::max(pooled, pooled_slots(l.pp, l.vp, static_cast<int>(m), stage));
+    }
     double workspace = 0, largest_slot = 0;
     for (int c = 0; c < l.vp; ++c) {
         const int vstage = c * l.pp + stage;  // Megatron's interleaved assignment
@@ -200,8 +207,7 @@ MemoryBreakdown stage_memory(const ModelShape& m, const Layout& l, const DeviceP
     // One chunk: its own slots. Interleaved: the chunks share one pool of slots
     // (train::SharedActivations), as many as micro-batch chunks are ever alive at once,
     // each as large as the largest chunk's.
-    const int live = l.vp > 1 ? pooled_slots(l.pp, l.vp, std::max(l.micro_batches(), 1), stage)
-                              : slots.front();
+    const int live = l.vp > 1 ? pooled : slots.front();
     r.activations = live * largest_slot;
 
     // Collective-library buffers per communicator. Pipeline send/receive buffers are host

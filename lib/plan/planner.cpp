@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "config/batch_rampup.hpp"
 #include "core/errors.hpp"
 #include "plan/report.hpp"
 
@@ -134,6 +135,8 @@ Layout layout_from_config(const Config& cfg) {
     }
     l.sequence_parallel = p.sequence_parallel && p.tensor_model_parallel_size > 1;
     l.distributed_optimizer = p.use_distributed_optimizer;
+    if (l.global_batch > 0 && l.micro_batch > 0 && l.dp > 0)
+        l.ramp_micro_batches = ramp_micro_batch_counts(cfg.training, l.micro_batches(), l.dp, l.vp > 1 ? l.pp : 1);
     return l;
 }
 

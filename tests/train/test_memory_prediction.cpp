@@ -48,6 +48,7 @@ struct Case {
     bool fp16 = false;
     bool flash = false;
     bool llama = false;  // rope, RMSNorm, SwiGLU (ffn 768), 2 query groups, untied, no biases
+    bool rampup = false;  // --rampup-batch-size from half the global batch: 2 micro-batches, then 4
 };
 
 const std::vector<Case>& cases() {
@@ -66,6 +67,8 @@ const std::vector<Case>& cases() {
         {"TP2 PP2", 4, 2, 2},
         {"PP2 DP2 distopt", 4, 1, 2, false, true},
         {"PP2 VP2", 4, 1, 2, false, false, true},
+        // The interleaved schedule keeps more alive with 2 micro-batches than with 4.
+        {"PP2 VP2 rampup", 4, 1, 2, false, false, true, "", 1, false, false, false, true},
         {"TP2 SP PP2 selective", 4, 2, 2, true, false, false, "selective"},
         {"llama", 1, 1, 1, false, false, false, "", 1, false, false, true},
         {"llama TP2 SP PP2", 4, 2, 2, true, false, false, "", 1, false, false, true},
@@ -90,6 +93,12 @@ Config case_config(const Case& k) {
     const int dp = k.ranks / (k.tp * k.pp);
     c.training.global_batch_size = 4 * c.training.micro_batch_size * dp;  // 4 micro-batches per replica
     c.training.train_iters = 2;
+    if (k.rampup) {  // batches of half, half, then the whole global batch
+        const int half = c.training.global_batch_size / 2;
+        c.training.rampup_batch_size = {half, half, 2 * half};
+        c.training.train_iters = 0;
+        c.training.train_samples = 4 * half;
+    }
     c.training.fp16 = k.fp16;
     c.optimizer.lr_warmup_iters = 0;
     auto& p = c.parallel;

@@ -30,19 +30,15 @@ model::ChunkSpec pipeline_chunk_spec(const Config& cfg, const dist::ProcessGroup
 namespace {
 // The most forwarded-but-not-yet-backward micro-batches of `chunk` (-1: of all chunks) in
 // the schedule the run executes (pipeline::make_schedule; sequential when p == 1).
-// With --rampup-batch-size, the most over every micro-batch count an iteration may take:
-// fewer micro-batches can keep more alive (the interleaved schedule's warm-up covers all of
-// them when they are few).
+// With --rampup-batch-size, the most over every micro-batch count an iteration may take
+// (ramp_micro_batch_counts).
 int most_alive(const Config& cfg, const dist::ProcessGroups& groups,
                std::int64_t num_micro_batches, int chunk) {
     const int p = groups.grid().pp_size();
     const int v = pipeline_num_chunks(cfg, groups);
-    const std::int64_t per_step = std::int64_t{cfg.training.micro_batch_size} * groups.grid().dp_size();
-    std::vector<std::int64_t> counts{num_micro_batches};
-    if (!cfg.training.rampup_batch_size.empty())
-        for (const std::int64_t b : BatchRampup(cfg.training).batch_sizes())
-            if (b % per_step == 0 && b / per_step < num_micro_batches && (v == 1 || (b / per_step) % p == 0))
-                counts.push_back(b / per_step);  // the others are refused when they come
+    std::vector<std::int64_t> counts =
+        ramp_micro_batch_counts(cfg.training, num_micro_batches, groups.grid().dp_size(), v > 1 ? p : 1);
+    counts.push_back(num_micro_batches);
     int most = 0;
     for (const std::int64_t m : counts) {
         int live = 0;
