@@ -91,6 +91,11 @@ struct ParallelConfig {
         if (num_layers_per_virtual_pipeline_stage <= 0) return 1;
         return num_layers / pipeline_model_parallel_size / num_layers_per_virtual_pipeline_stage;
     }
+    // The pipeline size the interleaved schedule needs each iteration's micro-batch count to be
+    // a multiple of; 1 when the run is not interleaved (one model chunk per stage).
+    int interleaved_pp(int num_layers) const {
+        return virtual_stages(num_layers) > 1 ? pipeline_model_parallel_size : 1;
+    }
     // Megatron switches for what this build always does (accepted; the table shows True).
     bool attention_softmax_in_fp32 = true;
     bool accumulate_allreduce_grads_in_fp32 = true;
@@ -103,6 +108,9 @@ struct TrainingConfig {
     // Megatron's --rampup-batch-size: start batch size, increment, ramp-up samples
     // (config/batch_rampup.hpp); empty: the global batch is constant.
     std::vector<int> rampup_batch_size;
+    // Megatron's --step-batch-size-schedule "THRESHOLD:BATCH ..." (thresholds in tokens;
+    // config/step_batch_schedule.hpp); empty: none.
+    std::string step_batch_size_schedule;
     std::int64_t train_iters = 0;
     std::int64_t train_samples = 0;
     std::uint64_t seed = 1234;

@@ -155,6 +155,7 @@ private:
         add(train, "global-batch-size", &C::training, &TrainingConfig::global_batch_size, "samples per iteration (0: derived)");
         add(train, "max-global-batch-size", &C::training, &TrainingConfig::max_global_batch_size, "upper bound for the planner's global batch (0: none)");
         add(train, "rampup-batch-size", &C::training, &TrainingConfig::rampup_batch_size, "start batch size, increment and ramp-up samples: the global batch grows from the start to global-batch-size over the ramp-up samples (Megatron's; needs train-samples)");
+        add(train, "step-batch-size-schedule", &C::training, &TrainingConfig::step_batch_size_schedule, "\"THRESHOLD:BATCH ...\": the global batch is BATCH once THRESHOLD tokens are consumed (suffixes K, M, B, T; the first threshold 0; Megatron's; needs train-samples; the global batch is the last entry's)");
         add(train, "train-iters", &C::training, &TrainingConfig::train_iters, "iterations to train");
         add(train, "train-samples", &C::training, &TrainingConfig::train_samples, "samples to train (instead of train-iters)");
         add(train, "seed", &C::training, &TrainingConfig::seed, "random seed");
@@ -346,7 +347,6 @@ const std::map<std::string, std::string>& unsupported_flags() {
         {"fp4-recipe", "FP4 (NVFP4) training is not implemented"},
         {"fp4-param-gather", "FP4 (NVFP4) training is not implemented"},
         // Megatron flags common in its example scripts that this project does not implement.
-        {"step-batch-size-schedule", "not implemented: ramp the global batch up with --rampup-batch-size (start, increment, ramp-up samples)"},
         {"reset-position-ids", "not implemented: positions run over the whole sample, across documents"},
         {"reset-attention-mask", "not implemented: attention is causal over the whole sample, across documents"},
         {"qk-layernorm", "not implemented: no layernorm on queries and keys"},

@@ -123,6 +123,9 @@ void validate_model_and_training(Config& cfg) {
     require_prob(m.attention_dropout, "attention-dropout");
 
     require_non_negative(t.global_batch_size, "global-batch-size");
+    // A step schedule's last batch is the global batch, fixed before the planner and the
+    // layout read it (BatchRampup refuses a --global-batch-size that says otherwise).
+    if (!t.step_batch_size_schedule.empty()) t.global_batch_size = static_cast<int>(BatchRampup(cfg).final_batch());
     require_non_negative(t.max_global_batch_size, "max-global-batch-size");
     require_non_negative(t.micro_batch_size, "micro-batch-size");
     require_non_negative(t.exit_interval, "exit-interval");
@@ -284,12 +287,13 @@ void resolve_layout(Config& cfg, int world_size) {
     GPT_REQUIRE(t.max_global_batch_size == 0 || t.global_batch_size <= t.max_global_batch_size,
                 UsageError, "global-batch-size ", t.global_batch_size,
                 " exceeds max-global-batch-size ", t.max_global_batch_size);
-    const int interleaved_pp = p.num_layers_per_virtual_pipeline_stage > 0 ? pp : 1;
+    const int interleaved_pp = p.interleaved_pp(m.num_layers);
     split_global_batch(t.global_batch_size, mbs, dp, interleaved_pp,
                        "global-batch-size " + std::to_string(t.global_batch_size));
-    // Megatron checks each ramp-up batch when it comes; all are known now, so a layout that
-    // cannot split one is refused before the run starts.
-    BatchRampup(t).check_layout(mbs, dp, interleaved_pp);
+    // Megatron checks each scheduled batch when it comes; all are known now, so a layout that
+    // cannot split one is refused before the run starts. A run that may resume checks from
+    // where it resumes, in the trainer: it may be scaled up past its small first batches.
+    if (cfg.checkpoint.load.empty()) BatchRampup(cfg).check_layout(mbs, dp, interleaved_pp);
     validate_fp8_layout(cfg);
     validate_samples(cfg);
 }

@@ -28,8 +28,9 @@ struct Layout {
     bool recompute_block = false;
     bool sequence_parallel = false;
     bool distributed_optimizer = false;
-    // --rampup-batch-size: the smaller micro-batch counts iterations may take
-    // (ramp_micro_batch_counts); their schedules can keep more micro-batches alive.
+    // --rampup-batch-size, --step-batch-size-schedule: the smaller micro-batch counts
+    // iterations may take (ramp_micro_batch_counts; the search's scheduled_batches); their
+    // pipeline schedules can keep more micro-batches alive.
     std::vector<std::int64_t> ramp_micro_batches;
 
     int world() const { return tp * pp * dp; }

@@ -41,7 +41,11 @@ SearchInputs search_inputs_from_config(const Config& cfg, int world_size, int lo
     if (p.tp_given) in.tp = p.tensor_model_parallel_size;
     if (p.pp_given) in.pp = p.pipeline_model_parallel_size;
     if (p.data_parallel_size > 0) in.dp = p.data_parallel_size;
-    if (cfg.training.global_batch_size > 0) in.global_batch = cfg.training.global_batch_size;
+    if (cfg.training.global_batch_size > 0) {
+        in.global_batch = cfg.training.global_batch_size;
+        for (const std::int64_t b : BatchRampup(cfg).batch_sizes())
+            if (b < in.global_batch) in.scheduled_batches.push_back(b);
+    }
     if (cfg.training.max_global_batch_size > 0) in.max_global_batch = cfg.training.max_global_batch_size;
     if (p.mbs_given) in.micro_batch = cfg.training.micro_batch_size;
     in.layers_per_virtual_stage = p.num_layers_per_virtual_pipeline_stage;
@@ -136,7 +140,7 @@ Layout layout_from_config(const Config& cfg) {
     l.sequence_parallel = p.sequence_parallel && p.tensor_model_parallel_size > 1;
     l.distributed_optimizer = p.use_distributed_optimizer;
     if (l.global_batch > 0 && l.micro_batch > 0 && l.dp > 0)
-        l.ramp_micro_batches = ramp_micro_batch_counts(cfg.training, l.micro_batches(), l.dp, l.vp > 1 ? l.pp : 1);
+        l.ramp_micro_batches = ramp_micro_batch_counts(cfg, l.micro_batches(), l.dp, l.vp > 1 ? l.pp : 1);
     return l;
 }
 

@@ -170,6 +170,27 @@ SearchResult search_layouts(const SearchInputs& in) {
                 }
                 for (int vp : vps) {
                     if (in.vp && vp != in.vp) continue;
+                    // A schedule's smaller batches split over this layout too (the run refuses
+                    // one that does not), and their micro-batch counts size the slots.
+                    std::vector<std::int64_t> ramp;
+                    std::string unsplit;
+                    for (const std::int64_t b : in.scheduled_batches) {
+                        if (b % unit || (vp > 1 && (b / unit) % pp))
+                            unsplit = "the scheduled global batch " + std::to_string(b) + " does not split into " +
+                                      (b % unit ? "micro-batch x DP = " + std::to_string(mbs) + " x " + std::to_string(dp)
+                                                : "a multiple of PP " + std::to_string(pp) +
+                                                      " micro-batches (interleaved)");
+                        else
+                            ramp.push_back(b / unit);
+                        if (!unsplit.empty()) break;
+                    }
+                    if (!unsplit.empty()) {
+                        ++r.evaluated;
+                        Layout c = l;
+                        c.vp = vp;
+                        reject(c, unsplit, 1e29);
+                        continue;
+                    }
                     for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
                         if (in.recompute && rc != *in.recompute) continue;
                         // Flash attention never stores the scores, so selective recompute
@@ -186,6 +207,7 @@ SearchResult search_layouts(const SearchInputs& in) {
                                 c.recompute = rc;
                                 c.sequence_parallel = sp;
                                 c.distributed_optimizer = dopt;
+                                c.ramp_micro_batches = ramp;
                                 ++r.evaluated;
                                 Candidate cand = evaluate_placed_layout(in, c, pl);
                                 const double need = cand.memory.total();

@@ -33,6 +33,10 @@ struct SearchInputs {
     int micro_batch = 0;
     int global_batch = 0;      // exact global batch (--global-batch-size)
     int max_global_batch = 0;  // upper bound (--max-global-batch-size)
+    // The smaller global batches a schedule runs before global_batch (--rampup-batch-size,
+    // --step-batch-size-schedule): a layout must split each, and hold the micro-batches the
+    // pipeline schedule keeps alive for each.
+    std::vector<std::int64_t> scheduled_batches;
     std::optional<Recompute> recompute;
     bool require_sequence_parallel = false;
     bool require_distributed_optimizer = false;

@@ -65,7 +65,7 @@ int pretrain(const RunConfig& run, dist::ProcessGroups& groups) {
     const auto& t = cfg.training;
     const std::int64_t gbs = t.global_batch_size;
     const std::int64_t iters = trainer.train_iters();
-    const std::array<std::int64_t, 3> samples = dataset_samples(t);
+    const std::array<std::int64_t, 3> samples = dataset_samples(cfg);
     GPT_LOG(info) << "> building train, validation, and test datasets (samples: " << samples[0]
                   << ", " << samples[1] << ", " << samples[2] << ")";
     data::SplitDatasets ds = data::build_split_datasets(cfg.data, cfg.model.seq_length, t.seed,
@@ -99,9 +99,9 @@ int pretrain(const RunConfig& run, dist::ProcessGroups& groups) {
                 "no training data: the --split gives train 0 (or give --train-data-path)");
     LoaderSource train_src(*ds.train, t.micro_batch_size, dp_rank, dp, start.consumed_train);
 
-    if (const BatchRampup ramp(t); ramp.on())
-        GPT_LOG(info) << "> training for " << iters << " iterations, " << samples[0]
-                      << " samples; --rampup-batch-size: the global batch grows " << ramp.describe() << " (up to "
+    if (const BatchRampup ramp(cfg); ramp.on())
+        GPT_LOG(info) << "> training for " << iters << " iterations, " << samples[0] << " samples; " << ramp.flag()
+                      << ": the global batch grows " << ramp.describe() << " (up to "
                       << trainer.num_micro_batches() << " micro-batches of " << t.micro_batch_size
                       << " per data-parallel rank)";
     else

@@ -73,13 +73,13 @@ Trainer::Trainer(const RunConfig& run, dist::ProcessGroups& groups, Backend& bac
       groups_(groups),
       be_(backend),
       state_(run.cfg),
-      rampup_(run.cfg.training),
+      rampup_(run.cfg),
       data_start_(run.data_positions) {
     check_supported(cfg_, groups);
     const auto& t = cfg_.training;
     global_batch_ = t.global_batch_size;
     num_micro_batches_ = run.num_micro_batches;
-    train_iters_ = resolve_train_iters(t);
+    train_iters_ = resolve_train_iters(cfg_);
     skip_on_overflow_ = t.fp16 || t.loss_scale > 0.0;
 
     data_ = make_data_groups(cfg_, groups, be_);
@@ -113,15 +113,16 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
     watchdog::set_iteration(state_.iteration + 1);  // named in the hang watchdog's report
     Stopwatch sw;
     const double scale = state_.scaler.scale();
-    // --rampup-batch-size: this iteration's global batch from the samples consumed so far,
-    // split anew (a resumed run's position may not be one the flags' ramp visits).
+    // --rampup-batch-size, --step-batch-size-schedule: this iteration's global batch from the
+    // samples consumed so far, split anew (a resumed run's position may not be one the flags'
+    // schedule visits).
     const std::int64_t batch = rampup_.global_batch_at(state_.consumed_train);
     const std::int64_t micro_batches =
         batch == global_batch_ ? num_micro_batches_
                                : split_global_batch(batch, cfg_.training.micro_batch_size, groups_.grid().dp_size(),
-                                                    chunks_->num_chunks() > 1 ? groups_.grid().pp_size() : 1,
-                                                    "--rampup-batch-size: the global batch " + std::to_string(batch) +
-                                                        " (from sample " + std::to_string(state_.consumed_train) + ")");
+                                                    cfg_.parallel.interleaved_pp(cfg_.model.num_layers), std::string(rampup_.flag()) + ": the global batch " +
+                                                        std::to_string(batch) + " (from sample " +
+                                                        std::to_string(state_.consumed_train) + ")");
     if (rampup_.on() && batch != last_global_batch_)
         GPT_LOG(info) << (last_global_batch_ == 0 ? "setting initial batch size to " + std::to_string(batch)
                                                   : "ramping up batch size from " + std::to_string(last_global_batch_) +
@@ -232,6 +233,10 @@ void Trainer::train(MicroBatchSource& train_data, const std::vector<EvalSet>& va
     GPT_LOG(info) << memory_line("after model and optimizer setup");
     ExitConditions exits(t, groups_.world());  // installs the signal handler first
     if (cfg_.sample.sample_interval > 0) sampler_ = std::make_unique<TrainingSampler>(cfg_, groups_, data_->tp(), be_, chunks_->chunk(0));
+    // Every batch the schedule takes from here on splits over this layout, or the run stops
+    // now rather than when the batch comes (validation could not check a run that resumes).
+    rampup_.check_layout(t.micro_batch_size, groups_.grid().dp_size(),
+                         cfg_.parallel.interleaved_pp(cfg_.model.num_layers), state_.consumed_train);
     start_iteration_ = state_.iteration;
     while (state_.iteration < train_iters_) {
         monitor_->before_step(state_);

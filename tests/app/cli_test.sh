@@ -69,6 +69,22 @@ expect fp8-training 0 'training done: 2 iterations, 0 skipped' -- \
 one_line eod-mask-without-tokenizer "^gpt_pretrain: error: --eod-mask-loss needs the end-of-document token" -- \
   "$mpiexec" -n 1 "$bin" --config configs/gpt-tiny.ini --vocab-file "" --merge-file "" --vocab-size 1000 \
   --data-path /no/such/data --eod-mask-loss --dry-run
+# Megatron's --step-batch-size-schedule (thresholds in tokens: 512 is sample 2 at sequence
+# 256): one rank trains the batch of 2 and saves; two ranks cannot split that batch (micro-batch
+# 2 x DP 2), so resuming where it still applies stops before the first iteration, with one
+# error line; resuming past it (the 8 splits) trains to the end: a run scaled up mid-schedule.
+step_ck=$(mktemp -d)
+step=(--config configs/gpt-tiny.ini --num-layers 1 --hidden-size 64 --train-iters 0 --train-samples 18
+  --lr-warmup-iters 0 --log-interval 1 --eval-iters 0 --save "$step_ck" --save-interval 1)
+expect step-schedule-1-rank 0 'iteration +1/ +3 \| consumed samples: +2 \|.*global batch size: +2 \|' -- \
+  env OMP_NUM_THREADS=1 "$mpiexec" -n 1 "$bin" "${step[@]}" --step-batch-size-schedule "0:2 512:8" --exit-interval 1
+expect step-schedule-resume-too-early 2 \
+  '^gpt_pretrain: error on rank 0: --step-batch-size-schedule: the global batch 2 \(from sample 2\) is not divisible by micro-batch-size x DP = 2 x 2 = 4$' -- \
+  env OMP_NUM_THREADS=1 "$mpiexec" -n 2 "$bin" "${step[@]}" --step-batch-size-schedule "0:2 1K:8" --load "$step_ck"
+expect step-schedule-resume-dp2 0 'training done: 3 iterations' \
+  'iteration +3/ +3 \| consumed samples: +18 \|.*global batch size: +8 \|' -- \
+  env OMP_NUM_THREADS=1 "$mpiexec" -n 2 "$bin" "${step[@]}" --step-batch-size-schedule "0:2 512:8" --load "$step_ck"
+rm -rf "$step_ck"
 # gpt-tiny on 8 CPU ranks, TP 2 x PP 2 x DP 2 with the distributed
 # optimizer and sequence parallelism, trains (3 iterations here; mock data from the config),
 # with Megatron's example-script flags: the EOD loss mask, the per-token loss, and the

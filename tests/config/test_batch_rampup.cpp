@@ -12,17 +12,17 @@
 namespace gpt {
 namespace {
 
-TrainingConfig ramp(int global, int start, int increment, int samples, std::int64_t train_samples) {
-    TrainingConfig t;
-    t.global_batch_size = global;
-    t.rampup_batch_size = {start, increment, samples};
-    t.train_samples = train_samples;
-    return t;
+Config ramp(int global, int start, int increment, int samples, std::int64_t train_samples) {
+    Config c;
+    c.training.global_batch_size = global;
+    c.training.rampup_batch_size = {start, increment, samples};
+    c.training.train_samples = train_samples;
+    return c;
 }
 
 TEST(BatchRampup, FollowsMegatronsCalculator) {
     struct Case {
-        TrainingConfig t;
+        Config t;
         std::vector<std::pair<std::int64_t, std::int64_t>> at;  // consumed samples -> global batch
         std::int64_t iterations;
     };
@@ -43,11 +43,11 @@ TEST(BatchRampup, FollowsMegatronsCalculator) {
         ASSERT_TRUE(r.on());
         for (const auto& [consumed, batch] : c.at)
             EXPECT_EQ(r.global_batch_at(consumed), batch) << "after " << consumed << " samples, " << r.describe();
-        EXPECT_EQ(r.run_length(c.t).iterations, c.iterations) << r.describe();
+        EXPECT_EQ(r.run_length().iterations, c.iterations) << r.describe();
     }
     // Megatron's batch sizes, iteration by iteration, and the samples they consume: the ramp
     // overshoots --train-samples 300 by none here; the partial last final batch is dropped.
-    const TrainingConfig t = ramp(16, 4, 2, 100, 300);
+    const Config t = ramp(16, 4, 2, 100, 300);
     const BatchRampup r(t);
     const std::vector<std::int64_t> want{4, 4, 4, 4, 4, 6, 6, 6, 8, 8, 10, 10, 12, 14, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16};
     std::vector<std::int64_t> got;
@@ -57,16 +57,16 @@ TEST(BatchRampup, FollowsMegatronsCalculator) {
         consumed += got.back();
     }
     EXPECT_EQ(got, want);
-    EXPECT_EQ(r.run_length(t).samples, 292);
-    EXPECT_EQ(BatchRampup(ramp(23, 3, 5, 50, 200)).run_length(ramp(23, 3, 5, 50, 200)).samples, 200);
+    EXPECT_EQ(r.run_length().samples, 292);
+    EXPECT_EQ(BatchRampup(ramp(23, 3, 5, 50, 200)).run_length().samples, 200);
 
-    TrainingConfig constant;
-    constant.global_batch_size = 8;
-    constant.train_samples = 100;
+    Config constant;
+    constant.training.global_batch_size = 8;
+    constant.training.train_samples = 100;
     EXPECT_FALSE(BatchRampup(constant).on());
     EXPECT_EQ(BatchRampup(constant).global_batch_at(50), 8);
-    EXPECT_EQ(BatchRampup(constant).run_length(constant).iterations, 12);
-    EXPECT_EQ(BatchRampup(constant).run_length(constant).samples, 96);
+    EXPECT_EQ(BatchRampup(constant).run_length().iterations, 12);
+    EXPECT_EQ(BatchRampup(constant).run_length().samples, 96);
 }
 
 TEST(BatchRampup, RefusesWhatMegatronAssertsAndLayoutsThatCannotSplitARampBatch) {

@@ -112,6 +112,24 @@ TEST(PlanFlags, DeviceAndFabricFlagsReachTheSearch) {
     EXPECT_GT(h.fabric.inter_node_gbps, 0.0);
 }
 
+// Megatron's --step-batch-size-schedule reaches the search as the global batch (its last
+// entry) and the smaller batches before it, those the run takes (--train-samples 300 at
+// sequence 256 stops before the 64); the planner then picks a layout that splits every one.
+TEST(PlanFlags, TheBatchScheduleReachesTheSearch) {
+    Config cfg = parse_args({"--config", gpt::test::source_dir() + "/configs/gpt-tiny.ini", "--vocab-size", "50257",
+                             "--train-iters", "0", "--train-samples", "300", "--lr-warmup-iters", "0",
+                             "--global-batch-size", "0", "--micro-batch-size", "auto", "--max-global-batch-size", "64",
+                             "--step-batch-size-schedule", "0:4 1K:16 100K:64"})
+                     .config;
+    validate_model_and_training(cfg);
+    EXPECT_EQ(cfg.training.global_batch_size, 64);
+    const SearchInputs in = search_inputs_from_config(cfg, 8, 8, false);
+    EXPECT_EQ(in.global_batch, 64);
+    EXPECT_EQ(in.scheduled_batches, (std::vector<std::int64_t>{4, 16}));
+    choose_layout(cfg, 8, 8);
+    EXPECT_EQ(4 % (cfg.training.micro_batch_size * cfg.parallel.data_parallel_size), 0);
+}
+
 }  // namespace gpt::plan::test
 namespace gpt::plan::test {
 

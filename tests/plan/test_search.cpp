@@ -101,6 +101,48 @@ TEST(Search, RejectsWithReasons) {
     EXPECT_TRUE(any_reason(b, "not divisible by micro-batch x DP"));
 }
 
+// A batch schedule (--rampup-batch-size, --step-batch-size-schedule) runs smaller global
+// batches first: a layout that cannot split one is rejected with the batch named, and each
+// layout's memory holds the micro-batches its pipeline schedule keeps alive for them (the
+// interleaved warm-up covers all of them when few).
+TEST(Search, KeepsToTheSchedulesSmallerBatches) {
+    SearchInputs in = inputs(gpt22b(), "h100-80gb", 16, 8, 80);
+    in.global_batch = 64;
+    const SearchResult plain = search_layouts(in);
+    in.scheduled_batches = {8, 16};
+    const SearchResult r = search_layouts(in);
+    ASSERT_FALSE(r.feasible.empty());
+    // DP 16 cannot split 8 samples whatever the micro-batch: that (TP, PP) has no layout.
+    EXPECT_TRUE(any_reason(r, "the scheduled global batch 8 does not split into micro-batch x DP = 1 x 16"));
+    auto splits = [](const Layout& l, std::int64_t b) {
+        const int unit = l.micro_batch * l.dp;
+        return b % unit == 0 && (l.vp <= 1 || (b / unit) % l.pp == 0);
+    };
+    int interleaved_unsplit = 0;  // layouts of the constant batch whose interleaving 8 cannot take
+    for (const Candidate& p : plain.feasible)
+        interleaved_unsplit += p.layout.vp > 1 && 8 % (p.layout.micro_batch * p.layout.dp) == 0 && !splits(p.layout, 8);
+    EXPECT_GT(interleaved_unsplit, 0);
+    EXPECT_LT(r.feasible.size(), plain.feasible.size());
+    auto same = [](const Layout& a, const Layout& b) {
+        return a.tp == b.tp && a.pp == b.pp && a.dp == b.dp && a.vp == b.vp && a.micro_batch == b.micro_batch &&
+               a.recompute == b.recompute && a.sequence_parallel == b.sequence_parallel &&
+               a.distributed_optimizer == b.distributed_optimizer;
+    };
+    int more = 0;
+    for (const Candidate& c : r.feasible) {
+        const Layout& l = c.layout;
+        const int unit = l.micro_batch * l.dp;
+        EXPECT_TRUE(splits(l, 8) && splits(l, 16)) << "TP " << l.tp << " PP " << l.pp << " VP " << l.vp;
+        EXPECT_EQ(l.ramp_micro_batches, (std::vector<std::int64_t>{8 / unit, 16 / unit}));
+        for (const Candidate& p : plain.feasible)
+            if (same(p.layout, l)) {
+                EXPECT_GE(c.memory.total(), p.memory.total());
+                more += c.memory.total() > p.memory.total();
+            }
+    }
+    EXPECT_GT(more, 0);  // some interleaved layout keeps more alive with 8 or 16 samples
+}
+
 TEST(Search, RunnerUpDiffersStructurally) {
     SearchInputs in = inputs(gpt22b(), "h100-80gb", 16, 8, 80);
     in.max_global_batch = 32;

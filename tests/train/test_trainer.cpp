@@ -302,21 +302,28 @@ TEST(Trainer, EodMaskLossNormalisesAsMegatron) {
     }
 }
 
+// tiny::train with --rampup-batch-size 2 2 8 to a global batch of 6 in micro-batches of 1,
+// trained and scheduled by samples.
+Config ramp_2_2_8(std::int64_t train_samples) {
+    Config cfg = test::tiny::train();
+    cfg.training.micro_batch_size = 1;
+    cfg.training.global_batch_size = 6;
+    cfg.training.rampup_batch_size = {2, 2, 8};
+    cfg.training.train_iters = 0;
+    cfg.training.train_samples = train_samples;
+    cfg.optimizer.lr_warmup_iters = 0;
+    cfg.optimizer.lr_warmup_samples = 4;
+    cfg.optimizer.lr_decay_samples = train_samples;
+    return cfg;
+}
+
 // --rampup-batch-size 2 2 8 to a global batch of 6 over 30 samples: Megatron's calculator
 // and update_train_iters give 6 iterations of 2, 2, 4, 6, 6, 6 samples (26 consumed). Each
 // iteration runs its batch (micro-batches of 1), advances the consumed samples and the
 // sample-based LR schedule by it, and while the batch is 2 trains bit for bit as a run
 // whose global batch is always 2 (same data, same schedule).
 TEST(Trainer, RampupBatchSizeGrowsAsMegatronsCalculator) {
-    Config cfg = test::tiny::train();
-    cfg.training.micro_batch_size = 1;
-    cfg.training.global_batch_size = 6;
-    cfg.training.rampup_batch_size = {2, 2, 8};
-    cfg.training.train_iters = 0;
-    cfg.training.train_samples = 30;
-    cfg.optimizer.lr_warmup_iters = 0;
-    cfg.optimizer.lr_warmup_samples = 4;
-    cfg.optimizer.lr_decay_samples = 30;
+    Config cfg = ramp_2_2_8(30);
     std::vector<IterationRecord> ramp;
     run_losses(cfg, MPI_COMM_SELF, &ramp);
     const std::vector<std::int64_t> want{2, 2, 4, 6, 6, 6};
@@ -338,6 +345,60 @@ TEST(Trainer, RampupBatchSizeGrowsAsMegatronsCalculator) {
         EXPECT_EQ(ramp[i].grad_norm, constant[i].grad_norm) << "iteration " << i + 1;
     }
     EXPECT_NE(ramp[2].lm_loss, constant[2].lm_loss);  // 4 samples against 2
+}
+
+// --step-batch-size-schedule "0:2 64:4 128:6" at sequence 16 (thresholds at samples 4 and 8)
+// over 26 samples: Megatron's calculator gives 2, 2, 4, 6, 6, 6, the batches of the ramp above
+// on 26 samples, and the run trains bit for bit as that ramp: each iteration's batch, data,
+// loss, gradient norm and learning rate.
+TEST(Trainer, StepBatchSizeScheduleTrainsAsTheRampItMatches) {
+    const Config ramp_cfg = ramp_2_2_8(26);
+    ASSERT_EQ(ramp_cfg.model.seq_length, 16);
+    Config step_cfg = ramp_cfg;
+    step_cfg.training.rampup_batch_size.clear();
+    step_cfg.training.step_batch_size_schedule = "0:2 64:4 128:6";
+    std::vector<IterationRecord> ramp, step;
+    run_losses(ramp_cfg, MPI_COMM_SELF, &ramp);
+    run_losses(step_cfg, MPI_COMM_SELF, &step);
+    const std::vector<std::int64_t> want{2, 2, 4, 6, 6, 6};
+    ASSERT_EQ(step.size(), want.size());
+    ASSERT_EQ(ramp.size(), want.size());
+    const optim::LrScheduler lr = optim::LrScheduler::from_config(step_cfg.optimizer, 0, 26, 6);
+    std::int64_t consumed = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(step[i].global_batch, want[i]) << "iteration " << i + 1;
+        EXPECT_DOUBLE_EQ(step[i].lr, lr.lr_at(consumed)) << "iteration " << i + 1;
+        EXPECT_EQ(step[i].lm_loss, ramp[i].lm_loss) << "iteration " << i + 1;
+        EXPECT_EQ(step[i].grad_norm, ramp[i].grad_norm) << "iteration " << i + 1;
+        consumed += want[i];
+    }
+}
+
+// A scheduled batch the layout cannot split stops the run before its first iteration, not
+// when the batch comes: 3 samples do not split into micro-batches of 2 (the trainer checks
+// from where it starts; validation skips runs that may resume).
+TEST(Trainer, StepBatchSizeScheduleRefusesALaterBatchBeforeTraining) {
+    Config cfg = test::tiny::train();
+    cfg.training.micro_batch_size = 2;
+    cfg.training.step_batch_size_schedule = "0:2 64:3 128:4";  // samples 0, 4, 8 at sequence 16
+    cfg.training.global_batch_size = 4;
+    cfg.training.train_iters = 0;
+    cfg.training.train_samples = 16;
+    cfg.optimizer.lr_warmup_iters = 0;
+    dist::ProcessGroups groups(MPI_COMM_SELF, 1, 1);
+    auto be = make_backend("cpu", 0);
+    Trainer tr(cfg, groups, *be);
+    test::WalkSource src(static_cast<int>(cfg.model.vocab_size), cfg.model.seq_length, 2, 0, 1);
+    try {
+        tr.train(src, nullptr, nullptr);
+        ADD_FAILURE() << "trained a batch of 3 in micro-batches of 2";
+    } catch (const UsageError& e) {
+        EXPECT_EQ(std::string(e.what()).find("--step-batch-size-schedule: the global batch 3 (from sample 4) is not "
+                                             "divisible by micro-batch-size x DP = 2 x 1 = 2"),
+                  0u)
+            << e.what();
+    }
+    EXPECT_EQ(tr.iteration(), 0);
 }
 
 TEST(Trainer, DataParallelMatchesOneRankWithTheSameGlobalBatch) {

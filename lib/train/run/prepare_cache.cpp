@@ -22,7 +22,7 @@ void count(const data::SampleDataset* ds, PreparedCaches& out) {
 
 PreparedCaches prepare_data_caches(const RunConfig& run) {
     const Config& cfg = run.cfg;
-    const auto samples = dataset_samples(cfg.training);
+    const auto samples = dataset_samples(cfg);
     GPT_LOG(info) << "> index caches for train, validation, and test datasets (samples: " << samples[0] << ", "
                   << samples[1] << ", " << samples[2] << ")";
     PreparedCaches out;

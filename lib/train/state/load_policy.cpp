@@ -101,7 +101,7 @@ SavedProgress LoadPolicy::progress(const HeldCheckpoint& held, int dp_size, int 
     if (!p.own_rng(dp_size, dp_rank) && p.dropout_micro_batches % dp_size != 0)
         GPT_LOG(warning) << "checkpoint " << held.file << " stopped after " << p.dropout_micro_batches
                          << " micro-batches, not a multiple of the data-parallel size " << dp_size
-                         << " (was --micro-batch-size changed?): dropout masks will not continue the saved run's";
+                         << " (saved with another micro-batch size or data-parallel size): dropout masks will not continue the saved run's";
     if (p.seed != static_cast<std::int64_t>(run_.training.seed))
         GPT_LOG(warning) << "checkpoint " << held.file << " was trained with --seed " << p.seed
                          << "; this run uses " << run_.training.seed

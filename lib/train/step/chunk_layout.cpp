@@ -30,14 +30,14 @@ model::ChunkSpec pipeline_chunk_spec(const Config& cfg, const dist::ProcessGroup
 namespace {
 // The most forwarded-but-not-yet-backward micro-batches of `chunk` (-1: of all chunks) in
 // the schedule the run executes (pipeline::make_schedule; sequential when p == 1).
-// With --rampup-batch-size, the most over every micro-batch count an iteration may take
+// With --rampup-batch-size or --step-batch-size-schedule, the most over every micro-batch count an iteration may take
 // (ramp_micro_batch_counts).
 int most_alive(const Config& cfg, const dist::ProcessGroups& groups,
                std::int64_t num_micro_batches, int chunk) {
     const int p = groups.grid().pp_size();
     const int v = pipeline_num_chunks(cfg, groups);
     std::vector<std::int64_t> counts =
-        ramp_micro_batch_counts(cfg.training, num_micro_batches, groups.grid().dp_size(), v > 1 ? p : 1);
+        ramp_micro_batch_counts(cfg, num_micro_batches, groups.grid().dp_size(), v > 1 ? p : 1);
     counts.push_back(num_micro_batches);
     int most = 0;
     for (const std::int64_t m : counts) {
