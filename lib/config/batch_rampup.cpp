@@ -11,11 +11,16 @@ namespace gpt {
 
 namespace {
 
+// The first step whose threshold is above `consumed` (end: none is).
+std::vector<BatchStep>::const_iterator step_after(const std::vector<BatchStep>& steps, std::int64_t consumed) {
+    return std::upper_bound(steps.begin(), steps.end(), consumed,
+                            [](std::int64_t c, const BatchStep& s) { return c < s.first_sample; });
+}
+
 // The last step whose threshold `consumed` has reached (the first is at 0).
 const BatchStep& step_at(const std::vector<BatchStep>& steps, std::int64_t consumed) {
-    auto it = std::upper_bound(steps.begin(), steps.end(), consumed,
-                               [](std::int64_t c, const BatchStep& s) { return c < s.first_sample; });
-    return it == steps.begin() ? steps.front() : *std::prev(it);
+    const auto next = step_after(steps, consumed);
+    return next == steps.begin() ? steps.front() : *std::prev(next);
 }
 
 // A step schedule's iterations from `consumed` on, a step at a time: fn(first sample, batch,
@@ -25,10 +30,9 @@ template <class Fn>
 void walk_steps(const std::vector<BatchStep>& steps, std::int64_t consumed, std::int64_t train_samples, Fn fn) {
     for (std::int64_t c = consumed; c < train_samples;) {
         const std::int64_t batch = step_at(steps, c).batch;
-        auto next = std::upper_bound(steps.begin(), steps.end(), c,
-                                     [](std::int64_t v, const BatchStep& s) { return v < s.first_sample; });
+        const auto next = step_after(steps, c);
         const std::int64_t limit = next == steps.end() ? train_samples : std::min(next->first_sample, train_samples);
-        const std::int64_t k = (limit - c + batch - 1) / batch;
+        const std::int64_t k = (limit - c + batch - 1) / batch;  // >= 1: c < limit
         fn(c, batch, k);
         c += k * batch;
     }

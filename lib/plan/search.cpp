@@ -175,14 +175,16 @@ SearchResult search_layouts(const SearchInputs& in) {
                     std::vector<std::int64_t> ramp;
                     std::string unsplit;
                     for (const std::int64_t b : in.scheduled_batches) {
-                        if (b % unit || (vp > 1 && (b / unit) % pp))
-                            unsplit = "the scheduled global batch " + std::to_string(b) + " does not split into " +
-                                      (b % unit ? "micro-batch x DP = " + std::to_string(mbs) + " x " + std::to_string(dp)
-                                                : "a multiple of PP " + std::to_string(pp) +
-                                                      " micro-batches (interleaved)");
-                        else
-                            ramp.push_back(b / unit);
-                        if (!unsplit.empty()) break;
+                        const std::string what = "the scheduled global batch " + std::to_string(b) + " does not split into ";
+                        if (b % unit) {
+                            unsplit = what + "micro-batch x DP = " + std::to_string(mbs) + " x " + std::to_string(dp);
+                            break;
+                        }
+                        if (vp > 1 && (b / unit) % pp) {
+                            unsplit = what + "a multiple of PP " + std::to_string(pp) + " micro-batches (interleaved)";
+                            break;
+                        }
+                        ramp.push_back(b / unit);
                     }
                     if (!unsplit.empty()) {
                         ++r.evaluated;

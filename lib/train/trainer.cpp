@@ -118,11 +118,12 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
     // schedule visits).
     const std::int64_t batch = rampup_.global_batch_at(state_.consumed_train);
     const std::int64_t micro_batches =
-        batch == global_batch_ ? num_micro_batches_
-                               : split_global_batch(batch, cfg_.training.micro_batch_size, groups_.grid().dp_size(),
-                                                    cfg_.parallel.interleaved_pp(cfg_.model.num_layers), std::string(rampup_.flag()) + ": the global batch " +
-                                                        std::to_string(batch) + " (from sample " +
-                                                        std::to_string(state_.consumed_train) + ")");
+        batch == global_batch_
+            ? num_micro_batches_
+            : split_global_batch(batch, cfg_.training.micro_batch_size, groups_.grid().dp_size(),
+                                 cfg_.parallel.interleaved_pp(cfg_.model.num_layers),
+                                 std::string(rampup_.flag()) + ": the global batch " + std::to_string(batch) +
+                                     " (from sample " + std::to_string(state_.consumed_train) + ")");
     if (rampup_.on() && batch != last_global_batch_)
         GPT_LOG(info) << (last_global_batch_ == 0 ? "setting initial batch size to " + std::to_string(batch)
                                                   : "ramping up batch size from " + std::to_string(last_global_batch_) +

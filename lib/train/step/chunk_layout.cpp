@@ -30,8 +30,8 @@ model::ChunkSpec pipeline_chunk_spec(const Config& cfg, const dist::ProcessGroup
 namespace {
 // The most forwarded-but-not-yet-backward micro-batches of `chunk` (-1: of all chunks) in
 // the schedule the run executes (pipeline::make_schedule; sequential when p == 1).
-// With --rampup-batch-size or --step-batch-size-schedule, the most over every micro-batch count an iteration may take
-// (ramp_micro_batch_counts).
+// With --rampup-batch-size or --step-batch-size-schedule, the most over every micro-batch
+// count an iteration may take (ramp_micro_batch_counts).
 int most_alive(const Config& cfg, const dist::ProcessGroups& groups,
                std::int64_t num_micro_batches, int chunk) {
     const int p = groups.grid().pp_size();
