@@ -324,6 +324,12 @@ public:
     // dx [rows, 2 cols] (overwritten; no aliasing) from dy [rows, cols] and x.
     void swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
                          std::int64_t cols, DType dtype);
+    // Megatron's --squared-relu: y = relu(x)^2 over n elements, in fp32 and rounded once;
+    // dx = dy * 2 relu(x) (dx may alias dy).
+    void squared_relu_forward(const void* x, void* y, std::int64_t n, DType dtype);
+    void squared_relu_backward(const void* dy, const void* x, void* dx, std::int64_t n, DType dtype);
+    // squared_relu_forward and the codes of y as stored, as gelu_forward_fp8.
+    void squared_relu_forward_fp8(const void* x, void* y, std::int64_t n, DType dtype, const Fp8Codes& codes);
     // qkv [s, b, np, 3, hn] from qkv_grouped (see QkvExpandArgs).
     void qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped, void* qkv);
     // dqkv_grouped (overwritten) from dqkv: the inverse rotation, K/V grads summed per group.
@@ -455,6 +461,11 @@ protected:
                                    DType dtype);
     virtual void do_swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
                                     std::int64_t cols, DType dtype);
+    virtual void do_squared_relu_forward(const void* x, void* y, std::int64_t n, DType dtype);
+    virtual void do_squared_relu_backward(const void* dy, const void* x, void* dx, std::int64_t n, DType dtype);
+    // Default: do_squared_relu_forward, then do_cast_to_fp8 of its output (checked_ops.cpp).
+    virtual void do_squared_relu_forward_fp8(const void* x, void* y, std::int64_t n, DType dtype,
+                                             const Fp8Codes& codes);
     virtual void do_qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped,
                                        void* qkv);
     virtual void do_qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv,

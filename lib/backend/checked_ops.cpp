@@ -256,6 +256,19 @@ void Backend::do_gelu_forward_fp8(const void* x, void* y, std::int64_t n, bool t
     if (n > 0) do_cast_to_fp8(y, dtype, 1, n, codes.format, codes.scale, codes.q, nullptr, codes.amax);
 }
 
+void Backend::squared_relu_forward_fp8(const void* x, void* y, std::int64_t n, DType dtype,
+                                       const Fp8Codes& codes) {
+    check_size(n, "squared_relu_forward_fp8");
+    GPT_REQUIRE(codes.scale && codes.q, InternalError, "squared_relu_forward_fp8: needs a scale and the codes' buffer");
+    do_squared_relu_forward_fp8(x, y, n, dtype, codes);
+}
+
+void Backend::do_squared_relu_forward_fp8(const void* x, void* y, std::int64_t n, DType dtype,
+                                          const Fp8Codes& codes) {
+    do_squared_relu_forward(x, y, n, dtype);
+    if (n > 0) do_cast_to_fp8(y, dtype, 1, n, codes.format, codes.scale, codes.q, nullptr, codes.amax);
+}
+
 void Backend::rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
                               std::int64_t rows, std::int64_t cols, float eps, DType dtype) {
     check_rows(rows, cols, "rmsnorm_forward");
@@ -271,6 +284,14 @@ void Backend::swiglu_forward(const void* x, void* y, std::int64_t rows, std::int
                              DType dtype) {
     check_rows(rows, cols, "swiglu_forward");
     do_swiglu_forward(x, y, rows, cols, dtype);
+}
+void Backend::squared_relu_forward(const void* x, void* y, std::int64_t n, DType dtype) {
+    check_size(n, "squared_relu_forward");
+    do_squared_relu_forward(x, y, n, dtype);
+}
+void Backend::squared_relu_backward(const void* dy, const void* x, void* dx, std::int64_t n, DType dtype) {
+    check_size(n, "squared_relu_backward");
+    do_squared_relu_backward(dy, x, dx, n, dtype);
 }
 void Backend::swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
                               std::int64_t cols, DType dtype) {

@@ -9,7 +9,7 @@ namespace gpt {
 namespace {
 [[noreturn]] void missing(const Backend& be, const char* op) {
     GPT_THROW(InternalError, "the ", be.name(), " backend does not implement ", op,
-              " (RMSNorm, SwiGLU, rope and grouped-query attention run on --device cpu and cuda)");
+              " (RMSNorm, SwiGLU, squared ReLU, rope and grouped-query attention run on --device cpu and cuda)");
 }
 }  // namespace
 
@@ -26,6 +26,12 @@ void Backend::do_swiglu_forward(const void*, void*, std::int64_t, std::int64_t, 
 }
 void Backend::do_swiglu_backward(const void*, const void*, void*, std::int64_t, std::int64_t, DType) {
     missing(*this, "swiglu_backward");
+}
+void Backend::do_squared_relu_forward(const void*, void*, std::int64_t, DType) {
+    missing(*this, "squared_relu_forward");
+}
+void Backend::do_squared_relu_backward(const void*, const void*, void*, std::int64_t, DType) {
+    missing(*this, "squared_relu_backward");
 }
 void Backend::do_qkv_expand_forward(const QkvExpandArgs&, const void*, void*) {
     missing(*this, "qkv_expand_forward");

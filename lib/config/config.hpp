@@ -39,6 +39,7 @@ struct ModelConfig {
     Normalization normalization = Normalization::LayerNorm;  // or RMSNorm (weight only, no bias)
     double norm_epsilon = 0.0;         // Megatron's newer name; 0: --layernorm-epsilon applies
     bool swiglu = false;               // gated SiLU MLP: fc1 gives [gate, up], 2 x ffn rows
+    bool squared_relu = false;         // relu(x)^2 instead of GELU (Megatron's --squared-relu)
     bool group_query_attention = false;
     int num_query_groups = 1;          // K/V heads with --group-query-attention
     bool untie_embeddings_and_output_weights = false;  // a separate output_layer

@@ -115,6 +115,7 @@ private:
         add(model, "normalization", &C::model, &ModelConfig::normalization, "LayerNorm or RMSNorm");
         add(model, "norm-epsilon", &C::model, &ModelConfig::norm_epsilon, "epsilon of the norms (0: --layernorm-epsilon)");
         add(model, "swiglu", &C::model, &ModelConfig::swiglu, "gated SiLU MLP (fc1 gives gate and up, 2 x ffn-hidden-size)");
+        add(model, "squared-relu", &C::model, &ModelConfig::squared_relu, "squared ReLU MLP activation, relu(x)^2, instead of GELU");
         add(model, "group-query-attention", &C::model, &ModelConfig::group_query_attention, "grouped-query attention");
         add(model, "num-query-groups", &C::model, &ModelConfig::num_query_groups, "key/value heads with --group-query-attention");
         add(model, "untie-embeddings-and-output-weights", &C::model, &ModelConfig::untie_embeddings_and_output_weights, "a separate output layer instead of the word embeddings");
@@ -350,7 +351,6 @@ const std::map<std::string, std::string>& unsupported_flags() {
         {"reset-position-ids", "not implemented: positions run over the whole sample, across documents"},
         {"reset-attention-mask", "not implemented: attention is causal over the whole sample, across documents"},
         {"qk-layernorm", "not implemented: no layernorm on queries and keys"},
-        {"squared-relu", "not implemented: the MLP is GELU, or SwiGLU with --swiglu"},
         {"apply-residual-connection-post-layernorm", "not implemented: the residual is taken before the layernorm"},
         {"decoupled-lr", "not implemented: the embedding and output layers share --lr"},
         {"decoupled-min-lr", "not implemented: the embedding and output layers share --min-lr"},

@@ -16,7 +16,10 @@ std::string flag(std::string name) {
 // The compared value of `key` in `c`, resolved as the model resolves it.
 OptionValue resolved(const std::string& key, const Config& c) {
     const ModelConfig& m = c.model;
-    if (key == "gelu") return std::string(m.tanh_gelu() ? "tanh approximation" : "exact erf");
+    // Which GELU matters only where the MLP has one (squared_relu is compared by itself):
+    // an empty string is unset, not compared.
+    if (key == "gelu")
+        return m.squared_relu ? std::string() : std::string(m.tanh_gelu() ? "tanh approximation" : "exact erf");
     if (key == "ffn_hidden_size") return std::int64_t{m.ffn()};
     if (key == "max_position_embeddings")
         return std::int64_t{m.max_position_embeddings > 0 ? m.max_position_embeddings : m.seq_length};
@@ -43,7 +46,7 @@ const std::vector<std::string>& meaning_arguments() {
         "padded_vocab_size", "tokenizer_type", "gelu",
         // The decoder's architecture flags: they change what the stored tensors mean.
         "num_query_groups", "group_query_attention", "normalization", "position_embedding_type", "rotary_percent",
-        "swiglu", "untie_embeddings_and_output_weights", "disable_bias_linear", "rotary_base", "rotary_interleaved",
+        "swiglu", "squared_relu", "untie_embeddings_and_output_weights", "disable_bias_linear", "rotary_base", "rotary_interleaved",
         // TikTokenizer: the split pattern and the special tokens placed before the ranks change
         // which id a text maps to (the rank file's path may move, so it is not compared).
         "tiktoken_pattern", "tiktoken_num_special_tokens", "tiktoken_special_tokens"};

@@ -50,6 +50,12 @@ void validate_decoder_options(ModelConfig& m) {
                     "--num-attention-heads ", m.num_attention_heads,
                     " is not divisible by --num-query-groups ", m.num_query_groups);
     }
+    // Megatron asserts it; the two name different MLPs. --openai-gelu names a GELU, which
+    // --squared-relu would silently replace (Megatron's order); refused rather than ignored.
+    GPT_REQUIRE(!(m.squared_relu && m.swiglu), UsageError,
+                "--squared-relu and --swiglu are two different MLP activations; give one");
+    GPT_REQUIRE(!(m.squared_relu && m.openai_gelu), UsageError,
+                "--squared-relu and --openai-gelu are two different MLP activations; give one");
     require_finite(m.norm_epsilon, "norm-epsilon");
     GPT_REQUIRE(m.norm_epsilon >= 0.0, UsageError, "--norm-epsilon must be positive, got ", m.norm_epsilon);
     if (m.norm_epsilon > 0.0) {

@@ -262,6 +262,10 @@ std::vector<float> KvModel::forward(const std::int32_t* tokens, int n, bool all_
             model::linear_forward(be_, ln, param(p.fc1_w), aux, T, h, d.local_fc1(), t,
                                   p.fc1_b < 0 ? GemmEpilogue::None : GemmEpilogue::Bias, param(p.fc1_b));
             be_.swiglu_forward(aux, act, T, d.local_ffn(), t);
+        } else if (d.squared_relu) {
+            model::linear_forward(be_, ln, param(p.fc1_w), aux, T, h, d.local_ffn(), t,
+                                  p.fc1_b < 0 ? GemmEpilogue::None : GemmEpilogue::Bias, param(p.fc1_b));
+            be_.squared_relu_forward(aux, act, T * d.local_ffn(), t);
         } else if (p.fc1_b >= 0) {
             model::linear_forward(be_, ln, param(p.fc1_w), act, T, h, d.local_ffn(), t, GemmEpilogue::BiasGelu,
                                   param(p.fc1_b), aux, opt_.tanh_gelu);

@@ -21,7 +21,7 @@ std::size_t attention_saved(Backend& be, const ModelDims& d, const ModelOptions&
     return be.attention_saved_bytes(attention_args(d, opt, mb));
 }
 
-// RMSNorm, SwiGLU, rope and grouped QKV need ops only some backends have: refuse the
+// RMSNorm, SwiGLU, squared ReLU, rope and grouped QKV need ops only some backends have: refuse the
 // options at start-up, naming them, rather than fail in the first step.
 void require_backend_ops(const Backend& be, const ModelDims& d) {
     if (be.has_decoder_ops()) return;
@@ -31,6 +31,7 @@ void require_backend_ops(const Backend& be, const ModelDims& d) {
     };
     note(d.rmsnorm, "--normalization RMSNorm");
     note(d.swiglu, "--swiglu");
+    note(d.squared_relu, "--squared-relu");
     note(d.rope, "--position-embedding-type rope");
     note(d.groups() != d.heads, "--group-query-attention");
     GPT_REQUIRE(used.empty(), UsageError, "the ", be.name(), " backend does not implement ", used,

@@ -38,6 +38,9 @@ void set_decoder_options(ModelDims& d, const ModelConfig& cfg) {
     }
     d.rmsnorm = cfg.rmsnorm();
     d.swiglu = cfg.swiglu;
+    d.squared_relu = cfg.squared_relu;
+    GPT_REQUIRE(!(d.swiglu && d.squared_relu), UsageError,
+                "--squared-relu and --swiglu are two different MLP activations; give one");
     d.untied_output = cfg.untie_embeddings_and_output_weights;
     d.linear_bias = !cfg.disable_bias_linear;
 }

@@ -41,6 +41,7 @@ struct ModelDims {
     bool rotary_interleaved = false;
     bool rmsnorm = false;            // RMSNorm (weight only) instead of LayerNorm
     bool swiglu = false;             // fc1 gives [gate, up]: 2 x ffn rows
+    bool squared_relu = false;       // relu(x)^2 instead of GELU, a pass after fc1
     bool untied_output = false;      // language_model/output_layer instead of the embeddings
     bool linear_bias = true;         // false: --disable-bias-linear
 
@@ -83,8 +84,9 @@ struct Fp8Options {
     bool wgrad = true;                     // --no-fp8-wgrad: weight gradients in dtype
     int bf16_layers_at_start = 0, bf16_layers_at_end = 0;  // of the model's num_layers
     // Delayed scaling: the kernels that produce QKV's, FC1's and FC2's inputs (the norms,
-    // SwiGLU or GELU) write those FP8 input codes themselves (Backend::norm_forward_fp8,
-    // swiglu_forward_fp8, gelu_forward_fp8); GPT_FP8_INPUT_CAST=separate turns it off.
+    // SwiGLU, GELU or squared ReLU) write those FP8 input codes themselves
+    // (Backend::norm_forward_fp8, swiglu_forward_fp8, gelu_forward_fp8,
+    // squared_relu_forward_fp8); GPT_FP8_INPUT_CAST=separate turns it off.
     bool fused_input_cast = true;
     // GPT's bias-GELU MLP in an FP8 layer: false (GPT_FP8_GELU=pass, the default), fc1's GEMM
     // adds the bias and a GELU pass follows (writing fc2's codes under the fused input cast);

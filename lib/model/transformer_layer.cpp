@@ -83,8 +83,8 @@ const void* norm_then_input(const PassContext& c, int L, Linear which, const voi
 }
 
 // The MLP's activation of fc1_pre into act (fc2's input) where it is a pass of its own
-// (SwiGLU, GELU without a bias to fuse into FC1's GEMM epilogue, or an FP8 layer's GELU
-// under GPT_FP8_GELU=pass). Where the chunk fuses
+// (SwiGLU, squared ReLU, GELU without a bias to fuse into FC1's GEMM epilogue, or an FP8
+// layer's GELU under GPT_FP8_GELU=pass). Where the chunk fuses
 // layer L's input casts the activation also writes FC2's FP8 codes: returns nullptr, as
 // norm_then_input; else act.
 const void* activation_into_fc2(const PassContext& c, int L, const void* fc1_pre, void* act) {
@@ -92,11 +92,14 @@ const void* activation_into_fc2(const PassContext& c, int L, const void* fc1_pre
     const DType t = c.opt->dtype;
     const bool fused = c.fp8 && c.fp8->fuses_input_cast(L);
     const Backend::Fp8Codes codes = fused ? c.fp8->input_codes(L, Linear::Fc2, c.training, false) : Backend::Fp8Codes{};
+    const std::int64_t n = c.tokens * d.local_ffn();
     if (d.swiglu) {
         if (fused) c.be->swiglu_forward_fp8(fc1_pre, act, c.tokens, d.local_ffn(), t, codes);
         else c.be->swiglu_forward(fc1_pre, act, c.tokens, d.local_ffn(), t);
+    } else if (d.squared_relu) {
+        if (fused) c.be->squared_relu_forward_fp8(fc1_pre, act, n, t, codes);
+        else c.be->squared_relu_forward(fc1_pre, act, n, t);
     } else {
-        const std::int64_t n = c.tokens * d.local_ffn();
         if (fused) c.be->gelu_forward_fp8(fc1_pre, act, n, c.opt->tanh_gelu, t, codes);
         else c.be->gelu_forward(fc1_pre, act, n, c.opt->tanh_gelu, t);
     }
@@ -161,7 +164,8 @@ void transformer_layer_forward(const PassContext& c, const LayerParamOffsets& p,
     const void* a2 = norm_then_input(c, L, Linear::Fc1, c.act(s.x_mid), p.ln2_w, p.ln2_b, c.act(s.ln2_out),
                                      c.actf(s.ln2_mean), c.actf(s.ln2_rstd), gathered);
     const void* fc2_in = c.act(s.gelu_out);
-    if (d.swiglu) {
+    if (d.swiglu || d.squared_relu) {
+        // An activation cuBLASLt has no epilogue for: fc1 adds the bias, then a pass.
         linear_fwd(c, L, Linear::Fc1, a2, p.fc1_w, c.act(s.fc1_pre), h, d.local_fc1(),
                    bias_epilogue(p.fc1_b), opt_param(c, p.fc1_b));
         fc2_in = activation_into_fc2(c, L, c.act(s.fc1_pre), c.act(s.gelu_out));
@@ -221,6 +225,10 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
         linear_bwd(c, L, Linear::Fc2, dfc2, c.act(s.gelu_out), p.fc2_w, mlp.gemm_dbias, c.act(s.gelu_out),
                    d.local_ffn(), h);
         be.swiglu_backward(c.act(s.gelu_out), c.act(s.fc1_pre), wide, T, d.local_ffn(), t);
+    } else if (d.squared_relu) {
+        // d(activation output) = dfc2 W2 into wide, then through relu(x)^2's backward in place.
+        linear_bwd(c, L, Linear::Fc2, dfc2, c.act(s.gelu_out), p.fc2_w, mlp.gemm_dbias, wide, d.local_ffn(), h);
+        be.squared_relu_backward(wide, c.act(s.fc1_pre), wide, T * d.local_ffn(), t);
     } else if (c.fp8 && c.fp8->gelu_pass(L)) {
         // An FP8 layer's GELU pass: d(GELU output) = dfc2 W2 by a plain GEMM into wide; FC1's
         // output-gradient cast applies GELU's backward (dgelu_pre below).

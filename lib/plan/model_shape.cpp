@@ -46,6 +46,7 @@ ModelShape model_shape_from_config(const Config& cfg) {
     m.flash_attention = cfg.parallel.use_flash_attn;
     m.query_groups = mc.query_groups();
     m.swiglu = mc.swiglu;
+    m.squared_relu = mc.squared_relu;
     m.linear_bias = !mc.disable_bias_linear;
     m.rmsnorm = mc.rmsnorm();
     m.position_table = !mc.rope();

@@ -26,6 +26,7 @@ struct ModelShape {
     // width) and the time model (QKV and fc1 GEMM widths) follow them.
     int query_groups = 0;         // K/V heads; 0: heads
     bool swiglu = false;          // fc1 holds 2 f rows
+    bool squared_relu = false;    // relu(x)^2: a pass after fc1, no GELU epilogue
     bool linear_bias = true;
     bool rmsnorm = false;         // norms without bias
     bool position_table = true;   // false with rope

@@ -19,19 +19,22 @@ double gemm_seconds(double flops, double peak_flops, const DevicePreset& dev) {
     return flops / (peak_flops * eff);
 }
 
+// The MLP's activation is GELU (not SwiGLU or squared ReLU, which are passes of their own).
+bool gelu_mlp(const ModelShape& m) { return !m.swiglu && !m.squared_relu; }
+
 // The GEMMs that carry the GELU epilogue (fc1's forward, fc2's data gradient) run at this
 // fraction of a plain GEMM's rate; 1 where bias-GELU is a pass of its own or there is no GELU.
 double gelu_gemm_factor(const ModelShape& m, const DevicePreset& dev) {
-    return !m.swiglu && dev.kernels.gelu_epilogue > 0 ? dev.kernels.gelu_epilogue : 1.0;
+    return gelu_mlp(m) && dev.kernels.gelu_epilogue > 0 ? dev.kernels.gelu_epilogue : 1.0;
 }
 
 // An FP8 layer's bias-GELU as a pass of its own after fc1's bias-only GEMM (GPT_FP8_GELU=pass,
 // the default), which writes fc2's input codes too under the fused input cast.
-bool fp8_gelu_pass(const ModelShape& m) { return !m.swiglu && m.linear_bias && !m.fp8_gelu_epilogue; }
+bool fp8_gelu_pass(const ModelShape& m) { return gelu_mlp(m) && m.linear_bias && !m.fp8_gelu_epilogue; }
 // Its backward (GELU with or without bias): fc2's data gradient without the dGELU epilogue,
 // GELU's backward in fc1's output-gradient cast (delayed scaling with an FP8 weight
 // gradient: the cast also reads the pre-activation) or a pass of its own before it.
-bool fp8_gelu_backward_pass(const ModelShape& m) { return !m.swiglu && !m.fp8_gelu_epilogue; }
+bool fp8_gelu_backward_pass(const ModelShape& m) { return gelu_mlp(m) && !m.fp8_gelu_epilogue; }
 bool fp8_dgelu_in_cast(const ModelShape& m) {
     return fp8_gelu_backward_pass(m) && m.fp8.fp8_recipe == Fp8Recipe::Delayed && m.fp8.fp8_wgrad;
 }
@@ -53,7 +56,8 @@ struct MicroBatchCost {
 // With the fused input cast (fused_input_cast) the norms write QKV's and FC1's input codes in
 // their own pass: those two casts cost only the codes' byte per element of the norm's rows
 // (this rank's shard under sequence parallelism); so does FC2's where its input comes from
-// an activation pass (SwiGLU, GELU without a bias, or bias-GELU under fp8_gelu_pass).
+// an activation pass (SwiGLU, squared ReLU, GELU without a bias, or bias-GELU under
+// fp8_gelu_pass).
 struct CastBytes {
     double forward = 0, backward = 0;
 };
@@ -65,7 +69,7 @@ CastBytes fp8_cast_bytes(const ModelShape& m, const Layout& l) {
     const double inputs = normed + projection + fc2, grads = bs * (qkv / t + h + fc1 / t + h);
     const double read = m.fp8.fp8_recipe == Fp8Recipe::Tensorwise ? 2 * e : e;
     const bool wgrad = m.fp8.fp8_wgrad;
-    const bool fc2_fused = m.swiglu || !m.linear_bias || fp8_gelu_pass(m);
+    const bool fc2_fused = !gelu_mlp(m) || !m.linear_bias || fp8_gelu_pass(m);
     const double forward = fused_input_cast(m) ? normed / (l.sequence_parallel ? t : 1.0) + projection * (read + 1) +
                                                      fc2 * (fc2_fused ? 1.0 : read + 1)
                                                : inputs * (read + 1);
@@ -101,11 +105,12 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
     double sp_div = l.sequence_parallel ? t : 1.0;
     double sbh = bs * h;
     double elem_core = m.flash_attention ? 0.0 : (8 * e + 1) * a * s * s * b / t;
-    // SwiGLU reads 2f and writes f where bias-GELU reads and writes f: 3/2 the traffic; the
-    // rotary embedding reads the grouped projection and writes its rotated copy (attention
-    // reads each group's K/V in place, so without rope there is no copy, GQA or not). A GELU
-    // in the GEMM epilogue has no pass: its cost is in those GEMMs' rate (gelu_gemm_factor).
-    const bool gelu_pass = m.swiglu || dev.kernels.gelu_epilogue <= 0;
+    // SwiGLU reads 2f and writes f where bias-GELU (or squared ReLU, always a pass) reads
+    // and writes f: 3/2 the traffic; the rotary embedding reads the grouped projection and
+    // writes its rotated copy (attention reads each group's K/V in place, so without rope
+    // there is no copy, GQA or not). A GELU in the GEMM epilogue has no pass: its cost is in
+    // those GEMMs' rate (gelu_gemm_factor).
+    const bool gelu_pass = !gelu_mlp(m) || dev.kernels.gelu_epilogue <= 0;
     double act_traffic = gelu_pass ? 16 * e * sbh / t * (f / (4 * h)) * (m.swiglu ? 1.5 : 1.0) : 0.0;
     double expand = m.position_table ? 0.0 : 2 * e * bs * (2 * qkv) / t;
     double elem_fwd = (22 * e * sbh / sp_div + act_traffic + expand + elem_core) / hbm;

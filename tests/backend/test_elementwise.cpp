@@ -1,4 +1,5 @@
-// GELU (exact and tanh) forward/backward, bias add/grad, add, accumulate, scale and casts.
+// GELU (exact and tanh) and squared ReLU forward/backward, bias add/grad, add, accumulate,
+// scale and casts.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -61,6 +62,57 @@ TEST_P(ElementwiseTest, Gelu) {
             be->gelu_backward(bdy.p(), bx.p(), bdy.p(), n, th, t);
             EXPECT_TRUE(all_close(bdy.get(), bdx.get(), {0, 0}));
         }
+    }
+}
+
+// Squared ReLU is exact arithmetic rounded once: x*x and dy*(2x) of values stored in T are
+// products of two floats, exact in double, so fp32 rounds them once and a 16-bit T twice
+// (fp32, then T), as PyTorch's bf16 pow and mul compute in fp32 and round. Expected bit
+// for bit, specials included: relu(NaN) is NaN, the gradient is 0 wherever x <= 0 (even
+// for an infinite dy: PyTorch's relu backward masks it) and NaN where x is.
+TEST_P(ElementwiseTest, SquaredRelu) {
+    const DType t = GetParam();
+    auto be = cpu_backend();
+    const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+    auto f32 = [](double v) { return static_cast<double>(static_cast<float>(v)); };
+    for (std::int64_t n : {1, 37, 4099, (1 << 20) + 7}) {
+        SCOPED_TRACE(::testing::Message() << "n=" << n);
+        auto x = rounded(t, random_vec(n, 41, -3.0, 3.0));
+        auto dy = rounded(t, random_vec(n, 42, -2.0, 2.0));
+        x[0] = 0.0;
+        if (n > 7) {
+            x[1] = -0.0;
+            x[2] = nan;
+            x[3] = -2.0, dy[3] = inf;  // masked: 0, not inf * 0
+            x[4] = 0.0, dy[4] = -inf;
+            x[5] = 1.5, dy[5] = inf;
+            x[6] = round_to(t, t == DType::F16 ? 60000.0 : 1e30);  // the square overflows to inf
+            x[7] = -inf;
+        }
+        std::vector<double> y(n), dx(n);
+        for (std::int64_t i = 0; i < n; ++i) {
+            const bool pos = x[i] > 0.0 || std::isnan(x[i]);
+            y[i] = pos ? round_to(t, f32(x[i] * x[i])) : 0.0;
+            dx[i] = pos ? round_to(t, f32(dy[i] * (2.0 * x[i]))) : 0.0;
+        }
+        Buf bx(*be, t, x), by(*be, t, n), bdy(*be, t, dy), bdx(*be, t, n);
+        be->squared_relu_forward(bx.p(), by.p(), n, t);
+        be->squared_relu_backward(bdy.p(), bx.p(), bdx.p(), n, t);
+        const std::vector<double> gy = by.get(), gdx = bdx.get();
+        int bad = 0;
+        auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+        for (std::int64_t i = 0; i < n; ++i)
+            if (!same(gy[i], y[i]) || !same(gdx[i], dx[i])) {
+                if (++bad <= 3)
+                    ADD_FAILURE() << "at " << i << " x " << x[i] << " dy " << dy[i] << ": y " << gy[i] << " (expected "
+                                  << y[i] << "), dx " << gdx[i] << " (expected " << dx[i] << ")";
+            }
+        EXPECT_EQ(bad, 0);
+        if (n > 7) EXPECT_FALSE(std::signbit(gy[1])) << "relu(-0)^2 is +0";
+        // dx may alias dy
+        be->squared_relu_backward(bdy.p(), bx.p(), bdy.p(), n, t);
+        const std::vector<double> alias = bdy.get();
+        for (std::int64_t i = 0; i < n; ++i) ASSERT_TRUE(same(alias[i], gdx[i])) << i;
     }
 }
 

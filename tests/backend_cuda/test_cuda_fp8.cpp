@@ -258,9 +258,10 @@ TEST_F(CudaFp8, NormsWriteTheCastsCodesInTheSamePass) {
 }
 
 TEST_F(CudaFp8, ActivationsWriteTheCastsCodesInTheSamePass) {
-    // swiglu_forward_fp8 and gelu_forward_fp8 (fc2's input) against the GPU's activation, then
-    // its cast: the same y, codes and amax bit for bit. SwiGLU rows of 64 (vectorised) and 36
-    // (element-wise); GELU over 1024 values (vectorised) and 333 (element-wise), exact and tanh.
+    // swiglu_forward_fp8, gelu_forward_fp8 and squared_relu_forward_fp8 (fc2's input) against
+    // the GPU's activation, then its cast: the same y, codes and amax bit for bit. SwiGLU rows
+    // of 64 (vectorised) and 36 (element-wise); GELU (exact and tanh) and squared ReLU over
+    // 1024 values (vectorised) and 333 (element-wise).
     const float scale = 21.0f;
     float* gscale = static_cast<float*>(upload(&scale, sizeof scale));
     for (DType t : kAllTypes) {
@@ -286,6 +287,16 @@ TEST_F(CudaFp8, ActivationsWriteTheCastsCodesInTheSamePass) {
                 gpu().cast_to_fp8(y2.g(), t, 1, n, Fp8Format::E5M2, gscale, q.q2, nullptr, q.amax2);
                 expect_same_outputs(y1.g(), y2.g(), t, q.q1, q.q2, un, q.amax1, q.amax2);
             }
+        for (std::int64_t n : {1024, 333}) {
+            SCOPED_TRACE(detail::concat("squared ReLU ", dname(t), " n ", n));
+            const auto un = static_cast<std::size_t>(n);
+            Twin x(cpu(), gpu(), t, random_vec(un, 33, -6.0, 6.0)), y1(cpu(), gpu(), t, un), y2(cpu(), gpu(), t, un);
+            const CodesPair q = codes_pair(un);
+            gpu().squared_relu_forward_fp8(x.g(), y1.g(), n, t, {Fp8Format::E4M3, gscale, q.q1, q.amax1});
+            gpu().squared_relu_forward(x.g(), y2.g(), n, t);
+            gpu().cast_to_fp8(y2.g(), t, 1, n, Fp8Format::E4M3, gscale, q.q2, nullptr, q.amax2);
+            expect_same_outputs(y1.g(), y2.g(), t, q.q1, q.q2, un, q.amax1, q.amax2);
+        }
     }
 }
 

@@ -177,24 +177,28 @@ TEST(SavedRun, LegacyDoublesAgreeAsTheTablePrintedThem) {
 
 TEST(SavedRun, LegacyReaderTakesMegatronSpellingsAndRefusesOtherArchitectures) {
     std::string base = format_arguments(realistic_run());
-    // This build's table has a kv_channels row of its own; the rows below stand for Megatron's.
-    const std::size_t kv = base.find("  kv_channels ");
-    ASSERT_NE(kv, std::string::npos);
-    base.erase(kv, base.find('\n', kv) + 1 - kv);
+    // This build's table has kv_channels and squared_relu rows of its own; the rows below
+    // stand for Megatron's.
+    for (const char* own : {"  kv_channels ", "  squared_relu "}) {
+        const std::size_t at = base.find(own);
+        ASSERT_NE(at, std::string::npos) << own;
+        base.erase(at, base.find('\n', at) + 1 - at);
+    }
     auto with = [&](const std::string& row) {
         return "------------------------ arguments ------------------------\n  " + row + "\n" + base;
     };
     const SavedRun rope = saved_run_from_table(with("use_rotary_position_embeddings ........ True"), "f");
     EXPECT_EQ(rope.config.model.position_embedding_type, PositionEmbeddingType::Rope);
     EXPECT_TRUE(saved_run_from_table(with("add_bias_linear ........ False"), "f").config.model.disable_bias_linear);
-    EXPECT_NO_THROW(saved_run_from_table(with("squared_relu ........ False"), "f"));
+    EXPECT_NO_THROW(saved_run_from_table(with("qk_layernorm ........ False"), "f"));
+    EXPECT_TRUE(saved_run_from_table(with("squared_relu ........ True"), "f").config.model.squared_relu);
     EXPECT_NO_THROW(saved_run_from_table(with("kv_channels ........ 16"), "f"));
     EXPECT_EQ(saved_run_from_table(with("kv_channels ........ None"), "f").config.model.kv_channels, 0);
     try {
-        saved_run_from_table(with("squared_relu ........ True"), "old.h5");
+        saved_run_from_table(with("qk_layernorm ........ True"), "old.h5");
         FAIL() << "no error";
     } catch (const UsageError& e) {
-        EXPECT_NE(std::string(e.what()).find("old.h5: --squared_relu is True"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("old.h5: --qk_layernorm is True"), std::string::npos) << e.what();
     }
     EXPECT_THROW(saved_run_from_table(with("kv_channels ........ 32"), "f"), UsageError);
     // An older build's table lacks newer rows: they are absent, not defaults claimed as saved.

@@ -78,6 +78,15 @@ TEST_P(SavedRunCheck, ArchitectureAndTokenizerArgumentsAreCompared) {
     run.model.swiglu = true;
     expect_names(refusal(saved(c, "F"), run),
                  {"--rotary-base: 500000 in the checkpoint, 10000 in this run", "--swiglu: False in the checkpoint, True"});
+    // Squared ReLU against GELU is compared by its flag; between two squared-ReLU runs the
+    // GELU flags choose nothing and are not.
+    Config relu2 = c;
+    relu2.model.squared_relu = true;
+    expect_names(refusal(saved(c, "F"), relu2), {"--squared-relu: False in the checkpoint, True in this run"});
+    Config erf = relu2;
+    erf.model.no_bias_gelu_fusion = true;
+    EXPECT_NO_THROW(check_checkpoint_args(saved(relu2, "F"), erf));
+    expect_names(refusal(saved(relu2, "F"), c), {"--squared-relu: True in the checkpoint, False in this run"});
     // A tokenizer pattern nobody set (None) is not known: not compared.
     Config pattern = c;
     pattern.data.tiktoken_pattern = "v2";

@@ -132,6 +132,8 @@ TEST(ValidateRanges, DecoderOptionsAreCheckedNamingTheFlag) {
         {{"--group-query-attention", "--num-query-groups", "0"}, "--num-query-groups must be positive"},
         {{"--norm-epsilon", "-1"}, "--norm-epsilon must be positive"},
         {{"--norm-epsilon", "1e-6", "--layernorm-epsilon", "1e-4"}, "disagree"},
+        {{"--squared-relu", "--swiglu"}, "--squared-relu and --swiglu are two different MLP activations; give one"},
+        {{"--squared-relu", "--openai-gelu"}, "--squared-relu and --openai-gelu are two different MLP activations; give one"},
     };
     for (const auto& [extra, want] : cases) {
         const std::string got = rejection(extra);
@@ -144,6 +146,8 @@ TEST(ValidateRanges, DecoderOptionsAreCheckedNamingTheFlag) {
                          "--group-query-attention", "--num-query-groups", "2",
                          "--untie-embeddings-and-output-weights", "--disable-bias-linear"}),
               "");
+    // Megatron's fused bias-GELU flag is GELU's: with squared ReLU it has nothing to choose.
+    EXPECT_EQ(rejection({"--squared-relu", "--no-bias-gelu-fusion", "--disable-bias-linear"}), "");
     auto args = tiny::cli();
     for (const char* a : {"--swiglu", "--norm-epsilon", "1e-6"}) args.push_back(a);
     Config cfg = parse_args(args).config;

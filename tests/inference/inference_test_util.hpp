@@ -16,7 +16,8 @@ namespace gpt::test {
 
 // The architectures generation runs: "gpt" (GPT-2's layer), "llama" (rope, RMSNorm, SwiGLU,
 // 4 heads in 2 K/V groups, untied output, no linear biases) and "llama_partial" (the same
-// with biases, rope on half of each head's dims, interleaved pairs, and one K/V group).
+// with biases, rope on half of each head's dims, interleaved pairs, one K/V group, and
+// Nemotron's squared ReLU MLP instead of SwiGLU).
 // Rotary base 100: every rotary pair turns noticeably within the 24 positions.
 
 inline ModelConfig inference_config(const std::string& arch) {
@@ -27,6 +28,8 @@ inline ModelConfig inference_config(const std::string& arch) {
         c.rotary_percent = 0.5;
         c.rotary_interleaved = true;
         c.num_query_groups = 1;
+        c.swiglu = false;
+        c.squared_relu = true;
     }
     return c;
 }

@@ -1,5 +1,5 @@
 // The Llama-style options of the GPT model (rope, RMSNorm, SwiGLU, grouped-query attention,
-// untied output layer, no linear biases): the whole model's gradient against finite
+// untied output layer, no linear biases) and squared ReLU: the whole model's gradient against finite
 // differences, alone and together, and loss and every gradient against an independent
 // PyTorch implementation of the same architecture (torch_decoder_reference.py, fp64) run on
 // the same weights.
@@ -37,6 +37,9 @@ const Variant kVariants[] = {
     {"no_bias_only", [](ModelConfig& m) { m = test::tiny::model(); m.disable_bias_linear = true; }},
     {"partial_interleaved_rope_biases", [](ModelConfig& m) {
          m.disable_bias_linear = false; m.rotary_percent = 0.5; m.rotary_interleaved = true; }},
+    {"squared_relu_only", [](ModelConfig& m) { m = test::tiny::model(); m.squared_relu = true; }},
+    // Nemotron's layer: squared ReLU with partial rope, untied, no biases.
+    {"squared_relu_llama", [](ModelConfig& m) { m.swiglu = false; m.squared_relu = true; m.rotary_percent = 0.5; }},
 };
 
 struct Model {
@@ -199,7 +202,8 @@ void expect_pytorch_match(const Variant& v, const std::vector<std::int32_t>& tok
               << " groups " << d.groups() << " ffn " << d.ffn << " vocab " << d.vocab_padded
               << " seq " << d.seq << " batch 2 rope " << d.rope << " rotary_dim " << d.rotary_dim
               << " rotary_base " << d.rotary_base << " interleaved " << d.rotary_interleaved
-              << " rmsnorm " << d.rmsnorm << " swiglu " << d.swiglu << " untied " << d.untied_output
+              << " rmsnorm " << d.rmsnorm << " swiglu " << d.swiglu << " squared_relu " << d.squared_relu
+              << " untied " << d.untied_output
               << " eps " << M.opt.layernorm_eps << " tanh_gelu " << M.opt.tanh_gelu << " eod " << eod << "\n";
             f << "tokens";
             for (auto t : tokens) f << " " << t;
@@ -250,7 +254,7 @@ void expect_pytorch_match(const Variant& v, const std::vector<std::int32_t>& tok
 const int kSeq = test::tiny::llama_model().seq_length;
 
 TEST(DecoderArch, LossAndGradientsMatchPyTorch) {
-    for (const Variant& v : {kVariants[0], kVariants[7]}) expect_pytorch_match(v, test::random_tokens(2, kSeq, 50, 8), -1);
+    for (const Variant& v : {kVariants[0], kVariants[7], kVariants[8]}) expect_pytorch_match(v, test::random_tokens(2, kSeq, 50, 8), -1);
 }
 
 // --eod-mask-loss against PyTorch's Megatron loss_func (loss_mask = inputs != eod, the mean

@@ -104,6 +104,8 @@ def main():
         if cfg["swiglu"]:
             gate, up = h1.chunk(2, dim=-1)
             act = F.silu(gate) * up
+        elif cfg["squared_relu"]:
+            act = torch.pow(F.relu(h1), 2)  # Megatron's squared_relu
         else:
             act = F.gelu(h1, approximate="tanh" if cfg["tanh_gelu"] else "none")
         x = x + linear(act, pre + "mlp/dense_4h_to_h")

@@ -105,6 +105,15 @@ TEST(H200Calibration, TheStepRunsOnTheKernelRates) {
     const TimeBreakdown passes = iteration_time(m, l, with_pass, default_fabric(with_pass), one);
     const double pass_s = 16.0 * r.micro_batch * r.seq * r.hidden / (4800e9 * dev.kernels.memory);
     EXPECT_NEAR((passes.compute - passes.gemm) - (flash.compute - flash.gemm), 3 * r.layers * pass_s, 1e-12);
+
+    // Squared ReLU has no cuBLASLt epilogue: fc1 and fc2 run at the plain GEMM rate and its
+    // pass moves what a bias-GELU pass moves, so the step is that of the kernels without it.
+    ModelShape relu2 = m;
+    relu2.squared_relu = true;
+    const TimeBreakdown sq = iteration_time(relu2, l, dev, default_fabric(dev), one);
+    EXPECT_DOUBLE_EQ(sq.gemm, passes.gemm);
+    EXPECT_DOUBLE_EQ(sq.compute, passes.compute);
+    EXPECT_LT(sq.gemm, flash.gemm);
 }
 
 // The planner's prediction for the measured steps. gpt22b-shape-4layers spends 77% of the

@@ -95,6 +95,10 @@ TEST(ModelShape, PlansTheDecoderOptions) {
     const SearchInputs gpt = search_inputs_from_config(c, 8, 8, true);
     EXPECT_EQ(qkv_rows(gpt.model), 3 * 64);
     EXPECT_EQ(fc1_rows(gpt.model), 4 * 64);
+    EXPECT_FALSE(gpt.model.squared_relu);
+    c.model.squared_relu = true;
+    EXPECT_TRUE(search_inputs_from_config(c, 8, 8, true).model.squared_relu);
+    c.model.squared_relu = false;
     c.model.position_embedding_type = PositionEmbeddingType::Rope;
     c.model.normalization = Normalization::RMSNorm;
     c.model.swiglu = true;

@@ -239,6 +239,16 @@ TEST(ParallelMatrix, LlamaStyleTwoRanks) {
     run_layouts({{2, 1}, {1, 2}, {1, 1}}, {v[0], v[2], v[3]}, n);
 }
 
+// --squared-relu: the activation pass over each TP rank's ffn columns (and its backward,
+// and its replay under full recompute) with sequence parallelism and the distributed
+// optimizer: the fp32 rounding bound, as the Llama-style row.
+TEST(ParallelMatrix, SquaredReluTwoRanks) {
+    if (test::world_size() != 2) GTEST_SKIP() << "needs 2 ranks (registered as .np2)";
+    Numerics n{"squared-relu fp32", false, false, 0.0, 0.0};
+    n.model = [](ModelConfig& m) { m.squared_relu = true; };
+    run_layouts({{2, 1}}, {variants()[3]}, n);
+}
+
 // --eod-mask-loss (WalkSource's token 60, the mock data's EOD, is an input of about one
 // micro-batch in four, so micro-batches count 16 or 15 tokens) with Megatron's per
 // micro-batch normalisation and with --calculate-per-token-loss, whose divisor, the global

@@ -45,6 +45,8 @@ protected:
                            DType dtype) override;
     void do_swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
                             std::int64_t cols, DType dtype) override;
+    void do_squared_relu_forward(const void* x, void* y, std::int64_t n, DType dtype) override;
+    void do_squared_relu_backward(const void* dy, const void* x, void* dx, std::int64_t n, DType dtype) override;
     void do_qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped, void* qkv) override;
     void do_qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv, void* dqkv_grouped) override;
 

@@ -1,4 +1,5 @@
-// Branch-free fp32 math for loops the compiler vectorises: exp, the normal CDF, GELU.
+// Branch-free fp32 math for loops the compiler vectorises: exp, the normal CDF, GELU,
+// squared ReLU.
 //
 // std::exp/std::erf do not vectorise without -ffast-math, and the vocab-sized softmax and
 // the MLP GELU call them tens of millions of times per step, so we evaluate them here with
@@ -92,5 +93,10 @@ inline float gelu_tanh_grad(float x) {
     float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluTanhCubic * x * x);
     return s + x * s * one_minus_s * 2.0f * du;
 }
+
+// Squared ReLU as PyTorch's pow(relu(x), 2) and its autograd: relu(NaN) is NaN (x <= 0 is
+// false), and the gradient is masked to 0 wherever x <= 0, even for an infinite dy.
+inline float squared_relu(float x) { return x <= 0.0f ? 0.0f : x * x; }
+inline float squared_relu_grad(float dy, float x) { return x <= 0.0f ? 0.0f : dy * (2.0f * x); }
 
 }  // namespace gpt::cpu

@@ -114,6 +114,8 @@ protected:
                                const Fp8Codes& codes) override;
     void do_gelu_forward_fp8(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype,
                              const Fp8Codes& codes) override;
+    void do_squared_relu_forward_fp8(const void* x, void* y, std::int64_t n, DType dtype,
+                                     const Fp8Codes& codes) override;
     void do_fp8_current_scales(const float* amax, float* scale, float* scale_inv, std::int64_t n,
                                Fp8Format format, float if_overflow) override;
 
@@ -167,6 +169,8 @@ protected:
                            DType dtype) override;
     void do_swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
                             std::int64_t cols, DType dtype) override;
+    void do_squared_relu_forward(const void* x, void* y, std::int64_t n, DType dtype) override;
+    void do_squared_relu_backward(const void* dy, const void* x, void* dx, std::int64_t n, DType dtype) override;
     void do_qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_grouped,
                                void* qkv) override;
     void do_qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv,
@@ -176,11 +180,13 @@ private:
     // RMSNorm's forward, with the FP8 codes of y where codes is not nullptr.
     void launch_rms_forward(const void* x, const void* gamma, void* y, float* rstd, std::int64_t rows,
                      std::int64_t cols, float eps, DType dtype, const Fp8Codes* codes);
-    // SwiGLU's and GELU's forward, likewise (not named after the public ops: that would hide them).
+    // SwiGLU's, GELU's and squared ReLU's forward, likewise (not named after the public ops:
+    // that would hide them).
     void launch_swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols, DType dtype,
                                const Fp8Codes* codes);
     void launch_gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype,
                              const Fp8Codes* codes);
+    void launch_squared_relu_forward(const void* x, void* y, std::int64_t n, DType dtype, const Fp8Codes* codes);
     // cast_to_fp8, and with dbias (nullable) the column sums added into it; with pre
     // (nullable) of x * GELU'(pre) instead of x, only in the vectorised kernel: false, and
     // nothing launched, where that does not apply (fp8.cu).

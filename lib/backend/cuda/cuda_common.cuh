@@ -151,4 +151,8 @@ __device__ __forceinline__ float gelu_grad_f(float x, bool tanh_approx) {
     return normcdff(x) + x * kInvSqrt2Pi * expf(-0.5f * x * x);
 }
 
+// Squared ReLU as the CPU backend's (vmath.hpp): NaN passes, the gradient is 0 where x <= 0.
+__device__ __forceinline__ float squared_relu_f(float x) { return x <= 0.0f ? 0.0f : x * x; }
+__device__ __forceinline__ float squared_relu_grad_f(float dy, float x) { return x <= 0.0f ? 0.0f : dy * (2.0f * x); }
+
 }  // namespace gpt::cuda
