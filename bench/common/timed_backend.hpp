@@ -121,13 +121,13 @@ protected:
         T(key, [&] { b_.gemm(g); }, OpCategory::Gemm, 2.0 * g.m * g.n * g.k * g.batch);
     }
     void do_layernorm_forward(const void* x, const void* g, const void* be, void* y, float* m, float* r,
-                              std::int64_t rows, std::int64_t cols, float eps, DType t) override {
-        T("layernorm_forward", [&] { b_.layernorm_forward(x, g, be, y, m, r, rows, cols, eps, t); });
+                              std::int64_t rows, std::int64_t cols, float eps, DType t, bool zc) override {
+        T("layernorm_forward", [&] { b_.layernorm_forward(x, g, be, y, m, r, rows, cols, eps, t, zc); });
     }
     void do_layernorm_backward(const void* dy, const void* x, const void* g, const float* m, const float* r,
                                const void* dres, void* dx, float* dg, float* db, std::int64_t rows,
-                               std::int64_t cols, DType t) override {
-        T("layernorm_backward", [&] { b_.layernorm_backward(dy, x, g, m, r, dres, dx, dg, db, rows, cols, t); });
+                               std::int64_t cols, DType t, bool zc) override {
+        T("layernorm_backward", [&] { b_.layernorm_backward(dy, x, g, m, r, dres, dx, dg, db, rows, cols, t, zc); });
     }
     void do_gelu_forward(const void* x, void* y, std::int64_t n, bool ta, DType t) override {
         T("gelu_forward", [&] { b_.gelu_forward(x, y, n, ta, t); });
@@ -174,9 +174,10 @@ protected:
         T("cast_to_fp8_dgelu", [&] { b_.cast_to_fp8_dgelu(dy, pre, tanh_approx, t, r, c, f, s, q, qt, amax, dbias); });
     }
     void do_norm_forward_fp8(bool rms, const void* x, const void* g, const void* be, void* y, float* m, float* r,
-                             std::int64_t rows, std::int64_t cols, float eps, DType t, const Fp8Codes& codes) override {
+                             std::int64_t rows, std::int64_t cols, float eps, DType t, const Fp8Codes& codes,
+                             bool zc) override {
         T(rms ? "rmsnorm_forward_fp8" : "layernorm_forward_fp8",
-          [&] { b_.norm_forward_fp8(rms, x, g, be, y, m, r, rows, cols, eps, t, codes); });
+          [&] { b_.norm_forward_fp8(rms, x, g, be, y, m, r, rows, cols, eps, t, codes, zc); });
     }
     void do_swiglu_forward_fp8(const void* x, void* y, std::int64_t rows, std::int64_t cols, DType t,
                                const Fp8Codes& codes) override {

@@ -208,15 +208,19 @@ public:
     void gemm(const GemmArgs& g);
 
     // y = LN(x) * gamma + beta over the last dim; mean/rstd [rows] fp32 saved for backward.
+    // zero_centered_gamma (Megatron's --apply-layernorm-1p, Transformer Engine's
+    // zero_centered_gamma): the norms here and below scale by 1 + gamma, added in fp32 to
+    // gamma as stored; the gradients' formulas are the same (d(1 + gamma)/dgamma = 1).
     void layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
                            float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
-                           float eps, DType dtype);
+                           float eps, DType dtype, bool zero_centered_gamma = false);
     // dx = dLN + dresidual (overwritten; dresidual nullable, dx may alias dy or dresidual);
     // dgamma, dbeta fp32 += (accumulated). dresidual is the gradient the residual path
     // brings to the same x: adding it here saves the separate add pass over [rows, cols].
     void layernorm_backward(const void* dy, const void* x, const void* gamma, const float* mean,
                             const float* rstd, const void* dresidual, void* dx, float* dgamma,
-                            float* dbeta, std::int64_t rows, std::int64_t cols, DType dtype);
+                            float* dbeta, std::int64_t rows, std::int64_t cols, DType dtype,
+                            bool zero_centered_gamma = false);
 
     void gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype);
     // dx = dy * gelu'(x)  (dx may alias dy)
@@ -297,7 +301,7 @@ public:
     };
     void norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, const void* beta, void* y,
                           float* mean, float* rstd, std::int64_t rows, std::int64_t cols, float eps,
-                          DType dtype, const Fp8Codes& codes);
+                          DType dtype, const Fp8Codes& codes, bool zero_centered_gamma = false);
     // The same for the MLP's activation, whose output is fc2's input: swiglu_forward (codes.q
     // [rows, cols]) or gelu_forward (codes.q [n]), with the codes of y as stored.
     void swiglu_forward_fp8(const void* x, void* y, std::int64_t rows, std::int64_t cols, DType dtype,
@@ -311,12 +315,13 @@ public:
     virtual bool has_decoder_ops() const { return false; }
     // y = x / sqrt(mean(x^2) + eps) * gamma over the last dim; rstd [rows] fp32 saved.
     void rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
-                         std::int64_t rows, std::int64_t cols, float eps, DType dtype);
+                         std::int64_t rows, std::int64_t cols, float eps, DType dtype,
+                         bool zero_centered_gamma = false);
     // As layernorm_backward: dx = dRMSNorm + dresidual (nullable, dx may alias dy or
     // dresidual), dgamma fp32 +=.
     void rmsnorm_backward(const void* dy, const void* x, const void* gamma, const float* rstd,
                           const void* dresidual, void* dx, float* dgamma, std::int64_t rows,
-                          std::int64_t cols, DType dtype);
+                          std::int64_t cols, DType dtype, bool zero_centered_gamma = false);
     // x [rows, 2 cols] = [gate, up] per row (Megatron's linear_fc1 output);
     // y [rows, cols] = silu(gate) * up.
     void swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
@@ -402,12 +407,13 @@ protected:
     virtual void do_gemm(const GemmArgs& g) = 0;
     virtual void do_layernorm_forward(const void* x, const void* gamma, const void* beta,
                                       void* y, float* mean, float* rstd, std::int64_t rows,
-                                      std::int64_t cols, float eps, DType dtype) = 0;
+                                      std::int64_t cols, float eps, DType dtype,
+                                      bool zero_centered_gamma) = 0;
     virtual void do_layernorm_backward(const void* dy, const void* x, const void* gamma,
                                        const float* mean, const float* rstd,
                                        const void* dresidual, void* dx, float* dgamma,
                                        float* dbeta, std::int64_t rows, std::int64_t cols,
-                                       DType dtype) = 0;
+                                       DType dtype, bool zero_centered_gamma) = 0;
     virtual void do_gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
                                  DType dtype) = 0;
     virtual void do_gelu_backward(const void* dy, const void* x, void* dx, std::int64_t n,
@@ -442,7 +448,8 @@ protected:
     // Default: the norm, then do_cast_to_fp8 of its output (checked_ops.cpp).
     virtual void do_norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, const void* beta,
                                      void* y, float* mean, float* rstd, std::int64_t rows,
-                                     std::int64_t cols, float eps, DType dtype, const Fp8Codes& codes);
+                                     std::int64_t cols, float eps, DType dtype, const Fp8Codes& codes,
+                                     bool zero_centered_gamma);
     virtual void do_swiglu_forward_fp8(const void* x, void* y, std::int64_t rows, std::int64_t cols, DType dtype,
                                        const Fp8Codes& codes);
     virtual void do_gelu_forward_fp8(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype,
@@ -452,11 +459,11 @@ protected:
     // Decoder ops: the defaults (decoder_ops_default.cpp) name the backend that lacks them.
     virtual void do_rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
                                     std::int64_t rows, std::int64_t cols, float eps,
-                                    DType dtype);
+                                    DType dtype, bool zero_centered_gamma);
     virtual void do_rmsnorm_backward(const void* dy, const void* x, const void* gamma,
                                      const float* rstd, const void* dresidual, void* dx,
                                      float* dgamma, std::int64_t rows, std::int64_t cols,
-                                     DType dtype);
+                                     DType dtype, bool zero_centered_gamma);
     virtual void do_swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
                                    DType dtype);
     virtual void do_swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,

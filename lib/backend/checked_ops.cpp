@@ -66,17 +66,17 @@ void Backend::gemm(const GemmArgs& g) {
 
 void Backend::layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
                                 float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
-                                float eps, DType dtype) {
+                                float eps, DType dtype, bool zero_centered_gamma) {
     check_rows(rows, cols, "layernorm_forward");
-    do_layernorm_forward(x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype);
+    do_layernorm_forward(x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype, zero_centered_gamma);
 }
 void Backend::layernorm_backward(const void* dy, const void* x, const void* gamma,
                                  const float* mean, const float* rstd, const void* dresidual,
                                  void* dx, float* dgamma, float* dbeta, std::int64_t rows,
-                                 std::int64_t cols, DType dtype) {
+                                 std::int64_t cols, DType dtype, bool zero_centered_gamma) {
     check_rows(rows, cols, "layernorm_backward");
     do_layernorm_backward(dy, x, gamma, mean, rstd, dresidual, dx, dgamma, dbeta, rows, cols,
-                          dtype);
+                          dtype, zero_centered_gamma);
 }
 
 void Backend::gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
@@ -215,18 +215,18 @@ void Backend::fp8_current_scales(const float* amax, float* scale, float* scale_i
 
 void Backend::norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, const void* beta, void* y,
                                float* mean, float* rstd, std::int64_t rows, std::int64_t cols, float eps,
-                               DType dtype, const Fp8Codes& codes) {
+                               DType dtype, const Fp8Codes& codes, bool zero_centered_gamma) {
     check_rows(rows, cols, "norm_forward_fp8");
     GPT_REQUIRE(codes.scale && codes.q && (rmsnorm || (beta && mean)), InternalError,
                 "norm_forward_fp8: needs a scale, the codes' buffer and (layernorm) beta and mean");
-    do_norm_forward_fp8(rmsnorm, x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype, codes);
+    do_norm_forward_fp8(rmsnorm, x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype, codes, zero_centered_gamma);
 }
 
 void Backend::do_norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, const void* beta, void* y,
                                   float* mean, float* rstd, std::int64_t rows, std::int64_t cols, float eps,
-                                  DType dtype, const Fp8Codes& codes) {
-    if (rmsnorm) do_rmsnorm_forward(x, gamma, y, rstd, rows, cols, eps, dtype);
-    else do_layernorm_forward(x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype);
+                                  DType dtype, const Fp8Codes& codes, bool zero_centered_gamma) {
+    if (rmsnorm) do_rmsnorm_forward(x, gamma, y, rstd, rows, cols, eps, dtype, zero_centered_gamma);
+    else do_layernorm_forward(x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype, zero_centered_gamma);
     if (rows > 0) do_cast_to_fp8(y, dtype, rows, cols, codes.format, codes.scale, codes.q, nullptr, codes.amax);
 }
 
@@ -270,15 +270,16 @@ void Backend::do_squared_relu_forward_fp8(const void* x, void* y, std::int64_t n
 }
 
 void Backend::rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
-                              std::int64_t rows, std::int64_t cols, float eps, DType dtype) {
+                              std::int64_t rows, std::int64_t cols, float eps, DType dtype,
+                              bool zero_centered_gamma) {
     check_rows(rows, cols, "rmsnorm_forward");
-    do_rmsnorm_forward(x, gamma, y, rstd, rows, cols, eps, dtype);
+    do_rmsnorm_forward(x, gamma, y, rstd, rows, cols, eps, dtype, zero_centered_gamma);
 }
 void Backend::rmsnorm_backward(const void* dy, const void* x, const void* gamma,
                                const float* rstd, const void* dresidual, void* dx, float* dgamma,
-                               std::int64_t rows, std::int64_t cols, DType dtype) {
+                               std::int64_t rows, std::int64_t cols, DType dtype, bool zero_centered_gamma) {
     check_rows(rows, cols, "rmsnorm_backward");
-    do_rmsnorm_backward(dy, x, gamma, rstd, dresidual, dx, dgamma, rows, cols, dtype);
+    do_rmsnorm_backward(dy, x, gamma, rstd, dresidual, dx, dgamma, rows, cols, dtype, zero_centered_gamma);
 }
 void Backend::swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
                              DType dtype) {

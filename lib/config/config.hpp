@@ -38,6 +38,9 @@ struct ModelConfig {
     bool rotary_interleaved = false;   // rotate pairs (2i, 2i+1) instead of halves
     Normalization normalization = Normalization::LayerNorm;  // or RMSNorm (weight only, no bias)
     double norm_epsilon = 0.0;         // Megatron's newer name; 0: --layernorm-epsilon applies
+    // Megatron's --apply-layernorm-1p (zero-centred gamma): the norms scale by 1 + weight,
+    // and their weights start at 0.
+    bool apply_layernorm_1p = false;
     bool swiglu = false;               // gated SiLU MLP: fc1 gives [gate, up], 2 x ffn rows
     bool squared_relu = false;         // relu(x)^2 instead of GELU (Megatron's --squared-relu)
     bool group_query_attention = false;

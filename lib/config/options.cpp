@@ -114,6 +114,8 @@ private:
         add(model, "rotary-interleaved", &C::model, &ModelConfig::rotary_interleaved, "rope rotates interleaved pairs instead of halves");
         add(model, "normalization", &C::model, &ModelConfig::normalization, "LayerNorm or RMSNorm");
         add(model, "norm-epsilon", &C::model, &ModelConfig::norm_epsilon, "epsilon of the norms (0: --layernorm-epsilon)");
+        add(model, "apply-layernorm-1p", &C::model, &ModelConfig::apply_layernorm_1p,
+            "the norms scale by 1 + weight, their weights initialised to 0 (zero-centred gamma)");
         add(model, "swiglu", &C::model, &ModelConfig::swiglu, "gated SiLU MLP (fc1 gives gate and up, 2 x ffn-hidden-size)");
         add(model, "squared-relu", &C::model, &ModelConfig::squared_relu, "squared ReLU MLP activation, relu(x)^2, instead of GELU");
         add(model, "group-query-attention", &C::model, &ModelConfig::group_query_attention, "grouped-query attention");

@@ -85,10 +85,11 @@ void KvModel::norm(const void* x, std::int64_t w, std::int64_t b, void* y, std::
     auto* mean = static_cast<float*>(buf(kMean, static_cast<std::size_t>(rows) * kF));
     auto* rstd = static_cast<float*>(buf(kRstd, static_cast<std::size_t>(rows) * kF));
     if (dims_.rmsnorm)
-        be_.rmsnorm_forward(x, param(w), y, rstd, rows, dims_.hidden, opt_.layernorm_eps, opt_.dtype);
+        be_.rmsnorm_forward(x, param(w), y, rstd, rows, dims_.hidden, opt_.layernorm_eps, opt_.dtype,
+                            dims_.layernorm_1p);
     else
         be_.layernorm_forward(x, param(w), param(b), y, mean, rstd, rows, dims_.hidden, opt_.layernorm_eps,
-                              opt_.dtype);
+                              opt_.dtype, dims_.layernorm_1p);
 }
 
 // The grouped projection proj [rows, ng, hpg + 2, hn] of one position (pos_ > 0) with its

@@ -37,6 +37,7 @@ void set_decoder_options(ModelDims& d, const ModelConfig& cfg) {
         d.rotary_interleaved = cfg.rotary_interleaved;
     }
     d.rmsnorm = cfg.rmsnorm();
+    d.layernorm_1p = cfg.apply_layernorm_1p;
     d.swiglu = cfg.swiglu;
     d.squared_relu = cfg.squared_relu;
     GPT_REQUIRE(!(d.swiglu && d.squared_relu), UsageError,

@@ -40,6 +40,7 @@ struct ModelDims {
     float rotary_base = 10000.0f;
     bool rotary_interleaved = false;
     bool rmsnorm = false;            // RMSNorm (weight only) instead of LayerNorm
+    bool layernorm_1p = false;       // the norms scale by 1 + weight (--apply-layernorm-1p)
     bool swiglu = false;             // fc1 gives [gate, up]: 2 x ffn rows
     bool squared_relu = false;       // relu(x)^2 instead of GELU, a pass after fc1
     bool untied_output = false;      // language_model/output_layer instead of the embeddings

@@ -45,9 +45,11 @@ ParamLayout::ParamLayout(const ModelDims& d, const ChunkSpec& chunk) {
         if (!d.rope)  // rotary embeddings replace the learned position table
             add(position_embeddings(), {d.max_positions, h}, -1, ParamInit::Normal, -1, d);
     }
-    // Megatron keeps the layernorm names for RMSNorm, which has no bias.
+    // Megatron keeps the layernorm names for RMSNorm, which has no bias. Under
+    // --apply-layernorm-1p a norm scales by 1 + weight, so its weight starts at 0 (Megatron).
+    const ParamInit norm_weight = d.layernorm_1p ? ParamInit::Zero : ParamInit::One;
     auto norm = [&](const std::string& name, int layer) {
-        add(name + "/weight", {h}, -1, ParamInit::One, layer, d);
+        add(name + "/weight", {h}, -1, norm_weight, layer, d);
         if (!d.rmsnorm) add(name + "/bias", {h}, -1, ParamInit::Zero, layer, d);
     };
     const ParamDims counted = count_dims(d);
@@ -79,7 +81,7 @@ ParamLayout::ParamLayout(const ModelDims& d, const ChunkSpec& chunk) {
         if (bias) add(p + "mlp/dense_4h_to_h/bias", {h}, -1, ParamInit::Zero, l, d);
     }
     if (chunk.post_process) {
-        add(final_ln_weight(), {h}, -1, ParamInit::One, -1, d);
+        add(final_ln_weight(), {h}, -1, norm_weight, -1, d);
         if (!d.rmsnorm) add(final_ln_bias(), {h}, -1, ParamInit::Zero, -1, d);
         if (d.untied_output) {
             // Megatron's --untie-embeddings-and-output-weights: the head's own weight.

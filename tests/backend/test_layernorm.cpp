@@ -1,8 +1,10 @@
 // LayerNorm forward against fp64, backward against the analytic fp64 gradient (itself
-// checked against finite differences of the fp64 forward), with += parameter gradients.
+// checked against finite differences of the fp64 forward), with += parameter gradients;
+// LayerNorm's and RMSNorm's zero-centred gamma (--apply-layernorm-1p).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include "backend_test_util.hpp"
 
@@ -129,6 +131,63 @@ TEST_P(LayerNormTest, ForwardAndBackward) {
         be->layernorm_backward(bdy.p(), bx.p(), bg.p(), mean.f32(), rstd.f32(), nullptr, bdy.p(),
                                dg.f32(), db.f32(), rows, cols, t);
         EXPECT_TRUE(all_close(bdy.get(), ddx.get(), {0, 0}));
+    }
+}
+
+// --apply-layernorm-1p (zero-centred gamma): a norm scales by 1 + gamma, added in fp32.
+// Gamma values k/64 (|k| <= 32) make 1 + gamma exact in every type, so the 1p norm of gamma
+// must be the plain norm of 1 + gamma bit for bit: y, the statistics, dx with the residual's
+// gradient added, and dgamma/dbeta (their formulas do not read gamma). LayerNorm and RMSNorm.
+TEST_P(LayerNormTest, ZeroCenteredGammaIsThePlainNormOfOnePlusGamma) {
+    const DType t = GetParam();
+    auto be = cpu_backend();
+    const std::int64_t rows = 9;
+    for (const std::int64_t cols : {17, 256}) {
+        for (const bool rms : {false, true}) {
+            SCOPED_TRACE(::testing::Message() << (rms ? "RMSNorm" : "LayerNorm") << " cols " << cols);
+            const auto n = static_cast<std::size_t>(rows * cols);
+            const auto x = rounded(t, random_vec(n, 31, -2.0, 3.0));
+            const auto dy = rounded(t, random_vec(n, 32));
+            const auto dres = rounded(t, random_vec(n, 33));
+            const auto b = rounded(t, random_vec(static_cast<std::size_t>(cols), 34));
+            std::vector<double> w(static_cast<std::size_t>(cols)), one_plus(w.size());
+            std::mt19937 gen(35);
+            for (std::size_t j = 0; j < w.size(); ++j) {
+                w[j] = static_cast<double>(static_cast<int>(gen() % 65) - 32) / 64.0;
+                one_plus[j] = 1.0 + w[j];
+            }
+            struct Out {
+                std::vector<double> y, mean, rstd, dx, dg, db;
+            };
+            auto run = [&](const std::vector<double>& g, bool zero_centered) {
+                const std::vector<double> zeros(static_cast<std::size_t>(cols), 0.0);
+                Buf bx(*be, t, x), bg(*be, t, g), bb(*be, t, b), by(*be, t, n), bdy(*be, t, dy), bres(*be, t, dres),
+                    bdx(*be, t, n), mean(*be, DType::F32, std::vector<double>(rows, 0.0)),
+                    rstd(*be, DType::F32, rows), dg(*be, DType::F32, zeros), db(*be, DType::F32, zeros);
+                if (rms) {
+                    be->rmsnorm_forward(bx.p(), bg.p(), by.p(), rstd.f32(), rows, cols, 1e-5f, t, zero_centered);
+                    be->rmsnorm_backward(bdy.p(), bx.p(), bg.p(), rstd.f32(), bres.p(), bdx.p(), dg.f32(), rows, cols,
+                                         t, zero_centered);
+                } else {
+                    be->layernorm_forward(bx.p(), bg.p(), bb.p(), by.p(), mean.f32(), rstd.f32(), rows, cols, 1e-5f,
+                                          t, zero_centered);
+                    be->layernorm_backward(bdy.p(), bx.p(), bg.p(), mean.f32(), rstd.f32(), bres.p(), bdx.p(),
+                                           dg.f32(), db.f32(), rows, cols, t, zero_centered);
+                }
+                return Out{by.get(), mean.get(), rstd.get(), bdx.get(), dg.get(), db.get()};
+            };
+            const Out got = run(w, true), want = run(one_plus, false);
+            EXPECT_EQ(got.y, want.y);
+            EXPECT_EQ(got.mean, want.mean);
+            EXPECT_EQ(got.rstd, want.rstd);
+            EXPECT_EQ(got.dx, want.dx);
+            EXPECT_EQ(got.dg, want.dg);
+            EXPECT_EQ(got.db, want.db);
+            // Not the plain norm of gamma itself: the forward and dx differ.
+            const Out plain = run(w, false);
+            EXPECT_NE(got.y, plain.y);
+            EXPECT_NE(got.dx, plain.dx);
+        }
     }
 }
 

@@ -181,6 +181,54 @@ TEST_F(CudaRows, LayerNormForwardBackward) {
             }
 }
 
+// --apply-layernorm-1p on the GPU: the kernels' 1 + gamma in fp32 makes the 1p norm of gamma
+// the plain norm of 1 + gamma bit for bit where 1 + gamma is exact (gamma = k/64, |k| <= 32),
+// as on the CPU backend (test_layernorm.cpp): y, statistics, dx with the residual's
+// gradient, dgamma/dbeta. LayerNorm and RMSNorm; rows of 1024 (the vectorised kernels) and
+// 17 (the element-wise ones).
+TEST_F(CudaRows, ZeroCenteredGammaIsThePlainNormOfOnePlusGamma) {
+    const std::int64_t rows = 6;
+    for (DType t : kAllTypes)
+        for (const std::int64_t cols : {17, 1024})
+            for (const bool rms : {false, true}) {
+                SCOPED_TRACE(dname(t) + (rms ? " RMSNorm" : " LayerNorm") + " cols " + std::to_string(cols));
+                const auto n = static_cast<std::size_t>(rows * cols);
+                std::vector<double> w(static_cast<std::size_t>(cols)), one_plus(w.size());
+                for (std::size_t j = 0; j < w.size(); ++j) {
+                    w[j] = static_cast<double>(static_cast<int>((j * 37 + 11) % 65) - 32) / 64.0;
+                    one_plus[j] = 1.0 + w[j];
+                }
+                Twin x(cpu(), gpu(), t, rounded(t, random_vec(n, 40, -2.0, 3.0)));
+                Twin dy(cpu(), gpu(), t, rounded(t, random_vec(n, 41)));
+                Twin dres(cpu(), gpu(), t, rounded(t, random_vec(n, 42)));
+                Twin beta(cpu(), gpu(), t, rounded(t, random_vec(static_cast<std::size_t>(cols), 43)));
+                auto run = [&](const std::vector<double>& g, bool zero_centered) {
+                    const std::vector<double> zeros(static_cast<std::size_t>(cols), 0.0);
+                    Twin gamma(cpu(), gpu(), t, g), y(cpu(), gpu(), t, n), dx(cpu(), gpu(), t, n);
+                    Twin mean(cpu(), gpu(), DType::F32, std::vector<double>(rows, 0.0)),
+                        rstd(cpu(), gpu(), DType::F32, rows), dg(cpu(), gpu(), DType::F32, zeros),
+                        db(cpu(), gpu(), DType::F32, zeros);
+                    if (rms) {
+                        gpu().rmsnorm_forward(x.g(), gamma.g(), y.g(), rstd.gf(), rows, cols, 1e-5f, t, zero_centered);
+                        gpu().rmsnorm_backward(dy.g(), x.g(), gamma.g(), rstd.gf(), dres.g(), dx.g(), dg.gf(), rows,
+                                               cols, t, zero_centered);
+                    } else {
+                        gpu().layernorm_forward(x.g(), gamma.g(), beta.g(), y.g(), mean.gf(), rstd.gf(), rows, cols,
+                                                1e-5f, t, zero_centered);
+                        gpu().layernorm_backward(dy.g(), x.g(), gamma.g(), mean.gf(), rstd.gf(), dres.g(), dx.g(),
+                                                 dg.gf(), db.gf(), rows, cols, t, zero_centered);
+                    }
+                    return std::vector<std::vector<double>>{y.gpu_vals(),  mean.gpu_vals(), rstd.gpu_vals(),
+                                                            dx.gpu_vals(), dg.gpu_vals(),   db.gpu_vals()};
+                };
+                const auto got = run(w, true), want = run(one_plus, false), plain = run(w, false);
+                const char* names[] = {"y", "mean", "rstd", "dx", "dgamma", "dbeta"};
+                for (std::size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k], want[k]) << names[k];
+                EXPECT_NE(got[0], plain[0]) << "y is the plain norm of gamma";
+                EXPECT_NE(got[3], plain[3]) << "dx is the plain norm's";
+            }
+}
+
 // The layernorm bounds can fail: a missing rstd, statistics of the neighbouring row and a
 // reversed gamma are far outside them, in every type.
 TEST_F(CudaRows, LayerNormBoundsRejectWrongResults) {

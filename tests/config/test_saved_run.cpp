@@ -177,9 +177,9 @@ TEST(SavedRun, LegacyDoublesAgreeAsTheTablePrintedThem) {
 
 TEST(SavedRun, LegacyReaderTakesMegatronSpellingsAndRefusesOtherArchitectures) {
     std::string base = format_arguments(realistic_run());
-    // This build's table has kv_channels and squared_relu rows of its own; the rows below
-    // stand for Megatron's.
-    for (const char* own : {"  kv_channels ", "  squared_relu "}) {
+    // This build's table has kv_channels, squared_relu and apply_layernorm_1p rows of its
+    // own; the rows below stand for Megatron's.
+    for (const char* own : {"  kv_channels ", "  squared_relu ", "  apply_layernorm_1p "}) {
         const std::size_t at = base.find(own);
         ASSERT_NE(at, std::string::npos) << own;
         base.erase(at, base.find('\n', at) + 1 - at);
@@ -192,6 +192,7 @@ TEST(SavedRun, LegacyReaderTakesMegatronSpellingsAndRefusesOtherArchitectures) {
     EXPECT_TRUE(saved_run_from_table(with("add_bias_linear ........ False"), "f").config.model.disable_bias_linear);
     EXPECT_NO_THROW(saved_run_from_table(with("qk_layernorm ........ False"), "f"));
     EXPECT_TRUE(saved_run_from_table(with("squared_relu ........ True"), "f").config.model.squared_relu);
+    EXPECT_TRUE(saved_run_from_table(with("apply_layernorm_1p ........ True"), "f").config.model.apply_layernorm_1p);
     EXPECT_NO_THROW(saved_run_from_table(with("kv_channels ........ 16"), "f"));
     EXPECT_EQ(saved_run_from_table(with("kv_channels ........ None"), "f").config.model.kv_channels, 0);
     try {

@@ -87,6 +87,9 @@ TEST_P(SavedRunCheck, ArchitectureAndTokenizerArgumentsAreCompared) {
     erf.model.no_bias_gelu_fusion = true;
     EXPECT_NO_THROW(check_checkpoint_args(saved(relu2, "F"), erf));
     expect_names(refusal(saved(relu2, "F"), c), {"--squared-relu: True in the checkpoint, False in this run"});
+    Config one_p = c;
+    one_p.model.apply_layernorm_1p = true;
+    expect_names(refusal(saved(c, "F"), one_p), {"--apply-layernorm-1p: False in the checkpoint, True in this run"});
     // A tokenizer pattern nobody set (None) is not known: not compared.
     Config pattern = c;
     pattern.data.tiktoken_pattern = "v2";

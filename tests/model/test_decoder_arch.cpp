@@ -1,5 +1,5 @@
 // The Llama-style options of the GPT model (rope, RMSNorm, SwiGLU, grouped-query attention,
-// untied output layer, no linear biases) and squared ReLU: the whole model's gradient against finite
+// untied output layer, no linear biases), squared ReLU and zero-centred norms (Nemotron's): the whole model's gradient against finite
 // differences, alone and together, and loss and every gradient against an independent
 // PyTorch implementation of the same architecture (torch_decoder_reference.py, fp64) run on
 // the same weights.
@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/errors.hpp"
+#include "model/param_init.hpp"
 #include "model_test_util.hpp"
 
 namespace gpt::model {
@@ -38,8 +39,12 @@ const Variant kVariants[] = {
     {"partial_interleaved_rope_biases", [](ModelConfig& m) {
          m.disable_bias_linear = false; m.rotary_percent = 0.5; m.rotary_interleaved = true; }},
     {"squared_relu_only", [](ModelConfig& m) { m = test::tiny::model(); m.squared_relu = true; }},
-    // Nemotron's layer: squared ReLU with partial rope, untied, no biases.
-    {"squared_relu_llama", [](ModelConfig& m) { m.swiglu = false; m.squared_relu = true; m.rotary_percent = 0.5; }},
+    // Nemotron's layer: LayerNorm with zero-centred gamma (--apply-layernorm-1p), squared
+    // ReLU, partial rope, untied, no biases (here with grouped-query attention too).
+    {"nemotron", [](ModelConfig& m) {
+         m.swiglu = false; m.squared_relu = true; m.rotary_percent = 0.5;
+         m.normalization = Normalization::LayerNorm; m.apply_layernorm_1p = true; }},
+    {"layernorm_1p_rmsnorm", [](ModelConfig& m) { m.apply_layernorm_1p = true; }},
 };
 
 struct Model {
@@ -148,6 +153,28 @@ TEST(DecoderArch, LayoutHasMegatronsParametersAndNoOthers) {
               (std::vector<std::int64_t>{2, 24, 16}));
 }
 
+// --apply-layernorm-1p: a norm scales by 1 + weight, so its weights start at 0 (Megatron's
+// reset_parameters), for LayerNorm and RMSNorm; without it they start at 1.
+TEST(DecoderArch, ZeroCenteredNormWeightsStartAtZero) {
+    for (const bool rms : {false, true})
+        for (const bool one_p : {false, true}) {
+            ModelConfig cfg = rms ? test::tiny::llama_model() : test::tiny::model();
+            cfg.apply_layernorm_1p = one_p;
+            const ModelDims d = make_model_dims(cfg, 50, 1, 0);
+            const ParamLayout layout(d, ChunkSpec{0, d.num_layers, true, true});
+            std::vector<float> p(static_cast<std::size_t>(layout.total_elements()));
+            init_parameters(layout, d, 0.02, 1, p.data());
+            int norms = 0;
+            for (const auto& e : layout.entries()) {
+                if (e.name.find("layernorm/weight") == std::string::npos) continue;
+                ++norms;
+                for (std::int64_t i = 0; i < e.numel; ++i)
+                    ASSERT_EQ(p[static_cast<std::size_t>(e.offset + i)], one_p ? 0.0f : 1.0f) << e.name;
+            }
+            EXPECT_EQ(norms, 2 * d.num_layers + 1);
+        }
+}
+
 TEST(DecoderArch, CpuRefusesBadCombinationsNamingTheFlags) {
     auto expect_usage = [](ModelConfig m, int tp, const std::string& what) {
         try {
@@ -202,7 +229,8 @@ void expect_pytorch_match(const Variant& v, const std::vector<std::int32_t>& tok
               << " groups " << d.groups() << " ffn " << d.ffn << " vocab " << d.vocab_padded
               << " seq " << d.seq << " batch 2 rope " << d.rope << " rotary_dim " << d.rotary_dim
               << " rotary_base " << d.rotary_base << " interleaved " << d.rotary_interleaved
-              << " rmsnorm " << d.rmsnorm << " swiglu " << d.swiglu << " squared_relu " << d.squared_relu
+              << " rmsnorm " << d.rmsnorm << " layernorm_1p " << d.layernorm_1p << " swiglu " << d.swiglu
+              << " squared_relu " << d.squared_relu
               << " untied " << d.untied_output
               << " eps " << M.opt.layernorm_eps << " tanh_gelu " << M.opt.tanh_gelu << " eod " << eod << "\n";
             f << "tokens";
@@ -254,7 +282,7 @@ void expect_pytorch_match(const Variant& v, const std::vector<std::int32_t>& tok
 const int kSeq = test::tiny::llama_model().seq_length;
 
 TEST(DecoderArch, LossAndGradientsMatchPyTorch) {
-    for (const Variant& v : {kVariants[0], kVariants[7], kVariants[8]}) expect_pytorch_match(v, test::random_tokens(2, kSeq, 50, 8), -1);
+    for (const Variant& v : {kVariants[0], kVariants[7], kVariants[9]}) expect_pytorch_match(v, test::random_tokens(2, kSeq, 50, 8), -1);
 }
 
 // --eod-mask-loss against PyTorch's Megatron loss_func (loss_mask = inputs != eod, the mean

@@ -238,13 +238,14 @@ TEST(GptModelFp8, FusedInputCastEqualsTheSeparateCasts) {
     // writes fc2's codes (GPT_FP8_GELU=pass); GPT with GELU in fc1's GEMM epilogue (epilogue:
     // fc2's input is cast separately either way); without linear biases GELU is a pass that
     // writes fc2's codes too; the Llama-style layers: RMSNorm, and SwiGLU writing fc2's codes;
-    // squared ReLU's pass writing them.
+    // squared ReLU's pass writing them, after norms that scale by 1 + weight.
     ModelConfig no_bias = test::tiny::model();
     no_bias.disable_bias_linear = true;
     ModelConfig llama = test::tiny::llama_model();
     llama.ffn_hidden_size = 32;  // FP8 GEMMs take dimensions that are multiples of 16
-    ModelConfig squared_relu = test::tiny::model();
-    squared_relu.squared_relu = true;
+    ModelConfig nemotron = test::tiny::model();
+    nemotron.squared_relu = true;
+    nemotron.apply_layernorm_1p = true;
     struct Case {
         const char* name;
         ModelConfig mc;
@@ -254,7 +255,7 @@ TEST(GptModelFp8, FusedInputCastEqualsTheSeparateCasts) {
                           {"GPT, GELU in fc1's epilogue", test::tiny::model(), true},
                           {"GPT without biases", no_bias, false},
                           {"Llama-style", llama, false},
-                          {"GPT with squared ReLU", squared_relu, false}};
+                          {"GPT with squared ReLU and zero-centred norms", nemotron, false}};
     for (const auto& [name, mc, gelu_in_epilogue] : cases) {
         SCOPED_TRACE(name);
         const ModelDims d = make_model_dims(mc, 50, 1, 0);

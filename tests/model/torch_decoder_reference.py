@@ -70,6 +70,8 @@ def main():
 
     def norm(x, prefix):
         w, b = get(prefix + "/weight"), get(prefix + "/bias")
+        if cfg["layernorm_1p"]:
+            w = w + 1  # Megatron's --apply-layernorm-1p (zero-centred gamma)
         if rms:
             return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
         return F.layer_norm(x, (H,), w, b, eps)

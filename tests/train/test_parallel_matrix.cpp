@@ -239,13 +239,17 @@ TEST(ParallelMatrix, LlamaStyleTwoRanks) {
     run_layouts({{2, 1}, {1, 2}, {1, 1}}, {v[0], v[2], v[3]}, n);
 }
 
-// --squared-relu: the activation pass over each TP rank's ffn columns (and its backward,
-// and its replay under full recompute) with sequence parallelism and the distributed
-// optimizer: the fp32 rounding bound, as the Llama-style row.
-TEST(ParallelMatrix, SquaredReluTwoRanks) {
+// Nemotron's layer options, --squared-relu (the activation pass over each TP rank's ffn
+// columns, its backward and its replay under full recompute) and --apply-layernorm-1p (the
+// norms' 1 + weight; their weight gradients summed over TP under sequence parallelism), with
+// the distributed optimizer: the fp32 rounding bound, as the Llama-style row.
+TEST(ParallelMatrix, NemotronStyleTwoRanks) {
     if (test::world_size() != 2) GTEST_SKIP() << "needs 2 ranks (registered as .np2)";
-    Numerics n{"squared-relu fp32", false, false, 0.0, 0.0};
-    n.model = [](ModelConfig& m) { m.squared_relu = true; };
+    Numerics n{"nemotron-style fp32", false, false, 0.0, 0.0};
+    n.model = [](ModelConfig& m) {
+        m.squared_relu = true;
+        m.apply_layernorm_1p = true;
+    };
     run_layouts({{2, 1}}, {variants()[3]}, n);
 }
 

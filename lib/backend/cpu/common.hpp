@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "core/errors.hpp"
@@ -48,6 +49,17 @@ inline const float* load(const void* src, std::int64_t i0, std::int64_t n, float
     }
 }
 
+// A norm's gamma [cols] as the fp32 factor it scales by: gamma, or 1 + gamma added in fp32
+// under --apply-layernorm-1p (zero_centered_gamma, as Transformer Engine's kernels).
+template <typename T>
+inline std::vector<float> norm_scale(const void* gamma, std::int64_t cols, bool zero_centered_gamma) {
+    std::vector<float> g(static_cast<std::size_t>(cols));
+    convert(static_cast<const T*>(gamma), g.data(), static_cast<std::size_t>(cols));
+    if (zero_centered_gamma)
+        for (float& v : g) v += 1.0f;
+    return g;
+}
+
 // Where a kernel writes its fp32 result for dst[i0 .. i0+n): in place for fp32, else buf.
 template <typename T>
 inline float* out_ptr(void* dst, std::int64_t i0, float* buf) {
@@ -76,6 +88,34 @@ inline void for_chunks(std::int64_t total, Body&& body) {
         std::int64_t i0 = c * kChunk;
         body(i0, std::min(kChunk, total - i0));
     }
+}
+
+// y[i] = f(x[i]) over n elements of type T: f in fp32, its result rounded once to T.
+template <typename T, typename F>
+inline void map_elements(const void* x, void* y, std::int64_t n, F&& f) {
+    for_chunks(n, [&](std::int64_t i0, std::int64_t len) {
+        float bx[kChunk], by[kChunk];
+        const float* xs = load<T>(x, i0, len, bx);
+        float* ys = out_ptr<T>(y, i0, by);
+#pragma omp simd
+        for (std::int64_t i = 0; i < len; ++i) ys[i] = f(xs[i]);
+        store<T>(by, y, i0, len);
+    });
+}
+
+// y[i] = f(a[i], b[i]) likewise; y may alias a or b (each element is read before it is
+// written).
+template <typename T, typename F>
+inline void map_elements(const void* a, const void* b, void* y, std::int64_t n, F&& f) {
+    for_chunks(n, [&](std::int64_t i0, std::int64_t len) {
+        float ba[kChunk], bb[kChunk], by[kChunk];
+        const float* as = load<T>(a, i0, len, ba);
+        const float* bs = load<T>(b, i0, len, bb);
+        float* ys = out_ptr<T>(y, i0, by);
+#pragma omp simd
+        for (std::int64_t i = 0; i < len; ++i) ys[i] = f(as[i], bs[i]);
+        store<T>(by, y, i0, len);
+    });
 }
 
 // Runs body(r, c0, len) over every row r and column chunk [c0, c0+len) of a rows x cols

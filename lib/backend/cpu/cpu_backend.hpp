@@ -37,10 +37,11 @@ protected:
     void do_gemm(const GemmArgs& g) override;
 
     void do_rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
-                            std::int64_t rows, std::int64_t cols, float eps, DType dtype) override;
+                            std::int64_t rows, std::int64_t cols, float eps, DType dtype,
+                            bool zero_centered_gamma) override;
     void do_rmsnorm_backward(const void* dy, const void* x, const void* gamma, const float* rstd,
                              const void* dresidual, void* dx, float* dgamma, std::int64_t rows,
-                             std::int64_t cols, DType dtype) override;
+                             std::int64_t cols, DType dtype, bool zero_centered_gamma) override;
     void do_swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
                            DType dtype) override;
     void do_swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
@@ -52,11 +53,11 @@ protected:
 
     void do_layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
                               float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
-                              float eps, DType dtype) override;
+                              float eps, DType dtype, bool zero_centered_gamma) override;
     void do_layernorm_backward(const void* dy, const void* x, const void* gamma, const float* mean,
                                const float* rstd, const void* dresidual, void* dx, float* dgamma,
                                float* dbeta, std::int64_t rows, std::int64_t cols,
-                               DType dtype) override;
+                               DType dtype, bool zero_centered_gamma) override;
 
     void do_gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
                          DType dtype) override;

@@ -9,11 +9,11 @@
 namespace gpt::cpu {
 
 void CpuBackend::do_rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
-                                    std::int64_t rows, std::int64_t cols, float eps, DType dtype) {
+                                    std::int64_t rows, std::int64_t cols, float eps, DType dtype,
+                                    bool zero_centered_gamma) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        std::vector<float> g32(cols);
-        convert(static_cast<const T*>(gamma), g32.data(), cols);
+        const std::vector<float> g32 = norm_scale<T>(gamma, cols, zero_centered_gamma);
         const float* g = g32.data();
 #pragma omp parallel if (rows * cols >= kParallelMin)
         {
@@ -38,11 +38,10 @@ void CpuBackend::do_rmsnorm_forward(const void* x, const void* gamma, void* y, f
 void CpuBackend::do_rmsnorm_backward(const void* dy, const void* x, const void* gamma,
                                      const float* rstd, const void* dresidual, void* dx,
                                      float* dgamma, std::int64_t rows, std::int64_t cols,
-                                     DType dtype) {
+                                     DType dtype, bool zero_centered_gamma) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        std::vector<float> g32(cols);
-        convert(static_cast<const T*>(gamma), g32.data(), cols);
+        const std::vector<float> g32 = norm_scale<T>(gamma, cols, zero_centered_gamma);
         const float* g = g32.data();
         const int nthreads = rows * cols >= kParallelMin ? max_threads() : 1;
         // Per-thread partial weight gradients, added in thread order at the end.

@@ -52,15 +52,7 @@ void CpuBackend::do_bias_grad(const void* dy, float* dbias, std::int64_t rows, s
 void CpuBackend::do_add(const void* a, const void* b, void* y, std::int64_t n, DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        for_chunks(n, [&](std::int64_t i0, std::int64_t len) {
-            float ba[kChunk], bb[kChunk], by[kChunk];
-            const float* as = load<T>(a, i0, len, ba);
-            const float* bs = load<T>(b, i0, len, bb);
-            float* ys = out_ptr<T>(y, i0, by);
-#pragma omp simd
-            for (std::int64_t i = 0; i < len; ++i) ys[i] = as[i] + bs[i];
-            store<T>(by, y, i0, len);
-        });
+        map_elements<T>(a, b, y, n, [](float u, float v) { return u + v; });
     });
 }
 

@@ -10,19 +10,8 @@ void CpuBackend::do_gelu_forward(const void* x, void* y, std::int64_t n, bool ta
                                  DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        for_chunks(n, [&](std::int64_t i0, std::int64_t len) {
-            float bx[kChunk], by[kChunk];
-            const float* xs = load<T>(x, i0, len, bx);
-            float* ys = out_ptr<T>(y, i0, by);
-            if (tanh_approx) {
-#pragma omp simd
-                for (std::int64_t i = 0; i < len; ++i) ys[i] = gelu_tanh(xs[i]);
-            } else {
-#pragma omp simd
-                for (std::int64_t i = 0; i < len; ++i) ys[i] = gelu_erf(xs[i]);
-            }
-            store<T>(by, y, i0, len);
-        });
+        if (tanh_approx) map_elements<T>(x, y, n, [](float v) { return gelu_tanh(v); });
+        else map_elements<T>(x, y, n, [](float v) { return gelu_erf(v); });
     });
 }
 
@@ -30,20 +19,8 @@ void CpuBackend::do_gelu_backward(const void* dy, const void* x, void* dx, std::
                                   bool tanh_approx, DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        for_chunks(n, [&](std::int64_t i0, std::int64_t len) {
-            float bdy[kChunk], bx[kChunk], bdx[kChunk];
-            const float* dys = load<T>(dy, i0, len, bdy);
-            const float* xs = load<T>(x, i0, len, bx);
-            float* dxs = out_ptr<T>(dx, i0, bdx);
-            if (tanh_approx) {
-#pragma omp simd
-                for (std::int64_t i = 0; i < len; ++i) dxs[i] = dys[i] * gelu_tanh_grad(xs[i]);
-            } else {
-#pragma omp simd
-                for (std::int64_t i = 0; i < len; ++i) dxs[i] = dys[i] * gelu_erf_grad(xs[i]);
-            }
-            store<T>(bdx, dx, i0, len);
-        });
+        if (tanh_approx) map_elements<T>(dy, x, dx, n, [](float g, float v) { return g * gelu_tanh_grad(v); });
+        else map_elements<T>(dy, x, dx, n, [](float g, float v) { return g * gelu_erf_grad(v); });
     });
 }
 
@@ -52,14 +29,7 @@ void CpuBackend::do_gelu_backward(const void* dy, const void* x, void* dx, std::
 void CpuBackend::do_squared_relu_forward(const void* x, void* y, std::int64_t n, DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        for_chunks(n, [&](std::int64_t i0, std::int64_t len) {
-            float bx[kChunk], by[kChunk];
-            const float* xs = load<T>(x, i0, len, bx);
-            float* ys = out_ptr<T>(y, i0, by);
-#pragma omp simd
-            for (std::int64_t i = 0; i < len; ++i) ys[i] = squared_relu(xs[i]);
-            store<T>(by, y, i0, len);
-        });
+        map_elements<T>(x, y, n, [](float v) { return squared_relu(v); });
     });
 }
 
@@ -68,15 +38,7 @@ void CpuBackend::do_squared_relu_backward(const void* dy, const void* x, void* d
                                           DType dtype) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        for_chunks(n, [&](std::int64_t i0, std::int64_t len) {
-            float bdy[kChunk], bx[kChunk], bdx[kChunk];
-            const float* dys = load<T>(dy, i0, len, bdy);
-            const float* xs = load<T>(x, i0, len, bx);
-            float* dxs = out_ptr<T>(dx, i0, bdx);
-#pragma omp simd
-            for (std::int64_t i = 0; i < len; ++i) dxs[i] = squared_relu_grad(dys[i], xs[i]);
-            store<T>(bdx, dx, i0, len);
-        });
+        map_elements<T>(dy, x, dx, n, [](float g, float v) { return squared_relu_grad(g, v); });
     });
 }
 

@@ -9,11 +9,11 @@ namespace gpt::cpu {
 
 void CpuBackend::do_layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
                                       float* mean, float* rstd, std::int64_t rows,
-                                      std::int64_t cols, float eps, DType dtype) {
+                                      std::int64_t cols, float eps, DType dtype, bool zero_centered_gamma) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        std::vector<float> g32(cols), b32(cols);
-        convert(static_cast<const T*>(gamma), g32.data(), cols);
+        const std::vector<float> g32 = norm_scale<T>(gamma, cols, zero_centered_gamma);
+        std::vector<float> b32(cols);
         convert(static_cast<const T*>(beta), b32.data(), cols);
         const float* g = g32.data();
         const float* bb = b32.data();
@@ -45,11 +45,10 @@ void CpuBackend::do_layernorm_forward(const void* x, const void* gamma, const vo
 void CpuBackend::do_layernorm_backward(const void* dy, const void* x, const void* gamma,
                                        const float* mean, const float* rstd, const void* dresidual,
                                        void* dx, float* dgamma, float* dbeta, std::int64_t rows,
-                                       std::int64_t cols, DType dtype) {
+                                       std::int64_t cols, DType dtype, bool zero_centered_gamma) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
-        std::vector<float> g32(cols);
-        convert(static_cast<const T*>(gamma), g32.data(), cols);
+        const std::vector<float> g32 = norm_scale<T>(gamma, cols, zero_centered_gamma);
         const float* g = g32.data();
         const int nthreads = rows * cols >= kParallelMin ? max_threads() : 1;
         // Per-thread partial parameter gradients, added in thread order at the end.

@@ -40,11 +40,12 @@ struct RowAccess {
 
 // ---- RMSNorm -----------------------------------------------------------------------------
 
-// One block per row: rstd = 1 / sqrt(mean(x^2) + eps), y = x rstd gamma; with Q also the
+// One block per row: rstd = 1 / sqrt(mean(x^2) + eps), y = x rstd (gamma + gamma_shift)
+// (the shift 1 under --apply-layernorm-1p, else 0); with Q also the
 // FP8 codes of y as stored (Backend::norm_forward_fp8).
 template <typename T, bool kVecRows, bool Q>
 __global__ void rms_fwd_kernel(const T* x, const T* gamma, T* y, float* rstd, std::int64_t rows,
-                               std::int64_t cols, float eps, Fp8CodesArg codes) {
+                               std::int64_t cols, float eps, float gamma_shift, Fp8CodesArg codes) {
     using A = RowAccess<T, kVecRows>;
     constexpr int V = A::V;
     __shared__ float sh[32];
@@ -66,7 +67,7 @@ __global__ void rms_fwd_kernel(const T* x, const T* gamma, T* y, float* rstd, st
             A::load(xr + u * V, v);
             A::load(gamma + u * V, g);
 #pragma unroll
-            for (int i = 0; i < V; ++i) v[i] = v[i] * rs * g[i];
+            for (int i = 0; i < V; ++i) v[i] = v[i] * rs * (g[i] + gamma_shift);
             A::store(y + r * cols + u * V, v);
             if constexpr (Q) store_codes<T, V>(v, scale, codes.e4m3, codes.q + r * cols + u * V, m);
         }
@@ -103,7 +104,7 @@ __global__ void rms_param_partials_kernel(const T* dy, const T* x, const float* 
 
 // dx = dres + rstd (dy gamma - xhat mean(dy gamma xhat)), xhat = x rstd.
 template <typename T, bool kVecRows>
-__global__ void rms_dx_kernel(const T* dy, const T* x, const T* gamma, const float* rstd,
+__global__ void rms_dx_kernel(const T* dy, const T* x, const T* gamma, float gamma_shift, const float* rstd,
                               const T* dres, T* dx, std::int64_t rows, std::int64_t cols) {
     using A = RowAccess<T, kVecRows>;
     constexpr int V = A::V;
@@ -119,7 +120,7 @@ __global__ void rms_dx_kernel(const T* dy, const T* x, const T* gamma, const flo
             A::load(x + base + u * V, xv);
             A::load(gamma + u * V, g);
 #pragma unroll
-            for (int i = 0; i < V; ++i) c += d[i] * g[i] * (xv[i] * rs);
+            for (int i = 0; i < V; ++i) c += d[i] * (g[i] + gamma_shift) * (xv[i] * rs);
         }
         c = block_sum(c, sh) / static_cast<float>(cols);
         for (std::int64_t u = threadIdx.x; u < units; u += blockDim.x) {
@@ -134,7 +135,7 @@ __global__ void rms_dx_kernel(const T* dy, const T* x, const T* gamma, const flo
                 for (int i = 0; i < V; ++i) out[i] = 0.0f;
             }
 #pragma unroll
-            for (int i = 0; i < V; ++i) out[i] += (d[i] * g[i] - (xv[i] * rs) * c) * rs;
+            for (int i = 0; i < V; ++i) out[i] += (d[i] * (g[i] + gamma_shift) - (xv[i] * rs) * c) * rs;
             A::store(dx + base + u * V, out);
         }
         // The next row's block_sum reuses sh: its leading barrier orders the reads above.
@@ -216,12 +217,14 @@ dim3 swiglu_grid(std::int64_t rows, std::int64_t units) {
 }  // namespace
 
 void CudaBackend::do_rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
-                                  std::int64_t rows, std::int64_t cols, float eps, DType dtype) {
-    launch_rms_forward(x, gamma, y, rstd, rows, cols, eps, dtype, nullptr);
+                                  std::int64_t rows, std::int64_t cols, float eps, DType dtype,
+                                  bool zero_centered_gamma) {
+    launch_rms_forward(x, gamma, y, rstd, rows, cols, eps, dtype, nullptr, zero_centered_gamma);
 }
 
 void CudaBackend::launch_rms_forward(const void* x, const void* gamma, void* y, float* rstd, std::int64_t rows,
-                              std::int64_t cols, float eps, DType dtype, const Fp8Codes* codes) {
+                              std::int64_t cols, float eps, DType dtype, const Fp8Codes* codes,
+                              bool zero_centered_gamma) {
     if (rows == 0) return;
     const Fp8CodesArg arg = codes_arg(codes);
     dispatch(dtype, [&](auto tag) {
@@ -233,7 +236,7 @@ void CudaBackend::launch_rms_forward(const void* x, const void* gamma, void* y, 
                 constexpr bool Q = decltype(with_codes)::value;
                 rms_fwd_kernel<T, V, Q><<<rows_grid(rows), threads, 0, cuda_stream(stream())>>>(
                     static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<T*>(y), rstd, rows, cols,
-                    eps, arg);
+                    eps, zero_centered_gamma ? 1.0f : 0.0f, arg);
             };
             if (codes) launch(std::true_type{});
             else launch(std::false_type{});
@@ -245,7 +248,7 @@ void CudaBackend::launch_rms_forward(const void* x, const void* gamma, void* y, 
 void CudaBackend::do_rmsnorm_backward(const void* dy, const void* x, const void* gamma,
                                    const float* rstd, const void* dresidual, void* dx,
                                    float* dgamma, std::int64_t rows, std::int64_t cols,
-                                   DType dtype) {
+                                   DType dtype, bool zero_centered_gamma) {
     if (rows == 0) return;
     const std::int64_t rpc = rows_per_chunk(rows);
     const std::int64_t chunks = (rows + rpc - 1) / rpc;
@@ -264,7 +267,8 @@ void CudaBackend::do_rmsnorm_backward(const void* dy, const void* x, const void*
                 rows, cols, rpc);
             rms_dx_kernel<T, V><<<rows_grid(rows), row_threads(units, 1), 0, cuda_stream(stream())>>>(
                 static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma),
-                rstd, static_cast<const T*>(dresidual), static_cast<T*>(dx), rows, cols);
+                zero_centered_gamma ? 1.0f : 0.0f, rstd, static_cast<const T*>(dresidual), static_cast<T*>(dx),
+                rows, cols);
         });
     });
     GPT_CUDA_LAUNCH_CHECK("rmsnorm_backward");

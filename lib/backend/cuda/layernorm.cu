@@ -1,5 +1,6 @@
 // Layernorm forward and backward: a block per row, two-pass statistics in fp32, and
-// deterministic dgamma/dbeta from per-chunk partials added in order. The forward kernels
+// deterministic dgamma/dbeta from per-chunk partials added in order. gamma_shift is 1 under
+// --apply-layernorm-1p (the kernels scale by gamma + 1 in fp32), else 0. The forward kernels
 // with Q also write the FP8 codes of y as stored (Backend::norm_forward_fp8).
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_common.cuh"
@@ -15,7 +16,7 @@ namespace {
 template <typename T, bool Q>
 __global__ void ln_fwd_kernel(const T* x, const T* gamma, const T* beta, T* y, float* mean,
                               float* rstd, std::int64_t rows, std::int64_t cols, float eps,
-                              Fp8CodesArg codes) {
+                              float gamma_shift, Fp8CodesArg codes) {
     __shared__ float sh[32];
     unsigned m = 0;
     [[maybe_unused]] const float scale = Q ? *codes.scale : 1.0f;
@@ -32,7 +33,7 @@ __global__ void ln_fwd_kernel(const T* x, const T* gamma, const T* beta, T* y, f
         const float rs = rsqrtf(block_sum(v, sh) / static_cast<float>(cols) + eps);
         T* yr = y + r * cols;
         for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-            const float v = (ldf(xr + i) - mu) * rs * ldf(gamma + i) + ldf(beta + i);
+            const float v = (ldf(xr + i) - mu) * rs * (ldf(gamma + i) + gamma_shift) + ldf(beta + i);
             stf(yr + i, v);
             if constexpr (Q) store_codes<T, 1>({v}, scale, codes.e4m3, codes.q + r * cols + i, m);
         }
@@ -66,7 +67,7 @@ __global__ void ln_param_partials_kernel(const T* dy, const T* x, const float* m
 }
 
 template <typename T>
-__global__ void ln_dx_kernel(const T* dy, const T* x, const T* gamma, const float* mean,
+__global__ void ln_dx_kernel(const T* dy, const T* x, const T* gamma, float gamma_shift, const float* mean,
                              const float* rstd, const T* dres, T* dx, std::int64_t rows,
                              std::int64_t cols) {
     __shared__ float sh[32];
@@ -74,7 +75,7 @@ __global__ void ln_dx_kernel(const T* dy, const T* x, const T* gamma, const floa
         const float mu = mean[r], rs = rstd[r];
         float c1 = 0.0f, c2 = 0.0f;
         for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-            const float dyg = ldf(dy + r * cols + i) * ldf(gamma + i);
+            const float dyg = ldf(dy + r * cols + i) * (ldf(gamma + i) + gamma_shift);
             c1 += dyg;
             c2 += dyg * (ldf(x + r * cols + i) - mu) * rs;
         }
@@ -82,7 +83,7 @@ __global__ void ln_dx_kernel(const T* dy, const T* x, const T* gamma, const floa
         c2 = block_sum(c2, sh) / static_cast<float>(cols);
         // Each element is read and then written by the same thread: dx may alias dy or dres.
         for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-            const float dyg = ldf(dy + r * cols + i) * ldf(gamma + i);
+            const float dyg = ldf(dy + r * cols + i) * (ldf(gamma + i) + gamma_shift);
             const float xhat = (ldf(x + r * cols + i) - mu) * rs;
             const float res = dres ? ldf(dres + r * cols + i) : 0.0f;
             stf(dx + r * cols + i, res + (dyg - c1 - xhat * c2) * rs);
@@ -101,7 +102,7 @@ constexpr int kMaxRowPacks = 4;
 template <typename T, int K, bool Q>
 __global__ void ln_fwd_vec_kernel(const T* x, const T* gamma, const T* beta, T* y, float* mean,
                                   float* rstd, std::int64_t rows, int cols, float eps,
-                                  Fp8CodesArg codes) {
+                                  float gamma_shift, Fp8CodesArg codes) {
     constexpr int N = kVec<T>;
     __shared__ float sh[32];
     const int packs = cols / N;
@@ -139,7 +140,7 @@ __global__ void ln_fwd_vec_kernel(const T* x, const T* gamma, const T* beta, T* 
                 load_vec(gamma + p * N, g);
                 load_vec(beta + p * N, b);
 #pragma unroll
-                for (int i = 0; i < N; ++i) v[k][i] = (v[k][i] - mu) * rs * g[i] + b[i];
+                for (int i = 0; i < N; ++i) v[k][i] = (v[k][i] - mu) * rs * (g[i] + gamma_shift) + b[i];
                 store_vec(y + r * cols + p * N, v[k]);
                 if constexpr (Q) store_codes<T, N>(v[k], scale, codes.e4m3, codes.q + r * cols + p * N, m);
             }
@@ -156,9 +157,9 @@ __global__ void ln_fwd_vec_kernel(const T* x, const T* gamma, const T* beta, T* 
 // Block b takes rows [b * rpb, (b + 1) * rpb): dx for each, and its dgamma/dbeta partial
 // sums (in row order) into pg/pb[b, :], which add_chunk_sums adds in block order.
 template <typename T, int K>
-__global__ void ln_bwd_vec_kernel(const T* dy, const T* x, const T* gamma, const float* mean,
-                                  const float* rstd, const T* dres, T* dx, float* pg, float* pb,
-                                  std::int64_t rows, int cols, std::int64_t rpb) {
+__global__ void ln_bwd_vec_kernel(const T* dy, const T* x, const T* gamma, float gamma_shift,
+                                  const float* mean, const float* rstd, const T* dres, T* dx, float* pg,
+                                  float* pb, std::int64_t rows, int cols, std::int64_t rpb) {
     constexpr int N = kVec<T>;
     __shared__ float sh[32];
     const int packs = cols / N;
@@ -168,7 +169,11 @@ __global__ void ln_bwd_vec_kernel(const T* dy, const T* x, const T* gamma, const
         const int p = threadIdx.x + k * blockDim.x;
 #pragma unroll
         for (int i = 0; i < N; ++i) ag[k][i] = ab[k][i] = g[k][i] = 0.0f;
-        if (p < packs) load_vec(gamma + p * N, g[k]);
+        if (p < packs) {
+            load_vec(gamma + p * N, g[k]);
+#pragma unroll
+            for (int i = 0; i < N; ++i) g[k][i] += gamma_shift;
+        }
     }
     const std::int64_t r0 = blockIdx.x * rpb;
     const std::int64_t r1 = min(rows, r0 + rpb);
@@ -248,7 +253,8 @@ namespace {
 template <bool Q>
 void launch_ln_forward(cudaStream_t stream, const void* x, const void* gamma, const void* beta, void* y,
                        float* mean, float* rstd, std::int64_t rows, std::int64_t cols, float eps, DType dtype,
-                       const Fp8CodesArg& codes) {
+                       bool zero_centered_gamma, const Fp8CodesArg& codes) {
+    const float gamma_shift = zero_centered_gamma ? 1.0f : 0.0f;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         if (vectorizable<T>(cols, {x, gamma, beta, y, codes.q}) &&
@@ -256,12 +262,12 @@ void launch_ln_forward(cudaStream_t stream, const void* x, const void* gamma, co
                 constexpr int K = decltype(k)::value;
                 ln_fwd_vec_kernel<T, K, Q><<<row_grid(rows), row_threads(cols / kVec<T>, K), 0, stream>>>(
                     static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
-                    static_cast<T*>(y), mean, rstd, rows, static_cast<int>(cols), eps, codes);
+                    static_cast<T*>(y), mean, rstd, rows, static_cast<int>(cols), eps, gamma_shift, codes);
             }))
             return;
         ln_fwd_kernel<T, Q><<<row_grid(rows), kThreads, 0, stream>>>(
             static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
-            static_cast<T*>(y), mean, rstd, rows, cols, eps, codes);
+            static_cast<T*>(y), mean, rstd, rows, cols, eps, gamma_shift, codes);
     });
 }
 
@@ -269,30 +275,32 @@ void launch_ln_forward(cudaStream_t stream, const void* x, const void* gamma, co
 
 void CudaBackend::do_layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
                                        float* mean, float* rstd, std::int64_t rows,
-                                       std::int64_t cols, float eps, DType dtype) {
+                                       std::int64_t cols, float eps, DType dtype, bool zero_centered_gamma) {
     if (rows == 0) return;
-    launch_ln_forward<false>(cuda_stream(stream()), x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype, {});
+    launch_ln_forward<false>(cuda_stream(stream()), x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype,
+                             zero_centered_gamma, {});
     GPT_CUDA_LAUNCH_CHECK("layernorm_forward");
 }
 
 void CudaBackend::do_norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, const void* beta, void* y,
                                       float* mean, float* rstd, std::int64_t rows, std::int64_t cols, float eps,
-                                      DType dtype, const Fp8Codes& codes) {
+                                      DType dtype, const Fp8Codes& codes, bool zero_centered_gamma) {
     if (rows == 0) return;
     if (rmsnorm) {
-        launch_rms_forward(x, gamma, y, rstd, rows, cols, eps, dtype, &codes);
+        launch_rms_forward(x, gamma, y, rstd, rows, cols, eps, dtype, &codes, zero_centered_gamma);
         return;
     }
     launch_ln_forward<true>(cuda_stream(stream()), x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype,
-                            codes_arg(&codes));
+                            zero_centered_gamma, codes_arg(&codes));
     GPT_CUDA_LAUNCH_CHECK("layernorm_forward (with FP8 codes)");
 }
 
 void CudaBackend::do_layernorm_backward(const void* dy, const void* x, const void* gamma,
                                         const float* mean, const float* rstd, const void* dresidual,
                                         void* dx, float* dgamma, float* dbeta, std::int64_t rows,
-                                        std::int64_t cols, DType dtype) {
+                                        std::int64_t cols, DType dtype, bool zero_centered_gamma) {
     if (rows == 0) return;
+    const float gamma_shift = zero_centered_gamma ? 1.0f : 0.0f;
     // Chunks of rows: one per block of the vectorized kernel, one per partial row of the
     // element-wise one; dgamma/dbeta are added from their partials in chunk order.
     const std::int64_t rpc = rows_per_chunk(rows);
@@ -307,7 +315,7 @@ void CudaBackend::do_layernorm_backward(const void* dy, const void* x, const voi
                              constexpr int K = decltype(k)::value;
                              ln_bwd_vec_kernel<T, K><<<static_cast<unsigned>(chunks), row_threads(cols / kVec<T>, K), 0, cuda_stream(stream())>>>(
                                  static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma),
-                                 mean, rstd, static_cast<const T*>(dresidual), static_cast<T*>(dx), pg, pb, rows,
+                                 gamma_shift, mean, rstd, static_cast<const T*>(dresidual), static_cast<T*>(dx), pg, pb, rows,
                                  static_cast<int>(cols), rpc);
                          });
         if (vec) return;
@@ -316,8 +324,8 @@ void CudaBackend::do_layernorm_backward(const void* dy, const void* x, const voi
         ln_param_partials_kernel<T><<<grid, kThreads, 0, cuda_stream(stream())>>>(
             static_cast<const T*>(dy), static_cast<const T*>(x), mean, rstd, pg, pb, rows, cols, rpc);
         ln_dx_kernel<T><<<row_grid(rows), kThreads, 0, cuda_stream(stream())>>>(
-            static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma), mean,
-            rstd, static_cast<const T*>(dresidual), static_cast<T*>(dx), rows, cols);
+            static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma), gamma_shift,
+            mean, rstd, static_cast<const T*>(dresidual), static_cast<T*>(dx), rows, cols);
     });
     GPT_CUDA_LAUNCH_CHECK("layernorm_backward");
     add_chunk_sums(pg, dgamma, chunks, cols);
