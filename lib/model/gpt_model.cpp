@@ -21,8 +21,8 @@ std::size_t attention_saved(Backend& be, const ModelDims& d, const ModelOptions&
     return be.attention_saved_bytes(attention_args(d, opt, mb));
 }
 
-// RMSNorm, SwiGLU, squared ReLU, rope and grouped QKV need ops only some backends have: refuse the
-// options at start-up, naming them, rather than fail in the first step.
+// RMSNorm, SwiGLU, squared ReLU, rope and grouped QKV need ops only some backends have:
+// refuse the options at start-up, naming them, rather than fail in the first step.
 void require_backend_ops(const Backend& be, const ModelDims& d) {
     if (be.has_decoder_ops()) return;
     std::string used;

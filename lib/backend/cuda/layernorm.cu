@@ -315,8 +315,8 @@ void CudaBackend::do_layernorm_backward(const void* dy, const void* x, const voi
                              constexpr int K = decltype(k)::value;
                              ln_bwd_vec_kernel<T, K><<<static_cast<unsigned>(chunks), row_threads(cols / kVec<T>, K), 0, cuda_stream(stream())>>>(
                                  static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma),
-                                 gamma_shift, mean, rstd, static_cast<const T*>(dresidual), static_cast<T*>(dx), pg, pb, rows,
-                                 static_cast<int>(cols), rpc);
+                                 gamma_shift, mean, rstd, static_cast<const T*>(dresidual), static_cast<T*>(dx),
+                                 pg, pb, rows, static_cast<int>(cols), rpc);
                          });
         if (vec) return;
         // Parameter gradients first: they read dy, which dx may overwrite.
