@@ -121,13 +121,15 @@ protected:
         T(key, [&] { b_.gemm(g); }, OpCategory::Gemm, 2.0 * g.m * g.n * g.k * g.batch);
     }
     void do_layernorm_forward(const void* x, const void* g, const void* be, void* y, float* m, float* r,
-                              std::int64_t rows, std::int64_t cols, float eps, DType t, bool zc) override {
-        T("layernorm_forward", [&] { b_.layernorm_forward(x, g, be, y, m, r, rows, cols, eps, t, zc); });
+                              std::int64_t rows, std::int64_t cols, float eps, DType t, bool zc,
+                              const NormRows& at) override {
+        T("layernorm_forward", [&] { b_.layernorm_forward(x, g, be, y, m, r, rows, cols, eps, t, zc, at); });
     }
     void do_layernorm_backward(const void* dy, const void* x, const void* g, const float* m, const float* r,
                                const void* dres, void* dx, float* dg, float* db, std::int64_t rows,
-                               std::int64_t cols, DType t, bool zc) override {
-        T("layernorm_backward", [&] { b_.layernorm_backward(dy, x, g, m, r, dres, dx, dg, db, rows, cols, t, zc); });
+                               std::int64_t cols, DType t, bool zc, const NormRows& at) override {
+        T("layernorm_backward",
+          [&] { b_.layernorm_backward(dy, x, g, m, r, dres, dx, dg, db, rows, cols, t, zc, at); });
     }
     void do_gelu_forward(const void* x, void* y, std::int64_t n, bool ta, DType t) override {
         T("gelu_forward", [&] { b_.gelu_forward(x, y, n, ta, t); });

@@ -124,6 +124,17 @@ struct QkvExpandArgs {
     bool keep_groups = false;
 };
 
+// The rows of its buffers a norm op reads and writes: op row r is buffer row
+// (r / block) * stride + first + r % block of x, y, dy, dx and dresidual, each row `cols`
+// wide; mean and rstd stay indexed by r. The default is every row in order. --qk-layernorm
+// normalises the query rows (block np/ng, first 0) and the key rows (block 1, first np/ng)
+// of the grouped QKV [T, ng, np/ng + 2, hn] (stride np/ng + 2) in place, V untouched.
+struct NormRows {
+    std::int64_t block = 1, stride = 1, first = 0;
+    bool all() const { return block == 1 && stride == 1 && first == 0; }
+    std::int64_t at(std::int64_t r) const { return (r / block) * stride + first + r % block; }
+};
+
 struct AdamArgs {
     float* main_param = nullptr;  // fp32 master weights [n]
     const float* grad = nullptr;  // fp32 gradients [n]
@@ -213,14 +224,15 @@ public:
     // gamma as stored; the gradients' formulas are the same (d(1 + gamma)/dgamma = 1).
     void layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
                            float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
-                           float eps, DType dtype, bool zero_centered_gamma = false);
+                           float eps, DType dtype, bool zero_centered_gamma = false,
+                           const NormRows& at = {});
     // dx = dLN + dresidual (overwritten; dresidual nullable, dx may alias dy or dresidual);
     // dgamma, dbeta fp32 += (accumulated). dresidual is the gradient the residual path
     // brings to the same x: adding it here saves the separate add pass over [rows, cols].
     void layernorm_backward(const void* dy, const void* x, const void* gamma, const float* mean,
                             const float* rstd, const void* dresidual, void* dx, float* dgamma,
                             float* dbeta, std::int64_t rows, std::int64_t cols, DType dtype,
-                            bool zero_centered_gamma = false);
+                            bool zero_centered_gamma = false, const NormRows& at = {});
 
     void gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype);
     // dx = dy * gelu'(x)  (dx may alias dy)
@@ -316,12 +328,13 @@ public:
     // y = x / sqrt(mean(x^2) + eps) * gamma over the last dim; rstd [rows] fp32 saved.
     void rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
                          std::int64_t rows, std::int64_t cols, float eps, DType dtype,
-                         bool zero_centered_gamma = false);
+                         bool zero_centered_gamma = false, const NormRows& at = {});
     // As layernorm_backward: dx = dRMSNorm + dresidual (nullable, dx may alias dy or
     // dresidual), dgamma fp32 +=.
     void rmsnorm_backward(const void* dy, const void* x, const void* gamma, const float* rstd,
                           const void* dresidual, void* dx, float* dgamma, std::int64_t rows,
-                          std::int64_t cols, DType dtype, bool zero_centered_gamma = false);
+                          std::int64_t cols, DType dtype, bool zero_centered_gamma = false,
+                          const NormRows& at = {});
     // x [rows, 2 cols] = [gate, up] per row (Megatron's linear_fc1 output);
     // y [rows, cols] = silu(gate) * up.
     void swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
@@ -408,12 +421,12 @@ protected:
     virtual void do_layernorm_forward(const void* x, const void* gamma, const void* beta,
                                       void* y, float* mean, float* rstd, std::int64_t rows,
                                       std::int64_t cols, float eps, DType dtype,
-                                      bool zero_centered_gamma) = 0;
+                                      bool zero_centered_gamma, const NormRows& at) = 0;
     virtual void do_layernorm_backward(const void* dy, const void* x, const void* gamma,
                                        const float* mean, const float* rstd,
                                        const void* dresidual, void* dx, float* dgamma,
                                        float* dbeta, std::int64_t rows, std::int64_t cols,
-                                       DType dtype, bool zero_centered_gamma) = 0;
+                                       DType dtype, bool zero_centered_gamma, const NormRows& at) = 0;
     virtual void do_gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
                                  DType dtype) = 0;
     virtual void do_gelu_backward(const void* dy, const void* x, void* dx, std::int64_t n,
@@ -459,11 +472,11 @@ protected:
     // Decoder ops: the defaults (decoder_ops_default.cpp) name the backend that lacks them.
     virtual void do_rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
                                     std::int64_t rows, std::int64_t cols, float eps,
-                                    DType dtype, bool zero_centered_gamma);
+                                    DType dtype, bool zero_centered_gamma, const NormRows& at);
     virtual void do_rmsnorm_backward(const void* dy, const void* x, const void* gamma,
                                      const float* rstd, const void* dresidual, void* dx,
                                      float* dgamma, std::int64_t rows, std::int64_t cols,
-                                     DType dtype, bool zero_centered_gamma);
+                                     DType dtype, bool zero_centered_gamma, const NormRows& at);
     virtual void do_swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
                                    DType dtype);
     virtual void do_swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,

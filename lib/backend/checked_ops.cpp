@@ -28,6 +28,10 @@ void check_matrix(std::int64_t rows, std::int64_t cols, const char* op) {
 void check_rows(std::int64_t rows, std::int64_t cols, const char* op) {
     GPT_REQUIRE(rows >= 0 && cols > 0, InternalError, op, ": bad shape ", rows, "x", cols);
 }
+void check_norm_rows(const NormRows& at, const char* op) {
+    GPT_REQUIRE(at.block > 0 && at.first >= 0 && at.first + at.block <= at.stride, InternalError, op,
+                ": rows block ", at.block, " at ", at.first, " do not fit a stride of ", at.stride);
+}
 void check_p(float p, const char* op) {
     GPT_REQUIRE(p >= 0.0f && p < 1.0f, InternalError, op, ": dropout probability ", p,
                 " must be in [0, 1)");
@@ -66,17 +70,19 @@ void Backend::gemm(const GemmArgs& g) {
 
 void Backend::layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
                                 float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
-                                float eps, DType dtype, bool zero_centered_gamma) {
+                                float eps, DType dtype, bool zero_centered_gamma, const NormRows& at) {
     check_rows(rows, cols, "layernorm_forward");
-    do_layernorm_forward(x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype, zero_centered_gamma);
+    check_norm_rows(at, "layernorm_forward");
+    do_layernorm_forward(x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype, zero_centered_gamma, at);
 }
 void Backend::layernorm_backward(const void* dy, const void* x, const void* gamma,
                                  const float* mean, const float* rstd, const void* dresidual,
                                  void* dx, float* dgamma, float* dbeta, std::int64_t rows,
-                                 std::int64_t cols, DType dtype, bool zero_centered_gamma) {
+                                 std::int64_t cols, DType dtype, bool zero_centered_gamma, const NormRows& at) {
     check_rows(rows, cols, "layernorm_backward");
+    check_norm_rows(at, "layernorm_backward");
     do_layernorm_backward(dy, x, gamma, mean, rstd, dresidual, dx, dgamma, dbeta, rows, cols,
-                          dtype, zero_centered_gamma);
+                          dtype, zero_centered_gamma, at);
 }
 
 void Backend::gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
@@ -225,8 +231,8 @@ void Backend::norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, c
 void Backend::do_norm_forward_fp8(bool rmsnorm, const void* x, const void* gamma, const void* beta, void* y,
                                   float* mean, float* rstd, std::int64_t rows, std::int64_t cols, float eps,
                                   DType dtype, const Fp8Codes& codes, bool zero_centered_gamma) {
-    if (rmsnorm) do_rmsnorm_forward(x, gamma, y, rstd, rows, cols, eps, dtype, zero_centered_gamma);
-    else do_layernorm_forward(x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype, zero_centered_gamma);
+    if (rmsnorm) do_rmsnorm_forward(x, gamma, y, rstd, rows, cols, eps, dtype, zero_centered_gamma, {});
+    else do_layernorm_forward(x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype, zero_centered_gamma, {});
     if (rows > 0) do_cast_to_fp8(y, dtype, rows, cols, codes.format, codes.scale, codes.q, nullptr, codes.amax);
 }
 
@@ -271,15 +277,18 @@ void Backend::do_squared_relu_forward_fp8(const void* x, void* y, std::int64_t n
 
 void Backend::rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
                               std::int64_t rows, std::int64_t cols, float eps, DType dtype,
-                              bool zero_centered_gamma) {
+                              bool zero_centered_gamma, const NormRows& at) {
     check_rows(rows, cols, "rmsnorm_forward");
-    do_rmsnorm_forward(x, gamma, y, rstd, rows, cols, eps, dtype, zero_centered_gamma);
+    check_norm_rows(at, "rmsnorm_forward");
+    do_rmsnorm_forward(x, gamma, y, rstd, rows, cols, eps, dtype, zero_centered_gamma, at);
 }
 void Backend::rmsnorm_backward(const void* dy, const void* x, const void* gamma,
                                const float* rstd, const void* dresidual, void* dx, float* dgamma,
-                               std::int64_t rows, std::int64_t cols, DType dtype, bool zero_centered_gamma) {
+                               std::int64_t rows, std::int64_t cols, DType dtype, bool zero_centered_gamma,
+                               const NormRows& at) {
     check_rows(rows, cols, "rmsnorm_backward");
-    do_rmsnorm_backward(dy, x, gamma, rstd, dresidual, dx, dgamma, rows, cols, dtype, zero_centered_gamma);
+    check_norm_rows(at, "rmsnorm_backward");
+    do_rmsnorm_backward(dy, x, gamma, rstd, dresidual, dx, dgamma, rows, cols, dtype, zero_centered_gamma, at);
 }
 void Backend::swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
                              DType dtype) {

@@ -14,11 +14,11 @@ namespace {
 }  // namespace
 
 void Backend::do_rmsnorm_forward(const void*, const void*, void*, float*, std::int64_t,
-                                 std::int64_t, float, DType, bool) {
+                                 std::int64_t, float, DType, bool, const NormRows&) {
     missing(*this, "rmsnorm_forward");
 }
 void Backend::do_rmsnorm_backward(const void*, const void*, const void*, const float*, const void*,
-                                  void*, float*, std::int64_t, std::int64_t, DType, bool) {
+                                  void*, float*, std::int64_t, std::int64_t, DType, bool, const NormRows&) {
     missing(*this, "rmsnorm_backward");
 }
 void Backend::do_swiglu_forward(const void*, void*, std::int64_t, std::int64_t, DType) {

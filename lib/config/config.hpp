@@ -43,6 +43,9 @@ struct ModelConfig {
     bool apply_layernorm_1p = false;
     bool swiglu = false;               // gated SiLU MLP: fc1 gives [gate, up], 2 x ffn rows
     bool squared_relu = false;         // relu(x)^2 instead of GELU (Megatron's --squared-relu)
+    // Megatron's --qk-layernorm: each query and key head normalised (--normalization, over
+    // the head dimension, one weight per kind shared by all heads) before rope.
+    bool qk_layernorm = false;
     bool group_query_attention = false;
     int num_query_groups = 1;          // K/V heads with --group-query-attention
     bool untie_embeddings_and_output_weights = false;  // a separate output_layer
@@ -154,6 +157,9 @@ struct OptimizerConfig {
     std::int64_t lr_wsd_decay_samples = 0;
     WsdDecayStyle lr_wsd_decay_style = WsdDecayStyle::Exponential;
     double weight_decay = 0.01;
+    // Megatron's --apply-wd-to-qk-layernorm: --qk-layernorm's query and key norms decay too
+    // (Qwen3-Next's choice); every other 1-D parameter and bias does not.
+    bool apply_wd_to_qk_layernorm = false;
     // Megatron's weight-decay schedule: from start to end over the run. kWeightDecayNotGiven
     // (Megatron's None) means --weight-decay; validation sets both to it for the constant style.
     static constexpr double kWeightDecayNotGiven = -1.0;

@@ -118,6 +118,8 @@ private:
             "the norms scale by 1 + weight, their weights initialised to 0 (zero-centred gamma)");
         add(model, "swiglu", &C::model, &ModelConfig::swiglu, "gated SiLU MLP (fc1 gives gate and up, 2 x ffn-hidden-size)");
         add(model, "squared-relu", &C::model, &ModelConfig::squared_relu, "squared ReLU MLP activation, relu(x)^2, instead of GELU");
+        add(model, "qk-layernorm", &C::model, &ModelConfig::qk_layernorm,
+            "normalise each query and key head (--normalization over the head dimension) before rope");
         add(model, "group-query-attention", &C::model, &ModelConfig::group_query_attention, "grouped-query attention");
         add(model, "num-query-groups", &C::model, &ModelConfig::num_query_groups, "key/value heads with --group-query-attention");
         add(model, "untie-embeddings-and-output-weights", &C::model, &ModelConfig::untie_embeddings_and_output_weights, "a separate output layer instead of the word embeddings");
@@ -221,6 +223,8 @@ private:
         add(opt, "lr-wsd-decay-iters", &C::optimizer, &OptimizerConfig::lr_wsd_decay_iters, "iterations of WSD's annealing phase, at the end of the decay");
         add(opt, "lr-wsd-decay-samples", &C::optimizer, &OptimizerConfig::lr_wsd_decay_samples, "samples of WSD's annealing phase, at the end of the decay");
         add(opt, "weight-decay", &C::optimizer, &OptimizerConfig::weight_decay, "decoupled weight decay (not on biases and layernorm)");
+        add(opt, "apply-wd-to-qk-layernorm", &C::optimizer, &OptimizerConfig::apply_wd_to_qk_layernorm,
+            "weight decay on --qk-layernorm's query and key norms too");
         add(opt, "start-weight-decay", &C::optimizer, &OptimizerConfig::start_weight_decay, "weight decay at the start of the run, with --weight-decay-incr-style linear or cosine (-1: not given)");
         add(opt, "end-weight-decay", &C::optimizer, &OptimizerConfig::end_weight_decay, "weight decay at the end of the run, with --weight-decay-incr-style linear or cosine (-1: not given)");
         add(opt, "weight-decay-incr-style", &C::optimizer, &OptimizerConfig::weight_decay_incr_style, "constant (--weight-decay), linear or cosine from --start-weight-decay to --end-weight-decay");
@@ -352,7 +356,6 @@ const std::map<std::string, std::string>& unsupported_flags() {
         // Megatron flags common in its example scripts that this project does not implement.
         {"reset-position-ids", "not implemented: positions run over the whole sample, across documents"},
         {"reset-attention-mask", "not implemented: attention is causal over the whole sample, across documents"},
-        {"qk-layernorm", "not implemented: no layernorm on queries and keys"},
         {"apply-residual-connection-post-layernorm", "not implemented: the residual is taken before the layernorm"},
         {"decoupled-lr", "not implemented: the embedding and output layers share --lr"},
         {"decoupled-min-lr", "not implemented: the embedding and output layers share --min-lr"},
@@ -362,6 +365,7 @@ const std::map<std::string, std::string>& unsupported_flags() {
         {"ckpt-fully-parallel-save", "checkpoints are always saved by every rank in parallel (HDF5); drop the flag"},
         {"ckpt-fully-parallel-load", "checkpoints are always loaded by every rank in parallel (HDF5); drop the flag"},
         {"non-persistent-save-interval", "not implemented: every checkpoint goes to --save"},
+        {"no-weight-decay-cond-type", "Megatron's deprecated spelling: use --apply-wd-to-qk-layernorm"},
         {"wandb-project", "there is no Weights & Biases writer; use --tensorboard-dir or --metrics-file"},
         {"wandb-exp-name", "there is no Weights & Biases writer; use --tensorboard-dir or --metrics-file"},
         {"wandb-save-dir", "there is no Weights & Biases writer; use --tensorboard-dir or --metrics-file"},

@@ -15,7 +15,8 @@ std::int64_t layer_params_per_rank(const ParamDims& d, int tp) {
     const std::int64_t h = d.hidden, f = d.ffn;
     const std::int64_t qkv_out = qkv_rows(d), fc1_out = fc1_rows(d);
     const std::int64_t bias = d.linear_bias ? 1 : 0;
-    const std::int64_t norms = 2 * norm_params(d);
+    const std::int64_t qk_norms = d.qk_layernorm ? 2 * (d.rmsnorm ? 1 : 2) * d.head_dim : 0;
+    const std::int64_t norms = 2 * norm_params(d) + qk_norms;
     const std::int64_t qkv = (qkv_out * h + bias * qkv_out) / tp;
     const std::int64_t dense = h * h / tp + bias * h;
     const std::int64_t fc1 = (fc1_out * h + bias * fc1_out) / tp;

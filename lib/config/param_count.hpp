@@ -23,6 +23,7 @@ struct ParamDims {
     bool rmsnorm = false;             // norms without bias
     bool position_table = true;       // false with rope
     bool untied_output = false;       // an output layer of V_pad x h besides the embeddings
+    bool qk_layernorm = false;        // a query and a key norm over hn per layer
 };
 
 // Output rows of the fused QKV linear, (a + 2 g) hn (3h without grouped-query attention),
@@ -33,7 +34,8 @@ std::int64_t fc1_rows(const ParamDims& d);
 // One norm's parameters: weight and bias, or RMSNorm's weight alone.
 std::int64_t norm_params(const ParamDims& d);
 
-// Parameters of one transformer layer held by one TP rank: the two norms replicated; QKV
+// Parameters of one transformer layer held by one TP rank: the two norms (and the query
+// and key norms of hn) replicated; QKV
 // and fc1 split by rows incl. biases; attention dense and fc2 split by columns with their
 // biases (h each) replicated.
 std::int64_t layer_params_per_rank(const ParamDims& d, int tp);

@@ -88,7 +88,7 @@ OptionValue parse_row(const OptionValue& like, const std::string& t) {
 
 // Megatron's rows for architectures our model does not have, each set to its "off" value in
 // any table this build can load.
-constexpr const char* kForeignArchitecture[] = {"apply_residual_connection_post_layernorm", "qk_layernorm"};
+constexpr const char* kForeignArchitecture[] = {"apply_residual_connection_post_layernorm"};
 
 }  // namespace
 

@@ -82,6 +82,8 @@ LoadedCheckpoint load_checkpoint_one_rank(const std::string& dir, std::int64_t c
 HfArchitecture hf_architecture(const ModelConfig& m, const std::string& file) {
     GPT_REQUIRE(!m.squared_relu, UsageError, file, ": the MLP is squared ReLU (--squared-relu), which neither "
                 "Hugging Face GPT-2 (GPT2LMHeadModel) nor Llama (LlamaForCausalLM) can express");
+    GPT_REQUIRE(!m.qk_layernorm, UsageError, file, ": the queries and keys are normalised (--qk-layernorm), "
+                "which neither Hugging Face GPT-2 (GPT2LMHeadModel) nor Llama (LlamaForCausalLM) can express");
     GPT_REQUIRE(!m.apply_layernorm_1p, UsageError, file, ": the norms scale by 1 + weight (--apply-layernorm-1p), "
                 "which neither Hugging Face GPT-2 (GPT2LMHeadModel) nor Llama (LlamaForCausalLM) can express");
     const bool gpt2 = !m.rope() && !m.rmsnorm() && !m.swiglu && !m.group_query_attention &&

@@ -6,6 +6,7 @@
 #include "core/errors.hpp"
 #include "inference/kv_cache_layout.hpp"
 #include "model/linear.hpp"
+#include "model/qk_norm.hpp"
 #include "model/tp_mappings.hpp"
 #include "model/transformer_layer.hpp"
 
@@ -241,6 +242,13 @@ std::vector<float> KvModel::forward(const std::int32_t* tokens, int n, bool all_
         norm(x, p.ln1_w, p.ln1_b, ln, T);
         model::linear_forward(be_, ln, param(p.qkv_w), proj, T, h, d.local_qkv_proj(), t,
                               p.qkv_b < 0 ? GemmEpilogue::None : GemmEpilogue::Bias, param(p.qkv_b));
+        if (d.qk_layernorm) {
+            // In place: nothing reads the projection before the norms at inference.
+            const auto rows = static_cast<std::size_t>(model::qk_norm_rows(d, T));
+            model::qk_norm_forward(be_, d, {param(p.q_norm_w), param(p.q_norm_b), param(p.k_norm_w), param(p.k_norm_b)},
+                                   proj, proj, static_cast<float*>(buf(kMean, rows * kF)),
+                                   static_cast<float*>(buf(kRstd, rows * kF)), T, opt_.layernorm_eps, t);
+        }
         if (prompt) {
             const void* qkv = proj;  // [n, b, np, 3, hn] already without groups or rope
             if (expanded) {

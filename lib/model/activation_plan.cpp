@@ -37,6 +37,12 @@ ActivationPlan::ActivationPlan(const ModelDims& d, const ChunkSpec& chunk, const
         ls.ln1_rstd = take(R * f);
         ls.ln1_out = take(R * h * e);
         ls.qkv = take(T * static_cast<std::size_t>(d.local_qkv_proj()) * e);  // grouped, K/V once per group
+        if (d.qk_layernorm) {
+            ls.qkv_pre = take(T * static_cast<std::size_t>(d.local_qkv_proj()) * e);
+            const std::size_t qk_rows = T * static_cast<std::size_t>(d.local_heads() + d.local_groups());
+            ls.qk_mean = take(qk_rows * f);
+            ls.qk_rstd = take(qk_rows * f);
+        }
         if (attn) ls.attn = take(attention_saved_bytes);
         ls.ctx = take(T * static_cast<std::size_t>(d.local_hidden()) * e);
         ls.x_mid = take(R * h * e);

@@ -25,6 +25,9 @@ struct LayerSaved {
     std::size_t ln1_mean, ln1_rstd;  // (R) fp32
     std::size_t ln1_out;             // (R, h)       all-gathered to (T, h) where used
     std::size_t qkv;                 // (T, (np + 2 ng) hn / tp)  [s, b, ng, np/ng + 2, hn]
+    // --qk-layernorm: the QKV linear's output (the norms' input), as qkv; the two norms'
+    // statistics, (T (np + ng) / tp) fp32 each (qk_norm.hpp). Unset without it.
+    std::size_t qkv_pre, qk_mean, qk_rstd;
     std::size_t attn;                // backend-specific (lse or probabilities)
     std::size_t ctx;                 // (T, h/tp)   [s, b, np, hn]
     std::size_t x_mid;               // (R, h) residual stream after attention

@@ -79,24 +79,29 @@ GptModel::GptModel(const ModelDims& dims, const ChunkSpec& chunk, const ModelOpt
                                                         : ParamLayout::word_embeddings_for_head())
                                 .offset;
     }
-    if (sequence_parallel_active(opt_, dims_)) {
+    {
         // Under sequence parallelism every TP rank sees only its shard of the sequence in
         // the layernorms and after the row-parallel reductions, so those replicated
         // parameters get partial gradients. The position embeddings see the gathered
-        // gradient of all rows and stay complete. Adjacent entries are merged into one run
+        // gradient of all rows and stay complete. The query and key norms
+        // (tp_partial_grad) see only the rank's heads, with or without it (Megatron's
+        // finalize_model_grads sums them too). Adjacent entries are merged into one run
         // (the alignment padding between them holds zero gradients on every rank).
+        const bool sp = sequence_parallel_active(opt_, dims_);
         for (const ParamEntry& e : layout_.entries()) {
-            if (!e.tp_duplicate || e.name == ParamLayout::position_embeddings()) continue;
+            const bool partial =
+                e.tp_partial_grad || (sp && e.tp_duplicate && e.name != ParamLayout::position_embeddings());
+            if (!partial) continue;
             const std::int64_t begin = e.offset, end = e.offset + e.numel;
-            if (!sp_grad_runs_.empty()) {
-                GradRun& last = sp_grad_runs_.back();
+            if (!tp_partial_runs_.empty()) {
+                GradRun& last = tp_partial_runs_.back();
                 constexpr std::int64_t a = ParamLayout::kAlign;
                 if ((last.end + a - 1) / a * a == begin) {
                     last.end = end;
                     continue;
                 }
             }
-            sp_grad_runs_.push_back({begin, end});
+            tp_partial_runs_.push_back({begin, end});
         }
     }
     GPT_ASSERT(buffer_multiple > 0, "buffer_multiple ", buffer_multiple);
@@ -182,9 +187,9 @@ void GptModel::zero_grads() {
     be_.zero(grads_, static_cast<std::size_t>(padded_) * sizeof(float));
 }
 
-void GptModel::reduce_sequence_parallel_grads() {
+void GptModel::reduce_tp_partial_grads() {
     // Megatron's finalize_model_grads: the sequence-parallel parameters' grads summed over TP.
-    for (const GradRun& r : sp_grad_runs_)
+    for (const GradRun& r : tp_partial_runs_)
         tp_.all_reduce(grads_ + r.begin, r.end - r.begin, dist::CommType::F32, dist::ReduceOp::Sum);
 }
 

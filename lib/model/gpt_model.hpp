@@ -89,10 +89,11 @@ public:
     void get_grads(float* host) const;
     void zero_grads();
     // Sequence parallelism leaves partial gradients, one per TP rank, in the layernorm
-    // weights and biases and the row-parallel biases: all-reduces exactly those over TP.
-    // Call once per iteration after the last micro-batch's backward (Megatron's
-    // finalize_model_grads), before gradient clipping. No-op without sequence parallelism.
-    void reduce_sequence_parallel_grads();
+    // weights and biases and the row-parallel biases, and --qk-layernorm in the query and key
+    // norms (tp_partial_grad): all-reduces exactly those over TP. Call once per iteration
+    // after the last micro-batch's backward (Megatron's finalize_model_grads), before
+    // gradient clipping. No-op with neither, or with one TP rank.
+    void reduce_tp_partial_grads();
 
     // tokens: host int32 (micro_batch, seq + 1); inputs are [:, :-1], targets [:, 1:].
     void set_batch(int slot, const std::int32_t* tokens);
@@ -151,11 +152,11 @@ private:
     float* grads_ = nullptr;
     std::int64_t padded_ = 0;
     GradReadyHook grad_ready_;
-    // Flat element ranges [begin, end) of the grads reduce_sequence_parallel_grads sums.
+    // Flat element ranges [begin, end) of the grads reduce_tp_partial_grads sums.
     struct GradRun {
         std::int64_t begin, end;
     };
-    std::vector<GradRun> sp_grad_runs_;
+    std::vector<GradRun> tp_partial_runs_;
     std::byte* arena_ = nullptr;
     bool own_arena_ = true;
     struct SlotState {

@@ -40,6 +40,7 @@ void set_decoder_options(ModelDims& d, const ModelConfig& cfg) {
     d.layernorm_1p = cfg.apply_layernorm_1p;
     d.swiglu = cfg.swiglu;
     d.squared_relu = cfg.squared_relu;
+    d.qk_layernorm = cfg.qk_layernorm;
     GPT_REQUIRE(!(d.swiglu && d.squared_relu), UsageError,
                 "--squared-relu and --swiglu are two different MLP activations; give one");
     d.untied_output = cfg.untie_embeddings_and_output_weights;

@@ -43,6 +43,7 @@ struct ModelDims {
     bool layernorm_1p = false;       // the norms scale by 1 + weight (--apply-layernorm-1p)
     bool swiglu = false;             // fc1 gives [gate, up]: 2 x ffn rows
     bool squared_relu = false;       // relu(x)^2 instead of GELU, a pass after fc1
+    bool qk_layernorm = false;       // query and key heads normalised before rope
     bool untied_output = false;      // language_model/output_layer instead of the embeddings
     bool linear_bias = true;         // false: --disable-bias-linear
 

@@ -24,6 +24,7 @@ ParamDims count_dims(const ModelDims& d) {
     p.rmsnorm = d.rmsnorm;
     p.position_table = !d.rope;
     p.untied_output = d.untied_output;
+    p.qk_layernorm = d.qk_layernorm;
     return p;
 }
 
@@ -48,25 +49,36 @@ ParamLayout::ParamLayout(const ModelDims& d, const ChunkSpec& chunk) {
     // Megatron keeps the layernorm names for RMSNorm, which has no bias. Under
     // --apply-layernorm-1p a norm scales by 1 + weight, so its weight starts at 0 (Megatron).
     const ParamInit norm_weight = d.layernorm_1p ? ParamInit::Zero : ParamInit::One;
-    auto norm = [&](const std::string& name, int layer) {
-        add(name + "/weight", {h}, -1, norm_weight, layer, d);
-        if (!d.rmsnorm) add(name + "/bias", {h}, -1, ParamInit::Zero, layer, d);
+    // tp_partial_grad: see ParamEntry.
+    auto norm = [&](const std::string& name, int layer, std::int64_t width, bool tp_partial_grad = false) {
+        add(name + "/weight", {width}, -1, norm_weight, layer, d);
+        entries_.back().tp_partial_grad = tp_partial_grad && d.tp_size > 1;
+        if (d.rmsnorm) return;
+        add(name + "/bias", {width}, -1, ParamInit::Zero, layer, d);
+        entries_.back().tp_partial_grad = tp_partial_grad && d.tp_size > 1;
     };
     const ParamDims counted = count_dims(d);
     const std::int64_t qkv_rows = gpt::qkv_rows(counted);
     for (int l = chunk.first_layer; l < chunk.first_layer + chunk.num_layers; ++l) {
         const std::string p = layer_prefix(l);
-        norm(p + "input_layernorm", l);
+        norm(p + "input_layernorm", l, h);
         // Column parallel: output rows split. Megatron orders the fused QKV rows by query
         // group, [ng, np/ng + 2, hn] (np/ng queries, the key, the value; ng = np without
         // grouped-query attention, which is [np, 3, hn]), so a contiguous row range is
         // whole groups.
         add(p + "self_attention/query_key_value/weight", {qkv_rows, h}, 0, ParamInit::Normal, l, d);
         if (bias) add(p + "self_attention/query_key_value/bias", {qkv_rows}, 0, ParamInit::Zero, l, d);
+        if (d.qk_layernorm) {
+            // Megatron's q_layernorm and k_layernorm: over hn, shared by every head, so
+            // replicated over TP while each rank's heads give a part of their gradients
+            // (GptModel sums them over TP).
+            norm(p + "self_attention/q_layernorm", l, d.head_dim, true);
+            norm(p + "self_attention/k_layernorm", l, d.head_dim, true);
+        }
         // Row parallel: input columns split, bias added once after the reduction.
         add(p + "self_attention/dense/weight", {h, h}, 1, ParamInit::ScaledNormal, l, d);
         if (bias) add(p + "self_attention/dense/bias", {h}, -1, ParamInit::Zero, l, d);
-        norm(p + "post_attention_layernorm", l);
+        norm(p + "post_attention_layernorm", l, h);
         if (d.swiglu) {
             // [gate; up] (Megatron's linear_fc1 as a [2 ffn, h] tensor viewed as [2, ffn, h]):
             // each TP rank holds its rows of both halves, so its local fc1 output is
@@ -166,7 +178,15 @@ LayerParamOffsets layer_offsets(const ParamLayout& layout, int layer) {
                              o("mlp/dense_h_to_4h/weight"),
                              opt("mlp/dense_h_to_4h/bias"),
                              o("mlp/dense_4h_to_h/weight"),
-                             opt("mlp/dense_4h_to_h/bias")};
+                             opt("mlp/dense_4h_to_h/bias"),
+                             opt("self_attention/q_layernorm/weight"),
+                             opt("self_attention/q_layernorm/bias"),
+                             opt("self_attention/k_layernorm/weight"),
+                             opt("self_attention/k_layernorm/bias")};
+}
+
+bool is_qk_norm(const ParamEntry& e) {
+    return e.name.find("/q_layernorm/") != std::string::npos || e.name.find("/k_layernorm/") != std::string::npos;
 }
 
 }  // namespace gpt::model

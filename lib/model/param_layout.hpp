@@ -30,6 +30,10 @@ struct ParamEntry {
     // The same values on every TP rank (layernorm, row-parallel biases, position
     // embeddings): counted once in the grad norm, and their grads are identical across TP.
     bool tp_duplicate = false;
+    // Replicated, but each TP rank's share of the heads gives only a part of its gradient
+    // (--qk-layernorm's norms): summed over TP before the optimizer, as under sequence
+    // parallelism.
+    bool tp_partial_grad = false;
     int layer = -1;                          // global layer index; -1: embedding / head
 };
 
@@ -73,7 +77,12 @@ private:
 struct LayerParamOffsets {
     std::int64_t ln1_w, ln1_b, qkv_w, qkv_b, dense_w, dense_b, ln2_w, ln2_b, fc1_w, fc1_b,
         fc2_w, fc2_b;
+    std::int64_t q_norm_w, q_norm_b, k_norm_w, k_norm_b;  // --qk-layernorm
 };
 LayerParamOffsets layer_offsets(const ParamLayout& layout, int layer);
+
+// --qk-layernorm's query or key norm (weight or bias): Megatron matches them by name too
+// (--apply-wd-to-qk-layernorm).
+bool is_qk_norm(const ParamEntry& e);
 
 }  // namespace gpt::model

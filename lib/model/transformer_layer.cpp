@@ -3,6 +3,7 @@
 #include "core/errors.hpp"
 #include "model/linear.hpp"
 #include "model/norm.hpp"
+#include "model/qk_norm.hpp"
 #include "model/sequence_parallel.hpp"
 
 namespace gpt::model {
@@ -51,6 +52,10 @@ QkvExpandArgs qkv_expand_args(const PassContext& c) {
 const void* opt_param(const PassContext& c, std::int64_t off) { return off < 0 ? nullptr : c.param(off); }
 float* opt_grad(const PassContext& c, std::int64_t off) { return off < 0 ? nullptr : c.grad(off); }
 GemmEpilogue bias_epilogue(std::int64_t off) { return off < 0 ? GemmEpilogue::None : GemmEpilogue::Bias; }
+
+QkNormWeights qk_norm_weights(const PassContext& c, const LayerParamOffsets& p) {
+    return {opt_param(c, p.q_norm_w), opt_param(c, p.q_norm_b), opt_param(c, p.k_norm_w), opt_param(c, p.k_norm_b)};
+}
 
 // A linear layer's forward, in FP8 where the chunk runs layer L's linears in FP8. x nullptr:
 // its FP8 codes are ready (norm_then_input).
@@ -142,22 +147,24 @@ void transformer_layer_forward(const PassContext& c, const LayerParamOffsets& p,
     const void* a = norm_then_input(c, L, Linear::Qkv, x_in, p.ln1_w, p.ln1_b, c.act(s.ln1_out),
                                     c.actf(s.ln1_mean), c.actf(s.ln1_rstd), gathered);
     // The linear's rows are Megatron's grouped [ng, np/ng + 2, hn], which the attention reads
-    // as they are (grouped-query attention without a copy of K/V per head).
-    if (d.rope) {
-        // Rotated: the projection goes through the workspace (wide is free during forward).
-        void* proj = c.act(c.ws->wide);
-        linear_fwd(c, L, Linear::Qkv, a, p.qkv_w, proj, h, d.local_qkv_proj(), bias_epilogue(p.qkv_b),
-                   opt_param(c, p.qkv_b));
-        be.qkv_expand_forward(qkv_expand_args(c), proj, c.act(s.qkv));
-    } else {
-        linear_fwd(c, L, Linear::Qkv, a, p.qkv_w, c.act(s.qkv), h, d.local_qkv_proj(),
-                   bias_epilogue(p.qkv_b), opt_param(c, p.qkv_b));
+    // as they are (grouped-query attention without a copy of K/V per head). Rotated, the
+    // projection goes through the workspace (wide is free during forward).
+    void* proj = d.rope ? c.act(c.ws->wide) : c.act(s.qkv);
+    linear_fwd(c, L, Linear::Qkv, a, p.qkv_w, proj, h, d.local_qkv_proj(), bias_epilogue(p.qkv_b),
+               opt_param(c, p.qkv_b));
+    if (d.qk_layernorm) {
+        // The norms' input is kept for backward; the norms then rewrite the query and key
+        // rows of proj from it, and its value rows stay the projection's.
+        be.copy(c.act(s.qkv_pre), proj, static_cast<std::size_t>(c.tokens * d.local_qkv_proj()) * dtype_size(t));
+        qk_norm_forward(be, d, qk_norm_weights(c, p), c.act(s.qkv_pre), proj, c.actf(s.qk_mean), c.actf(s.qk_rstd),
+                        c.tokens, c.opt->layernorm_eps, t);
     }
+    if (d.rope) be.qkv_expand_forward(qkv_expand_args(c), proj, c.act(s.qkv));
     be.attention_forward(pass_attention_args(c, L), c.act(s.qkv), c.act(s.ctx), c.act(s.attn));
     // Row parallel: partial sums, reduced before the bias is added once.
     linear_fwd(c, L, Linear::Dense, c.act(s.ctx), p.dense_w, tmp1, d.local_hidden(), h);
-    const void* proj = row_parallel_output(c, tmp1, tmp2);
-    be.bias_dropout_add(proj, opt_param(c, p.dense_b), x_in, c.act(s.x_mid), R, h, p_hidden,
+    const void* dense = row_parallel_output(c, tmp1, tmp2);
+    be.bias_dropout_add(dense, opt_param(c, p.dense_b), x_in, c.act(s.x_mid), R, h, p_hidden,
                         c.hidden_key, dropout_site_offset(L, 1) + c.shard_offset(), t);
 
     // --- MLP ---
@@ -258,13 +265,18 @@ void transformer_layer_backward(const PassContext& c, const LayerParamOffsets& p
     // with the values it already holds.
     if (c.recompute_attention) be.attention_forward(aa, c.act(s.qkv), c.act(s.ctx), c.act(s.attn));
     be.attention_backward(aa, c.act(s.qkv), c.act(s.ctx), c.act(s.attn), tmp2, wide);
-    const void* dqkv = wide;  // grouped, each group's dK/dV summed over its heads
+    void* dqkv = wide;  // grouped, each group's dK/dV summed over its heads
     const std::int64_t qkv_width = d.local_qkv_proj();
     if (d.rope) {
         // Rotated back, into the saved QKV's own buffer (dead after the attention backward).
         be.qkv_expand_backward(qkv_expand_args(c), wide, c.act(s.qkv));
         dqkv = c.act(s.qkv);
     }
+    if (d.qk_layernorm)
+        qk_norm_backward(be, d, qk_norm_weights(c, p),
+                         {opt_grad(c, p.q_norm_w), opt_grad(c, p.q_norm_b), opt_grad(c, p.k_norm_w),
+                          opt_grad(c, p.k_norm_b)},
+                         dqkv, c.act(s.qkv_pre), c.actf(s.qk_mean), c.actf(s.qk_rstd), c.tokens, t);
     const void* a = column_parallel_input(c, c.act(s.ln1_out), gathered);
     linear_bwd(c, L, Linear::Qkv, dqkv, a, p.qkv_w, opt_grad(c, p.qkv_b), tmp1, h, qkv_width);
     const void* dln1 = column_parallel_input_grad(c, tmp1, tmp2);

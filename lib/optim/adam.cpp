@@ -38,10 +38,11 @@ AdamOptimizer::AdamOptimizer(const OptimizerConfig& cfg, model::GptModel& model,
     };
     for (const auto& e : model.layout().entries()) {
         const std::int64_t end = e.offset + e.numel;
-        if (!update_ranges_.empty() && update_ranges_.back().weight_decay == e.weight_decay)
+        const bool decays = e.weight_decay || (cfg.apply_wd_to_qk_layernorm && model::is_qk_norm(e));
+        if (!update_ranges_.empty() && update_ranges_.back().weight_decay == decays)
             update_ranges_.back().end = end;
         else
-            update_ranges_.push_back(Range{e.offset, end, e.weight_decay, true});
+            update_ranges_.push_back(Range{e.offset, end, decays, true});
         const bool counted = counted_entry(e);
         if (!norm_ranges_.empty() && norm_ranges_.back().counted == counted)
             norm_ranges_.back().end = end;

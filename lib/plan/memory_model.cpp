@@ -35,7 +35,8 @@ double attention_core_bytes(const ActivationInputs& in) {
 double layer_saved_bytes(const ActivationInputs& in, bool attention_core) {
     const double e = double(dtype_size(in.dtype)), h = double(in.h);
     const Rows r = rows_of(in);
-    return r.R * (4.0 * h * e + 16.0) + r.T * (qkv_of(in) + h + fc1_of(in) + ffn_of(in)) * e / in.t +
+    const double qk_norms = in.qk_norm_rows > 0 ? r.T * (qkv_of(in) * e + 8.0 * double(in.qk_norm_rows)) / in.t : 0.0;
+    return r.R * (4.0 * h * e + 16.0) + r.T * (qkv_of(in) + h + fc1_of(in) + ffn_of(in)) * e / in.t + qk_norms +
            (attention_core ? attention_core_bytes(in) : 0.0);
 }
 
@@ -185,7 +186,8 @@ MemoryBreakdown stage_memory(const ModelShape& m, const Layout& l, const DeviceP
     r.optimizer = params * bp.optimizer / dp_shards;
 
     ActivationInputs ai{m.seq, l.micro_batch, m.hidden, m.heads, l.tp, l.sequence_parallel && l.tp > 1,
-                        l.recompute, m.flash_attention, m.dtype, m.ffn, fc1_rows(m), qkv_rows(m)};
+                        l.recompute, m.flash_attention, m.dtype, m.ffn, fc1_rows(m), qkv_rows(m),
+                        m.qk_layernorm ? m.heads + (m.query_groups > 0 ? m.query_groups : m.heads) : 0};
     const double vocab_shard = double(padded_vocab(m, l.tp)) / l.tp;
     // The most over every micro-batch count the run's iterations take (a ramp's smaller ones).
     std::vector<int> slots = chunk_slots(l.pp, l.vp, std::max(l.micro_batches(), 1), stage);

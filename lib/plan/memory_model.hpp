@@ -41,6 +41,8 @@ struct ActivationInputs {
     std::int64_t f = 0;
     std::int64_t fc1 = 0;  // fc1's output width before the TP split (0: f; 2f with SwiGLU)
     std::int64_t qkv = 0;  // the saved QKV's width before the TP split (0: 3h; (np + 2 ng) hn)
+    // --qk-layernorm: the query and key rows per token before the TP split (np + ng); 0: off.
+    std::int64_t qk_norm_rows = 0;
 };
 
 // What lib/model/activation_plan.cpp keeps per layer and micro-batch (R = sb rows, sb/t
@@ -57,6 +59,9 @@ struct ActivationInputs {
 //     head). With rope it is the rotated copy of the projection (which itself passes through
 //     the workspace's wide buffer), the same width. RMSNorm keeps both statistics buffers
 //     (its mean one unused); rope and bias-free linears save nothing extra.
+//   --qk-layernorm: the QKV linear's output again (the norms' input; the saved QKV holds
+//     their output), and the two norms' fp32 mean and 1/std per query and key row:
+//     T ((np + 2 ng) hn e + 8 (np + ng)) / t
 //   attention core: the fp32 softmax probabilities a s^2 b 4 / t (plain), or only the fp32
 //     row log-sum-exp a s b 4 / t (flash attention); both backends keep fp32 statistics.
 //   no dropout masks: they are regenerated from the counter-based RNG in backward.

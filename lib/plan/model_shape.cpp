@@ -23,6 +23,7 @@ ParamDims param_dims(const ModelShape& m, int tp) {
     d.rmsnorm = m.rmsnorm;
     d.position_table = m.position_table;
     d.untied_output = m.untied_output;
+    d.qk_layernorm = m.qk_layernorm;
     return d;
 }
 
@@ -47,6 +48,7 @@ ModelShape model_shape_from_config(const Config& cfg) {
     m.query_groups = mc.query_groups();
     m.swiglu = mc.swiglu;
     m.squared_relu = mc.squared_relu;
+    m.qk_layernorm = mc.qk_layernorm;
     m.linear_bias = !mc.disable_bias_linear;
     m.rmsnorm = mc.rmsnorm();
     m.position_table = !mc.rope();

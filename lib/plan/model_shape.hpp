@@ -27,6 +27,7 @@ struct ModelShape {
     int query_groups = 0;         // K/V heads; 0: heads
     bool swiglu = false;          // fc1 holds 2 f rows
     bool squared_relu = false;    // relu(x)^2: a pass after fc1, no GELU epilogue
+    bool qk_layernorm = false;    // query and key norms: two passes over QKV, its copy saved
     bool linear_bias = true;
     bool rmsnorm = false;         // norms without bias
     bool position_table = true;   // false with rope

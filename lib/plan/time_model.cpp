@@ -113,7 +113,11 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
     const bool gelu_pass = !gelu_mlp(m) || dev.kernels.gelu_epilogue <= 0;
     double act_traffic = gelu_pass ? 16 * e * sbh / t * (f / (4 * h)) * (m.swiglu ? 1.5 : 1.0) : 0.0;
     double expand = m.position_table ? 0.0 : 2 * e * bs * (2 * qkv) / t;
-    double elem_fwd = (22 * e * sbh / sp_div + act_traffic + expand + elem_core) / hbm;
+    // --qk-layernorm: the projection copied for backward (read and write), then the query and
+    // key rows, (np + ng) hn per token, read and written by the norms.
+    const double hn = double(m.hidden) / m.heads, ng = m.query_groups > 0 ? m.query_groups : m.heads;
+    double qk_norms = m.qk_layernorm ? 2 * e * bs * (qkv + (m.heads + ng) * hn) / t : 0.0;
+    double elem_fwd = (22 * e * sbh / sp_div + act_traffic + expand + qk_norms + elem_core) / hbm;
     double core_fwd = attn_fwd + elem_core / hbm;
 
     // One layer of each kind: 16-bit, and FP8 (its linear GEMMs at the FP8 rate, plus the

@@ -1,6 +1,7 @@
 // LayerNorm forward against fp64, backward against the analytic fp64 gradient (itself
 // checked against finite differences of the fp64 forward), with += parameter gradients;
-// LayerNorm's and RMSNorm's zero-centred gamma (--apply-layernorm-1p).
+// LayerNorm's and RMSNorm's zero-centred gamma (--apply-layernorm-1p); rows picked out of a
+// larger buffer by NormRows (--qk-layernorm).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -187,6 +188,86 @@ TEST_P(LayerNormTest, ZeroCenteredGammaIsThePlainNormOfOnePlusGamma) {
             const Out plain = run(w, false);
             EXPECT_NE(got.y, plain.y);
             EXPECT_NE(got.dx, plain.dx);
+        }
+    }
+}
+
+// NormRows (--qk-layernorm's query and key rows of the grouped QKV): the norm of the picked
+// rows of a buffer is the plain norm of those rows gathered into a buffer of their own, bit
+// for bit (y, statistics, dx with and without the residual's gradient, in place over dy,
+// dgamma/dbeta), and every other row of y and dx is left as it was. LayerNorm and RMSNorm,
+// the query rows (blocks of 3 of every 5) and the key rows (1 of every 5 at 3).
+TEST_P(LayerNormTest, NormRowsNormaliseOnlyThePickedRows) {
+    const DType t = GetParam();
+    auto be = cpu_backend();
+    const std::int64_t total = 7 * 2 * 5;  // 7 tokens x 2 groups x (3 queries + K + V)
+    for (const NormRows at : {NormRows{3, 5, 0}, NormRows{1, 5, 3}}) {
+        const std::int64_t rows = total / at.stride * at.block;
+        for (const std::int64_t cols : {16, 40}) {
+            for (const bool rms : {false, true}) {
+                SCOPED_TRACE(::testing::Message() << (rms ? "RMSNorm" : "LayerNorm") << " block " << at.block
+                                                  << " first " << at.first << " cols " << cols);
+                const auto n = static_cast<std::size_t>(total * cols);
+                const auto x = rounded(t, random_vec(n, 41, -2.0, 3.0));
+                const auto dy = rounded(t, random_vec(n, 42));
+                const auto dres = rounded(t, random_vec(n, 43));
+                const auto sentinel = rounded(t, random_vec(n, 44));
+                const auto g = rounded(t, random_vec(static_cast<std::size_t>(cols), 45, 0.5, 1.5));
+                const auto b = rounded(t, random_vec(static_cast<std::size_t>(cols), 46));
+                // The picked rows of v, in op-row order.
+                auto pick = [&](const std::vector<double>& v) {
+                    std::vector<double> out;
+                    for (std::int64_t r = 0; r < rows; ++r)
+                        out.insert(out.end(), v.begin() + at.at(r) * cols, v.begin() + (at.at(r) + 1) * cols);
+                    return out;
+                };
+                struct Out {
+                    std::vector<double> y, mean, rstd, dx, dx_res, dg, db;
+                };
+                // The norm of `m` rows of xs (y and dx start as the sentinel) with the map `map`.
+                auto run = [&](const std::vector<double>& xs, const std::vector<double>& dys,
+                               const std::vector<double>& res, const std::vector<double>& init, std::int64_t m,
+                               const NormRows& map) {
+                    const std::vector<double> zeros(static_cast<std::size_t>(cols), 0.0);
+                    Buf bx(*be, t, xs), bg(*be, t, g), bb(*be, t, b), by(*be, t, init), bdy(*be, t, dys),
+                        bres(*be, t, res), bdx(*be, t, init), mean(*be, DType::F32, std::vector<double>(m, 0.0)),
+                        rstd(*be, DType::F32, m), dg(*be, DType::F32, zeros), db(*be, DType::F32, zeros);
+                    if (rms) {
+                        be->rmsnorm_forward(bx.p(), bg.p(), by.p(), rstd.f32(), m, cols, 1e-5f, t, false, map);
+                        be->rmsnorm_backward(bdy.p(), bx.p(), bg.p(), rstd.f32(), bres.p(), bdx.p(), dg.f32(), m,
+                                             cols, t, false, map);
+                        be->rmsnorm_backward(bdy.p(), bx.p(), bg.p(), rstd.f32(), nullptr, bdy.p(), dg.f32(), m,
+                                             cols, t, false, map);
+                    } else {
+                        be->layernorm_forward(bx.p(), bg.p(), bb.p(), by.p(), mean.f32(), rstd.f32(), m, cols,
+                                              1e-5f, t, false, map);
+                        be->layernorm_backward(bdy.p(), bx.p(), bg.p(), mean.f32(), rstd.f32(), bres.p(), bdx.p(),
+                                               dg.f32(), db.f32(), m, cols, t, false, map);
+                        be->layernorm_backward(bdy.p(), bx.p(), bg.p(), mean.f32(), rstd.f32(), nullptr, bdy.p(),
+                                               dg.f32(), db.f32(), m, cols, t, false, map);
+                    }
+                    return Out{by.get(), mean.get(), rstd.get(), bdy.get(), bdx.get(), dg.get(), db.get()};
+                };
+                const Out got = run(x, dy, dres, sentinel, rows, at);
+                const Out want = run(pick(x), pick(dy), pick(dres), pick(sentinel), rows, NormRows{});
+                EXPECT_EQ(pick(got.y), want.y);
+                EXPECT_EQ(got.mean, want.mean);
+                EXPECT_EQ(got.rstd, want.rstd);
+                EXPECT_EQ(pick(got.dx), want.dx);
+                EXPECT_EQ(pick(got.dx_res), want.dx_res);
+                EXPECT_EQ(got.dg, want.dg);
+                EXPECT_EQ(got.db, want.db);
+                // The rows not picked: y and dx as they were, dy (the in-place dx) untouched.
+                for (std::int64_t r = 0; r < total; ++r) {
+                    if (r % at.stride >= at.first && r % at.stride < at.first + at.block) continue;
+                    for (std::int64_t j = 0; j < cols; ++j) {
+                        const auto i = static_cast<std::size_t>(r * cols + j);
+                        ASSERT_EQ(got.y[i], sentinel[i]) << "row " << r;
+                        ASSERT_EQ(got.dx_res[i], sentinel[i]) << "row " << r;
+                        ASSERT_EQ(got.dx[i], dy[i]) << "row " << r;
+                    }
+                }
+            }
         }
     }
 }

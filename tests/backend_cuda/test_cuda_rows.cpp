@@ -229,6 +229,80 @@ TEST_F(CudaRows, ZeroCenteredGammaIsThePlainNormOfOnePlusGamma) {
             }
 }
 
+// NormRows on the GPU (--qk-layernorm's query and key rows of the grouped QKV): the norm of
+// the picked rows equals the GPU's own plain norm of those rows gathered, bit for bit (y,
+// statistics, dx with the residual's gradient and in place over dy, dgamma/dbeta), and the
+// other rows of y and dy stay as they were, as on the CPU backend (test_layernorm.cpp).
+// LayerNorm and RMSNorm; rows of 64 (the vectorised kernels) and 17 (the element-wise ones).
+TEST_F(CudaRows, NormRowsNormaliseOnlyThePickedRows) {
+    const std::int64_t total = 6 * 2 * 5;  // 6 tokens x 2 groups x (3 queries + K + V)
+    for (DType t : kAllTypes)
+        for (const NormRows at : {NormRows{3, 5, 0}, NormRows{1, 5, 3}})
+            for (const std::int64_t cols : {17, 64})
+                for (const bool rms : {false, true}) {
+                    SCOPED_TRACE(dname(t) + (rms ? " RMSNorm" : " LayerNorm") + " block " + std::to_string(at.block) +
+                                 " cols " + std::to_string(cols));
+                    const std::int64_t rows = total / at.stride * at.block;
+                    const auto n = static_cast<std::size_t>(total * cols);
+                    const auto xv = rounded(t, random_vec(n, 50, -2.0, 3.0)), dyv = rounded(t, random_vec(n, 51));
+                    const auto resv = rounded(t, random_vec(n, 52)), sentinel = rounded(t, random_vec(n, 53));
+                    const auto cn = static_cast<std::size_t>(cols);
+                    Twin gamma(cpu(), gpu(), t, rounded(t, random_vec(cn, 54, 0.5, 1.5)));
+                    Twin beta(cpu(), gpu(), t, rounded(t, random_vec(cn, 55)));
+                    auto pick = [&](const std::vector<double>& v) {
+                        std::vector<double> out;
+                        for (std::int64_t r = 0; r < rows; ++r)
+                            out.insert(out.end(), v.begin() + at.at(r) * cols, v.begin() + (at.at(r) + 1) * cols);
+                        return out;
+                    };
+                    auto run = [&](const std::vector<double>& xs, const std::vector<double>& dys,
+                                   const std::vector<double>& res, const std::vector<double>& init,
+                                   const NormRows& map) {
+                        const std::vector<double> zeros(cn, 0.0);
+                        Twin x(cpu(), gpu(), t, xs), dy(cpu(), gpu(), t, dys), dres(cpu(), gpu(), t, res);
+                        Twin y(cpu(), gpu(), t, init), dx(cpu(), gpu(), t, init);
+                        Twin mean(cpu(), gpu(), DType::F32, std::vector<double>(rows, 0.0)),
+                            rstd(cpu(), gpu(), DType::F32, rows), dg(cpu(), gpu(), DType::F32, zeros),
+                            db(cpu(), gpu(), DType::F32, zeros);
+                        if (rms) {
+                            gpu().rmsnorm_forward(x.g(), gamma.g(), y.g(), rstd.gf(), rows, cols, 1e-5f, t, false, map);
+                            gpu().rmsnorm_backward(dy.g(), x.g(), gamma.g(), rstd.gf(), dres.g(), dx.g(), dg.gf(), rows,
+                                                   cols, t, false, map);
+                            gpu().rmsnorm_backward(dy.g(), x.g(), gamma.g(), rstd.gf(), nullptr, dy.g(), dg.gf(), rows,
+                                                   cols, t, false, map);
+                        } else {
+                            gpu().layernorm_forward(x.g(), gamma.g(), beta.g(), y.g(), mean.gf(), rstd.gf(), rows, cols,
+                                                    1e-5f, t, false, map);
+                            gpu().layernorm_backward(dy.g(), x.g(), gamma.g(), mean.gf(), rstd.gf(), dres.g(), dx.g(),
+                                                     dg.gf(), db.gf(), rows, cols, t, false, map);
+                            gpu().layernorm_backward(dy.g(), x.g(), gamma.g(), mean.gf(), rstd.gf(), nullptr, dy.g(),
+                                                     dg.gf(), db.gf(), rows, cols, t, false, map);
+                        }
+                        return std::vector<std::vector<double>>{y.gpu_vals(),  mean.gpu_vals(), rstd.gpu_vals(),
+                                                                dx.gpu_vals(), dy.gpu_vals(),   dg.gpu_vals(),
+                                                                db.gpu_vals()};
+                    };
+                    const auto got = run(xv, dyv, resv, sentinel, at);
+                    const auto want = run(pick(xv), pick(dyv), pick(resv), pick(sentinel), NormRows{});
+                    EXPECT_EQ(pick(got[0]), want[0]) << "y";
+                    EXPECT_EQ(got[1], want[1]) << "mean";
+                    EXPECT_EQ(got[2], want[2]) << "rstd";
+                    EXPECT_EQ(pick(got[3]), want[3]) << "dx + dres";
+                    EXPECT_EQ(pick(got[4]), want[4]) << "dx in place";
+                    EXPECT_EQ(got[5], want[5]) << "dgamma";
+                    EXPECT_EQ(got[6], want[6]) << "dbeta";
+                    for (std::int64_t r = 0; r < total; ++r) {
+                        if (r % at.stride >= at.first && r % at.stride < at.first + at.block) continue;
+                        for (std::int64_t j = 0; j < cols; ++j) {
+                            const auto i = static_cast<std::size_t>(r * cols + j);
+                            ASSERT_EQ(got[0][i], sentinel[i]) << "y row " << r;
+                            ASSERT_EQ(got[3][i], sentinel[i]) << "dx row " << r;
+                            ASSERT_EQ(got[4][i], dyv[i]) << "dy row " << r;
+                        }
+                    }
+                }
+}
+
 // The layernorm bounds can fail: a missing rstd, statistics of the neighbouring row and a
 // reversed gamma are far outside them, in every type.
 TEST_F(CudaRows, LayerNormBoundsRejectWrongResults) {

@@ -56,15 +56,16 @@ protected:
     }
     void do_layernorm_forward(const void* x, const void* gamma, const void* beta, void* y, float* mean,
                               float* rstd, std::int64_t rows, std::int64_t cols, float eps,
-                              DType dtype, bool zero_centered_gamma) override {
+                              DType dtype, bool zero_centered_gamma, const NormRows& at) override {
         cpu_.layernorm_forward(host(x), host(gamma), host(beta), host(y), host(mean), host(rstd), rows,
-                               cols, eps, dtype, zero_centered_gamma);
+                               cols, eps, dtype, zero_centered_gamma, at);
     }
     void do_layernorm_backward(const void* dy, const void* x, const void* gamma, const float* mean,
                                const float* rstd, const void* dres, void* dx, float* dgamma, float* dbeta,
-                               std::int64_t rows, std::int64_t cols, DType dtype, bool zero_centered_gamma) override {
+                               std::int64_t rows, std::int64_t cols, DType dtype, bool zero_centered_gamma,
+                               const NormRows& at) override {
         cpu_.layernorm_backward(host(dy), host(x), host(gamma), host(mean), host(rstd), host(dres), host(dx),
-                                host(dgamma), host(dbeta), rows, cols, dtype, zero_centered_gamma);
+                                host(dgamma), host(dbeta), rows, cols, dtype, zero_centered_gamma, at);
     }
     void do_gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx, DType dtype) override {
         cpu_.gelu_forward(host(x), host(y), n, tanh_approx, dtype);

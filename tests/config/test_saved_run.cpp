@@ -177,9 +177,9 @@ TEST(SavedRun, LegacyDoublesAgreeAsTheTablePrintedThem) {
 
 TEST(SavedRun, LegacyReaderTakesMegatronSpellingsAndRefusesOtherArchitectures) {
     std::string base = format_arguments(realistic_run());
-    // This build's table has kv_channels, squared_relu and apply_layernorm_1p rows of its
-    // own; the rows below stand for Megatron's.
-    for (const char* own : {"  kv_channels ", "  squared_relu ", "  apply_layernorm_1p "}) {
+    // This build's table has kv_channels, squared_relu, apply_layernorm_1p and qk_layernorm
+    // rows of its own; the rows below stand for Megatron's.
+    for (const char* own : {"  kv_channels ", "  squared_relu ", "  apply_layernorm_1p ", "  qk_layernorm "}) {
         const std::size_t at = base.find(own);
         ASSERT_NE(at, std::string::npos) << own;
         base.erase(at, base.find('\n', at) + 1 - at);
@@ -190,16 +190,19 @@ TEST(SavedRun, LegacyReaderTakesMegatronSpellingsAndRefusesOtherArchitectures) {
     const SavedRun rope = saved_run_from_table(with("use_rotary_position_embeddings ........ True"), "f");
     EXPECT_EQ(rope.config.model.position_embedding_type, PositionEmbeddingType::Rope);
     EXPECT_TRUE(saved_run_from_table(with("add_bias_linear ........ False"), "f").config.model.disable_bias_linear);
-    EXPECT_NO_THROW(saved_run_from_table(with("qk_layernorm ........ False"), "f"));
+    EXPECT_NO_THROW(saved_run_from_table(with("apply_residual_connection_post_layernorm ........ False"), "f"));
+    EXPECT_TRUE(saved_run_from_table(with("qk_layernorm ........ True"), "f").config.model.qk_layernorm);
     EXPECT_TRUE(saved_run_from_table(with("squared_relu ........ True"), "f").config.model.squared_relu);
     EXPECT_TRUE(saved_run_from_table(with("apply_layernorm_1p ........ True"), "f").config.model.apply_layernorm_1p);
     EXPECT_NO_THROW(saved_run_from_table(with("kv_channels ........ 16"), "f"));
     EXPECT_EQ(saved_run_from_table(with("kv_channels ........ None"), "f").config.model.kv_channels, 0);
     try {
-        saved_run_from_table(with("qk_layernorm ........ True"), "old.h5");
+        saved_run_from_table(with("apply_residual_connection_post_layernorm ........ True"), "old.h5");
         FAIL() << "no error";
     } catch (const UsageError& e) {
-        EXPECT_NE(std::string(e.what()).find("old.h5: --qk_layernorm is True"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("old.h5: --apply_residual_connection_post_layernorm is True"),
+                  std::string::npos)
+            << e.what();
     }
     EXPECT_THROW(saved_run_from_table(with("kv_channels ........ 32"), "f"), UsageError);
     // An older build's table lacks newer rows: they are absent, not defaults claimed as saved.

@@ -90,6 +90,9 @@ TEST_P(SavedRunCheck, ArchitectureAndTokenizerArgumentsAreCompared) {
     Config one_p = c;
     one_p.model.apply_layernorm_1p = true;
     expect_names(refusal(saved(c, "F"), one_p), {"--apply-layernorm-1p: False in the checkpoint, True in this run"});
+    Config qk = c;
+    qk.model.qk_layernorm = true;
+    expect_names(refusal(saved(qk, "F"), c), {"--qk-layernorm: True in the checkpoint, False in this run"});
     // A tokenizer pattern nobody set (None) is not known: not compared.
     Config pattern = c;
     pattern.data.tiktoken_pattern = "v2";

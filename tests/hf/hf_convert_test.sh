@@ -92,21 +92,23 @@ mkdir -p shape && cp hf1/model.safetensors shape/ && sed 's/"n_inner": 96/"n_inn
 expect_refused shape shape "has shape \[64, 96\] but config.json says \[64, 128\]"
 mkdir -p untied && cp hf1/model.safetensors untied/ && sed 's/"tie_word_embeddings": true/"tie_word_embeddings": false/' hf1/config.json > untied/config.json
 expect_refused untied untied "untied output embeddings cannot be expressed" 2
-# A squared-ReLU run (Megatron's --squared-relu) and a zero-centred-norm run
-# (--apply-layernorm-1p) train, and their exports are refused in one line each: neither
-# GPT-2 nor Llama has them.
-"$mpiexec" -n 1 "$bin" "${args[@]}" --squared-relu --train-iters 2 --save e > train_e.log 2>&1 \
-    || { cat train_e.log; fail "squared-ReLU training failed"; }
-"$conv" --to hf --load e --output hf5 > relu2.log 2>&1
-[ $? -eq 2 ] && [ "$(wc -l < relu2.log)" -eq 1 ] && grep -q -- "error: .*the MLP is squared ReLU (--squared-relu)" relu2.log \
-    || { cat relu2.log; fail "the squared-ReLU export was not refused in one error line"; }
-[ -e hf5 ] && fail "refused export left hf5"
-"$mpiexec" -n 1 "$bin" "${args[@]}" --apply-layernorm-1p --train-iters 2 --save f > train_f.log 2>&1 \
-    || { cat train_f.log; fail "--apply-layernorm-1p training failed"; }
-"$conv" --to hf --load f --output hf6 > onep.log 2>&1
-[ $? -eq 2 ] && [ "$(wc -l < onep.log)" -eq 1 ] && grep -q -- "error: .*(--apply-layernorm-1p)" onep.log \
-    || { cat onep.log; fail "the --apply-layernorm-1p export was not refused in one error line"; }
-[ -e hf6 ] && fail "refused export left hf6"
+# A squared-ReLU run (Megatron's --squared-relu), a zero-centred-norm run
+# (--apply-layernorm-1p) and a query-key-norm run (--qk-layernorm) train, and their exports
+# are refused in one line each: neither GPT-2 nor Llama has them.
+# train_then_refused FLAG DIR PATTERN: trains 2 iterations with FLAG into DIR; its export must
+# exit 2 with one error line matching PATTERN and leave no folder.
+train_then_refused() {
+  "$mpiexec" -n 1 "$bin" "${args[@]}" "$1" --train-iters 2 --save "$2" > "train_$2.log" 2>&1 \
+      || { cat "train_$2.log"; fail "$1 training failed"; }
+  "$conv" --to hf --load "$2" --output "hf_$2" > "export_$2.log" 2>&1
+  [ $? -eq 2 ] && [ "$(wc -l < "export_$2.log")" -eq 1 ] && grep -q -- "error: .*$3" "export_$2.log" \
+      || { cat "export_$2.log"; fail "the $1 export was not refused in one error line"; }
+  [ -e "hf_$2" ] && fail "refused export left hf_$2"
+  return 0
+}
+train_then_refused --squared-relu e "the MLP is squared ReLU (--squared-relu)"
+train_then_refused --apply-layernorm-1p f "(--apply-layernorm-1p)"
+train_then_refused --qk-layernorm g "queries and keys are normalised (--qk-layernorm)"
 "$conv" --to hf --load a --output hf1 > exists.log 2>&1
 [ $? -eq 2 ] && grep -q "hf1 already exists: refusing to overwrite it" exists.log || { cat exists.log; fail "an existing output folder was not refused"; }
 cmp -s hf1/model.safetensors hf2/model.safetensors || fail "the refused export touched hf1"

@@ -17,7 +17,7 @@ namespace gpt::test {
 // The architectures generation runs: "gpt" (GPT-2's layer), "llama" (rope, RMSNorm, SwiGLU,
 // 4 heads in 2 K/V groups, untied output, no linear biases) and "llama_partial" (the same
 // with biases, rope on half of each head's dims, interleaved pairs, one K/V group, and
-// Nemotron's squared ReLU MLP instead of SwiGLU and its norms' 1 + weight).
+// Nemotron's squared ReLU MLP instead of SwiGLU and its norms' 1 + weight, and --qk-layernorm).
 // Rotary base 100: every rotary pair turns noticeably within the 24 positions.
 
 inline ModelConfig inference_config(const std::string& arch) {
@@ -31,6 +31,7 @@ inline ModelConfig inference_config(const std::string& arch) {
         c.swiglu = false;
         c.squared_relu = true;
         c.apply_layernorm_1p = true;
+        c.qk_layernorm = true;
     }
     return c;
 }

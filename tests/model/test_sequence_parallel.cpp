@@ -60,7 +60,7 @@ Pass train_step(GptModel& m, const std::vector<std::int32_t>& tokens, std::uint6
     m.set_batch(0, tokens.data());
     r.loss = m.forward(0, true, stream);
     m.backward(0, 1.0f / static_cast<float>(m.tokens()));
-    m.reduce_sequence_parallel_grads();
+    m.reduce_tp_partial_grads();
     r.grads.resize(static_cast<std::size_t>(m.layout().total_elements()));
     m.get_grads(r.grads.data());
     return r;
@@ -116,7 +116,7 @@ TEST(SequenceParallel, MatchesOneRankLossAndGrads) {
     // saved layernorm shards, the head's re-gather and the embedding split's backward.
     // Reduce-scatters: forward 2 per layer; backward 2 per layer + the head's input grad.
     // All-reduces: only the embedding and the 3 cross-entropy reductions in the passes;
-    // the rest are reduce_sequence_parallel_grads'.
+    // the rest are reduce_tp_partial_grads'.
     using dist::CommOp;
     EXPECT_EQ(calls(*f.tp, CommOp::AllGather), 2u * 2 + 1 + 4u * 2 + 1 + 1);
     EXPECT_EQ(calls(*f.tp, CommOp::ReduceScatter), 2u * 2 + 2u * 2 + 1);
@@ -168,7 +168,7 @@ TEST(SequenceParallel, InnerChunkBoundariesAreSequenceShards) {
         out[k] = as_vec(m.output_hidden(0), m.hidden_rows() * h);
         std::copy(g.begin(), g.end(), static_cast<float*>(m.output_grad()));
         m.backward(0, 0.0f);
-        m.reduce_sequence_parallel_grads();
+        m.reduce_tp_partial_grads();
         din[k] = as_vec(m.input_grad(), m.hidden_rows() * h);
         grads[k].resize(static_cast<std::size_t>(m.layout().total_elements()));
         m.get_grads(grads[k].data());

@@ -7,7 +7,8 @@ eod) and every parameter's gradient.
 Written from the architecture's definitions (Megatron's layouts), not from our kernels:
 QKV rows grouped [ng, np/ng + 2, hn]; rope as Megatron's cos/sin tables with rotate_half;
 K/V repeated over the heads of their group; SwiGLU's fc1 as [gate; up]; RMSNorm with weight
-only. Format: a config line, a tokens line, then per tensor "name ndim dims..." and its
+only; --qk-layernorm as Megatron's q_layernorm / k_layernorm over each head's hn dims, before
+rope. Format: a config line, a tokens line, then per tensor "name ndim dims..." and its
 float32 bytes."""
 import math
 import sys
@@ -74,7 +75,7 @@ def main():
             w = w + 1  # Megatron's --apply-layernorm-1p (zero-centred gamma)
         if rms:
             return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
-        return F.layer_norm(x, (H,), w, b, eps)
+        return F.layer_norm(x, (x.shape[-1],), w, b, eps)
 
     def linear(x, prefix):
         w = get(prefix + "/weight")
@@ -92,6 +93,9 @@ def main():
         qkv = qkv.reshape(B, S, NG, QPG + 2, HN)
         q = qkv[:, :, :, :QPG].reshape(B, S, NP, HN)
         k, v = qkv[:, :, :, QPG], qkv[:, :, :, QPG + 1]  # [b, s, ng, hn]
+        if cfg.get("qk_layernorm", 0):
+            q = norm(q, pre + "self_attention/q_layernorm")
+            k = norm(k, pre + "self_attention/k_layernorm")
         if cfg["rope"]:
             rot = int(cfg["rotary_dim"])
             q = rotary(q, rot, cfg["rotary_base"], cfg["interleaved"] != 0)

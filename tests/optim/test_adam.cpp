@@ -17,10 +17,10 @@ struct TinyModel {
     std::unique_ptr<dist::Communicator> tp = test::self_comm("tp");
     std::unique_ptr<dist::Communicator> mp = test::self_comm("mp");
     std::unique_ptr<model::GptModel> m;
-    explicit TinyModel(DType dtype) {
+    explicit TinyModel(DType dtype, const ModelConfig& cfg = test::tiny::model()) {
         model::ModelOptions opt;
         opt.dtype = dtype;
-        m = std::make_unique<model::GptModel>(model::make_model_dims(test::tiny::model(), 50, 1, 0),
+        m = std::make_unique<model::GptModel>(model::make_model_dims(cfg, 50, 1, 0),
                                               model::ChunkSpec{0, 2, true, true}, opt, 1, *be, *tp);
         m->init_parameters();
     }
@@ -108,6 +108,42 @@ TEST(AdamOptimizer, OverflowSkipsTheStepAndLeavesParametersAlone) {
             for (std::size_t i = 0; i < n; i += 97)
                 EXPECT_NEAR(after[i], main[i], std::abs(main[i]) * 1e-3 + 1e-7);
         }
+    }
+}
+
+// --apply-wd-to-qk-layernorm: the query and key norms (weights at 1, biases at 0.5 here) decay
+// with it, p -= lr wd p on a step with zero gradients (Adam's own update is 0 there), and keep
+// their values without it; the block's other norm weights never decay, its matrices always do.
+TEST(AdamOptimizer, QkNormsDecayOnlyWithApplyWdToQkLayernorm) {
+    for (const bool apply : {false, true}) {
+        SCOPED_TRACE(apply ? "--apply-wd-to-qk-layernorm" : "without it");
+        ModelConfig mc = test::tiny::model();
+        mc.qk_layernorm = true;
+        TinyModel s(DType::F32, mc);
+        const std::size_t n = static_cast<std::size_t>(s.m->layout().total_elements());
+        std::vector<float> before(n), after(n);
+        s.m->get_parameters(before.data());
+        for (const auto& e : s.m->layout().entries())
+            if (e.name.ends_with("_layernorm/bias"))
+                for (std::int64_t k = 0; k < e.numel; ++k) before[static_cast<std::size_t>(e.offset + k)] = 0.5f;
+        s.m->set_parameters(before.data());
+        OptimizerConfig cfg;
+        cfg.weight_decay = 0.1;
+        cfg.apply_wd_to_qk_layernorm = apply;
+        AdamOptimizer opt(cfg, *s.m, *s.mp);
+        s.m->zero_grads();
+        ASSERT_FALSE(opt.step(1e-2, 1.0).skipped);
+        s.m->get_parameters(after.data());
+        int qk = 0;
+        for (const auto& e : s.m->layout().entries()) {
+            const bool decays = e.weight_decay || (apply && model::is_qk_norm(e));
+            qk += model::is_qk_norm(e);
+            for (std::int64_t k = 0; k < e.numel; ++k) {
+                const auto i = static_cast<std::size_t>(e.offset + k);
+                EXPECT_FLOAT_EQ(after[i], decays ? before[i] * (1.0f - 1e-3f) : before[i]) << e.name;
+            }
+        }
+        EXPECT_EQ(qk, 2 * 2 * 2);  // q and k, weight and bias, two layers
     }
 }
 

@@ -114,6 +114,16 @@ TEST(H200Calibration, TheStepRunsOnTheKernelRates) {
     EXPECT_DOUBLE_EQ(sq.gemm, passes.gemm);
     EXPECT_DOUBLE_EQ(sq.compute, passes.compute);
     EXPECT_LT(sq.gemm, flash.gemm);
+
+    // --qk-layernorm is element-wise work only: the projection's copy (3h each way) and the
+    // norms over the query and key rows (2h each way), 10 e s b h bytes a layer forward (e = 1
+    // for fp16, as above), twice that backward; no GEMM time.
+    ModelShape qk = m;
+    qk.qk_layernorm = true;
+    const TimeBreakdown qkn = iteration_time(qk, l, dev, default_fabric(dev), one);
+    const double qk_s = 10.0 * r.micro_batch * r.seq * r.hidden / (4800e9 * dev.kernels.memory);
+    EXPECT_DOUBLE_EQ(qkn.gemm, flash.gemm);
+    EXPECT_NEAR(qkn.compute - flash.compute, 3 * r.layers * qk_s, 1e-12);
 }
 
 // The planner's prediction for the measured steps. gpt22b-shape-4layers spends 77% of the

@@ -99,6 +99,9 @@ TEST(ModelShape, PlansTheDecoderOptions) {
     c.model.squared_relu = true;
     EXPECT_TRUE(search_inputs_from_config(c, 8, 8, true).model.squared_relu);
     c.model.squared_relu = false;
+    c.model.qk_layernorm = true;
+    EXPECT_TRUE(search_inputs_from_config(c, 8, 8, true).model.qk_layernorm);
+    c.model.qk_layernorm = false;
     c.model.position_embedding_type = PositionEmbeddingType::Rope;
     c.model.normalization = Normalization::RMSNorm;
     c.model.swiglu = true;

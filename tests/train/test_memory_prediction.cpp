@@ -49,6 +49,7 @@ struct Case {
     bool flash = false;
     bool llama = false;  // rope, RMSNorm, SwiGLU (ffn 768), 2 query groups, untied, no biases
     bool rampup = false;  // --rampup-batch-size from half the global batch: 2 micro-batches, then 4
+    bool qk_layernorm = false;  // --qk-layernorm: the projection's copy and the norms' statistics
 };
 
 const std::vector<Case>& cases() {
@@ -71,7 +72,7 @@ const std::vector<Case>& cases() {
         {"PP2 VP2 rampup", 4, 1, 2, false, false, true, "", 1, false, false, false, true},
         {"TP2 SP PP2 selective", 4, 2, 2, true, false, false, "selective"},
         {"llama", 1, 1, 1, false, false, false, "", 1, false, false, true},
-        {"llama TP2 SP PP2", 4, 2, 2, true, false, false, "", 1, false, false, true},
+        {"llama qk-layernorm TP2 SP PP2", 4, 2, 2, true, false, false, "", 1, false, false, true, false, true},
     };
     return c;
 }
@@ -88,6 +89,7 @@ Config case_config(const Case& k) {
     if (k.llama) {  // every width stays a multiple of 64 elements (see above)
         test::tiny::llama_style(c.model);
         c.model.ffn_hidden_size = 768;
+        c.model.qk_layernorm = k.qk_layernorm;
     }
     c.training.micro_batch_size = 2;
     const int dp = k.ranks / (k.tp * k.pp);

@@ -253,6 +253,30 @@ TEST(ParallelMatrix, NemotronStyleTwoRanks) {
     run_layouts({{2, 1}}, {variants()[3]}, n);
 }
 
+// --qk-layernorm: the query and key norms' weights are replicated while each TP rank
+// normalises only its heads, so their gradients are partial sums over TP with or without
+// sequence parallelism (Megatron's finalize_model_grads sums them). RMSNorm on the Llama-style
+// layer (one K/V group per rank) without sequence parallelism, LayerNorm with biases on GPT's
+// with it, the distributed optimizer and full recompute: the fp32 rounding bound. GPT's row
+// has rope: without it the key norm's bias only adds q.beta to every score of a softmax row,
+// its gradient is zero but for rounding, and Adam turns that rounding into steps of lr size.
+TEST(ParallelMatrix, QkLayernormTwoRanks) {
+    if (test::world_size() != 2) GTEST_SKIP() << "needs 2 ranks (registered as .np2)";
+    const auto& v = variants();
+    Numerics rms{"qk-layernorm llama-style fp32", false, false, 0.0, 0.0};
+    rms.model = [](ModelConfig& m) {
+        test::tiny::llama_style(m);
+        m.qk_layernorm = true;
+    };
+    run_layouts({{2, 1}}, {v[0]}, rms);
+    Numerics ln{"qk-layernorm gpt fp32", false, false, 0.0, 0.0};
+    ln.model = [](ModelConfig& m) {
+        m.qk_layernorm = true;
+        m.position_embedding_type = PositionEmbeddingType::Rope;
+    };
+    run_layouts({{2, 1}}, {v[3]}, ln);
+}
+
 // --eod-mask-loss (WalkSource's token 60, the mock data's EOD, is an input of about one
 // micro-batch in four, so micro-batches count 16 or 15 tokens) with Megatron's per
 // micro-batch normalisation and with --calculate-per-token-loss, whose divisor, the global

@@ -38,10 +38,10 @@ protected:
 
     void do_rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
                             std::int64_t rows, std::int64_t cols, float eps, DType dtype,
-                            bool zero_centered_gamma) override;
+                            bool zero_centered_gamma, const NormRows& at) override;
     void do_rmsnorm_backward(const void* dy, const void* x, const void* gamma, const float* rstd,
                              const void* dresidual, void* dx, float* dgamma, std::int64_t rows,
-                             std::int64_t cols, DType dtype, bool zero_centered_gamma) override;
+                             std::int64_t cols, DType dtype, bool zero_centered_gamma, const NormRows& at) override;
     void do_swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
                            DType dtype) override;
     void do_swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
@@ -53,11 +53,11 @@ protected:
 
     void do_layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
                               float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
-                              float eps, DType dtype, bool zero_centered_gamma) override;
+                              float eps, DType dtype, bool zero_centered_gamma, const NormRows& at) override;
     void do_layernorm_backward(const void* dy, const void* x, const void* gamma, const float* mean,
                                const float* rstd, const void* dresidual, void* dx, float* dgamma,
                                float* dbeta, std::int64_t rows, std::int64_t cols,
-                               DType dtype, bool zero_centered_gamma) override;
+                               DType dtype, bool zero_centered_gamma, const NormRows& at) override;
 
     void do_gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
                          DType dtype) override;

@@ -10,7 +10,7 @@ namespace gpt::cpu {
 
 void CpuBackend::do_rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
                                     std::int64_t rows, std::int64_t cols, float eps, DType dtype,
-                                    bool zero_centered_gamma) {
+                                    bool zero_centered_gamma, const NormRows& at) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         const std::vector<float> g32 = norm_scale<T>(gamma, cols, zero_centered_gamma);
@@ -20,15 +20,15 @@ void CpuBackend::do_rmsnorm_forward(const void* x, const void* gamma, void* y, f
             std::vector<float> xbuf(cols), ybuf(cols);
 #pragma omp for schedule(static)
             for (std::int64_t r = 0; r < rows; ++r) {
-                const float* xr = load<T>(x, r * cols, cols, xbuf.data());
-                float* yr = out_ptr<T>(y, r * cols, ybuf.data());
+                const float* xr = load<T>(x, at.at(r) * cols, cols, xbuf.data());
+                float* yr = out_ptr<T>(y, at.at(r) * cols, ybuf.data());
                 float ss = 0.0f;
 #pragma omp simd reduction(+ : ss)
                 for (std::int64_t i = 0; i < cols; ++i) ss += xr[i] * xr[i];
                 const float rs = 1.0f / std::sqrt(ss / static_cast<float>(cols) + eps);
 #pragma omp simd
                 for (std::int64_t i = 0; i < cols; ++i) yr[i] = xr[i] * rs * g[i];
-                store<T>(ybuf.data(), y, r * cols, cols);
+                store<T>(ybuf.data(), y, at.at(r) * cols, cols);
                 rstd[r] = rs;
             }
         }
@@ -38,7 +38,7 @@ void CpuBackend::do_rmsnorm_forward(const void* x, const void* gamma, void* y, f
 void CpuBackend::do_rmsnorm_backward(const void* dy, const void* x, const void* gamma,
                                      const float* rstd, const void* dresidual, void* dx,
                                      float* dgamma, std::int64_t rows, std::int64_t cols,
-                                     DType dtype, bool zero_centered_gamma) {
+                                     DType dtype, bool zero_centered_gamma, const NormRows& at) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         const std::vector<float> g32 = norm_scale<T>(gamma, cols, zero_centered_gamma);
@@ -53,8 +53,8 @@ void CpuBackend::do_rmsnorm_backward(const void* dy, const void* x, const void* 
                 resbuf(dresidual ? cols : 0);
 #pragma omp for schedule(static)
             for (std::int64_t r = 0; r < rows; ++r) {
-                const float* dyr = load<T>(dy, r * cols, cols, dybuf.data());
-                const float* xr = load<T>(x, r * cols, cols, xbuf.data());
+                const float* dyr = load<T>(dy, at.at(r) * cols, cols, dybuf.data());
+                const float* xr = load<T>(x, at.at(r) * cols, cols, xbuf.data());
                 const float rs = rstd[r];
                 // y = xhat * g with xhat = x * rstd: dx = rstd * (dy g - xhat mean(dy g xhat)).
                 float c = 0.0f;
@@ -67,12 +67,12 @@ void CpuBackend::do_rmsnorm_backward(const void* dy, const void* x, const void* 
                 }
                 c /= static_cast<float>(cols);
                 // dx must be written after dy, x and dresidual are read (dx may alias them).
-                const float* rr = dresidual ? load<T>(dresidual, r * cols, cols, resbuf.data()) : nullptr;
-                float* dxr = out_ptr<T>(dx, r * cols, dxbuf.data());
+                const float* rr = dresidual ? load<T>(dresidual, at.at(r) * cols, cols, resbuf.data()) : nullptr;
+                float* dxr = out_ptr<T>(dx, at.at(r) * cols, dxbuf.data());
 #pragma omp simd
                 for (std::int64_t i = 0; i < cols; ++i)
                     dxr[i] = (rr ? rr[i] : 0.0f) + (dyg[i] - xhat[i] * c) * rs;
-                store<T>(dxbuf.data(), dx, r * cols, cols);
+                store<T>(dxbuf.data(), dx, at.at(r) * cols, cols);
             }
         }
         for (int t = 0; t < nthreads; ++t) {

@@ -9,7 +9,7 @@ namespace gpt::cpu {
 
 void CpuBackend::do_layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
                                       float* mean, float* rstd, std::int64_t rows,
-                                      std::int64_t cols, float eps, DType dtype, bool zero_centered_gamma) {
+                                      std::int64_t cols, float eps, DType dtype, bool zero_centered_gamma, const NormRows& at) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         const std::vector<float> g32 = norm_scale<T>(gamma, cols, zero_centered_gamma);
@@ -22,8 +22,8 @@ void CpuBackend::do_layernorm_forward(const void* x, const void* gamma, const vo
             std::vector<float> xbuf(cols), ybuf(cols);
 #pragma omp for schedule(static)
             for (std::int64_t r = 0; r < rows; ++r) {
-                const float* xr = load<T>(x, r * cols, cols, xbuf.data());
-                float* yr = out_ptr<T>(y, r * cols, ybuf.data());
+                const float* xr = load<T>(x, at.at(r) * cols, cols, xbuf.data());
+                float* yr = out_ptr<T>(y, at.at(r) * cols, ybuf.data());
                 float s = 0.0f;
 #pragma omp simd reduction(+ : s)
                 for (std::int64_t i = 0; i < cols; ++i) s += xr[i];
@@ -34,7 +34,7 @@ void CpuBackend::do_layernorm_forward(const void* x, const void* gamma, const vo
                 const float rs = 1.0f / std::sqrt(v / static_cast<float>(cols) + eps);
 #pragma omp simd
                 for (std::int64_t i = 0; i < cols; ++i) yr[i] = (xr[i] - mu) * rs * g[i] + bb[i];
-                store<T>(ybuf.data(), y, r * cols, cols);
+                store<T>(ybuf.data(), y, at.at(r) * cols, cols);
                 mean[r] = mu;
                 rstd[r] = rs;
             }
@@ -45,7 +45,7 @@ void CpuBackend::do_layernorm_forward(const void* x, const void* gamma, const vo
 void CpuBackend::do_layernorm_backward(const void* dy, const void* x, const void* gamma,
                                        const float* mean, const float* rstd, const void* dresidual,
                                        void* dx, float* dgamma, float* dbeta, std::int64_t rows,
-                                       std::int64_t cols, DType dtype, bool zero_centered_gamma) {
+                                       std::int64_t cols, DType dtype, bool zero_centered_gamma, const NormRows& at) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         const std::vector<float> g32 = norm_scale<T>(gamma, cols, zero_centered_gamma);
@@ -62,8 +62,8 @@ void CpuBackend::do_layernorm_backward(const void* dy, const void* x, const void
                 resbuf(dresidual ? cols : 0);
 #pragma omp for schedule(static)
             for (std::int64_t r = 0; r < rows; ++r) {
-                const float* dyr = load<T>(dy, r * cols, cols, dybuf.data());
-                const float* xr = load<T>(x, r * cols, cols, xbuf.data());
+                const float* dyr = load<T>(dy, at.at(r) * cols, cols, dybuf.data());
+                const float* xr = load<T>(x, at.at(r) * cols, cols, xbuf.data());
                 const float mu = mean[r], rs = rstd[r];
                 float c1 = 0.0f, c2 = 0.0f;
 #pragma omp simd reduction(+ : c1, c2)
@@ -78,9 +78,9 @@ void CpuBackend::do_layernorm_backward(const void* dy, const void* x, const void
                 c1 /= static_cast<float>(cols);
                 c2 /= static_cast<float>(cols);
                 // dx must be written after dy, x and dresidual are read (dx may alias them).
-                float* dxr = out_ptr<T>(dx, r * cols, dxbuf.data());
+                float* dxr = out_ptr<T>(dx, at.at(r) * cols, dxbuf.data());
                 if (dresidual) {
-                    const float* rr = load<T>(dresidual, r * cols, cols, resbuf.data());
+                    const float* rr = load<T>(dresidual, at.at(r) * cols, cols, resbuf.data());
 #pragma omp simd
                     for (std::int64_t i = 0; i < cols; ++i)
                         dxr[i] = rr[i] + (dyg[i] - c1 - xhat[i] * c2) * rs;
@@ -88,7 +88,7 @@ void CpuBackend::do_layernorm_backward(const void* dy, const void* x, const void
 #pragma omp simd
                     for (std::int64_t i = 0; i < cols; ++i) dxr[i] = (dyg[i] - c1 - xhat[i] * c2) * rs;
                 }
-                store<T>(dxbuf.data(), dx, r * cols, cols);
+                store<T>(dxbuf.data(), dx, at.at(r) * cols, cols);
             }
         }
         for (int t = 0; t < nthreads; ++t) {

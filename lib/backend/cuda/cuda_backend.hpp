@@ -69,11 +69,11 @@ protected:
     void do_gemm(const GemmArgs& g) override;
     void do_layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
                               float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
-                              float eps, DType dtype, bool zero_centered_gamma) override;
+                              float eps, DType dtype, bool zero_centered_gamma, const NormRows& at) override;
     void do_layernorm_backward(const void* dy, const void* x, const void* gamma, const float* mean,
                                const float* rstd, const void* dresidual, void* dx, float* dgamma,
                                float* dbeta, std::int64_t rows, std::int64_t cols,
-                               DType dtype, bool zero_centered_gamma) override;
+                               DType dtype, bool zero_centered_gamma, const NormRows& at) override;
 
     void do_gelu_forward(const void* x, void* y, std::int64_t n, bool tanh_approx,
                          DType dtype) override;
@@ -162,10 +162,10 @@ protected:
     double do_sum(const float* x, std::int64_t n) override;
     void do_rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
                             std::int64_t rows, std::int64_t cols, float eps, DType dtype,
-                            bool zero_centered_gamma) override;
+                            bool zero_centered_gamma, const NormRows& at) override;
     void do_rmsnorm_backward(const void* dy, const void* x, const void* gamma, const float* rstd,
                              const void* dresidual, void* dx, float* dgamma, std::int64_t rows,
-                             std::int64_t cols, DType dtype, bool zero_centered_gamma) override;
+                             std::int64_t cols, DType dtype, bool zero_centered_gamma, const NormRows& at) override;
     void do_swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols,
                            DType dtype) override;
     void do_swiglu_backward(const void* dy, const void* x, void* dx, std::int64_t rows,
@@ -180,7 +180,8 @@ protected:
 private:
     // RMSNorm's forward, with the FP8 codes of y where codes is not nullptr.
     void launch_rms_forward(const void* x, const void* gamma, void* y, float* rstd, std::int64_t rows,
-                     std::int64_t cols, float eps, DType dtype, const Fp8Codes* codes, bool zero_centered_gamma);
+                     std::int64_t cols, float eps, DType dtype, const Fp8Codes* codes, bool zero_centered_gamma,
+                            const NormRows& at = {});
     // SwiGLU's, GELU's and squared ReLU's forward, likewise (not named after the public ops:
     // that would hide them).
     void launch_swiglu_forward(const void* x, void* y, std::int64_t rows, std::int64_t cols, DType dtype,

@@ -58,6 +58,12 @@ inline unsigned grid_for(std::int64_t n, int threads = kThreads) {
          i < (n); i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
 
 // Rows go to blocks in a grid-stride loop, so any row count fits the grid limits.
+// A norm kernel's op row r as its buffers' row (NormRows in backend.hpp); no division for
+// the contiguous rows (block 1).
+__device__ __forceinline__ std::int64_t norm_row(const NormRows& at, std::int64_t r) {
+    return at.block == 1 ? r * at.stride + at.first : (r / at.block) * at.stride + at.first + r % at.block;
+}
+
 #define GPT_ROW_LOOP(r, rows) \
     for (std::int64_t r = blockIdx.x; r < (rows); r += gridDim.x)
 

@@ -45,7 +45,7 @@ struct RowAccess {
 // FP8 codes of y as stored (Backend::norm_forward_fp8).
 template <typename T, bool kVecRows, bool Q>
 __global__ void rms_fwd_kernel(const T* x, const T* gamma, T* y, float* rstd, std::int64_t rows,
-                               std::int64_t cols, float eps, float gamma_shift, Fp8CodesArg codes) {
+                               std::int64_t cols, float eps, float gamma_shift, Fp8CodesArg codes, NormRows at) {
     using A = RowAccess<T, kVecRows>;
     constexpr int V = A::V;
     __shared__ float sh[32];
@@ -53,7 +53,8 @@ __global__ void rms_fwd_kernel(const T* x, const T* gamma, T* y, float* rstd, st
     unsigned m = 0;
     [[maybe_unused]] const float scale = Q ? *codes.scale : 1.0f;
     for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const T* xr = x + r * cols;
+        const std::int64_t base = norm_row(at, r) * cols;
+        const T* xr = x + base;
         float ss = 0.0f;
         for (std::int64_t u = threadIdx.x; u < units; u += blockDim.x) {
             float v[V];
@@ -68,7 +69,7 @@ __global__ void rms_fwd_kernel(const T* x, const T* gamma, T* y, float* rstd, st
             A::load(gamma + u * V, g);
 #pragma unroll
             for (int i = 0; i < V; ++i) v[i] = v[i] * rs * (g[i] + gamma_shift);
-            A::store(y + r * cols + u * V, v);
+            A::store(y + base + u * V, v);
             if constexpr (Q) store_codes<T, V>(v, scale, codes.e4m3, codes.q + r * cols + u * V, m);
         }
         if (threadIdx.x == 0) rstd[r] = rs;
@@ -82,7 +83,7 @@ __global__ void rms_fwd_kernel(const T* x, const T* gamma, T* y, float* rstd, st
 template <typename T, bool kVecRows>
 __global__ void rms_param_partials_kernel(const T* dy, const T* x, const float* rstd, float* pg,
                                           std::int64_t rows, std::int64_t cols,
-                                          std::int64_t rows_per_chunk) {
+                                          std::int64_t rows_per_chunk, NormRows at) {
     using A = RowAccess<T, kVecRows>;
     constexpr int V = A::V;
     const std::int64_t u = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
@@ -92,8 +93,9 @@ __global__ void rms_param_partials_kernel(const T* dy, const T* x, const float* 
     float acc[V] = {};
     for (std::int64_t r = r0; r < r1; ++r) {
         float d[V], xv[V];
-        A::load(dy + r * cols + u * V, d);
-        A::load(x + r * cols + u * V, xv);
+        const std::int64_t base = norm_row(at, r) * cols;
+        A::load(dy + base + u * V, d);
+        A::load(x + base + u * V, xv);
         const float rs = rstd[r];
 #pragma unroll
         for (int i = 0; i < V; ++i) acc[i] += d[i] * (xv[i] * rs);
@@ -105,14 +107,14 @@ __global__ void rms_param_partials_kernel(const T* dy, const T* x, const float* 
 // dx = dres + rstd (dy gamma - xhat mean(dy gamma xhat)), xhat = x rstd.
 template <typename T, bool kVecRows>
 __global__ void rms_dx_kernel(const T* dy, const T* x, const T* gamma, float gamma_shift, const float* rstd,
-                              const T* dres, T* dx, std::int64_t rows, std::int64_t cols) {
+                              const T* dres, T* dx, std::int64_t rows, std::int64_t cols, NormRows at) {
     using A = RowAccess<T, kVecRows>;
     constexpr int V = A::V;
     __shared__ float sh[32];
     const std::int64_t units = cols / V;
     for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const float rs = rstd[r];
-        const std::int64_t base = r * cols;
+        const std::int64_t base = norm_row(at, r) * cols;
         float c = 0.0f;
         for (std::int64_t u = threadIdx.x; u < units; u += blockDim.x) {
             float d[V], xv[V], g[V];
@@ -218,13 +220,13 @@ dim3 swiglu_grid(std::int64_t rows, std::int64_t units) {
 
 void CudaBackend::do_rmsnorm_forward(const void* x, const void* gamma, void* y, float* rstd,
                                   std::int64_t rows, std::int64_t cols, float eps, DType dtype,
-                                  bool zero_centered_gamma) {
-    launch_rms_forward(x, gamma, y, rstd, rows, cols, eps, dtype, nullptr, zero_centered_gamma);
+                                  bool zero_centered_gamma, const NormRows& at) {
+    launch_rms_forward(x, gamma, y, rstd, rows, cols, eps, dtype, nullptr, zero_centered_gamma, at);
 }
 
 void CudaBackend::launch_rms_forward(const void* x, const void* gamma, void* y, float* rstd, std::int64_t rows,
                               std::int64_t cols, float eps, DType dtype, const Fp8Codes* codes,
-                              bool zero_centered_gamma) {
+                              bool zero_centered_gamma, const NormRows& at) {
     if (rows == 0) return;
     const Fp8CodesArg arg = codes_arg(codes);
     dispatch(dtype, [&](auto tag) {
@@ -236,7 +238,7 @@ void CudaBackend::launch_rms_forward(const void* x, const void* gamma, void* y, 
                 constexpr bool Q = decltype(with_codes)::value;
                 rms_fwd_kernel<T, V, Q><<<rows_grid(rows), threads, 0, cuda_stream(stream())>>>(
                     static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<T*>(y), rstd, rows, cols,
-                    eps, zero_centered_gamma ? 1.0f : 0.0f, arg);
+                    eps, zero_centered_gamma ? 1.0f : 0.0f, arg, at);
             };
             if (codes) launch(std::true_type{});
             else launch(std::false_type{});
@@ -248,7 +250,7 @@ void CudaBackend::launch_rms_forward(const void* x, const void* gamma, void* y, 
 void CudaBackend::do_rmsnorm_backward(const void* dy, const void* x, const void* gamma,
                                    const float* rstd, const void* dresidual, void* dx,
                                    float* dgamma, std::int64_t rows, std::int64_t cols,
-                                   DType dtype, bool zero_centered_gamma) {
+                                   DType dtype, bool zero_centered_gamma, const NormRows& at) {
     if (rows == 0) return;
     const std::int64_t rpc = rows_per_chunk(rows);
     const std::int64_t chunks = (rows + rpc - 1) / rpc;
@@ -264,11 +266,11 @@ void CudaBackend::do_rmsnorm_backward(const void* dy, const void* x, const void*
                              static_cast<unsigned>(chunks));
             rms_param_partials_kernel<T, V><<<pgrid, pthreads, 0, cuda_stream(stream())>>>(
                 static_cast<const T*>(dy), static_cast<const T*>(x), rstd, partial.as<float>(),
-                rows, cols, rpc);
+                rows, cols, rpc, at);
             rms_dx_kernel<T, V><<<rows_grid(rows), row_threads(units, 1), 0, cuda_stream(stream())>>>(
                 static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma),
                 zero_centered_gamma ? 1.0f : 0.0f, rstd, static_cast<const T*>(dresidual), static_cast<T*>(dx),
-                rows, cols);
+                rows, cols, at);
         });
     });
     GPT_CUDA_LAUNCH_CHECK("rmsnorm_backward");

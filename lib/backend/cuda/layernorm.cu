@@ -16,12 +16,13 @@ namespace {
 template <typename T, bool Q>
 __global__ void ln_fwd_kernel(const T* x, const T* gamma, const T* beta, T* y, float* mean,
                               float* rstd, std::int64_t rows, std::int64_t cols, float eps,
-                              float gamma_shift, Fp8CodesArg codes) {
+                              float gamma_shift, Fp8CodesArg codes, NormRows at) {
     __shared__ float sh[32];
     unsigned m = 0;
     [[maybe_unused]] const float scale = Q ? *codes.scale : 1.0f;
     GPT_ROW_LOOP(r, rows) {
-        const T* xr = x + r * cols;
+        const std::int64_t base = norm_row(at, r) * cols;
+        const T* xr = x + base;
         float s = 0.0f;
         for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x) s += ldf(xr + i);
         const float mu = block_sum(s, sh) / static_cast<float>(cols);
@@ -31,7 +32,7 @@ __global__ void ln_fwd_kernel(const T* x, const T* gamma, const T* beta, T* y, f
             v += d * d;
         }
         const float rs = rsqrtf(block_sum(v, sh) / static_cast<float>(cols) + eps);
-        T* yr = y + r * cols;
+        T* yr = y + base;
         for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
             const float v = (ldf(xr + i) - mu) * rs * (ldf(gamma + i) + gamma_shift) + ldf(beta + i);
             stf(yr + i, v);
@@ -51,15 +52,16 @@ template <typename T>
 __global__ void ln_param_partials_kernel(const T* dy, const T* x, const float* mean,
                                          const float* rstd, float* pg, float* pb,
                                          std::int64_t rows, std::int64_t cols,
-                                         std::int64_t rows_per_chunk) {
+                                         std::int64_t rows_per_chunk, NormRows at) {
     const std::int64_t col = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
     if (col >= cols) return;
     const std::int64_t r0 = blockIdx.y * rows_per_chunk;
     const std::int64_t r1 = min(rows, r0 + rows_per_chunk);
     float ag = 0.0f, ab = 0.0f;
     for (std::int64_t r = r0; r < r1; ++r) {
-        const float d = ldf(dy + r * cols + col);
-        ag += d * (ldf(x + r * cols + col) - mean[r]) * rstd[r];
+        const std::int64_t base = norm_row(at, r) * cols;
+        const float d = ldf(dy + base + col);
+        ag += d * (ldf(x + base + col) - mean[r]) * rstd[r];
         ab += d;
     }
     pg[blockIdx.y * cols + col] = ag;
@@ -69,24 +71,25 @@ __global__ void ln_param_partials_kernel(const T* dy, const T* x, const float* m
 template <typename T>
 __global__ void ln_dx_kernel(const T* dy, const T* x, const T* gamma, float gamma_shift, const float* mean,
                              const float* rstd, const T* dres, T* dx, std::int64_t rows,
-                             std::int64_t cols) {
+                             std::int64_t cols, NormRows at) {
     __shared__ float sh[32];
     GPT_ROW_LOOP(r, rows) {
         const float mu = mean[r], rs = rstd[r];
+        const std::int64_t base = norm_row(at, r) * cols;
         float c1 = 0.0f, c2 = 0.0f;
         for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-            const float dyg = ldf(dy + r * cols + i) * (ldf(gamma + i) + gamma_shift);
+            const float dyg = ldf(dy + base + i) * (ldf(gamma + i) + gamma_shift);
             c1 += dyg;
-            c2 += dyg * (ldf(x + r * cols + i) - mu) * rs;
+            c2 += dyg * (ldf(x + base + i) - mu) * rs;
         }
         c1 = block_sum(c1, sh) / static_cast<float>(cols);
         c2 = block_sum(c2, sh) / static_cast<float>(cols);
         // Each element is read and then written by the same thread: dx may alias dy or dres.
         for (std::int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-            const float dyg = ldf(dy + r * cols + i) * (ldf(gamma + i) + gamma_shift);
-            const float xhat = (ldf(x + r * cols + i) - mu) * rs;
-            const float res = dres ? ldf(dres + r * cols + i) : 0.0f;
-            stf(dx + r * cols + i, res + (dyg - c1 - xhat * c2) * rs);
+            const float dyg = ldf(dy + base + i) * (ldf(gamma + i) + gamma_shift);
+            const float xhat = (ldf(x + base + i) - mu) * rs;
+            const float res = dres ? ldf(dres + base + i) : 0.0f;
+            stf(dx + base + i, res + (dyg - c1 - xhat * c2) * rs);
         }
         __syncthreads();
     }
@@ -102,14 +105,15 @@ constexpr int kMaxRowPacks = 4;
 template <typename T, int K, bool Q>
 __global__ void ln_fwd_vec_kernel(const T* x, const T* gamma, const T* beta, T* y, float* mean,
                                   float* rstd, std::int64_t rows, int cols, float eps,
-                                  float gamma_shift, Fp8CodesArg codes) {
+                                  float gamma_shift, Fp8CodesArg codes, NormRows at) {
     constexpr int N = kVec<T>;
     __shared__ float sh[32];
     const int packs = cols / N;
     unsigned m = 0;
     [[maybe_unused]] const float scale = Q ? *codes.scale : 1.0f;
     GPT_ROW_LOOP(r, rows) {
-        const T* xr = x + r * cols;
+        const std::int64_t base = norm_row(at, r) * cols;
+        const T* xr = x + base;
         float v[K][N];
         float s = 0.0f;
 #pragma unroll
@@ -141,7 +145,7 @@ __global__ void ln_fwd_vec_kernel(const T* x, const T* gamma, const T* beta, T* 
                 load_vec(beta + p * N, b);
 #pragma unroll
                 for (int i = 0; i < N; ++i) v[k][i] = (v[k][i] - mu) * rs * (g[i] + gamma_shift) + b[i];
-                store_vec(y + r * cols + p * N, v[k]);
+                store_vec(y + base + p * N, v[k]);
                 if constexpr (Q) store_codes<T, N>(v[k], scale, codes.e4m3, codes.q + r * cols + p * N, m);
             }
         }
@@ -159,7 +163,7 @@ __global__ void ln_fwd_vec_kernel(const T* x, const T* gamma, const T* beta, T* 
 template <typename T, int K>
 __global__ void ln_bwd_vec_kernel(const T* dy, const T* x, const T* gamma, float gamma_shift,
                                   const float* mean, const float* rstd, const T* dres, T* dx, float* pg,
-                                  float* pb, std::int64_t rows, int cols, std::int64_t rpb) {
+                                  float* pb, std::int64_t rows, int cols, std::int64_t rpb, NormRows at) {
     constexpr int N = kVec<T>;
     __shared__ float sh[32];
     const int packs = cols / N;
@@ -179,14 +183,15 @@ __global__ void ln_bwd_vec_kernel(const T* dy, const T* x, const T* gamma, float
     const std::int64_t r1 = min(rows, r0 + rpb);
     for (std::int64_t r = r0; r < r1; ++r) {
         const float mu = mean[r], rs = rstd[r];
+        const std::int64_t base = norm_row(at, r) * cols;
         float d[K][N], xh[K][N];
         float c1 = 0.0f, c2 = 0.0f;
 #pragma unroll
         for (int k = 0; k < K; ++k) {
             const int p = threadIdx.x + k * blockDim.x;
             if (p < packs) {
-                load_vec(dy + r * cols + p * N, d[k]);
-                load_vec(x + r * cols + p * N, xh[k]);
+                load_vec(dy + base + p * N, d[k]);
+                load_vec(x + base + p * N, xh[k]);
 #pragma unroll
                 for (int i = 0; i < N; ++i) {
                     xh[k][i] = (xh[k][i] - mu) * rs;
@@ -207,7 +212,7 @@ __global__ void ln_bwd_vec_kernel(const T* dy, const T* x, const T* gamma, float
             if (p < packs) {
                 float res[N];
                 if (dres) {
-                    load_vec(dres + r * cols + p * N, res);
+                    load_vec(dres + base + p * N, res);
                 } else {
 #pragma unroll
                     for (int i = 0; i < N; ++i) res[i] = 0.0f;
@@ -215,7 +220,7 @@ __global__ void ln_bwd_vec_kernel(const T* dy, const T* x, const T* gamma, float
 #pragma unroll
                 for (int i = 0; i < N; ++i)
                     res[i] += (d[k][i] * g[k][i] - c1 - xh[k][i] * c2) * rs;
-                store_vec(dx + r * cols + p * N, res);
+                store_vec(dx + base + p * N, res);
             }
         }
     }
@@ -253,7 +258,7 @@ namespace {
 template <bool Q>
 void launch_ln_forward(cudaStream_t stream, const void* x, const void* gamma, const void* beta, void* y,
                        float* mean, float* rstd, std::int64_t rows, std::int64_t cols, float eps, DType dtype,
-                       bool zero_centered_gamma, const Fp8CodesArg& codes) {
+                       bool zero_centered_gamma, const Fp8CodesArg& codes, const NormRows& at = {}) {
     const float gamma_shift = zero_centered_gamma ? 1.0f : 0.0f;
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
@@ -262,12 +267,12 @@ void launch_ln_forward(cudaStream_t stream, const void* x, const void* gamma, co
                 constexpr int K = decltype(k)::value;
                 ln_fwd_vec_kernel<T, K, Q><<<row_grid(rows), row_threads(cols / kVec<T>, K), 0, stream>>>(
                     static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
-                    static_cast<T*>(y), mean, rstd, rows, static_cast<int>(cols), eps, gamma_shift, codes);
+                    static_cast<T*>(y), mean, rstd, rows, static_cast<int>(cols), eps, gamma_shift, codes, at);
             }))
             return;
         ln_fwd_kernel<T, Q><<<row_grid(rows), kThreads, 0, stream>>>(
             static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
-            static_cast<T*>(y), mean, rstd, rows, cols, eps, gamma_shift, codes);
+            static_cast<T*>(y), mean, rstd, rows, cols, eps, gamma_shift, codes, at);
     });
 }
 
@@ -275,10 +280,11 @@ void launch_ln_forward(cudaStream_t stream, const void* x, const void* gamma, co
 
 void CudaBackend::do_layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
                                        float* mean, float* rstd, std::int64_t rows,
-                                       std::int64_t cols, float eps, DType dtype, bool zero_centered_gamma) {
+                                       std::int64_t cols, float eps, DType dtype, bool zero_centered_gamma,
+                                       const NormRows& at) {
     if (rows == 0) return;
     launch_ln_forward<false>(cuda_stream(stream()), x, gamma, beta, y, mean, rstd, rows, cols, eps, dtype,
-                             zero_centered_gamma, {});
+                             zero_centered_gamma, {}, at);
     GPT_CUDA_LAUNCH_CHECK("layernorm_forward");
 }
 
@@ -298,7 +304,8 @@ void CudaBackend::do_norm_forward_fp8(bool rmsnorm, const void* x, const void* g
 void CudaBackend::do_layernorm_backward(const void* dy, const void* x, const void* gamma,
                                         const float* mean, const float* rstd, const void* dresidual,
                                         void* dx, float* dgamma, float* dbeta, std::int64_t rows,
-                                        std::int64_t cols, DType dtype, bool zero_centered_gamma) {
+                                        std::int64_t cols, DType dtype, bool zero_centered_gamma,
+                                        const NormRows& at) {
     if (rows == 0) return;
     const float gamma_shift = zero_centered_gamma ? 1.0f : 0.0f;
     // Chunks of rows: one per block of the vectorized kernel, one per partial row of the
@@ -316,16 +323,16 @@ void CudaBackend::do_layernorm_backward(const void* dy, const void* x, const voi
                              ln_bwd_vec_kernel<T, K><<<static_cast<unsigned>(chunks), row_threads(cols / kVec<T>, K), 0, cuda_stream(stream())>>>(
                                  static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma),
                                  gamma_shift, mean, rstd, static_cast<const T*>(dresidual), static_cast<T*>(dx),
-                                 pg, pb, rows, static_cast<int>(cols), rpc);
+                                 pg, pb, rows, static_cast<int>(cols), rpc, at);
                          });
         if (vec) return;
         // Parameter gradients first: they read dy, which dx may overwrite.
         const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads), static_cast<unsigned>(chunks));
         ln_param_partials_kernel<T><<<grid, kThreads, 0, cuda_stream(stream())>>>(
-            static_cast<const T*>(dy), static_cast<const T*>(x), mean, rstd, pg, pb, rows, cols, rpc);
+            static_cast<const T*>(dy), static_cast<const T*>(x), mean, rstd, pg, pb, rows, cols, rpc, at);
         ln_dx_kernel<T><<<row_grid(rows), kThreads, 0, cuda_stream(stream())>>>(
             static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma), gamma_shift,
-            mean, rstd, static_cast<const T*>(dresidual), static_cast<T*>(dx), rows, cols);
+            mean, rstd, static_cast<const T*>(dresidual), static_cast<T*>(dx), rows, cols, at);
     });
     GPT_CUDA_LAUNCH_CHECK("layernorm_backward");
     add_chunk_sums(pg, dgamma, chunks, cols);

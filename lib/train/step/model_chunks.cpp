@@ -234,11 +234,11 @@ void ModelChunks::finalize_grads() {
         for (auto& r : reducers_) r->finish();
     }
     // Sequence parallelism leaves each TP rank a partial sum of the layernorm and
-    // row-parallel bias grads.
-    // (Timed only where the phase exists: sequence parallelism over more than one TP rank.)
+    // row-parallel bias grads, --qk-layernorm of the query and key norms' grads.
+    // (Timed only where Megatron has the phase: sequence parallelism over more than one TP rank.)
     const bool sp = groups_.grid().tp_size() > 1 && chunks_.front()->options().sequence_parallel;
     Timers::Scope phase(sp ? timers_ : nullptr, Phase::LayernormGradsAllReduce);
-    for (auto& m : chunks_) m->reduce_sequence_parallel_grads();
+    for (auto& m : chunks_) m->reduce_tp_partial_grads();
 }
 
 void ModelChunks::set_timers(Timers* t) {
