@@ -156,6 +156,12 @@ struct OptimizerConfig {
     std::int64_t lr_wsd_decay_iters = 0;
     std::int64_t lr_wsd_decay_samples = 0;
     WsdDecayStyle lr_wsd_decay_style = WsdDecayStyle::Exponential;
+    // Megatron's --decoupled-lr and --decoupled-min-lr: the word embeddings' and the output
+    // layer's own peak and floor on the same schedule (warm-up from --lr-warmup-init, the same
+    // decay); kLrNotGiven (Megatron's None): --lr's group, and for the floor --min-lr.
+    static constexpr double kLrNotGiven = -1.0;
+    double decoupled_lr = kLrNotGiven;
+    double decoupled_min_lr = kLrNotGiven;
     double weight_decay = 0.01;
     // Megatron's --apply-wd-to-qk-layernorm: --qk-layernorm's query and key norms decay too
     // (Qwen3-Next's choice); every other 1-D parameter and bias does not.

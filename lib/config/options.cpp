@@ -212,6 +212,10 @@ private:
         add(opt, "optimizer", &C::optimizer, &OptimizerConfig::optimizer, "adam");
         add(opt, "lr", &C::optimizer, &OptimizerConfig::lr, "peak learning rate");
         add(opt, "min-lr", &C::optimizer, &OptimizerConfig::min_lr, "learning rate floor");
+        add(opt, "decoupled-lr", &C::optimizer, &OptimizerConfig::decoupled_lr,
+            "peak learning rate of the word embeddings and the output layer (-1: --lr)");
+        add(opt, "decoupled-min-lr", &C::optimizer, &OptimizerConfig::decoupled_min_lr,
+            "learning rate floor of the word embeddings and the output layer (-1: --min-lr)");
         add(opt, "lr-decay-style", &C::optimizer, &OptimizerConfig::lr_decay_style, "constant, linear, cosine, inverse-square-root or WSD (warmup-stable-decay)");
         add(opt, "lr-decay-iters", &C::optimizer, &OptimizerConfig::lr_decay_iters, "iterations to decay over (0: train-iters)");
         add(opt, "lr-decay-samples", &C::optimizer, &OptimizerConfig::lr_decay_samples, "samples to decay over");
@@ -357,8 +361,6 @@ const std::map<std::string, std::string>& unsupported_flags() {
         {"reset-position-ids", "not implemented: positions run over the whole sample, across documents"},
         {"reset-attention-mask", "not implemented: attention is causal over the whole sample, across documents"},
         {"apply-residual-connection-post-layernorm", "not implemented: the residual is taken before the layernorm"},
-        {"decoupled-lr", "not implemented: the embedding and output layers share --lr"},
-        {"decoupled-min-lr", "not implemented: the embedding and output layers share --min-lr"},
         {"use-checkpoint-args", "not implemented: give the model's flags (a mismatch with the checkpoint is refused by name)"},
         {"ckpt-format", "checkpoints are this project's HDF5 format (docs/checkpoint-format.md); drop the flag"},
         {"use-dist-ckpt", "checkpoints are this project's HDF5 format, sharded and resharded on load; drop the flag"},

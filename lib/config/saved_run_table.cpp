@@ -103,8 +103,9 @@ SavedRun saved_run_from_table(const std::string& table, const std::string& file)
     for (const OptionField& f : option_fields()) {
         const auto row = rows.find(f.key);
         if (row == rows.end()) continue;  // an older build's table: the flag did not exist
-        // Megatron's table prints an unset number as None (kv_channels): the default here.
-        if (row->second == "None" && f.get(Config{}).index() == 1) continue;
+        // Megatron's table prints an unset number as None (kv_channels, decoupled_lr): the
+        // default here, which means the same.
+        if (row->second == "None" && (f.get(Config{}).index() == 1 || f.get(Config{}).index() == 3)) continue;
         try {
             f.set(out.config, parse_row(f.get(Config{}), row->second));
         } catch (const std::exception& e) {  // from_chars, a list, an enum spelling, a narrowing

@@ -36,6 +36,29 @@ void resolve_weight_decay_schedule(OptimizerConfig& o) {
                 o.end_weight_decay, ")");
 }
 
+// --decoupled-lr / --decoupled-min-lr: a peak and a floor as --lr's (the floor --min-lr when
+// not given), and the warm-up's start below the peak. Megatron runs a floor above the peak (a
+// "decay" that rises) and ignores --decoupled-min-lr without --decoupled-lr; both are refused.
+void validate_decoupled_lr(const OptimizerConfig& o) {
+    constexpr double none = OptimizerConfig::kLrNotGiven;
+    if (o.decoupled_lr == none) {
+        GPT_REQUIRE(o.decoupled_min_lr == none, UsageError,
+                    "--decoupled-min-lr needs --decoupled-lr (the embeddings and the output layer follow --lr "
+                    "and --min-lr without it)");
+        return;
+    }
+    require_finite(o.decoupled_lr, "decoupled-lr");
+    require_finite(o.decoupled_min_lr, "decoupled-min-lr");
+    const double floor = o.decoupled_min_lr == none ? o.min_lr : o.decoupled_min_lr;
+    const char* floor_flag = o.decoupled_min_lr == none ? "--min-lr" : "--decoupled-min-lr";
+    GPT_REQUIRE(o.decoupled_lr >= 0 && floor >= 0, UsageError, "--decoupled-lr and ", floor_flag,
+                " must not be negative");
+    GPT_REQUIRE(floor <= o.decoupled_lr, UsageError, floor_flag, " ", floor, " exceeds --decoupled-lr ",
+                o.decoupled_lr, " (the embeddings' and output layer's learning rate would rise as it decays)");
+    GPT_REQUIRE(o.lr_warmup_init <= o.decoupled_lr, UsageError, "--lr-warmup-init ", o.lr_warmup_init,
+                " exceeds --decoupled-lr ", o.decoupled_lr, " (the warm-up starts there for every group)");
+}
+
 }  // namespace
 
 void validate_schedule(OptimizerConfig& o) {
@@ -55,6 +78,7 @@ void validate_schedule(OptimizerConfig& o) {
     GPT_REQUIRE(o.min_lr <= o.lr || o.lr == 0, UsageError, "--min-lr ", o.min_lr, " exceeds --lr ", o.lr);
     GPT_REQUIRE(o.lr_warmup_init >= 0 && (o.lr_warmup_init <= o.lr || o.lr == 0), UsageError,
                 "--lr-warmup-init ", o.lr_warmup_init, " must be in [0, --lr ", o.lr, "]");
+    validate_decoupled_lr(o);
     GPT_REQUIRE(!(o.lr_warmup_fraction > 0 && o.lr_warmup_iters > 0), UsageError,
                 "give only one of --lr-warmup-fraction and --lr-warmup-iters");
     GPT_REQUIRE(o.lr_warmup_fraction >= 0 && o.lr_warmup_fraction <= 1, UsageError,

@@ -189,4 +189,9 @@ bool is_qk_norm(const ParamEntry& e) {
     return e.name.find("/q_layernorm/") != std::string::npos || e.name.find("/k_layernorm/") != std::string::npos;
 }
 
+bool is_embedding_or_output(const ParamEntry& e) {
+    return e.name == ParamLayout::word_embeddings() || e.name == ParamLayout::output_layer() ||
+           e.name == ParamLayout::word_embeddings_for_head();
+}
+
 }  // namespace gpt::model

@@ -85,4 +85,8 @@ LayerParamOffsets layer_offsets(const ParamLayout& layout, int layer);
 // (--apply-wd-to-qk-layernorm).
 bool is_qk_norm(const ParamEntry& e);
 
+// Megatron's is_embedding_or_output_parameter (--decoupled-lr): the word embeddings, the
+// untied output layer, or the last stage's copy of the tied embeddings.
+bool is_embedding_or_output(const ParamEntry& e);
+
 }  // namespace gpt::model

@@ -36,13 +36,18 @@ AdamOptimizer::AdamOptimizer(const OptimizerConfig& cfg, model::GptModel& model,
     auto counted_entry = [&](const model::ParamEntry& e) {
         return !(e.tp_duplicate && tp_rank != 0) && e.name != model::ParamLayout::word_embeddings_for_head();
     };
+    // Megatron's is_embedding_or_output_parameter: the word embeddings, the output layer and
+    // the last stage's copy of the tied embeddings take --decoupled-lr.
+    const bool decouple = cfg.decoupled_lr != OptimizerConfig::kLrNotGiven;
     for (const auto& e : model.layout().entries()) {
         const std::int64_t end = e.offset + e.numel;
         const bool decays = e.weight_decay || (cfg.apply_wd_to_qk_layernorm && model::is_qk_norm(e));
-        if (!update_ranges_.empty() && update_ranges_.back().weight_decay == decays)
+        const bool decoupled = decouple && model::is_embedding_or_output(e);
+        if (!update_ranges_.empty() && update_ranges_.back().weight_decay == decays &&
+            update_ranges_.back().decoupled == decoupled)
             update_ranges_.back().end = end;
         else
-            update_ranges_.push_back(Range{e.offset, end, decays, true});
+            update_ranges_.push_back(Range{e.offset, end, decays, true, decoupled});
         const bool counted = counted_entry(e);
         if (!norm_ranges_.empty() && norm_ranges_.back().counted == counted)
             norm_ranges_.back().end = end;
@@ -178,7 +183,7 @@ StepResult AdamOptimizer::step(double lr, double loss_scale, const GradNorm& nor
             a.model_param = own_main_ ? model_params + e.begin * dtype_size(mdt) : nullptr;
             a.model_dtype = mdt;
             a.n = e.end - e.begin;
-            a.lr = static_cast<float>(lr);
+            a.lr = static_cast<float>(e.decoupled ? decoupled_lr_ : lr);
             a.beta1 = static_cast<float>(cfg_.adam_beta1);
             a.beta2 = static_cast<float>(cfg_.adam_beta2);
             a.eps = static_cast<float>(cfg_.adam_eps);

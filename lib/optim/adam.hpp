@@ -88,6 +88,9 @@ public:
     // The decoupled weight decay of the next steps (Megatron's scheduler sets it each step
     // from --weight-decay-incr-style); --weight-decay until then.
     void set_weight_decay(double wd) { weight_decay_ = wd; }
+    // --decoupled-lr: the learning rate of the word embeddings and the output layer in the
+    // next steps (the scheduler's decoupled_lr()); without the flag they take step's lr.
+    void set_decoupled_lr(double lr) { decoupled_lr_ = lr; }
     std::int64_t steps() const { return step_; }
     void set_steps(std::int64_t s) { step_ = s; }
     dist::Communicator& norm_group() { return norm_; }
@@ -121,9 +124,11 @@ private:
         std::int64_t begin = 0, end = 0;
         bool weight_decay = false;  // update ranges
         bool counted = true;        // norm ranges: contributes to the grad norm
+        bool decoupled = false;     // update ranges: --decoupled-lr's group
     };
     OptimizerConfig cfg_;
     double weight_decay_ = 0.0;
+    double decoupled_lr_ = 0.0;
     std::vector<Range> update_ranges_, norm_ranges_;
     // Alignment padding inside the counted norm ranges (always zero), left out of the zeros.
     std::int64_t counted_padding_ = 0;

@@ -32,6 +32,11 @@ LrScheduler::LrScheduler(const ScheduleSpec& s) : s_(s) {
                 s.start_wd, " and --end-weight-decay ", s.end_wd);
     GPT_REQUIRE(s.wd_incr > 0, UsageError, "the weight-decay schedule's length must be positive (got ",
                 s.wd_incr, " samples)");
+    if (s.decoupled())
+        GPT_REQUIRE(s.decoupled_min_lr >= 0.0 && s.decoupled_min_lr <= s.decoupled_max_lr &&
+                        s.init_lr <= s.decoupled_max_lr,
+                    UsageError, "need 0 <= the decoupled floor (", s.decoupled_min_lr, ") <= --decoupled-lr (",
+                    s.decoupled_max_lr, ") and --lr-warmup-init (", s.init_lr, ") <= --decoupled-lr");
 }
 
 LrScheduler::LrScheduler(double max_lr, double min_lr, std::int64_t warmup_steps, std::int64_t decay_steps,
@@ -44,6 +49,10 @@ LrScheduler LrScheduler::from_config(const OptimizerConfig& o, std::int64_t trai
     ScheduleSpec s;
     s.max_lr = o.lr;
     s.min_lr = o.min_lr;
+    if (o.decoupled_lr != OptimizerConfig::kLrNotGiven) {
+        s.decoupled_max_lr = o.decoupled_lr;
+        s.decoupled_min_lr = o.decoupled_min_lr != OptimizerConfig::kLrNotGiven ? o.decoupled_min_lr : o.min_lr;
+    }
     s.init_lr = o.lr_warmup_init;
     s.style = o.lr_decay_style;
     s.wsd_style = o.lr_wsd_decay_style;
@@ -87,10 +96,9 @@ LrScheduler LrScheduler::from_config(const OptimizerConfig& o, std::int64_t trai
     return LrScheduler(s);
 }
 
-double LrScheduler::lr_at(std::int64_t n) const {
+double LrScheduler::lr_between(std::int64_t n, double max_lr, double min_lr) const {
     // Megatron's get_lr, branch for branch: warm-up from init_lr, then decay; past the decay
     // length stay at min-lr.
-    const double max_lr = s_.max_lr, min_lr = s_.min_lr;
     if (s_.warmup > 0 && n <= s_.warmup)
         return s_.init_lr + (max_lr - s_.init_lr) * static_cast<double>(n) / static_cast<double>(s_.warmup);
     if (s_.style == LrDecayStyle::Constant) return max_lr;

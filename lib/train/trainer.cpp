@@ -164,7 +164,7 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
         optim::StepResult r;
         {
             Timers::Scope phase(&monitor_->timers(), Phase::Optimizer);
-            r = chunks_->step(rec.lr, state_.scheduler.weight_decay(), grad_divisor);
+            r = chunks_->step(rec.lr, state_.scheduler.decoupled_lr(), state_.scheduler.weight_decay(), grad_divisor);
         }
         if (r.skipped) {
             // Without a loss scaler a non-finite gradient is no overflow: stop (the check),

@@ -226,6 +226,11 @@ TEST(ConfigValidate, ImpossibleCombinationsNameTheNumbers) {
         {{"--weight-decay-incr-style", "cosine", "--start-weight-decay", "0.2", "--end-weight-decay", "0.1"}, 1,
          "need 0 <= --start-weight-decay (0.2) <= --end-weight-decay (0.1)"},
         {{"--lr", "0.001", "--lr-warmup-init", "0.002"}, 1, "--lr-warmup-init 0.002 must be in [0, --lr 0.001]"},
+        {{"--decoupled-min-lr", "0.0001"}, 1, "--decoupled-min-lr needs --decoupled-lr"},
+        {{"--min-lr", "0.0002", "--decoupled-lr", "0.0001"}, 1, "--min-lr 0.0002 exceeds --decoupled-lr 0.0001"},
+        {{"--decoupled-lr", "0.0001", "--decoupled-min-lr", "0.0002"}, 1, "--decoupled-min-lr 0.0002 exceeds --decoupled-lr 0.0001"},
+        {{"--decoupled-lr", "0.0001", "--lr-warmup-init", "0.0002"}, 1, "--lr-warmup-init 0.0002 exceeds --decoupled-lr 0.0001"},
+        {{"--decoupled-lr", "nan"}, 1, "decoupled-lr"},
         {{"--kv-channels", "128"}, 1, "--kv-channels 128 is not supported: the head dimension is hidden-size / num-attention-heads = 64 / 4 = 16"},
         {{"--lr-wsd-decay-style", "step"}, 1, "--lr-wsd-decay-style must be one of exponential, linear, cosine, minus_sqrt"},
     };

@@ -177,9 +177,10 @@ TEST(SavedRun, LegacyDoublesAgreeAsTheTablePrintedThem) {
 
 TEST(SavedRun, LegacyReaderTakesMegatronSpellingsAndRefusesOtherArchitectures) {
     std::string base = format_arguments(realistic_run());
-    // This build's table has kv_channels, squared_relu, apply_layernorm_1p and qk_layernorm
-    // rows of its own; the rows below stand for Megatron's.
-    for (const char* own : {"  kv_channels ", "  squared_relu ", "  apply_layernorm_1p ", "  qk_layernorm "}) {
+    // This build's table has kv_channels, squared_relu, apply_layernorm_1p, qk_layernorm and
+    // decoupled_lr rows of its own; the rows below stand for Megatron's.
+    for (const char* own :
+         {"  kv_channels ", "  squared_relu ", "  apply_layernorm_1p ", "  qk_layernorm ", "  decoupled_lr "}) {
         const std::size_t at = base.find(own);
         ASSERT_NE(at, std::string::npos) << own;
         base.erase(at, base.find('\n', at) + 1 - at);
@@ -195,6 +196,9 @@ TEST(SavedRun, LegacyReaderTakesMegatronSpellingsAndRefusesOtherArchitectures) {
     EXPECT_TRUE(saved_run_from_table(with("squared_relu ........ True"), "f").config.model.squared_relu);
     EXPECT_TRUE(saved_run_from_table(with("apply_layernorm_1p ........ True"), "f").config.model.apply_layernorm_1p);
     EXPECT_NO_THROW(saved_run_from_table(with("kv_channels ........ 16"), "f"));
+    EXPECT_EQ(saved_run_from_table(with("decoupled_lr ........ None"), "f").config.optimizer.decoupled_lr,
+              OptimizerConfig::kLrNotGiven);
+    EXPECT_EQ(saved_run_from_table(with("decoupled_lr ........ 0.0003"), "f").config.optimizer.decoupled_lr, 3e-4);
     EXPECT_EQ(saved_run_from_table(with("kv_channels ........ None"), "f").config.model.kv_channels, 0);
     try {
         saved_run_from_table(with("apply_residual_connection_post_layernorm ........ True"), "old.h5");

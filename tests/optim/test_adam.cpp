@@ -147,5 +147,45 @@ TEST(AdamOptimizer, QkNormsDecayOnlyWithApplyWdToQkLayernorm) {
     }
 }
 
+// --decoupled-lr: the word embeddings and the output layer step at their own learning rate,
+// every other parameter at lr. One step from zero moments moves each parameter by
+// lr' g / (|g| + eps) (bias-corrected, no weight decay): lr' to within eps / |g| <= 1e-5
+// relative where |g| >= 1e-3, plus the rounding of parameters up to 1 in fp32 (two halves of
+// an ulp, 1.2e-7), so each entry's step size names its learning rate (1e-3 or 3e-3). Tied
+// (the embeddings serve as the head) and untied (the output layer is the second such tensor).
+TEST(AdamOptimizer, DecoupledLrStepsTheEmbeddingsAndTheOutputLayer) {
+    for (const bool untied : {false, true}) {
+        SCOPED_TRACE(untied ? "untied" : "tied");
+        ModelConfig mc = test::tiny::model();
+        mc.untie_embeddings_and_output_weights = untied;
+        TinyModel s(DType::F32, mc);
+        OptimizerConfig cfg;
+        cfg.weight_decay = 0.0;
+        cfg.clip_grad = 0.0;
+        cfg.decoupled_lr = 3e-3;
+        AdamOptimizer opt(cfg, *s.m, *s.mp);
+        opt.set_decoupled_lr(3e-3);
+        const std::size_t n = static_cast<std::size_t>(s.m->layout().total_elements());
+        std::vector<float> before(n), after(n);
+        s.m->get_parameters(before.data());
+        const auto g = s.set_random_grads(7, 1.0f);
+        ASSERT_FALSE(opt.step(1e-3, 1.0).skipped);
+        s.m->get_parameters(after.data());
+        int decoupled = 0;
+        for (const auto& e : s.m->layout().entries()) {
+            const bool embedding_or_output = e.name == model::ParamLayout::word_embeddings() ||
+                                             e.name == model::ParamLayout::output_layer();
+            decoupled += embedding_or_output;
+            const double lr = embedding_or_output ? 3e-3 : 1e-3;
+            for (std::int64_t k = 0; k < e.numel; ++k) {
+                const auto i = static_cast<std::size_t>(e.offset + k);
+                if (std::abs(g[i]) < 1e-3) continue;  // eps matters there
+                ASSERT_NEAR(before[i] - after[i], lr * (g[i] > 0 ? 1.0 : -1.0), 1e-5 * lr + 1.2e-7) << e.name;
+            }
+        }
+        EXPECT_EQ(decoupled, untied ? 2 : 1);
+    }
+}
+
 }  // namespace
 }  // namespace gpt::optim

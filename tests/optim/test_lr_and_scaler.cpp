@@ -60,6 +60,44 @@ TEST(LrScheduler, CountsSamplesFromTheFlags) {
     EXPECT_THROW(LrScheduler(1e-3, 1e-2, 0, 100, LrDecayStyle::Linear), UsageError);
 }
 
+// --decoupled-lr: the embeddings' and output layer's group runs the same schedule (warm-up
+// from --lr-warmup-init, the decay style, the lengths) between its own peak and floor, the
+// floor --min-lr where --decoupled-min-lr is not given (Megatron's param-group max_lr /
+// min_lr); without the flag it is the main group's.
+TEST(LrScheduler, DecoupledGroupFollowsTheScheduleBetweenItsOwnPeakAndFloor) {
+    OptimizerConfig o;
+    o.lr = 1e-3;
+    o.min_lr = 1e-4;
+    o.lr_warmup_init = 1e-5;
+    o.lr_decay_style = LrDecayStyle::Cosine;
+    o.lr_warmup_iters = 10;
+    LrScheduler plain = LrScheduler::from_config(o, 100, 0, 8);  // 80 warm-up, 800 decay samples
+    for (std::int64_t n : {0, 40, 80, 400, 800, 900}) EXPECT_EQ(plain.decoupled_lr_at(n), plain.lr_at(n)) << n;
+    o.decoupled_lr = 4e-4;
+    LrScheduler floor_min = LrScheduler::from_config(o, 100, 0, 8);
+    o.decoupled_min_lr = 2e-5;
+    const LrScheduler s = LrScheduler::from_config(o, 100, 0, 8);
+    // The main group is unchanged.
+    for (std::int64_t n : {0, 40, 80, 400, 800, 900}) EXPECT_EQ(s.lr_at(n), plain.lr_at(n)) << n;
+    EXPECT_DOUBLE_EQ(s.decoupled_lr_at(0), 1e-5);
+    EXPECT_DOUBLE_EQ(s.decoupled_lr_at(40), 1e-5 + (4e-4 - 1e-5) * 0.5);
+    EXPECT_DOUBLE_EQ(s.decoupled_lr_at(80), 4e-4);
+    const double halfway = 2e-5 + 0.5 * (std::cos(M_PI * 360.0 / 720.0) + 1.0) * (4e-4 - 2e-5);
+    EXPECT_DOUBLE_EQ(s.decoupled_lr_at(440), halfway);
+    EXPECT_DOUBLE_EQ(s.decoupled_lr_at(800), 2e-5);
+    EXPECT_DOUBLE_EQ(s.decoupled_lr_at(900), 2e-5);
+    EXPECT_DOUBLE_EQ(floor_min.decoupled_lr_at(900), 1e-4);  // --min-lr
+    LrScheduler stepped = s;
+    stepped.step(440);
+    EXPECT_DOUBLE_EQ(stepped.decoupled_lr(), halfway);
+    // A floor above the peak, or a warm-up starting above it, is refused.
+    o.decoupled_min_lr = 5e-4;
+    EXPECT_THROW(LrScheduler::from_config(o, 100, 0, 8), UsageError);
+    o.decoupled_min_lr = OptimizerConfig::kLrNotGiven;
+    o.lr_warmup_init = 5e-4;
+    EXPECT_THROW(LrScheduler::from_config(o, 100, 0, 8), UsageError);
+}
+
 // Expected values printed by Megatron-LM's own OptimizerParamScheduler (megatron/core/
 // optimizer_param_scheduler.py at d98e8a64dd, run with a stub optimizer): max-lr 1e-3,
 // min-lr 1e-4, 100 warm-up and 1100 decay samples, WSD annealing over the last 300. Each

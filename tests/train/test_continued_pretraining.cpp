@@ -187,5 +187,42 @@ TEST(ContinuedPretraining, SchedulerFromTheFlagsOrTheCheckpoint) {
     }
 }
 
+// --decoupled-lr through the trainer: the word embeddings (tied: also the head) step at the
+// decoupled group's learning rate. At 0 they stay exactly as initialised while everything else
+// moves; a checkpoint's schedule check compares the group (a run resuming with another
+// --decoupled-lr and --use-checkpoint-opt_param-scheduler takes the checkpoint's, so its
+// embeddings stay frozen).
+TEST(ContinuedPretraining, DecoupledLrStepsTheEmbeddingsOnTheirOwnSchedule) {
+    Config cfg = test::tiny::short_train();
+    cfg.optimizer.decoupled_lr = 0.0;
+    cfg.optimizer.decoupled_min_lr = 0.0;
+    Job fresh(cfg);
+    const std::vector<float> init = fresh.params();
+    const Saved s = save_after_four("decoupled", cfg);
+    const model::ParamLayout& layout = fresh.tr->chunks().chunk(0).layout();
+    auto moved = [&](const std::vector<float>& p, const model::ParamEntry& e) {
+        for (std::int64_t k = 0; k < e.numel; ++k) {
+            const auto i = static_cast<std::size_t>(e.offset + k);
+            if (p[i] != init[i]) return true;
+        }
+        return false;
+    };
+    for (const auto& e : layout.entries())
+        EXPECT_EQ(moved(s.params, e), e.name != model::ParamLayout::word_embeddings()) << e.name;
+    Config c = cfg;
+    c.checkpoint.load = s.dir;
+    c.optimizer.decoupled_lr = cfg.optimizer.lr;
+    c.checkpoint.use_checkpoint_opt_param_scheduler = true;
+    Job resumed(c);
+    resumed.tr->load_checkpoint();
+    resumed.train(1);
+    EXPECT_FALSE(moved(resumed.params(), layout.at(model::ParamLayout::word_embeddings())));
+    c.checkpoint.use_checkpoint_opt_param_scheduler = false;
+    Job flags(c);
+    flags.tr->load_checkpoint();
+    flags.train(1);
+    EXPECT_TRUE(moved(flags.params(), layout.at(model::ParamLayout::word_embeddings())));
+}
+
 }  // namespace
 }  // namespace gpt::train

@@ -54,6 +54,13 @@ std::string schedule_differences(const optim::LrScheduler& saved, const optim::L
     cmp("learning rate halfway through the decay", saved.lr_at((saved.warmup_steps() + saved.decay_steps()) / 2),
         run.lr_at((run.warmup_steps() + run.decay_steps()) / 2));
     const optim::ScheduleSpec &a = saved.spec(), &b = run.spec();
+    // --decoupled-lr's group (equal to the above where neither run has one).
+    if (a.decoupled() || b.decoupled()) {
+        cmp("embeddings' and output layer's max learning rate", saved.decoupled_lr_at(saved.warmup_steps()),
+            run.decoupled_lr_at(run.warmup_steps()));
+        cmp("embeddings' and output layer's final learning rate", saved.decoupled_lr_at(saved.decay_steps()),
+            run.decoupled_lr_at(run.decay_steps()));
+    }
     if (a.style == LrDecayStyle::Wsd || b.style == LrDecayStyle::Wsd) {
         cmp("WSD annealing samples", a.wsd_decay, b.wsd_decay);
         cmp("WSD annealing style", a.wsd_style, b.wsd_style);

@@ -269,7 +269,7 @@ std::string ModelChunks::first_non_finite_grad() {
     return "";
 }
 
-optim::StepResult ModelChunks::step(double lr, double weight_decay, double grad_divisor) {
+optim::StepResult ModelChunks::step(double lr, double decoupled_lr, double weight_decay, double grad_divisor) {
     optim::GradNorm norm;
     {
         // The grad norm clipping needs; the overflow check rides in the same pass.
@@ -288,6 +288,7 @@ optim::StepResult ModelChunks::step(double lr, double weight_decay, double grad_
     optim::StepResult r;
     for (auto& o : optimizers_) {
         o->set_weight_decay(weight_decay);
+        o->set_decoupled_lr(decoupled_lr);
         r = o->step(lr, grad_divisor, norm);
     }
     return r;

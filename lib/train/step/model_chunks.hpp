@@ -57,10 +57,11 @@ public:
     LossTally forward_backward(MicroBatchSource& data, double loss_scale, std::uint64_t first_stream,
                                std::int64_t micro_batches);
     // Adam on every chunk with one grad norm (and overflow flag) over all stages and chunks,
-    // at the learning rate and weight decay the schedule gives for this step. The gradients
+    // at the learning rates (the word embeddings' and output layer's decoupled_lr, equal to lr
+    // without --decoupled-lr) and weight decay the schedule gives for this step. The gradients
     // are divided by grad_divisor first (the loss scale, times the counted tokens with
     // --calculate-per-token-loss).
-    optim::StepResult step(double lr, double weight_decay, double grad_divisor);
+    optim::StepResult step(double lr, double decoupled_lr, double weight_decay, double grad_divisor);
     // The L2 norm of every parameter of the model (each counted once), the same on every
     // rank: collective over the optimizers' norm group.
     double params_norm();
