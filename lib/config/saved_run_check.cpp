@@ -46,8 +46,8 @@ const std::vector<std::string>& meaning_arguments() {
         "padded_vocab_size", "tokenizer_type", "gelu",
         // The decoder's architecture flags: they change what the stored tensors mean.
         "num_query_groups", "group_query_attention", "normalization", "position_embedding_type", "rotary_percent",
-        "swiglu", "squared_relu", "apply_layernorm_1p", "qk_layernorm", "untie_embeddings_and_output_weights", "disable_bias_linear",
-        "rotary_base", "rotary_interleaved",
+        "swiglu", "squared_relu", "apply_layernorm_1p", "qk_layernorm", "untie_embeddings_and_output_weights",
+        "disable_bias_linear", "rotary_base", "rotary_interleaved",
         // TikTokenizer: the split pattern and the special tokens placed before the ranks change
         // which id a text maps to (the rank file's path may move, so it is not compared).
         "tiktoken_pattern", "tiktoken_num_special_tokens", "tiktoken_special_tokens"};

@@ -216,21 +216,37 @@ void write_tensor(std::ofstream& f, const std::string& name, const std::vector<s
     f << "\n";
 }
 
-// eod >= 0: --eod-mask-loss with that token, which `tokens` holds at some inputs.
-void expect_pytorch_match(const Variant& v, const std::vector<std::int32_t>& tokens, std::int32_t eod) {
+// One variant's side of a PyTorch comparison: the model, its loss and gradients, and the
+// files torch_decoder_reference.py reads and writes for it.
+struct TorchCase {
+    const Variant* v = nullptr;
+    std::unique_ptr<Model> model;
+    double loss = 0;
+    std::vector<float> g;
+    std::string in, out;
+};
+
+// eod >= 0: --eod-mask-loss with that token, which `tokens` holds at some inputs. Every
+// variant's files go to one Python process: importing torch costs about 2 s a run.
+void expect_pytorch_match(const std::vector<const Variant*>& variants, const std::vector<std::int32_t>& tokens,
+                          std::int32_t eod) {
     const char* src = std::getenv("GPT_TEST_SOURCE_DIR");
     ASSERT_NE(src, nullptr) << "GPT_TEST_SOURCE_DIR is set by ctest";
-    {
-        SCOPED_TRACE(v.name);
+    std::vector<TorchCase> cases(variants.size());
+    std::string cmd = "/usr/bin/python3 " + std::string(src) + "/tests/model/torch_decoder_reference.py";
+    for (std::size_t k = 0; k < variants.size(); ++k) {
+        TorchCase& c = cases[k];
+        c.v = variants[k];
         ModelConfig cfg = test::tiny::llama_model();
-        v.apply(cfg);
-        Model M(cfg, 0.0f, 2, eod);
-        double loss = 0;
-        const std::vector<float> g = M.grads(tokens, &loss);
-        const std::string dir = ::testing::TempDir();
-        const std::string in = dir + "decoder_arch_in.bin", out = dir + "decoder_arch_out.bin";
+        c.v->apply(cfg);
+        c.model = std::make_unique<Model>(cfg, 0.0f, 2, eod);
+        Model& M = *c.model;
+        c.g = M.grads(tokens, &c.loss);
+        const std::string dir = ::testing::TempDir() + "decoder_arch_" + std::to_string(k);
+        c.in = dir + "_in.bin";
+        c.out = dir + "_out.bin";
         {
-            std::ofstream f(in, std::ios::binary);
+            std::ofstream f(c.in, std::ios::binary);
             const ModelDims& d = M.dims;
             f << "config layers " << d.num_layers << " hidden " << d.hidden << " heads " << d.heads
               << " groups " << d.groups() << " ffn " << d.ffn << " vocab " << d.vocab_padded
@@ -246,10 +262,15 @@ void expect_pytorch_match(const Variant& v, const std::vector<std::int32_t>& tok
             for (const auto& e : M.m->layout().entries())
                 write_tensor(f, e.name, e.global_shape, M.p.data() + e.offset);
         }
-        const std::string cmd = "/usr/bin/python3 " + std::string(src) +
-                                "/tests/model/torch_decoder_reference.py " + in + " " + out;
-        ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-        std::ifstream f(out, std::ios::binary);
+        cmd += " " + c.in + " " + c.out;
+    }
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    for (TorchCase& c : cases) {
+        SCOPED_TRACE(c.v->name);
+        Model& M = *c.model;
+        const double loss = c.loss;
+        const std::vector<float>& g = c.g;
+        std::ifstream f(c.out, std::ios::binary);
         std::string word;
         double ref_loss = 0;
         f >> word >> ref_loss;
@@ -292,7 +313,6 @@ void expect_pytorch_match(const Variant& v, const std::vector<std::int32_t>& tok
             for (std::int64_t i = 0; i < n; ++i)
                 if (!(std::abs(g[e.offset + i] - ref[i]) <= 1e-4 * scale + 1e-9)) ++bad;
             EXPECT_EQ(bad, 0) << name << ": " << bad << " of " << n << " elements differ from PyTorch";
-
             ++seen;
         }
         EXPECT_EQ(seen, static_cast<int>(M.m->layout().entries().size()));
@@ -302,8 +322,8 @@ void expect_pytorch_match(const Variant& v, const std::vector<std::int32_t>& tok
 const int kSeq = test::tiny::llama_model().seq_length;
 
 TEST(DecoderArch, LossAndGradientsMatchPyTorch) {
-    for (const Variant& v : {kVariants[0], kVariants[7], kVariants[9], kVariants[11], kVariants[12]})
-        expect_pytorch_match(v, test::random_tokens(2, kSeq, 50, 8), -1);
+    expect_pytorch_match({&kVariants[0], &kVariants[7], &kVariants[9], &kVariants[11], &kVariants[12]},
+                         test::random_tokens(2, kSeq, 50, 8), -1);
 }
 
 // --eod-mask-loss against PyTorch's Megatron loss_func (loss_mask = inputs != eod, the mean
@@ -315,7 +335,7 @@ TEST(DecoderArch, EodMaskedLossAndGradientsMatchPyTorch) {
     const std::int32_t eod = 49;
     for (auto& t : tokens) t = t == eod ? 0 : t;
     for (int at : {2, 3, 7, 8, kSeq + 1 + 5}) tokens.at(static_cast<std::size_t>(at)) = eod;
-    expect_pytorch_match(kVariants[0], tokens, eod);
+    expect_pytorch_match({&kVariants[0]}, tokens, eod);
 }
 
 }  // namespace

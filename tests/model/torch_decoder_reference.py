@@ -9,7 +9,7 @@ QKV rows grouped [ng, np/ng + 2, hn]; rope as Megatron's cos/sin tables with rot
 K/V repeated over the heads of their group; SwiGLU's fc1 as [gate; up]; RMSNorm with weight
 only; --qk-layernorm as Megatron's q_layernorm / k_layernorm over each head's hn dims, before
 rope. Format: a config line, a tokens line, then per tensor "name ndim dims..." and its
-float32 bytes."""
+float32 bytes. Several IN OUT pairs may be given: one model each."""
 import math
 import sys
 
@@ -57,8 +57,8 @@ def rotary(t, rot, base, interleaved):
     return torch.cat((x * cos + rot_half * sin, rest), dim=-1)
 
 
-def main():
-    cfg, tokens, P = read_input(sys.argv[1])
+def run(in_path, out_path):
+    cfg, tokens, P = read_input(in_path)
     L, H, NP, NG = int(cfg["layers"]), int(cfg["hidden"]), int(cfg["heads"]), int(cfg["groups"])
     S, B, V = int(cfg["seq"]), int(cfg["batch"]), int(cfg["vocab"])
     HN, QPG = H // NP, NP // NG
@@ -130,7 +130,7 @@ def main():
     else:
         loss = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
     loss.backward()
-    with open(sys.argv[2], "wb") as f:
+    with open(out_path, "wb") as f:
         f.write(("loss %.17g\n" % loss.item()).encode())
         for name, p in P.items():
             f.write(("%s %d %s\n" % (name, p.dim(), " ".join(str(s) for s in p.shape))).encode())
@@ -138,4 +138,8 @@ def main():
             f.write(b"\n")
 
 
-main()
+# Pairs of input and output files, one model each (one process: torch's import is the cost).
+args = sys.argv[1:]
+assert args and len(args) % 2 == 0, "usage: torch_decoder_reference.py IN OUT [IN OUT ...]"
+for i in range(0, len(args), 2):
+    run(args[i], args[i + 1])

@@ -9,7 +9,8 @@ namespace gpt::cpu {
 
 void CpuBackend::do_layernorm_forward(const void* x, const void* gamma, const void* beta, void* y,
                                       float* mean, float* rstd, std::int64_t rows,
-                                      std::int64_t cols, float eps, DType dtype, bool zero_centered_gamma, const NormRows& at) {
+                                      std::int64_t cols, float eps, DType dtype, bool zero_centered_gamma,
+                                      const NormRows& at) {
     dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         const std::vector<float> g32 = norm_scale<T>(gamma, cols, zero_centered_gamma);
