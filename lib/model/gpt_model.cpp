@@ -188,7 +188,8 @@ void GptModel::zero_grads() {
 }
 
 void GptModel::reduce_tp_partial_grads() {
-    // Megatron's finalize_model_grads: the sequence-parallel parameters' grads summed over TP.
+    // Megatron's finalize_model_grads: the sequence-parallel parameters' grads, and the query
+    // and key norms' (--qk-layernorm), summed over TP.
     for (const GradRun& r : tp_partial_runs_)
         tp_.all_reduce(grads_ + r.begin, r.end - r.begin, dist::CommType::F32, dist::ReduceOp::Sum);
 }
