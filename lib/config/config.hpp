@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/enums.hpp"
+#include "config/pipeline_split.hpp"
 #include "core/fp8.hpp"
 
 namespace gpt {
@@ -65,6 +66,12 @@ struct ParallelConfig {
     int tensor_model_parallel_size = 1;
     int pipeline_model_parallel_size = 1;
     int num_layers_per_virtual_pipeline_stage = 0;  // 0: no interleaving
+    int num_virtual_stages_per_pipeline_rank = 0;   // the chunks per stage instead (0: not given)
+    // Uneven stages and the embedding/loss counted as layers (config/pipeline_split.hpp).
+    int decoder_first_pipeline_num_layers = PipelineSplit::kNotGiven;
+    int decoder_last_pipeline_num_layers = PipelineSplit::kNotGiven;
+    bool account_for_embedding_in_pipeline_split = false;
+    bool account_for_loss_in_pipeline_split = false;
     int data_parallel_size = 0;                      // 0: world / (TP * PP)
     bool use_distributed_optimizer = false;
     bool sequence_parallel = false;
@@ -94,9 +101,15 @@ struct ParallelConfig {
                    : recompute_granularity;
     }
 
+    PipelineSplit split() const {
+        return PipelineSplit{decoder_first_pipeline_num_layers, decoder_last_pipeline_num_layers,
+                             account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split};
+    }
     int virtual_stages(int num_layers) const {
+        if (num_virtual_stages_per_pipeline_rank > 0) return num_virtual_stages_per_pipeline_rank;
         if (num_layers_per_virtual_pipeline_stage <= 0) return 1;
-        return num_layers / pipeline_model_parallel_size / num_layers_per_virtual_pipeline_stage;
+        return split().split_layers(num_layers) / pipeline_model_parallel_size /
+               num_layers_per_virtual_pipeline_stage;
     }
     // The pipeline size the interleaved schedule needs each iteration's micro-batch count to be
     // a multiple of; 1 when the run is not interleaved (one model chunk per stage).

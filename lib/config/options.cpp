@@ -131,6 +131,11 @@ private:
         add(par, "tensor-model-parallel-size", &C::parallel, &ParallelConfig::tensor_model_parallel_size, "tensor-parallel ranks");
         add(par, "pipeline-model-parallel-size", &C::parallel, &ParallelConfig::pipeline_model_parallel_size, "pipeline stages");
         add(par, "num-layers-per-virtual-pipeline-stage", &C::parallel, &ParallelConfig::num_layers_per_virtual_pipeline_stage, "layers per virtual stage (interleaved schedule; 0: off)");
+        add(par, "num-virtual-stages-per-pipeline-rank", &C::parallel, &ParallelConfig::num_virtual_stages_per_pipeline_rank, "model chunks per pipeline stage (interleaved schedule; instead of --num-layers-per-virtual-pipeline-stage; 0: not given)");
+        add(par, "decoder-first-pipeline-num-layers", &C::parallel, &ParallelConfig::decoder_first_pipeline_num_layers, "decoder layers of the first pipeline stage (uneven stages; the other stages share the rest evenly; -1: not given)");
+        add(par, "decoder-last-pipeline-num-layers", &C::parallel, &ParallelConfig::decoder_last_pipeline_num_layers, "decoder layers of the last pipeline stage (uneven stages; -1: not given)");
+        add(par, "account-for-embedding-in-pipeline-split", &C::parallel, &ParallelConfig::account_for_embedding_in_pipeline_split, "count the embedding as a layer of the first (virtual) stage when splitting the layers");
+        add(par, "account-for-loss-in-pipeline-split", &C::parallel, &ParallelConfig::account_for_loss_in_pipeline_split, "count the output layer and loss as a layer of the last (virtual) stage when splitting the layers");
         add(par, "data-parallel-size", &C::parallel, &ParallelConfig::data_parallel_size, "data-parallel replicas (0: world / (TP x PP); must agree when given)");
         add(par, "use-distributed-optimizer", &C::parallel, &ParallelConfig::use_distributed_optimizer, "shard fp32 main params and Adam state over DP (ZeRO-1)");
         add(par, "sequence-parallel", &C::parallel, &ParallelConfig::sequence_parallel, "shard layernorm/dropout regions along the sequence over TP");
@@ -361,6 +366,7 @@ const std::map<std::string, std::string>& unsupported_flags() {
         {"reset-position-ids", "not implemented: positions run over the whole sample, across documents"},
         {"reset-attention-mask", "not implemented: attention is causal over the whole sample, across documents"},
         {"apply-residual-connection-post-layernorm", "not implemented: the residual is taken before the layernorm"},
+        {"pipeline-model-parallel-layout", "not implemented: give uneven stages with --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers, or count the embedding and loss with --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split"},
         {"use-checkpoint-args", "not implemented: give the model's flags (a mismatch with the checkpoint is refused by name)"},
         {"ckpt-format", "checkpoints are this project's HDF5 format (docs/checkpoint-format.md); drop the flag"},
         {"use-dist-ckpt", "checkpoints are this project's HDF5 format, sharded and resharded on load; drop the flag"},
@@ -383,10 +389,6 @@ const std::map<std::string, std::string>& unsupported_flags() {
         {"exp-avg-dtype", "not implemented: Adam moments are fp32"},
         {"exp-avg-sq-dtype", "not implemented: Adam moments are fp32"},
         {"recompute-modules", "not implemented: use --recompute-granularity selective (the attention core) or full"},
-        {"decoder-first-pipeline-num-layers", "pipeline stages hold equal layer counts; uneven stages are not implemented"},
-        {"decoder-last-pipeline-num-layers", "pipeline stages hold equal layer counts; uneven stages are not implemented"},
-        {"account-for-embedding-in-pipeline-split", "pipeline stages hold equal layer counts; uneven stages are not implemented"},
-        {"account-for-loss-in-pipeline-split", "pipeline stages hold equal layer counts; uneven stages are not implemented"},
         {"attention-backend", "attention is this project's own kernels (--use-flash-attn; on CUDA the GPT_CUDA_FLASH switch); drop the flag"},
         {"no-masked-softmax-fusion", "kernel fusions are not switchable here (the fused kernels compute the same values); drop the flag"},
         {"no-bias-dropout-fusion", "kernel fusions are not switchable here (the fused kernels compute the same values); drop the flag"},

@@ -76,14 +76,32 @@ void validate_precision(const TrainingConfig& t) {
                 "--loss-scale applies to --fp16 / --bf16 training only");
 }
 
-void validate_pipeline_split(int num_layers, int pp, int layers_per_virtual_stage) {
-    GPT_REQUIRE(num_layers % pp == 0, UsageError, "num-layers ", num_layers,
-                " is not divisible by pipeline-model-parallel-size ", pp, ": pipeline stages need equal layer counts");
-    if (layers_per_virtual_stage <= 0) return;
-    GPT_REQUIRE(pp > 1, UsageError, "--num-layers-per-virtual-pipeline-stage needs pipeline-model-parallel-size > 1");
-    GPT_REQUIRE((num_layers / pp) % layers_per_virtual_stage == 0, UsageError, "layers per pipeline stage ",
-                num_layers / pp, " (num-layers ", num_layers, " / PP ", pp,
-                ") is not divisible by num-layers-per-virtual-pipeline-stage ", layers_per_virtual_stage);
+void validate_pipeline_split(int num_layers, const ParallelConfig& p) {
+    const int pp = p.pipeline_model_parallel_size, per_virtual = p.num_layers_per_virtual_pipeline_stage;
+    const PipelineSplit split = p.split();
+    require_non_negative(per_virtual, "num-layers-per-virtual-pipeline-stage");
+    require_non_negative(p.num_virtual_stages_per_pipeline_rank, "num-virtual-stages-per-pipeline-rank");
+    GPT_REQUIRE(per_virtual == 0 || p.num_virtual_stages_per_pipeline_rank == 0, UsageError,
+                "--num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank are "
+                "mutually exclusive; give one");
+    // Megatron's rule: with uneven stages the layers per virtual stage differ between stages.
+    GPT_REQUIRE(per_virtual == 0 || !split.uneven(), UsageError,
+                "--decoder-first/last-pipeline-num-layers with interleaving need "
+                "--num-virtual-stages-per-pipeline-rank, not --num-layers-per-virtual-pipeline-stage");
+    if (per_virtual > 0) {
+        GPT_REQUIRE(pp > 1, UsageError,
+                    "--num-layers-per-virtual-pipeline-stage needs pipeline-model-parallel-size > 1");
+        const int n = split.split_layers(num_layers);
+        if (n % pp == 0)
+            GPT_REQUIRE((n / pp) % per_virtual == 0, UsageError, "layers per pipeline stage ", n / pp,
+                        " (num-layers ", n, " / PP ", pp,
+                        ") is not divisible by num-layers-per-virtual-pipeline-stage ", per_virtual);
+    }
+    const int vp = p.num_layers_per_virtual_pipeline_stage > 0 && split.split_layers(num_layers) % pp
+                       ? 1  // the even split's own line below says why
+                       : p.virtual_stages(num_layers);
+    const std::string why = pipeline_split_problem(num_layers, pp, vp, split);
+    GPT_REQUIRE(why.empty(), UsageError, why);
 }
 
 void validate_training_length(const TrainingConfig& t) {
@@ -174,7 +192,6 @@ void validate_model_and_training(Config& cfg) {
     }
 
     GPT_REQUIRE(p.ddp_bucket_size >= 0, UsageError, "--ddp-bucket-size must not be negative");
-    require_non_negative(p.num_layers_per_virtual_pipeline_stage, "num-layers-per-virtual-pipeline-stage");
     require_non_negative(p.data_parallel_size, "data-parallel-size");
     require_non_negative(p.recompute_num_layers, "recompute-num-layers");
 
@@ -260,7 +277,7 @@ void resolve_layout(Config& cfg, int world_size) {
 
     GPT_REQUIRE(m.num_attention_heads % tp == 0, UsageError, "num-attention-heads ",
                 m.num_attention_heads, " is not divisible by tensor-model-parallel-size ", tp);
-    validate_pipeline_split(m.num_layers, pp, p.num_layers_per_virtual_pipeline_stage);
+    validate_pipeline_split(m.num_layers, p);
     // Sequence parallelism shards the sequence over TP (Megatron turns it off at TP 1).
     if (p.sequence_parallel && p.tensor_model_parallel_size > 1)
         GPT_REQUIRE(m.seq_length % p.tensor_model_parallel_size == 0, UsageError,
@@ -272,9 +289,13 @@ void resolve_layout(Config& cfg, int world_size) {
                 "--num-query-groups ", m.num_query_groups, " is not divisible by --tensor-model-parallel-size ",
                 tp, " (K/V heads replicated over TP are not supported)");
     if (p.recompute_granularity == RecomputeGranularity::Full && p.recompute_method == RecomputeMethod::Uniform) {
-        GPT_REQUIRE((m.num_layers / pp) % p.recompute_num_layers == 0 || p.recompute_num_layers >= m.num_layers / pp,
-                    UsageError, "layers per stage ", m.num_layers / pp,
-                    " is not divisible by recompute-num-layers ", p.recompute_num_layers);
+        for (int stage = 0; stage < pp; ++stage) {
+            const int n = pipeline_stage_layers(m.num_layers, pp, p.virtual_stages(m.num_layers), p.split(), stage);
+            const std::string which = pp > 1 && p.split().any() ? " (stage " + std::to_string(stage) + ")" : "";
+            GPT_REQUIRE(n % p.recompute_num_layers == 0 || p.recompute_num_layers >= n, UsageError,
+                        "layers per stage ", n, which, " is not divisible by recompute-num-layers ",
+                        p.recompute_num_layers);
+        }
     }
 
     const int mbs = t.micro_batch_size;

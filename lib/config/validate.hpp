@@ -32,10 +32,11 @@ void validate_eval_and_tensorboard(const Config& cfg);
 // when not given, global_batch_size. Throws UsageError.
 void resolve_layout(Config& cfg, int world_size);
 
-// Equal layer counts per pipeline stage, and per virtual stage when
-// --num-layers-per-virtual-pipeline-stage is given (> 0). resolve_layout calls it, as does
-// train::pipeline_num_chunks for a Config built by hand. Throws UsageError.
-void validate_pipeline_split(int num_layers, int pp, int layers_per_virtual_stage);
+// The layers split over the pipeline stages and their virtual stages as the flags ask
+// (config/pipeline_split.hpp): equal counts unless --decoder-first/last-pipeline-num-layers
+// say otherwise. resolve_layout calls it, as does train::pipeline_num_chunks for a Config
+// built by hand. Throws UsageError.
+void validate_pipeline_split(int num_layers, const ParallelConfig& p);
 
 // Micro-batches per iteration and data-parallel rank: global batch / (micro-batch x DP),
 // the one computation of it. UsageError when the layout cannot split the global batch.

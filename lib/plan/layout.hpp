@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "config/enums.hpp"
+#include "config/pipeline_split.hpp"
 
 namespace gpt::plan {
 
@@ -13,11 +14,16 @@ namespace gpt::plan {
 using Recompute = RecomputeGranularity;
 std::string_view recompute_name(Recompute r);  // "none", "selective", "full"
 
+// " first=1 last=3 +embedding +loss" (the flags given; "" for an even split): the layers of
+// the first and last stages, and the embedding or loss counted as a layer.
+std::string describe_split(const PipelineSplit& s);
+
 struct Layout {
     int tp = 1;
     int pp = 1;
     int dp = 1;
     int vp = 1;              // virtual pipeline stages (model chunks) per rank; 1: plain 1F1B
+    PipelineSplit split;     // the user's uneven stages (the planner never chooses them)
     int micro_batch = 1;     // b
     int global_batch = 1;    // B = b x dp x micro-batches; 0 only in a shape-only rejection
     Recompute recompute = Recompute::None;

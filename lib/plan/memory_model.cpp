@@ -175,10 +175,10 @@ int pooled_slots(int pp, int vp, int micro_batches, int stage) {
 }
 
 MemoryBreakdown stage_memory(const ModelShape& m, const Layout& l, const DevicePreset& dev, int stage) {
-    GPT_ASSERT(m.num_layers % (l.pp * l.vp) == 0, "layers ", m.num_layers, " over PP ", l.pp, " x VP ", l.vp);
+    const std::vector<int> chunk_layers = pipeline_chunk_layers(m.num_layers, l.pp, l.vp, l.split);
     MemoryBreakdown r;
     r.stage = stage;
-    const double params = double(stage_params(m, l.tp, l.pp, stage).total());
+    const double params = double(stage_params(m, l.tp, l.pp, stage, l.split).total());
     const BytesPerParam bp = bytes_per_param(m.dtype);
     const int dp_shards = l.distributed_optimizer ? l.dp : 1;
     r.weights = params * bp.param;
@@ -200,7 +200,7 @@ MemoryBreakdown stage_memory(const ModelShape& m, const Layout& l, const DeviceP
     double workspace = 0, largest_slot = 0;
     for (int c = 0; c < l.vp; ++c) {
         const int vstage = c * l.pp + stage;  // Megatron's interleaved assignment
-        ChunkShape chunk{m.num_layers / (l.pp * l.vp), vstage == 0, vstage == l.pp * l.vp - 1,
+        ChunkShape chunk{chunk_layers[static_cast<std::size_t>(vstage)], vstage == 0, vstage == l.pp * l.vp - 1,
                          slots[static_cast<std::size_t>(c)]};
         const RecomputeGroups g = recompute_groups(ai, chunk.layers, l.recompute_layers, l.recompute_block);
         largest_slot = std::max(largest_slot, slot_bytes(ai, chunk, g));
@@ -218,7 +218,7 @@ MemoryBreakdown stage_memory(const ModelShape& m, const Layout& l, const DeviceP
     const double comm = groups * dev.comm_buffer_gib_per_group * kGiB;
     r.buffers = dev.runtime_overhead_gib * kGiB + comm + workspace;
     r.fragmentation = dev.fragmentation_fraction * (r.activations + workspace);
-    const int fp8_layers = fp8_layers_on_stage(m, l.pp, l.vp, stage);
+    const int fp8_layers = fp8_layers_on_stage(m, l.pp, l.vp, stage, l.split);
     r.fp8 = fp8_layers * fp8_bytes_per_layer(m, l.tp) + (fp8_layers > 0 ? fp8_workspace_bytes(m, l) : 0.0);
     return r;
 }

@@ -77,21 +77,24 @@ std::int64_t layer_linear_weights_per_rank(const ModelShape& m, int tp) {
     return (qkv_rows(m) * h + h * h + fc1_rows(m) * h + f * h) / tp;
 }
 
-int fp8_layers_on_stage(const ModelShape& m, int pp, int vp, int stage) {
-    GPT_ASSERT(pp > 0 && vp > 0 && stage >= 0 && stage < pp && m.num_layers % (pp * vp) == 0);
+int fp8_layers_on_stage(const ModelShape& m, int pp, int vp, int stage, const PipelineSplit& split) {
+    GPT_ASSERT(pp > 0 && vp > 0 && stage >= 0 && stage < pp);
     if (!m.fp8.enabled()) return 0;
-    const int per_chunk = m.num_layers / (pp * vp);
-    int n = 0;
-    for (int c = 0; c < vp; ++c) {
-        const int first = (c * pp + stage) * per_chunk;
-        for (int layer = first; layer < first + per_chunk; ++layer) n += m.fp8.layer_in_fp8(layer, m.num_layers);
+    const std::vector<int> chunks = pipeline_chunk_layers(m.num_layers, pp, vp, split);
+    int n = 0, first = 0;
+    for (int vstage = 0; vstage < pp * vp; ++vstage) {
+        const int layers = chunks[static_cast<std::size_t>(vstage)];
+        if (vstage % pp == stage)
+            for (int layer = first; layer < first + layers; ++layer) n += m.fp8.layer_in_fp8(layer, m.num_layers);
+        first += layers;
     }
     return n;
 }
 
-StageParams stage_params(const ModelShape& m, int tp, int pp, int stage) {
-    GPT_ASSERT(pp > 0 && stage >= 0 && stage < pp && m.num_layers % pp == 0);
-    const ChunkParams c = chunk_params(param_dims(m, tp), tp, m.num_layers / pp, stage == 0, stage == pp - 1);
+StageParams stage_params(const ModelShape& m, int tp, int pp, int stage, const PipelineSplit& split) {
+    GPT_ASSERT(pp > 0 && stage >= 0 && stage < pp);
+    const ChunkParams c = chunk_params(param_dims(m, tp), tp, pipeline_stage_layers(m.num_layers, pp, 1, split, stage),
+                                       stage == 0, stage == pp - 1);
     return StageParams{c.embedding, c.layers, c.final_norm, c.lm_head};
 }
 

@@ -72,12 +72,13 @@ std::int64_t layer_params_per_rank(const ModelShape& m, int tp);
 // (kept equal to stage 0's by the embedding-group all-reduce).
 struct StageParams {
     std::int64_t embedding = 0;   // word shard + position embeddings (stage 0)
-    std::int64_t layers = 0;      // num_layers / pp transformer layers (all virtual chunks)
+    std::int64_t layers = 0;      // the stage's transformer layers (all virtual chunks)
     std::int64_t final_norm = 0;  // last stage
     std::int64_t lm_head = 0;     // last stage when pp > 1: tied copy of the word shard; or the untied output layer
     std::int64_t total() const { return embedding + layers + final_norm + lm_head; }
 };
-StageParams stage_params(const ModelShape& m, int tp, int pp, int stage);
+// The stage's layers as `split` assigns them (config/pipeline_split.hpp; default even).
+StageParams stage_params(const ModelShape& m, int tp, int pp, int stage, const PipelineSplit& split = {});
 
 // Weight elements (no biases) of one layer's four linear layers held by one TP rank: what
 // FP8 casts, (q + h + f1 + f) h / t.
@@ -86,7 +87,7 @@ std::int64_t layer_linear_weights_per_rank(const ModelShape& m, int tp);
 // Transformer layers of pipeline stage `stage` (its vp model chunks, Megatron's interleaved
 // assignment: chunk c holds virtual stage c pp + stage) whose linear GEMMs run in FP8: all
 // of them under FP8 but --first-last-layers-bf16's first and last; 0 without FP8.
-int fp8_layers_on_stage(const ModelShape& m, int pp, int vp, int stage);
+int fp8_layers_on_stage(const ModelShape& m, int pp, int vp, int stage, const PipelineSplit& split = {});
 
 // Unique parameters of the whole model (one copy of the tied embedding), padded vocab at tp.
 std::int64_t total_params(const ModelShape& m, int tp = 1);

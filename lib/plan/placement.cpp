@@ -21,12 +21,22 @@ std::string_view recompute_name(Recompute r) {
     return "?";
 }
 
+std::string describe_split(const PipelineSplit& s) {
+    std::string out;
+    if (s.first_stage_layers >= 0) out += " first=" + std::to_string(s.first_stage_layers);
+    if (s.last_stage_layers >= 0) out += " last=" + std::to_string(s.last_stage_layers);
+    if (s.account_for_embedding) out += " +embedding";
+    if (s.account_for_loss) out += " +loss";
+    return out;
+}
+
 std::string Layout::describe() const {
     std::ostringstream os;
     os << "TP" << tp << " PP" << pp << " DP" << dp;
     // A layout rejected for its shape alone has no batch or switches chosen yet.
     if (global_batch == 0) return os.str();
-    os << " VP" << vp << " mbs" << micro_batch << " gbs" << global_batch << " recompute=" << recompute_name(recompute)
+    os << " VP" << vp << describe_split(split) << " mbs" << micro_batch << " gbs" << global_batch
+       << " recompute=" << recompute_name(recompute)
        << (sequence_parallel ? " SP" : "") << (distributed_optimizer ? " DistOpt" : "");
     return os.str();
 }

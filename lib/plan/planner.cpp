@@ -49,6 +49,8 @@ SearchInputs search_inputs_from_config(const Config& cfg, int world_size, int lo
     if (cfg.training.max_global_batch_size > 0) in.max_global_batch = cfg.training.max_global_batch_size;
     if (p.mbs_given) in.micro_batch = cfg.training.micro_batch_size;
     in.layers_per_virtual_stage = p.num_layers_per_virtual_pipeline_stage;
+    in.vp = p.num_virtual_stages_per_pipeline_rank;
+    in.split = p.split();
     // Switches have no "given" flag: a switch the user turned on is kept on; one left off
     // is the planner's to choose.
     if (p.recompute() != Recompute::None) in.recompute = p.recompute();
@@ -62,7 +64,13 @@ void apply_layout(const Layout& l, int num_layers, Config& cfg) {
     p.tensor_model_parallel_size = l.tp;
     p.pipeline_model_parallel_size = l.pp;
     p.data_parallel_size = l.dp;
-    p.num_layers_per_virtual_pipeline_stage = l.vp > 1 ? num_layers / (l.pp * l.vp) : 0;
+    // Uneven stages take their chunks as a count (Megatron's rule); a count the user gave stays one.
+    if (l.split.uneven() || p.num_virtual_stages_per_pipeline_rank > 0) {
+        p.num_virtual_stages_per_pipeline_rank = l.vp > 1 ? l.vp : 0;
+        p.num_layers_per_virtual_pipeline_stage = 0;
+    } else {
+        p.num_layers_per_virtual_pipeline_stage = l.vp > 1 ? l.split.split_layers(num_layers) / (l.pp * l.vp) : 0;
+    }
     p.sequence_parallel = l.sequence_parallel;
     p.use_distributed_optimizer = l.distributed_optimizer;
     switch (l.recompute) {
@@ -130,6 +138,7 @@ Layout layout_from_config(const Config& cfg) {
     l.pp = p.pipeline_model_parallel_size;
     l.dp = p.data_parallel_size;
     l.vp = p.virtual_stages(cfg.model.num_layers);
+    l.split = p.split();
     l.micro_batch = cfg.training.micro_batch_size;
     l.global_batch = cfg.training.global_batch_size;
     l.recompute = p.recompute();

@@ -117,7 +117,10 @@ void write_plan_table(const SearchInputs& in, const SearchResult& r, std::ostrea
         << " TFLOP/s peak; intra-node " << fmt("%.0f", in.fabric.intra_node_gbps) << " GB/s, inter-node "
         << fmt("%.0f", in.fabric.inter_node_gbps) << " GB/s\n";
     if (const std::string f = fp8_line(in); !f.empty()) out << f << "\n";
-    out << batch_line(in, r) << "\n\n";
+    out << batch_line(in, r) << "\n";
+    // Every layout keeps the user's split; the table's PP column says how many stages.
+    if (in.split.any()) out << "pipeline split (given):" << describe_split(in.split) << "\n";
+    out << "\n";
     const int shown = std::min<int>(lim.max_rows, int(r.feasible.size()));
     out << "Feasible layouts: " << r.feasible.size() << " (showing " << shown
         << ", fastest first). Memory in GiB per GPU on the fullest pipeline stage.\n";

@@ -32,8 +32,9 @@ std::string shape_reason(const SearchInputs& in, int tp, int pp, const Placement
     const ModelShape& m = in.model;
     if (m.heads % tp) return "attention heads " + std::to_string(m.heads) + " not divisible by TP " + std::to_string(tp);
     if (m.ffn % tp) return "ffn hidden size " + std::to_string(m.ffn) + " not divisible by TP " + std::to_string(tp);
-    if (m.num_layers % pp)
+    if (!in.split.any() && m.num_layers % pp)
         return std::to_string(m.num_layers) + " layers not divisible by PP " + std::to_string(pp);
+    if (std::string why = pipeline_split_problem(m.num_layers, pp, 1, in.split); !why.empty()) return why;
     if (m.fp8.enabled()) {
         // FP8's rules that depend on TP and PP (config/validate_fp8.cpp's, as training checks them).
         if (std::string why = fp8_gemm_dims_problem(m.hidden, m.ffn, qkv_rows(m), m.seq, tp, 0); !why.empty())
@@ -99,6 +100,7 @@ SearchResult search_layouts(const SearchInputs& in) {
             base.tp = tp;
             base.pp = pp;
             base.dp = dp;
+            base.split = in.split;
             Placement pl = place(in.world_size, in.local_world_size, tp, pp);
             if (std::string why = shape_reason(in, tp, pp, pl); !why.empty()) {
                 ++r.evaluated;
@@ -149,8 +151,9 @@ SearchResult search_layouts(const SearchInputs& in) {
                 }
                 const int m = l.micro_batches();
                 std::vector<int> vps;
+                const int split_layers = in.split.split_layers(in.model.num_layers);
                 if (in.layers_per_virtual_stage) {
-                    const int per_stage = in.model.num_layers / pp;
+                    const int per_stage = split_layers / pp;
                     if (per_stage % in.layers_per_virtual_stage || pp <= 2 || m % pp) {
                         ++r.evaluated;
                         reject(l, "interleaving with " + std::to_string(in.layers_per_virtual_stage) +
@@ -161,12 +164,23 @@ SearchResult search_layouts(const SearchInputs& in) {
                         continue;
                     }
                     vps.push_back(per_stage / in.layers_per_virtual_stage);
+                } else if (in.vp > 1) {  // --num-virtual-stages-per-pipeline-rank
+                    std::string why = pipeline_split_problem(in.model.num_layers, pp, in.vp, in.split);
+                    if (why.empty() && m % pp)
+                        why = "interleaving needs micro-batches " + std::to_string(m) + " divisible by PP";
+                    if (!why.empty()) {
+                        ++r.evaluated;
+                        reject(l, why, 1e29);
+                        continue;
+                    }
+                    vps.push_back(in.vp);
                 } else {
                     vps.push_back(1);
                     // Megatron's interleaved schedule needs PP > 2 and m divisible by PP.
                     if (pp > 2 && m % pp == 0)
-                        for (int v : divisors(in.model.num_layers / pp))
-                            if (v > 1) vps.push_back(v);
+                        for (int v : divisors(split_layers / pp))
+                            if (v > 1 && pipeline_split_problem(in.model.num_layers, pp, v, in.split).empty())
+                                vps.push_back(v);
                 }
                 for (int vp : vps) {
                     if (in.vp && vp != in.vp) continue;

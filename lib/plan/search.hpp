@@ -30,6 +30,7 @@ struct SearchInputs {
     int dp = 0;
     int vp = 0;
     int layers_per_virtual_stage = 0;  // --num-layers-per-virtual-pipeline-stage
+    PipelineSplit split;               // uneven stages: kept in every layout
     int micro_batch = 0;
     int global_batch = 0;      // exact global batch (--global-batch-size)
     int max_global_batch = 0;  // upper bound (--max-global-batch-size)

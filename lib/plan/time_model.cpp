@@ -141,8 +141,8 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
         return c;
     };
     const LayerCost c16 = layer_cost(lin16, false);
-    const int layers_here = m.num_layers / l.pp;
-    const int fp8_layers = fp8_layers_on_stage(m, l.pp, l.vp, stage);
+    const int layers_here = pipeline_stage_layers(m.num_layers, l.pp, l.vp, l.split, stage);
+    const int fp8_layers = fp8_layers_on_stage(m, l.pp, l.vp, stage, l.split);
     const LayerCost c8 = fp8_layers > 0 ? layer_cost(linear_gemm_seconds(m, l, dev, true), true) : LayerCost{};
     const double n16 = layers_here - fp8_layers, n8 = fp8_layers;
 
@@ -175,7 +175,7 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
         // pass costs about a tenth of the layers' GEMM time on A100 (10 bytes per parameter
         // at HBM speed against 8 b s FLOPs per parameter with full recompute).
         const double grad_bytes = double(dtype_size(m.dtype)) + 4.0 + 4.0;
-        const double accumulate = double(stage_params(m, l.tp, l.pp, stage).total()) * grad_bytes / hbm;
+        const double accumulate = double(stage_params(m, l.tp, l.pp, stage, l.split).total()) * grad_bytes / hbm;
         c.compute += accumulate;
         c.backward += accumulate;
     }
@@ -283,11 +283,16 @@ TimeBreakdown iteration_time(const ModelShape& m, const Layout& l, const DeviceP
     MicroBatchCost first = stage_micro_batch_cost(m, l, dev, fab, place, 0);
     MicroBatchCost slow = first;
     int slow_stage = 0;
-    if (l.pp > 1) {
-        MicroBatchCost last = stage_micro_batch_cost(m, l, dev, fab, place, l.pp - 1);
-        if (last.compute + last.tp > slow.compute + slow.tp) {
-            slow = last;
-            slow_stage = l.pp - 1;
+    // Even stages: a middle stage does the same layers without the embedding or the head,
+    // so the first or the last is the slowest. Uneven ones: any stage may be.
+    double all_stages = first.compute + first.tp;
+    for (int stage = 1; stage < l.pp; ++stage) {
+        if (stage < l.pp - 1 && !l.split.any()) continue;
+        MicroBatchCost here = stage_micro_batch_cost(m, l, dev, fab, place, stage);
+        all_stages += here.compute + here.tp;
+        if (here.compute + here.tp > slow.compute + slow.tp) {
+            slow = here;
+            slow_stage = stage;
         }
     }
     // p2p: each of the v chunks sends its output forward and receives a gradient back, the
@@ -304,7 +309,7 @@ TimeBreakdown iteration_time(const ModelShape& m, const Layout& l, const DeviceP
     t.compute = mcount * slow.compute;
     t.gemm = mcount * slow.gemm;
     t.gemm_fp8 = mcount * slow.gemm_fp8;
-    if (const int fp8_layers = fp8_layers_on_stage(m, l.pp, l.vp, slow_stage); fp8_layers > 0) {
+    if (const int fp8_layers = fp8_layers_on_stage(m, l.pp, l.vp, slow_stage, l.split); fp8_layers > 0) {
         // The FP8 weights and their transposes, cast once per iteration (the first
         // micro-batch; the others reuse them): read the 16-bit weight, write two FP8 copies.
         const double read = m.fp8.fp8_recipe == Fp8Recipe::Tensorwise ? 4 * e : 2 * e;
@@ -313,13 +318,16 @@ TimeBreakdown iteration_time(const ModelShape& m, const Layout& l, const DeviceP
     }
     t.tp_comm = mcount * slow.tp;
     t.pp_p2p = mcount * p2p_mb;
-    // Narayanan et al. 2021, Sec. 2.2: the bubble is (p - 1)/v micro-batch slots.
-    t.pp_bubble = double(l.pp - 1) / l.vp * (slow.compute + slow.tp + p2p_mb);
+    // Narayanan et al. 2021, Sec. 2.2: the bubble is (p - 1)/v micro-batch slots of the
+    // slowest stage. With uneven stages the fill and drain pass through each other stage
+    // once at its own pace: (the sum of the stages' times - the slowest's)/v.
+    t.pp_bubble = l.split.any() ? (all_stages - (slow.compute + slow.tp) + double(l.pp - 1) * p2p_mb) / l.vp
+                                : double(l.pp - 1) / l.vp * (slow.compute + slow.tp + p2p_mb);
 
     // Data parallel: fp32 gradients all-reduced (or reduce-scattered, then the 16-bit
     // parameters all-gathered, with the distributed optimizer) over d ranks.
     const BytesPerParam bp = bytes_per_param(m.dtype);
-    const double params = double(stage_params(m, l.tp, l.pp, slow_stage).total());
+    const double params = double(stage_params(m, l.tp, l.pp, slow_stage, l.split).total());
     double dp_gbps = place.dp_crosses_nodes ? fab.inter_node_gbps : fab.intra_node_gbps;
     double dp_lat = place.dp_crosses_nodes ? dev.inter_node_latency_us : dev.intra_node_latency_us;
     double grad_sync = 0, param_sync = 0;

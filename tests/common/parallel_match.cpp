@@ -137,7 +137,14 @@ void expect_layout_complete(const Run& got, const Config& cfg, const std::string
     int layers_here = 0;
     for (const auto& [name, p] : got.params)
         if (name.find("/input_layernorm/weight") != std::string::npos) ++layers_here;
-    EXPECT_EQ(layers_here, cfg.model.num_layers / pp) << what;
+    // Ranks are global = tp + TP (dp + DP pp): a stage is world / pp consecutive ranks.
+    const int stage = world_rank() / (world_size() / pp);
+    EXPECT_EQ(layers_here, pipeline_stage_layers(cfg.model.num_layers, pp, cfg.parallel.virtual_stages(cfg.model.num_layers),
+                                                 cfg.parallel.split(), stage))
+        << what;
+    int all = 0;
+    MPI_Allreduce(&layers_here, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    EXPECT_EQ(all, cfg.model.num_layers * (world_size() / pp)) << what;
     int copies = got.params.count(model::ParamLayout::word_embeddings_for_head()) > 0 ? 1 : 0, total = 0;
     MPI_Allreduce(&copies, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     // Untied: the last stage has its own output_layer instead, and no copy.

@@ -61,6 +61,32 @@ TEST(TimeModel, BubbleIsPMinusOneOverVSlots) {
     EXPECT_LT(ti.total(), t.total());
 }
 
+// Uneven stages (--decoder-first/last-pipeline-num-layers): the slowest stage sets the
+// steady state, and the fill and drain pass once through every other stage at its own pace,
+// so the steady slot plus the bubble is the sum of the stages' times, however the layers
+// are split.
+TEST(TimeModel, UnevenStagesRunAtTheSlowestStageAndTheirOwnBubble) {
+    ModelShape m = gpt22b();  // 48 layers
+    const DevicePreset& dev = find_device_preset("a100-80gb");
+    const Placement pl = place(32, 8, 8, 4);
+    Layout even = layout(8, 4, 1, 32);
+    Layout same = even, light_ends = even;
+    same.split = {12, 12};        // the even split spelled out: stages of 12
+    light_ends.split = {6, 6};    // 6 | 18 | 18 | 6: a middle stage is the slowest
+    const TimeBreakdown te = iteration_time(m, even, dev, default_fabric(dev), pl);
+    const TimeBreakdown ts = iteration_time(m, same, dev, default_fabric(dev), pl);
+    const TimeBreakdown tl = iteration_time(m, light_ends, dev, default_fabric(dev), pl);
+    EXPECT_EQ(ts.compute, te.compute);
+    // The even formula charges 3 slots of the slowest (first or last) stage; the middle
+    // stages are faster (no embedding, no head).
+    EXPECT_LT(ts.pp_bubble, te.pp_bubble);
+    EXPECT_GT(tl.compute, 1.3 * te.compute);  // 18 layers against 12 and the embedding
+    const double mb = even.micro_batches();
+    auto sum_of_stages = [&](const TimeBreakdown& t) { return t.pp_bubble + (t.compute + t.tp_comm) / mb; };
+    EXPECT_NEAR(sum_of_stages(tl), sum_of_stages(ts), 1e-9 * sum_of_stages(ts));
+    EXPECT_GT(tl.pp_bubble, 0.0);
+}
+
 TEST(TimeModel, TensorParallelAcrossNodesIsSlower) {
     ModelShape m = gpt22b();
     const DevicePreset& dev = find_device_preset("h100-80gb");

@@ -137,7 +137,13 @@ struct CkptLayout {
     bool distributed_optimizer = false;
     int layers_per_virtual_stage = 0;
     void (*model)(ModelConfig&) = nullptr;  // another architecture for both runs (save's)
+    PipelineSplit split = {};               // uneven stages (--decoder-first/last-pipeline-num-layers)
 };
+
+void set_split(ParallelConfig& p, const PipelineSplit& s) {
+    p.decoder_first_pipeline_num_layers = s.first_stage_layers;
+    p.decoder_last_pipeline_num_layers = s.last_stage_layers;
+}
 
 // A run resumed on another layout, `resumed` (n iterations), against iterations n+1..2n of
 // the uninterrupted `straight` run: equal up to another layout's reduction order.
@@ -162,6 +168,8 @@ void check_reshard(const CkptLayout& save, const CkptLayout& load, const std::st
     Config saving = cfg;
     saving.parallel.num_layers_per_virtual_pipeline_stage = save.layers_per_virtual_stage;
     saving.parallel.use_distributed_optimizer = save.distributed_optimizer;
+    set_split(saving.parallel, save.split);
+    set_split(cfg.parallel, load.split);
     cfg.parallel.num_layers_per_virtual_pipeline_stage = load.layers_per_virtual_stage;
     cfg.parallel.use_distributed_optimizer = load.distributed_optimizer;
     const int n = 3;
@@ -214,6 +222,12 @@ TEST(Checkpointing, ReshardInterleavedPipelineToTensorParallel) {
     check_reshard(1, 2, "reshard_vpp_tp2", 2, 1);
 }
 
+// Uneven stages hold the layers at their global names: layers 0 | 1-3 saved, loaded at TP 2.
+TEST(Checkpointing, ReshardUnevenPipelineToTensorParallel) {
+    if (world_size() != 2) GTEST_SKIP() << "needs 2 ranks";
+    check_reshard({1, 2, false, 0, nullptr, {1, PipelineSplit::kNotGiven}}, {2, 1, false}, "reshard_uneven_pp2_tp2");
+}
+
 // The distributed optimizer's state is written by the DP rank owning each range, and any
 // layout reads it back: sharded -> replicated, replicated -> sharded, and a bit-identical
 // restart on the same sharded layout.
@@ -250,6 +264,8 @@ TEST(Checkpointing, ReshardingMatrixOnFourRanks) {
     check_reshard({1, 2, true}, {2, 1, false}, "reshard_122_distopt_212");
     check_reshard({1, 1, false}, {4, 1, false}, "reshard_114_411");
     check_reshard({1, 1, true}, {1, 2, true, 1}, "reshard_114_distopt_122_interleaved_distopt");
+    // Stages of 3 | 1 layers resumed as 1 | 3: every layer changes rank.
+    check_reshard({1, 2, true, 0, nullptr, {3, 1}}, {2, 2, false, 0, nullptr, {1, 3}}, "reshard_uneven_31_distopt_13");
 }
 
 // `cfg` trained `iters` iterations at TP 1 and saved into the scratch folder `name`; returned

@@ -50,6 +50,7 @@ struct Case {
     bool llama = false;  // rope, RMSNorm, SwiGLU (ffn 768), 2 query groups, untied, no biases
     bool rampup = false;  // --rampup-batch-size from half the global batch: 2 micro-batches, then 4
     bool qk_layernorm = false;  // --qk-layernorm: the projection's copy and the norms' statistics
+    int first_stage_layers = PipelineSplit::kNotGiven;  // --decoder-first-pipeline-num-layers
 };
 
 const std::vector<Case>& cases() {
@@ -73,6 +74,8 @@ const std::vector<Case>& cases() {
         {"TP2 SP PP2 selective", 4, 2, 2, true, false, false, "selective"},
         {"llama", 1, 1, 1, false, false, false, "", 1, false, false, true},
         {"llama qk-layernorm TP2 SP PP2", 4, 2, 2, true, false, false, "", 1, false, false, true, false, true},
+        // Stages of 3 | 1 layers: the first holds the most.
+        {"PP2 DP2 distopt uneven 3|1", 4, 1, 2, false, true, false, "", 1, false, false, false, false, false, 3},
     };
     return c;
 }
@@ -112,6 +115,7 @@ Config case_config(const Case& k) {
     p.use_distributed_optimizer = k.distributed_optimizer;
     p.use_flash_attn = k.flash;
     if (k.interleaved) p.num_layers_per_virtual_pipeline_stage = 1;
+    p.decoder_first_pipeline_num_layers = k.first_stage_layers;
     const std::string r = k.recompute;
     if (r == "selective") {
         p.recompute_granularity = RecomputeGranularity::Selective;
@@ -176,7 +180,7 @@ void run_case(const Case& k) {
                              std::to_string(stage) + ")";
 
     // The analytic parameter count is the model's, element for element.
-    EXPECT_EQ(plan::stage_params(shape, tp, layout.pp, stage).total(), got.params) << what;
+    EXPECT_EQ(plan::stage_params(shape, tp, layout.pp, stage, layout.split).total(), got.params) << what;
 
     plan::MeasuredMemory measured;
     measured.weights = got.weights;

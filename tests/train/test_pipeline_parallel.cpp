@@ -22,6 +22,11 @@ struct Layout {
     // Dropout follows the global micro-batch (not the stage or chunk), so runs with it on
     // must match too.
     double dropout = 0.0;
+    // Uneven stages (config/pipeline_split.hpp): the model's layers (0: the tiny 4), the
+    // split flags and --num-virtual-stages-per-pipeline-rank.
+    int layers = 0;
+    PipelineSplit split = {};
+    int virtual_stages = 0;
 };
 
 Config pipeline_config(const Layout& l) {
@@ -31,6 +36,12 @@ Config pipeline_config(const Layout& l) {
     c.parallel.num_layers_per_virtual_pipeline_stage = l.per_virtual;
     c.model.hidden_dropout = l.dropout;
     c.model.attention_dropout = l.dropout;
+    if (l.layers > 0) c.model.num_layers = l.layers;
+    c.parallel.decoder_first_pipeline_num_layers = l.split.first_stage_layers;
+    c.parallel.decoder_last_pipeline_num_layers = l.split.last_stage_layers;
+    c.parallel.account_for_embedding_in_pipeline_split = l.split.account_for_embedding;
+    c.parallel.account_for_loss_in_pipeline_split = l.split.account_for_loss;
+    c.parallel.num_virtual_stages_per_pipeline_rank = l.virtual_stages;
     return c;
 }
 
@@ -44,7 +55,10 @@ void expect_matches_one_rank(const Layout& l) {
     const test::Run got = test::train_run(cfg, MPI_COMM_WORLD);
     const std::string what = "TP " + std::to_string(l.tp) + " PP " + std::to_string(l.pp) +
                              " DP " + std::to_string(world_size() / (l.tp * l.pp)) +
-                             " layers/virtual " + std::to_string(l.per_virtual) + " dropout " +
+                             " layers/virtual " + std::to_string(l.per_virtual) + " uneven " +
+                             std::to_string(l.split.first_stage_layers) + "/" + std::to_string(l.split.last_stage_layers) +
+                             (l.split.account_for_embedding ? " +embedding" : "") +
+                             (l.split.account_for_loss ? " +loss" : "") + " dropout " +
                              std::to_string(l.dropout) + " rank " + std::to_string(test::world_rank());
     test::expect_matches(ref, got, cfg, what);
     if (test::world_rank() == 0 || test::world_rank() == world_size() - 1)
@@ -80,6 +94,27 @@ TEST(PipelineParallel, InterleavedWithDataParallelMatchesOneRank) {
     // with m == p the last stage runs every forward before any backward, so its heads'
     // logits must be recomputed (GptModel::backward).
     expect_matches_one_rank(l);
+}
+
+// Megatron's uneven stages: layers 0 | 1-3, each stage's layers at their global indices
+// (the checkpoint names, the init's seeds, the dropout streams).
+TEST(PipelineParallel, UnevenStagesMatchOneRank) {
+    if (world_size() != 2) GTEST_SKIP() << "needs 2 ranks (registered as .np2)";
+    expect_matches_one_rank({1, 2, 0, 0.1, 0, {1, PipelineSplit::kNotGiven}});
+}
+
+// Interleaved and uneven: 6 layers as stages {2, 4}, chunks {1, 2 | 1, 2} in virtual-stage
+// order (layers 0 | 1-2 | 3 | 4-5).
+TEST(PipelineParallel, InterleavedUnevenStagesMatchOneRank) {
+    if (world_size() != 2) GTEST_SKIP() << "needs 2 ranks (registered as .np2)";
+    expect_matches_one_rank({1, 2, 0, 0.0, 6, {2, 4}, 2});
+}
+
+// The embedding and the loss counted as layers over 4 stages of 2 layers: the first stage
+// runs the embedding alone and the last the final norm and loss alone (chunks of no layers).
+TEST(PipelineParallel, EmbeddingAndLossStagesWithoutLayersMatchOneRank) {
+    if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks (registered as .np4)";
+    expect_matches_one_rank({1, 4, 0, 0.1, 2, {PipelineSplit::kNotGiven, PipelineSplit::kNotGiven, true, true}});
 }
 
 TEST(PipelineParallel, LayersThatDoNotSplitEvenlyAreAUsageError) {

@@ -9,12 +9,20 @@
 
 namespace gpt::train {
 
+namespace {
+// The config's pipeline flags over the groups' stages (a Config built by hand may leave
+// pipeline_model_parallel_size at 1).
+ParallelConfig over_stages(const Config& cfg, const dist::ProcessGroups& groups) {
+    ParallelConfig p = cfg.parallel;
+    p.pipeline_model_parallel_size = groups.grid().pp_size();
+    return p;
+}
+}  // namespace
+
 int pipeline_num_chunks(const Config& cfg, const dist::ProcessGroups& groups) {
-    const int p = groups.grid().pp_size(), L = cfg.model.num_layers;
-    const int per_virtual = cfg.parallel.num_layers_per_virtual_pipeline_stage;
-    validate_pipeline_split(L, p, per_virtual);  // the flag check itself lives in config/validate
-    if (per_virtual <= 0) return 1;
-    return L / p / per_virtual;
+    const ParallelConfig p = over_stages(cfg, groups);
+    validate_pipeline_split(cfg.model.num_layers, p);  // the flag check lives in config/validate
+    return p.virtual_stages(cfg.model.num_layers);
 }
 
 model::ChunkSpec pipeline_chunk_spec(const Config& cfg, const dist::ProcessGroups& groups,
@@ -22,9 +30,11 @@ model::ChunkSpec pipeline_chunk_spec(const Config& cfg, const dist::ProcessGroup
     const int p = groups.grid().pp_size(), s = groups.coords().pp;
     const int v = pipeline_num_chunks(cfg, groups);
     GPT_ASSERT(chunk >= 0 && chunk < v, "chunk ", chunk, " outside 0..", v - 1);
-    const int per_vstage = cfg.model.num_layers / (p * v);
+    const std::vector<int> layers = pipeline_chunk_layers(cfg.model.num_layers, p, v, cfg.parallel.split());
     const int vstage = chunk * p + s;  // Megatron's interleaved assignment
-    return model::ChunkSpec{vstage * per_vstage, per_vstage, vstage == 0, vstage == p * v - 1};
+    int first = 0;
+    for (int k = 0; k < vstage; ++k) first += layers[static_cast<std::size_t>(k)];
+    return model::ChunkSpec{first, layers[static_cast<std::size_t>(vstage)], vstage == 0, vstage == p * v - 1};
 }
 
 namespace {

@@ -1,8 +1,9 @@
 // Which model chunks a rank holds and how many micro-batch activation slots each needs
 // (Megatron's PTD-P "P"): the rank is stage s of p and holds v model chunks; chunk c is
-// virtual stage c*p + s with L/(p*v) layers (Megatron's interleaved assignment; v = 1 is
-// plain 1F1B, p = v = 1 the whole model run sequentially). The first virtual stage holds
-// the embeddings, the last the final layernorm and the head.
+// virtual stage c*p + s (Megatron's interleaved assignment; v = 1 is plain 1F1B, p = v = 1
+// the whole model run sequentially) with the layers config/pipeline_split.hpp gives it:
+// L/(p*v) unless the flags ask for uneven stages. The first virtual stage holds the
+// embeddings, the last the final layernorm and the head.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +14,9 @@
 
 namespace gpt::train {
 
-// Model chunks per pipeline stage: L / p / --num-layers-per-virtual-pipeline-stage, or 1.
-// Throws UsageError when the layers do not split evenly over the (virtual) stages.
+// Model chunks per pipeline stage: --num-virtual-stages-per-pipeline-rank, or
+// L / p / --num-layers-per-virtual-pipeline-stage, or 1. Throws UsageError when the layers
+// do not split over the (virtual) stages as the flags ask.
 int pipeline_num_chunks(const Config& cfg, const dist::ProcessGroups& groups);
 // The layers and pre/post processing of this rank's chunk `chunk`. pp == 1: the whole model.
 model::ChunkSpec pipeline_chunk_spec(const Config& cfg, const dist::ProcessGroups& groups,
