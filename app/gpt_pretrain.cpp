@@ -24,6 +24,7 @@
 #include "plan/checkpoint_size.hpp"
 #include "plan/planner.hpp"
 #include "train/pretrain.hpp"
+#include "train/state/checkpoint_args.hpp"
 #include "train/run/run_config.hpp"
 
 namespace {
@@ -61,6 +62,8 @@ void install_watchdog(const gpt::Config& cfg) {
 }
 
 int plan_only(gpt::Config& cfg) {
+    if (const std::string taken = gpt::train::take_args_from_checkpoint(cfg); !taken.empty())
+        std::cout << taken << "\n";
     gpt::validate_model_and_training(cfg);
     gpt::train::resolve_vocab(cfg);
     GPT_REQUIRE(cfg.plan.world_size > 0, UsageError, "--plan-only needs --world-size");
@@ -99,6 +102,8 @@ void log_comm_bytes(gpt::dist::ProcessGroups& g) {
 
 int run(gpt::Config& cfg, const gpt::dist::MpiEnvironment& mpi, bool& ranks_diverged) {
     gpt::log::init({mpi.rank(), mpi.size(), std::string(gpt::to_string(cfg.logging.log_level)), cfg.logging.log_dir});
+    // Before anything reads the model's flags: --use-checkpoint-args fills them in.
+    if (const std::string taken = gpt::train::take_args_from_checkpoint(cfg); !taken.empty()) GPT_LOG(info) << taken;
     const gpt::train::RunConfig run = gpt::train::resolve_run(cfg, mpi.size(), ranks_on_this_node(mpi));
     const auto& p = run.cfg.parallel;
     install_watchdog(run.cfg);

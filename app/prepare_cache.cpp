@@ -10,6 +10,7 @@
 #include "tool_main.hpp"
 #include "config/options.hpp"
 #include "config/validate.hpp"
+#include "core/errors.hpp"
 #include "log/log.hpp"
 #include "train/run/prepare_cache.hpp"
 #include "train/run/run_config.hpp"
@@ -25,6 +26,10 @@ int main(int argc, char** argv) {
             return 0;
         }
         gpt::Config& cfg = args.config;
+        // This tool links no checkpoint reader (lib/train/run/run_config_steps.hpp).
+        GPT_REQUIRE(!cfg.checkpoint.use_checkpoint_args, UsageError,
+                    "prepare_cache reads no checkpoint, so --use-checkpoint-args cannot take the model's "
+                    "arguments: give the model's flags (--seq-length among them) as the checkpoint has them");
         gpt::log::init({0, 1, std::string(gpt::to_string(cfg.logging.log_level)), cfg.logging.log_dir});
         const int world = cfg.plan.world_size > 0 ? cfg.plan.world_size : 1;
         const int local = cfg.plan.local_world_size > 0 ? std::min(cfg.plan.local_world_size, world) : world;

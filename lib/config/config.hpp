@@ -242,6 +242,11 @@ struct CheckpointConfig {
     bool override_opt_param_scheduler = false;        // LR schedule from the flags, not the checkpoint
     bool use_checkpoint_opt_param_scheduler = false;  // LR schedule from the checkpoint, not the flags
     bool exit_on_missing_checkpoint = false;  // --load finds no checkpoint: stop, not a fresh start
+    // Megatron's load_args_from_checkpoint (config/checkpoint_args.hpp): the model's arguments
+    // from the checkpoint --load takes, where the user gave none.
+    bool use_checkpoint_args = false;
+    bool use_mp_args_from_checkpoint_args = false;            // TP, PP, virtual stages too
+    bool no_use_tokenizer_model_from_checkpoint_args = false;  // the tokenizer stays the user's
 };
 
 struct LoggingConfig {
@@ -357,6 +362,9 @@ struct Config {
     MonitorConfig monitor;
     Fp8Config fp8;
     std::string config_file;       // the --config INI, if any
+    // The options the user gave, on the command line or in --config (Megatron's names with
+    // underscores; parse_args fills it): what --use-checkpoint-args leaves alone.
+    std::vector<std::string> given_keys;
 
     int padded_vocab_size() const;  // vocab padded to make-vocab-size-divisible-by x TP
 };

@@ -271,6 +271,9 @@ private:
         add(ck, "no-load-rng", &C::checkpoint, &CheckpointConfig::no_load_rng, "do not load the dropout RNG position");
         add(ck, "override-opt_param-scheduler", &C::checkpoint, &CheckpointConfig::override_opt_param_scheduler, "learning-rate schedule from the flags, not the checkpoint");
         add(ck, "use-checkpoint-opt_param-scheduler", &C::checkpoint, &CheckpointConfig::use_checkpoint_opt_param_scheduler, "learning-rate schedule from the checkpoint, not the flags");
+        add(ck, "use-checkpoint-args", &C::checkpoint, &CheckpointConfig::use_checkpoint_args, "take the model's arguments (shape, architecture, tokenizer) from the checkpoint --load takes, where not given; a given one must agree");
+        add(ck, "use-mp-args-from-checkpoint-args", &C::checkpoint, &CheckpointConfig::use_mp_args_from_checkpoint_args, "with --use-checkpoint-args, take the tensor- and pipeline-parallel layout too");
+        add(ck, "no-use-tokenizer-model-from-checkpoint-args", &C::checkpoint, &CheckpointConfig::no_use_tokenizer_model_from_checkpoint_args, "with --use-checkpoint-args, the tokenizer's type and files stay the flags'");
         add(ck, "exit-on-missing-checkpoint", &C::checkpoint, &CheckpointConfig::exit_on_missing_checkpoint, "stop (exit 1) when --load holds no checkpoint, instead of starting from iteration 0");
         groups.emplace_back("checkpointing", ck);
 
@@ -367,7 +370,6 @@ const std::map<std::string, std::string>& unsupported_flags() {
         {"reset-attention-mask", "not implemented: attention is causal over the whole sample, across documents"},
         {"apply-residual-connection-post-layernorm", "not implemented: the residual is taken before the layernorm"},
         {"pipeline-model-parallel-layout", "not implemented: give uneven stages with --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers, or count the embedding and loss with --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split"},
-        {"use-checkpoint-args", "not implemented: give the model's flags (a mismatch with the checkpoint is refused by name)"},
         {"ckpt-format", "checkpoints are this project's HDF5 format (docs/checkpoint-format.md); drop the flag"},
         {"use-dist-ckpt", "checkpoints are this project's HDF5 format, sharded and resharded on load; drop the flag"},
         {"ckpt-fully-parallel-save", "checkpoints are always saved by every rank in parallel (HDF5); drop the flag"},
@@ -452,6 +454,12 @@ ParsedArgs parse_args(const std::vector<std::string>& raw_args) {
     cfg.parallel.tp_given = given("tensor-model-parallel-size");
     cfg.parallel.pp_given = given("pipeline-model-parallel-size");
     cfg.parallel.mbs_given = given("micro-batch-size") && table.micro_batch_text != "auto";
+    for (const auto& [name, value] : vm) {
+        if (value.defaulted() || name == "config" || name == "help") continue;
+        std::string key = name;
+        std::replace(key.begin(), key.end(), '-', '_');
+        cfg.given_keys.push_back(key);
+    }
 
     // An INI value "0.3 a 0.7 b" arrives as one string: split into words, Megatron's blend
     // syntax. A value that names a dataset whole ("<value>.idx" exists) is one prefix, so a

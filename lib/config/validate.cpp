@@ -104,6 +104,15 @@ void validate_pipeline_split(int num_layers, const ParallelConfig& p) {
     GPT_REQUIRE(why.empty(), UsageError, why);
 }
 
+void validate_checkpoint_args_flags(const CheckpointConfig& ck) {
+    GPT_REQUIRE(!ck.use_checkpoint_args || !ck.load.empty(), UsageError,
+                "--use-checkpoint-args needs --load: the checkpoint to take the model's arguments from");
+    for (const auto& [flag, on] : {std::pair{"--use-mp-args-from-checkpoint-args", ck.use_mp_args_from_checkpoint_args},
+                                   std::pair{"--no-use-tokenizer-model-from-checkpoint-args",
+                                             ck.no_use_tokenizer_model_from_checkpoint_args}})
+        GPT_REQUIRE(!on || ck.use_checkpoint_args, UsageError, flag, " needs --use-checkpoint-args");
+}
+
 void validate_training_length(const TrainingConfig& t) {
     GPT_REQUIRE(t.train_iters > 0 || t.train_samples > 0, UsageError, "set --train-iters or --train-samples");
 }
@@ -206,6 +215,7 @@ void validate_model_and_training(Config& cfg) {
     GPT_REQUIRE(ck.load.empty() || !(ck.override_opt_param_scheduler && ck.use_checkpoint_opt_param_scheduler),
                 UsageError,
                 "--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler exclude each other");
+    validate_checkpoint_args_flags(ck);
 
     require_non_negative(cfg.plan.world_size, "world-size");
     require_non_negative(cfg.plan.local_world_size, "local-world-size");

@@ -38,6 +38,9 @@ void resolve_layout(Config& cfg, int world_size);
 // built by hand. Throws UsageError.
 void validate_pipeline_split(int num_layers, const ParallelConfig& p);
 
+// --use-checkpoint-args needs --load; its two companions need it. Throws UsageError.
+void validate_checkpoint_args_flags(const CheckpointConfig& ck);
+
 // Micro-batches per iteration and data-parallel rank: global batch / (micro-batch x DP),
 // the one computation of it. UsageError when the layout cannot split the global batch.
 std::int64_t micro_batches_per_iteration(const TrainingConfig& t, int dp);

@@ -11,12 +11,9 @@
 
 namespace gpt::generation {
 
-// The saved arguments that describe the model and its tokenizer (Megatron's names with
-// underscores), carried from the checkpoint into the generation run.
-const std::vector<std::string>& carried_arguments();
-
 // The run's Config: the user's `flags` (training flags such as --device, --fp16,
-// --tensor-model-parallel-size, --use-flash-attn) with the carried arguments of `saved`. A
+// --tensor-model-parallel-size, --use-flash-attn) with the carried arguments of `saved`
+// (config/checkpoint_args.hpp, as gpt_pretrain's --use-checkpoint-args takes them). A
 // flag among the carried ones that contradicts the saved value throws UsageError naming
 // both values, e.g. "--num-layers: 2 in the checkpoint FILE, 4 given". --vocab-file /
 // --merge-file may point elsewhere (they are locations, the vocabulary size is checked by

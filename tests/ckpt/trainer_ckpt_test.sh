@@ -4,7 +4,7 @@
 #     with the losses of a run that was never interrupted; SIGUSR1 with --exit-signal-handler
 #     waits for the background save and exits 0 with it published.
 #  2. A checkpoint is refused by a model whose heads differ (both values named), and loads into
-#     another layout (TP 2, bf16).
+#     another layout (TP 2, bf16); --use-checkpoint-args resumes it given no model flags.
 #  3. A tracker of NUL bytes: refused without --load-fallback; with it, the run loads the newest
 #     good checkpoint, repairs the tracker and its own saves succeed.
 #  4. A second job on the same --save folder is refused naming the first; after kill -9 of the
@@ -48,7 +48,20 @@ grep -q -- "--num-attention-heads: 2 in the checkpoint, 4 in this run" heads.log
 run tp2.log --train-iters 10 --load a --tensor-model-parallel-size 2 --make-vocab-size-divisible-by 64 --bf16 \
     || { cat tp2.log; fail "TP 2 bf16 could not load the TP 1 fp32 checkpoint"; }
 grep -qiE "loaded checkpoint.* at iteration 8" tp2.log || { cat tp2.log; fail "TP 2 did not load iteration 8"; }
-echo "args: head change refused, TP2/bf16 load fine"
+# --use-checkpoint-args: no model flags (no gpt-tiny.ini either), the checkpoint's are taken;
+# a contradicting one is refused naming both values.
+"$mpiexec" -n 2 "$bin" --use-checkpoint-args --load a --mock-data --micro-batch-size 2 --global-batch-size 4 \
+    --train-iters 10 --lr 3e-3 --log-interval 1 --eval-iters 0 --device cpu --distributed-backend mpi \
+    > ckargs.log 2>&1 || { cat ckargs.log; fail "--use-checkpoint-args could not resume without model flags"; }
+grep -q -- "--use-checkpoint-args: from a/.*num_layers 2, hidden_size 64, num_attention_heads 2" ckargs.log \
+    || { cat ckargs.log; fail "no --use-checkpoint-args line"; }
+grep -qiE "loaded checkpoint.* at iteration 8" ckargs.log \
+    || { cat ckargs.log; fail "--use-checkpoint-args did not load 8"; }
+run ckheads.log --train-iters 10 --load a --use-checkpoint-args --num-attention-heads 4 \
+    && fail "--use-checkpoint-args accepted a contradicting head count"
+grep -q -- "--num-attention-heads: 2 in the checkpoint a/.*, 4 given" ckheads.log \
+    || { cat ckheads.log; fail "no conflict line"; }
+echo "args: head change refused, TP2/bf16 load fine, --use-checkpoint-args resumes without model flags"
 
 # 3. a tracker of NUL bytes
 cp -r a t && head -c 8 /dev/zero > t/latest_checkpointed_iteration.txt

@@ -18,6 +18,7 @@
 #include "test_env.hpp"
 #include "train/run/exit_conditions.hpp"
 #include "train/run/run_config.hpp"
+#include "train/state/checkpoint_args.hpp"
 #include "train/trainer.hpp"
 #include "trainer_test_util.hpp"
 
@@ -323,6 +324,51 @@ TEST(Checkpointing, LoadAdoptsTheCheckpointsPaddedVocabulary) {
 TEST(Checkpointing, LoadAdoptsThePaddedVocabularyOnFourRanks) {
     if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks (registered as .np4)";
     check_adopted_vocab(4, "adopt_vocab_tp4");
+}
+
+// --use-checkpoint-args (Megatron's load_args_from_checkpoint): a run given none of the
+// model's flags takes them (a Llama-style architecture's among them) from the checkpoint it
+// resumes and follows the straight run; a contradicting flag is refused naming both values;
+// an empty --load keeps the given flags.
+TEST(Checkpointing, UseCheckpointArgsTakesTheModelFromTheCheckpoint) {
+    Config cfg = test::tiny::short_train();
+    test::tiny::llama_style(cfg.model);
+    cfg.model.num_layers = 3;
+    const int n = 2;
+    const RunResult straight = train_for(cfg, 1, 2 * n, false);
+    const Config loading = loading_after(n, "use_checkpoint_args", cfg);
+    Config bare = loading;
+    bare.model = ModelConfig{};  // none of the model's flags given
+    bare.checkpoint.use_checkpoint_args = true;
+    const std::string line = take_args_from_checkpoint(bare);
+    EXPECT_NE(line.find("num_layers 3"), std::string::npos) << line;
+    EXPECT_NE(line.find("swiglu True"), std::string::npos) << line;
+    EXPECT_EQ(bare.model.num_layers, 3);
+    EXPECT_EQ(bare.model.hidden_size, cfg.model.hidden_size);
+    EXPECT_EQ(bare.model.seq_length, cfg.model.seq_length);
+    EXPECT_EQ(bare.model.vocab_size, cfg.model.vocab_size);
+    EXPECT_EQ(bare.model.normalization, Normalization::RMSNorm);
+    EXPECT_EQ(bare.model.num_query_groups, cfg.model.num_query_groups);
+    EXPECT_EQ(bare.model.hidden_dropout, cfg.model.hidden_dropout);
+    const RunResult resumed = train_for(resolve_run(bare, world_size(), 1).cfg, 1, n, false);
+    expect_follows(straight, resumed, n, "use_checkpoint_args");
+
+    Config wrong = loading;
+    wrong.model.hidden_size = 2 * cfg.model.hidden_size;
+    wrong.given_keys = {"hidden_size"};
+    wrong.checkpoint.use_checkpoint_args = true;
+    try {
+        take_args_from_checkpoint(wrong);
+        ADD_FAILURE() << "a contradicting --hidden-size was accepted";
+    } catch (const UsageError& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("--hidden-size: " + std::to_string(cfg.model.hidden_size) + " in the checkpoint "),
+                  std::string::npos) << m;
+        EXPECT_NE(m.find(std::to_string(2 * cfg.model.hidden_size) + " given"), std::string::npos) << m;
+    }
+    Config fresh = bare;
+    fresh.checkpoint.load = test::scratch_dir("use_checkpoint_args_empty");
+    EXPECT_NE(take_args_from_checkpoint(fresh).find("so the given flags stand"), std::string::npos);
 }
 
 // Saved rows that the new TP size does not divide: one line naming both numbers. The look
