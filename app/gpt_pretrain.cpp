@@ -24,7 +24,7 @@
 #include "plan/checkpoint_size.hpp"
 #include "plan/planner.hpp"
 #include "train/pretrain.hpp"
-#include "train/state/checkpoint_args.hpp"
+#include "train/checkpoint_args.hpp"
 #include "train/run/run_config.hpp"
 
 namespace {

@@ -18,7 +18,7 @@
 #include "test_env.hpp"
 #include "train/run/exit_conditions.hpp"
 #include "train/run/run_config.hpp"
-#include "train/state/checkpoint_args.hpp"
+#include "train/checkpoint_args.hpp"
 #include "train/trainer.hpp"
 #include "trainer_test_util.hpp"
 

@@ -1,4 +1,4 @@
-#include "train/state/checkpoint_args.hpp"
+#include "train/checkpoint_args.hpp"
 
 #include <optional>
 #include <set>
