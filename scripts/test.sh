@@ -32,7 +32,7 @@ fi
 # build trees, CPU backend only. GPT_TEST_SANITIZE:
 #   fuzz: an AddressSanitizer + UndefinedBehaviorSanitizer build (+ libFuzzer coverage) of
 #         the fuzz targets replays their corpora and the plain tests of their findings, and
-#         runs each target for GPT_FUZZ_SECONDS (10);
+#         runs each target for GPT_FUZZ_SECONDS (7: the suite's time budget; longer by hand);
 #   ci (the default without ctest arguments): also the readers' unit tests (config, tokenizer,
 #         .idx/.bin) under ASan+UBSan, and ThreadSanitizer on the preprocess
 #         workers and the checkpoint checksum worker (about 3 minutes of cold build on 2 cores);
@@ -51,7 +51,7 @@ if [ "$SANITIZE" != 0 ]; then
   if [ ! -f "$ASAN_DIR/build.ninja" ]; then
     cmake -S . -B "$ASAN_DIR" "${SAN_CMAKE[@]}" -DGPT_SANITIZE=address,undefined -DGPT_FUZZ=ON
   fi
-  cmake -S . -B "$ASAN_DIR" -DGPT_FUZZ_SECONDS="${GPT_FUZZ_SECONDS:-10}" >/dev/null
+  cmake -S . -B "$ASAN_DIR" -DGPT_FUZZ_SECONDS="${GPT_FUZZ_SECONDS:-7}" >/dev/null
   ASAN_TARGETS=(gpt_fuzz_targets test_fuzz_findings)
   ASAN_TESTS='test_fuzz_findings|fuzz_replay_.*'
   if [ "$SANITIZE" = ci ] || [ "$SANITIZE" = all ]; then

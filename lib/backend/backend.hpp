@@ -100,6 +100,13 @@ struct AttentionArgs {
     float dropout = 0.0f;        // attention dropout probability (on the probabilities)
     std::uint64_t seed = 0;
     std::uint64_t offset = 0;
+    // Document masking (Megatron's --reset-attention-mask): [b, s] int32 in device memory,
+    // for query position i of sample bi the first key position it attends to: keys
+    // [doc_start[bi * s + i], i]. Megatron's mask: a token after an end-of-document token at
+    // e attends to no key <= e, so doc_start is the position after the last EOD before i
+    // (0 when none); 0 <= doc_start[i] <= i, and it never decreases along a sample (kernels
+    // rely on both to skip whole tiles). nullptr: plain causal (every doc_start 0).
+    const std::int32_t* doc_start = nullptr;
 };
 
 // Megatron's grouped fused QKV, per token [ng, np/ng + 2, hn] (each query group: its np/ng
@@ -118,6 +125,10 @@ struct QkvExpandArgs {
     float rotary_base = 10000.0f;
     bool rotary_interleaved = false;
     DType dtype = DType::F32;
+    // Rope positions (Megatron's position_ids, reset after each end-of-document token under
+    // --reset-position-ids): [b, s] int32 in device memory, row r = (i, bi) rotated by the
+    // angles of positions[bi * s + i]; nullptr: row r at position r / b.
+    const std::int32_t* positions = nullptr;
     // true: no expansion; the output keeps the grouped layout [ng, np/ng + 2, hn] with rope
     // applied (the input of attention with heads_per_group = np/ng), and the backward only
     // rotates back (the attention backward already summed each group's dK/dV).

@@ -200,6 +200,11 @@ struct DataConfig {
     std::string data_cache_path;          // "": next to the data
     bool mock_data = false;               // synthetic tokens, no files (Megatron's --mock-data)
     bool eod_mask_loss = false;           // no loss on predictions made from an EOD input
+    // Documents packed into one sample kept apart (Megatron's get_ltor_masks_and_position_ids
+    // on the inputs): positions restart at 0 after each end-of-document token; a token after
+    // one attends to no key at or before it.
+    bool reset_position_ids = false;
+    bool reset_attention_mask = false;
     // TikTokenizer (Megatron's --tokenizer-model / --tiktoken-*): a tiktoken rank file, the
     // split pattern (v1 | v2 | cl100k_base | o200k_base) and the special tokens put before it.
     std::string tokenizer_model;

@@ -251,6 +251,8 @@ private:
         add(data, "tokenizer-type", &C::data, &DataConfig::tokenizer_type, "GPT2BPETokenizer");
         add(data, "data-cache-path", &C::data, &DataConfig::data_cache_path, "folder for index caches (default: next to the data)");
         add(data, "eod-mask-loss", &C::data, &DataConfig::eod_mask_loss, "leave the prediction made from an end-of-document token out of the loss (Megatron's)");
+        add(data, "reset-position-ids", &C::data, &DataConfig::reset_position_ids, "positions restart at 0 after each end-of-document token (position embeddings and rope)");
+        add(data, "reset-attention-mask", &C::data, &DataConfig::reset_attention_mask, "a token after an end-of-document token attends only to its own document (document masking; flash attention too)");
         add(data, "mock-data", &C::data, &DataConfig::mock_data, "synthetic data, no files (as in Megatron it wins over data paths, except that a config file's mock-data = true yields to a command line's --data-path)");
         add(data, "tokenizer-model", &C::data, &DataConfig::tokenizer_model, "TikTokenizer rank file (.tiktoken lines 'base64 rank', or Megatron's JSON list)");
         add(data, "tiktoken-pattern", &C::data, &DataConfig::tiktoken_pattern, "TikTokenizer split pattern: v1, v2 (Megatron's), cl100k_base, o200k_base");
@@ -366,8 +368,6 @@ const std::map<std::string, std::string>& unsupported_flags() {
         {"fp4-recipe", "FP4 (NVFP4) training is not implemented"},
         {"fp4-param-gather", "FP4 (NVFP4) training is not implemented"},
         // Megatron flags common in its example scripts that this project does not implement.
-        {"reset-position-ids", "not implemented: positions run over the whole sample, across documents"},
-        {"reset-attention-mask", "not implemented: attention is causal over the whole sample, across documents"},
         {"apply-residual-connection-post-layernorm", "not implemented: the residual is taken before the layernorm"},
         {"pipeline-model-parallel-layout", "not implemented: give uneven stages with --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers, or count the embedding and loss with --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split"},
         {"ckpt-format", "checkpoints are this project's HDF5 format (docs/checkpoint-format.md); drop the flag"},

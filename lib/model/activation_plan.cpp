@@ -85,6 +85,8 @@ ActivationPlan::ActivationPlan(const ModelDims& d, const ChunkSpec& chunk, const
         sl.input = take(R * h * e);
         if (chunk.pre_process) sl.tokens = take(T * 4);
         if (chunk.post_process) sl.targets = take(T * 4);
+        if (opt.reset_position_ids) sl.positions = take(T * 4);
+        if (opt.reset_attention_mask) sl.doc_start = take(T * 4);
         sl.layers.resize(static_cast<std::size_t>(chunk.num_layers));
         for (const LayerGroup& g : groups_)
             for (int j = 0; j < g.count; ++j) {

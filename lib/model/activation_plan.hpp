@@ -42,6 +42,9 @@ struct SlotSaved {
     std::size_t input;               // (R, h) chunk input: embedding output or received
     std::size_t tokens;              // (b, s) int32   (pre_process)
     std::size_t targets;             // (T) int32      (post_process)
+    // --reset-position-ids: each token's position; --reset-attention-mask: each token's first
+    // key (AttentionArgs::doc_start). (b, s) int32 each, every chunk of the run; unset else.
+    std::size_t positions, doc_start;
     std::vector<LayerSaved> layers;
     std::size_t lnf_mean, lnf_rstd;  // (R) fp32      (post_process)
     std::size_t lnf_out;             // (R, h)        (post_process)

@@ -20,8 +20,15 @@ void embedding_forward(const PassContext& c, const EmbeddingParams& p, const std
                             d.vocab_start() + d.local_vocab(), t);
     // VocabParallelEmbedding: each rank contributes the rows of its vocab shard.
     reduce_from_tensor_model_parallel_region_forward(*c.tp, full, c.tokens * h, t);
-    if (p.position >= 0)  // none with rotary embeddings
+    if (p.position >= 0 && c.positions) {
+        // --reset-position-ids: each token's own row of the table, looked up as the words
+        // are (tmp1 is free until the first layer), then added in fp32 as the plain case adds.
+        void* pe = c.act(c.ws->tmp1);
+        c.be->embedding_forward(c.positions, c.param(p.position), pe, b, s, h, 0, d.max_positions, t);
+        c.be->add(full, pe, full, c.tokens * h, t);
+    } else if (p.position >= 0) {  // none with rotary embeddings
         c.be->position_embedding_forward(c.param(p.position), full, b, s, h, 0, t);
+    }
     // scatter_to_sequence_parallel_region: forward keeps this rank's rows, no communication.
     if (c.sequence_parallel)
         c.be->copy(out, static_cast<std::byte*>(full) + c.first_row * h * dtype_size(t),
@@ -45,7 +52,9 @@ void embedding_backward(const PassContext& c, const EmbeddingParams& p,
         full = c.act(c.ws->gathered);
         scatter_to_sequence_parallel_region_backward(*c.tp, grad, full, c.rows * h, t);
     }
-    if (p.position >= 0)
+    if (p.position >= 0 && c.positions)  // each token's gradient into its position's row
+        c.be->embedding_backward(c.positions, full, c.grad(p.position), b, s, h, 0, d.max_positions, t);
+    else if (p.position >= 0)
         c.be->position_embedding_backward(full, c.grad(p.position), b, s, h, 0, t);
     c.be->embedding_backward(tokens, full, c.grad(p.word), b, s, h, d.vocab_start(),
                              d.vocab_start() + d.local_vocab(), t);

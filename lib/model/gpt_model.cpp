@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/errors.hpp"
+#include "model/document_mask.hpp"
 #include "model/param_init.hpp"
 
 namespace gpt::model {
@@ -211,6 +212,14 @@ void GptModel::set_batch(int slot, const std::int32_t* tokens) {
         }
     if (chunk_.pre_process)
         be_.copy_to_device(arena_ + s.tokens, inputs.data(), inputs.size() * 4);
+    if (opt_.reset_position_ids || opt_.reset_attention_mask) {
+        std::vector<std::int32_t> positions(inputs.size()), doc_start(inputs.size());
+        document_arrays(tokens, b, sq, sq + 1, opt_.document_token, positions.data(), doc_start.data());
+        if (opt_.reset_position_ids)
+            be_.copy_to_device(arena_ + s.positions, positions.data(), positions.size() * 4);
+        if (opt_.reset_attention_mask)
+            be_.copy_to_device(arena_ + s.doc_start, doc_start.data(), doc_start.size() * 4);
+    }
     if (chunk_.post_process) {
         be_.copy_to_device(arena_ + s.targets, targets.data(), targets.size() * 4);
         SlotState& st = slot_state_.at(static_cast<std::size_t>(slot));
@@ -284,6 +293,9 @@ PassContext GptModel::context(int slot) const {
     c.hidden_key = mix64(opt_.seed, st.stream);
     // Megatron's tensor-parallel RNG: seed + 2718 + tp_rank inside the TP region.
     c.attention_key = mix64(opt_.seed + 2718 + static_cast<std::uint64_t>(dims_.tp_rank), st.stream);
+    const SlotSaved& saved = plan_.slot(slot);
+    if (opt_.reset_position_ids) c.positions = reinterpret_cast<const std::int32_t*>(arena_ + saved.positions);
+    if (opt_.reset_attention_mask) c.doc_start = reinterpret_cast<const std::int32_t*>(arena_ + saved.doc_start);
     return c;
 }
 

@@ -96,7 +96,12 @@ public:
     void reduce_tp_partial_grads();
 
     // tokens: host int32 (micro_batch, seq + 1); inputs are [:, :-1], targets [:, 1:].
+    // Every chunk needs_batch() (its layers read the documents' positions or starts under
+    // --reset-position-ids / --reset-attention-mask), else the first and the last.
     void set_batch(int slot, const std::int32_t* tokens);
+    bool needs_batch() const {
+        return chunk_.pre_process || chunk_.post_process || opt_.reset_position_ids || opt_.reset_attention_mask;
+    }
     // How many of the slot's tokens the loss counts (last chunk, after set_batch): tokens()
     // unless options().loss_mask_token leaves out the predictions made from an EOD input.
     std::int64_t loss_tokens(int slot) const;

@@ -132,6 +132,13 @@ struct ModelOptions {
     // is the EOD, so the first token of the next document is not predicted from the last
     // one's); -1: every token counts.
     std::int32_t loss_mask_token = -1;
+    // --reset-position-ids / --reset-attention-mask over the inputs' end-of-document token
+    // (document_token, >= 0 when either is on): positions restart at 0 after each EOD (the
+    // position table's rows, rope's angles), and a token after an EOD attends to no key at
+    // or before it (AttentionArgs::doc_start). Megatron's get_ltor_masks_and_position_ids.
+    std::int32_t document_token = -1;
+    bool reset_position_ids = false;
+    bool reset_attention_mask = false;
 };
 
 // Sequence parallelism is in effect: asked for and more than one TP rank.

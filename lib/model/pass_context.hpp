@@ -41,6 +41,10 @@ struct PassContext {
     Fp8Linears* fp8 = nullptr;
     std::uint64_t hidden_key = 0;
     std::uint64_t attention_key = 0;
+    // The micro-batch's (b, s) positions under --reset-position-ids and first keys under
+    // --reset-attention-mask (device memory), or nullptr: positions 0..s-1, plain causal.
+    const std::int32_t* positions = nullptr;
+    const std::int32_t* doc_start = nullptr;
 
     void* act(std::size_t off) const { return arena + off; }
     float* actf(std::size_t off) const { return reinterpret_cast<float*>(arena + off); }

@@ -29,6 +29,7 @@ AttentionArgs pass_attention_args(const PassContext& c, int L) {
     aa.heads_per_group = c.dims->heads / c.dims->groups();
     aa.seed = c.attention_key;
     aa.offset = dropout_site_offset(L, 0);
+    aa.doc_start = c.doc_start;
     return aa;
 }
 
@@ -45,6 +46,7 @@ QkvExpandArgs qkv_expand_args(const PassContext& c) {
     q.rotary_interleaved = d.rotary_interleaved;
     q.dtype = c.opt->dtype;
     q.keep_groups = true;  // rope only: the attention reads the grouped layout
+    q.positions = c.positions;
     return q;
 }
 

@@ -62,7 +62,8 @@ RecomputeGroups recompute_groups(const ActivationInputs& in, int layers, int n, 
 
 // What one micro-batch slot of the chunk keeps (ActivationPlan's SlotSaved): the chunk
 // input, the tokens (first chunk) or targets, final LayerNorm statistics and output (last
-// chunk), and its layers: kept layers whole, of recomputed groups only the last output.
+// chunk), the documents' positions and first keys (every chunk, where asked for), and its
+// layers: kept layers whole, of recomputed groups only the last output.
 double slot_bytes(const ActivationInputs& in, const ChunkShape& c, const RecomputeGroups& g) {
     const double e = double(dtype_size(in.dtype)), h = double(in.h);
     const Rows r = rows_of(in);
@@ -73,6 +74,7 @@ double slot_bytes(const ActivationInputs& in, const ChunkShape& c, const Recompu
         bytes += c.layers * activation_bytes_per_layer(in);
     if (c.pre_process) bytes += 4.0 * r.T;
     if (c.post_process) bytes += 4.0 * r.T + 8.0 * r.R + r.R * h * e;
+    bytes += 4.0 * r.T * in.document_arrays;
     return bytes;
 }
 
@@ -187,7 +189,8 @@ MemoryBreakdown stage_memory(const ModelShape& m, const Layout& l, const DeviceP
 
     ActivationInputs ai{m.seq, l.micro_batch, m.hidden, m.heads, l.tp, l.sequence_parallel && l.tp > 1,
                         l.recompute, m.flash_attention, m.dtype, m.ffn, fc1_rows(m), qkv_rows(m),
-                        m.qk_layernorm ? m.heads + (m.query_groups > 0 ? m.query_groups : m.heads) : 0};
+                        m.qk_layernorm ? m.heads + (m.query_groups > 0 ? m.query_groups : m.heads) : 0,
+                        m.document_arrays};
     const double vocab_shard = double(padded_vocab(m, l.tp)) / l.tp;
     // The most over every micro-batch count the run's iterations take (a ramp's smaller ones).
     std::vector<int> slots = chunk_slots(l.pp, l.vp, std::max(l.micro_batches(), 1), stage);

@@ -43,6 +43,7 @@ struct ActivationInputs {
     std::int64_t qkv = 0;  // the saved QKV's width before the TP split (0: 3h; (np + 2 ng) hn)
     // --qk-layernorm: the query and key rows per token before the TP split (np + ng); 0: off.
     std::int64_t qk_norm_rows = 0;
+    int document_arrays = 0;  // ModelShape::document_arrays
 };
 
 // What lib/model/activation_plan.cpp keeps per layer and micro-batch (R = sb rows, sb/t

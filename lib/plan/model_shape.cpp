@@ -53,6 +53,7 @@ ModelShape model_shape_from_config(const Config& cfg) {
     m.rmsnorm = mc.rmsnorm();
     m.position_table = !mc.rope();
     m.untied_output = mc.untie_embeddings_and_output_weights;
+    m.document_arrays = int(cfg.data.reset_position_ids) + int(cfg.data.reset_attention_mask);
     m.fp8 = cfg.fp8;
     m.fp8_fused_input_cast = !env::fp8_input_cast_separate();
     m.fp8_gelu_epilogue = env::fp8_gelu_epilogue();

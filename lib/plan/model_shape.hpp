@@ -32,6 +32,9 @@ struct ModelShape {
     bool rmsnorm = false;         // norms without bias
     bool position_table = true;   // false with rope
     bool untied_output = false;   // an output layer of V_pad x h besides the embeddings
+    // --reset-position-ids and --reset-attention-mask: (b, s) int32 arrays every micro-batch
+    // slot of every chunk keeps (the documents' positions, their first keys): 0, 1 or 2.
+    int document_arrays = 0;
     // FP8 (--fp8-format and its flags): the linear layers' GEMMs of the layers it covers run
     // at the device's FP8 rate and keep FP8 weight copies and scaling state; off by default.
     Fp8Config fp8;

@@ -69,6 +69,10 @@ expect fp8-training 0 'training done: 2 iterations, 0 skipped' -- \
 one_line eod-mask-without-tokenizer "^gpt_pretrain: error: --eod-mask-loss needs the end-of-document token" -- \
   "$mpiexec" -n 1 "$bin" --config configs/gpt-tiny.ini --vocab-file "" --merge-file "" --vocab-size 1000 \
   --data-path /no/such/data --eod-mask-loss --dry-run
+one_line reset-documents-without-tokenizer \
+  "^gpt_pretrain: error: --reset-position-ids, --reset-attention-mask needs the end-of-document token" -- \
+  "$mpiexec" -n 1 "$bin" --config configs/gpt-tiny.ini --vocab-file "" --merge-file "" --vocab-size 1000 \
+  --data-path /no/such/data --reset-position-ids --reset-attention-mask --dry-run
 # Megatron's --step-batch-size-schedule (thresholds in tokens: 512 is sample 2 at sequence
 # 256): one rank trains the batch of 2 and saves; two ranks cannot split that batch (micro-batch
 # 2 x DP 2), so resuming where it still applies stops before the first iteration, with one
@@ -87,13 +91,15 @@ expect step-schedule-resume-dp2 0 'training done: 3 iterations' \
 rm -rf "$step_ck"
 # gpt-tiny on 8 CPU ranks, TP 2 x PP 2 x DP 2 with the distributed
 # optimizer and sequence parallelism, trains (3 iterations here; mock data from the config),
-# with Megatron's example-script flags: the EOD loss mask, the per-token loss, and the
-# batch-size ramp-up 4 -> 8 (Megatron's calculator: batches of 4, 4, 8 in 20 samples; one
-# micro-batch per DP rank, then two, through the pipeline).
+# with Megatron's example-script flags: the EOD loss mask, the documents' positions and
+# attention masks reset at each EOD, the per-token loss, and the batch-size ramp-up 4 -> 8
+# (Megatron's calculator: batches of 4, 4, 8 in 20 samples; one micro-batch per DP rank, then
+# two, through the pipeline).
 expect gpt-tiny-ptdp-8-ranks 0 'training done: 3 iterations, 0 skipped' 'ramping up batch size from 4 to 8' \
-  'iteration +3/ +3 \| consumed samples: +16 \|.*global batch size: +8 \| lm loss' 'eod_mask_loss \.+ True' -- \
+  'iteration +3/ +3 \| consumed samples: +16 \|.*global batch size: +8 \| lm loss' 'eod_mask_loss \.+ True' \
+  'reset_attention_mask \.+ True' 'reset_position_ids \.+ True' -- \
   env OMP_NUM_THREADS=1 "$mpiexec" -n 8 "$bin" --config configs/gpt-tiny.ini --tensor-model-parallel-size 2 \
   --pipeline-model-parallel-size 2 --use-distributed-optimizer --sequence-parallel \
-  --eod-mask-loss --calculate-per-token-loss --rampup-batch-size 4 4 8 \
+  --eod-mask-loss --reset-position-ids --reset-attention-mask --calculate-per-token-loss --rampup-batch-size 4 4 8 \
   --train-iters 0 --train-samples 20 --lr-warmup-iters 0 --lr-warmup-samples 4 --log-interval 1 --eval-iters 1
 [ "$fails" -eq 0 ] && echo PASS || { echo "$fails failed"; exit 1; }

@@ -1,6 +1,8 @@
 // Causal attention, plain and flash, forward and backward, with and without dropout,
 // against an fp64 reference (itself checked by finite differences), and against each other;
-// with grouped K/V heads (heads_per_group 1, 2, 4: each group's K/V read in place).
+// with grouped K/V heads (heads_per_group 1, 2, 4: each group's K/V read in place); with
+// document masking (--reset-attention-mask's doc_start): against the reference, and a packed
+// sample against its documents run one by one.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,8 +27,10 @@ struct AttnRef {
 
 // qkv [s, b, np/qpg, qpg + 2, hn] (pair pr's query, the key and value of its group
 // pr / qpg), out [s, b, np, hn]; a group's dK/dV sums its heads' contributions.
+// doc_start: [b, s] first key of each query (document masking), or empty: 0.
 AttnRef attn_ref(const Shape& sh, const std::vector<double>& qkv, const std::vector<double>& dout,
-                 double p, std::uint64_t seed, std::uint64_t offset, double scale_in = 0.0) {
+                 double p, std::uint64_t seed, std::uint64_t offset, double scale_in = 0.0,
+                 const std::vector<std::int32_t>& doc_start = {}) {
     const std::int64_t s = sh.s, hn = sh.hn, pairs = sh.b * sh.np;
     const double scale = scale_in != 0.0 ? scale_in : 1.0 / std::sqrt(static_cast<double>(hn));
     const std::uint32_t thr = dropout_threshold(static_cast<float>(p));
@@ -40,9 +44,13 @@ AttnRef attn_ref(const Shape& sh, const std::vector<double>& qkv, const std::vec
     };
     for (std::int64_t pr = 0; pr < pairs; ++pr) {
         std::vector<double> P(s * s, 0.0), M(s * s, 0.0);
+        // Keys [first(i), i] of row i; the others keep P = 0, so every sum below skips them.
+        auto first = [&](std::int64_t i) -> std::int64_t {
+            return doc_start.empty() ? 0 : doc_start[static_cast<std::size_t>(pr / sh.np * s + i)];
+        };
         for (std::int64_t i = 0; i < s; ++i) {
             double mx = -1e300;
-            for (std::int64_t j = 0; j <= i; ++j) {
+            for (std::int64_t j = first(i); j <= i; ++j) {
                 double d = 0;
                 for (std::int64_t c = 0; c < hn; ++c) d += qkv[at(i, pr, 0, c)] * qkv[at(j, pr, 1, c)];
                 P[i * s + j] = d * scale;
@@ -51,8 +59,8 @@ AttnRef attn_ref(const Shape& sh, const std::vector<double>& qkv, const std::vec
                 M[i * s + j] = dropout_keep(seed, idx, thr) ? 1.0 / (1.0 - p) : 0.0;
             }
             double sum = 0;
-            for (std::int64_t j = 0; j <= i; ++j) sum += (P[i * s + j] = std::exp(P[i * s + j] - mx));
-            for (std::int64_t j = 0; j <= i; ++j) P[i * s + j] /= sum;
+            for (std::int64_t j = first(i); j <= i; ++j) sum += (P[i * s + j] = std::exp(P[i * s + j] - mx));
+            for (std::int64_t j = first(i); j <= i; ++j) P[i * s + j] /= sum;
             for (std::int64_t c = 0; c < hn; ++c) {
                 double o = 0;
                 for (std::int64_t j = 0; j <= i; ++j) o += P[i * s + j] * M[i * s + j] * qkv[at(j, pr, 2, c)];
@@ -88,16 +96,21 @@ TEST(AttentionReference, GradientMatchesFiniteDifferences) {
     auto qkv = random_vec(sh.nqkv(), 1);
     auto dout = random_vec(sh.nout(), 2);
     for (double p : {0.0, 0.3}) {
-        AttnRef r = attn_ref(sh, qkv, dout, p, 5, 9);
+      // Plain causal, and documents of 2 and 2 tokens (sample 0) and 1 and 3 (sample 1).
+      for (const auto& docs : {std::vector<std::int32_t>{}, std::vector<std::int32_t>{0, 0, 2, 2, 0, 1, 1, 1}}) {
+        if (!docs.empty() && sh.b != 2) continue;
+        AttnRef r = attn_ref(sh, qkv, dout, p, 5, 9, 0.0, docs);
         for (std::size_t e = 0; e < qkv.size(); ++e) {
             auto plus = qkv, minus = qkv;
             plus[e] += 1e-6;
             minus[e] -= 1e-6;
-            auto op = attn_ref(sh, plus, dout, p, 5, 9).out, om = attn_ref(sh, minus, dout, p, 5, 9).out;
+            auto op = attn_ref(sh, plus, dout, p, 5, 9, 0.0, docs).out;
+            auto om = attn_ref(sh, minus, dout, p, 5, 9, 0.0, docs).out;
             double fd = 0;
             for (std::size_t i = 0; i < op.size(); ++i) fd += (op[i] - om[i]) / 2e-6 * dout[i];
-            EXPECT_NEAR(fd, r.dqkv[e], 1e-7) << "element " << e << " p=" << p;
+            EXPECT_NEAR(fd, r.dqkv[e], 1e-7) << "element " << e << " p=" << p << " documents " << docs.size();
         }
+      }
     }
   }
 }
@@ -108,7 +121,7 @@ struct AttnRun {
 
 AttnRun run_backend(Backend& be, const Shape& sh, DType t, bool flash, float p,
                 const std::vector<double>& qkv, const std::vector<double>& dout,
-                float softmax_scale = 0.0f) {
+                float softmax_scale = 0.0f, const std::vector<std::int32_t>& doc_start = {}) {
     AttentionArgs a;
     a.s = sh.s;
     a.b = sh.b;
@@ -122,11 +135,34 @@ AttnRun run_backend(Backend& be, const Shape& sh, DType t, bool flash, float p,
     a.offset = 5;
     a.softmax_scale = softmax_scale;
     Buf bq(be, t, qkv), bo(be, t, dout.size()), bdo(be, t, dout), bdq(be, t, qkv.size());
+    void* ds = nullptr;
+    if (!doc_start.empty()) {
+        ds = be.alloc(doc_start.size() * 4);
+        be.copy_to_device(ds, doc_start.data(), doc_start.size() * 4);
+        a.doc_start = static_cast<const std::int32_t*>(ds);
+    }
     const std::size_t saved_bytes = be.attention_saved_bytes(a);
     Buf saved(be, DType::F32, saved_bytes / 4);
     be.attention_forward(a, bq.p(), bo.p(), saved.p());
     be.attention_backward(a, bq.p(), bo.p(), saved.p(), bdo.p(), bdq.p());
+    if (ds) be.free(ds);
     return {bo.get(), bdq.get()};
+}
+
+// doc_start [b, s] of samples whose documents end (an EOD token) at the given positions:
+// the position after the last end before i (Megatron's mask: no key at or before an EOD
+// that precedes the query).
+std::vector<std::int32_t> doc_starts(std::int64_t s, const std::vector<std::vector<std::int64_t>>& ends) {
+    std::vector<std::int32_t> out;
+    for (const auto& e : ends) {
+        std::int32_t start = 0;
+        std::size_t k = 0;
+        for (std::int64_t i = 0; i < s; ++i) {
+            while (k < e.size() && e[k] < i) start = static_cast<std::int32_t>(e[k++] + 1);
+            out.push_back(start);
+        }
+    }
+    return out;
 }
 
 const Shape kShapes[] = {{1, 1, 1, 4},       {5, 2, 3, 8},        {64, 1, 1, 32},
@@ -154,6 +190,59 @@ TEST_P(AttentionTest, PlainAndFlashMatchReference) {
                 EXPECT_TRUE(all_close(got.out, r.out, tl));
                 EXPECT_TRUE(all_close(got.dqkv, r.dqkv, tl));
             }
+        }
+    }
+}
+
+// Document masking: boundaries inside a 64-key tile and on one, a one-token document, a
+// document spanning tiles, a last document starting past whole tiles (flash skips them), an
+// EOD as the last token; each sample its own; grouped K/V.
+TEST_P(AttentionTest, DocumentMaskMatchesReference) {
+    const DType t = GetParam();
+    auto be = cpu_backend();
+    for (const Shape& sh : {Shape{150, 2, 2, 16}, Shape{150, 2, 4, 16, 2}}) {
+        const auto docs = doc_starts(sh.s, {{9, 10, 63, 139, 149}, {0, 127}});
+        auto qkv = rounded(t, random_vec(sh.nqkv(), 97, -1.5, 1.5));
+        auto dout = rounded(t, random_vec(sh.nout(), 98));
+        for (float p : {0.0f, 0.2f}) {
+            AttnRef r = attn_ref(sh, qkv, dout, p, 77, 5, 0.0, docs);
+            for (bool flash : {false, true}) {
+                SCOPED_TRACE(::testing::Message() << "heads/group=" << sh.qpg << " p=" << p << " flash=" << flash);
+                AttnRun got = run_backend(*be, sh, t, flash, p, qkv, dout, 0.0f, docs);
+                Tol tl = t == DType::F32 ? Tol{1e-5, 1e-5} : tol_for(t);
+                tl.atol = std::max(tl.atol, tl.rtol);
+                EXPECT_TRUE(all_close(got.out, r.out, tl));
+                EXPECT_TRUE(all_close(got.dqkv, r.dqkv, tl));
+            }
+        }
+    }
+}
+
+// What the mask means: a sample packed from documents computes, for each document's rows,
+// what the document alone computes (fp32, no dropout: the same products in a different
+// tiling, so a few ulp), and the gradient of one document's keys has nothing from another's
+// queries.
+TEST(Attention, PackedDocumentsEqualEachDocumentAlone) {
+    auto be = cpu_backend();
+    const Shape sh{140, 1, 2, 16};
+    const std::vector<std::int64_t> ends{69, 70, 139};  // documents [0, 70), [70, 71), [71, 140)
+    const auto docs = doc_starts(sh.s, {ends});
+    auto qkv = rounded(DType::F32, random_vec(sh.nqkv(), 99, -2.0, 2.0));
+    auto dout = rounded(DType::F32, random_vec(sh.nout(), 100));
+    const std::int64_t qrow = sh.nqkv() / sh.s, orow = sh.nout() / sh.s;
+    for (bool flash : {false, true}) {
+        AttnRun packed = run_backend(*be, sh, DType::F32, flash, 0.0f, qkv, dout, 0.0f, docs);
+        std::int64_t begin = 0;
+        for (std::int64_t end : ends) {
+            const Shape one{end + 1 - begin, 1, 2, 16};
+            auto slice = [&](const std::vector<double>& v, std::int64_t row) {
+                return std::vector<double>(v.begin() + begin * row, v.begin() + (end + 1) * row);
+            };
+            AttnRun alone = run_backend(*be, one, DType::F32, flash, 0.0f, slice(qkv, qrow), slice(dout, orow));
+            SCOPED_TRACE(::testing::Message() << "flash=" << flash << " document [" << begin << ", " << end + 1 << ")");
+            EXPECT_TRUE(all_close(slice(packed.out, orow), alone.out, {1e-5, 2e-6}));
+            EXPECT_TRUE(all_close(slice(packed.dqkv, qrow), alone.dqkv, {1e-5, 2e-6}));
+            begin = end + 1;
         }
     }
 }

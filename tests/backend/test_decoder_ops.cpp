@@ -117,14 +117,18 @@ void rope_ref(double* t, std::int64_t pos, std::int64_t dim, double base, bool i
     for (std::int64_t d = 0; d < dim; ++d) t[d] = t[d] * std::cos(emb[d]) + rh[d] * std::sin(emb[d]);
 }
 
-Vec expand_ref(const QkvExpandArgs& a, const Vec& in) {
+// positions: [b, s] (--reset-position-ids), or empty: row r at r / b.
+Vec expand_ref(const QkvExpandArgs& a, const Vec& in, const std::vector<std::int32_t>& positions = {}) {
     const std::int64_t rows = a.s * a.b, hn = a.hn, qpg = a.heads_per_group, np = a.groups * qpg;
+    auto pos = [&](std::int64_t r) -> std::int64_t {
+        return positions.empty() ? r / a.b : positions[static_cast<std::size_t>(r % a.b * a.s + r / a.b)];
+    };
     if (a.keep_groups) {  // the grouped layout, queries and keys rotated
         Vec out = in;
         for (std::int64_t r = 0; r < rows; ++r)
             for (std::int64_t v = 0; v < a.groups * (qpg + 2); ++v)
                 if (a.rotary_dim > 0 && v % (qpg + 2) <= qpg)
-                    rope_ref(&out[static_cast<std::size_t>((r * a.groups * (qpg + 2) + v) * hn)], r / a.b,
+                    rope_ref(&out[static_cast<std::size_t>((r * a.groups * (qpg + 2) + v) * hn)], pos(r),
                              a.rotary_dim, a.rotary_base, a.rotary_interleaved);
         return out;
     }
@@ -140,8 +144,8 @@ Vec expand_ref(const QkvExpandArgs& a, const Vec& in) {
                 o[2 * hn + d] = grp[(qpg + 1) * hn + d];
             }
             if (a.rotary_dim > 0) {
-                rope_ref(o, r / a.b, a.rotary_dim, a.rotary_base, a.rotary_interleaved);
-                rope_ref(o + hn, r / a.b, a.rotary_dim, a.rotary_base, a.rotary_interleaved);
+                rope_ref(o, pos(r), a.rotary_dim, a.rotary_base, a.rotary_interleaved);
+                rope_ref(o + hn, pos(r), a.rotary_dim, a.rotary_base, a.rotary_interleaved);
             }
         }
     return out;
@@ -151,6 +155,7 @@ struct ExpandCase {
     std::int64_t groups, qpg, hn, rotary_dim;
     bool interleaved;
     bool keep_groups = false;  // rope only, the grouped layout kept (the model's use)
+    bool reset_positions = false;  // QkvExpandArgs::positions: each sample's documents from 0
 };
 
 class QkvExpandTest : public ::testing::TestWithParam<ExpandCase> {};
@@ -173,13 +178,23 @@ TEST_P(QkvExpandTest, ForwardAndFiniteDifferenceGradients) {
     const std::int64_t out_n = c.keep_groups ? in_n : rows * c.groups * c.qpg * 3 * c.hn;
     const Vec in = rounded(DType::F32, random_vec(in_n, 21));
     const Vec dy = rounded(DType::F32, random_vec(out_n, 22));
+    // Sample 0: documents of 2 and 3 tokens; sample 1: 4 and 1.
+    std::vector<std::int32_t> positions;
+    void* dpos = nullptr;
+    if (c.reset_positions) {
+        positions = {0, 1, 0, 1, 2, 0, 1, 2, 3, 0};
+        dpos = be->alloc(positions.size() * 4);
+        be->copy_to_device(dpos, positions.data(), positions.size() * 4);
+        a.positions = static_cast<const std::int32_t*>(dpos);
+    }
     Buf bin(*be, DType::F32, in), bout(*be, DType::F32, out_n);
     be->qkv_expand_forward(a, bin.p(), bout.p());
-    EXPECT_TRUE(all_close(bout.get(), expand_ref(a, in), fp32_tol(8)));
+    EXPECT_TRUE(all_close(bout.get(), expand_ref(a, in, positions), fp32_tol(8)));
     Buf bdy(*be, DType::F32, dy), dg(*be, DType::F32, in_n);
     be->qkv_expand_backward(a, bdy.p(), dg.p());
-    EXPECT_TRUE(all_close(dg.get(), finite_diff([&](const Vec& v) { return expand_ref(a, v); }, in, dy),
+    EXPECT_TRUE(all_close(dg.get(), finite_diff([&](const Vec& v) { return expand_ref(a, v, positions); }, in, dy),
                           fp32_tol(8 * c.qpg)));
+    if (dpos) be->free(dpos);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -190,11 +205,14 @@ INSTANTIATE_TEST_SUITE_P(
                       ExpandCase{2, 2, 8, 8, true},    // interleaved
                       ExpandCase{3, 2, 6, 0, false},   // GQA without rope
                       ExpandCase{2, 3, 8, 8, false, true},  // grouped kept, rope only
-                      ExpandCase{1, 4, 8, 4, true, true}),
+                      ExpandCase{1, 4, 8, 4, true, true},
+                      ExpandCase{2, 3, 8, 8, false, true, true},  // --reset-position-ids
+                      ExpandCase{2, 2, 8, 8, true, false, true}),
     [](const auto& info) {
         const ExpandCase& c = info.param;
         return "g" + std::to_string(c.groups) + "q" + std::to_string(c.qpg) + "rot" +
-               std::to_string(c.rotary_dim) + (c.interleaved ? "i" : "") + (c.keep_groups ? "kept" : "");
+               std::to_string(c.rotary_dim) + (c.interleaved ? "i" : "") + (c.keep_groups ? "kept" : "") +
+               (c.reset_positions ? "reset" : "");
     });
 
 }  // namespace

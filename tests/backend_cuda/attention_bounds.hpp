@@ -34,6 +34,9 @@
 // add per head (2 (r (s - j + 2)) u over the summed magnitudes), and a kernel that rounds
 // the running sum to the activation type between heads (the plain CUDA path's beta = 1
 // GEMMs) adds up to (r - 1) u_t of the summed magnitudes.
+// Document masking (doc_start): row i sees keys [doc_start_i, i]; the sums run over those,
+// masked probabilities are exactly 0, and the error terms keep n = i + 1 (an upper bound:
+// the kernels visit at most that many keys and tiles).
 // These are first-order bounds; the products of two relative errors (each below 1/8, which
 // the reference asserts) add at most 1/8 of them, so every bound is multiplied by 9/8.
 // A wrong result (a missing scale, the causal mask off by one, a missing rowsum term in
@@ -72,8 +75,10 @@ struct AttnFault {
     bool first_head_dkv = false; // grouped: a group's dK/dV from its first head only
 };
 
+// doc_start: the host copy of AttentionArgs::doc_start ([b, s]), empty for plain causal.
 inline AttnExact attention_exact(const AttentionArgs& a, const std::vector<double>& qkv,
-                                 const std::vector<double>& dout, AttnFault f = {}) {
+                                 const std::vector<double>& dout, AttnFault f = {},
+                                 const std::vector<std::int32_t>& doc_start = {}) {
     const std::int64_t s = a.s, hn = a.hn, pairs = a.b * a.np, ldo = pairs * hn;
     const std::int64_t qpg = a.heads_per_group, kvp = pairs / qpg, ldq = kvp * (qpg + 2) * hn;
     auto q_at = [&](std::int64_t pr) { return pr / qpg * (qpg + 2) * hn + pr % qpg * hn; };
@@ -113,9 +118,11 @@ inline AttnExact attention_exact(const AttentionArgs& a, const std::vector<doubl
         std::vector<float> mult(s);
         for (std::int64_t i = 0; i < s; ++i) {
             const std::int64_t n = f.skip_diagonal ? std::max<std::int64_t>(i, 1) : i + 1;
+            const std::int64_t lo = doc_start.empty() ? 0 : doc_start[pr / a.np * s + i];
+            EXPECT_TRUE(lo >= 0 && lo < n) << "doc_start " << lo << " of row " << i;
             std::vector<double> sc(n), es(n);
             double m = -INFINITY, max_es = 0.0, max_abs = 0.0;
-            for (std::int64_t j = 0; j < n; ++j) {
+            for (std::int64_t j = lo; j < n; ++j) {
                 double dot = 0.0, mag = 0.0;
                 for (std::int64_t d = 0; d < hn; ++d) {
                     dot += Q(i, d) * K(j, d);
@@ -129,7 +136,7 @@ inline AttnExact attention_exact(const AttentionArgs& a, const std::vector<doubl
             }
             const double tiles = static_cast<double>((n + 31) / 32);
             double R = 0.0, sum = 0.0;
-            for (std::int64_t j = 0; j < n; ++j) {
+            for (std::int64_t j = lo; j < n; ++j) {
                 R = std::max(R, es[j] + max_es + 2.0 * u * (std::abs(sc[j]) + std::abs(m)) + e_exp);
                 sum += std::exp(sc[j] - m);
             }
@@ -140,7 +147,7 @@ inline AttnExact attention_exact(const AttentionArgs& a, const std::vector<doubl
             r.lse[pr * s + i] = lse;
             r.lse_bound[pr * s + i] = e_lse;
             if (drop) cpu::dropout_multipliers(a.seed, a.offset + static_cast<std::uint64_t>((pr * s + i) * s), n, thr, keep, mult.data());
-            for (std::int64_t j = 0; j < n; ++j) {
+            for (std::int64_t j = lo; j < n; ++j) {
                 const double p = std::exp(sc[j] - m) / sum;
                 P[i * s + j] = p;
                 MU[i * s + j] = drop ? mult[j] : 1.0;
@@ -153,7 +160,7 @@ inline AttnExact attention_exact(const AttentionArgs& a, const std::vector<doubl
             std::vector<double> orow(hn), obound(hn);
             for (std::int64_t d = 0; d < hn; ++d) {
                 double o = 0.0, mag = 0.0, round = 0.0;
-                for (std::int64_t j = 0; j < n; ++j) {
+                for (std::int64_t j = lo; j < n; ++j) {
                     const double pm = P[i * s + j] * MU[i * s + j];
                     o += pm * V(j, d);
                     mag += pm * std::abs(V(j, d));
@@ -167,7 +174,7 @@ inline AttnExact attention_exact(const AttentionArgs& a, const std::vector<doubl
             // Backward through the softmax for this row.
             std::vector<double> g(n), eg(n);
             double D = 0.0, ED_plain = 0.0, Dmag = 0.0;
-            for (std::int64_t j = 0; j < n; ++j) {
+            for (std::int64_t j = lo; j < n; ++j) {
                 double dot = 0.0, mag = 0.0;
                 for (std::int64_t d = 0; d < hn; ++d) {
                     dot += dO(i, d) * V(j, d);
@@ -185,7 +192,7 @@ inline AttnExact attention_exact(const AttentionArgs& a, const std::vector<doubl
             for (std::int64_t d = 0; d < hn; ++d)
                 ED_flash += std::abs(dO(i, d)) * (obound[d] + 2.0 * (hn + 1) * u * (std::abs(orow[d]) + obound[d]));
             const double ED = std::max(ED_plain, ED_flash);
-            for (std::int64_t j = 0; j < n; ++j) {
+            for (std::int64_t j = lo; j < n; ++j) {
                 const double p = P[i * s + j];
                 const double ds = f.no_rowsum ? p * g[j] : p * (g[j] - D);
                 dS[i * s + j] = ds;

@@ -1,6 +1,7 @@
 // CUDA causal attention (plain and flash) vs the CPU kernel of the same kind: outputs,
 // saved statistics and gradients, with and without dropout (identical Philox masks),
-// Megatron's head dims, and grouped K/V heads (1, 2, 4 query heads per group).
+// Megatron's head dims, grouped K/V heads (1, 2, 4 query heads per group), and document
+// masking (AttentionArgs::doc_start).
 #include "backend/cuda/attention_flash.hpp"
 #include "attention_bounds.hpp"
 #include "cuda_test_util.hpp"
@@ -35,9 +36,12 @@ AttentionArgs attention_args(const Shape& sh, DType t, bool flash) {
     return a;
 }
 
-void run_attention(Backend& cpu, Backend& gpu, const Shape& sh, DType t, float p, bool flash) {
+// doc: document masking's doc_start ([b, s], doc_starts below), empty for plain causal.
+void run_attention(Backend& cpu, Backend& gpu, const Shape& sh, DType t, float p, bool flash,
+                   const std::vector<std::int32_t>& doc = {}) {
     SCOPED_TRACE(detail::concat("s=", sh.s, " b=", sh.b, " np=", sh.np, " hn=", sh.hn, " heads/group=", sh.qpg,
-                                " ", dname(t), " dropout=", p, flash ? " flash" : " plain"));
+                                " ", dname(t), " dropout=", p, flash ? " flash" : " plain",
+                                doc.empty() ? "" : " doc_start"));
     AttentionArgs a = attention_args(sh, t, flash);
     a.dropout = p;
     a.seed = 77;
@@ -47,12 +51,19 @@ void run_attention(Backend& cpu, Backend& gpu, const Shape& sh, DType t, float p
     const std::size_t nsaved = cpu.attention_saved_bytes(a) / 4;
     const auto qkv_v = rounded(t, random_vec(nqkv, 80, -2.0, 2.0));
     const auto dout_v = rounded(t, random_vec(nout, 81));
-    const AttnExact x = attention_exact(a, qkv_v, dout_v);
+    const AttnExact x = attention_exact(a, qkv_v, dout_v, {}, doc);
+    // The same arguments but for doc_start, in each backend's memory.
+    Ints docs(cpu, gpu, doc);
+    AttentionArgs ac = a, ag = a;
+    if (!doc.empty()) {
+        ac.doc_start = docs.c();
+        ag.doc_start = docs.g();
+    }
     Twin qkv(cpu, gpu, t, qkv_v);
     Twin out(cpu, gpu, t, nout);
     Twin saved(cpu, gpu, DType::F32, nsaved);
-    cpu.attention_forward(a, qkv.c(), out.c(), saved.c());
-    gpu.attention_forward(a, qkv.g(), out.g(), saved.g());
+    cpu.attention_forward(ac, qkv.c(), out.c(), saved.c());
+    gpu.attention_forward(ag, qkv.g(), out.g(), saved.g());
     // Both backends against the fp64 result within the bounds of attention_bounds.hpp.
     EXPECT_TRUE(within_bound(out.gpu_vals(), x.out, x.out_bound)) << "GPU out";
     EXPECT_TRUE(within_bound(out.cpu_vals(), x.out, x.out_bound)) << "CPU out";
@@ -63,10 +74,39 @@ void run_attention(Backend& cpu, Backend& gpu, const Shape& sh, DType t, float p
 
     Twin dout(cpu, gpu, t, dout_v);
     Twin dqkv(cpu, gpu, t, nqkv);
-    cpu.attention_backward(a, qkv.c(), out.c(), saved.c(), dout.c(), dqkv.c());
-    gpu.attention_backward(a, qkv.g(), out.g(), saved.g(), dout.g(), dqkv.g());
+    cpu.attention_backward(ac, qkv.c(), out.c(), saved.c(), dout.c(), dqkv.c());
+    gpu.attention_backward(ag, qkv.g(), out.g(), saved.g(), dout.g(), dqkv.g());
     EXPECT_TRUE(within_bound(dqkv.gpu_vals(), x.dqkv, x.dqkv_bound)) << "GPU dqkv";
     EXPECT_TRUE(within_bound(dqkv.cpu_vals(), x.dqkv, x.dqkv_bound)) << "CPU dqkv";
+}
+
+// Document masking's doc_start ([b, s]) for b samples of length s: each sample's documents
+// by their first positions (those below s), different per sample. Against the kernels'
+// tiles (forward: 128-query blocks, 64-key tiles at head dims 64/80 and 32 at 96/128, the
+// CUDA-core kernels' 64-row blocks and 32-key tiles; backward: 64-key blocks, 64- or
+// 32-query tiles), with s = 200:
+//  - sample 0: one-token document at 5, boundaries inside tiles (5, 6, 140) and at a 64-key
+//    tile's (64); rows from 140 skip keys 0-127 (two 64-key tiles, four 32-key ones), so the
+//    first warp of the forward's second block (rows 128-159, starting at 64) takes key tile
+//    64-127, which its rows from 140 mask whole (the online softmax's -inf case), and the
+//    backward's block of keys 64-127 ends its walk before query tile 192; its block of keys
+//    0-63 stops after query tile 0-63;
+//  - sample 1: boundaries inside tiles (37, 190) and at a 128-query block's and a 64-key
+//    tile's (128), a one-token document at 128: the forward's second block starts at key
+//    128 and skips two tiles.
+std::vector<std::int32_t> doc_starts(std::int64_t s, std::int64_t b) {
+    const std::vector<std::int32_t> starts[] = {{0, 5, 6, 64, 140}, {0, 37, 128, 129, 190}, {0, 20, 100}};
+    std::vector<std::int32_t> doc;
+    for (std::int64_t bi = 0; bi < b; ++bi) {
+        const auto& st = starts[bi % 3];
+        std::int32_t cur = 0;
+        for (std::int64_t i = 0; i < s; ++i) {
+            for (std::int32_t x : st)
+                if (x <= i) cur = x;
+            doc.push_back(cur);
+        }
+    }
+    return doc;
 }
 
 // The bounds can fail: what a kernel with a missing scale, the causal mask off by one, the
@@ -214,6 +254,79 @@ TEST_F(CudaAttention, FlashSimpleKernelsMatchCpu) {
 TEST_F(CudaAttention, FlashTensorCoresSeveralKeyBlocks) {
     for (DType t : {DType::F16, DType::BF16})
         for (float p : {0.0f, 0.1f}) run_attention(cpu(), gpu(), Shape{200, 2, 2, 128}, t, p, true);
+}
+
+// Document masking's cases can fail: plain causal attention (a kernel that ignores
+// doc_start) and a mask off by one key either way (a row that also sees the key before its
+// document, or misses its document's first key) are far outside the bounds of the masked
+// result, forward and backward, in every type.
+TEST_F(CudaAttention, DocMaskBoundsRejectWrongMasks) {
+    const Shape sh{200, 2, 1, 64};
+    const std::vector<std::int32_t> doc = doc_starts(sh.s, sh.b);
+    std::vector<std::int32_t> before = doc, after = doc;
+    for (std::size_t e = 0; e < doc.size(); ++e) {
+        if (doc[e] > 0) before[e] = doc[e] - 1;
+        if (doc[e] < static_cast<std::int32_t>(e % sh.s)) after[e] = doc[e] + 1;
+    }
+    for (DType t : kAllTypes) {
+        SCOPED_TRACE(dname(t));
+        AttentionArgs a = attention_args(sh, t, true);
+        a.dropout = 0.1f;
+        a.seed = 77;
+        a.offset = 5;
+        const auto qkv_v = rounded(t, random_vec(attention_qkv_elems(a), 80, -2.0, 2.0));
+        const auto dout_v = rounded(t, random_vec(sh.s * sh.b * sh.np * sh.hn, 81));
+        const AttnExact x = attention_exact(a, qkv_v, dout_v, {}, doc);
+        for (const auto& [wrong, what] : {std::pair{std::vector<std::int32_t>{}, "causal only"},
+                                          std::pair{before, "one key before the document"},
+                                          std::pair{after, "the document's first key missed"}}) {
+            const AttnExact w = attention_exact(a, qkv_v, dout_v, {}, wrong);
+            EXPECT_FALSE(within_bound(w.out, x.out, x.out_bound)) << what << " (out)";
+            EXPECT_FALSE(within_bound(w.lse, x.lse, x.lse_bound)) << what << " (lse)";
+            EXPECT_FALSE(within_bound(w.dqkv, x.dqkv, x.dqkv_bound)) << what << " (dqkv)";
+        }
+    }
+}
+
+// Document masking on the plain path (the softmax kernels mask, the GEMMs run whole):
+// probabilities exactly 0 outside each row's document, several documents per sample,
+// dropout's mask unchanged, grouped K/V.
+TEST_F(CudaAttention, DocMaskPlainMatchesCpu) {
+    for (const Shape& sh : {Shape{70, 2, 2, 64}, Shape{70, 2, 4, 16, 2}})
+        for (DType t : kAllTypes)
+            for (float p : {0.0f, 0.1f}) run_attention(cpu(), gpu(), sh, t, p, false, doc_starts(sh.s, sh.b));
+}
+
+// Document masking on the flash kernels: fp16/bf16 on tensor cores (the sm80 forward's
+// 64-key tiles at head dim 64, 32-key tiles and the backward's 32-query tiles at 128, with
+// grouped K/V), fp32 on the CUDA-core ones; with and without dropout (the same Philox mask
+// as the CPU's: masking only zeroes probabilities). s not a multiple of any tile.
+TEST_F(CudaAttention, DocMaskFlashMatchesCpu) {
+    const Shape sh{200, 2, 2, 64};
+    for (DType t : kAllTypes)
+        for (float p : {0.0f, 0.1f}) run_attention(cpu(), gpu(), sh, t, p, true, doc_starts(sh.s, sh.b));
+    const Shape grouped{150, 2, 2, 128, 2};
+    run_attention(cpu(), gpu(), grouped, DType::F16, 0.1f, true, doc_starts(grouped.s, grouped.b));
+    run_attention(cpu(), gpu(), grouped, DType::BF16, 0.0f, true, doc_starts(grouped.s, grouped.b));
+}
+
+// The CUDA-core flash kernels (GPT_CUDA_FLASH=simple) in fp16/bf16 with grouped K/V: their
+// dK/dV kernel walks a group's heads and ends each walk at the first query tile that starts
+// past the block's keys; and the tensor-core forward's other way of drawing the dropout mask
+// (GPT_CUDA_DROPOUT_DRAWS=element: a Philox block a pair of keys; the backward draws words
+// under the mask either way) at head dims 64 and 96 (32-key forward tiles).
+TEST_F(CudaAttention, DocMaskFlashSimpleKernelsAndElementDraws) {
+    const Shape grouped{200, 2, 4, 64, 2};
+    const std::vector<std::int32_t> doc = doc_starts(grouped.s, grouped.b);
+    set_flash_kernel(FlashKernel::Simple);
+    run_attention(cpu(), gpu(), grouped, DType::F16, 0.1f, true, doc);
+    run_attention(cpu(), gpu(), grouped, DType::BF16, 0.0f, true, doc);
+    set_flash_kernel(FlashKernel::Auto);
+    cuda::set_flash_dropout_draws_per_element(true);
+    EXPECT_NE(gpu().kernel_variants().find("dropout_draws=element"), std::string::npos) << gpu().kernel_variants();
+    run_attention(cpu(), gpu(), Shape{200, 2, 1, 64}, DType::F16, 0.1f, true, doc_starts(200, 2));
+    run_attention(cpu(), gpu(), Shape{150, 2, 1, 96}, DType::BF16, 0.1f, true, doc_starts(150, 2));
+    cuda::set_flash_dropout_draws_per_element(false);
 }
 
 // Which calls take the tensor-core kernels: fp16/bf16, head dims 64/80/96/128, 16-byte
@@ -624,6 +737,53 @@ TEST(CudaFlashSelection, Sm90ForwardWhereItApplies) {
     EXPECT_FALSE(flash_forward_uses_sm90_ws(a, {buf})) << "not an sm_90 device";
 #endif
     set_flash_kernel(FlashKernel::Auto);
+}
+
+// The sm_90 kernels have no document masking: under every GPT_CUDA_FLASH=sm90* choice, on an
+// sm_90 device (the test hook), a call with doc_start selects none of them and runs sm80's
+// forward and backward, which match the CPU's (a call that reached an sm_90 kernel would
+// be refused by its launcher; one that ignored the mask would be outside the bounds).
+TEST_F(CudaAttention, DocMaskRunsSm80UnderSm90) {
+    Sm90Forward on(FlashKernel::Sm90);
+    if (!on.ok()) GTEST_SKIP() << "the sm90 kernels need an sm_90 GPU (or the emulator)";
+    const Shape sh{130, 2, 2, 64};
+    const std::vector<std::int32_t> doc = doc_starts(sh.s, sh.b);
+    Twin probe(cpu(), gpu(), DType::F16, 8);
+    AttentionArgs a = attention_args(sh, DType::F16, true);
+    ASSERT_TRUE(flash_forward_uses_sm90_ws(a, {probe.g()}));
+    ASSERT_TRUE(flash_backward_uses_sm90(a, {probe.g()}));
+    a.doc_start = static_cast<const std::int32_t*>(probe.g());
+    ASSERT_FALSE(flash_forward_uses_sm90(a, {probe.g()}));
+    ASSERT_FALSE(flash_forward_uses_sm90_ws(a, {probe.g()}));
+    ASSERT_FALSE(flash_backward_uses_sm90(a, {probe.g()}));
+    run_attention(cpu(), gpu(), sh, DType::F16, 0.0f, true, doc);
+}
+
+// Which calls take an sm_90 kernel with document masking (host logic): none, under every
+// sm90 choice (GPT_CUDA_FLASH=sm90, sm90-fwd, sm90-basic and the backward variants), with
+// and without dropout, on an sm_90 device; the same calls without doc_start take them.
+TEST(CudaFlashSelection, DocMaskNeverSelectsSm90) {
+    alignas(16) static unsigned char buf[64];
+    cuda::flash_assume_sm90_device_for_tests(true);
+    for (FlashKernel k : {FlashKernel::Sm90, FlashKernel::Sm90Fwd, FlashKernel::Sm90Basic, FlashKernel::Sm90Bwd1wg,
+                          FlashKernel::Sm90BwdPlain, FlashKernel::Sm90DqAtomic, FlashKernel::Sm90BwdWs})
+        for (float p : {0.0f, 0.1f}) {
+            set_flash_kernel(k);
+            const bool sm90_bwd = k != FlashKernel::Sm90Fwd && k != FlashKernel::Sm90Basic;
+            const bool sm90_fwd = k != FlashKernel::Sm90Basic || p == 0.0f;
+            SCOPED_TRACE(detail::concat("kernel ", static_cast<int>(k), " dropout ", p));
+            AttentionArgs a = attention_args(Shape{128, 2, 2, 64}, DType::F16, true);
+            a.dropout = p;
+            EXPECT_EQ(flash_forward_uses_sm90(a, {buf}), sm90_fwd);
+            EXPECT_EQ(flash_backward_uses_sm90(a, {buf}), sm90_bwd);
+            a.doc_start = reinterpret_cast<const std::int32_t*>(buf);
+            EXPECT_FALSE(flash_forward_uses_sm90(a, {buf}));
+            EXPECT_FALSE(flash_forward_uses_sm90_ws(a, {buf}));
+            EXPECT_FALSE(flash_backward_uses_sm90(a, {buf}));
+            EXPECT_TRUE(flash_uses_tensor_cores(a, {buf})) << "the sm80 kernels run it";
+        }
+    set_flash_kernel(FlashKernel::Auto);
+    cuda::flash_assume_sm90_device_for_tests(false);
 }
 
 TEST_F(CudaAttention, LongSequence) {

@@ -231,6 +231,84 @@ Rot rotate_exact(const QkvExpandArgs& a, const double* v, const double* m, std::
     return {r, (m[d] + m[partner]) * (dtheta + 5.0 * kU + extra_rel) + kU * std::abs(r)};
 }
 
+// Rope's position of token row r (i = r / b, sample r % b): positions[sample * s + i] where
+// given ([b, s], QkvExpandArgs::positions), else i.
+std::int64_t row_pos(const ExpandCase& k, const std::vector<std::int32_t>& positions, std::int64_t r) {
+    return positions.empty() ? r / k.b : positions[r % k.b * k.s + r / k.b];
+}
+
+// qkv_expand (the expansion to [np, 3, hn]) forward and backward against the fp64 result, on
+// both backends; positions as QkvExpandArgs::positions (empty: none given).
+void check_qkv_expand(Backend& cpu, Backend& gpu, const ExpandCase& k, DType t,
+                      const std::vector<std::int32_t>& positions = {}) {
+    QkvExpandArgs a = expand_args(k, t);
+    SCOPED_TRACE(dname(t) + " s=" + std::to_string(k.s) + " b=" + std::to_string(k.b) + " groups=" +
+                 std::to_string(k.groups) + " qpg=" + std::to_string(k.qpg) + " hn=" + std::to_string(k.hn) +
+                 " rot=" + std::to_string(k.rotary_dim) + (k.interleaved ? " interleaved" : "") +
+                 (positions.empty() ? "" : " positions"));
+    const std::int64_t rows = k.s * k.b, hn = k.hn, qpg = k.qpg, np = k.groups * qpg;
+    const std::int64_t in_row = k.groups * (qpg + 2) * hn, out_row = np * 3 * hn;
+    const auto inv = rounded(t, random_vec(rows * in_row, 60));
+    const auto dyv = rounded(t, random_vec(rows * out_row, 61));
+    std::vector<double> fy(rows * out_row), fb(rows * out_row), gy(rows * in_row), gb(rows * in_row);
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t pos = row_pos(k, positions, r);
+        for (std::int64_t g = 0; g < k.groups; ++g) {
+            const double* grp = &inv[r * in_row + g * (qpg + 2) * hn];
+            std::vector<double> mag(grp, grp + (qpg + 2) * hn);
+            for (double& m : mag) m = std::abs(m);
+            for (std::int64_t i = 0; i < qpg; ++i)
+                for (std::int64_t part = 0; part < 3; ++part) {
+                    const std::int64_t src = part == 0 ? i : qpg + part - 1;
+                    for (std::int64_t d = 0; d < hn; ++d) {
+                        const std::int64_t o = r * out_row + ((g * qpg + i) * 3 + part) * hn + d;
+                        Rot rt = part == 2 ? Rot{grp[src * hn + d], 0.0}
+                                           : rotate_exact(a, grp + src * hn, mag.data() + src * hn, d, pos, 1.0, 0.0);
+                        fy[o] = rt.val;
+                        fb[o] = rt.bound + output_rounding(t, rt.val);
+                    }
+                }
+            // Backward: dq rotated back; dk, dv summed over the group's heads first.
+            std::vector<double> sum((qpg + 2) * hn, 0.0), sm((qpg + 2) * hn, 0.0);
+            for (std::int64_t i = 0; i < qpg; ++i)
+                for (std::int64_t part = 0; part < 3; ++part) {
+                    const std::int64_t dst = part == 0 ? i : qpg + part - 1;
+                    for (std::int64_t d = 0; d < hn; ++d) {
+                        const double v = dyv[r * out_row + ((g * qpg + i) * 3 + part) * hn + d];
+                        sum[dst * hn + d] += v;
+                        sm[dst * hn + d] += std::abs(v);
+                    }
+                }
+            for (std::int64_t j = 0; j < qpg + 2; ++j) {
+                const double extra = j < qpg ? 0.0 : qpg * kU;
+                for (std::int64_t d = 0; d < hn; ++d) {
+                    const std::int64_t o = r * in_row + (g * (qpg + 2) + j) * hn + d;
+                    Rot rt = j == qpg + 1 ? Rot{sum[j * hn + d], extra * sm[j * hn + d]}
+                                          : rotate_exact(a, &sum[j * hn], &sm[j * hn], d, pos, -1.0, extra);
+                    gy[o] = rt.val;
+                    gb[o] = rt.bound + output_rounding(t, rt.val);
+                }
+            }
+        }
+    }
+    Ints pos(cpu, gpu, positions);
+    QkvExpandArgs ac = a, ag = a;
+    if (!positions.empty()) {
+        ac.positions = pos.c();
+        ag.positions = pos.g();
+    }
+    Twin in(cpu, gpu, t, inv), out(cpu, gpu, t, rows * out_row);
+    cpu.qkv_expand_forward(ac, in.c(), out.c());
+    gpu.qkv_expand_forward(ag, in.g(), out.g());
+    EXPECT_TRUE(within_bound(out.gpu_vals(), fy, fb)) << "GPU forward";
+    EXPECT_TRUE(within_bound(out.cpu_vals(), fy, fb)) << "CPU forward";
+    Twin dy(cpu, gpu, t, dyv), dg(cpu, gpu, t, rows * in_row);
+    cpu.qkv_expand_backward(ac, dy.c(), dg.c());
+    gpu.qkv_expand_backward(ag, dy.g(), dg.g());
+    EXPECT_TRUE(within_bound(dg.gpu_vals(), gy, gb)) << "GPU backward";
+    EXPECT_TRUE(within_bound(dg.cpu_vals(), gy, gb)) << "CPU backward";
+}
+
 TEST_F(CudaDecoderOps, QkvExpandWithRope) {
     const ExpandCase cases[] = {{5, 2, 2, 1, 8, 8, false},     // rope, no grouping
                                 {7, 3, 2, 3, 64, 64, false},   // GQA + full rope
@@ -239,112 +317,92 @@ TEST_F(CudaDecoderOps, QkvExpandWithRope) {
                                 {3, 2, 3, 2, 6, 0, false},     // GQA without rope
                                 {40, 1, 1, 2, 128, 128, false}};  // long positions, hn 128
     for (DType t : kAllTypes)
-        for (const ExpandCase& k : cases) {
-            QkvExpandArgs a = expand_args(k, t);
-            SCOPED_TRACE(dname(t) + " s=" + std::to_string(k.s) + " b=" + std::to_string(k.b) + " groups=" +
-                         std::to_string(k.groups) + " qpg=" + std::to_string(k.qpg) + " hn=" + std::to_string(k.hn) +
-                         " rot=" + std::to_string(k.rotary_dim) + (k.interleaved ? " interleaved" : ""));
-            const std::int64_t rows = k.s * k.b, hn = k.hn, qpg = k.qpg, np = k.groups * qpg;
-            const std::int64_t in_row = k.groups * (qpg + 2) * hn, out_row = np * 3 * hn;
-            const auto inv = rounded(t, random_vec(rows * in_row, 60));
-            const auto dyv = rounded(t, random_vec(rows * out_row, 61));
-            std::vector<double> fy(rows * out_row), fb(rows * out_row), gy(rows * in_row), gb(rows * in_row);
-            for (std::int64_t r = 0; r < rows; ++r) {
-                const std::int64_t pos = r / k.b;
-                for (std::int64_t g = 0; g < k.groups; ++g) {
-                    const double* grp = &inv[r * in_row + g * (qpg + 2) * hn];
-                    std::vector<double> mag(grp, grp + (qpg + 2) * hn);
-                    for (double& m : mag) m = std::abs(m);
-                    for (std::int64_t i = 0; i < qpg; ++i)
-                        for (std::int64_t part = 0; part < 3; ++part) {
-                            const std::int64_t src = part == 0 ? i : qpg + part - 1;
-                            for (std::int64_t d = 0; d < hn; ++d) {
-                                const std::int64_t o = r * out_row + ((g * qpg + i) * 3 + part) * hn + d;
-                                Rot rt = part == 2 ? Rot{grp[src * hn + d], 0.0}
-                                                   : rotate_exact(a, grp + src * hn, mag.data() + src * hn, d, pos, 1.0, 0.0);
-                                fy[o] = rt.val;
-                                fb[o] = rt.bound + output_rounding(t, rt.val);
-                            }
-                        }
-                    // Backward: dq rotated back; dk, dv summed over the group's heads first.
-                    std::vector<double> sum((qpg + 2) * hn, 0.0), sm((qpg + 2) * hn, 0.0);
-                    for (std::int64_t i = 0; i < qpg; ++i)
-                        for (std::int64_t part = 0; part < 3; ++part) {
-                            const std::int64_t dst = part == 0 ? i : qpg + part - 1;
-                            for (std::int64_t d = 0; d < hn; ++d) {
-                                const double v = dyv[r * out_row + ((g * qpg + i) * 3 + part) * hn + d];
-                                sum[dst * hn + d] += v;
-                                sm[dst * hn + d] += std::abs(v);
-                            }
-                        }
-                    for (std::int64_t j = 0; j < qpg + 2; ++j) {
-                        const double extra = j < qpg ? 0.0 : qpg * kU;
-                        for (std::int64_t d = 0; d < hn; ++d) {
-                            const std::int64_t o = r * in_row + (g * (qpg + 2) + j) * hn + d;
-                            Rot rt = j == qpg + 1 ? Rot{sum[j * hn + d], extra * sm[j * hn + d]}
-                                                  : rotate_exact(a, &sum[j * hn], &sm[j * hn], d, pos, -1.0, extra);
-                            gy[o] = rt.val;
-                            gb[o] = rt.bound + output_rounding(t, rt.val);
-                        }
-                    }
-                }
-            }
-            Twin in(cpu(), gpu(), t, inv), out(cpu(), gpu(), t, rows * out_row);
-            cpu().qkv_expand_forward(a, in.c(), out.c());
-            gpu().qkv_expand_forward(a, in.g(), out.g());
-            EXPECT_TRUE(within_bound(out.gpu_vals(), fy, fb)) << "GPU forward";
-            EXPECT_TRUE(within_bound(out.cpu_vals(), fy, fb)) << "CPU forward";
-            Twin dy(cpu(), gpu(), t, dyv), dg(cpu(), gpu(), t, rows * in_row);
-            cpu().qkv_expand_backward(a, dy.c(), dg.c());
-            gpu().qkv_expand_backward(a, dy.g(), dg.g());
-            EXPECT_TRUE(within_bound(dg.gpu_vals(), gy, gb)) << "GPU backward";
-            EXPECT_TRUE(within_bound(dg.cpu_vals(), gy, gb)) << "CPU backward";
-        }
+        for (const ExpandCase& k : cases) check_qkv_expand(cpu(), gpu(), k, t);
 }
 
 // keep_groups (what the model runs): rope on the grouped layout itself, queries and the key
 // rotated, the value copied; backward rotates back (no sums: attention summed dK/dV).
+void check_qkv_rope(Backend& cpu, Backend& gpu, const ExpandCase& k, DType t,
+                    const std::vector<std::int32_t>& positions = {}) {
+    QkvExpandArgs a = expand_args(k, t);
+    a.keep_groups = true;
+    SCOPED_TRACE(dname(t) + " groups=" + std::to_string(k.groups) + " qpg=" + std::to_string(k.qpg) +
+                 " rot=" + std::to_string(k.rotary_dim) + (positions.empty() ? "" : " positions"));
+    const std::int64_t rows = k.s * k.b, hn = k.hn, qpg = k.qpg, row = k.groups * (qpg + 2) * hn;
+    const auto inv = rounded(t, random_vec(rows * row, 62));
+    const auto dyv = rounded(t, random_vec(rows * row, 63));
+    std::vector<double> fy(rows * row), fb(rows * row), gy(rows * row), gb(rows * row);
+    for (int dir = 0; dir < 2; ++dir) {
+        const auto& src = dir == 0 ? inv : dyv;
+        auto& y = dir == 0 ? fy : gy;
+        auto& b = dir == 0 ? fb : gb;
+        for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t v = 0; v < k.groups * (qpg + 2); ++v) {
+                const double* x = &src[r * row + v * hn];
+                std::vector<double> mag(x, x + hn);
+                for (double& m : mag) m = std::abs(m);
+                for (std::int64_t d = 0; d < hn; ++d) {
+                    const Rot rt = v % (qpg + 2) == qpg + 1
+                                       ? Rot{x[d], 0.0}
+                                       : rotate_exact(a, x, mag.data(), d, row_pos(k, positions, r),
+                                                      dir == 0 ? 1.0 : -1.0, 0.0);
+                    y[r * row + v * hn + d] = rt.val;
+                    b[r * row + v * hn + d] = rt.bound + output_rounding(t, rt.val);
+                }
+            }
+    }
+    Ints pos(cpu, gpu, positions);
+    QkvExpandArgs ac = a, ag = a;
+    if (!positions.empty()) {
+        ac.positions = pos.c();
+        ag.positions = pos.g();
+    }
+    Twin in(cpu, gpu, t, inv), out(cpu, gpu, t, rows * row);
+    cpu.qkv_expand_forward(ac, in.c(), out.c());
+    gpu.qkv_expand_forward(ag, in.g(), out.g());
+    EXPECT_TRUE(within_bound(out.gpu_vals(), fy, fb)) << "GPU forward";
+    EXPECT_TRUE(within_bound(out.cpu_vals(), fy, fb)) << "CPU forward";
+    Twin dy(cpu, gpu, t, dyv), dg(cpu, gpu, t, rows * row);
+    cpu.qkv_expand_backward(ac, dy.c(), dg.c());
+    gpu.qkv_expand_backward(ag, dy.g(), dg.g());
+    EXPECT_TRUE(within_bound(dg.gpu_vals(), gy, gb)) << "GPU backward";
+    EXPECT_TRUE(within_bound(dg.cpu_vals(), gy, gb)) << "CPU backward";
+}
+
 TEST_F(CudaDecoderOps, QkvRopeKeepsGroups) {
     const ExpandCase cases[] = {{7, 3, 2, 3, 64, 64, false}, {4, 2, 1, 4, 16, 8, false}, {6, 1, 2, 2, 32, 32, true}};
     for (DType t : kAllTypes)
-        for (const ExpandCase& k : cases) {
-            QkvExpandArgs a = expand_args(k, t);
-            a.keep_groups = true;
-            SCOPED_TRACE(dname(t) + " groups=" + std::to_string(k.groups) + " qpg=" + std::to_string(k.qpg) +
-                         " rot=" + std::to_string(k.rotary_dim));
-            const std::int64_t rows = k.s * k.b, hn = k.hn, qpg = k.qpg, row = k.groups * (qpg + 2) * hn;
-            const auto inv = rounded(t, random_vec(rows * row, 62));
-            const auto dyv = rounded(t, random_vec(rows * row, 63));
-            std::vector<double> fy(rows * row), fb(rows * row), gy(rows * row), gb(rows * row);
-            for (int dir = 0; dir < 2; ++dir) {
-                const auto& src = dir == 0 ? inv : dyv;
-                auto& y = dir == 0 ? fy : gy;
-                auto& b = dir == 0 ? fb : gb;
-                for (std::int64_t r = 0; r < rows; ++r)
-                    for (std::int64_t v = 0; v < k.groups * (qpg + 2); ++v) {
-                        const double* x = &src[r * row + v * hn];
-                        std::vector<double> mag(x, x + hn);
-                        for (double& m : mag) m = std::abs(m);
-                        for (std::int64_t d = 0; d < hn; ++d) {
-                            const Rot rt = v % (qpg + 2) == qpg + 1
-                                               ? Rot{x[d], 0.0}
-                                               : rotate_exact(a, x, mag.data(), d, r / k.b, dir == 0 ? 1.0 : -1.0, 0.0);
-                            y[r * row + v * hn + d] = rt.val;
-                            b[r * row + v * hn + d] = rt.bound + output_rounding(t, rt.val);
-                        }
-                    }
+        for (const ExpandCase& k : cases) check_qkv_rope(cpu(), gpu(), k, t);
+}
+
+// Rope at given positions (QkvExpandArgs::positions, Megatron's position_ids under
+// --reset-position-ids): each sample's positions restart at its documents' first tokens,
+// at different tokens per sample, so a kernel that keeps position r / b, reads the [b, s]
+// array as [s, b] or takes another sample's positions is far outside the bounds; and a
+// permutation of positions up to 4 s, where a kernel off by one row also shows. Both the
+// expansion and the grouped layout (keep_groups), forward and backward, grouped heads.
+TEST_F(CudaDecoderOps, QkvExpandAtPositions) {
+    // Per sample, its documents' first positions.
+    auto reset = [](std::int64_t s, const std::vector<std::vector<std::int32_t>>& starts) {
+        std::vector<std::int32_t> pos;
+        for (const auto& st : starts)
+            for (std::int64_t i = 0, d = 0; i < s; ++i) {
+                while (d + 1 < static_cast<std::int64_t>(st.size()) && st[d + 1] <= i) ++d;
+                pos.push_back(static_cast<std::int32_t>(i - st[d]));
             }
-            Twin in(cpu(), gpu(), t, inv), out(cpu(), gpu(), t, rows * row);
-            cpu().qkv_expand_forward(a, in.c(), out.c());
-            gpu().qkv_expand_forward(a, in.g(), out.g());
-            EXPECT_TRUE(within_bound(out.gpu_vals(), fy, fb)) << "GPU forward";
-            EXPECT_TRUE(within_bound(out.cpu_vals(), fy, fb)) << "CPU forward";
-            Twin dy(cpu(), gpu(), t, dyv), dg(cpu(), gpu(), t, rows * row);
-            cpu().qkv_expand_backward(a, dy.c(), dg.c());
-            gpu().qkv_expand_backward(a, dy.g(), dg.g());
-            EXPECT_TRUE(within_bound(dg.gpu_vals(), gy, gb)) << "GPU backward";
-            EXPECT_TRUE(within_bound(dg.cpu_vals(), gy, gb)) << "CPU backward";
-        }
+        return pos;
+    };
+    std::vector<std::int32_t> scattered(2 * 9);
+    for (std::int64_t e = 0; e < 2 * 9; ++e) scattered[e] = static_cast<std::int32_t>((e * 7 + 3) % 36);
+    const ExpandCase grouped{9, 2, 2, 2, 64, 64, false}, interleaved{9, 2, 1, 3, 32, 32, true};
+    const ExpandCase partial{9, 2, 2, 1, 16, 8, false};
+    for (DType t : kAllTypes) {
+        const auto docs = reset(9, {{0, 4, 5}, {0, 2, 7}});
+        check_qkv_expand(cpu(), gpu(), grouped, t, docs);
+        check_qkv_expand(cpu(), gpu(), partial, t, scattered);
+        check_qkv_rope(cpu(), gpu(), interleaved, t, docs);
+        check_qkv_rope(cpu(), gpu(), grouped, t, scattered);
+    }
 }
 
 // Bad shapes are our own bug, not the user's: the checks above every device (checked_ops.cpp)

@@ -134,8 +134,6 @@ TEST(ConfigParse, UnsupportedMegatronFlagSaysSo) {
 // by name with its reason, values and all, not taken for a typo.
 TEST(ConfigParse, CommonMegatronFlagsWeDoNotImplementSaySo) {
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
-        {{"--reset-position-ids"}, "--reset-position-ids is not supported: not implemented"},
-        {{"--reset-attention-mask"}, "--reset-attention-mask is not supported: not implemented"},
         {{"--ckpt-format", "torch_dist"}, "--ckpt-format is not supported: checkpoints are this project's HDF5"},
         {{"--wandb-project", "x"}, "--wandb-project is not supported: there is no Weights & Biases writer"},
         {{"--no-masked-softmax-fusion"}, "--no-masked-softmax-fusion is not supported: kernel fusions"},

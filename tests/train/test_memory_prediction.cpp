@@ -51,6 +51,7 @@ struct Case {
     bool rampup = false;  // --rampup-batch-size from half the global batch: 2 micro-batches, then 4
     bool qk_layernorm = false;  // --qk-layernorm: the projection's copy and the norms' statistics
     int first_stage_layers = PipelineSplit::kNotGiven;  // --decoder-first-pipeline-num-layers
+    bool reset_documents = false;  // --reset-position-ids and --reset-attention-mask: 2 arrays a slot
 };
 
 const std::vector<Case>& cases() {
@@ -76,6 +77,8 @@ const std::vector<Case>& cases() {
         {"llama qk-layernorm TP2 SP PP2", 4, 2, 2, true, false, false, "", 1, false, false, true, false, true},
         // Stages of 3 | 1 layers: the first holds the most.
         {"PP2 DP2 distopt uneven 3|1", 4, 1, 2, false, true, false, "", 1, false, false, false, false, false, 3},
+        {"PP2 reset documents", 2, 1, 2, false, false, false, "", 1, false, false, false, false, false,
+         PipelineSplit::kNotGiven, true},
     };
     return c;
 }
@@ -105,6 +108,10 @@ Config case_config(const Case& k) {
         c.training.train_samples = 4 * half;
     }
     c.training.fp16 = k.fp16;
+    if (k.reset_documents) {  // the mock data's EOD
+        c.data.mock_data = true;
+        c.data.reset_position_ids = c.data.reset_attention_mask = true;
+    }
     c.optimizer.lr_warmup_iters = 0;
     auto& p = c.parallel;
     p.device = DeviceKind::Cpu;

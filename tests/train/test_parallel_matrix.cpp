@@ -299,6 +299,28 @@ TEST(ParallelMatrix, EodMaskLossTwoRanks) {
     run_layouts({{2, 1}, {1, 2}, {1, 1}}, {v[0], v[2]}, per_token);
 }
 
+// --reset-position-ids and --reset-attention-mask over the mock data's EOD (WalkSource's
+// token 60, an input of about one sample in three, at any position): every chunk reads the
+// micro-batch's document arrays, the interleaved stages' middle chunks (neither embedding nor
+// head) included; the learned position table's gradient goes to each token's own row; GPT
+// and the Llama-style model (rope at the reset positions, grouped K/V read under the mask)
+// with sequence parallelism, the distributed optimizer, selective and full recompute.
+TEST(ParallelMatrix, ResetDocumentsTwoRanks) {
+    if (test::world_size() != 2) GTEST_SKIP() << "needs 2 ranks (registered as .np2)";
+    const auto& v = variants();
+    Numerics gpt{"reset documents gpt fp32", false, false, 0.0, 0.0};
+    gpt.loss = [](Config& c) {
+        c.data.mock_data = true;
+        c.data.reset_position_ids = true;
+        c.data.reset_attention_mask = true;
+    };
+    run_layouts({{1, 2}, {2, 1}}, {v[2]}, gpt);
+    Numerics llama = gpt;
+    llama.name = "reset documents llama-style fp32";
+    llama.model = test::tiny::llama_style;
+    run_layouts({{2, 1}}, {v[3]}, llama);
+}
+
 // --rampup-batch-size 2 2 6 to the global batch of 4 over 34 samples (Megatron: 10
 // iterations of 2, 2, 2, then 4): data-parallel ranks take 1 micro-batch, then 2; the
 // pipeline's schedules (1F1B and interleaved) run 2 micro-batches, then 4. Sample-based

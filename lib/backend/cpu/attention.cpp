@@ -11,7 +11,7 @@ AttnShape::AttnShape(const AttentionArgs& a)
     : s(a.s), b(a.b), np(a.np), hn(a.hn), qpg(a.heads_per_group),
       scale(a.softmax_scale != 0.0f ? a.softmax_scale
                                     : 1.0f / std::sqrt(static_cast<float>(a.hn))),
-      dropout(a.dropout), seed(a.seed), offset(a.offset) {}
+      dropout(a.dropout), seed(a.seed), offset(a.offset), doc_start(a.doc_start) {}
 
 namespace {
 std::size_t f32_elems(const AttentionArgs& a, bool qkv) {

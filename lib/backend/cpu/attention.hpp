@@ -3,7 +3,9 @@
 //   out/dout [s, b, np, hn]; one (batch, head) "pair" at a time, reading its group's K/V.
 // The plain kernel saves probabilities [b, np, s, s]; the flash kernel saves only the row
 // log-sum-exp [b, np, s]. Both draw attention dropout from philox(seed, offset + index) with
-// index = ((bi*np + head)*s + i)*s + j, so they apply the same mask.
+// index = ((bi*np + head)*s + i)*s + j, so they apply the same mask. Document masking
+// (AttentionArgs::doc_start) leaves row i the keys [first_key(i), i]; the masked keys'
+// probabilities are 0, and the dropout draws of the others keep their indices.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +20,13 @@ struct AttnShape {
     float scale;      // softmax scale (1/sqrt(hn) unless given)
     float dropout;    // probability
     std::uint64_t seed, offset;
+    const std::int32_t* doc_start;  // [b, s] or nullptr (AttentionArgs::doc_start)
 
     explicit AttnShape(const AttentionArgs& a);
+    // The first key row i of pair p attends to (document masking), 0 without it.
+    std::int64_t first_key(std::int64_t p, std::int64_t i) const {
+        return doc_start ? doc_start[p / np * s + i] : 0;
+    }
     std::int64_t pairs() const { return b * np; }
     // (batch, group) pairs; pair p = bi*np + head belongs to kv pair p / qpg, and kv pair
     // g's query heads are pairs g*qpg .. g*qpg + qpg - 1.

@@ -19,9 +19,15 @@ namespace {
 constexpr std::int64_t kTileQ = 64;  // query rows per tile
 constexpr std::int64_t kTileK = 64;  // key rows per tile
 
-// Number of columns of row i (absolute) that are causal inside key tile [j0, j0+bc).
-inline std::int64_t causal_cols(std::int64_t i, std::int64_t j0, std::int64_t bc) {
-    return std::max<std::int64_t>(0, std::min(bc, i - j0 + 1));
+// The columns [c0, nc) of key tile [j0, j0+bc) that row i (absolute) attends to: causal
+// (nc) and, under document masking, from its first key (c0). Empty when c0 >= nc.
+struct Cols {
+    std::int64_t c0, nc;
+};
+inline Cols row_cols(const AttnShape& sh, std::int64_t pair, std::int64_t i, std::int64_t j0,
+                     std::int64_t bc) {
+    return {std::max<std::int64_t>(0, sh.first_key(pair, i) - j0),
+            std::max<std::int64_t>(0, std::min(bc, i - j0 + 1))};
 }
 }  // namespace
 
@@ -49,7 +55,9 @@ void attention_flash_forward(const AttnShape& sh, const float* qkv, float* out, 
             std::fill(acc.begin(), acc.begin() + br * hn, 0.0f);
             std::fill(m.begin(), m.end(), neg_inf);
             std::fill(l.begin(), l.end(), 0.0f);
-            for (std::int64_t j0 = 0; j0 <= i0 + br - 1; j0 += kTileK) {
+            // Key tiles wholly before the tile's first key (its first row's: document starts
+            // never decrease along a sample) are masked for every row: skipped.
+            for (std::int64_t j0 = sh.first_key(pair, i0) / kTileK * kTileK; j0 <= i0 + br - 1; j0 += kTileK) {
                 const std::int64_t bc = std::min(kTileK, std::min(s, i0 + br) - j0);
                 // st = scale * q_tile k_tile^T  [br, bc]
                 sgemm(false, true, br, bc, hn, sh.scale, q, ldq, kbase + j0 * ldq, ldq, 0.0f,
@@ -57,31 +65,32 @@ void attention_flash_forward(const AttnShape& sh, const float* qkv, float* out, 
                 for (std::int64_t r = 0; r < br; ++r) {
                     float* row = st.data() + r * kTileK;
                     float* ar = acc.data() + r * hn;
-                    const std::int64_t nc = causal_cols(i0 + r, j0, bc);
-                    if (nc == 0) {
+                    const auto [c0, nc] = row_cols(sh, pair, i0 + r, j0, bc);
+                    if (c0 >= nc) {  // the whole tile masked for this row: its state unchanged
                         for (std::int64_t j = 0; j < bc; ++j) row[j] = 0.0f;
                         continue;
                     }
                     float mt = m[r];
 #pragma omp simd reduction(max : mt)
-                    for (std::int64_t j = 0; j < nc; ++j) mt = std::max(mt, row[j]);
-                    const float alpha = fast_exp(m[r] - mt);  // 0 on the first tile
+                    for (std::int64_t j = c0; j < nc; ++j) mt = std::max(mt, row[j]);
+                    const float alpha = fast_exp(m[r] - mt);  // 0 on the row's first tile
                     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-                    for (std::int64_t j = 0; j < nc; ++j) {
+                    for (std::int64_t j = c0; j < nc; ++j) {
                         row[j] = fast_exp(row[j] - mt);
                         sum += row[j];
                     }
+                    for (std::int64_t j = 0; j < c0; ++j) row[j] = 0.0f;
                     for (std::int64_t j = nc; j < bc; ++j) row[j] = 0.0f;
                     l[r] = l[r] * alpha + sum;
                     m[r] = mt;
 #pragma omp simd
                     for (std::int64_t c = 0; c < hn; ++c) ar[c] *= alpha;
                     if (drop) {
-                        dropout_multipliers(sh.seed, sh.mask_index(pair, i0 + r) + j0, nc, thr,
+                        dropout_multipliers(sh.seed, sh.mask_index(pair, i0 + r) + j0 + c0, nc - c0, thr,
                                             keep_scale, mult.data());
 #pragma omp simd
-                        for (std::int64_t j = 0; j < nc; ++j) row[j] *= mult[j];
+                        for (std::int64_t j = c0; j < nc; ++j) row[j] *= mult[j - c0];
                     }
                 }
                 // acc += p_tile v_tile  [br, hn]
@@ -137,6 +146,9 @@ void attention_flash_backward(const AttnShape& sh, const float* qkv, const float
                 for (std::int64_t j0 = 0; j0 < s; j0 += kTileK) {
                     const std::int64_t bc = std::min(kTileK, s - j0);
                     for (std::int64_t i0 = (j0 / kTileQ) * kTileQ; i0 < s; i0 += kTileQ) {
+                        // Document masking: a query tile whose first row starts after this key
+                        // tile masks it whole, and so do all later ones (starts never decrease).
+                        if (sh.first_key(pair, i0) >= j0 + bc) break;
                         const std::int64_t br = std::min(kTileQ, s - i0);
                         // p = exp(scale * q k^T - lse)  [br, bc], zero above the diagonal
                         sgemm(false, true, br, bc, hn, sh.scale, q + i0 * ldq, ldq, k + j0 * ldq, ldq,
@@ -144,18 +156,21 @@ void attention_flash_backward(const AttnShape& sh, const float* qkv, const float
                         for (std::int64_t r = 0; r < br; ++r) {
                             float* pr = p.data() + r * kTileK;
                             float* pdr = pd.data() + r * kTileK;
-                            const std::int64_t nc = causal_cols(i0 + r, j0, bc);
+                            const auto [c0, nc] = row_cols(sh, pair, i0 + r, j0, bc);
                             const float lr = lrow[i0 + r];
+                            for (std::int64_t j = 0; j < std::min(c0, bc); ++j) pr[j] = 0.0f;
 #pragma omp simd
-                            for (std::int64_t j = 0; j < nc; ++j) pr[j] = fast_exp(pr[j] - lr);
-                            for (std::int64_t j = nc; j < bc; ++j) pr[j] = 0.0f;
+                            for (std::int64_t j = c0; j < nc; ++j) pr[j] = fast_exp(pr[j] - lr);
+                            for (std::int64_t j = std::max(c0, nc); j < bc; ++j) pr[j] = 0.0f;
                             if (drop) {
+                                // mr[j] is key j0 + j's multiplier; masked keys' are unused.
                                 float* mr = mult.data() + r * kTileK;
-                                dropout_multipliers(sh.seed, sh.mask_index(pair, i0 + r) + j0, nc,
-                                                    thr, keep_scale, mr);
+                                if (c0 < nc)
+                                    dropout_multipliers(sh.seed, sh.mask_index(pair, i0 + r) + j0 + c0, nc - c0,
+                                                        thr, keep_scale, mr + c0);
+                                for (std::int64_t j = 0; j < bc; ++j) pdr[j] = 0.0f;
 #pragma omp simd
-                                for (std::int64_t j = 0; j < nc; ++j) pdr[j] = pr[j] * mr[j];
-                                for (std::int64_t j = nc; j < bc; ++j) pdr[j] = 0.0f;
+                                for (std::int64_t j = c0; j < nc; ++j) pdr[j] = pr[j] * mr[j];
                             }
                         }
                         const float* pv = drop ? pd.data() : p.data();
@@ -169,17 +184,18 @@ void attention_flash_backward(const AttnShape& sh, const float* qkv, const float
                             float* dpr = dp.data() + r * kTileK;
                             const float* pr = p.data() + r * kTileK;
                             const float di = d[i0 + r];
-                            const std::int64_t nc = causal_cols(i0 + r, j0, bc);
+                            const auto [c0, nc] = row_cols(sh, pair, i0 + r, j0, bc);
+                            for (std::int64_t j = 0; j < std::min(c0, bc); ++j) dpr[j] = 0.0f;
                             if (drop) {
                                 const float* mr = mult.data() + r * kTileK;
 #pragma omp simd
-                                for (std::int64_t j = 0; j < nc; ++j)
+                                for (std::int64_t j = c0; j < nc; ++j)
                                     dpr[j] = pr[j] * (dpr[j] * mr[j] - di);
                             } else {
 #pragma omp simd
-                                for (std::int64_t j = 0; j < nc; ++j) dpr[j] = pr[j] * (dpr[j] - di);
+                                for (std::int64_t j = c0; j < nc; ++j) dpr[j] = pr[j] * (dpr[j] - di);
                             }
-                            for (std::int64_t j = nc; j < bc; ++j) dpr[j] = 0.0f;
+                            for (std::int64_t j = std::max(c0, nc); j < bc; ++j) dpr[j] = 0.0f;
                         }
                         // dq_tile += scale * ds k_tile ; dk_tile += scale * ds^T q_tile
                         sgemm(false, false, br, hn, bc, sh.scale, dp.data(), kTileK, k + j0 * ldq, ldq,

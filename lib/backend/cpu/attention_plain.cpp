@@ -32,21 +32,26 @@ void apply_dropout_rows(const AttnShape& sh, std::int64_t pair, const float* p, 
     }
 }
 
-// Row-wise causal softmax of scores already in p[i, 0..i], rows [i0, i1); zeros beyond.
-void softmax_rows(float* p, std::int64_t s, std::int64_t i0, std::int64_t i1) {
+// Row-wise causal softmax of scores already in p[i, j0..i] (j0 = the row's first key under
+// document masking, else 0), rows [i0, i1); zeros elsewhere, so every product over the
+// masked keys adds nothing (the dropout and backward passes need no mask of their own).
+void softmax_rows(const AttnShape& sh, std::int64_t pair, float* p, std::int64_t i0, std::int64_t i1) {
+    const std::int64_t s = sh.s;
     for (std::int64_t i = i0; i < i1; ++i) {
         float* row = p + i * s;
+        const std::int64_t j0 = sh.first_key(pair, i);
         float m = -std::numeric_limits<float>::infinity();
-        for (std::int64_t j = 0; j <= i; ++j) m = row[j] > m ? row[j] : m;
+        for (std::int64_t j = j0; j <= i; ++j) m = row[j] > m ? row[j] : m;
         float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-        for (std::int64_t j = 0; j <= i; ++j) {
+        for (std::int64_t j = j0; j <= i; ++j) {
             row[j] = fast_exp(row[j] - m);
             sum += row[j];
         }
         const float inv = 1.0f / sum;
 #pragma omp simd
-        for (std::int64_t j = 0; j <= i; ++j) row[j] *= inv;
+        for (std::int64_t j = j0; j <= i; ++j) row[j] *= inv;
+        for (std::int64_t j = 0; j < j0; ++j) row[j] = 0.0f;
         for (std::int64_t j = i + 1; j < s; ++j) row[j] = 0.0f;
     }
 }
@@ -70,7 +75,7 @@ void attention_plain_forward(const AttnShape& sh, const float* qkv, float* out, 
                 // p[i0:i1, 0:i1] = scale * q k^T
                 sgemm(false, true, i1 - i0, i1, hn, sh.scale, q + i0 * ldq, ldq, k, ldq, 0.0f,
                       p + i0 * s, s);
-                softmax_rows(p, s, i0, i1);
+                softmax_rows(sh, pair, p, i0, i1);
                 const float* pv = p;
                 if (drop) {
                     apply_dropout_rows(sh, pair, p, pd.data(), mult.data(), i0, i1);

@@ -164,7 +164,7 @@ void CpuBackend::do_qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_g
             std::vector<float> in(static_cast<std::size_t>(in_row)), out(static_cast<std::size_t>(out_row));
             float* dst = a.keep_groups ? in.data() : out.data();  // the rotated row itself
             convert(static_cast<const T*>(qkv_grouped) + r * in_row, in.data(), in.size());
-            const std::int64_t pos = r / a.b;
+            const std::int64_t pos = a.positions ? a.positions[r % a.b * a.s + r / a.b] : r / a.b;
             for (std::int64_t g = 0; g < a.groups; ++g) {
                 float* grp = in.data() + g * (qpg + 2) * hn;
                 // Rotate queries and the key in place, then copy out per head.
@@ -194,7 +194,7 @@ void CpuBackend::do_qkv_expand_backward(const QkvExpandArgs& a, const void* dqkv
             std::vector<float> d(static_cast<std::size_t>(out_row)), dg(static_cast<std::size_t>(in_row), 0.0f);
             convert(static_cast<const T*>(dqkv) + r * out_row, d.data(), d.size());
             if (a.keep_groups) dg = d;  // K/V grads already summed per group
-            const std::int64_t pos = r / a.b;
+            const std::int64_t pos = a.positions ? a.positions[r % a.b * a.s + r / a.b] : r / a.b;
             for (std::int64_t g = 0; g < a.groups; ++g) {
                 float* grp = dg.data() + g * (qpg + 2) * hn;
                 for (std::int64_t i = 0; i < qpg && !a.keep_groups; ++i) {

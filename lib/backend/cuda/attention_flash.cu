@@ -10,6 +10,8 @@
 //  - simple kernels here (every dtype and head dim up to 128): one thread per query (or key)
 //    row with fp32 math on CUDA cores. They are the fallback and the tensor-core kernels'
 //    reference; GPT_CUDA_FLASH=simple selects them for every call.
+// Both honour document masking (AttentionArgs::doc_start: query i sees keys [doc_start_i,
+// i]); the sm_90 kernels below do not, so a call with it never selects them.
 // GPT_CUDA_FLASH=sm90 (FlashKernel::Sm90) adds a third forward and backward on Hopper's
 // wgmma for the cases they cover on an sm_90 device: the forward attention_flash_sm90_ws.cu
 // (TMA, warp-specialised; the basic attention_flash_sm90.cu for any case it does not cover
@@ -62,16 +64,22 @@ __global__ void __launch_bounds__(kRows) flash_fwd_kernel(FlashParams P, const T
     }
     float m = -INFINITY, l = 0.0f;
     const std::int64_t last = min(P.s, i0 + kRows) - 1;  // causal: no key beyond the last row
-    for (std::int64_t j0 = 0; j0 <= last; j0 += kTile) {
+    // Document masking: row i sees keys [lo, i]. doc_start never decreases along a sample,
+    // so the block's first row has the smallest and no tile before its start is needed.
+    const std::int64_t lo = i < P.s ? flash_doc_start(P, pair, i) : 0;
+    for (std::int64_t j0 = flash_doc_start(P, pair, i0) / kTile * kTile; j0 <= last; j0 += kTile) {
         __syncthreads();
         stage(ks, kb, j0, P.s, P.ldq, hn);
         stage(vs, kb + hn, j0, P.s, P.ldq, hn);
         __syncthreads();
-        if (i >= P.s || j0 > i) continue;
+        // A row skips a tile without a key it sees, so each tile it takes has one (lo <= i):
+        // tmax is finite and alpha never exp(-inf - -inf).
+        if (i >= P.s || j0 > i || j0 + kTile <= lo) continue;
+        const int jb = static_cast<int>(max(lo - j0, std::int64_t{0}));
         const int nj = static_cast<int>(min(static_cast<std::int64_t>(kTile), i - j0 + 1));
         float sc[kTile];
         float tmax = m;
-        for (int jj = 0; jj < nj; ++jj) {
+        for (int jj = jb; jj < nj; ++jj) {
             float d = 0.0f;
             for (std::int64_t c = 0; c < hn; ++c) d += q[c] * ks[jj][c];
             sc[jj] = d;
@@ -80,7 +88,7 @@ __global__ void __launch_bounds__(kRows) flash_fwd_kernel(FlashParams P, const T
         const float alpha = expf(m - tmax);  // 0 on the first tile (m = -inf)
         l *= alpha;
         for (std::int64_t c = 0; c < hn; ++c) acc[c] *= alpha;
-        for (int jj = 0; jj < nj; ++jj) {
+        for (int jj = jb; jj < nj; ++jj) {
             const float p = expf(sc[jj] - tmax);
             l += p;
             const float pm = p * dropout_mult(P, pair, i, j0 + jj);
@@ -115,13 +123,16 @@ __global__ void flash_delta_kernel(FlashParams P, const T* out, const T* dout, f
 
 // dK, dV: one thread per key row j of a K/V group (grid y: kv pairs), the group's query
 // heads in order and their query tiles i >= j staged in shared memory, so a group's dK/dV
-// is summed in registers in a fixed order (no atomics).
+// is summed in registers in a fixed order (no atomics). Query i adds to key j when
+// doc_start_i <= j <= i; the walk over a head's query tiles ends at the first tile whose
+// first row (the tile's smallest doc_start) starts after the block's last key.
 template <typename T>
 __global__ void __launch_bounds__(kRows) flash_dkdv_kernel(FlashParams P, const T* qkv, const T* dout,
                                                            const float* lse, const float* D, T* dqkv) {
     __shared__ float qs[kTile][kMaxHn];
     __shared__ float dos[kTile][kMaxHn];
     __shared__ float ls[kTile], ds_[kTile];
+    __shared__ std::int64_t lo_[kTile];  // each staged query's first key
     const std::int64_t kv = blockIdx.y, j0 = static_cast<std::int64_t>(blockIdx.x) * kRows;
     const std::int64_t j = j0 + threadIdx.x, hn = P.hn;
     const T* kb = qkv + flash_k_at(P, kv);
@@ -131,21 +142,24 @@ __global__ void __launch_bounds__(kRows) flash_dkdv_kernel(FlashParams P, const 
         v[c] = j < P.s ? ldf(kb + j * P.ldq + hn + c) : 0.0f;
         dk[c] = dv[c] = 0.0f;
     }
+    const std::int64_t block_last = min(P.s, j0 + kRows) - 1;
     for (std::int64_t pair = kv * P.qpg; pair < (kv + 1) * P.qpg; ++pair) {
         const T* qb = qkv + flash_q_at(P, pair);
         for (std::int64_t i0 = j0 / kTile * kTile; i0 < P.s; i0 += kTile) {
+            if (flash_doc_start(P, pair, i0) > block_last) break;  // block-uniform
             __syncthreads();
             stage(qs, qb, i0, P.s, P.ldq, hn);
             stage(dos, dout + pair * hn, i0, P.s, P.ldo, hn);
             for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
                 ls[r] = i0 + r < P.s ? lse[pair * P.s + i0 + r] : 0.0f;
                 ds_[r] = i0 + r < P.s ? D[pair * P.s + i0 + r] : 0.0f;
+                lo_[r] = i0 + r < P.s ? flash_doc_start(P, pair, i0 + r) : 0;
             }
             __syncthreads();
             if (j >= P.s) continue;
             for (int ii = 0; ii < kTile; ++ii) {
                 const std::int64_t i = i0 + ii;
-                if (i < j || i >= P.s) continue;
+                if (i < j || i >= P.s || lo_[ii] > j) continue;
                 float sdot = 0.0f, dp = 0.0f;
                 for (std::int64_t c = 0; c < hn; ++c) {
                     sdot += qs[ii][c] * k[c];
@@ -189,14 +203,17 @@ __global__ void __launch_bounds__(kRows) flash_dq_kernel(FlashParams P, const T*
     const float li = i < P.s ? lse[pair * P.s + i] : 0.0f;
     const float Di = i < P.s ? D[pair * P.s + i] : 0.0f;
     const std::int64_t last = min(P.s, i0 + kRows) - 1;
-    for (std::int64_t j0 = 0; j0 <= last; j0 += kTile) {
+    // Keys [lo, i] as in the forward; no tile before the block's first row's start.
+    const std::int64_t lo = i < P.s ? flash_doc_start(P, pair, i) : 0;
+    for (std::int64_t j0 = flash_doc_start(P, pair, i0) / kTile * kTile; j0 <= last; j0 += kTile) {
         __syncthreads();
         stage(ks, kb, j0, P.s, P.ldq, hn);
         stage(vs, kb + hn, j0, P.s, P.ldq, hn);
         __syncthreads();
-        if (i >= P.s || j0 > i) continue;
+        if (i >= P.s || j0 > i || j0 + kTile <= lo) continue;
+        const int jb = static_cast<int>(max(lo - j0, std::int64_t{0}));
         const int nj = static_cast<int>(min(static_cast<std::int64_t>(kTile), i - j0 + 1));
-        for (int jj = 0; jj < nj; ++jj) {
+        for (int jj = jb; jj < nj; ++jj) {
             float sdot = 0.0f, dp = 0.0f;
             for (std::int64_t c = 0; c < hn; ++c) {
                 sdot += q[c] * ks[jj][c];
@@ -271,6 +288,8 @@ FlashParams flash_params(const AttentionArgs& a) {
     P.pairs = a.b * a.np;
     P.hn = a.hn;
     P.qpg = a.heads_per_group;
+    P.np = a.np;
+    P.doc_start = a.doc_start;
     P.ldq = a.b * (a.np / a.heads_per_group) * (a.heads_per_group + 2) * a.hn;
     P.ldo = a.b * a.np * a.hn;
     P.scale = a.softmax_scale != 0.0f ? a.softmax_scale : 1.0f / std::sqrt(static_cast<float>(a.hn));
@@ -291,8 +310,11 @@ void flash_assume_sm90_device_for_tests(bool on) {
 }
 bool flash_device_is_sm90() { return device_is_sm90(); }
 
+// The sm_90 kernels have no document masking: a call with doc_start runs sm80's (their
+// _supports refuse it as well, so a direct launch fails instead of ignoring the mask).
 bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     const FlashKernel k = kernel_choice();
+    if (a.doc_start != nullptr) return false;
     if ((!sm90_both_ways(k) && k != FlashKernel::Sm90Fwd) || !flash_uses_tensor_cores(a, tensors))
         return false;
     // With dropout too (the same Philox mask as sm80's); the basic forward below has none.
@@ -300,6 +322,7 @@ bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<co
 }
 bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     const FlashKernel k = kernel_choice();
+    if (a.doc_start != nullptr) return false;
     if ((!sm90_both_ways(k) && k != FlashKernel::Sm90Fwd && k != FlashKernel::Sm90Basic) ||
         !flash_uses_tensor_cores(a, tensors))
         return false;
@@ -308,6 +331,7 @@ bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const
 }
 bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
     const FlashKernel k = kernel_choice();
+    if (a.doc_start != nullptr) return false;
     if (!sm90_both_ways(k) || !flash_uses_tensor_cores(a, tensors))
         return false;
     // With dropout too (the same Philox mask as sm80's).

@@ -27,6 +27,8 @@ constexpr std::int64_t kMaxFlashHeadDim = 128;
 //    by float2 atomics instead of bulk reductions;
 //  - Sm90BwdWs (GPT_CUDA_FLASH=sm90-bwd-ws): Sm90's kernels, the backward warp-specialised
 //    (a producer warpgroup loading by TMA before Sm90's two).
+// Document masking (AttentionArgs::doc_start) is in the sm80 and the simple kernels only: a
+// call with it runs sm80's forward and backward under every Sm90* choice, on Hopper too.
 enum class FlashKernel { Auto, Simple, Sm90, Sm90Fwd, Sm90Basic, Sm90Bwd1wg, Sm90BwdPlain, Sm90DqAtomic, Sm90BwdWs };
 void set_flash_kernel(FlashKernel k);
 FlashKernel flash_kernel();  // the current choice (the first call reads GPT_CUDA_FLASH)
@@ -36,15 +38,17 @@ bool flash_uses_tensor_cores(const AttentionArgs& a, std::initializer_list<const
 
 // Whether flash_forward runs on an sm_90 kernel: FlashKernel::Sm90, Sm90Fwd or Sm90Basic, an
 // sm_90 device, no dropout, fp16/bf16, flash_uses_tensor_cores, and a head dim the kernel has
-// (warp-specialised: 64, 96, 128; basic: 64, 128).
+// (warp-specialised: 64, 96, 128; basic: 64, 128). Never with document masking (doc_start
+// set): the sm_90 kernels lack it, the sm80 forward runs.
 bool flash_forward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors);
 // Whether that kernel is the warp-specialised one (FlashKernel::Sm90, Sm90Fwd, Sm90Bwd1wg,
-// Sm90BwdPlain, Sm90DqAtomic or Sm90BwdWs).
+// Sm90BwdPlain, Sm90DqAtomic or Sm90BwdWs); false with doc_start set, as above.
 bool flash_forward_uses_sm90_ws(const AttentionArgs& a, std::initializer_list<const void*> tensors);
 // Whether flash_backward runs on the sm_90 kernel: FlashKernel::Sm90, Sm90Bwd1wg, Sm90BwdPlain, Sm90DqAtomic or
 // Sm90BwdWs, an
 // sm_90 device, fp16/bf16, head dim 64, 96 or 128 (dropout and grouped K/V included), and
-// flash_uses_tensor_cores; elsewhere the sm80 backward (or the CUDA-core one).
+// flash_uses_tensor_cores; elsewhere the sm80 backward (or the CUDA-core one). Never with
+// document masking (doc_start set): the sm_90 backward lacks it, the sm80 one runs.
 bool flash_backward_uses_sm90(const AttentionArgs& a, std::initializer_list<const void*> tensors);
 // The variants of that backward (attention_flash_sm90_bwd.cu); dK and dV are the same to the
 // bit in all three, dQ's fp32 partial sums are grouped differently:
@@ -81,6 +85,8 @@ bool flash_device_is_sm90();
 // Philox blocks, a quarter of the draws; true (element) one Philox block per fragment
 // element, the kernel before, for comparison. The same mask bit for bit. The first call
 // reads the environment (UsageError for another value); the setter overrides it (tests).
+// With document masking (AttentionArgs::doc_start) the backward draws words either way (its
+// element variant spills with the mask); the forward follows the choice.
 bool flash_dropout_draws_per_element();
 void set_flash_dropout_draws_per_element(bool on);
 

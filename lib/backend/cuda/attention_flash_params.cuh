@@ -18,6 +18,10 @@ namespace gpt::cuda {
 struct FlashParams {
     std::int64_t s, pairs, hn, ldq, ldo;
     std::int64_t qpg;  // query heads per K/V group (1: no grouped-query attention)
+    std::int64_t np;   // heads per sample: pair p is sample p / np
+    // AttentionArgs::doc_start ([b, s], device memory) or nullptr (plain causal). Only the
+    // sm80 and CUDA-core kernels read it; the sm_90 ones refuse a call with it (_supports).
+    const std::int32_t* doc_start;
     float scale;
     bool drop;
     std::uint32_t thr;
@@ -26,6 +30,12 @@ struct FlashParams {
 };
 
 FlashParams flash_params(const AttentionArgs& a);
+
+// Document masking: the first key query i of pair p attends to (doc_start of its sample; 0
+// without masking), so it sees keys [flash_doc_start(P, p, i), i]. i < s.
+__device__ __forceinline__ std::int64_t flash_doc_start(const FlashParams& P, std::int64_t pair, std::int64_t i) {
+    return P.doc_start != nullptr ? P.doc_start[pair / P.np * P.s + i] : 0;
+}
 
 // Offsets in qkv/dqkv (row 0) of pair p's query and of kv pair g's key (its value at + hn).
 __host__ __device__ __forceinline__ std::int64_t flash_q_at(const FlashParams& P, std::int64_t p) {

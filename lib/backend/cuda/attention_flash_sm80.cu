@@ -13,6 +13,18 @@
 //    converted at the end.
 // Rows of every shared tile are padded by 16 bytes: ldmatrix's eight 16-byte rows then fall
 // in distinct bank groups for the head dims here (64, 80, 96, 128).
+// Document masking (FlashParams::doc_start: query i sees keys [doc_start_i, i], doc_start
+// never decreasing along a sample): masked scores are -inf like those above the diagonal, so
+// their probabilities are exactly 0; the dropout mask is drawn as without it (the same
+// Philox index per score), so only the masked scores differ. Whole tiles no row needs are
+// skipped: the forward starts at the block's first row's doc_start and a warp skips a tile
+// that ends before its first row's; the backward ends a head's walk at the first query tile
+// whose first row starts after the block's last key. The kernels with the mask are separate
+// instantiations (kDoc), so those without it keep their code and registers: with the mask's
+// code in every kernel, head dim 96's forward on sm_90a went from 166 registers past the 170
+// that three blocks an SM allow, and the element-draw backward at 96 spilled. ptxas (CUDA
+// 13), sm_80 and sm_90a, with the mask: forward 195-255 registers, backward 190-255 (word
+// draws only), no spills; two blocks an SM.
 #include <cmath>
 #include <type_traits>
 
@@ -80,10 +92,11 @@ __device__ __forceinline__ float quad_max(float v) {
     return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 
-template <int HN, bool kWords = false>
+template <int HN, bool kWords = false, bool kDoc = false>
 constexpr std::size_t fwd_smem() {
-    // Q, 2 x (K, V); with kWords a tile's keep bits (a word per row and 32 keys).
-    return static_cast<std::size_t>(kFwdRows + 4 * kFwdKeysOf<HN>) * (HN + kPad) * 2 +
+    // Q, 2 x (K, V); with kDoc the rows' doc_start; with kWords a tile's keep bits (a word per
+    // row and 32 keys).
+    return static_cast<std::size_t>(kFwdRows + 4 * kFwdKeysOf<HN>) * (HN + kPad) * 2 + (kDoc ? kFwdRows * 4 : 0) +
            (kWords ? static_cast<std::size_t>(kFwdRows) * kFwdKeysOf<HN> / 8 : 0);
 }
 
@@ -97,7 +110,8 @@ constexpr std::size_t fwd_smem() {
 // 64 / 80 / 96, sm_80 and sm_90a: words 236-239 / 249 / 168-219, pairs 226 / 238-246 /
 // 190-196, no spills; two blocks (eight warps) an SM in each case but head dim 96 on
 // sm_90a with words, three (168 registers; three need at most 170).
-template <int HN, bool kDrop, bool kWords, typename T>
+// kDoc: document masking (P.doc_start set).
+template <int HN, bool kDrop, bool kWords, bool kDoc, typename T>
 __global__ void __launch_bounds__(kBlockThreads) flash_fwd_sm80(FlashParams P, const T* qkv, T* out, float* lse) {
     static_assert(kDrop || !kWords, "keep words are dropout's");
     constexpr int kFwdKeys = kFwdKeysOf<HN>;
@@ -106,22 +120,31 @@ __global__ void __launch_bounds__(kBlockThreads) flash_fwd_sm80(FlashParams P, c
     T* qs = reinterpret_cast<T*>(smem);
     T* kvs = qs + kFwdRows * LH;  // stage st: K at kvs + 2*st*kFwdKeys*LH, V after it
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    // kDoc: each row's doc_start (rows past s: the last row's), in shared memory rather than
+    // registers: the softmax reads it only on tiles it masks.
+    std::int32_t* sdoc = reinterpret_cast<std::int32_t*>(kvs + 4 * kFwdKeys * LH);
     // kWords: the warp's words, row r's word h (keys 32h..) at r * kWpr + h.
     constexpr int kWpr = kFwdKeys / 32;
-    std::uint32_t* wkeeps = reinterpret_cast<std::uint32_t*>(kvs + 4 * kFwdKeys * LH) + warp * 32 * kWpr;
+    std::uint32_t* wkeeps = reinterpret_cast<std::uint32_t*>(sdoc + (kDoc ? kFwdRows : 0)) + warp * 32 * kWpr;
     const std::int64_t pair = blockIdx.y;
     const std::int64_t i0 = static_cast<std::int64_t>(gridDim.x - 1 - blockIdx.x) * kFwdRows;
     const std::int64_t w0 = i0 + warp * 32;  // this warp's first query row
     const T* qb = qkv + flash_q_at(P, pair);
     const T* kb = qkv + flash_k_at(P, pair / P.qpg);  // the group's K, then V
     const int ntiles = static_cast<int>((min(P.s, i0 + kFwdRows) - 1) / kFwdKeys + 1);
+    // Document masking: no row of the block sees a key before its first row's doc_start (the
+    // smallest), so the walk starts at that key's tile.
+    const int first_tile = kDoc ? static_cast<int>(flash_doc_start(P, pair, i0) / kFwdKeys) : 0;
+    if constexpr (kDoc)
+        for (int r = threadIdx.x; r < kFwdRows; r += blockDim.x)  // seen after the loop's first barrier
+            sdoc[r] = static_cast<std::int32_t>(flash_doc_start(P, pair, min(i0 + r, P.s - 1)));
     auto load_kv = [&](int tile, int st) {
         load_tile<HN>(kvs + 2 * st * kFwdKeys * LH, kb, tile * std::int64_t{kFwdKeys}, P.s, P.ldq, kFwdKeys);
         load_tile<HN>(kvs + (2 * st + 1) * kFwdKeys * LH, kb + HN, tile * std::int64_t{kFwdKeys}, P.s, P.ldq,
                       kFwdKeys);
     };
     load_tile<HN>(qs, qb, i0, P.s, P.ldq, kFwdRows);
-    load_kv(0, 0);
+    load_kv(first_tile, first_tile % 2);
     cp_async_commit();
 
     float o[MT][OT][4];
@@ -135,7 +158,7 @@ __global__ void __launch_bounds__(kBlockThreads) flash_fwd_sm80(FlashParams P, c
     }
     const float sl2 = P.scale * kLog2e;
     const std::int64_t warp_last = min(w0 + 31, P.s - 1);
-    for (int it = 0; it < ntiles; ++it) {
+    for (int it = first_tile; it < ntiles; ++it) {
         if (it + 1 < ntiles) {
             load_kv(it + 1, (it + 1) % 2);
             cp_async_commit();
@@ -145,7 +168,9 @@ __global__ void __launch_bounds__(kBlockThreads) flash_fwd_sm80(FlashParams P, c
         }
         __syncthreads();  // tile `it` (and Q) landed for every thread's copies
         const std::int64_t j0 = static_cast<std::int64_t>(it) * kFwdKeys;
-        if (j0 <= warp_last) {  // warp-uniform: some row of this warp sees a key of the tile
+        // Warp-uniform: some row of this warp sees a key of the tile (causal, and document:
+        // the warp's first row has its smallest doc_start).
+        if (j0 <= warp_last && (!kDoc || j0 + kFwdKeys > sdoc[warp * 32])) {
             const T* ks = kvs + 2 * (it % 2) * kFwdKeys * LH;
             const T* vs = ks + kFwdKeys * LH;
             // kWords: written after the previous tile's reads (the block barrier ending its
@@ -180,6 +205,22 @@ __global__ void __launch_bounds__(kBlockThreads) flash_fwd_sm80(FlashParams P, c
                     }
                 }
             }
+            // Document masking first: where the tile starts before the warp's last row's
+            // doc_start (the largest; warp-uniform), keys before each row's are masked. Apart
+            // from the causal mask below so that the tiles without it run as before.
+            if (kDoc && j0 < sdoc[warp * 32 + 31]) {
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int rr = 0; rr < 2; ++rr) {
+                        const int lo = sdoc[warp * 32 + mt * 16 + rr * 8 + g] - static_cast<int>(j0);
+#pragma unroll
+                        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                            for (int cc = 0; cc < 2; ++cc)
+                                if (nt * 8 + 2 * t + cc < lo) sc[mt][nt][2 * rr + cc] = -INFINITY;
+                    }
+            }
             // Online softmax per row (rr = 0: row g, 1: row g + 8 of each m-tile). Keys past
             // a row (j > i) are masked; keys past the sequence only meet rows past it.
             const bool diagonal = j0 + kFwdKeys - 1 > w0;
@@ -197,8 +238,13 @@ __global__ void __launch_bounds__(kBlockThreads) flash_fwd_sm80(FlashParams P, c
                             if (diagonal && j0 + nt * 8 + 2 * t + cc > i) v = -INFINITY;
                             mx = fmaxf(mx, v);
                         }
-                    mx = quad_max(mx);  // finite: key 0 of the first tile is in every row
-                    const float base = mx * sl2;
+                    mx = quad_max(mx);
+                    // Finite without document masking: key 0 of the first tile is in every row.
+                    // With it -inf where the row has seen no key yet (its document starts past
+                    // this tile): base 0 then makes every p and alpha exp2(-inf) = 0 instead of
+                    // exp2(-inf - -inf) = NaN, and the row's state (m = -inf, l = 0, o = 0)
+                    // stays as it was.
+                    const float base = kDoc && mx == -INFINITY ? 0.0f : mx * sl2;
                     const float alpha = exp2f(m[mt][rr] * sl2 - base);  // 0 on the first tile
                     m[mt][rr] = mx;
                     float sum = 0.0f;
@@ -266,13 +312,18 @@ __global__ void __launch_bounds__(kBlockThreads) flash_fwd_sm80(FlashParams P, c
         }
 }
 
-template <int HN, bool kWords = false>
+// Per stage of the backward's statistics: lse, D and with kDoc the queries' doc_start.
+template <bool kDoc>
+constexpr int kStatsOf = kDoc ? 3 : 2;
+
+template <int HN, bool kWords = false, bool kDoc = false>
 constexpr std::size_t bwd_smem() {
     constexpr int kBwdRows = kBwdRowsOf<HN>;
-    // K, V; two stages of (Q, dO); dS^T [keys][queries]; two stages of lse and D; with kWords
-    // a step's keep bits (two words a query).
+    // K, V; two stages of (Q, dO); dS^T [keys][queries]; two stages of the statistics; with
+    // kWords a step's keep bits (two words a query).
     return static_cast<std::size_t>(2 * kBwdKeys + 4 * kBwdRows) * (HN + kPad) * 2 +
-           static_cast<std::size_t>(kBwdKeys) * (kBwdRows + kPad) * 2 + 4 * kBwdRows * 4 + (kWords ? 2 * kBwdRows * 4 : 0);
+           static_cast<std::size_t>(kBwdKeys) * (kBwdRows + kPad) * 2 + 2 * kStatsOf<kDoc> * kBwdRows * 4 +
+           (kWords ? 2 * kBwdRows * 4 : 0);
 }
 
 // kDrop: attention dropout on. kWords (with kDrop; GPT_CUDA_DROPOUT_DRAWS=word, the default):
@@ -285,7 +336,8 @@ constexpr std::size_t bwd_smem() {
 // thread at head dims 64 / 80 / 96 / 128, sm_80 and sm_90a: word 224-228 / 240 / 248 / 242,
 // element 188-190 / 239-242 / 244-251 / 242-244, no spills; two blocks (eight warps) an SM
 // either way (three would need at most 170 a thread).
-template <int HN, bool kDrop, bool kWords, typename T>
+// kDoc: document masking (P.doc_start set).
+template <int HN, bool kDrop, bool kWords, bool kDoc, typename T>
 __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, const T* qkv, const T* dout,
                                                                 const float* lse, const float* D, T* dqkv,
                                                                 float* dq_acc) {
@@ -300,8 +352,13 @@ __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, c
     T* vs = ks + kBwdKeys * LH;
     T* qdo = vs + kBwdKeys * LH;  // stage st: Q at qdo + 2*st*kBwdRows*LH, dO after it
     T* dss = qdo + 4 * kBwdRows * LH;
-    float* stats = reinterpret_cast<float*>(dss + kBwdKeys * LS);  // stage st: lse, then D
-    std::uint32_t* keeps = reinterpret_cast<std::uint32_t*>(stats + 4 * kBwdRows);  // kWords: word 2 query + half
+    // Stage st: lse, D, then (kDoc) each query's doc_start (int32; s past s: those rows see no
+    // key, and the tile's last row has the largest), at fixed offsets from the stage's lse,
+    // whose address the step computes anyway.
+    constexpr int kStats = kStatsOf<kDoc>;
+    float* stats = reinterpret_cast<float*>(dss + kBwdKeys * LS);
+    // kWords: the step's keep bits, word 2 query + half.
+    std::uint32_t* keeps = reinterpret_cast<std::uint32_t*>(stats + 2 * kStats * kBwdRows);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     // A block per (kv pair, 64 keys): it walks the query tiles of the group's heads in head
     // order (step it: head it / ntiles, tile it % ntiles), so the group's dK/dV is summed in
@@ -309,7 +366,25 @@ __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, c
     const std::int64_t kv = blockIdx.y, j0 = static_cast<std::int64_t>(blockIdx.x) * kBwdKeys;
     const std::int64_t kw0 = j0 + warp * 16;  // this warp's first key
     const T* kb = qkv + flash_k_at(P, kv);
-    const int ntiles = static_cast<int>((P.s - j0 + kBwdRows - 1) / kBwdRows);
+    // Query tiles from the diagonal to s; with document masking only up to the first row
+    // whose doc_start lies past the block's last key (doc_start never decreases, so no later
+    // row sees a key of the block: a binary search over the sample's row; the same for the
+    // group's heads, one sample).
+    std::int64_t rows_end = P.s;
+    if constexpr (kDoc) {
+        const std::int32_t* doc = P.doc_start + kv * P.qpg / P.np * P.s;
+        const std::int64_t block_last = min(j0 + kBwdKeys, P.s) - 1;
+        std::int64_t lo = j0, hi = P.s;  // doc[j0] <= j0 <= block_last: at least one tile
+        while (lo < hi) {
+            const std::int64_t mid = (lo + hi) / 2;
+            if (doc[mid] > block_last)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        rows_end = lo;
+    }
+    const int ntiles = static_cast<int>((rows_end - j0 + kBwdRows - 1) / kBwdRows);
     const int nsteps = ntiles * static_cast<int>(P.qpg);
     auto load_rows = [&](int step, int st) {
         const std::int64_t pair = kv * P.qpg + step / ntiles;
@@ -318,8 +393,11 @@ __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, c
         load_tile<HN>(qdo + (2 * st + 1) * kBwdRows * LH, dout + pair * HN, i0, P.s, P.ldo, kBwdRows);
         for (int e = threadIdx.x; e < kBwdRows; e += blockDim.x) {
             const bool valid = i0 + e < P.s;
-            stats[2 * st * kBwdRows + e] = valid ? lse[pair * P.s + i0 + e] : 0.0f;
-            stats[(2 * st + 1) * kBwdRows + e] = valid ? D[pair * P.s + i0 + e] : 0.0f;
+            stats[kStats * st * kBwdRows + e] = valid ? lse[pair * P.s + i0 + e] : 0.0f;
+            stats[(kStats * st + 1) * kBwdRows + e] = valid ? D[pair * P.s + i0 + e] : 0.0f;
+            if constexpr (kDoc)
+                reinterpret_cast<std::int32_t*>(stats)[(kStats * st + 2) * kBwdRows + e] =
+                    static_cast<std::int32_t>(valid ? flash_doc_start(P, pair, i0 + e) : P.s);
         }
     };
     load_tile<HN>(ks, kb, j0, P.s, P.ldq, kBwdKeys);
@@ -360,8 +438,9 @@ __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, c
         const int st = it % 2;
         const T* qs = qdo + 2 * st * kBwdRows * LH;
         const T* dos = qs + kBwdRows * LH;
-        const float* ls = stats + 2 * st * kBwdRows;
+        const float* ls = stats + kStats * st * kBwdRows;
         const float* dl = ls + kBwdRows;
+        const std::int32_t* qd = reinterpret_cast<const std::int32_t*>(ls + 2 * kBwdRows);
         float s_t[QT][4], dp_t[QT][4];  // S^T and dP^T: this warp's 16 keys x 64 queries
 #pragma unroll
         for (int q = 0; q < QT; ++q)
@@ -383,7 +462,8 @@ __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, c
                 mma_16816<T>(dp_t[2 * np + 1], av, bd[2], bd[3]);
             }
         }
-        // P^T (dropped) and dS^T in place; query i sees key j when j <= i < s.
+        // P^T (dropped) and dS^T in place; query i sees key j when j <= i < s (per element only
+        // on the diagonal and the last tile), and with kDoc when doc_start_i <= j (below).
         const bool edge = i0 < kw0 + 15 || i0 + kBwdRows > P.s;
 #pragma unroll
         for (int q = 0; q < QT; ++q)
@@ -407,6 +487,17 @@ __global__ void __launch_bounds__(kBlockThreads) flash_bwd_sm80(FlashParams P, c
                 s_t[q][c] = pm;
                 dp_t[q][c] = ds;
             }
+        // Document masking: where the tile's last query (its largest doc_start) starts after the
+        // warp's first key, P^T and dS^T are zeroed (assigned: a masked key's p may be inf)
+        // before each query's doc_start. A pass of its own: inside the loop above it spilled
+        // the element-draw variant at head dims 80 and 96.
+        if (kDoc && qd[kBwdRows - 1] > kw0) {
+#pragma unroll
+            for (int q = 0; q < QT; ++q)
+#pragma unroll
+                for (int c = 0; c < 4; ++c)
+                    if (kw0 + c / 2 * 8 + g < qd[q * 8 + 2 * t + c % 2]) s_t[q][c] = dp_t[q][c] = 0.0f;
+        }
         // dV += P^T dO and dK += dS^T Q (k = the tile's queries); dS^T to shared memory.
 #pragma unroll
         for (int kq = 0; kq < kBwdRows / 16; ++kq) {
@@ -550,6 +641,18 @@ void with_variant_draws(const FlashParams& P, DType dt, F&& f) {
     });
 }
 
+// with_variant_draws with a fifth argument, bool_constant<document masking>: whether
+// P.doc_start is set.
+template <typename F>
+void with_variant_draws_doc(const FlashParams& P, DType dt, F&& f) {
+    with_variant_draws(P, dt, [&](auto tag, auto hn, auto drop, auto words) {
+        if (P.doc_start != nullptr)
+            f(tag, hn, drop, words, std::true_type{});
+        else
+            f(tag, hn, drop, words, std::false_type{});
+    });
+}
+
 // Raises a kernel's dynamic shared memory limit (above the 48 KiB default) once per process.
 template <typename K>
 void allow_smem(K kernel, std::size_t bytes, const char* op) {
@@ -568,14 +671,14 @@ bool flash_sm80_head_dim(std::int64_t hn) {
 
 void flash_forward_sm80(const FlashParams& P, DType dt, const void* qkv, void* out, float* lse,
                         cudaStream_t stream) {
-    with_variant_draws(P, dt, [&](auto tag, auto hn, auto drop, auto words) {
+    with_variant_draws_doc(P, dt, [&](auto tag, auto hn, auto drop, auto words, auto doc) {
         using T = decltype(tag);
         constexpr int H = decltype(hn)::value;
         // Not at head dim 128, where the words' reads in the softmax spill (255 registers,
         // 4 bytes; the volatile read of each word as well): pairs there.
-        constexpr bool W = decltype(words)::value && H != 128;
-        const auto kernel = &flash_fwd_sm80<H, decltype(drop)::value, W, T>;
-        constexpr std::size_t bytes = fwd_smem<H, W>();
+        constexpr bool W = decltype(words)::value && H != 128, Doc = decltype(doc)::value;
+        const auto kernel = &flash_fwd_sm80<H, decltype(drop)::value, W, Doc, T>;
+        constexpr std::size_t bytes = fwd_smem<H, W, Doc>();
         static const bool once = (allow_smem(kernel, bytes, "attention_forward (flash)"), true);
         (void)once;
         const dim3 grid(blocks_of(P.s, kFwdRows), static_cast<unsigned>(P.pairs));
@@ -587,12 +690,15 @@ void flash_backward_sm80(const FlashParams& P, DType dt, const void* qkv, const 
                          const float* D, void* dqkv, float* dq_acc, cudaStream_t stream) {
     GPT_CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, static_cast<std::size_t>(P.s * P.pairs * P.hn) * sizeof(float), stream),
                    "attention_backward (flash)");
-    with_variant_draws(P, dt, [&](auto tag, auto hn, auto drop, auto words) {
+    with_variant_draws_doc(P, dt, [&](auto tag, auto hn, auto drop, auto words, auto doc) {
         using T = decltype(tag);
         constexpr int H = decltype(hn)::value;
-        constexpr bool W = decltype(words)::value;
-        const auto kernel = &flash_bwd_sm80<H, decltype(drop)::value, W, T>;
-        constexpr std::size_t bytes = bwd_smem<H, W>();
+        // With document masking the keep bits are drawn as words whatever the choice (the same
+        // mask): the element-draw variant with the mask spills at head dim 96 (251 registers
+        // without it).
+        constexpr bool Doc = decltype(doc)::value, W = decltype(words)::value || (Doc && decltype(drop)::value);
+        const auto kernel = &flash_bwd_sm80<H, decltype(drop)::value, W, Doc, T>;
+        constexpr std::size_t bytes = bwd_smem<H, W, Doc>();
         static const bool once = (allow_smem(kernel, bytes, "attention_backward (flash)"), true);
         (void)once;
         const dim3 grid(blocks_of(P.s, kBwdKeys), static_cast<unsigned>(P.pairs / P.qpg));

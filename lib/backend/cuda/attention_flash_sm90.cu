@@ -138,7 +138,8 @@ void launch90(const FlashParams& P, const void* qkv, void* out, float* lse, cuda
 }  // namespace
 
 bool flash_sm90_supports(const FlashParams& P, DType t) {
-    return (P.hn == 64 || P.hn == 128) && (t == DType::F16 || t == DType::BF16) && !P.drop;
+    // No document masking here (the sm80 forward has it).
+    return (P.hn == 64 || P.hn == 128) && (t == DType::F16 || t == DType::BF16) && !P.drop && P.doc_start == nullptr;
 }
 
 void flash_forward_sm90(const FlashParams& P, DType t, const void* qkv, void* out, float* lse, cudaStream_t st) {

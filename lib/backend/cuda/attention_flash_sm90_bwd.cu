@@ -600,7 +600,8 @@ std::size_t flash_dq_scratch_floats(std::int64_t s, std::int64_t pairs, std::int
 }
 
 bool flash_sm90_bwd_supports(const FlashParams& P, DType t) {
-    return (P.hn == 64 || P.hn == 96 || P.hn == 128) && (t == DType::F16 || t == DType::BF16);
+    // No document masking here (the sm80 backward has it).
+    return (P.hn == 64 || P.hn == 96 || P.hn == 128) && (t == DType::F16 || t == DType::BF16) && P.doc_start == nullptr;
 }
 
 void flash_backward_sm90(const FlashParams& P, DType t, const void* qkv, const void* dout, const float* lse,

@@ -365,8 +365,9 @@ void launch_ws(const FlashParams& P, const void* qkv, void* out, float* lse, cud
 
 bool flash_sm90_ws_supports(const FlashParams& P, DType t) {
     // TMA's column coordinate is a 32-bit int (ldq elements per row).
+    // No document masking here (the sm80 forward has it).
     return (P.hn == 64 || P.hn == 96 || P.hn == 128) && (t == DType::F16 || t == DType::BF16) &&
-           P.ldq < (std::int64_t{1} << 31) && P.s < (std::int64_t{1} << 31);
+           P.ldq < (std::int64_t{1} << 31) && P.s < (std::int64_t{1} << 31) && P.doc_start == nullptr;
 }
 
 void flash_forward_sm90_ws(const FlashParams& P, DType t, const void* qkv, void* out, float* lse, cudaStream_t st) {

@@ -7,6 +7,9 @@
 // head order. Saves the fp32
 // probabilities [b, np, s, s] as the CPU plain kernel does; dropout masks come from
 // philox(seed, offset + ((pair*s + i)*s + j)), the CPU's indexing, so masks are identical.
+// Document masking (AttentionArgs::doc_start) lives in the softmax kernels alone: the GEMMs
+// compute every score, row i keeps keys [doc_start, i] and writes exact zeros elsewhere, so
+// the products through the masked probabilities add nothing.
 #include <cmath>
 
 #include "backend/cuda/attention_flash.hpp"
@@ -29,14 +32,22 @@ struct Shape {
           scale(a.softmax_scale != 0.0f ? a.softmax_scale : 1.0f / std::sqrt(static_cast<float>(a.hn))) {}
 };
 
-// Calls f(j, mult) for every causal column j <= i of row i, mult the dropout multiplier of
-// element (row_base + j); threads of the block split the row by Philox block (4 elements),
-// so each 10-round Philox is evaluated once.
+// The first key row `row` (pair * s + i) attends to: doc_start of its sample (pair / np), or
+// 0 without document masking.
+__device__ __forceinline__ std::int64_t row_first_key(const std::int32_t* doc_start, std::int64_t row,
+                                                      std::int64_t s, std::int64_t np) {
+    return doc_start != nullptr ? doc_start[row / s / np * s + row % s] : 0;
+}
+
+// Calls f(j, mult) for every column lo <= j <= i of row i (causal, and within its document),
+// mult the dropout multiplier of element (row_base + j); threads of the block split the row
+// by Philox block (4 elements), so each 10-round Philox is evaluated once.
 template <typename F>
-__device__ __forceinline__ void for_row_masked(std::int64_t i, std::uint64_t row_base, bool drop,
+__device__ __forceinline__ void for_row_masked(std::int64_t lo, std::int64_t i, std::uint64_t row_base, bool drop,
                                                std::uint32_t thr, float keep_scale,
                                                std::uint64_t seed, F&& f) {
-    const std::uint64_t first = row_base >> 2, last = (row_base + static_cast<std::uint64_t>(i)) >> 2;
+    const std::uint64_t from = row_base + static_cast<std::uint64_t>(lo);
+    const std::uint64_t first = from >> 2, last = (row_base + static_cast<std::uint64_t>(i)) >> 2;
     for (std::uint64_t blk = first + threadIdx.x; blk <= last; blk += blockDim.x) {
         std::uint32_t bits[4] = {0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu};
         if (drop) {
@@ -46,39 +57,43 @@ __device__ __forceinline__ void for_row_masked(std::int64_t i, std::uint64_t row
         }
         for (int q = 0; q < 4; ++q) {
             const std::uint64_t e = blk * 4 + q;
-            if (e < row_base || e > row_base + static_cast<std::uint64_t>(i)) continue;
+            if (e < from || e > row_base + static_cast<std::uint64_t>(i)) continue;
             f(static_cast<std::int64_t>(e - row_base), drop ? (bits[q] >= thr ? keep_scale : 0.0f) : 1.0f);
         }
     }
 }
 
-// One block per score row (pair, i): causal softmax of the fp32 scores in place (zeros
-// above the diagonal) and pd = dropout(p) in the GEMM dtype for the context product.
+// One block per score row (pair, i): causal softmax of the fp32 scores in place over keys
+// [lo, i] (lo: the row's doc_start, 0 without document masking; zeros elsewhere, so the max
+// is over at least the diagonal and stays finite) and pd = dropout(p) in the GEMM dtype for
+// the context product.
 template <typename T>
 __global__ void softmax_fwd_kernel(float* probs, T* pd, std::int64_t s, std::int64_t rows,
                                    bool drop, std::uint32_t thr, float keep_scale,
-                                   std::uint64_t seed, std::uint64_t offset) {
+                                   std::uint64_t seed, std::uint64_t offset, const std::int32_t* doc_start,
+                                   std::int64_t np) {
     __shared__ float sh[32];
     for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-        const std::int64_t i = row % s;
+        const std::int64_t i = row % s, lo = row_first_key(doc_start, row, s, np);
         float* p = probs + row * s;
         T* d = pd + row * s;
         float m = -INFINITY;
-        for (std::int64_t j = threadIdx.x; j <= i; j += blockDim.x) m = fmaxf(m, p[j]);
+        for (std::int64_t j = lo + threadIdx.x; j <= i; j += blockDim.x) m = fmaxf(m, p[j]);
         m = block_max(m, sh);
         float sum = 0.0f;
-        for (std::int64_t j = threadIdx.x; j <= i; j += blockDim.x) {
+        for (std::int64_t j = lo + threadIdx.x; j <= i; j += blockDim.x) {
             const float e = expf(p[j] - m);
             p[j] = e;
             sum += e;
         }
         const float inv = 1.0f / block_sum(sum, sh);
         __syncthreads();  // every p[j] = e is written before any thread rescales it
-        for (std::int64_t j = i + 1 + threadIdx.x; j < s; j += blockDim.x) {
+        for (std::int64_t j = threadIdx.x; j < s; j += blockDim.x) {
+            if (j >= lo && j <= i) continue;
             p[j] = 0.0f;
             stf(d + j, 0.0f);
         }
-        for_row_masked(i, offset + static_cast<std::uint64_t>(row * s), drop, thr, keep_scale, seed,
+        for_row_masked(lo, i, offset + static_cast<std::uint64_t>(row * s), drop, thr, keep_scale, seed,
                        [&](std::int64_t j, float mult) {
                            const float pj = p[j] * inv;
                            p[j] = pj;
@@ -90,26 +105,29 @@ __global__ void softmax_fwd_kernel(float* probs, T* pd, std::int64_t s, std::int
 
 // Backward through dropout and softmax for one row: dp (fp32, = dout v^T) becomes
 // ds = p * (dp*mask - rowsum(p * dp*mask)) in the GEMM dtype, and pd = dropout(p) again.
+// Keys outside [lo, i] (the causal and document masks) get ds = pd = 0.
 template <typename T>
 __global__ void softmax_bwd_kernel(const float* probs, const float* dp, T* ds, T* pd, std::int64_t s,
                                    std::int64_t rows, bool drop, std::uint32_t thr,
-                                   float keep_scale, std::uint64_t seed, std::uint64_t offset) {
+                                   float keep_scale, std::uint64_t seed, std::uint64_t offset,
+                                   const std::int32_t* doc_start, std::int64_t np) {
     __shared__ float sh[32];
     for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-        const std::int64_t i = row % s;
+        const std::int64_t i = row % s, lo = row_first_key(doc_start, row, s, np);
         const float* p = probs + row * s;
         const float* g = dp + row * s;
         const std::uint64_t base = offset + static_cast<std::uint64_t>(row * s);
         float dot = 0.0f;
-        for_row_masked(i, base, drop, thr, keep_scale, seed,
+        for_row_masked(lo, i, base, drop, thr, keep_scale, seed,
                        [&](std::int64_t j, float mult) { dot += p[j] * g[j] * mult; });
         dot = block_sum(dot, sh);
         // ds may be dp itself (fp32): each element is read, then written, by one thread.
-        for_row_masked(i, base, drop, thr, keep_scale, seed, [&](std::int64_t j, float mult) {
+        for_row_masked(lo, i, base, drop, thr, keep_scale, seed, [&](std::int64_t j, float mult) {
             stf(ds + row * s + j, p[j] * (g[j] * mult - dot));
             stf(pd + row * s + j, p[j] * mult);
         });
-        for (std::int64_t j = i + 1 + threadIdx.x; j < s; j += blockDim.x) {
+        for (std::int64_t j = threadIdx.x; j < s; j += blockDim.x) {
+            if (j >= lo && j <= i) continue;
             stf(ds + row * s + j, 0.0f);
             stf(pd + row * s + j, 0.0f);
         }
@@ -162,7 +180,7 @@ void CudaBackend::do_attention_forward(const AttentionArgs& a, const void* qkv, 
         using T = decltype(tag);
         softmax_fwd_kernel<T><<<rows_grid(rows), 128, 0, cuda_stream(stream())>>>(
             probs, pd.as<T>(), sh.s, rows, drop, dropout_threshold(a.dropout),
-            drop ? 1.0f / (1.0f - a.dropout) : 1.0f, a.seed, a.offset);
+            drop ? 1.0f / (1.0f - a.dropout) : 1.0f, a.seed, a.offset, a.doc_start, sh.np);
     });
     GPT_CUDA_LAUNCH_CHECK("attention_forward (softmax)");
 
@@ -225,7 +243,7 @@ void CudaBackend::do_attention_backward(const AttentionArgs& a, const void* qkv,
         softmax_bwd_kernel<T><<<rows_grid(rows), 128, 0, cuda_stream(stream())>>>(
             static_cast<const float*>(saved), dp.as<float>(), static_cast<T*>(ds), pd.as<T>(), sh.s,
             rows, drop, dropout_threshold(a.dropout), drop ? 1.0f / (1.0f - a.dropout) : 1.0f,
-            a.seed, a.offset);
+            a.seed, a.offset, a.doc_start, sh.np);
     });
     GPT_CUDA_LAUNCH_CHECK("attention_backward (softmax)");
 

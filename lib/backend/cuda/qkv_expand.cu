@@ -2,7 +2,8 @@
 // with rotary position embeddings fused into the same pass (the rotation costs a few flops
 // per element of a copy that is memory-bound anyway), and its backward: the inverse
 // rotation with the K/V gradients of a group's heads summed. The CUDA half of the
-// qkv_expand ops of cpu/decoder_ops.cpp, with the same fp32 angles (rope_inv_freq).
+// qkv_expand ops of cpu/decoder_ops.cpp, with the same fp32 angles (rope_inv_freq), at each
+// row's position from QkvExpandArgs::positions where given.
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/decoder_ops_common.hpp"
@@ -28,9 +29,17 @@ struct RopeParams {
 };
 
 struct ExpandShape {
-    std::int64_t rows = 0, b = 0;
+    std::int64_t rows = 0, b = 0, s = 0;
     int groups = 0, qpg = 0, hn = 0;
 };
+
+// Rope's position of token row r = (i = r / b, sample r % b): QkvExpandArgs::positions
+// ([b, s], Megatron's position_ids: reset per document under --reset-position-ids) where
+// given, else i.
+__device__ __forceinline__ std::int64_t row_position(const ExpandShape& sh, const std::int32_t* positions,
+                                                     std::int64_t r) {
+    return positions != nullptr ? positions[r % sh.b * sh.s + r / sh.b] : r / sh.b;
+}
 
 // Element d of a rotated vector v (fp32 values read through `at`) at angle position `pos`;
 // sign -1 rotates back (the transpose, as the rotation is orthogonal). Pairs are
@@ -61,13 +70,13 @@ __device__ __forceinline__ float rotate(const RopeParams& rp, int d, std::int64_
 
 // A block per token row (grid-stride); threads over the row's np * 3 * hn outputs.
 template <typename T>
-__global__ void qkv_expand_fwd_kernel(const T* in, T* out, ExpandShape sh,
+__global__ void qkv_expand_fwd_kernel(const T* in, T* out, ExpandShape sh, const std::int32_t* positions,
                                       const __grid_constant__ RopeParams rp) {
     const int hn = sh.hn, qpg = sh.qpg;
     const std::int64_t in_row = static_cast<std::int64_t>(sh.groups) * (qpg + 2) * hn;
     const int out_row = sh.groups * qpg * 3 * hn;
     for (std::int64_t r = blockIdx.x; r < sh.rows; r += gridDim.x) {
-        const std::int64_t pos = r / sh.b;
+        const std::int64_t pos = row_position(sh, positions, r);
         for (int e = threadIdx.x; e < out_row; e += blockDim.x) {
             const int head = e / (3 * hn), part = (e / hn) % 3, d = e % hn;
             const int g = head / qpg, i = head % qpg;
@@ -84,13 +93,13 @@ __global__ void qkv_expand_fwd_kernel(const T* in, T* out, ExpandShape sh,
 // A block per token row; threads over the grouped row's ng (qpg + 2) hn gradients. A key or
 // value gradient is the sum over the group's heads in head order (as the CPU backend).
 template <typename T>
-__global__ void qkv_expand_bwd_kernel(const T* dqkv, T* dgrouped, ExpandShape sh,
+__global__ void qkv_expand_bwd_kernel(const T* dqkv, T* dgrouped, ExpandShape sh, const std::int32_t* positions,
                                       const __grid_constant__ RopeParams rp) {
     const int hn = sh.hn, qpg = sh.qpg;
     const int in_row = sh.groups * (qpg + 2) * hn;
     const std::int64_t out_row = static_cast<std::int64_t>(sh.groups) * qpg * 3 * hn;
     for (std::int64_t r = blockIdx.x; r < sh.rows; r += gridDim.x) {
-        const std::int64_t pos = r / sh.b;
+        const std::int64_t pos = row_position(sh, positions, r);
         const T* row = dqkv + r * out_row;
         for (int e = threadIdx.x; e < in_row; e += blockDim.x) {
             const int g = e / ((qpg + 2) * hn), j = (e / hn) % (qpg + 2), d = e % hn;
@@ -116,12 +125,12 @@ __global__ void qkv_expand_bwd_kernel(const T* dqkv, T* dgrouped, ExpandShape sh
 // keep_groups: the grouped layout in and out, queries and keys rotated by sign (+1 forward,
 // -1 backward: the transpose), values copied. A block per token row (grid-stride).
 template <typename T>
-__global__ void qkv_rope_kernel(const T* in, T* out, ExpandShape sh, float sign,
+__global__ void qkv_rope_kernel(const T* in, T* out, ExpandShape sh, const std::int32_t* positions, float sign,
                                 const __grid_constant__ RopeParams rp) {
     const int hn = sh.hn, qpg = sh.qpg;
     const int row = sh.groups * (qpg + 2) * hn;
     for (std::int64_t r = blockIdx.x; r < sh.rows; r += gridDim.x) {
-        const std::int64_t pos = r / sh.b;
+        const std::int64_t pos = row_position(sh, positions, r);
         for (int e = threadIdx.x; e < row; e += blockDim.x) {
             const int j = (e / hn) % (qpg + 2), d = e % hn;
             const T* v = in + r * row + (e - d);
@@ -149,6 +158,7 @@ ExpandShape expand_shape(const QkvExpandArgs& a) {
     ExpandShape sh;
     sh.rows = a.s * a.b;
     sh.b = a.b;
+    sh.s = a.s;
     sh.groups = static_cast<int>(a.groups);
     sh.qpg = static_cast<int>(a.heads_per_group);
     sh.hn = static_cast<int>(a.hn);
@@ -168,10 +178,10 @@ void CudaBackend::do_qkv_expand_forward(const QkvExpandArgs& a, const void* qkv_
         using T = decltype(tag);
         if (a.keep_groups)
             qkv_rope_kernel<T><<<token_grid(sh.rows), kThreads, 0, cuda_stream(stream())>>>(
-                static_cast<const T*>(qkv_grouped), static_cast<T*>(qkv), sh, 1.0f, rp);
+                static_cast<const T*>(qkv_grouped), static_cast<T*>(qkv), sh, a.positions, 1.0f, rp);
         else
             qkv_expand_fwd_kernel<T><<<token_grid(sh.rows), kThreads, 0, cuda_stream(stream())>>>(
-                static_cast<const T*>(qkv_grouped), static_cast<T*>(qkv), sh, rp);
+                static_cast<const T*>(qkv_grouped), static_cast<T*>(qkv), sh, a.positions, rp);
     });
     GPT_CUDA_LAUNCH_CHECK("qkv_expand_forward");
 }
@@ -183,10 +193,10 @@ void CudaBackend::do_qkv_expand_backward(const QkvExpandArgs& a, const void* dqk
         using T = decltype(tag);
         if (a.keep_groups)
             qkv_rope_kernel<T><<<token_grid(sh.rows), kThreads, 0, cuda_stream(stream())>>>(
-                static_cast<const T*>(dqkv), static_cast<T*>(dqkv_grouped), sh, -1.0f, rp);
+                static_cast<const T*>(dqkv), static_cast<T*>(dqkv_grouped), sh, a.positions, -1.0f, rp);
         else
             qkv_expand_bwd_kernel<T><<<token_grid(sh.rows), kThreads, 0, cuda_stream(stream())>>>(
-                static_cast<const T*>(dqkv), static_cast<T*>(dqkv_grouped), sh, rp);
+                static_cast<const T*>(dqkv), static_cast<T*>(dqkv_grouped), sh, a.positions, rp);
     });
     GPT_CUDA_LAUNCH_CHECK("qkv_expand_backward");
 }

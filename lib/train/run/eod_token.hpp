@@ -1,4 +1,5 @@
-// The end-of-document token of a run's data, for --eod-mask-loss (Megatron's tokenizer.eod).
+// The end-of-document token of a run's data, for --eod-mask-loss, --reset-position-ids and
+// --reset-attention-mask (Megatron's tokenizer.eod).
 #pragma once
 
 #include <cstdint>

@@ -34,6 +34,11 @@ RunConfig derive_run(const Config& cfg, const dist::RankGrid& grid, int local_wo
                      const std::optional<FirstCheckpoint>& first) {
     RunConfig run = derive_common(cfg, grid, local_world_size, true);
     if (cfg.data.eod_mask_loss) run.model_options.loss_mask_token = end_of_document_token(cfg);
+    if (cfg.data.reset_position_ids || cfg.data.reset_attention_mask) {
+        run.model_options.document_token = end_of_document_token(cfg);
+        run.model_options.reset_position_ids = cfg.data.reset_position_ids;
+        run.model_options.reset_attention_mask = cfg.data.reset_attention_mask;
+    }
     run.data_positions = read_data_positions(cfg, first);
     return run;
 }

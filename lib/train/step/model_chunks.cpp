@@ -65,7 +65,7 @@ void ModelChunks::from_boundary(void* activation, const void* buffer, std::size_
 LossTally ModelChunks::stage_forward(int mb, int c, int slot, const void* in, void* out,
                                      std::size_t act_bytes, bool train, std::uint64_t stream) {
     model::GptModel& m = chunk(c);
-    if (m.chunk().pre_process || m.chunk().post_process) m.set_batch(slot, tokens_of(mb));
+    if (m.needs_batch()) m.set_batch(slot, tokens_of(mb));
     if (in) from_boundary(m.input_hidden(slot), in, act_bytes);
     const double l = m.forward(slot, train, stream);
     if (out) to_boundary(out, m.output_hidden(slot), act_bytes);
