@@ -237,6 +237,31 @@ std::int64_t row_pos(const ExpandCase& k, const std::vector<std::int32_t>& posit
     return positions.empty() ? r / k.b : positions[r % k.b * k.s + r / k.b];
 }
 
+// qkv_expand forward on in_v and backward on dy_v on both backends (positions, if any, in
+// each one's memory), each result against its exact values (fy, gy) and bounds (fb, gb).
+void expand_on_both(Backend& cpu, Backend& gpu, const QkvExpandArgs& a, const std::vector<std::int32_t>& positions,
+                    const std::vector<double>& in_v, const std::vector<double>& fy, const std::vector<double>& fb,
+                    std::int64_t out_n, const std::vector<double>& dy_v, const std::vector<double>& gy,
+                    const std::vector<double>& gb, std::int64_t in_n) {
+    const DType t = a.dtype;
+    Ints pos(cpu, gpu, positions);
+    QkvExpandArgs ac = a, ag = a;
+    if (!positions.empty()) {
+        ac.positions = pos.c();
+        ag.positions = pos.g();
+    }
+    Twin in(cpu, gpu, t, in_v), out(cpu, gpu, t, out_n);
+    cpu.qkv_expand_forward(ac, in.c(), out.c());
+    gpu.qkv_expand_forward(ag, in.g(), out.g());
+    EXPECT_TRUE(within_bound(out.gpu_vals(), fy, fb)) << "GPU forward";
+    EXPECT_TRUE(within_bound(out.cpu_vals(), fy, fb)) << "CPU forward";
+    Twin dy(cpu, gpu, t, dy_v), dg(cpu, gpu, t, in_n);
+    cpu.qkv_expand_backward(ac, dy.c(), dg.c());
+    gpu.qkv_expand_backward(ag, dy.g(), dg.g());
+    EXPECT_TRUE(within_bound(dg.gpu_vals(), gy, gb)) << "GPU backward";
+    EXPECT_TRUE(within_bound(dg.cpu_vals(), gy, gb)) << "CPU backward";
+}
+
 // qkv_expand (the expansion to [np, 3, hn]) forward and backward against the fp64 result, on
 // both backends; positions as QkvExpandArgs::positions (empty: none given).
 void check_qkv_expand(Backend& cpu, Backend& gpu, const ExpandCase& k, DType t,
@@ -291,22 +316,7 @@ void check_qkv_expand(Backend& cpu, Backend& gpu, const ExpandCase& k, DType t,
             }
         }
     }
-    Ints pos(cpu, gpu, positions);
-    QkvExpandArgs ac = a, ag = a;
-    if (!positions.empty()) {
-        ac.positions = pos.c();
-        ag.positions = pos.g();
-    }
-    Twin in(cpu, gpu, t, inv), out(cpu, gpu, t, rows * out_row);
-    cpu.qkv_expand_forward(ac, in.c(), out.c());
-    gpu.qkv_expand_forward(ag, in.g(), out.g());
-    EXPECT_TRUE(within_bound(out.gpu_vals(), fy, fb)) << "GPU forward";
-    EXPECT_TRUE(within_bound(out.cpu_vals(), fy, fb)) << "CPU forward";
-    Twin dy(cpu, gpu, t, dyv), dg(cpu, gpu, t, rows * in_row);
-    cpu.qkv_expand_backward(ac, dy.c(), dg.c());
-    gpu.qkv_expand_backward(ag, dy.g(), dg.g());
-    EXPECT_TRUE(within_bound(dg.gpu_vals(), gy, gb)) << "GPU backward";
-    EXPECT_TRUE(within_bound(dg.cpu_vals(), gy, gb)) << "CPU backward";
+    expand_on_both(cpu, gpu, a, positions, inv, fy, fb, rows * out_row, dyv, gy, gb, rows * in_row);
 }
 
 TEST_F(CudaDecoderOps, QkvExpandWithRope) {
@@ -351,22 +361,7 @@ void check_qkv_rope(Backend& cpu, Backend& gpu, const ExpandCase& k, DType t,
                 }
             }
     }
-    Ints pos(cpu, gpu, positions);
-    QkvExpandArgs ac = a, ag = a;
-    if (!positions.empty()) {
-        ac.positions = pos.c();
-        ag.positions = pos.g();
-    }
-    Twin in(cpu, gpu, t, inv), out(cpu, gpu, t, rows * row);
-    cpu.qkv_expand_forward(ac, in.c(), out.c());
-    gpu.qkv_expand_forward(ag, in.g(), out.g());
-    EXPECT_TRUE(within_bound(out.gpu_vals(), fy, fb)) << "GPU forward";
-    EXPECT_TRUE(within_bound(out.cpu_vals(), fy, fb)) << "CPU forward";
-    Twin dy(cpu, gpu, t, dyv), dg(cpu, gpu, t, rows * row);
-    cpu.qkv_expand_backward(ac, dy.c(), dg.c());
-    gpu.qkv_expand_backward(ag, dy.g(), dg.g());
-    EXPECT_TRUE(within_bound(dg.gpu_vals(), gy, gb)) << "GPU backward";
-    EXPECT_TRUE(within_bound(dg.cpu_vals(), gy, gb)) << "CPU backward";
+    expand_on_both(cpu, gpu, a, positions, inv, fy, fb, rows * row, dyv, gy, gb, rows * row);
 }
 
 TEST_F(CudaDecoderOps, QkvRopeKeepsGroups) {
