@@ -14,9 +14,10 @@
 #  2. the timed steps one at a time, in order of what they decide. Reserved (R) ones first:
 #     the sm_90 attention beside PyTorch's flash and cuDNN (issue #33's goal), the sm_80
 #     attention kernels as the old row, the FP8 step beside bf16 (issue #34's goal); then the
-#     whole step beside eager and torch.compile, the same with the sm_90 attention, the other
-#     sm_90 backward, FP8's GELU epilogue, the unfused GEMM epilogue, and so on down to the
-#     oldest variants and PyTorch's FP8 peer.
+#     whole step beside eager and torch.compile, the document-masked attention beside the
+#     unmasked one, the same step with the sm_90 attention, the other sm_90 backward, FP8's
+#     GELU epilogue, the unfused GEMM epilogue, and so on down to the oldest variants and
+#     PyTorch's FP8 peer.
 # Each timed step's timeout is min(its cap, what is left - the floors of the reserved steps
 # still to come), so a slow early step shrinks the later ones instead of pushing the call past
 # its end; the phase's is min(its longest cap, the same). A step whose timeout would fall below
@@ -41,6 +42,10 @@
 # attn-flash-sm90-basic (the basic wgmma forward), bench-unfused (GPT_CUDA_GEMM_EPILOGUE=
 # unfused), bench-autotune and gemm-autotune (GPT_CUDA_GEMM_ALGO=autotune), bench-flash-simple
 # and attn-flash-simple (GPT_CUDA_FLASH=simple), and the gemm-fp8-* rows (one FP8 switch each).
+# attn-doc-mask times document masking (--reset-attention-mask's doc_start; the sm80 kernels,
+# the only tensor-core ones with it) at gpt-1.3b's shape, documents of 512 and 2048 tokens
+# (bench_attention --doc-len), each row beside the same shape unmasked: the whole-tile
+# skipping's gain; then, with what is left of its cap, PyTorch's flex_attention as its peer.
 # sanitize-sm90 runs the sm_90 attention tests under compute-sanitizer's racecheck, synccheck
 # and memcheck: the hardware's word on the races the emulator's schedules look for.
 #
@@ -82,6 +87,7 @@ STEPS=(
     "attn-flash-sm90-dq-atomic|attn|attn|30|10|-"
     "attn-flash-sm90-bwd-ws|attn|attn|30|10|-"
     "bench|bench|bench|240|60|-"
+    "attn-doc-mask|attn|attn|60|15|-"
     "bench-flash-sm90|bench|bench|60|25|-"
     "attn-flash-sm90-bwd-1wg|attn|attn|30|10|-"
     "gemm-fp8-gelu-epilogue|gemm|gemm|30|12|-"
@@ -303,6 +309,26 @@ run_step() {
     # issue's goal, measured first. Should they fail on the card, the peers' rows still come.
     attn) "${t[@]}" env GPT_CUDA_FLASH=sm90 "BENCH_BIN=$bin/bench_attention" PYTHON=python3 \
               bash "$root/bench/attention_gpu/run.sh" ;;
+    # Document masking on the sm80 kernels (the masked call runs them under every
+    # GPT_CUDA_FLASH but simple; named so the unmasked rows beside them run the same ones),
+    # gpt-1.3b's shape: documents of 512 tokens (a quarter of the causal work: the gain of the
+    # skipped tiles, ideally 4x) and of 2048 = s (one document, nothing to skip: the masked
+    # kernels' own cost), each beside the unmasked call, at most 25 s. Then, in a run of its
+    # own so that a slow compile costs only its row, PyTorch's flex_attention with a document
+    # block mask at 512, given what is left if that is 25 s or more (torch's import and the
+    # compile of its forward and backward; the first table stays either way).
+    attn-doc-mask) local rc=0 t0=$SECONDS left
+                   timeout -k 5 $(($2 < 25 ? $2 : 25)) env GPT_CUDA_FLASH=sm80 "BENCH_BIN=$bin/bench_attention" \
+                       PEER=none REPS=5 DOC_LEN="512 2048" bash "$root/bench/attention_gpu/run.sh" gpt-1.3b || rc=$?
+                   left=$(($2 - (SECONDS - t0) - 5))  # 5: the kill's grace after a timeout
+                   if [ "$left" -ge 25 ]; then
+                       timeout -k 5 "$left" env GPT_CUDA_FLASH=sm80 "BENCH_BIN=$bin/bench_attention" PYTHON=python3 \
+                           REPS=5 DOC_LEN=512 bash "$root/bench/attention_gpu/run.sh" gpt-1.3b ||
+                           echo "attn-doc-mask: the flex_attention run ended with exit $? (124: out of time)"
+                   else
+                       echo "attn-doc-mask: no flex_attention run: $left s left of the step, 25 s needed"
+                   fi
+                   return "$rc" ;;
     # The default (sm_80) kernels, all three shapes, without peers: the old row.
     attn-flash-sm80) "${t[@]}" env GPT_CUDA_FLASH=sm80 "BENCH_BIN=$bin/bench_attention" PEER=none REPS=5 \
                          bash "$root/bench/attention_gpu/run.sh" ;;
@@ -381,6 +407,8 @@ digest() {
                  END { printf "%s", found ? buf : json }' ;;
     # Each config's per-category breakdown (the per-op table stays in bench.log).
     profile) awk '/^profile of / { print } /^per-iteration breakdown/ { f = 1 } f && /^$/ { f = 0 } f' ;;
+    # Both of its runs' tables (ours beside unmasked, then beside flex_attention) and its notes.
+    attn-doc-mask) awk '/^device .*causal/ { f = 1 } /^(== |shape=)/ { f = 0 } f || /^attn-doc-mask: /' ;;
     attn*) awk '/^device .*causal/ { buf = ""; found = 1 } found { buf = buf $0 "\n" } END { printf "%s", buf }' ;;
     gemm*) grep -E '^\||fp8_peak|gemm_algo=|"model_tflops"|"error"' ;;
     *) grep -E '^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]|suites? ran|GPT_TEST_HARDWARE_SKIP|^---- compute-sanitizer|ERROR SUMMARY' ;;

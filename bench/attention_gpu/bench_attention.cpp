@@ -6,6 +6,7 @@
 //   bench_attention                                  # every shape but tiny, cuda, fp16
 //   bench_attention --shape gpt-1.3b --reps 50
 //   bench_attention --shape gpt-1.3b --dropout 0.1       # Megatron's GPT attention dropout
+//   bench_attention --shape gpt-1.3b --doc-len 512       # documents of 512 tokens packed in a sample
 //   bench_attention --device cpu --shape tiny --reps 2   # smoke run without a GPU
 //
 // Timing: device-synchronised wall time of each call (synchronize, start, run, synchronize),
@@ -16,6 +17,18 @@
 // Output: '#' header lines, then one line per shape of key=value fields (shape, impl,
 // device, dtype, b, np, s, hn, fwd_ms, fwd_tflops, fwdbwd_ms, fwdbwd_tflops, finite), or
 // shape=NAME impl=ours error="..." when that shape failed (the others still run; exit 1).
+//
+// --doc-len N (0, the default: off, the output above unchanged): every sample is documents
+// of N tokens (the last one shorter when N does not divide s), as --reset-attention-mask
+// sees a packed sample with an end-of-document token closing every N-th position: doc_start
+// is built by the model's own document_arrays and handed to the forward and backward in
+// AttentionArgs, as the layers do. A masked kernel does only the block-diagonal causal work,
+// so its TFLOP/s count that work (flop=masked): the causal half of each document,
+// forward = 2*b*np*hn * (sum over a sample's documents of L*L), forward+backward = 3.5 x
+// that, flop_fraction = that / the causal count. The same shape is also timed unmasked (the
+// same kernels choice, doc_start null): unmasked_fwd_ms, unmasked_fwdbwd_ms and the gains
+// (unmasked time / masked time; the ideal is 1 / flop_fraction), so one line shows what the
+// whole-tile skipping saves. finite checks the masked outputs.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -31,6 +44,7 @@
 #include "backend/backend.hpp"
 #include "core/errors.hpp"
 #include "core/timer.hpp"
+#include "model/document_mask.hpp"
 
 namespace {
 
@@ -58,6 +72,7 @@ struct Options {
     int reps = 20;
     std::string shape = "all";
     float dropout = 0.0f;  // attention dropout (Megatron's GPT configs: 0.1)
+    std::int64_t doc_len = 0;  // > 0: documents of this many tokens per sample (doc_start)
 };
 
 void usage(std::FILE* out) {
@@ -65,6 +80,7 @@ void usage(std::FILE* out) {
                  "usage: bench_attention [--device cuda|cpu] [--dtype fp16|bf16] [--reps N (20)]\n"
                  "                       [--shape all|gpt-1.3b|gpt2-1.5b-s1024|gpt22b-shape|tiny]\n"
                  "                       [--dropout P (0: attention dropout, 0 <= P < 1)]\n"
+                 "                       [--doc-len N (0: off; > 0: documents of N tokens per sample)]\n"
                  "  'all' (the default) is every shape but tiny.\n");
 }
 
@@ -99,6 +115,12 @@ Options parse(int argc, char** argv) {
             GPT_REQUIRE(!v.empty() && *end == '\0' && p >= 0.0f && p < 1.0f, UsageError,
                         "--dropout expects a probability in [0, 1), got '", v, "'");
             o.dropout = p;
+        } else if (a == "--doc-len") {
+            char* end = nullptr;
+            const long long n = std::strtoll(v.c_str(), &end, 10);
+            GPT_REQUIRE(!v.empty() && *end == '\0' && n >= 0 && n <= (1LL << 30), UsageError,
+                        "--doc-len expects a whole number of tokens (0: off), got '", v, "'");
+            o.doc_len = n;
         } else {
             GPT_THROW(UsageError, "unknown flag '", a, "'. HINT: bench_attention --help");
         }
@@ -169,6 +191,54 @@ bool all_finite(Backend& be, Buffers& mem, const void* p, std::int64_t n, DType 
     return be.grad_stats(f, n).finite;
 }
 
+// doc_start under documents of doc_len tokens, built as training builds it: inputs with an
+// end-of-document token closing every doc_len-th position (an EOD belongs to the document it
+// ends), read by the model's document_arrays. [b, s], host memory.
+std::vector<std::int32_t> document_starts(std::int64_t b, std::int64_t s, std::int64_t doc_len) {
+    constexpr std::int32_t kEod = 1;  // any id; the other tokens are 0
+    const std::int64_t stride = s + 1;  // the loader's sample: s inputs and the last label
+    std::vector<std::int32_t> tokens(static_cast<std::size_t>(b * stride), 0);
+    for (std::int64_t bi = 0; bi < b; ++bi) {
+        for (std::int64_t j = doc_len - 1; j < s; j += doc_len) tokens[bi * stride + j] = kEod;
+    }
+    std::vector<std::int32_t> doc_start(static_cast<std::size_t>(b * s));
+    gpt::model::document_arrays(tokens.data(), b, s, stride, kEod, nullptr, doc_start.data());
+    return doc_start;
+}
+
+// Sum over every sample's documents of L*L, read back from doc_start itself (a document: a run
+// of rows with the same first key), so the FLOP count follows what the kernels are given.
+double document_square_sum(const std::vector<std::int32_t>& doc_start, std::int64_t b, std::int64_t s) {
+    double sum = 0.0;
+    for (std::int64_t bi = 0; bi < b; ++bi) {
+        std::int64_t len = 0;
+        for (std::int64_t j = 0; j < s; ++j) {
+            if (j > 0 && doc_start[bi * s + j] != doc_start[bi * s + j - 1]) {
+                sum += double(len) * double(len);
+                len = 0;
+            }
+            ++len;
+        }
+        sum += double(len) * double(len);
+    }
+    return sum;
+}
+
+struct Times {
+    double fwd, fwdbwd;  // seconds
+};
+
+Times time_attention(Backend& be, int reps, const gpt::AttentionArgs& a, void* qkv, void* out, void* saved,
+                     void* dout, void* dqkv) {
+    Times t{};
+    t.fwd = median_seconds(be, reps, [&] { be.attention_forward(a, qkv, out, saved); });
+    t.fwdbwd = median_seconds(be, reps, [&] {
+        be.attention_forward(a, qkv, out, saved);
+        be.attention_backward(a, qkv, out, saved, dout, dqkv);
+    });
+    return t;
+}
+
 void run_shape(Backend& be, const Options& o, const Shape& sh) {
     Buffers mem{be, {}};
     gpt::AttentionArgs a;
@@ -188,26 +258,52 @@ void run_shape(Backend& be, const Options& o, const Shape& sh) {
     void* out = mem.get(n_out * es);   // [s, b*np, hn]
     void* dout = mem.get(n_out * es);  // [s, b*np, hn]
     void* dqkv = mem.get(n_qkv * es);  // [s, b*np, 3, hn]
-    void* saved = mem.get(be.attention_saved_bytes(a));
+    // The masked call's arguments: doc_start in device memory, as the model's arena holds it.
+    gpt::AttentionArgs masked = a;
+    std::vector<std::int32_t> starts;
+    if (o.doc_len > 0) {
+        starts = document_starts(sh.b, sh.s, o.doc_len);
+        const std::size_t bytes = starts.size() * sizeof(std::int32_t);
+        auto* doc_start = static_cast<std::int32_t*>(mem.get(bytes));
+        be.copy_to_device(doc_start, starts.data(), bytes);
+        masked.doc_start = doc_start;
+    }
+    void* saved = mem.get(std::max(be.attention_saved_bytes(a), be.attention_saved_bytes(masked)));
     fill_random(be, qkv, n_qkv, o.dtype, 1);
     fill_random(be, dout, n_out, o.dtype, 2);
 
-    const double fwd = median_seconds(be, o.reps, [&] { be.attention_forward(a, qkv, out, saved); });
-    const double fwdbwd = median_seconds(be, o.reps, [&] {
-        be.attention_forward(a, qkv, out, saved);
-        be.attention_backward(a, qkv, out, saved, dout, dqkv);
-    });
-    const bool finite = all_finite(be, mem, out, n_out, o.dtype) &&
-                        all_finite(be, mem, dqkv, n_qkv, o.dtype);
-
-    const double fwd_flop = 2.0 * sh.b * sh.np * double(sh.s) * sh.s * sh.hn;  // causal half
+    const double causal_fwd_flop = 2.0 * sh.b * sh.np * double(sh.s) * sh.s * sh.hn;  // causal half
+    const std::string dtype(gpt::dtype_name(o.dtype));
+    if (o.doc_len == 0) {
+        const Times t = time_attention(be, o.reps, a, qkv, out, saved, dout, dqkv);
+        const bool finite = all_finite(be, mem, out, n_out, o.dtype) && all_finite(be, mem, dqkv, n_qkv, o.dtype);
+        const double fwd_flop = causal_fwd_flop, fwdbwd_flop = 3.5 * fwd_flop;
+        std::printf("shape=%s impl=ours device=%s dtype=%s dropout=%g b=%lld np=%lld s=%lld hn=%lld "
+                    "fwd_ms=%.4f fwd_tflops=%.4f fwdbwd_ms=%.4f fwdbwd_tflops=%.4f finite=%d\n",
+                    sh.name, o.device.c_str(), dtype.c_str(), o.dropout, static_cast<long long>(sh.b),
+                    static_cast<long long>(sh.np), static_cast<long long>(sh.s), static_cast<long long>(sh.hn),
+                    t.fwd * 1e3, fwd_flop / t.fwd * 1e-12, t.fwdbwd * 1e3, fwdbwd_flop / t.fwdbwd * 1e-12,
+                    finite ? 1 : 0);
+        std::fflush(stdout);
+        return;
+    }
+    // The unmasked baseline first, then the masked call, whose outputs stay for the check.
+    const Times plain = time_attention(be, o.reps, a, qkv, out, saved, dout, dqkv);
+    const Times doc = time_attention(be, o.reps, masked, qkv, out, saved, dout, dqkv);
+    const bool finite = all_finite(be, mem, out, n_out, o.dtype) && all_finite(be, mem, dqkv, n_qkv, o.dtype);
+    // Each document's causal half (L*L/2 scores, the convention of the causal count's s*s/2).
+    const double fwd_flop = 2.0 * sh.np * sh.hn * document_square_sum(starts, sh.b, sh.s);
     const double fwdbwd_flop = 3.5 * fwd_flop;
-    std::printf("shape=%s impl=ours device=%s dtype=%s dropout=%g b=%lld np=%lld s=%lld hn=%lld "
-                "fwd_ms=%.4f fwd_tflops=%.4f fwdbwd_ms=%.4f fwdbwd_tflops=%.4f finite=%d\n",
-                sh.name, o.device.c_str(), std::string(gpt::dtype_name(o.dtype)).c_str(), o.dropout,
-                static_cast<long long>(sh.b), static_cast<long long>(sh.np),
-                static_cast<long long>(sh.s), static_cast<long long>(sh.hn), fwd * 1e3,
-                fwd_flop / fwd * 1e-12, fwdbwd * 1e3, fwdbwd_flop / fwdbwd * 1e-12, finite ? 1 : 0);
+    const long long docs = (sh.s + o.doc_len - 1) / o.doc_len;  // per sample, the last maybe shorter
+    std::printf("shape=%s impl=ours device=%s dtype=%s dropout=%g doc_len=%lld docs=%lld flop=masked "
+                "flop_fraction=%.4f b=%lld np=%lld s=%lld hn=%lld fwd_ms=%.4f fwd_tflops=%.4f fwdbwd_ms=%.4f "
+                "fwdbwd_tflops=%.4f unmasked_fwd_ms=%.4f unmasked_fwdbwd_ms=%.4f fwd_gain=%.3f fwdbwd_gain=%.3f "
+                "finite=%d\n",
+                sh.name, o.device.c_str(), dtype.c_str(), o.dropout, static_cast<long long>(o.doc_len), docs,
+                fwd_flop / causal_fwd_flop, static_cast<long long>(sh.b), static_cast<long long>(sh.np),
+                static_cast<long long>(sh.s), static_cast<long long>(sh.hn), doc.fwd * 1e3,
+                fwd_flop / doc.fwd * 1e-12, doc.fwdbwd * 1e3, fwdbwd_flop / doc.fwdbwd * 1e-12, plain.fwd * 1e3,
+                plain.fwdbwd * 1e3, plain.fwd / doc.fwd, plain.fwdbwd / doc.fwdbwd, finite ? 1 : 0);
     std::fflush(stdout);
 }
 
@@ -218,14 +314,26 @@ int main(int argc, char** argv) {
     try {
         const Options o = parse(argc, argv);
         auto be = gpt::make_backend(o.device, 0);
-        std::printf("# bench_attention: flash attention, causal, dropout %g, device %s (%s), dtype %s; "
+        // The causal run's header stays byte for byte the old one, so its logs compare with earlier ones.
+        const std::string masking =
+            o.doc_len > 0 ? "causal within documents of " + std::to_string(o.doc_len) + " tokens (doc_start)"
+                          : std::string("causal");
+        std::printf("# bench_attention: flash attention, %s, dropout %g, device %s (%s), dtype %s; "
                     "median of %d reps after %d warm-ups, device-synchronised wall time\n",
-                    o.dropout, o.device.c_str(), be->name().c_str(),
+                    masking.c_str(), o.dropout, o.device.c_str(), be->name().c_str(),
                     std::string(gpt::dtype_name(o.dtype)).c_str(), o.reps, kWarmup);
         std::printf("# layout: qkv [s, b*np, 3, hn] (Megatron's interleaved q,k,v per head), "
                     "out/dout [s, b*np, hn]\n");
-        std::printf("# FLOPs count the causal half only (as FlashAttention's benchmarks): "
-                    "fwd = 2*b*np*s*s*hn, fwd+bwd = 3.5 x fwd\n");
+        if (o.doc_len == 0) {
+            std::printf("# FLOPs count the causal half only (as FlashAttention's benchmarks): "
+                        "fwd = 2*b*np*s*s*hn, fwd+bwd = 3.5 x fwd\n");
+        } else {
+            std::printf("# FLOPs count the masked work only (flop=masked): each document's causal half, "
+                        "fwd = 2*b*np*hn*(sum of L*L over a sample's documents), fwd+bwd = 3.5 x fwd; "
+                        "flop_fraction = that / the causal count 2*b*np*s*s*hn\n");
+            std::printf("# unmasked_*_ms: the same shape and kernels without doc_start; *_gain = unmasked time / "
+                        "masked time (ideal: 1 / flop_fraction)\n");
+        }
         std::fflush(stdout);
         for (const Shape& sh : kShapes) {
             const bool wanted = o.shape == "all" ? std::string(sh.name) != "tiny" : o.shape == sh.name;

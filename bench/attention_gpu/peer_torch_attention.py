@@ -19,13 +19,29 @@ Timing and FLOPs as bench_attention: device-synchronised wall time of each call,
 forward+backward = 3.5 x forward. Backward is torch.autograd.grad of the output with a
 fixed random dout (fresh gradients each call, no accumulation).
 
+With --doc-len N (bench_attention's: every sample packed with documents of N tokens, the
+last one shorter when N does not divide s) the peer is PyTorch's document masking instead:
+torch.nn.attention.flex_attention, compiled (torch.compile; uncompiled it is a slow
+reference), with a block mask from create_block_mask over "same document and causal" (key
+blocks wholly outside a query block's document skipped, as our kernels skip tiles), one
+line impl=torch-flex. FLOPs then count the masked work as bench_attention's do
+(flop=masked: each document's causal half, forward = 2*b*np*hn * the sum of L*L over a
+sample's documents, forward+backward = 3.5 x that). SDPA's flash and cuDNN backends take no
+document mask (a dense boolean mask sends SDPA to other kernels that compute every score, not a fair
+peer), so they have no masked line. Where this torch has no flex_attention (it came in
+2.5) or cannot run it as asked (dropout: flex_attention has none), the line says why
+(impl=torch-flex unavailable="...") and nothing else runs in its place.
+
   python3 peer_torch_attention.py                          # every shape but tiny, cuda fp16
+  python3 peer_torch_attention.py --shape gpt-1.3b --doc-len 512   # flex_attention, documents
   python3 peer_torch_attention.py --device cpu --shape tiny --reps 2   # smoke run
 
 Prints '#' header lines, then per shape one key=value line per peer (shape, impl, device,
 dtype, b, np, s, hn, backend, fwd_ms, fwd_tflops, fwdbwd_ms, fwdbwd_tflops): impl=torch
 (flash) and impl=torch-cudnn; or shape=NAME impl=IMPL error="..." when it failed, or
-shape=NAME impl=torch-cudnn unavailable="..." when cuDNN attention cannot run.
+shape=NAME impl=torch-cudnn unavailable="..." when cuDNN attention cannot run. With
+--doc-len: impl=torch-flex lines with doc_len, flop=masked and flop_fraction (the masked
+count over the causal one) added, or shape=NAME impl=torch-flex doc_len=N unavailable="...".
 """
 import argparse
 import contextlib
@@ -98,18 +114,25 @@ def median_seconds(torch, device, reps, fn):
     return statistics.median(times)
 
 
+def inputs(torch, args, name):
+    """q, k, v (requiring gradients) and the output gradient of one shape: uniform(-1, 1) like
+    bench_attention, made on the host so both devices see the same data."""
+    b, np_, s, hn = SHAPES[name]
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
+    g = torch.Generator(device="cpu").manual_seed(1)
+    q, k, v, dout = (((torch.rand(b, np_, s, hn, generator=g) * 2 - 1)
+                      .to(device=args.device, dtype=dtype)) for _ in range(4))
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    return q, k, v, dout
+
+
 def run_shape(torch, args, name, ctx_factory, backend_name, impl="torch", fallback=True):
     """One shape with one forced backend. fallback: when forcing fails, time the default
     dispatch instead (the flash row); else print why and time nothing (the cuDNN row)."""
     import torch.nn.functional as F
     b, np_, s, hn = SHAPES[name]
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
-    g = torch.Generator(device="cpu").manual_seed(1)
-    # Uniform(-1, 1) like bench_attention, made on the host so both devices see the same data.
-    q, k, v, dout = (((torch.rand(b, np_, s, hn, generator=g) * 2 - 1)
-                      .to(device=args.device, dtype=dtype)) for _ in range(4))
-    for t in (q, k, v):
-        t.requires_grad_(True)
+    q, k, v, dout = inputs(torch, args, name)
 
     sdpa = getattr(F, "scaled_dot_product_attention", None)
     if sdpa is None:
@@ -163,6 +186,98 @@ def run_shape(torch, args, name, ctx_factory, backend_name, impl="torch", fallba
     print(line, flush=True)
 
 
+def document_square_sum(s, doc_len):
+    """Sum of L*L over one sample's documents: s // doc_len of doc_len tokens, then the rest."""
+    full, rest = divmod(s, doc_len)
+    return full * doc_len * doc_len + rest * rest
+
+
+def flex_unavailable(torch, args):
+    """Why flex_attention cannot be this run's masked peer, or None when it can."""
+    if args.dropout > 0:
+        return "flex_attention has no attention dropout (dropout_p); run the masked peer with DROPOUT=0"
+    try:
+        import torch.nn.attention.flex_attention  # noqa: F401  (torch >= 2.5)
+    except ImportError as e:
+        return "torch %s has no torch.nn.attention.flex_attention (PyTorch >= 2.5): %s" % (
+            torch.__version__, str(e).splitlines()[0][:120] if str(e) else type(e).__name__)
+    if not hasattr(torch, "compile"):
+        return "torch %s has no torch.compile, and uncompiled flex_attention is a slow reference" % (
+            torch.__version__)
+    return None
+
+
+def run_flex(torch, args, name):
+    """Documents of args.doc_len tokens in every sample through flex_attention, compiled, with
+    a document block mask: the masked peer of bench_attention --doc-len."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    b, np_, s, hn = SHAPES[name]
+    q, k, v, dout = inputs(torch, args, name)
+    # Every sample has the same documents (bench_attention's layout), so one mask for the
+    # batch and heads (B=None, H=None broadcast). doc[i]: the document of position i.
+    doc = torch.arange(s, device=args.device) // args.doc_len
+
+    def same_document_causal(batch, head, q_idx, kv_idx):
+        return (q_idx >= kv_idx) & (doc[q_idx] == doc[kv_idx])
+
+    # Built once and not timed, as bench_attention builds doc_start once.
+    block_mask = create_block_mask(same_document_causal, None, None, s, s, device=args.device)
+    flex = torch.compile(flex_attention, dynamic=False)
+
+    def attend():
+        return flex(q, k, v, block_mask=block_mask)
+
+    attend().backward(dout)  # compiles the forward and backward; a failure is this row's error
+    q.grad = k.grad = v.grad = None
+
+    def fwd():
+        with torch.no_grad():
+            attend()
+
+    def fwdbwd():
+        torch.autograd.grad(attend(), (q, k, v), dout)
+
+    t_fwd = median_seconds(torch, args.device, args.reps, fwd)
+    t_fb = median_seconds(torch, args.device, args.reps, fwdbwd)
+    sq = document_square_sum(s, args.doc_len)
+    flop = 2.0 * b * np_ * hn * sq  # each document's causal half of QK^T and PV
+    print("shape=%s impl=torch-flex device=%s dtype=%s dropout=%g doc_len=%d flop=masked flop_fraction=%.4f "
+          "b=%d np=%d s=%d hn=%d backend=flex fwd_ms=%.4f fwd_tflops=%.4f fwdbwd_ms=%.4f fwdbwd_tflops=%.4f"
+          % (name, args.device, args.dtype, args.dropout, args.doc_len, float(sq) / (s * s), b, np_, s, hn,
+             t_fwd * 1e3, flop / t_fwd * 1e-12, t_fb * 1e3, 3.5 * flop / t_fb * 1e-12), flush=True)
+
+
+def main_documents(torch, args, names):
+    """--doc-len: the flex_attention line per shape, or why there is none."""
+    why = flex_unavailable(torch, args)
+    gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
+    print("# peer_torch_attention: torch %s, device %s (%s), dtype %s, causal within documents of %d tokens "
+          "(flex_attention, compiled, document block mask); median of %d reps after %d warm-ups, synchronised "
+          "wall time" % (torch.__version__, args.device, gpu, args.dtype, args.doc_len, args.reps, WARMUP))
+    print("# layout: q, k, v, dout contiguous [b, np, s, hn]; FLOPs count the masked work only (flop=masked): "
+          "each document's causal half, fwd = 2*b*np*hn*(sum of L*L over a sample's documents), "
+          "fwd+bwd = 3.5 x fwd")
+    if why is not None:
+        print("# note: no flex_attention row: %s" % why)
+    sys.stdout.flush()
+    rc = 0
+    for name in names:
+        if why is not None:
+            print('shape=%s impl=torch-flex doc_len=%d unavailable="%s"' % (name, args.doc_len, why.replace('"', "'")),
+                  flush=True)
+            continue
+        try:
+            run_flex(torch, args, name)
+        except Exception as e:  # a compile failure or out of memory is this shape's error
+            msg = str(e).splitlines()[0][:200].replace('"', "'") if str(e) else type(e).__name__
+            print('shape=%s impl=torch-flex doc_len=%d error="%s"' % (name, args.doc_len, msg), flush=True)
+            print("peer_torch_attention: %s torch-flex: %s" % (name, e), file=sys.stderr)
+            rc = 1
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+    return rc
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
@@ -171,16 +286,23 @@ def main():
     p.add_argument("--shape", default="all", choices=["all"] + list(SHAPES))
     p.add_argument("--no-cudnn", action="store_true", help="only the flash backend's row")
     p.add_argument("--dropout", type=float, default=0.0, help="attention dropout probability (dropout_p)")
+    p.add_argument("--doc-len", type=int, default=0,
+                   help="0: plain causal (SDPA); N > 0: documents of N tokens per sample (flex_attention)")
     args = p.parse_args()
     if args.reps <= 0:
         p.error("--reps must be positive")
     if not 0.0 <= args.dropout < 1.0:
         p.error("--dropout must be in [0, 1)")
+    if args.doc_len < 0:
+        p.error("--doc-len must be 0 (off) or a number of tokens")
     import torch
     if args.device == "cuda" and not torch.cuda.is_available():
         print("peer_torch_attention: torch %s sees no CUDA device. HINT: --device cpu for a "
               "smoke run" % torch.__version__, file=sys.stderr)
         return 1
+    names = [n for n in SHAPES if n != "tiny"] if args.shape == "all" else [args.shape]
+    if args.doc_len > 0:
+        return main_documents(torch, args, names)
     ctx_factory, backend_name = flash_context(torch)
     cudnn_factory, cudnn_why = (None, "--no-cudnn") if args.no_cudnn else cudnn_context(torch, args.device)
     gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
@@ -195,7 +317,6 @@ def main():
         print("# note: no cuDNN row: %s" % cudnn_why)
     sys.stdout.flush()
     rc = 0
-    names = [n for n in SHAPES if n != "tiny"] if args.shape == "all" else [args.shape]
     for name in names:
         peers = [("torch", ctx_factory, backend_name if ctx_factory else "default", True)]
         if cudnn_factory is not None:
