@@ -132,9 +132,10 @@ SaveResult CheckpointSaver::publish() {
         if (opts_.async) os << "; training stalled " << r.stall_seconds << " s";
         os << ")";
         log_(os.str());
+        const std::string why =
+            opts_.retention.empty() ? "--keep-last " + std::to_string(opts_.keep_last) : opts_.retention;
         for (std::int64_t old : r.commit.removed)
-            log_("removed checkpoint at iteration " + std::to_string(old) + " (--keep-last " +
-                 std::to_string(opts_.keep_last) + ")");
+            log_("removed checkpoint at iteration " + std::to_string(old) + " (" + why + ")");
     }
     return r;
 }

@@ -31,6 +31,7 @@ class SaveFolderLock;
 struct SaverOptions {
     bool async = false;  // --async-save
     int keep_last = 0;   // --keep-last
+    std::string retention;  // why older checkpoints are removed, for the log ("": --keep-last N)
     WriterOptions writer;
 };
 

@@ -240,6 +240,18 @@ struct CheckpointConfig {
     bool load_fallback = false;
     int keep_last = 0;             // 0: keep all
     bool async_save = false;       // write checkpoints on a helper thread while training goes on
+    // Megatron's non-persistent checkpoints (--non-persistent-ckpt-type global, its only
+    // file-system kind): every N iterations to a folder of their own that keeps only the
+    // newest; --load takes one when it is at least as new as the --load folder's
+    // (train/run/first_checkpoint.hpp).
+    int non_persistent_save_interval = 0;         // 0: none
+    std::string non_persistent_ckpt_type;         // "" (none) or "global"
+    std::string non_persistent_global_ckpt_dir;   // "": SAVE/non_persistent, LOAD/non_persistent
+    std::string non_persistent_save_dir() const { return non_persistent_dir(save); }
+    std::string non_persistent_load_dir() const { return non_persistent_dir(load); }
+    std::string non_persistent_dir(const std::string& base) const {
+        return non_persistent_global_ckpt_dir.empty() ? base + "/non_persistent" : non_persistent_global_ckpt_dir;
+    }
     // Continued pretraining (Megatron's load_checkpoint): what of a loaded checkpoint is used.
     bool finetune = false;         // parameters only: iteration, optimizer, scheduler, data start afresh
     bool no_load_optim = false;    // keep the iteration; Adam state, LR scheduler and loss scale afresh
@@ -267,6 +279,7 @@ struct LoggingConfig {
     bool log_timers_to_tensorboard = false;
     bool log_throughput = false;  // TensorBoard's throughput (the log line always has it)
     bool log_params_norm = false;
+    bool log_progress = false;    // Megatron's SAVE/progress.txt (train/monitor/progress_log.hpp)
     bool log_num_zeros_in_grad = false;  // zero gradient elements per step: log line, TensorBoard, metrics  // the parameters' L2 norm after each step: log line, TensorBoard, metrics
     bool log_validation_ppl_to_tensorboard = false;
     bool log_memory_to_tensorboard = false;

@@ -268,6 +268,9 @@ private:
         add(ck, "load-fallback", &C::checkpoint, &CheckpointConfig::load_fallback, "fall back to the previous good checkpoint when the latest is damaged");
         add(ck, "keep-last", &C::checkpoint, &CheckpointConfig::keep_last, "keep only the newest N checkpoints (0: all)");
         add(ck, "async-save", &C::checkpoint, &CheckpointConfig::async_save, "write checkpoints in the background while training continues");
+        add(ck, "non-persistent-save-interval", &C::checkpoint, &CheckpointConfig::non_persistent_save_interval, "iterations between non-persistent saves (0: none): to a folder that keeps only the newest, loaded when newer than --load's");
+        add(ck, "non-persistent-ckpt-type", &C::checkpoint, &CheckpointConfig::non_persistent_ckpt_type, "kind of non-persistent checkpoints: global (a checkpoint folder of its own; local and in_memory are not implemented)");
+        add(ck, "non-persistent-global-ckpt-dir", &C::checkpoint, &CheckpointConfig::non_persistent_global_ckpt_dir, "folder of the global non-persistent checkpoints (default: SAVE/non_persistent, and LOAD/non_persistent to load)");
         add(ck, "finetune", &C::checkpoint, &CheckpointConfig::finetune, "load the parameters only: iteration, optimizer, scheduler and data start afresh");
         add(ck, "no-load-optim", &C::checkpoint, &CheckpointConfig::no_load_optim, "do not load the optimizer, scheduler and loss-scaler state");
         add(ck, "no-load-rng", &C::checkpoint, &CheckpointConfig::no_load_rng, "do not load the dropout RNG position");
@@ -284,6 +287,7 @@ private:
         add(lg, "log-level", &C::logging, &LoggingConfig::log_level, "trace, debug, info, warning or error");
         add(lg, "log-dir", &C::logging, &LoggingConfig::log_dir, "write one log file per rank here");
         add(lg, "metrics-file", &C::logging, &LoggingConfig::metrics_file, "JSON lines of per-iteration metrics");
+        add(lg, "log-progress", &C::logging, &LoggingConfig::log_progress, "append to SAVE/progress.txt at the start of each job and at each checkpoint: iteration, job and cumulative throughput (TFLOP/s/GPU), floating-point operations and tokens so far");
         add(lg, "log-params-norm", &C::logging, &LoggingConfig::log_params_norm, "compute the parameters' L2 norm after each step: 'params norm' in the log line, params-norm in TensorBoard, params_norm in the metrics file");
         add(lg, "log-num-zeros-in-grad", &C::logging, &LoggingConfig::log_num_zeros_in_grad, "count the gradient elements equal to zero each step (each parameter once): 'num zeros' in the log line, num-zeros in TensorBoard, num_zeros in the metrics file");
         add(lg, "dry-run", &C::logging, &LoggingConfig::dry_run, "validate the configuration, print the arguments and rank layout, and exit");
@@ -374,7 +378,8 @@ const std::map<std::string, std::string>& unsupported_flags() {
         {"use-dist-ckpt", "checkpoints are this project's HDF5 format, sharded and resharded on load; drop the flag"},
         {"ckpt-fully-parallel-save", "checkpoints are always saved by every rank in parallel (HDF5); drop the flag"},
         {"ckpt-fully-parallel-load", "checkpoints are always loaded by every rank in parallel (HDF5); drop the flag"},
-        {"non-persistent-save-interval", "not implemented: every checkpoint goes to --save"},
+        {"non-persistent-local-ckpt-dir", "local non-persistent checkpoints (NVIDIA's resiliency extension) are not implemented: use --non-persistent-ckpt-type global"},
+        {"non-persistent-local-ckpt-algo", "local non-persistent checkpoints (NVIDIA's resiliency extension) are not implemented: use --non-persistent-ckpt-type global"},
         {"no-weight-decay-cond-type", "Megatron's deprecated spelling: use --apply-wd-to-qk-layernorm"},
         {"wandb-project", "there is no Weights & Biases writer; use --tensorboard-dir or --metrics-file"},
         {"wandb-exp-name", "there is no Weights & Biases writer; use --tensorboard-dir or --metrics-file"},
@@ -403,7 +408,6 @@ const std::map<std::string, std::string>& unsupported_flags() {
         {"manual-gc-interval", "there is no garbage collector to schedule (no Python); drop the flag"},
         {"empty-unused-memory-level", "there is no caching allocator cache to empty (PyTorch's); drop the flag"},
         {"log-energy", "not implemented: energy is not measured"},
-        {"log-progress", "not implemented: no progress.txt is written"},
         {"fim-rate", "fill-in-the-middle data is not implemented"},
     };
     return m;

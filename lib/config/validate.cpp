@@ -6,11 +6,14 @@
 #include "config/vocab_padding.hpp"
 
 #include <cmath>
+#include <filesystem>
 
 #include "core/errors.hpp"
 #include "core/strings.hpp"
 
 namespace gpt {
+
+namespace fs = std::filesystem;
 
 namespace {
 constexpr int kMaxWorldSize = 1 << 20;
@@ -111,6 +114,34 @@ void validate_checkpoint_args_flags(const CheckpointConfig& ck) {
                                    std::pair{"--no-use-tokenizer-model-from-checkpoint-args",
                                              ck.no_use_tokenizer_model_from_checkpoint_args}})
         GPT_REQUIRE(!on || ck.use_checkpoint_args, UsageError, flag, " needs --use-checkpoint-args");
+}
+
+void validate_non_persistent_flags(const CheckpointConfig& ck) {
+    require_non_negative(ck.non_persistent_save_interval, "non-persistent-save-interval");
+    const std::string& type = ck.non_persistent_ckpt_type;
+    GPT_REQUIRE(type != "local" && type != "in_memory", UsageError, "--non-persistent-ckpt-type ", type,
+                " is not implemented (Megatron's needs NVIDIA's resiliency extension): use global");
+    GPT_REQUIRE(type.empty() || type == "global", UsageError,
+                "--non-persistent-ckpt-type must be global (local and in_memory are not implemented), got '", type,
+                "'");
+    const bool on = ck.non_persistent_save_interval > 0;
+    GPT_REQUIRE(!on || !type.empty(), UsageError,
+                "--non-persistent-save-interval needs --non-persistent-ckpt-type global (where the saves go)");
+    // Megatron would silently save nothing: hours of a run without the checkpoints asked for.
+    GPT_REQUIRE(!on || !ck.save.empty(), UsageError, "--non-persistent-save-interval needs --save");
+    GPT_REQUIRE(ck.non_persistent_global_ckpt_dir.empty() || !type.empty(), UsageError,
+                "--non-persistent-global-ckpt-dir needs --non-persistent-ckpt-type global");
+    // The non-persistent folder keeps only its newest checkpoint: on --save's folder that
+    // would delete the persistent ones.
+    const auto same = [](const std::string& a, const std::string& b) {
+        std::error_code ec;
+        return !a.empty() && !b.empty() && fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+    };
+    if (type.empty()) return;
+    for (const auto& [flag, dir] : {std::pair{"--save", ck.save}, std::pair{"--load", ck.load}})
+        GPT_REQUIRE(!same(dir, ck.non_persistent_dir(dir)), UsageError, "--non-persistent-global-ckpt-dir ",
+                    ck.non_persistent_global_ckpt_dir, " is the ", flag,
+                    " folder: non-persistent checkpoints need a folder of their own (it keeps only the newest)");
 }
 
 void validate_training_length(const TrainingConfig& t) {
@@ -216,6 +247,9 @@ void validate_model_and_training(Config& cfg) {
                 UsageError,
                 "--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler exclude each other");
     validate_checkpoint_args_flags(ck);
+    validate_non_persistent_flags(ck);
+    GPT_REQUIRE(!cfg.logging.log_progress || !ck.save.empty(), UsageError,
+                "--log-progress writes SAVE/progress.txt: it needs --save");
 
     require_non_negative(cfg.plan.world_size, "world-size");
     require_non_negative(cfg.plan.local_world_size, "local-world-size");

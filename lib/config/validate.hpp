@@ -41,6 +41,10 @@ void validate_pipeline_split(int num_layers, const ParallelConfig& p);
 // --use-checkpoint-args needs --load; its two companions need it. Throws UsageError.
 void validate_checkpoint_args_flags(const CheckpointConfig& ck);
 
+// --non-persistent-save-interval / -ckpt-type / -global-ckpt-dir: Megatron's combinations,
+// the global type only, and a folder other than --save's and --load's. Throws UsageError.
+void validate_non_persistent_flags(const CheckpointConfig& ck);
+
 // Micro-batches per iteration and data-parallel rank: global batch / (micro-batch x DP),
 // the one computation of it. UsageError when the layout cannot split the global batch.
 std::int64_t micro_batches_per_iteration(const TrainingConfig& t, int dp);

@@ -76,6 +76,9 @@ Trainer::Trainer(const RunConfig& run, dist::ProcessGroups& groups, Backend& bac
       rampup_(run.cfg),
       data_start_(run.data_positions) {
     check_supported(cfg_, groups);
+    // --log-progress: "Starting job" first, as Megatron writes it when the job begins.
+    if (cfg_.logging.log_progress)
+        progress_ = std::make_unique<ProgressLog>(cfg_.checkpoint.save, groups_.world_size(), groups_.rank() == 0);
     const auto& t = cfg_.training;
     global_batch_ = t.global_batch_size;
     num_micro_batches_ = run.num_micro_batches;
@@ -155,6 +158,7 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
     rec.global_batch = batch;
     const std::int64_t first_sample = state_.consumed_train;
     state_.consumed_train += batch;
+    state_.flops += monitor_->flops_per_sample() * static_cast<double>(batch);  // skipped or not, as Megatron
     if (monitor_->spiky(loss, state_, first_sample, batch, last_good_checkpoint())) {
         // No update: parameters, optimizer state, LR schedule and loss scale stay as they were.
         rec.skipped = rec.spiky = true;
@@ -190,12 +194,7 @@ IterationRecord Trainer::train_step(MicroBatchSource& data) {
 }
 
 std::string Trainer::last_good_checkpoint() const {
-    const auto& ck = cfg_.checkpoint;
-    if (last_saved_iteration_ >= 0 && !ck.save.empty())
-        return ck.save + "/" + ckpt::iteration_dir_name(last_saved_iteration_);
-    if (start_iteration_ > 0 && !ck.load.empty())
-        return ck.load + "/" + ckpt::iteration_dir_name(start_iteration_);
-    return "none (this run has neither saved nor loaded one)";
+    return last_good_.empty() ? "none (this run has neither saved nor loaded one)" : last_good_;
 }
 
 double Trainer::evaluate(MicroBatchSource& data, int iters) { return chunks_->evaluate(data, iters); }
@@ -239,6 +238,7 @@ void Trainer::train(MicroBatchSource& train_data, const std::vector<EvalSet>& va
     rampup_.check_layout(t.micro_batch_size, groups_.grid().dp_size(),
                          cfg_.parallel.interleaved_pp(cfg_.model.num_layers), state_.consumed_train);
     start_iteration_ = state_.iteration;
+    if (progress_) progress_->started(state_.flops);
     while (state_.iteration < train_iters_) {
         monitor_->before_step(state_);
         const IterationRecord rec = train_step(train_data);

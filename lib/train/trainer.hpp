@@ -19,6 +19,7 @@
 #include "core/timers.hpp"
 #include "dist/process_groups.hpp"
 #include "optim/loss_scaler.hpp"
+#include "train/monitor/progress_log.hpp"
 #include "train/monitor/run_monitor.hpp"
 #include "train/monitor/tensorboard_log.hpp"
 #include "train/monitor/train_sample.hpp"
@@ -79,11 +80,13 @@ public:
     // --ckpt-step / --load-fallback, in three steps: read what the checkpoint holds, apply
     // the run's policy (train/state/load_policy.hpp: --finetune, --no-load-optim, ...), restore;
     // the iteration loaded, nullopt for a fresh start (no --load, or an empty folder).
-    // save_checkpoint: the whole training state to --save.
+    // save_checkpoint: the whole training state to --save, or (NonPersistent) to the
+    // non-persistent folder, which keeps only its newest (--non-persistent-save-interval).
     // The load checks that it restored the data positions the run was resolved with
     // (RunConfig::data_positions; DataError otherwise).
     std::optional<std::int64_t> load_checkpoint();
-    void save_checkpoint();
+    enum class SaveKind { Persistent, NonPersistent };
+    void save_checkpoint(SaveKind kind = SaveKind::Persistent);
     // Where the data loaders start: RunConfig's data positions, as the load confirmed them;
     // after --load-fallback took an older checkpoint than the one resolve_run read, that one's.
     const DataPositions& data_start() const { return data_start_; }
@@ -117,7 +120,15 @@ private:
     // After each iteration: saves on --save-interval or before an exit; true: stop now.
     bool end_of_iteration(ExitConditions& exits);
     void save_at_end();  // after the last iteration, unless just saved
-    void open_saver();   // with --save: the saver, which locks the folder (collective)
+    // With --save: the savers, which lock their folders (collective): --save's, and the
+    // non-persistent folder's with --non-persistent-save-interval.
+    void open_saver();
+    ckpt::CheckpointSaver& saver(SaveKind kind) { return kind == SaveKind::Persistent ? *saver_ : *np_saver_; }
+    // Finishes the background save in flight in either folder (collective).
+    void wait_for_saves();
+    // --log-progress's lines for a published save of --save's: its publication when it was
+    // written in the background, and the checkpoints --keep-last removed.
+    void log_published(const std::optional<ckpt::SaveResult>& r, bool async);
     // load_checkpoint's first and last steps (trainer_checkpoint.cpp): read what the
     // checkpoint holds (its tensors into `state`), and restore what the policy takes.
     std::optional<HeldCheckpoint> read_checkpoint(const LoadPolicy& policy, HostCopy& state);
@@ -139,10 +150,15 @@ private:
     BatchRampup rampup_;                  // the global batch of each iteration
     std::int64_t last_global_batch_ = 0;  // the previous iteration's, for the ramp-up's log lines
     std::int64_t start_iteration_ = 0;    // where train() began (the loaded checkpoint's)
+    std::string loaded_dir_;              // the folder the loaded checkpoint came from
     DataPositions data_start_;            // the run's, checked by load_checkpoint
     std::vector<IterationRecord> history_;
-    std::int64_t last_saved_iteration_ = -1;
+    std::int64_t last_saved_iteration_ = -1;        // to --save
+    std::string last_good_;                         // the newest checkpoint saved or loaded: its folder
     std::unique_ptr<ckpt::CheckpointSaver> saver_;  // with --save; owns a save in flight
+    // With --non-persistent-save-interval. One save is in flight at a time over both savers:
+    // they share the host copy and the FP8 arrays below.
+    std::unique_ptr<ckpt::CheckpointSaver> np_saver_;
     // The host copy every save reuses (allocated at the load or the first save, kept):
     // with --async-save, and for every save on a device backend (train/state/host_copy.hpp).
     std::shared_ptr<class HostCopy> host_copy_;
@@ -150,6 +166,7 @@ private:
     // which begins only after this one's background write has finished.
     std::vector<std::vector<float>> fp8_saved_;
     std::unique_ptr<TrainingSampler> sampler_;      // with --sample-interval
+    std::unique_ptr<ProgressLog> progress_;         // with --log-progress
 };
 
 }  // namespace gpt::train

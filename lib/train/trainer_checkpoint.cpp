@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "ckpt/checkpoint.hpp"
+#include "ckpt/collective.hpp"
 #include "core/environment.hpp"
 #include "core/errors.hpp"
 #include "log/log.hpp"
@@ -86,11 +87,26 @@ void stall_if_asked(int world_rank) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
+// The folders --load tries (train/run/first_checkpoint.hpp), as rank 0 reads the trackers:
+// every rank must try the same ones.
+std::vector<ckpt::LoadRequest> agreed_load_requests(const CheckpointConfig& ck, dist::ProcessGroups& g) {
+    std::int32_t first = 0;
+    ckpt::collectively(g.world_mpi(), [&] {
+        if (g.rank() == 0) first = non_persistent_first(ck) ? 1 : 0;
+    });
+    g.world().broadcast(&first, 1, dist::CommType::I32, 0);
+    return load_requests(ck, first != 0);
+}
+
 }  // namespace
 
-void Trainer::save_checkpoint() {
-    const std::string& dir = cfg_.checkpoint.save;
-    GPT_REQUIRE(!dir.empty(), InternalError, "save_checkpoint without --save");
+void Trainer::save_checkpoint(SaveKind kind) {
+    const bool persistent = kind == SaveKind::Persistent;
+    const auto& ck = cfg_.checkpoint;
+    GPT_REQUIRE(!ck.save.empty(), InternalError, "save_checkpoint without --save");
+    GPT_REQUIRE(persistent || ck.non_persistent_save_interval > 0, InternalError,
+                "a non-persistent save without --non-persistent-save-interval");
+    const std::string dir = persistent ? ck.save : ck.non_persistent_save_dir();
     stall_if_asked(groups_.rank());
     // A run resumed from DIR that stops at once would write the same iteration again.
     std::int64_t latest = -1;
@@ -100,12 +116,16 @@ void Trainer::save_checkpoint() {
     if (latest == iteration) {
         GPT_LOG(info) << "checkpoint at iteration " << iteration << " is already the latest in "
                       << dir << ": not saving it again";
-        last_saved_iteration_ = iteration;
+        if (persistent) last_saved_iteration_ = iteration;
         return;
     }
-    GPT_LOG(info) << "saving checkpoint at iteration " << iteration << " to " << dir;
+    GPT_LOG(info) << "saving " << (persistent ? "" : "non-persistent ") << "checkpoint at iteration " << iteration
+                  << " to " << dir;
     open_saver();
-    ckpt::CheckpointWriter& w = saver_->begin(iteration);  // waits for a save in flight
+    // One save at a time over both folders (begin() waits for its own saver's): the other
+    // saver's background write may still read the host copy and FP8 arrays refilled below.
+    wait_for_saves();
+    ckpt::CheckpointWriter& w = saver(kind).begin(iteration);
     const DType dt = chunks_->chunk(0).options().dtype;
     const auto c = groups_.coords();
     const ChunkRefs refs = chunk_refs(*chunks_);
@@ -139,17 +159,40 @@ void Trainer::save_checkpoint() {
     // The host copy's bytes: what --async-save holds until published (logged); 0 when the
     // save wrote from the model's own buffers.
     const std::uint64_t host_bytes = copy ? copy->bytes() : 0;
-    saver_->commit(copy, host_bytes, std::move(ready));  // logs "successfully saved ..." when published
+    // Logs "successfully saved ..." when published: now, or (--async-save) at a later poll.
+    const std::optional<ckpt::SaveResult> done = saver(kind).commit(copy, host_bytes, std::move(ready));
+    last_good_ = dir + "/" + ckpt::iteration_dir_name(iteration);
+    if (!persistent) return;  // Megatron's progress lines are the persistent saves'
     last_saved_iteration_ = iteration;
+    if (progress_) progress_->saved({iteration, state_.flops, state_.consumed_train * cfg_.model.seq_length}, !done);
+    log_published(done, false);
 }
 
 void Trainer::open_saver() {
-    if (saver_ || cfg_.checkpoint.save.empty()) return;
+    const auto& ck = cfg_.checkpoint;
+    if (saver_ || ck.save.empty()) return;
     ckpt::SaverOptions o;
-    o.async = cfg_.checkpoint.async_save;
-    o.keep_last = cfg_.checkpoint.keep_last;
-    saver_ = std::make_unique<ckpt::CheckpointSaver>(groups_.world_mpi(), cfg_.checkpoint.save, o,
-                                                     [](const std::string& m) { GPT_LOG(info) << m; });
+    o.async = ck.async_save;
+    o.keep_last = ck.keep_last;
+    const auto log = [](const std::string& m) { GPT_LOG(info) << m; };
+    saver_ = std::make_unique<ckpt::CheckpointSaver>(groups_.world_mpi(), ck.save, o, log);
+    if (ck.non_persistent_save_interval <= 0) return;
+    // Megatron's cleanup_old_non_persistent_checkpoint keeps one, removed before the next
+    // save; removed here only once the next is published, so a complete one always exists.
+    o.keep_last = 1;
+    o.retention = "non-persistent checkpoints: only the newest is kept";
+    np_saver_ = std::make_unique<ckpt::CheckpointSaver>(groups_.world_mpi(), ck.non_persistent_save_dir(), o, log);
+}
+
+void Trainer::wait_for_saves() {
+    if (saver_) log_published(saver_->wait(), true);
+    if (np_saver_) np_saver_->wait();
+}
+
+void Trainer::log_published(const std::optional<ckpt::SaveResult>& r, bool async) {
+    if (!progress_ || !r) return;
+    if (async) progress_->published_async(r->iteration);
+    for (std::int64_t old : r->commit.removed) progress_->deleted(old);
 }
 
 std::optional<std::int64_t> Trainer::load_checkpoint() {
@@ -175,7 +218,7 @@ std::optional<std::int64_t> Trainer::load_checkpoint() {
     restore_checkpoint(state->chunks(), progress, schedule);
     if (held->fp8) restore_fp8_state(*held->fp8, cfg_, *chunks_);
     data_start_ = checked_positions(data_start_, held->progress.iteration, state_.consumed_train, state_.consumed_valid);
-    GPT_LOG(info) << "successfully loaded checkpoint from " << ck.load << " at iteration " << state_.iteration
+    GPT_LOG(info) << "successfully loaded checkpoint from " << loaded_dir_ << " at iteration " << state_.iteration
                   << policy.left_out();
     return state_.iteration;
 }
@@ -191,35 +234,48 @@ std::optional<HeldCheckpoint> Trainer::read_checkpoint(const LoadPolicy& policy,
     // (zero) values when everything is copied back.
     state.fill(state_in_backend(refs))->wait();
     HeldCheckpoint held;
-    ckpt::LoadRequest req(ck.load, ck.ckpt_step, ck.load_fallback);
-    const ckpt::LoadResult res = ckpt::load_checkpoint(
-        groups_.world_mpi(), req, [&](ckpt::CheckpointReader& r) {
-            held = HeldCheckpoint{};  // --load-fallback: an older candidate starts afresh
-            held.file = r.file();
-            // A missing embedding the tensor read reports itself.
-            if (r.has_tensor(embedding)) held.vocab_rows = stored_vocab_rows(r);
-            held.saved_run = read_saved_run(r);
-            policy.refuse_mismatch(held, padded_vocab_rows);
-            // The model's parameters are the rounding of the fp32 main parameters (the
-            // invariant Adam keeps), so they are set from those, in any precision, without
-            // a second rounding through the stored model dtype (fp16 -> bf16). Optimizer
-            // state is read in its own call, as the reader asks of sharded state. Without
-            // the optimizer (--finetune, --no-load-optim), the fp32 main parameters only:
-            // the Adam moments stay this trainer's own (a fresh run's zeros), as Megatron's.
-            load_model_state(r, tensors, state.chunks(), policy.load_optim());
-            held.progress = SavedProgress::read(r, groups_.world_size(), groups_.rank());
-            // FP8 scaling state belongs to the model (Megatron's _extra_state): read whenever
-            // the checkpoint has it and this run uses delayed scaling.
-            held.fp8 = read_fp8_state(r, cfg_, *chunks_);
-        });
-    for (const auto& why : res.rejected) GPT_LOG(warning) << "rejected checkpoint: " << why;
-    for (const auto& note : res.notes) GPT_LOG(warning) << note;
+    const auto load_fn = [&](ckpt::CheckpointReader& r) {
+        held = HeldCheckpoint{};  // --load-fallback: an older candidate starts afresh
+        held.file = r.file();
+        // A missing embedding the tensor read reports itself.
+        if (r.has_tensor(embedding)) held.vocab_rows = stored_vocab_rows(r);
+        held.saved_run = read_saved_run(r);
+        policy.refuse_mismatch(held, padded_vocab_rows);
+        // The model's parameters are the rounding of the fp32 main parameters (the
+        // invariant Adam keeps), so they are set from those, in any precision, without
+        // a second rounding through the stored model dtype (fp16 -> bf16). Optimizer
+        // state is read in its own call, as the reader asks of sharded state. Without
+        // the optimizer (--finetune, --no-load-optim), the fp32 main parameters only:
+        // the Adam moments stay this trainer's own (a fresh run's zeros), as Megatron's.
+        load_model_state(r, tensors, state.chunks(), policy.load_optim());
+        held.progress = SavedProgress::read(r, groups_.world_size(), groups_.rank());
+        // FP8 scaling state belongs to the model (Megatron's _extra_state): read whenever
+        // the checkpoint has it and this run uses delayed scaling.
+        held.fp8 = read_fp8_state(r, cfg_, *chunks_);
+    };
+    const std::vector<ckpt::LoadRequest> requests = agreed_load_requests(ck, groups_);
+    ckpt::LoadResult res;
+    for (std::size_t i = 0; i < requests.size() && !res.iteration; ++i) {
+        const bool last = i + 1 == requests.size();
+        try {
+            res = ckpt::load_checkpoint(groups_.world_mpi(), requests[i], load_fn);
+        } catch (const DataError& e) {
+            // Every rank has the same error. --load-fallback: the next folder's checkpoints.
+            if (last || !ck.load_fallback) throw;
+            GPT_LOG(warning) << "rejected the non-persistent checkpoints in " << requests[i].dir << ": " << e.what();
+            continue;
+        }
+        for (const auto& why : res.rejected) GPT_LOG(warning) << "rejected checkpoint: " << why;
+        for (const auto& note : res.notes) GPT_LOG(warning) << note;
+        if (res.iteration) loaded_dir_ = requests[i].dir;
+    }
     require_found_checkpoint(ck, res.iteration.has_value());
     if (!res.iteration) {
         // Megatron's habit: --save and --load on the same folder, empty on the first run.
         GPT_LOG(info) << "no checkpoint found in " << ck.load << ": starting from iteration 0";
         return std::nullopt;
     }
+    last_good_ = loaded_dir_ + "/" + ckpt::iteration_dir_name(*res.iteration);
     return held;
 }
 
@@ -245,7 +301,7 @@ void Trainer::restore_checkpoint(const std::vector<ChunkHost>& host, const Saved
     }
     for (auto* o : refs.optimizers) o->set_steps(p.optimizer_steps);  // every chunk's
     state_.restore(p, schedule, groups_.grid().dp_size(), groups_.coords().dp);
-    if (ck.save == ck.load) last_saved_iteration_ = state_.iteration;
+    if (ck.save == loaded_dir_) last_saved_iteration_ = state_.iteration;
 }
 
 bool Trainer::end_of_iteration(ExitConditions& exits) {
@@ -253,10 +309,16 @@ bool Trainer::end_of_iteration(ExitConditions& exits) {
     const ExitReason why = exits.check(state_.iteration);
     const bool interval = ck.save_interval > 0 && state_.iteration % ck.save_interval == 0;
     const bool save = !ck.save.empty() && (interval || why != ExitReason::None);
-    if (saver_) saver_->poll();  // publishes a finished background save; throws if one failed
+    // Megatron's: a persistent save at the same iteration wins.
+    const bool transient = !save && ck.non_persistent_save_interval > 0 && !ck.save.empty() &&
+                           state_.iteration % ck.non_persistent_save_interval == 0;
+    // Publishes a finished background save; throws if one failed.
+    if (saver_) log_published(saver_->poll(), true);
+    if (np_saver_) np_saver_->poll();
     if (save) save_checkpoint();
+    if (transient) save_checkpoint(SaveKind::NonPersistent);
     if (why == ExitReason::None) return false;
-    if (saver_) saver_->wait();  // exit (signal, interval, duration): the save must be on disk
+    wait_for_saves();  // exit (signal, interval, duration): the save must be on disk
     GPT_LOG(info) << exits.describe(why, state_.iteration, save);
     return true;
 }
@@ -265,7 +327,7 @@ void Trainer::save_at_end() {
     // Megatron saves after the last iteration unless the interval just did.
     if (!cfg_.checkpoint.save.empty() && state_.iteration > 0 && last_saved_iteration_ != state_.iteration)
         save_checkpoint();
-    if (saver_) saver_->wait();
+    wait_for_saves();
 }
 
 }  // namespace gpt::train

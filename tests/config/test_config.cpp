@@ -138,6 +138,7 @@ TEST(ConfigParse, CommonMegatronFlagsWeDoNotImplementSaySo) {
         {{"--wandb-project", "x"}, "--wandb-project is not supported: there is no Weights & Biases writer"},
         {{"--no-masked-softmax-fusion"}, "--no-masked-softmax-fusion is not supported: kernel fusions"},
         {{"--manual-gc"}, "--manual-gc is not supported: there is no garbage collector"},
+        {{"--non-persistent-local-ckpt-dir", "/ssd"}, "--non-persistent-local-ckpt-dir is not supported: local"},
     };
     for (const auto& c : cases) {
         const std::string m = usage_error([&] { parse_args(c.first); });

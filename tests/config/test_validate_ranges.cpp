@@ -34,6 +34,7 @@ TEST(ValidateRanges, EveryClassOfBadValueIsRejectedNamingTheFlag) {
         {{"--exit-duration-in-mins", "-1"}, "--exit-duration-in-mins must not be negative"},
         {{"--ckpt-step", "-7"}, "--ckpt-step must be an iteration"},
         {{"--keep-last", "-1"}, "--keep-last must not be negative"},
+        {{"--log-progress"}, "--log-progress writes SAVE/progress.txt: it needs --save"},
         {{"--ffn-hidden-size", "-64"}, "--ffn-hidden-size must not be negative"},
         {{"--max-position-embeddings", "-1"}, "--max-position-embeddings must not be negative"},
         {{"--lr-warmup-iters", "-2"}, "--lr-warmup-iters must not be negative"},
@@ -61,6 +62,38 @@ TEST(ValidateRanges, EveryClassOfBadValueIsRejectedNamingTheFlag) {
     }
     EXPECT_EQ(rejection({}), "");
     EXPECT_EQ(rejection({"--ckpt-step", "-1", "--save-interval", "0", "--world-size", "4096"}), "");
+}
+
+// Megatron's non-persistent checkpoints: the global type only, and never a folder whose
+// older checkpoints the keep-one rule would delete.
+TEST(ValidateRanges, NonPersistentCheckpointFlags) {
+    const std::string dir = test::scratch_dir("validate_non_persistent");
+    const std::vector<std::string> global{"--non-persistent-ckpt-type", "global"};
+    const auto with = [&](std::vector<std::string> extra, bool typed = true) {
+        if (typed) extra.insert(extra.end(), global.begin(), global.end());
+        return rejection(extra);
+    };
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {with({"--save", dir, "--non-persistent-save-interval", "-1"}),
+         "--non-persistent-save-interval must not be negative"},
+        {with({"--non-persistent-ckpt-type", "local"}, false), "--non-persistent-ckpt-type local is not implemented"},
+        {with({"--non-persistent-ckpt-type", "in_memory"}, false), "in_memory is not implemented"},
+        {with({"--non-persistent-ckpt-type", "globl"}, false), "must be global (local and in_memory are not"},
+        {with({"--save", dir, "--non-persistent-save-interval", "5"}, false),
+         "--non-persistent-save-interval needs --non-persistent-ckpt-type global"},
+        {with({"--non-persistent-save-interval", "5"}), "--non-persistent-save-interval needs --save"},
+        {with({"--non-persistent-global-ckpt-dir", dir + "/np"}, false),
+         "--non-persistent-global-ckpt-dir needs --non-persistent-ckpt-type global"},
+        {with({"--save", dir, "--non-persistent-global-ckpt-dir", dir + "/."}), "is the --save folder"},
+        {with({"--load", dir, "--non-persistent-global-ckpt-dir", dir}), "is the --load folder"},
+    };
+    for (const auto& [got, want] : cases)
+        EXPECT_NE(got.find(want), std::string::npos) << "want '" << want << "', got '" << got << "'";
+    EXPECT_EQ(with({"--save", dir, "--load", dir, "--non-persistent-save-interval", "5"}), "");
+    EXPECT_EQ(with({"--save", dir, "--non-persistent-save-interval", "5", "--non-persistent-global-ckpt-dir",
+                    dir + "/np"}),
+              "");
+    EXPECT_EQ(with({"--load", dir}), "");  // the type alone: the load looks there too
 }
 
 TEST(ValidateRanges, ConfigPointingAtAFolderIsRejected) {

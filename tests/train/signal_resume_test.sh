@@ -12,7 +12,9 @@ tiny_job_setup "$tmp" "$src"
 args=("${TINY_ARGS[@]}" --lr 3e-3 --lr-warmup-iters 2 --train-iters 400
       --hidden-dropout 0.1 --attention-dropout 0.1)
 
-"$mpiexec" -n 2 "$bin" "${args[@]}" --save ck --load ck --exit-signal-handler > run1.log 2>&1 &
+# Megatron's --log-progress and non-persistent saves every 2 iterations ride along.
+"$mpiexec" -n 2 "$bin" "${args[@]}" --save ck --load ck --exit-signal-handler --log-progress \
+  --non-persistent-save-interval 2 --non-persistent-ckpt-type global > run1.log 2>&1 &
 pid=$!
 for _ in $(seq 240); do grep -qE "iteration +3/" run1.log && break; sleep 0.5; done
 grep -qE "iteration +3/" run1.log || { kill "$pid"; cat run1.log; fail "no iteration 3 within 120 s"; }
@@ -23,6 +25,11 @@ saved=$(tr -d '[:space:]' < ck/latest_checkpointed_iteration.txt) || fail "no tr
 [[ $saved =~ ^[0-9]+$ ]] && ((saved >= 3 && saved < 400)) || fail "tracker says '$saved'"
 grep -q "exiting on signal SIGUSR1 after saving checkpoint at iteration $saved" run1.log \
   || { cat run1.log; fail "no exit line for iteration $saved"; }
+grep -qP "^\S+ \S+\tJob ID: [^\t]*\t# GPUs: 2\tStarting job$" ck/progress.txt || fail "no 'Starting job' in progress.txt"
+grep -qP "\t# GPUs: 2\tSaved checkpoint\tIteration: $saved\tJob throughput: [0-9.]+ TFLOP/s/GPU\t.*\tFloating-point operations: [0-9.]+e\+[0-9]+\t" \
+  ck/progress.txt || { cat ck/progress.txt; fail "no 'Saved checkpoint' line for iteration $saved in progress.txt"; }
+kept=$(ls ck/non_persistent | grep -c '^iter_')
+[ "$kept" = 1 ] || { ls ck/non_persistent; fail "the non-persistent folder keeps $kept checkpoints, not 1"; }
 last=$(losses run1.log | tail -1 | cut -d' ' -f1)
 [ "$last" = "$saved" ] || fail "the last logged iteration is $last but the checkpoint is at $saved"
 

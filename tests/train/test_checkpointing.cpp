@@ -625,6 +625,96 @@ TEST(Checkpointing, SignalSavesAndExitsThenTheRunResumesExactly) {
     EXPECT_EQ(now.sa_handler, before.sa_handler);
 }
 
+// Throws on every rank at the first micro-batch of iteration `at` (counted from the run's
+// start): a crash, with no save at the exit.
+class CrashingSource final : public MicroBatchSource {
+public:
+    CrashingSource(test::WalkSource inner, std::int64_t at) : inner_(std::move(inner)), at_(at) {}
+    void next(std::int32_t* tokens) override {
+        if (count_++ == at_) throw std::runtime_error("the node died");
+        inner_.next(tokens);
+    }
+
+private:
+    test::WalkSource inner_;
+    std::int64_t at_, count_ = 0;
+};
+
+// Trains until a crash at the start of iteration `crash_at` (none: to the end).
+TrainRun run_until(const Config& cfg, std::int64_t crash_at) {
+    dist::ProcessGroups groups(MPI_COMM_WORLD, 1, 1);
+    auto be = make_backend("cpu", 0);
+    Trainer tr(cfg, groups, *be);
+    tr.load_checkpoint();
+    const std::int64_t at = crash_at > 0 ? (crash_at - 1 - tr.iteration()) * tr.num_micro_batches() : -1;
+    CrashingSource src(test::WalkSource(static_cast<int>(cfg.model.vocab_size), cfg.model.seq_length,
+                                        cfg.training.micro_batch_size, groups.coords().dp,
+                                        groups.grid().dp_size(), tr.consumed_train_samples()),
+                       at);
+    if (crash_at > 0) EXPECT_THROW(tr.train(src, nullptr, nullptr), std::runtime_error);
+    else tr.train(src, nullptr, nullptr);
+    return {tr.history(), tr.iteration()};
+}
+
+// Megatron's --non-persistent-save-interval with --non-persistent-ckpt-type global: saves
+// between the persistent ones to a folder that keeps only its newest; after a crash the run
+// resumes from it when it is newer than --load's newest, exactly; --ckpt-step and a newer
+// persistent checkpoint win; a damaged one falls back to --load's with --load-fallback.
+TEST(Checkpointing, NonPersistentCheckpointsKeepTheNewestAndAResumeTakesIt) {
+    Config cfg = test::tiny::short_train();  // 8 iterations
+    cfg.model.hidden_dropout = 0.1;
+    const TrainRun straight = run_until(cfg, -1);
+    ASSERT_EQ(straight.iteration, 8);
+    const std::string dir = test::scratch_dir("non_persistent");
+    const std::string transient = dir + "/non_persistent";
+    CheckpointConfig& ck = cfg.checkpoint;
+    ck.save = ck.load = dir;
+    ck.save_interval = 4;
+    ck.non_persistent_save_interval = 3;
+    ck.non_persistent_ckpt_type = "global";
+    const TrainRun crashed = run_until(cfg, 8);
+    EXPECT_EQ(crashed.iteration, 7);
+    EXPECT_EQ(ckpt::list_iterations(dir), (std::vector<std::int64_t>{4}));
+    EXPECT_EQ(ckpt::list_iterations(transient), (std::vector<std::int64_t>{6}));  // 3 removed
+
+    Config load_only = cfg;
+    load_only.checkpoint.save.clear();
+    load_only.checkpoint.ckpt_step = 4;  // names one of --load's
+    EXPECT_EQ(train_for(load_only, 1, 0, false).iteration, 4);
+    load_only.checkpoint.ckpt_step = -1;
+    const char* moment = "optimizer/exp_avg/language_model/embedding/word_embeddings/weight";
+    flip_dataset_byte(ckpt::checkpoint_file(transient, 6).string(), moment);
+    EXPECT_THROW(train_for(load_only, 1, 0, false), DataError);
+    load_only.checkpoint.load_fallback = true;
+    EXPECT_EQ(train_for(load_only, 1, 0, false).iteration, 4);
+    flip_dataset_byte(ckpt::checkpoint_file(transient, 6).string(), moment);  // repaired
+
+    const TrainRun resumed = run_until(cfg, -1);
+    EXPECT_EQ(resumed.iteration, 8);
+    std::vector<IterationRecord> joined = crashed.records;
+    joined.erase(joined.begin() + 6, joined.end());  // iteration 7 was lost with the crash
+    joined.insert(joined.end(), resumed.records.begin(), resumed.records.end());
+    expect_identical(straight.records, joined);
+    EXPECT_EQ(ckpt::list_iterations(dir), (std::vector<std::int64_t>{4, 8}));
+    EXPECT_EQ(ckpt::list_iterations(transient), (std::vector<std::int64_t>{6}));
+    load_only.checkpoint.load_fallback = false;
+    EXPECT_EQ(train_for(load_only, 1, 0, false).iteration, 8);  // --load's is newer now
+
+    // A folder of their own, with --async-save: one save in flight at a time over both.
+    Config other = test::tiny::short_train();
+    const std::string dir2 = test::scratch_dir("non_persistent_async");
+    const std::string own = test::scratch_dir("non_persistent_own");
+    other.checkpoint = ck;
+    other.checkpoint.save = other.checkpoint.load = dir2;
+    other.checkpoint.save_interval = 0;
+    other.checkpoint.non_persistent_global_ckpt_dir = own;
+    other.checkpoint.async_save = true;
+    EXPECT_EQ(run_until(other, -1).iteration, 8);
+    EXPECT_EQ(ckpt::list_iterations(dir2), (std::vector<std::int64_t>{8}));
+    EXPECT_EQ(ckpt::list_iterations(own), (std::vector<std::int64_t>{6}));
+    EXPECT_FALSE(fs::exists(dir2 + "/non_persistent"));
+}
+
 TEST(Checkpointing, ExitIntervalSavesThenStops) {
     Config cfg = test::tiny::short_train();
     const std::string dir = test::scratch_dir("exit_interval");

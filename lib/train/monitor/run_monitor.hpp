@@ -43,6 +43,8 @@ public:
     TensorboardLog* tensorboard() { return tb_.get(); }
     // Steps --check-for-spiky-loss skipped so far in this run.
     std::int64_t spiky_iterations() const { return spikes_ ? spikes_->total() : 0; }
+    // Megatron's model FLOPs of one sequence (forward and backward), for the throughputs.
+    double flops_per_sample() const { return flops_per_sample_; }
     // This rank prints the iteration line and writes the metrics.
     bool logs() const;
 

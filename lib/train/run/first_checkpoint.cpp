@@ -3,14 +3,51 @@
 #include <mpi.h>
 
 #include "ckpt/checkpoint_dir.hpp"
-#include "ckpt/load.hpp"
 #include "core/errors.hpp"
 
 namespace gpt::train {
 
+namespace {
+
+ckpt::LoadRequest persistent_request(const CheckpointConfig& ck) {
+    return ckpt::LoadRequest(ck.load, ck.ckpt_step, ck.load_fallback);
+}
+
+ckpt::LoadRequest non_persistent_request(const CheckpointConfig& ck) {
+    return ckpt::LoadRequest(ck.non_persistent_load_dir(), -1, ck.load_fallback);
+}
+
+// The iteration a request loads first; none for a fresh start, and with --load-fallback
+// also when the folder's tracker cannot be followed (the load then decides).
+std::optional<std::int64_t> newest(const ckpt::LoadRequest& req) {
+    try {
+        return ckpt::first_candidate(req);
+    } catch (const Error&) {
+        if (!req.fallback) throw;
+        return std::nullopt;
+    }
+}
+
+}  // namespace
+
+bool non_persistent_first(const CheckpointConfig& ck) {
+    if (ck.load.empty() || ck.non_persistent_ckpt_type.empty() || ck.ckpt_step >= 0) return false;
+    const std::optional<std::int64_t> transient = newest(non_persistent_request(ck));
+    if (!transient) return false;
+    const std::optional<std::int64_t> kept = newest(persistent_request(ck));
+    return !kept || *kept <= *transient;
+}
+
+std::vector<ckpt::LoadRequest> load_requests(const CheckpointConfig& ck, bool non_persistent_first) {
+    if (ck.load.empty()) return {};
+    if (!non_persistent_first) return {persistent_request(ck)};
+    return {non_persistent_request(ck), persistent_request(ck)};
+}
+
 std::optional<FirstCheckpoint> open_first_checkpoint(const CheckpointConfig& ck) {
-    if (ck.load.empty()) return std::nullopt;
-    const ckpt::LoadRequest req(ck.load, ck.ckpt_step, ck.load_fallback);
+    const std::vector<ckpt::LoadRequest> reqs = load_requests(ck, non_persistent_first(ck));
+    if (reqs.empty()) return std::nullopt;
+    const ckpt::LoadRequest& req = reqs.front();
     const std::optional<std::int64_t> it = ckpt::first_candidate(req);
     if (!it) return std::nullopt;
     FirstCheckpoint first;

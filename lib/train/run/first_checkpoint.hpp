@@ -7,8 +7,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ckpt/checkpoint_reader.hpp"
+#include "ckpt/load.hpp"
 #include "config/config.hpp"
 
 namespace gpt::train {
@@ -20,6 +22,16 @@ struct FirstCheckpoint {
     // decides which checkpoint it takes); without --load-fallback that error is thrown.
     std::unique_ptr<ckpt::CheckpointReader> reader;
 };
+
+// Whether --load's checkpoint comes from the non-persistent folder: with
+// --non-persistent-ckpt-type global and no --ckpt-step (which names one of --load's), when
+// that folder's checkpoint is at least as new as --load's, as Megatron's
+// _load_base_checkpoint. Reads the trackers (not collective); an unreadable one is passed
+// over with --load-fallback, and is the load's error without it.
+bool non_persistent_first(const CheckpointConfig& ck);
+// The folders --load tries, in order: the non-persistent one first when `non_persistent_first`,
+// then (for --load-fallback, when its checkpoint is damaged) --load's. Empty without --load.
+std::vector<ckpt::LoadRequest> load_requests(const CheckpointConfig& ck, bool non_persistent_first);
 
 // Collective-free, on every rank alike. None: no --load, or a fresh start (no checkpoint
 // in the folder). The same errors as the load's for a --ckpt-step or tracker it cannot follow.

@@ -95,6 +95,7 @@ SavedProgress LoadPolicy::progress(const HeldCheckpoint& held, int dp_size, int 
     if (run_.checkpoint.finetune) {
         // A new run on the loaded parameters: iteration, data position and counters at 0.
         p.iteration = p.consumed_train = p.consumed_valid = p.skipped = 0;
+        p.flops = 0.0;
     }
     if (!load_optim()) {
         p.optimizer_steps = p.scheduler_steps = 0;

@@ -25,6 +25,7 @@ void SavedProgress::write_attributes(ckpt::CheckpointWriter& w) const {
     w.set_attribute("loss_scale_hysteresis_tracker", std::int64_t{hysteresis});
     w.set_attribute("dropout_micro_batches", dropout_micro_batches);
     w.set_attribute("seed", seed);
+    w.set_attribute("num_floating_point_operations_so_far", flops);
 }
 
 void SavedProgress::write_rng(ckpt::CheckpointWriter& w) const {
@@ -45,6 +46,8 @@ SavedProgress SavedProgress::read(ckpt::CheckpointReader& r, int world_size, int
     p.hysteresis = static_cast<int>(r.attribute_int("loss_scale_hysteresis_tracker"));
     p.dropout_micro_batches = r.attribute_int("dropout_micro_batches");
     p.seed = r.attribute_int("seed");
+    const char* flops = "num_floating_point_operations_so_far";
+    p.flops = r.has_attribute(flops) ? r.attribute_double(flops) : 0.0;
     if (r.saved_world_size() == world_size && r.has_rank_blob(kRngBlob)) {
         const auto blob = r.read_rank_blob(kRngBlob, rank);
         GPT_REQUIRE(blob.size() == sizeof(RngState), DataError, r.file(), ": rank blob '", kRngBlob,

@@ -27,6 +27,9 @@ struct SavedProgress {
     std::int64_t optimizer_steps = 0, scheduler_steps = 0;
     std::int64_t dropout_micro_batches = 0;  // layout-free: global micro-batches (x DP) done
     std::int64_t seed = 0;
+    // Megatron's num_floating_point_operations_so_far (model FLOPs of every iteration so far,
+    // its formula); 0 from a checkpoint that predates it. --log-progress reports it.
+    double flops = 0.0;
     bool dynamic_scaler = false;
     double scale = 1.0;
     int growth = 0, hysteresis = 0;

@@ -38,6 +38,7 @@ SavedProgress TrainingState::save(std::int64_t optimizer_steps, int dp_size, int
     // Layout-free dropout position: the global micro-batch index (micro-batches x DP).
     p.dropout_micro_batches = static_cast<std::int64_t>(micro_batches_done) * dp_size;
     p.seed = static_cast<std::int64_t>(seed);
+    p.flops = flops;
     p.rng.seed = seed;
     p.rng.next_stream = dropout_stream(micro_batches_done, dp_size, dp_rank);
     p.rng.dp_rank = dp_rank;
@@ -51,6 +52,7 @@ void TrainingState::restore(const SavedProgress& p, const std::optional<optim::L
     consumed_train = p.consumed_train;
     consumed_valid = p.consumed_valid;
     skipped = p.skipped;
+    flops = p.flops;
     if (schedule) scheduler = *schedule;
     scheduler.set_num_steps(p.scheduler_steps);
     // A checkpoint of a bf16/fp32 run holds no dynamic scaler state: an fp16 run from it

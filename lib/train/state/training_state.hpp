@@ -27,6 +27,7 @@ struct TrainingState {
     std::int64_t skipped = 0;         // iterations without an update, in every run so far
     std::uint64_t micro_batches_done = 0;  // this rank's micro-batches: its dropout streams
     std::uint64_t seed = 0;                // --seed, stored with the dropout position
+    double flops = 0.0;                    // model FLOPs of every iteration so far (Megatron's formula)
     optim::LrScheduler scheduler;
     optim::LossScaler scaler;
 
