@@ -53,7 +53,7 @@ const std::vector<std::string>& carried_parallel_arguments() {
         "tensor_model_parallel_size", "pipeline_model_parallel_size", "num_layers_per_virtual_pipeline_stage",
         "num_virtual_stages_per_pipeline_rank", "decoder_first_pipeline_num_layers",
         "decoder_last_pipeline_num_layers", "account_for_embedding_in_pipeline_split",
-        "account_for_loss_in_pipeline_split"};
+        "account_for_loss_in_pipeline_split", "pipeline_model_parallel_layout"};
     return keys;
 }
 

@@ -72,6 +72,7 @@ struct ParallelConfig {
     int decoder_last_pipeline_num_layers = PipelineSplit::kNotGiven;
     bool account_for_embedding_in_pipeline_split = false;
     bool account_for_loss_in_pipeline_split = false;
+    std::string pipeline_model_parallel_layout;      // Megatron's layout string ("": not given)
     int data_parallel_size = 0;                      // 0: world / (TP * PP)
     bool use_distributed_optimizer = false;
     bool sequence_parallel = false;
@@ -101,11 +102,14 @@ struct ParallelConfig {
                    : recompute_granularity;
     }
 
-    PipelineSplit split() const {
-        return PipelineSplit{decoder_first_pipeline_num_layers, decoder_last_pipeline_num_layers,
-                             account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split};
-    }
+    // The flags' split; a layout string that does not parse is a UsageError (validate names it first).
+    PipelineSplit split() const;
     int virtual_stages(int num_layers) const {
+        // A layout's stages are PP x VP (Megatron derives VP from it).
+        if (!pipeline_model_parallel_layout.empty()) {
+            const auto stages = static_cast<int>(split().layout.size());
+            return stages % pipeline_model_parallel_size == 0 ? stages / pipeline_model_parallel_size : 1;
+        }
         if (num_virtual_stages_per_pipeline_rank > 0) return num_virtual_stages_per_pipeline_rank;
         if (num_layers_per_virtual_pipeline_stage <= 0) return 1;
         return split().split_layers(num_layers) / pipeline_model_parallel_size /

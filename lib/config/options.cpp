@@ -133,6 +133,7 @@ private:
         add(par, "num-layers-per-virtual-pipeline-stage", &C::parallel, &ParallelConfig::num_layers_per_virtual_pipeline_stage, "layers per virtual stage (interleaved schedule; 0: off)");
         add(par, "num-virtual-stages-per-pipeline-rank", &C::parallel, &ParallelConfig::num_virtual_stages_per_pipeline_rank, "model chunks per pipeline stage (interleaved schedule; instead of --num-layers-per-virtual-pipeline-stage; 0: not given)");
         add(par, "decoder-first-pipeline-num-layers", &C::parallel, &ParallelConfig::decoder_first_pipeline_num_layers, "decoder layers of the first pipeline stage (uneven stages; the other stages share the rest evenly; -1: not given)");
+        add(par, "pipeline-model-parallel-layout", &C::parallel, &ParallelConfig::pipeline_model_parallel_layout, "the layers of every pipeline stage, Megatron's string: stages split by '|' (PP x virtual stages of them), E embedding, t decoder layer, L loss; (...)*n and x*n repeat, e.g. \"Et|(tt|)*2,tL\"");
         add(par, "decoder-last-pipeline-num-layers", &C::parallel, &ParallelConfig::decoder_last_pipeline_num_layers, "decoder layers of the last pipeline stage (uneven stages; -1: not given)");
         add(par, "account-for-embedding-in-pipeline-split", &C::parallel, &ParallelConfig::account_for_embedding_in_pipeline_split, "count the embedding as a layer of the first (virtual) stage when splitting the layers");
         add(par, "account-for-loss-in-pipeline-split", &C::parallel, &ParallelConfig::account_for_loss_in_pipeline_split, "count the output layer and loss as a layer of the last (virtual) stage when splitting the layers");
@@ -373,7 +374,6 @@ const std::map<std::string, std::string>& unsupported_flags() {
         {"fp4-param-gather", "FP4 (NVFP4) training is not implemented"},
         // Megatron flags common in its example scripts that this project does not implement.
         {"apply-residual-connection-post-layernorm", "not implemented: the residual is taken before the layernorm"},
-        {"pipeline-model-parallel-layout", "not implemented: give uneven stages with --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers, or count the embedding and loss with --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split"},
         {"ckpt-format", "checkpoints are this project's HDF5 format (docs/checkpoint-format.md); drop the flag"},
         {"use-dist-ckpt", "checkpoints are this project's HDF5 format, sharded and resharded on load; drop the flag"},
         {"ckpt-fully-parallel-save", "checkpoints are always saved by every rank in parallel (HDF5); drop the flag"},

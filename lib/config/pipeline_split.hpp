@@ -15,13 +15,22 @@ struct PipelineSplit {
     int last_stage_layers = kNotGiven;    // --decoder-last-pipeline-num-layers
     bool account_for_embedding = false;   // --account-for-embedding-in-pipeline-split
     bool account_for_loss = false;        // --account-for-loss-in-pipeline-split
+    // --pipeline-model-parallel-layout: the decoder layers of every virtual stage in Megatron's
+    // order (vstage = chunk x pp + stage); empty when not given.
+    std::vector<int> layout;
     bool uneven() const { return first_stage_layers != kNotGiven || last_stage_layers != kNotGiven; }
-    bool any() const { return uneven() || account_for_embedding || account_for_loss; }
+    bool any() const { return uneven() || account_for_embedding || account_for_loss || !layout.empty(); }
     // The layers Megatron divides over the stages: the embedding and the loss count as one each.
     int split_layers(int num_layers) const {
         return num_layers + int{account_for_embedding} + int{account_for_loss};
     }
 };
+
+// Megatron's --pipeline-model-parallel-layout string, e.g. "Et|(tt|)*3,t|tL": stages split by
+// '|', E the embedding, t a decoder layer, L the loss, (...)*n and x*n repeated, commas
+// cosmetic. Fills the decoder layers of each stage; "" or the one-line reason the string is
+// not a layout this build runs (E first and L last, each once; MTP layers 'm' refused).
+std::string parse_pipeline_layout(const std::string& text, std::vector<int>& stage_layers);
 
 // Decoder layers of each virtual stage, in Megatron's order vstage = chunk x pp + stage
 // (layers follow that order: vstage k starts where k - 1 ends), for pp stages of vp chunks

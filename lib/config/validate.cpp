@@ -27,6 +27,16 @@ int Config::padded_vocab_size() const {
                                       parallel.tensor_model_parallel_size));
 }
 
+PipelineSplit ParallelConfig::split() const {
+    PipelineSplit s{decoder_first_pipeline_num_layers, decoder_last_pipeline_num_layers,
+                    account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split, {}};
+    if (!pipeline_model_parallel_layout.empty()) {
+        const std::string why = parse_pipeline_layout(pipeline_model_parallel_layout, s.layout);
+        GPT_REQUIRE(why.empty(), UsageError, why);
+    }
+    return s;
+}
+
 namespace {
 
 // --position-embedding-type, --normalization, --swiglu, --group-query-attention and the
@@ -87,6 +97,10 @@ void validate_pipeline_split(int num_layers, const ParallelConfig& p) {
     GPT_REQUIRE(per_virtual == 0 || p.num_virtual_stages_per_pipeline_rank == 0, UsageError,
                 "--num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank are "
                 "mutually exclusive; give one");
+    // Megatron's rule: the layout's stage count gives the virtual stages.
+    GPT_REQUIRE(split.layout.empty() || (per_virtual == 0 && p.num_virtual_stages_per_pipeline_rank == 0), UsageError,
+                "--pipeline-model-parallel-layout gives the virtual stages itself (its stages / PP): drop "
+                "--num-layers-per-virtual-pipeline-stage / --num-virtual-stages-per-pipeline-rank");
     // Megatron's rule: with uneven stages the layers per virtual stage differ between stages.
     GPT_REQUIRE(per_virtual == 0 || !split.uneven(), UsageError,
                 "--decoder-first/last-pipeline-num-layers with interleaving need "

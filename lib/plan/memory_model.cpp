@@ -180,7 +180,7 @@ MemoryBreakdown stage_memory(const ModelShape& m, const Layout& l, const DeviceP
     const std::vector<int> chunk_layers = pipeline_chunk_layers(m.num_layers, l.pp, l.vp, l.split);
     MemoryBreakdown r;
     r.stage = stage;
-    const double params = double(stage_params(m, l.tp, l.pp, stage, l.split).total());
+    const double params = double(stage_params(m, l.tp, l.pp, stage, l.split, l.vp).total());
     const BytesPerParam bp = bytes_per_param(m.dtype);
     const int dp_shards = l.distributed_optimizer ? l.dp : 1;
     r.weights = params * bp.param;

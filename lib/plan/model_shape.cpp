@@ -92,9 +92,9 @@ int fp8_layers_on_stage(const ModelShape& m, int pp, int vp, int stage, const Pi
     return n;
 }
 
-StageParams stage_params(const ModelShape& m, int tp, int pp, int stage, const PipelineSplit& split) {
-    GPT_ASSERT(pp > 0 && stage >= 0 && stage < pp);
-    const ChunkParams c = chunk_params(param_dims(m, tp), tp, pipeline_stage_layers(m.num_layers, pp, 1, split, stage),
+StageParams stage_params(const ModelShape& m, int tp, int pp, int stage, const PipelineSplit& split, int vp) {
+    GPT_ASSERT(pp > 0 && vp > 0 && stage >= 0 && stage < pp);
+    const ChunkParams c = chunk_params(param_dims(m, tp), tp, pipeline_stage_layers(m.num_layers, pp, vp, split, stage),
                                        stage == 0, stage == pp - 1);
     return StageParams{c.embedding, c.layers, c.final_norm, c.lm_head};
 }

@@ -80,8 +80,9 @@ struct StageParams {
     std::int64_t lm_head = 0;     // last stage when pp > 1: tied copy of the word shard; or the untied output layer
     std::int64_t total() const { return embedding + layers + final_norm + lm_head; }
 };
-// The stage's layers as `split` assigns them (config/pipeline_split.hpp; default even).
-StageParams stage_params(const ModelShape& m, int tp, int pp, int stage, const PipelineSplit& split = {});
+// The stage's layers as `split` assigns them over vp virtual stages each (config/pipeline_split.hpp;
+// default even; a stage's total depends on vp only with a layout string).
+StageParams stage_params(const ModelShape& m, int tp, int pp, int stage, const PipelineSplit& split = {}, int vp = 1);
 
 // Weight elements (no biases) of one layer's four linear layers held by one TP rank: what
 // FP8 casts, (q + h + f1 + f) h / t.

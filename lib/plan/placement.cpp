@@ -27,6 +27,10 @@ std::string describe_split(const PipelineSplit& s) {
     if (s.last_stage_layers >= 0) out += " last=" + std::to_string(s.last_stage_layers);
     if (s.account_for_embedding) out += " +embedding";
     if (s.account_for_loss) out += " +loss";
+    if (!s.layout.empty()) {
+        out += " layout=";
+        for (std::size_t i = 0; i < s.layout.size(); ++i) out += (i ? "," : "") + std::to_string(s.layout[i]);
+    }
     return out;
 }
 

@@ -51,6 +51,13 @@ SearchInputs search_inputs_from_config(const Config& cfg, int world_size, int lo
     in.layers_per_virtual_stage = p.num_layers_per_virtual_pipeline_stage;
     in.vp = p.num_virtual_stages_per_pipeline_rank;
     in.split = p.split();
+    // A layout's stages are PP x VP: the planner keeps both.
+    if (!in.split.layout.empty()) {
+        GPT_REQUIRE(p.pp_given, UsageError,
+                    "--pipeline-model-parallel-layout needs --pipeline-model-parallel-size (its stages are PP x the "
+                    "virtual stages)");
+        in.vp = p.virtual_stages(cfg.model.num_layers);
+    }
     // Switches have no "given" flag: a switch the user turned on is kept on; one left off
     // is the planner's to choose.
     if (p.recompute() != Recompute::None) in.recompute = p.recompute();
@@ -65,7 +72,9 @@ void apply_layout(const Layout& l, int num_layers, Config& cfg) {
     p.pipeline_model_parallel_size = l.pp;
     p.data_parallel_size = l.dp;
     // Uneven stages take their chunks as a count (Megatron's rule); a count the user gave stays one.
-    if (l.split.uneven() || p.num_virtual_stages_per_pipeline_rank > 0) {
+    if (!l.split.layout.empty()) {
+        // The layout string gives the virtual stages; the two counts stay unset.
+    } else if (l.split.uneven() || p.num_virtual_stages_per_pipeline_rank > 0) {
         p.num_virtual_stages_per_pipeline_rank = l.vp > 1 ? l.vp : 0;
         p.num_layers_per_virtual_pipeline_stage = 0;
     } else {

@@ -34,7 +34,9 @@ std::string shape_reason(const SearchInputs& in, int tp, int pp, const Placement
     if (m.ffn % tp) return "ffn hidden size " + std::to_string(m.ffn) + " not divisible by TP " + std::to_string(tp);
     if (!in.split.any() && m.num_layers % pp)
         return std::to_string(m.num_layers) + " layers not divisible by PP " + std::to_string(pp);
-    if (std::string why = pipeline_split_problem(m.num_layers, pp, 1, in.split); !why.empty()) return why;
+    // A layout string fixes the virtual stages (in.vp, from its stage count); others split per stage first.
+    const int vp = in.split.layout.empty() ? 1 : std::max(in.vp, 1);
+    if (std::string why = pipeline_split_problem(m.num_layers, pp, vp, in.split); !why.empty()) return why;
     if (m.fp8.enabled()) {
         // FP8's rules that depend on TP and PP (config/validate_fp8.cpp's, as training checks them).
         if (std::string why = fp8_gemm_dims_problem(m.hidden, m.ffn, qkv_rows(m), m.seq, tp, 0); !why.empty())

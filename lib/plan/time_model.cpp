@@ -175,7 +175,7 @@ MicroBatchCost stage_micro_batch_cost(const ModelShape& m, const Layout& l, cons
         // pass costs about a tenth of the layers' GEMM time on A100 (10 bytes per parameter
         // at HBM speed against 8 b s FLOPs per parameter with full recompute).
         const double grad_bytes = double(dtype_size(m.dtype)) + 4.0 + 4.0;
-        const double accumulate = double(stage_params(m, l.tp, l.pp, stage, l.split).total()) * grad_bytes / hbm;
+        const double accumulate = double(stage_params(m, l.tp, l.pp, stage, l.split, l.vp).total()) * grad_bytes / hbm;
         c.compute += accumulate;
         c.backward += accumulate;
     }
@@ -327,7 +327,7 @@ TimeBreakdown iteration_time(const ModelShape& m, const Layout& l, const DeviceP
     // Data parallel: fp32 gradients all-reduced (or reduce-scattered, then the 16-bit
     // parameters all-gathered, with the distributed optimizer) over d ranks.
     const BytesPerParam bp = bytes_per_param(m.dtype);
-    const double params = double(stage_params(m, l.tp, l.pp, slow_stage, l.split).total());
+    const double params = double(stage_params(m, l.tp, l.pp, slow_stage, l.split, l.vp).total());
     double dp_gbps = place.dp_crosses_nodes ? fab.inter_node_gbps : fab.intra_node_gbps;
     double dp_lat = place.dp_crosses_nodes ? dev.inter_node_latency_us : dev.intra_node_latency_us;
     double grad_sync = 0, param_sync = 0;

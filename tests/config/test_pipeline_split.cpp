@@ -3,6 +3,8 @@
 // their running sums its get_transformer_layer_offset (worked out by hand below).
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "config/pipeline_split.hpp"
@@ -62,6 +64,70 @@ TEST(PipelineSplit, ImpossibleSplitsSayWhy) {
     EXPECT_NE(pipeline_split_problem(6, 2, 2, {1, 5}).find("stage 0's 1 layers do not divide into 2 virtual stages"),
               std::string::npos);
     EXPECT_THROW(pipeline_chunk_layers(7, 2, 1, {}), UsageError);
+}
+
+// Megatron's --pipeline-model-parallel-layout strings (its parse_str_to_list and
+// validate_layer_layout): the decoder layers of each stage in string order, which is the
+// virtual-stage order (stage k = chunk x PP + rank).
+TEST(PipelineLayout, MegatronsStringsGiveTheStagesLayers) {
+    const std::vector<std::pair<std::string, std::vector<int>>> cases{
+        {"Et|(tt|)*2,tL", {1, 2, 2, 1}},
+        {"E|t*4|t*4|L", {0, 4, 4, 0}},
+        {"Ettt|(tt|)*29,tL", [] {
+             std::vector<int> v{3};
+             v.insert(v.end(), 29, 2);
+             v.push_back(1);
+             return v;
+         }()},
+        {"E,t*2,|,(t|)*2,L", {2, 1, 1, 0}},
+        {"EtttL", {3}},
+        {"(|t)*2,|EL", {}},  // E not first: refused below
+    };
+    for (const auto& [text, want] : cases) {
+        std::vector<int> got;
+        const std::string why = parse_pipeline_layout(text, got);
+        if (want.empty()) {
+            EXPECT_NE(why.find("the embedding E must be the first stage's first layer"), std::string::npos) << why;
+            continue;
+        }
+        EXPECT_EQ(why, "") << text;
+        EXPECT_EQ(got, want) << text;
+    }
+    const std::vector<std::pair<std::string, std::string>> bad{
+        {"tE|tL", "the embedding E must be the first stage's first layer"},
+        {"Et|L|t", "the loss L must be the last stage's last layer"},
+        {"Ett|tt", "it must start with the embedding E and end with the loss L"},
+        {"Et|m|L", "multi-token prediction layers (m) are not implemented"},
+        {"Et|x|L", "'x' is not a layer (E embedding, t decoder layer, L loss"},
+        {"E(t|L", "'(' is not a layer"},
+    };
+    for (const auto& [text, want] : bad) {
+        std::vector<int> got;
+        const std::string why = parse_pipeline_layout(text, got);
+        EXPECT_NE(why.find(want), std::string::npos) << text << ": " << why;
+        EXPECT_NE(why.find("'" + text + "'"), std::string::npos) << why;  // names the string
+    }
+}
+
+TEST(PipelineLayout, TheStagesArePpTimesVirtualStagesAndHoldEveryLayer) {
+    PipelineSplit s;
+    ASSERT_EQ(parse_pipeline_layout("Et|(tt|)*2,tL", s.layout), "");
+    EXPECT_EQ(pipeline_chunk_layers(6, 2, 2, s), (std::vector<int>{1, 2, 2, 1}));
+    EXPECT_EQ(pipeline_stage_layers(6, 2, 2, s, 0), 3);  // chunks 0 and 2
+    EXPECT_EQ(pipeline_chunk_layers(6, 4, 1, s), (std::vector<int>{1, 2, 2, 1}));
+    EXPECT_NE(pipeline_split_problem(6, 2, 1, s).find("has 4 stages, not pipeline-model-parallel-size 2"),
+              std::string::npos);
+    EXPECT_NE(pipeline_split_problem(6, 1, 4, s).find("pipeline-model-parallel-size is 1: give the pipeline size"),
+              std::string::npos);
+    EXPECT_NE(pipeline_split_problem(8, 2, 2, s).find("has 6 decoder layers (t), not num-layers 8"),
+              std::string::npos);
+    PipelineSplit both = s;
+    both.first_stage_layers = 1;
+    EXPECT_NE(pipeline_split_problem(6, 2, 2, both).find("drop --decoder-first/last-pipeline-num-layers"),
+              std::string::npos);
+    both = s;
+    both.account_for_loss = true;
+    EXPECT_NE(pipeline_split_problem(6, 2, 2, both).find("--account-for-embedding/loss"), std::string::npos);
 }
 
 }  // namespace

@@ -74,6 +74,28 @@ TEST_F(PlannerTest, AutoModeKeepsGivenFlags) {
     EXPECT_EQ(c.parallel.recompute_granularity, RecomputeGranularity::Full);
 }
 
+// --pipeline-model-parallel-layout: the planner keeps the stages (PP and VP) and prices the
+// layout's layers; without the pipeline size it cannot tell PP from the virtual stages.
+TEST_F(PlannerTest, AutoModeKeepsALayoutString) {
+    Config c = gpt22b_config();
+    c.training.max_global_batch_size = 32;
+    c.parallel.pipeline_model_parallel_layout = "Et*11|(t*12|)*2,t*13L";
+    try {
+        choose_layout(c, 16, 8);
+        FAIL() << "a layout without --pipeline-model-parallel-size was planned";
+    } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("needs --pipeline-model-parallel-size"), std::string::npos) << e.what();
+    }
+    c.parallel.pipeline_model_parallel_size = 4;
+    c.parallel.pp_given = true;
+    const std::string summary = choose_layout(c, 16, 8);
+    EXPECT_EQ(c.parallel.pipeline_model_parallel_size, 4);
+    EXPECT_EQ(c.parallel.virtual_stages(c.model.num_layers), 1);
+    EXPECT_EQ(c.parallel.num_virtual_stages_per_pipeline_rank, 0);
+    EXPECT_EQ(c.parallel.num_layers_per_virtual_pipeline_stage, 0);
+    EXPECT_NE(summary.find("layout=11,12,12,13"), std::string::npos) << summary;
+}
+
 TEST_F(PlannerTest, AutoModeFailsClearly) {
     Config c = gpt22b_config();
     c.training.max_global_batch_size = 0;  // the file's bound taken away: no batch size at all

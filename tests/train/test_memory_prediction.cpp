@@ -52,6 +52,7 @@ struct Case {
     bool qk_layernorm = false;  // --qk-layernorm: the projection's copy and the norms' statistics
     int first_stage_layers = PipelineSplit::kNotGiven;  // --decoder-first-pipeline-num-layers
     bool reset_documents = false;  // --reset-position-ids and --reset-attention-mask: 2 arrays a slot
+    const char* layout = "";       // --pipeline-model-parallel-layout
 };
 
 const std::vector<Case>& cases() {
@@ -79,6 +80,9 @@ const std::vector<Case>& cases() {
         {"PP2 DP2 distopt uneven 3|1", 4, 1, 2, false, true, false, "", 1, false, false, false, false, false, 3},
         {"PP2 reset documents", 2, 1, 2, false, false, false, "", 1, false, false, false, false, false,
          PipelineSplit::kNotGiven, true},
+        // Virtual stages of 2, 1 | 1, 0 layers: the first rank holds three, the second one.
+        {"PP2 layout Ett|t|t|L", 2, 1, 2, false, false, false, "", 1, false, false, false, false, false,
+         PipelineSplit::kNotGiven, false, "Ett|t|t|L"},
     };
     return c;
 }
@@ -123,6 +127,7 @@ Config case_config(const Case& k) {
     p.use_flash_attn = k.flash;
     if (k.interleaved) p.num_layers_per_virtual_pipeline_stage = 1;
     p.decoder_first_pipeline_num_layers = k.first_stage_layers;
+    p.pipeline_model_parallel_layout = k.layout;
     const std::string r = k.recompute;
     if (r == "selective") {
         p.recompute_granularity = RecomputeGranularity::Selective;
@@ -187,7 +192,7 @@ void run_case(const Case& k) {
                              std::to_string(stage) + ")";
 
     // The analytic parameter count is the model's, element for element.
-    EXPECT_EQ(plan::stage_params(shape, tp, layout.pp, stage, layout.split).total(), got.params) << what;
+    EXPECT_EQ(plan::stage_params(shape, tp, layout.pp, stage, layout.split, layout.vp).total(), got.params) << what;
 
     plan::MeasuredMemory measured;
     measured.weights = got.weights;

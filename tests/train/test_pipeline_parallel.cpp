@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/errors.hpp"
+#include "train/step/chunk_layout.hpp"
 #include "train/trainer.hpp"
 #include "parallel_match.hpp"
 #include "trainer_test_util.hpp"
@@ -27,6 +28,7 @@ struct Layout {
     int layers = 0;
     PipelineSplit split = {};
     int virtual_stages = 0;
+    std::string layout;  // --pipeline-model-parallel-layout
 };
 
 Config pipeline_config(const Layout& l) {
@@ -42,6 +44,7 @@ Config pipeline_config(const Layout& l) {
     c.parallel.account_for_embedding_in_pipeline_split = l.split.account_for_embedding;
     c.parallel.account_for_loss_in_pipeline_split = l.split.account_for_loss;
     c.parallel.num_virtual_stages_per_pipeline_rank = l.virtual_stages;
+    c.parallel.pipeline_model_parallel_layout = l.layout;
     return c;
 }
 
@@ -58,7 +61,7 @@ void expect_matches_one_rank(const Layout& l) {
                              " layers/virtual " + std::to_string(l.per_virtual) + " uneven " +
                              std::to_string(l.split.first_stage_layers) + "/" + std::to_string(l.split.last_stage_layers) +
                              (l.split.account_for_embedding ? " +embedding" : "") +
-                             (l.split.account_for_loss ? " +loss" : "") + " dropout " +
+                             (l.split.account_for_loss ? " +loss" : "") + " layout '" + l.layout + "' dropout " +
                              std::to_string(l.dropout) + " rank " + std::to_string(test::world_rank());
     test::expect_matches(ref, got, cfg, what);
     if (test::world_rank() == 0 || test::world_rank() == world_size() - 1)
@@ -115,6 +118,27 @@ TEST(PipelineParallel, InterleavedUnevenStagesMatchOneRank) {
 TEST(PipelineParallel, EmbeddingAndLossStagesWithoutLayersMatchOneRank) {
     if (world_size() != 4) GTEST_SKIP() << "needs 4 ranks (registered as .np4)";
     expect_matches_one_rank({1, 4, 0, 0.1, 2, {PipelineSplit::kNotGiven, PipelineSplit::kNotGiven, true, true}});
+}
+
+// Megatron's --pipeline-model-parallel-layout: 6 layers as virtual stages {0, 3 | 2, 1}
+// (layers 0-2 | 3-4 | 5): an interleaved first chunk of the embedding alone; VP = 4 / PP.
+TEST(PipelineParallel, LayoutStringStagesMatchOneRank) {
+    if (world_size() != 2) GTEST_SKIP() << "needs 2 ranks (registered as .np2)";
+    const Layout l{1, 2, 0, 0.1, 6, {}, 0, "E|ttt|tt|tL"};
+    expect_matches_one_rank(l);
+    // Any split matches one rank: the chunks themselves say the layout was followed.
+    dist::ProcessGroups groups(MPI_COMM_WORLD, 1, 2);
+    const Config cfg = pipeline_config(l);
+    ASSERT_EQ(pipeline_num_chunks(cfg, groups), 2);
+    const bool first = groups.coords().pp == 0;
+    const std::vector<std::pair<int, int>> want = first ? std::vector<std::pair<int, int>>{{0, 0}, {3, 2}}
+                                                        : std::vector<std::pair<int, int>>{{0, 3}, {5, 1}};
+    for (int c = 0; c < 2; ++c) {
+        const model::ChunkSpec spec = pipeline_chunk_spec(cfg, groups, c);
+        EXPECT_EQ(std::pair(spec.first_layer, spec.num_layers), want[static_cast<std::size_t>(c)]) << "chunk " << c;
+        EXPECT_EQ(spec.pre_process, first && c == 0);
+        EXPECT_EQ(spec.post_process, !first && c == 1);
+    }
 }
 
 TEST(PipelineParallel, LayersThatDoNotSplitEvenlyAreAUsageError) {
